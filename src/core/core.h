@@ -1,0 +1,119 @@
+/*
+ * core.h — the bottom layer every other module uses: error messages, the one
+ * allocation hook, the string builder, hashing and logging.
+ */
+#ifndef GLESC_CORE_H
+#define GLESC_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "glesc.h"
+
+#if defined(__GNUC__)
+#define CORE_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define CORE_PRINTF(fmt, args)
+#endif
+
+#define CORE_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define CORE_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CORE_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- Errors ----
+ * A core_err holds the status and message of the last failure. Contexts own
+ * one; calls without a context use the thread's own (core_err_tls). */
+typedef struct core_err {
+    glesc_status status;
+    char *msg; /* heap, or NULL */
+} core_err;
+
+core_err *core_err_tls(void);
+/* Formats the message into e (or the thread's when e is NULL) and returns st. */
+glesc_status core_err_set(core_err *e, glesc_status st, const char *fmt, ...) CORE_PRINTF(3, 4);
+glesc_status core_err_setv(core_err *e, glesc_status st, const char *fmt, va_list ap);
+/* Prefixes the existing message with "prefix: " (keeps the status). */
+void core_err_prefix(core_err *e, const char *fmt, ...) CORE_PRINTF(2, 3);
+/* Copies src's status and message into dst (no-op when they are the same). */
+glesc_status core_err_copy(core_err *dst, const core_err *src);
+const char *core_err_msg(const core_err *e);
+void core_err_clear(core_err *e);
+
+/* ---- Allocation (all heap memory goes through glesc_set_allocator's hook) ---- */
+void *core_malloc(size_t size);
+void *core_calloc(size_t n, size_t size); /* checks n*size for overflow */
+void *core_realloc(void *ptr, size_t size);
+void core_free(void *ptr);
+char *core_strdup(const char *s);
+char *core_strndup(const char *s, size_t n);
+/* size = a*b, false on overflow. */
+static inline bool core_mul_overflow(size_t a, size_t b, size_t *out)
+{
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline bool core_add_overflow(size_t a, size_t b, size_t *out)
+{
+    return __builtin_add_overflow(a, b, out);
+}
+
+/* Testing aid: the n-th allocation from now on (0 = the next) and every one
+ * after it fails; -1 switches failure injection off. Returns the number of
+ * allocations made since the last call. */
+long core_alloc_fail_after(long n);
+
+/* ---- String builder (Lua's luaL_Buffer): append with a sticky OOM flag ---- */
+typedef struct sbuf {
+    char *data; /* always NUL-terminated when len > 0 or after sbuf_init */
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+void sbuf_init(sbuf *b);
+void sbuf_free(sbuf *b);
+void sbuf_reset(sbuf *b); /* length 0, keeps capacity, clears nothing else */
+void sbuf_append(sbuf *b, const char *s);
+void sbuf_appendn(sbuf *b, const char *s, size_t n);
+void sbuf_appendc(sbuf *b, char c);
+void sbuf_appendf(sbuf *b, const char *fmt, ...) CORE_PRINTF(2, 3);
+void sbuf_appendv(sbuf *b, const char *fmt, va_list ap);
+/* Appends s with every line prefixed by `indent` spaces (empty lines stay empty). */
+void sbuf_append_indented(sbuf *b, const char *s, int indent);
+/* The text ("" when empty); NULL after an out-of-memory. Owned by b. */
+const char *sbuf_str(const sbuf *b);
+/* Hands the text to the caller (core_free it); NULL on OOM. b is reset. */
+char *sbuf_take(sbuf *b);
+
+/* ---- Hashing (xxHash, XXH3) ---- */
+typedef struct core_hash128 {
+    uint64_t lo, hi;
+} core_hash128;
+
+core_hash128 core_hash128_bytes(const void *data, size_t len);
+uint64_t core_hash64_bytes(const void *data, size_t len);
+/* Streaming 128-bit hash over several parts. */
+typedef struct core_hasher core_hasher;
+core_hasher *core_hasher_create(void);
+void core_hasher_update(core_hasher *h, const void *data, size_t len);
+core_hash128 core_hasher_digest(const core_hasher *h);
+void core_hasher_destroy(core_hasher *h);
+/* 32 lowercase hex digits + NUL. */
+void core_hash128_hex(core_hash128 h, char out[33]);
+static inline bool core_hash128_eq(core_hash128 a, core_hash128 b)
+{
+    return a.lo == b.lo && a.hi == b.hi;
+}
+
+/* ---- Logging ---- */
+typedef enum core_log_level { CORE_LOG_ERROR, CORE_LOG_WARN, CORE_LOG_INFO, CORE_LOG_DEBUG } core_log_level;
+void core_log(core_log_level lvl, const char *fmt, ...) CORE_PRINTF(2, 3);
+/* Reads an environment variable; NULL when unset or empty. */
+const char *core_env(const char *name);
+/* True when the variable is set to 1/yes/true/on. */
+bool core_env_flag(const char *name);
+
+/* Monotonic time in nanoseconds. */
+uint64_t core_time_ns(void);
+
+#endif /* GLESC_CORE_H */

@@ -1,0 +1,127 @@
+/*
+ * err.c — status names (generated from GLESC_STATUS_MAP) and the per-context /
+ * per-thread error messages that carry the evidence of a failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "glesc_config.h"
+
+GLESC_API const char *glesc_status_name(glesc_status s)
+{
+    switch (s) {
+#define NAME_(name, value, str)                                                                    \
+    case GLESC_##name:                                                                             \
+        return "GLESC_" #name;
+        GLESC_STATUS_MAP(NAME_)
+#undef NAME_
+    }
+    return "GLESC_UNKNOWN";
+}
+
+GLESC_API const char *glesc_status_str(glesc_status s)
+{
+    switch (s) {
+#define STR_(name, value, str)                                                                     \
+    case GLESC_##name:                                                                             \
+        return str;
+        GLESC_STATUS_MAP(STR_)
+#undef STR_
+    }
+    return "unknown status";
+}
+
+GLESC_API const char *glesc_version(void)
+{
+    return GLESC_VERSION;
+}
+
+static _Thread_local core_err tls_err;
+
+core_err *core_err_tls(void)
+{
+    return &tls_err;
+}
+
+GLESC_API const char *glesc_last_errmsg(void)
+{
+    return core_err_msg(&tls_err);
+}
+
+/* The message is formatted with libc's malloc, not the hook: an error report
+ * must survive an injected or real allocation failure. When even that fails,
+ * a static text stands in. */
+glesc_status core_err_setv(core_err *e, glesc_status st, const char *fmt, va_list ap)
+{
+    if (!e)
+        e = &tls_err;
+    char *msg = NULL;
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n >= 0) {
+        msg = malloc((size_t)n + 1);
+        if (msg)
+            vsnprintf(msg, (size_t)n + 1, fmt, ap);
+    }
+    free(e->msg);
+    e->msg = msg;
+    e->status = st;
+    return st;
+}
+
+glesc_status core_err_set(core_err *e, glesc_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    core_err_setv(e, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void core_err_prefix(core_err *e, const char *fmt, ...)
+{
+    if (!e)
+        e = &tls_err;
+    char pre[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    const char *old = e->msg ? e->msg : glesc_status_str(e->status);
+    size_t n = strlen(pre) + 2 + strlen(old) + 1;
+    char *msg = malloc(n);
+    if (!msg)
+        return;
+    snprintf(msg, n, "%s: %s", pre, old);
+    free(e->msg);
+    e->msg = msg;
+}
+
+glesc_status core_err_copy(core_err *dst, const core_err *src)
+{
+    if (!dst)
+        dst = &tls_err;
+    if (dst == src)
+        return src->status;
+    return core_err_set(dst, src->status, "%s", core_err_msg(src));
+}
+
+const char *core_err_msg(const core_err *e)
+{
+    if (!e)
+        e = &tls_err;
+    if (e->msg)
+        return e->msg;
+    return e->status == GLESC_OK ? "" : glesc_status_str(e->status);
+}
+
+void core_err_clear(core_err *e)
+{
+    free(e->msg);
+    e->msg = NULL;
+    e->status = GLESC_OK;
+}
