@@ -64,6 +64,55 @@ GLESC_API const char *glesc_last_errmsg(void);
 /* glesc's version string, e.g. "0.1.0". Static string. */
 GLESC_API const char *glesc_version(void);
 
+/* ---- Element types. Values are ggml's type ids, as stored in GGUF files:
+ * append-only, never renumbered. Quantized types hold blocks of
+ * glesc_dtype_block_size() elements in glesc_dtype_block_bytes() bytes. ---- */
+typedef enum glesc_dtype {
+    GLESC_DTYPE_F32 = 0,
+    GLESC_DTYPE_F16 = 1,
+    GLESC_DTYPE_Q4_0 = 2,
+    GLESC_DTYPE_Q4_1 = 3,
+    GLESC_DTYPE_Q5_0 = 6,
+    GLESC_DTYPE_Q5_1 = 7,
+    GLESC_DTYPE_Q8_0 = 8,
+    GLESC_DTYPE_Q8_1 = 9,
+    GLESC_DTYPE_Q2_K = 10,
+    GLESC_DTYPE_Q3_K = 11,
+    GLESC_DTYPE_Q4_K = 12,
+    GLESC_DTYPE_Q5_K = 13,
+    GLESC_DTYPE_Q6_K = 14,
+    GLESC_DTYPE_Q8_K = 15,
+    GLESC_DTYPE_IQ2_XXS = 16,
+    GLESC_DTYPE_IQ2_XS = 17,
+    GLESC_DTYPE_IQ3_XXS = 18,
+    GLESC_DTYPE_IQ1_S = 19,
+    GLESC_DTYPE_IQ4_NL = 20,
+    GLESC_DTYPE_IQ3_S = 21,
+    GLESC_DTYPE_IQ2_S = 22,
+    GLESC_DTYPE_IQ4_XS = 23,
+    GLESC_DTYPE_I8 = 24,
+    GLESC_DTYPE_I16 = 25,
+    GLESC_DTYPE_I32 = 26,
+    GLESC_DTYPE_I64 = 27,
+    GLESC_DTYPE_F64 = 28,
+    GLESC_DTYPE_IQ1_M = 29,
+    GLESC_DTYPE_BF16 = 30,
+    GLESC_DTYPE_TQ1_0 = 34,
+    GLESC_DTYPE_TQ2_0 = 35,
+    GLESC_DTYPE_MXFP4 = 39,
+    GLESC_DTYPE_COUNT_ = 40 /* one past the largest id; not a type */
+} glesc_dtype;
+
+/* "f32", "q4_k", ...; NULL for an id that is not a type. Static string. */
+GLESC_API const char *glesc_dtype_name(glesc_dtype t);
+/* Elements per block (1 for plain types); 0 for an unknown id. */
+GLESC_API int glesc_dtype_block_size(glesc_dtype t);
+/* Bytes per block; 0 for an unknown id. */
+GLESC_API int glesc_dtype_block_bytes(glesc_dtype t);
+/* Bytes of a row of n elements, or 0 when n is not a multiple of the block
+ * size, the type is unknown, or the size overflows. */
+GLESC_API uint64_t glesc_dtype_row_bytes(glesc_dtype t, int64_t n);
+
 /* ---- Allocation hook (Lua's lua_Alloc): every heap allocation of glesc goes
  * through it. realloc semantics: ptr NULL → allocate, size 0 → free (return
  * NULL). Pass NULL to restore the libc allocator. Not thread-safe: set it
