@@ -1,0 +1,28 @@
+/*
+ * test_util.h — helpers shared by the test suites: finding ../shared (models,
+ * references) and reporting the worst error of a comparison.
+ */
+#ifndef GLESC_TEST_UTIL_H
+#define GLESC_TEST_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Path of rel inside the shared folder (GLESC_SHARED_DIR, else
+ * $GLESC_SOURCE_ROOT/../shared), or NULL when that file does not exist.
+ * The returned string is malloc'ed; free() it. */
+char *test_shared_path(const char *rel);
+
+/* Declares `char *var` = the path of rel in the shared folder; skips the
+ * current Criterion test with a clear message when it is absent. free(var). */
+#define TEST_REQUIRE_SHARED(var, rel)                                                              \
+    char *var = test_shared_path(rel);                                                             \
+    if (!var)                                                                                      \
+    cr_skip_test("../shared/%s is absent: skipping (tests that need the shared models and "        \
+                 "references run where ../shared sits beside the checkout)",                        \
+                 rel)
+
+/* Reads a whole file; NULL on failure. *size gets its length. free() it. */
+void *test_read_file(const char *path, size_t *size);
+
+#endif
