@@ -1,0 +1,347 @@
+/*
+ * kernel.c — the kernel builder behind emit.h. Declarations are kept in
+ * small lists and written out in a fixed order (version, extensions,
+ * precision, defines, local size, buffers, uniforms, shared, helpers, main),
+ * so the same calls always give the same text: the program cache keys on it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "emit/emit.h"
+
+#define MAX_DECLS 32
+
+typedef struct named_text {
+    char *name, *text;
+} named_text;
+
+struct emit_kernel {
+    char *name;
+    sbuf comments, body;
+    int indent;
+    int local[3];
+    struct {
+        emit_elem elem;
+        unsigned access;
+        char *name;
+    } bindings[MAX_DECLS];
+    int n_bindings;
+    struct {
+        emit_param_type type;
+        char *name;
+    } params[MAX_DECLS];
+    int n_params;
+    named_text ext[MAX_DECLS], defines[MAX_DECLS], shared[MAX_DECLS], helpers[64];
+    int n_ext, n_defines, n_shared, n_helpers;
+    bool oom;
+    char misuse[256]; /* first misuse, reported by emit_kernel_glsl */
+};
+
+static const struct {
+    const char *glsl;
+    size_t size;
+} elems[EMIT_ELEM_COUNT_] = {
+    [EMIT_FLOAT] = {"float", 4}, [EMIT_INT] = {"int", 4},     [EMIT_UINT] = {"uint", 4},
+    [EMIT_VEC2] = {"vec2", 8},   [EMIT_VEC4] = {"vec4", 16},  [EMIT_UVEC2] = {"uvec2", 8},
+    [EMIT_UVEC4] = {"uvec4", 16},
+};
+
+const char *emit_elem_glsl(emit_elem e)
+{
+    return (unsigned)e < EMIT_ELEM_COUNT_ ? elems[e].glsl : "?";
+}
+
+size_t emit_elem_size(emit_elem e)
+{
+    return (unsigned)e < EMIT_ELEM_COUNT_ ? elems[e].size : 0;
+}
+
+static void misuse(emit_kernel *k, const char *fmt, const char *arg)
+{
+    if (!k->misuse[0])
+        snprintf(k->misuse, sizeof k->misuse, fmt, arg);
+}
+
+static char *dup(emit_kernel *k, const char *s)
+{
+    char *p = core_strdup(s);
+    if (!p)
+        k->oom = true;
+    return p;
+}
+
+emit_kernel *emit_kernel_create(const char *name)
+{
+    emit_kernel *k = core_calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    sbuf_init(&k->comments);
+    sbuf_init(&k->body);
+    k->local[0] = 64;
+    k->local[1] = k->local[2] = 1;
+    k->indent = 1;
+    k->name = core_strdup(name);
+    if (!k->name) {
+        core_free(k);
+        return NULL;
+    }
+    return k;
+}
+
+static void free_named(named_text *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        core_free(t[i].name);
+        core_free(t[i].text);
+    }
+}
+
+void emit_kernel_destroy(emit_kernel *k)
+{
+    if (!k)
+        return;
+    core_free(k->name);
+    sbuf_free(&k->comments);
+    sbuf_free(&k->body);
+    for (int i = 0; i < k->n_bindings; i++)
+        core_free(k->bindings[i].name);
+    for (int i = 0; i < k->n_params; i++)
+        core_free(k->params[i].name);
+    free_named(k->ext, k->n_ext);
+    free_named(k->defines, k->n_defines);
+    free_named(k->shared, k->n_shared);
+    free_named(k->helpers, k->n_helpers);
+    core_free(k);
+}
+
+void emit_kernel_comment(emit_kernel *k, const char *fmt, ...)
+{
+    sbuf_append(&k->comments, "// ");
+    va_list ap;
+    va_start(ap, fmt);
+    sbuf_appendv(&k->comments, fmt, ap);
+    va_end(ap);
+    sbuf_appendc(&k->comments, '\n');
+}
+
+static named_text *find_named(named_text *t, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name))
+            return &t[i];
+    return NULL;
+}
+
+/* Adds (name, text) once; with replace, a second add replaces the text. */
+static void add_named(emit_kernel *k, named_text *t, int *n, int max, const char *name,
+                      const char *text, bool replace)
+{
+    named_text *e = find_named(t, *n, name);
+    if (e) {
+        if (replace) {
+            char *nt = dup(k, text);
+            if (nt) {
+                core_free(e->text);
+                e->text = nt;
+            }
+        }
+        return;
+    }
+    if (*n >= max) {
+        misuse(k, "too many declarations (at '%s')", name);
+        return;
+    }
+    t[*n].name = dup(k, name);
+    t[*n].text = dup(k, text);
+    (*n)++;
+}
+
+void emit_kernel_extension(emit_kernel *k, const char *name)
+{
+    add_named(k, k->ext, &k->n_ext, MAX_DECLS, name, "", false);
+}
+
+void emit_kernel_define(emit_kernel *k, const char *name, const char *fmt, ...)
+{
+    sbuf v;
+    sbuf_init(&v);
+    va_list ap;
+    va_start(ap, fmt);
+    sbuf_appendv(&v, fmt, ap);
+    va_end(ap);
+    if (!sbuf_str(&v))
+        k->oom = true;
+    else
+        add_named(k, k->defines, &k->n_defines, MAX_DECLS, name, sbuf_str(&v), true);
+    sbuf_free(&v);
+}
+
+void emit_kernel_local_size(emit_kernel *k, int x, int y, int z)
+{
+    k->local[0] = x;
+    k->local[1] = y;
+    k->local[2] = z;
+}
+
+static bool name_taken(const emit_kernel *k, const char *name)
+{
+    for (int i = 0; i < k->n_bindings; i++)
+        if (!strcmp(k->bindings[i].name, name))
+            return true;
+    for (int i = 0; i < k->n_params; i++)
+        if (!strcmp(k->params[i].name, name))
+            return true;
+    return false;
+}
+
+int emit_kernel_binding(emit_kernel *k, emit_elem elem, unsigned access, const char *name)
+{
+    if (k->n_bindings >= MAX_DECLS || name_taken(k, name)) {
+        misuse(k, "binding '%s' is a duplicate or one too many", name);
+        return -1;
+    }
+    int i = k->n_bindings++;
+    k->bindings[i].elem = elem;
+    k->bindings[i].access = access;
+    k->bindings[i].name = dup(k, name);
+    return i;
+}
+
+int emit_kernel_param(emit_kernel *k, emit_param_type type, const char *name)
+{
+    if (k->n_params >= MAX_DECLS || name_taken(k, name)) {
+        misuse(k, "parameter '%s' is a duplicate or one too many", name);
+        return -1;
+    }
+    int i = k->n_params++;
+    k->params[i].type = type;
+    k->params[i].name = dup(k, name);
+    return i;
+}
+
+void emit_kernel_shared(emit_kernel *k, const char *type, const char *name, int count)
+{
+    char text[160];
+    snprintf(text, sizeof text, "shared %s %s[%d];", type, name, count);
+    add_named(k, k->shared, &k->n_shared, MAX_DECLS, name, text, false);
+}
+
+void emit_kernel_helper(emit_kernel *k, const char *name, const char *text)
+{
+    add_named(k, k->helpers, &k->n_helpers, 64, name, text, false);
+}
+
+void emit_kernel_snippet(emit_kernel *k, const char *name)
+{
+    const char *text = emit_snippet_text(name);
+    if (!text) {
+        misuse(k, "no GLSL snippet glsl/%s.glsl", name);
+        return;
+    }
+    emit_kernel_helper(k, name, text);
+}
+
+void emit_kernel_line(emit_kernel *k, const char *fmt, ...)
+{
+    sbuf line;
+    sbuf_init(&line);
+    va_list ap;
+    va_start(ap, fmt);
+    sbuf_appendv(&line, fmt, ap);
+    va_end(ap);
+    const char *s = sbuf_str(&line);
+    if (!s) {
+        k->oom = true;
+        return;
+    }
+    size_t n = strlen(s);
+    if (s[0] == '}' && k->indent > 1)
+        k->indent--;
+    if (n)
+        sbuf_appendf(&k->body, "%*s%s", 4 * k->indent, "", s);
+    sbuf_appendc(&k->body, '\n');
+    if (n && s[n - 1] == '{')
+        k->indent++;
+    sbuf_free(&line);
+}
+
+int emit_kernel_n_bindings(const emit_kernel *k)
+{
+    return k->n_bindings;
+}
+
+int emit_kernel_n_params(const emit_kernel *k)
+{
+    return k->n_params;
+}
+
+static const char *param_glsl(emit_param_type t)
+{
+    return t == EMIT_PARAM_INT ? "int" : t == EMIT_PARAM_UINT ? "uint" : "float";
+}
+
+char *emit_kernel_glsl(emit_kernel *k, core_err *err)
+{
+    if (k->misuse[0]) {
+        core_err_set(err, GLESC_ERROR_INVALID_ARGUMENT, "kernel '%s': %s", k->name, k->misuse);
+        return NULL;
+    }
+    sbuf b;
+    sbuf_init(&b);
+    sbuf_append(&b, "#version 310 es\n");
+    for (int i = 0; i < k->n_ext; i++)
+        sbuf_appendf(&b, "#extension %s : require\n", k->ext[i].name);
+    sbuf_appendf(&b, "// glesc kernel: %s\n", k->name);
+    if (k->comments.len)
+        sbuf_append(&b, sbuf_str(&k->comments) ? sbuf_str(&k->comments) : "");
+    sbuf_append(&b, "precision highp float;\nprecision highp int;\n\n");
+    int wg = k->local[0] * k->local[1] * k->local[2];
+    sbuf_appendf(&b, "#define WG_SIZE %du\n", wg);
+    for (int i = 0; i < k->n_defines; i++)
+        sbuf_appendf(&b, "#define %s %s\n", k->defines[i].name, k->defines[i].text);
+    sbuf_appendf(&b, "layout(local_size_x = %d, local_size_y = %d, local_size_z = %d) in;\n\n",
+                 k->local[0], k->local[1], k->local[2]);
+    for (int i = 0; i < k->n_bindings; i++) {
+        unsigned a = k->bindings[i].access;
+        sbuf_appendf(&b, "layout(std430, binding = %d) %s%s%s%sbuffer B%d { %s %s[]; };\n", i,
+                     a & EMIT_RESTRICT ? "restrict " : "", a & EMIT_COHERENT ? "coherent " : "",
+                     a & EMIT_READONLY ? "readonly " : "", a & EMIT_WRITEONLY ? "writeonly " : "",
+                     i, emit_elem_glsl(k->bindings[i].elem), k->bindings[i].name);
+    }
+    if (k->n_bindings)
+        sbuf_appendc(&b, '\n');
+    for (int i = 0; i < k->n_params; i++)
+        sbuf_appendf(&b, "layout(location = %d) uniform %s %s;\n", i,
+                     param_glsl(k->params[i].type), k->params[i].name);
+    if (k->n_params)
+        sbuf_appendc(&b, '\n');
+    for (int i = 0; i < k->n_shared; i++)
+        sbuf_appendf(&b, "%s\n", k->shared[i].text);
+    if (k->n_shared)
+        sbuf_appendc(&b, '\n');
+    for (int i = 0; i < k->n_helpers; i++) {
+        sbuf_append(&b, k->helpers[i].text);
+        size_t n = strlen(k->helpers[i].text);
+        if (n && k->helpers[i].text[n - 1] != '\n')
+            sbuf_appendc(&b, '\n');
+        sbuf_appendc(&b, '\n');
+    }
+    sbuf_append(&b, "void main() {\n");
+    if (k->body.len)
+        sbuf_append(&b, sbuf_str(&k->body) ? sbuf_str(&k->body) : "");
+    sbuf_append(&b, "}\n");
+    if (k->oom || k->comments.oom || k->body.oom)
+        b.oom = true;
+    char *text = sbuf_take(&b);
+    if (!text)
+        core_err_set(err, GLESC_ERROR_OUT_OF_MEMORY, "kernel '%s': out of memory", k->name);
+    return text;
+}
+
+const char *emit_snippet_text(const char *name)
+{
+    for (int i = 0; i < emit_n_snippets; i++)
+        if (!strcmp(emit_snippets[i].name, name))
+            return emit_snippets[i].text;
+    return NULL;
+}

@@ -1,0 +1,79 @@
+/*
+ * caps.c — what the context offers: versions, compute limits, the storage
+ * block limit that decides tensor splitting, binary formats and the optional
+ * extensions glesc may use.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gl/gl.h"
+
+bool gl_has_extension(const char *name)
+{
+    GLint n = 0;
+    glGetIntegerv(GL_NUM_EXTENSIONS, &n);
+    for (GLint i = 0; i < n; i++) {
+        const char *e = (const char *)glGetStringi(GL_EXTENSIONS, (GLuint)i);
+        if (e && !strcmp(e, name))
+            return true;
+    }
+    return false;
+}
+
+static char *dup_gl_string(GLenum name)
+{
+    const char *s = (const char *)glGetString(name);
+    return core_strdup(s ? s : "");
+}
+
+glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override)
+{
+    glesc_caps *c = &ctx->caps;
+    c->vendor = dup_gl_string(GL_VENDOR);
+    c->renderer = dup_gl_string(GL_RENDERER);
+    c->version = dup_gl_string(GL_VERSION);
+    c->glsl_version = dup_gl_string(GL_SHADING_LANGUAGE_VERSION);
+    if (!c->vendor || !c->renderer || !c->version || !c->glsl_version)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "capability strings");
+    glGetIntegerv(GL_MAJOR_VERSION, &c->gl_major);
+    glGetIntegerv(GL_MINOR_VERSION, &c->gl_minor);
+    c->platform_reason = ctx->platform_reason;
+    c->device = ctx->device_desc ? ctx->device_desc : "";
+
+    GLint64 ssbo = 0;
+    glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &ssbo);
+    c->driver_max_storage_block_size = (uint64_t)ssbo;
+    c->max_storage_block_size = (uint64_t)ssbo;
+    if (storage_block_override && storage_block_override < c->max_storage_block_size)
+        c->max_storage_block_size = storage_block_override;
+    glGetIntegerv(GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, &c->max_compute_storage_blocks);
+    glGetIntegerv(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, &c->max_compute_shared_memory);
+    glGetIntegerv(GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, &c->max_compute_invocations);
+    for (GLuint i = 0; i < 3; i++) {
+        glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_SIZE, i, &c->max_workgroup_size[i]);
+        glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, i, &c->max_workgroup_count[i]);
+    }
+    glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &c->storage_buffer_offset_alignment);
+    if (c->storage_buffer_offset_alignment <= 0)
+        c->storage_buffer_offset_alignment = 256;
+    glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &c->num_program_binary_formats);
+
+    c->has_subgroup = gl_has_extension("GL_KHR_shader_subgroup");
+    if (c->has_subgroup) {
+        GLint v = 0;
+        glGetIntegerv(GL_SUBGROUP_SIZE_KHR, &v);
+        c->subgroup_size = v;
+        glGetIntegerv(GL_SUBGROUP_SUPPORTED_STAGES_KHR, &v);
+        c->subgroup_stages = (uint32_t)v;
+        glGetIntegerv(GL_SUBGROUP_SUPPORTED_FEATURES_KHR, &v);
+        c->subgroup_features = (uint32_t)v;
+        /* Only useful to us when compute shaders have it. */
+        if (!(c->subgroup_stages & GL_COMPUTE_SHADER_BIT))
+            c->has_subgroup = false;
+    }
+    c->has_timer_query = gl_has_extension("GL_EXT_disjoint_timer_query");
+    c->has_parallel_compile = gl_has_extension("GL_KHR_parallel_shader_compile");
+    c->has_buffer_storage = gl_has_extension("GL_EXT_buffer_storage");
+    c->has_debug = (c->gl_major == 3 && c->gl_minor >= 2) || gl_has_extension("GL_KHR_debug");
+    return gl_check(ctx, "capability query");
+}

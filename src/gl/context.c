@@ -1,0 +1,741 @@
+/*
+ * context.c — the headless EGL context: no window, no display server.
+ *
+ * Platforms, in the order `auto` tries them:
+ *   1. GBM on each /dev/dri/renderD* node (EGL_PLATFORM_GBM_KHR): the usual
+ *      path on Mesa drivers for real hardware (Panfrost, Freedreno, V3D, ...).
+ *   2. EGL_EXT_platform_device: enumerated EGL devices, hardware before
+ *      Mesa's software device (EGL_MESA_device_software). The path on the
+ *      NVIDIA driver, which has no /dev/dri node on headless servers.
+ *   3. EGL_MESA_platform_surfaceless: Mesa's last resort (llvmpipe).
+ * The context is configless (EGL_KHR_no_config_context) and surfaceless
+ * (EGL_KHR_surfaceless_context) where possible, else a pbuffer config/surface.
+ *
+ * EGL displays are per native display and eglTerminate is not reference
+ * counted, so two glesc contexts on one display share it through a small
+ * registry and only the last one terminates it.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gbm.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gl/gl.h"
+
+/* ---- error helpers ---- */
+
+static const char *egl_error_name(EGLint e)
+{
+    switch (e) {
+#define C_(x)                                                                                      \
+    case x:                                                                                        \
+        return #x;
+        C_(EGL_SUCCESS)
+        C_(EGL_NOT_INITIALIZED)
+        C_(EGL_BAD_ACCESS)
+        C_(EGL_BAD_ALLOC)
+        C_(EGL_BAD_ATTRIBUTE)
+        C_(EGL_BAD_CONFIG)
+        C_(EGL_BAD_CONTEXT)
+        C_(EGL_BAD_CURRENT_SURFACE)
+        C_(EGL_BAD_DISPLAY)
+        C_(EGL_BAD_MATCH)
+        C_(EGL_BAD_NATIVE_PIXMAP)
+        C_(EGL_BAD_NATIVE_WINDOW)
+        C_(EGL_BAD_PARAMETER)
+        C_(EGL_BAD_SURFACE)
+        C_(EGL_CONTEXT_LOST)
+        C_(EGL_BAD_DEVICE_EXT)
+#undef C_
+    }
+    return "unknown EGL error";
+}
+
+glesc_status gl_egl_error(glesc_context *ctx, const char *step)
+{
+    EGLint e = eglGetError();
+    return core_err_set(ctx ? &ctx->err : NULL, GLESC_ERROR_EGL, "%s failed: %s (0x%04x)", step,
+                        egl_error_name(e), (unsigned)e);
+}
+
+const char *gl_error_name(GLenum e)
+{
+    switch (e) {
+    case GL_NO_ERROR:
+        return "GL_NO_ERROR";
+    case GL_INVALID_ENUM:
+        return "GL_INVALID_ENUM";
+    case GL_INVALID_VALUE:
+        return "GL_INVALID_VALUE";
+    case GL_INVALID_OPERATION:
+        return "GL_INVALID_OPERATION";
+    case GL_INVALID_FRAMEBUFFER_OPERATION:
+        return "GL_INVALID_FRAMEBUFFER_OPERATION";
+    case GL_OUT_OF_MEMORY:
+        return "GL_OUT_OF_MEMORY";
+    case GL_CONTEXT_LOST:
+        return "GL_CONTEXT_LOST";
+    }
+    return "unknown GL error";
+}
+
+glesc_status gl_check(glesc_context *ctx, const char *step)
+{
+    GLenum e = glGetError();
+    if (e == GL_NO_ERROR)
+        return GLESC_OK;
+    /* Drain the remaining flags so the next check starts clean. */
+    for (int i = 0; i < 16 && glGetError() != GL_NO_ERROR; i++)
+        ;
+    return core_err_set(&ctx->err, e == GL_OUT_OF_MEMORY ? GLESC_ERROR_OUT_OF_MEMORY : GLESC_ERROR_GL,
+                        "%s failed: %s (0x%04x)", step, gl_error_name(e), (unsigned)e);
+}
+
+/* ---- shared-display registry ---- */
+
+static pthread_mutex_t display_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    EGLDisplay dpy;
+    int refs;
+} displays[16];
+
+static void display_ref(EGLDisplay dpy)
+{
+    pthread_mutex_lock(&display_lock);
+    int free_slot = -1;
+    for (int i = 0; i < (int)CORE_ARRAY_LEN(displays); i++) {
+        if (displays[i].refs > 0 && displays[i].dpy == dpy) {
+            displays[i].refs++;
+            pthread_mutex_unlock(&display_lock);
+            return;
+        }
+        if (displays[i].refs == 0 && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot >= 0) {
+        displays[free_slot].dpy = dpy;
+        displays[free_slot].refs = 1;
+    }
+    pthread_mutex_unlock(&display_lock);
+}
+
+/* Drops one reference; true when it was the last (the caller terminates). */
+static bool display_unref(EGLDisplay dpy)
+{
+    bool last = true;
+    pthread_mutex_lock(&display_lock);
+    for (int i = 0; i < (int)CORE_ARRAY_LEN(displays); i++) {
+        if (displays[i].refs > 0 && displays[i].dpy == dpy) {
+            last = --displays[i].refs == 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&display_lock);
+    return last;
+}
+
+/* ---- extension strings ---- */
+
+static bool ext_in(const char *list, const char *name)
+{
+    if (!list)
+        return false;
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+static const char *client_extensions(void)
+{
+    return eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
+}
+
+static PFNEGLGETPLATFORMDISPLAYEXTPROC get_platform_display(void)
+{
+    if (!ext_in(client_extensions(), "EGL_EXT_platform_base"))
+        return NULL;
+    return (PFNEGLGETPLATFORMDISPLAYEXTPROC)eglGetProcAddress("eglGetPlatformDisplayEXT");
+}
+
+/* ---- context creation on one display ---- */
+
+static void debug_callback(GLenum source, GLenum type, GLuint id, GLenum severity,
+                           GLsizei length, const GLchar *message, const void *user)
+{
+    (void)source;
+    (void)length;
+    (void)user;
+    const char *sev = severity == GL_DEBUG_SEVERITY_HIGH_KHR     ? "high"
+                      : severity == GL_DEBUG_SEVERITY_MEDIUM_KHR ? "medium"
+                      : severity == GL_DEBUG_SEVERITY_LOW_KHR    ? "low"
+                                                                 : "note";
+    fprintf(stderr, "glesc: GL debug [%s, type 0x%x, id %u]: %s\n", sev, (unsigned)type,
+            (unsigned)id, message);
+}
+
+/* Initializes dpy and creates a current GLES 3.1+ context on it. On failure
+ * ctx->err says why and dpy is released again. */
+static glesc_status init_on_display(glesc_context *ctx, EGLDisplay dpy)
+{
+    if (dpy == EGL_NO_DISPLAY)
+        return gl_egl_error(ctx, "eglGetPlatformDisplay");
+    EGLint major, minor;
+    if (!eglInitialize(dpy, &major, &minor))
+        return gl_egl_error(ctx, "eglInitialize");
+    display_ref(dpy);
+    ctx->dpy = dpy;
+    if (!eglBindAPI(EGL_OPENGL_ES_API))
+        return gl_egl_error(ctx, "eglBindAPI(EGL_OPENGL_ES_API)");
+
+    const char *dext = eglQueryString(dpy, EGL_EXTENSIONS);
+    bool configless = ext_in(dext, "EGL_KHR_no_config_context") ||
+                      ext_in(dext, "EGL_MESA_configless_context");
+    bool surfaceless = ext_in(dext, "EGL_KHR_surfaceless_context");
+    EGLConfig cfg = EGL_NO_CONFIG_KHR;
+    if (!configless || !surfaceless) {
+        const EGLint attrs[] = {EGL_RENDERABLE_TYPE, EGL_OPENGL_ES3_BIT, EGL_SURFACE_TYPE,
+                                EGL_PBUFFER_BIT, EGL_NONE};
+        EGLint n = 0;
+        if (!eglChooseConfig(dpy, attrs, &cfg, 1, &n))
+            return gl_egl_error(ctx, "eglChooseConfig(ES3, pbuffer)");
+        if (n == 0)
+            return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                                "eglChooseConfig: no OpenGL ES 3 pbuffer config on this display");
+    }
+    EGLint cattrs[16], k = 0;
+    cattrs[k++] = EGL_CONTEXT_MAJOR_VERSION_KHR;
+    cattrs[k++] = 3;
+    cattrs[k++] = EGL_CONTEXT_MINOR_VERSION_KHR;
+    cattrs[k++] = 1;
+    if (ctx->debug && ext_in(dext, "EGL_KHR_create_context")) {
+        cattrs[k++] = EGL_CONTEXT_FLAGS_KHR;
+        cattrs[k++] = EGL_CONTEXT_OPENGL_DEBUG_BIT_KHR;
+    }
+    cattrs[k] = EGL_NONE;
+    ctx->egl_ctx = eglCreateContext(dpy, cfg, EGL_NO_CONTEXT, cattrs);
+    if (ctx->egl_ctx == EGL_NO_CONTEXT)
+        return gl_egl_error(ctx, "eglCreateContext(OpenGL ES 3.1)");
+    if (!surfaceless) {
+        const EGLint sattrs[] = {EGL_WIDTH, 1, EGL_HEIGHT, 1, EGL_NONE};
+        ctx->surface = eglCreatePbufferSurface(dpy, cfg, sattrs);
+        if (ctx->surface == EGL_NO_SURFACE)
+            return gl_egl_error(ctx, "eglCreatePbufferSurface(1x1)");
+    }
+    if (!eglMakeCurrent(dpy, ctx->surface, ctx->surface, ctx->egl_ctx))
+        return gl_egl_error(ctx, "eglMakeCurrent");
+
+    GLint gl_major = 0, gl_minor = 0;
+    glGetIntegerv(GL_MAJOR_VERSION, &gl_major);
+    glGetIntegerv(GL_MINOR_VERSION, &gl_minor);
+    if (gl_major < 3 || (gl_major == 3 && gl_minor < 1)) {
+        const char *ver = (const char *)glGetString(GL_VERSION);
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "the context is OpenGL ES %d.%d (%s); glesc needs 3.1 compute",
+                            gl_major, gl_minor, ver ? ver : "?");
+    }
+    return GLESC_OK;
+}
+
+/* Undoes init_on_display (for a failed candidate and for destroy). */
+static void release_display(glesc_context *ctx)
+{
+    if (ctx->dpy != EGL_NO_DISPLAY) {
+        eglMakeCurrent(ctx->dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+        if (ctx->surface != EGL_NO_SURFACE)
+            eglDestroySurface(ctx->dpy, ctx->surface);
+        if (ctx->egl_ctx != EGL_NO_CONTEXT)
+            eglDestroyContext(ctx->dpy, ctx->egl_ctx);
+        if (display_unref(ctx->dpy))
+            eglTerminate(ctx->dpy);
+    }
+    ctx->dpy = EGL_NO_DISPLAY;
+    ctx->surface = EGL_NO_SURFACE;
+    ctx->egl_ctx = EGL_NO_CONTEXT;
+    if (ctx->gbm)
+        gbm_device_destroy(ctx->gbm);
+    ctx->gbm = NULL;
+    if (ctx->drm_fd >= 0)
+        close(ctx->drm_fd);
+    ctx->drm_fd = -1;
+}
+
+/* ---- the three platforms ---- */
+
+static glesc_status try_gbm_node(glesc_context *ctx, const char *path)
+{
+    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = get_platform_display();
+    const char *cext = client_extensions();
+    if (!gpd || !(ext_in(cext, "EGL_KHR_platform_gbm") || ext_in(cext, "EGL_MESA_platform_gbm")))
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "EGL has no GBM platform (EGL_KHR_platform_gbm)");
+    ctx->drm_fd = open(path, O_RDWR | O_CLOEXEC);
+    if (ctx->drm_fd < 0)
+        return core_err_set(&ctx->err, GLESC_ERROR_IO, "cannot open render node %s: %s", path,
+                            strerror(errno));
+    ctx->gbm = gbm_create_device(ctx->drm_fd);
+    if (!ctx->gbm) {
+        glesc_status st = core_err_set(&ctx->err, GLESC_ERROR_EGL,
+                                       "gbm_create_device(%s) failed", path);
+        release_display(ctx);
+        return st;
+    }
+    glesc_status st = init_on_display(ctx, gpd(EGL_PLATFORM_GBM_KHR, ctx->gbm, NULL));
+    if (st != GLESC_OK) {
+        core_err_prefix(&ctx->err, "GBM on %s", path);
+        release_display(ctx);
+        return st;
+    }
+    ctx->device_desc = core_strdup(path);
+    return GLESC_OK;
+}
+
+/* Render nodes, sorted so the choice is deterministic. */
+static int list_render_nodes(char names[][64], int max)
+{
+    DIR *d = opendir("/dev/dri");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max)
+        if (!strncmp(e->d_name, "renderD", 7))
+            snprintf(names[n++], 64, "/dev/dri/%.50s", e->d_name);
+    closedir(d);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            char t[64];
+            memcpy(t, names[j], 64);
+            memcpy(names[j], names[j - 1], 64);
+            memcpy(names[j - 1], t, 64);
+        }
+    return n;
+}
+
+static glesc_status try_gbm(glesc_context *ctx, const char *device, sbuf *why)
+{
+    if (device)
+        return try_gbm_node(ctx, device);
+    char nodes[16][64];
+    int n = list_render_nodes(nodes, 16);
+    if (n == 0)
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "no DRM render node (/dev/dri/renderD*) on this machine");
+    glesc_status st = GLESC_ERROR_UNSUPPORTED;
+    for (int i = 0; i < n; i++) {
+        st = try_gbm_node(ctx, nodes[i]);
+        if (st == GLESC_OK)
+            return st;
+        sbuf_appendf(why, "%s: %s; ", nodes[i], core_err_msg(&ctx->err));
+    }
+    return st;
+}
+
+typedef struct egl_device_info {
+    EGLDeviceEXT dev;
+    bool software;
+    char name[160];
+    const char *drm_file;
+} egl_device_info;
+
+static int enumerate_devices(glesc_context *ctx, egl_device_info *out, int max)
+{
+    const char *cext = client_extensions();
+    if (!ext_in(cext, "EGL_EXT_device_enumeration") && !ext_in(cext, "EGL_EXT_device_base")) {
+        core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED, "EGL has no EGL_EXT_device_enumeration");
+        return -1;
+    }
+    PFNEGLQUERYDEVICESEXTPROC query_devices =
+        (PFNEGLQUERYDEVICESEXTPROC)eglGetProcAddress("eglQueryDevicesEXT");
+    PFNEGLQUERYDEVICESTRINGEXTPROC query_string =
+        (PFNEGLQUERYDEVICESTRINGEXTPROC)eglGetProcAddress("eglQueryDeviceStringEXT");
+    if (!query_devices || !query_string) {
+        core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED, "eglQueryDevicesEXT is missing");
+        return -1;
+    }
+    EGLDeviceEXT devs[16];
+    EGLint n = 0;
+    if (!query_devices(max < 16 ? max : 16, devs, &n)) {
+        gl_egl_error(ctx, "eglQueryDevicesEXT");
+        return -1;
+    }
+    for (EGLint i = 0; i < n; i++) {
+        const char *ext = query_string(devs[i], EGL_EXTENSIONS);
+        out[i].dev = devs[i];
+        out[i].software = ext_in(ext, "EGL_MESA_device_software");
+        out[i].drm_file =
+            ext_in(ext, "EGL_EXT_device_drm") ? query_string(devs[i], EGL_DRM_DEVICE_FILE_EXT) : NULL;
+        const char *renderer = ext_in(ext, "EGL_EXT_device_query_name")
+                                   ? query_string(devs[i], EGL_RENDERER_EXT)
+                                   : NULL;
+        /* The query may set an EGL error when the device has no DRM node. */
+        eglGetError();
+        snprintf(out[i].name, sizeof out[i].name, "%s%s%s", renderer ? renderer : "",
+                 renderer && out[i].drm_file ? " " : "", out[i].drm_file ? out[i].drm_file : "");
+        if (!out[i].name[0])
+            snprintf(out[i].name, sizeof out[i].name, "%s",
+                     out[i].software ? "software" : "hardware");
+    }
+    return n;
+}
+
+static glesc_status try_device_index(glesc_context *ctx, egl_device_info *d, int index)
+{
+    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = get_platform_display();
+    if (!gpd || !ext_in(client_extensions(), "EGL_EXT_platform_device"))
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "EGL has no EGL_EXT_platform_device");
+    glesc_status st = init_on_display(ctx, gpd(EGL_PLATFORM_DEVICE_EXT, d->dev, NULL));
+    if (st != GLESC_OK) {
+        core_err_prefix(&ctx->err, "EGL device %d (%s)", index, d->name);
+        release_display(ctx);
+        return st;
+    }
+    char desc[200];
+    snprintf(desc, sizeof desc, "EGL device %d (%s)", index, d->name);
+    ctx->device_desc = core_strdup(desc);
+    return GLESC_OK;
+}
+
+static bool is_index(const char *s)
+{
+    if (!s || !*s)
+        return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s))
+            return false;
+    return true;
+}
+
+static glesc_status try_device(glesc_context *ctx, const char *device, sbuf *why)
+{
+    egl_device_info devs[16];
+    int n = enumerate_devices(ctx, devs, 16);
+    if (n < 0)
+        return ctx->err.status;
+    if (n == 0)
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED, "EGL enumerates no devices");
+    if (device) {
+        if (is_index(device)) {
+            long idx = strtol(device, NULL, 10);
+            if (idx >= n)
+                return core_err_set(&ctx->err, GLESC_ERROR_NOT_FOUND,
+                                    "EGL device index %ld does not exist (%d device%s found)", idx,
+                                    n, n == 1 ? "" : "s");
+            return try_device_index(ctx, &devs[idx], (int)idx);
+        }
+        for (int i = 0; i < n; i++)
+            if (devs[i].drm_file && !strcmp(devs[i].drm_file, device))
+                return try_device_index(ctx, &devs[i], i);
+        return core_err_set(&ctx->err, GLESC_ERROR_NOT_FOUND,
+                            "no EGL device has the DRM node '%s' (%d device%s found)", device, n,
+                            n == 1 ? "" : "s");
+    }
+    /* Hardware devices first, then software. */
+    glesc_status st = GLESC_ERROR_UNSUPPORTED;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++) {
+            if (devs[i].software != (pass == 1))
+                continue;
+            st = try_device_index(ctx, &devs[i], i);
+            if (st == GLESC_OK)
+                return st;
+            sbuf_appendf(why, "%s; ", core_err_msg(&ctx->err));
+        }
+    return st;
+}
+
+static glesc_status try_surfaceless(glesc_context *ctx)
+{
+    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = get_platform_display();
+    if (!gpd || !ext_in(client_extensions(), "EGL_MESA_platform_surfaceless"))
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "EGL has no EGL_MESA_platform_surfaceless");
+    glesc_status st = init_on_display(ctx, gpd(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY,
+                                               NULL));
+    if (st != GLESC_OK) {
+        core_err_prefix(&ctx->err, "surfaceless platform");
+        release_display(ctx);
+        return st;
+    }
+    ctx->device_desc = core_strdup("");
+    return GLESC_OK;
+}
+
+/* ---- public API ---- */
+
+GLESC_API const char *glesc_platform_name(glesc_platform p)
+{
+    switch (p) {
+    case GLESC_PLATFORM_AUTO:
+        return "auto";
+    case GLESC_PLATFORM_GBM:
+        return "gbm";
+    case GLESC_PLATFORM_DEVICE:
+        return "device";
+    case GLESC_PLATFORM_SURFACELESS:
+        return "surfaceless";
+    }
+    return "?";
+}
+
+static glesc_status parse_platform(const char *s, glesc_platform *out)
+{
+    for (int p = GLESC_PLATFORM_AUTO; p <= GLESC_PLATFORM_SURFACELESS; p++)
+        if (!strcmp(s, glesc_platform_name((glesc_platform)p))) {
+            *out = (glesc_platform)p;
+            return GLESC_OK;
+        }
+    return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                        "GLESC_PLATFORM='%s' is not one of auto, gbm, device, surfaceless", s);
+}
+
+static glesc_status create_egl(glesc_context *ctx, glesc_platform platform, const char *device)
+{
+    sbuf why;
+    sbuf_init(&why);
+    glesc_status st;
+    char reason[512];
+    switch (platform) {
+    case GLESC_PLATFORM_GBM:
+        st = try_gbm(ctx, device, &why);
+        snprintf(reason, sizeof reason, "requested (GLESC_PLATFORM or options)");
+        break;
+    case GLESC_PLATFORM_DEVICE:
+        st = try_device(ctx, device, &why);
+        snprintf(reason, sizeof reason, "requested (GLESC_PLATFORM or options)");
+        break;
+    case GLESC_PLATFORM_SURFACELESS:
+        st = try_surfaceless(ctx);
+        snprintf(reason, sizeof reason, "requested (GLESC_PLATFORM or options)");
+        break;
+    default: {
+        /* auto: a device that looks like a path means GBM on that node, an
+         * index means that EGL device; otherwise try all three in order. */
+        if (device && !is_index(device)) {
+            st = try_gbm(ctx, device, &why);
+            platform = GLESC_PLATFORM_GBM;
+            snprintf(reason, sizeof reason, "auto: GLESC_DEVICE names render node %s", device);
+            break;
+        }
+        if (device) {
+            st = try_device(ctx, device, &why);
+            platform = GLESC_PLATFORM_DEVICE;
+            snprintf(reason, sizeof reason, "auto: GLESC_DEVICE names EGL device %s", device);
+            break;
+        }
+        st = try_gbm(ctx, NULL, &why);
+        if (st == GLESC_OK) {
+            platform = GLESC_PLATFORM_GBM;
+            snprintf(reason, sizeof reason, "auto: first render node that gave a GLES 3.1 context");
+            break;
+        }
+        char gbm_fail[200];
+        snprintf(gbm_fail, sizeof gbm_fail, "%s", core_err_msg(&ctx->err));
+        st = try_device(ctx, NULL, &why);
+        if (st == GLESC_OK) {
+            platform = GLESC_PLATFORM_DEVICE;
+            snprintf(reason, sizeof reason,
+                     "auto: GBM unusable (%.180s); EGL device preferred (hardware before software)",
+                     gbm_fail);
+            break;
+        }
+        char dev_fail[200];
+        snprintf(dev_fail, sizeof dev_fail, "%s", core_err_msg(&ctx->err));
+        st = try_surfaceless(ctx);
+        platform = GLESC_PLATFORM_SURFACELESS;
+        snprintf(reason, sizeof reason,
+                 "auto: GBM unusable (%.180s); no EGL device gave a context (%.180s)", gbm_fail,
+                 dev_fail);
+        if (st != GLESC_OK)
+            core_err_set(&ctx->err, st,
+                         "no platform gave an OpenGL ES 3.1 context: gbm: %s; device: %s; "
+                         "surfaceless: %s",
+                         gbm_fail, dev_fail, core_err_msg(&ctx->err));
+    }
+    }
+    if (st == GLESC_OK) {
+        ctx->caps.platform = platform;
+        ctx->platform_reason = core_strdup(reason);
+    } else if (why.len && platform != GLESC_PLATFORM_AUTO && platform != GLESC_PLATFORM_SURFACELESS) {
+        core_err_set(&ctx->err, st, "%s: no candidate worked: %s", glesc_platform_name(platform),
+                     sbuf_str(&why) ? sbuf_str(&why) : "");
+    }
+    sbuf_free(&why);
+    return st;
+}
+
+static void load_ext_fns(glesc_context *ctx)
+{
+#define LOAD_(field, name)                                                                         \
+    do {                                                                                           \
+        __eglMustCastToProperFunctionPointerType p_ = eglGetProcAddress(name);                     \
+        memcpy(&ctx->fn.field, &p_, sizeof p_);                                                    \
+    } while (0)
+    if (ctx->caps.has_parallel_compile)
+        LOAD_(MaxShaderCompilerThreadsKHR, "glMaxShaderCompilerThreadsKHR");
+    if (ctx->caps.has_timer_query) {
+        LOAD_(GenQueriesEXT, "glGenQueriesEXT");
+        LOAD_(DeleteQueriesEXT, "glDeleteQueriesEXT");
+        LOAD_(BeginQueryEXT, "glBeginQueryEXT");
+        LOAD_(EndQueryEXT, "glEndQueryEXT");
+        LOAD_(GetQueryObjectuivEXT, "glGetQueryObjectuivEXT");
+        LOAD_(GetQueryObjectui64vEXT, "glGetQueryObjectui64vEXT");
+        if (!ctx->fn.GenQueriesEXT || !ctx->fn.BeginQueryEXT || !ctx->fn.GetQueryObjectui64vEXT)
+            ctx->caps.has_timer_query = false;
+    }
+    if (ctx->caps.has_debug) {
+        LOAD_(DebugMessageCallback, ctx->caps.gl_minor >= 2 ? "glDebugMessageCallback"
+                                                            : "glDebugMessageCallbackKHR");
+    }
+#undef LOAD_
+}
+
+static char *default_cache_dir(void)
+{
+    const char *xdg = core_env("XDG_CACHE_HOME");
+    const char *home = core_env("HOME");
+    char buf[4096];
+    if (xdg)
+        snprintf(buf, sizeof buf, "%s/glesc", xdg);
+    else if (home)
+        snprintf(buf, sizeof buf, "%s/.cache/glesc", home);
+    else
+        return NULL;
+    return core_strdup(buf);
+}
+
+GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts,
+                                            glesc_context **out)
+{
+    static const glesc_context_options defaults = {0};
+    if (!out)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_context_create: out is NULL");
+    *out = NULL;
+    if (!opts)
+        opts = &defaults;
+    glesc_platform platform = opts->platform;
+    const char *penv = core_env("GLESC_PLATFORM");
+    glesc_status st;
+    if (penv && (st = parse_platform(penv, &platform)) != GLESC_OK)
+        return st;
+    const char *device = core_env("GLESC_DEVICE");
+    if (!device)
+        device = opts->device && *opts->device ? opts->device : NULL;
+
+    glesc_context *ctx = core_calloc(1, sizeof *ctx);
+    if (!ctx)
+        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "glesc_context_create: out of memory");
+    ctx->dpy = EGL_NO_DISPLAY;
+    ctx->egl_ctx = EGL_NO_CONTEXT;
+    ctx->surface = EGL_NO_SURFACE;
+    ctx->drm_fd = -1;
+    ctx->ssbo_epoch = ctx->update_epoch = 1;
+    ctx->debug = opts->debug || core_env_flag("GLESC_DEBUG");
+
+    if ((st = create_egl(ctx, platform, device)) != GLESC_OK)
+        goto fail;
+    if ((st = gl_caps_query(ctx, opts->max_storage_block_size)) != GLESC_OK)
+        goto fail;
+    load_ext_fns(ctx);
+    if (ctx->debug) {
+        if (ctx->fn.DebugMessageCallback) {
+            glEnable(GL_DEBUG_OUTPUT_SYNCHRONOUS_KHR);
+            ctx->fn.DebugMessageCallback(debug_callback, ctx);
+        } else {
+            core_log(CORE_LOG_WARN, "GLESC_DEBUG: the context has no KHR_debug");
+        }
+    }
+    if (ctx->fn.MaxShaderCompilerThreadsKHR)
+        ctx->fn.MaxShaderCompilerThreadsKHR(0xffffffffu);
+
+    const char *cache = opts->cache_dir;
+    const char *cenv = core_env("GLESC_CACHE_DIR");
+    if (cenv)
+        cache = cenv;
+    if (cache && !strcmp(cache, "off"))
+        ctx->cache_dir = NULL;
+    else if (cache)
+        ctx->cache_dir = core_strdup(cache);
+    else
+        ctx->cache_dir = default_cache_dir();
+    if ((st = gl_pool_create(ctx, opts->pool_budget ? opts->pool_budget : 256u << 20)) != GLESC_OK)
+        goto fail;
+    if ((st = gl_program_cache_create(ctx, ctx->cache_dir)) != GLESC_OK)
+        goto fail;
+    if ((st = gl_check(ctx, "context setup")) != GLESC_OK)
+        goto fail;
+    *out = ctx;
+    return GLESC_OK;
+
+fail:
+    core_err_copy(NULL, &ctx->err);
+    glesc_context_destroy(ctx);
+    return st;
+}
+
+GLESC_API void glesc_context_destroy(glesc_context *ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->dpy != EGL_NO_DISPLAY && ctx->egl_ctx != EGL_NO_CONTEXT)
+        eglMakeCurrent(ctx->dpy, ctx->surface, ctx->surface, ctx->egl_ctx);
+    gl_program_cache_destroy(ctx);
+    gl_pool_destroy(ctx);
+    release_display(ctx);
+    eglReleaseThread();
+    core_free(ctx->platform_reason);
+    core_free(ctx->device_desc);
+    core_free(ctx->cache_dir);
+    core_free((void *)ctx->caps.vendor);
+    core_free((void *)ctx->caps.renderer);
+    core_free((void *)ctx->caps.version);
+    core_free((void *)ctx->caps.glsl_version);
+    core_err_clear(&ctx->err);
+    core_free(ctx);
+}
+
+GLESC_API const char *glesc_context_errmsg(const glesc_context *ctx)
+{
+    return ctx ? core_err_msg(&ctx->err) : glesc_last_errmsg();
+}
+
+GLESC_API glesc_status glesc_context_make_current(glesc_context *ctx)
+{
+    if (!eglMakeCurrent(ctx->dpy, ctx->surface, ctx->surface, ctx->egl_ctx))
+        return gl_egl_error(ctx, "eglMakeCurrent");
+    return GLESC_OK;
+}
+
+GLESC_API const glesc_caps *glesc_context_caps(const glesc_context *ctx)
+{
+    return &ctx->caps;
+}
+
+GLESC_API const char *glesc_context_cache_dir(const glesc_context *ctx)
+{
+    return ctx->cache_dir;
+}
+
+GLESC_API void glesc_context_stats(const glesc_context *ctx, glesc_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    gl_pool_stats(ctx, out);
+    gl_program_cache_stats(ctx, out);
+    out->dispatches = ctx->dispatches;
+    out->barriers = ctx->barriers;
+}
+
+GLESC_API void glesc_context_reset_stats(glesc_context *ctx)
+{
+    gl_pool_reset_stats(ctx);
+    gl_program_cache_reset_stats(ctx);
+    ctx->dispatches = ctx->barriers = 0;
+}

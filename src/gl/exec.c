@@ -1,0 +1,268 @@
+/*
+ * exec.c — the executor primitive: host<->buffer copies, dispatches with
+ * barriers placed only where a dependency needs one, fences, GPU timers.
+ *
+ * Barrier placement. Shader writes to storage buffers are incoherent: a later
+ * dispatch sees them only after glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT),
+ * and host copies/maps only after GL_BUFFER_UPDATE_BARRIER_BIT. The context
+ * counts barriers in two epochs; each buffer remembers in which epoch it was
+ * last written or read by a shader. A dispatch needs a storage barrier when
+ * it reads a buffer written in the current epoch (read after write), or
+ * writes one read or written in it (write after read/write). A host copy
+ * needs an update barrier when the buffer was written since the last one.
+ */
+#include <string.h>
+
+#include "gl/gl.h"
+
+static void storage_barrier(glesc_context *ctx)
+{
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    ctx->ssbo_epoch++;
+    ctx->barriers++;
+}
+
+static void update_barrier_if_written(glesc_context *ctx, gl_buffer *buf)
+{
+    if (buf->write_update_epoch == ctx->update_epoch) {
+        glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+        ctx->update_epoch++;
+        ctx->barriers++;
+    }
+}
+
+static glesc_status check_range(glesc_context *ctx, const char *what, gl_buffer *buf,
+                                uint64_t offset, uint64_t size)
+{
+    if (!buf || offset > buf->size || size > buf->size - offset)
+        return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                            "%s: range [%llu, +%llu) outside the buffer of %llu bytes", what,
+                            (unsigned long long)offset, (unsigned long long)size,
+                            (unsigned long long)(buf ? buf->size : 0));
+    return GLESC_OK;
+}
+
+glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offset,
+                              const void *data, uint64_t size)
+{
+    glesc_status st = check_range(ctx, "buffer upload", buf, offset, size);
+    if (st != GLESC_OK || size == 0)
+        return st;
+    update_barrier_if_written(ctx, buf);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, buf->id);
+    glBufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)offset, (GLsizeiptr)size, data);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    buf->defined = true;
+    return gl_check(ctx, "glBufferSubData (upload)");
+}
+
+glesc_status gl_buffer_clear(glesc_context *ctx, gl_buffer *buf, uint64_t offset, uint64_t size)
+{
+    glesc_status st = check_range(ctx, "buffer clear", buf, offset, size);
+    if (st != GLESC_OK || size == 0)
+        return st;
+    /* GLES has no glClearBufferSubData: upload zeros in bounded pieces. */
+    static const unsigned char zeros[65536];
+    for (uint64_t done = 0; done < size && st == GLESC_OK;) {
+        uint64_t n = CORE_MIN(size - done, (uint64_t)sizeof zeros);
+        st = gl_buffer_upload(ctx, buf, offset + done, zeros, n);
+        done += n;
+    }
+    return st;
+}
+
+static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
+{
+    GLsync sync = glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
+    if (!sync) {
+        glesc_status st = gl_check(ctx, "glFenceSync");
+        return st != GLESC_OK ? st : core_err_set(&ctx->err, GLESC_ERROR_GL, "glFenceSync: no sync");
+    }
+    uint64_t start = core_time_ns();
+    glesc_status st = GLESC_OK;
+    for (;;) {
+        GLenum r = glClientWaitSync(sync, GL_SYNC_FLUSH_COMMANDS_BIT, 100000000ull);
+        if (r == GL_ALREADY_SIGNALED || r == GL_CONDITION_SATISFIED)
+            break;
+        if (r == GL_WAIT_FAILED) {
+            st = gl_check(ctx, "glClientWaitSync");
+            if (st == GLESC_OK)
+                st = core_err_set(&ctx->err, GLESC_ERROR_GL, "glClientWaitSync failed");
+            break;
+        }
+        if (core_time_ns() - start > timeout_ns) {
+            st = core_err_set(&ctx->err, GLESC_ERROR_TIMEOUT,
+                              "the GPU did not finish within %.1f s",
+                              (double)timeout_ns / 1e9);
+            break;
+        }
+    }
+    glDeleteSync(sync);
+    return st;
+}
+
+glesc_status gl_finish(glesc_context *ctx, uint64_t timeout_ns)
+{
+    return wait_fence(ctx, timeout_ns);
+}
+
+glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t offset, void *dst,
+                                uint64_t size)
+{
+    glesc_status st = check_range(ctx, "buffer download", buf, offset, size);
+    if (st != GLESC_OK || size == 0)
+        return st;
+    update_barrier_if_written(ctx, buf);
+    if ((st = wait_fence(ctx, 120ull * 1000000000ull)) != GLESC_OK)
+        return st;
+    glBindBuffer(GL_COPY_READ_BUFFER, buf->id);
+    const void *p =
+        glMapBufferRange(GL_COPY_READ_BUFFER, (GLintptr)offset, (GLsizeiptr)size, GL_MAP_READ_BIT);
+    if (!p) {
+        glBindBuffer(GL_COPY_READ_BUFFER, 0);
+        st = gl_check(ctx, "glMapBufferRange (download)");
+        return st != GLESC_OK ? st
+                              : core_err_set(&ctx->err, GLESC_ERROR_GL,
+                                             "glMapBufferRange (download) returned NULL");
+    }
+    memcpy(dst, p, (size_t)size);
+    GLboolean ok = glUnmapBuffer(GL_COPY_READ_BUFFER);
+    glBindBuffer(GL_COPY_READ_BUFFER, 0);
+    if (!ok)
+        return core_err_set(&ctx->err, GLESC_ERROR_GL,
+                            "glUnmapBuffer: the buffer's contents were lost while mapped");
+    return gl_check(ctx, "download");
+}
+
+glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_binding *bindings,
+                         int n_bindings, const gl_param *params, int n_params,
+                         const uint32_t groups[3])
+{
+    const glesc_caps *c = &ctx->caps;
+    if (n_bindings > c->max_compute_storage_blocks)
+        return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                            "dispatch binds %d storage buffers; the device allows %d",
+                            n_bindings, c->max_compute_storage_blocks);
+    for (int i = 0; i < 3; i++)
+        if (groups[i] > (uint32_t)c->max_workgroup_count[i])
+            return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                                "dispatch of %u workgroups in dimension %d exceeds the device's "
+                                "%d",
+                                groups[i], i, c->max_workgroup_count[i]);
+    if (!groups[0] || !groups[1] || !groups[2])
+        return GLESC_OK;
+
+    bool need_barrier = false;
+    for (int i = 0; i < n_bindings; i++) {
+        const gl_binding *b = &bindings[i];
+        uint64_t size = b->size ? b->size : b->buf->size - b->offset;
+        glesc_status st = check_range(ctx, "storage binding", b->buf, b->offset, size);
+        if (st != GLESC_OK)
+            return st;
+        if (b->offset % (uint64_t)c->storage_buffer_offset_alignment)
+            return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                                "storage binding %d: offset %llu is not a multiple of the "
+                                "device's alignment %d",
+                                i, (unsigned long long)b->offset, c->storage_buffer_offset_alignment);
+        if (b->buf->write_ssbo_epoch == ctx->ssbo_epoch)
+            need_barrier = true; /* RAW or WAW */
+        if (b->write && b->buf->read_ssbo_epoch == ctx->ssbo_epoch)
+            need_barrier = true; /* WAR */
+    }
+    if (need_barrier)
+        storage_barrier(ctx);
+
+    glUseProgram(prog->id);
+    for (int i = 0; i < n_bindings; i++) {
+        const gl_binding *b = &bindings[i];
+        uint64_t size = b->size ? b->size : b->buf->size - b->offset;
+        glBindBufferRange(GL_SHADER_STORAGE_BUFFER, (GLuint)i, b->buf->id, (GLintptr)b->offset,
+                          (GLsizeiptr)size);
+    }
+    for (int i = 0; i < n_params; i++) {
+        switch (params[i].type) {
+        case GL_PARAM_INT:
+            glUniform1i(i, params[i].v.i);
+            break;
+        case GL_PARAM_UINT:
+            glUniform1ui(i, params[i].v.u);
+            break;
+        case GL_PARAM_FLOAT:
+            glUniform1f(i, params[i].v.f);
+            break;
+        }
+    }
+    glDispatchCompute(groups[0], groups[1], groups[2]);
+    ctx->dispatches++;
+    for (int i = 0; i < n_bindings; i++) {
+        gl_buffer *buf = bindings[i].buf;
+        if (bindings[i].write) {
+            buf->write_ssbo_epoch = ctx->ssbo_epoch;
+            buf->write_update_epoch = ctx->update_epoch;
+            buf->defined = true;
+        } else {
+            buf->read_ssbo_epoch = ctx->ssbo_epoch;
+        }
+    }
+    if (ctx->debug)
+        return gl_check(ctx, "glDispatchCompute");
+    return GLESC_OK;
+}
+
+/* ---- timers ---- */
+
+glesc_status gl_timer_begin(glesc_context *ctx, gl_timer *t)
+{
+    memset(t, 0, sizeof *t);
+    t->gpu = ctx->caps.has_timer_query;
+    t->running = true;
+    if (t->gpu) {
+        GLint disjoint;
+        glGetIntegerv(GL_GPU_DISJOINT_EXT, &disjoint); /* reading clears the flag */
+        ctx->fn.GenQueriesEXT(1, &t->query);
+        ctx->fn.BeginQueryEXT(GL_TIME_ELAPSED_EXT, t->query);
+        return gl_check(ctx, "glBeginQueryEXT(GL_TIME_ELAPSED_EXT)");
+    }
+    glFinish();
+    t->cpu_start = core_time_ns();
+    return GLESC_OK;
+}
+
+glesc_status gl_timer_end(glesc_context *ctx, gl_timer *t)
+{
+    if (!t->running)
+        return core_err_set(&ctx->err, GLESC_ERROR_STATE, "timer was not started");
+    t->running = false;
+    if (t->gpu) {
+        ctx->fn.EndQueryEXT(GL_TIME_ELAPSED_EXT);
+        return gl_check(ctx, "glEndQueryEXT");
+    }
+    glFinish();
+    t->cpu_ns = core_time_ns() - t->cpu_start;
+    return GLESC_OK;
+}
+
+glesc_status gl_timer_result(glesc_context *ctx, gl_timer *t, uint64_t *ns)
+{
+    if (!t->gpu) {
+        *ns = t->cpu_ns;
+        return GLESC_OK;
+    }
+    GLuint64 v = 0;
+    ctx->fn.GetQueryObjectui64vEXT(t->query, GL_QUERY_RESULT_EXT, &v);
+    GLint disjoint = 0;
+    glGetIntegerv(GL_GPU_DISJOINT_EXT, &disjoint);
+    *ns = (uint64_t)v;
+    if (disjoint)
+        return core_err_set(&ctx->err, GLESC_ERROR_GL,
+                            "GPU timer: a disjoint event (clock change, context switch) made the "
+                            "measurement invalid");
+    return gl_check(ctx, "glGetQueryObjectui64vEXT");
+}
+
+void gl_timer_release(glesc_context *ctx, gl_timer *t)
+{
+    if (t->gpu && t->query)
+        ctx->fn.DeleteQueriesEXT(1, &t->query);
+    t->query = 0;
+}

@@ -1,0 +1,186 @@
+/*
+ * gl.h — the GL layer: the headless EGL context behind glesc_context, its
+ * capabilities, the SSBO pool, the program cache (memory + disk binaries),
+ * and the executor primitive (upload, download, dispatch with automatic
+ * barrier placement, fences, GPU timers).
+ *
+ * Everything here runs on the thread that has the context current.
+ */
+#ifndef GLESC_GL_H
+#define GLESC_GL_H
+
+#include <EGL/egl.h>
+#include <EGL/eglext.h>
+#include <GLES3/gl32.h>
+#include <GLES2/gl2ext.h>
+
+#include "core/core.h"
+
+typedef struct gl_pool gl_pool;
+typedef struct gl_program_cache gl_program_cache;
+
+/* Extension entry points, NULL where the extension is absent. */
+typedef struct gl_ext_fns {
+    void(GL_APIENTRY *MaxShaderCompilerThreadsKHR)(GLuint count);
+    void(GL_APIENTRY *GenQueriesEXT)(GLsizei n, GLuint *ids);
+    void(GL_APIENTRY *DeleteQueriesEXT)(GLsizei n, const GLuint *ids);
+    void(GL_APIENTRY *BeginQueryEXT)(GLenum target, GLuint id);
+    void(GL_APIENTRY *EndQueryEXT)(GLenum target);
+    void(GL_APIENTRY *GetQueryObjectuivEXT)(GLuint id, GLenum pname, GLuint *params);
+    void(GL_APIENTRY *GetQueryObjectui64vEXT)(GLuint id, GLenum pname, GLuint64 *params);
+    void(GL_APIENTRY *DebugMessageCallback)(GLDEBUGPROCKHR cb, const void *user);
+} gl_ext_fns;
+
+struct glesc_context {
+    core_err err;
+    /* EGL objects */
+    EGLDisplay dpy;
+    EGLContext egl_ctx;
+    EGLSurface surface; /* EGL_NO_SURFACE when surfaceless */
+    int drm_fd;         /* GBM only; -1 otherwise */
+    struct gbm_device *gbm;
+    /* capabilities and the strings they point to */
+    glesc_caps caps;
+    char *platform_reason, *device_desc, *extensions_note;
+    gl_ext_fns fn;
+    /* resources */
+    gl_pool *pool;
+    gl_program_cache *programs;
+    char *cache_dir; /* NULL: disk cache off */
+    /* executor state: barrier epochs (see exec.c) */
+    uint64_t ssbo_epoch, update_epoch;
+    uint64_t dispatches, barriers;
+    bool debug;
+};
+
+/* Sets ctx's error with the current EGL error appended, returns GLESC_ERROR_EGL. */
+glesc_status gl_egl_error(glesc_context *ctx, const char *step);
+/* Reads glGetError; on an error sets ctx's message naming step, returns GLESC_ERROR_GL. */
+glesc_status gl_check(glesc_context *ctx, const char *step);
+const char *gl_error_name(GLenum e);
+
+/* ---- Capabilities (caps.c) ---- */
+glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override);
+bool gl_has_extension(const char *name);
+
+/* ---- SSBO pool (pool.c) ----
+ * Buffers are handed out by (size class, usage). Size classes are the powers
+ * of two split in four steps (1, 1.25, 1.5, 1.75 × 2^k), so a buffer is at
+ * most 25% larger than asked for; released buffers are cached and trimmed
+ * least-recently-used first to the byte budget. */
+typedef enum gl_usage {
+    GL_USAGE_WEIGHTS,     /* written once from the host, read by shaders */
+    GL_USAGE_ACTIVATIONS, /* written and read by shaders */
+    GL_USAGE_READBACK,    /* written by shaders, read by the host */
+    GL_USAGE_COUNT_
+} gl_usage;
+
+typedef struct gl_buffer {
+    GLuint id;
+    uint64_t size;      /* the size class: bytes allocated */
+    uint64_t requested; /* bytes asked for by the current holder */
+    gl_usage usage;
+    bool defined;       /* contents written since acquire */
+    /* barrier tracking: epochs of the last shader write / read (exec.c) */
+    uint64_t write_ssbo_epoch, write_update_epoch, read_ssbo_epoch;
+    uint64_t lru_tick; /* when it was released (cached buffers) */
+    bool cached;       /* in the pool's cache (else held by a user) */
+    struct gl_buffer *prev, *next; /* the pool's live or cached list */
+} gl_buffer;
+
+uint64_t gl_pool_size_class(uint64_t size);
+glesc_status gl_pool_create(glesc_context *ctx, uint64_t budget);
+void gl_pool_destroy(glesc_context *ctx);
+/* A buffer of at least size bytes for usage. Refuses sizes above the
+ * storage-block limit (GLESC_ERROR_LIMIT, message names both sizes). */
+glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, gl_buffer **out);
+/* Returns buf to the cache (NULL is a no-op); trims to the budget. */
+void gl_pool_release(glesc_context *ctx, gl_buffer *buf);
+/* Deletes cached buffers until at most budget bytes stay cached. */
+void gl_pool_trim(glesc_context *ctx, uint64_t budget);
+void gl_pool_set_budget(glesc_context *ctx, uint64_t budget);
+void gl_pool_stats(const glesc_context *ctx, glesc_stats *st);
+void gl_pool_reset_stats(glesc_context *ctx);
+
+/* ---- Program cache (program_cache.c) ---- */
+typedef struct gl_program {
+    GLuint id;
+    core_hash128 key; /* hash of the source */
+    int local_size[3];
+} gl_program;
+
+glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir);
+void gl_program_cache_destroy(glesc_context *ctx);
+/* The program for a compute shader source: from memory, else from the disk
+ * cache, else compiled (and written to disk). The program is owned by the
+ * cache and lives as long as the context. Compile/link errors carry the full
+ * info log and the numbered source lines around the error. */
+glesc_status gl_program_get(glesc_context *ctx, const char *source, const gl_program **out);
+/* The same for n sources at once: misses are compiled concurrently where
+ * GL_KHR_parallel_shader_compile exists. */
+glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources, int n,
+                                  const gl_program **out);
+void gl_program_cache_stats(const glesc_context *ctx, glesc_stats *st);
+void gl_program_cache_reset_stats(glesc_context *ctx);
+/* Path of the disk entry for source (for tests), or NULL when disk caching
+ * is off. core_free the result. */
+char *gl_program_cache_entry_path(glesc_context *ctx, const char *source);
+/* Forgets every in-memory program (they are deleted), so the next get goes to
+ * the disk cache: used by tests and benchmarks. */
+void gl_program_cache_drop_memory(glesc_context *ctx);
+
+/* ---- Executor primitive (exec.c) ---- */
+glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offset,
+                              const void *data, uint64_t size);
+/* Fills [offset, offset+size) with zero bytes. */
+glesc_status gl_buffer_clear(glesc_context *ctx, gl_buffer *buf, uint64_t offset, uint64_t size);
+/* Waits (fence) for the GPU work that writes buf, then copies to dst. */
+glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t offset, void *dst,
+                                uint64_t size);
+
+typedef struct gl_binding {
+    gl_buffer *buf;
+    uint64_t offset; /* multiple of caps.storage_buffer_offset_alignment */
+    uint64_t size;   /* 0: to the end of the buffer */
+    bool write;      /* the kernel writes it (else reads only) */
+} gl_binding;
+
+typedef enum gl_param_type { GL_PARAM_INT, GL_PARAM_UINT, GL_PARAM_FLOAT } gl_param_type;
+typedef struct gl_param {
+    gl_param_type type;
+    union {
+        int32_t i;
+        uint32_t u;
+        float f;
+    } v;
+} gl_param;
+
+#define GL_PARAM_U(x) ((gl_param){GL_PARAM_UINT, {.u = (uint32_t)(x)}})
+#define GL_PARAM_I(x) ((gl_param){GL_PARAM_INT, {.i = (int32_t)(x)}})
+#define GL_PARAM_F(x) ((gl_param){GL_PARAM_FLOAT, {.f = (float)(x)}})
+
+/* Binds bindings[i] to storage binding point i and param i to uniform
+ * location i, places a memory barrier only where a binding depends on an
+ * earlier dispatch's writes (or is written after an earlier read), and
+ * dispatches groups[0..2] workgroups. */
+glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_binding *bindings,
+                         int n_bindings, const gl_param *params, int n_params,
+                         const uint32_t groups[3]);
+/* Waits for all submitted work (fence); GLESC_ERROR_TIMEOUT after timeout_ns. */
+glesc_status gl_finish(glesc_context *ctx, uint64_t timeout_ns);
+
+/* GPU timer: GL_EXT_disjoint_timer_query where present, else CPU time around
+ * glFinish (which serializes; note it in reports). */
+typedef struct gl_timer {
+    GLuint query;
+    uint64_t cpu_start, cpu_ns;
+    bool gpu, running;
+} gl_timer;
+glesc_status gl_timer_begin(glesc_context *ctx, gl_timer *t);
+glesc_status gl_timer_end(glesc_context *ctx, gl_timer *t);
+/* Elapsed nanoseconds (waits for the query result). GLESC_ERROR_GL when the
+ * GPU reported a disjoint event (the figure is meaningless). */
+glesc_status gl_timer_result(glesc_context *ctx, gl_timer *t, uint64_t *ns);
+void gl_timer_release(glesc_context *ctx, gl_timer *t);
+
+#endif /* GLESC_GL_H */

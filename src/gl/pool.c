@@ -1,0 +1,202 @@
+/*
+ * pool.c — storage buffers by (size class, usage). Activations of one graph
+ * step come and go in the same few sizes, so a cache of released buffers
+ * turns almost every acquire into a hit; the budget bounds what the cache
+ * keeps, least-recently-released buffers go first.
+ */
+#include <string.h>
+
+#include "gl/gl.h"
+
+struct gl_pool {
+    gl_buffer *live;   /* held by users */
+    gl_buffer *cached; /* released, most recent first */
+    uint64_t budget, tick;
+    uint64_t hits, misses, live_bytes, cached_bytes, peak_bytes, live_n, cached_n;
+};
+
+static const GLenum usage_hint[GL_USAGE_COUNT_] = {
+    [GL_USAGE_WEIGHTS] = GL_STATIC_DRAW,
+    [GL_USAGE_ACTIVATIONS] = GL_DYNAMIC_COPY,
+    [GL_USAGE_READBACK] = GL_DYNAMIC_READ,
+};
+
+uint64_t gl_pool_size_class(uint64_t size)
+{
+    if (size <= 256)
+        return 256;
+    int k = 63 - __builtin_clzll(size);
+    uint64_t step = (1ull << k) / 4;
+    return (size + step - 1) / step * step;
+}
+
+static void list_push(gl_buffer **head, gl_buffer *b)
+{
+    b->prev = NULL;
+    b->next = *head;
+    if (*head)
+        (*head)->prev = b;
+    *head = b;
+}
+
+static void list_remove(gl_buffer **head, gl_buffer *b)
+{
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        *head = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    b->prev = b->next = NULL;
+}
+
+glesc_status gl_pool_create(glesc_context *ctx, uint64_t budget)
+{
+    ctx->pool = core_calloc(1, sizeof *ctx->pool);
+    if (!ctx->pool)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "buffer pool");
+    ctx->pool->budget = budget;
+    return GLESC_OK;
+}
+
+static void delete_buffer(gl_buffer *b)
+{
+    glDeleteBuffers(1, &b->id);
+    core_free(b);
+}
+
+void gl_pool_destroy(glesc_context *ctx)
+{
+    gl_pool *p = ctx->pool;
+    if (!p)
+        return;
+    if (p->live_n)
+        core_log(CORE_LOG_WARN, "context destroyed with %llu buffer(s) still held",
+                 (unsigned long long)p->live_n);
+    while (p->live) {
+        gl_buffer *b = p->live;
+        list_remove(&p->live, b);
+        delete_buffer(b);
+    }
+    while (p->cached) {
+        gl_buffer *b = p->cached;
+        list_remove(&p->cached, b);
+        delete_buffer(b);
+    }
+    core_free(p);
+    ctx->pool = NULL;
+}
+
+glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, gl_buffer **out)
+{
+    gl_pool *p = ctx->pool;
+    *out = NULL;
+    uint64_t limit = ctx->caps.max_storage_block_size;
+    if ((unsigned)usage >= GL_USAGE_COUNT_)
+        return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT, "buffer usage %d", usage);
+    if (size > limit)
+        return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                            "a storage buffer of %llu bytes exceeds the device's storage block "
+                            "limit of %llu bytes (GL_MAX_SHADER_STORAGE_BLOCK_SIZE): split it",
+                            (unsigned long long)size, (unsigned long long)limit);
+    uint64_t cls = gl_pool_size_class(size);
+    if (cls > limit)
+        cls = limit;
+    for (gl_buffer *b = p->cached; b; b = b->next) {
+        if (b->size == cls && b->usage == usage) {
+            list_remove(&p->cached, b);
+            p->cached_bytes -= b->size;
+            p->cached_n--;
+            b->cached = false;
+            b->requested = size;
+            b->defined = false;
+            list_push(&p->live, b);
+            p->live_bytes += b->size;
+            p->live_n++;
+            p->hits++;
+            *out = b;
+            return GLESC_OK;
+        }
+    }
+    gl_buffer *b = core_calloc(1, sizeof *b);
+    if (!b)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "buffer record");
+    glGenBuffers(1, &b->id);
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, b->id);
+    glBufferData(GL_SHADER_STORAGE_BUFFER, (GLsizeiptr)cls, NULL, usage_hint[usage]);
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
+    glesc_status st = gl_check(ctx, "glBufferData");
+    if (st != GLESC_OK) {
+        core_err_prefix(&ctx->err, "allocating a storage buffer of %llu bytes",
+                        (unsigned long long)cls);
+        delete_buffer(b);
+        return st;
+    }
+    b->size = cls;
+    b->requested = size;
+    b->usage = usage;
+    list_push(&p->live, b);
+    p->live_bytes += cls;
+    p->live_n++;
+    p->misses++;
+    if (p->live_bytes + p->cached_bytes > p->peak_bytes)
+        p->peak_bytes = p->live_bytes + p->cached_bytes;
+    *out = b;
+    return GLESC_OK;
+}
+
+void gl_pool_trim(glesc_context *ctx, uint64_t budget)
+{
+    gl_pool *p = ctx->pool;
+    while (p->cached_bytes > budget && p->cached) {
+        gl_buffer *oldest = p->cached;
+        for (gl_buffer *b = p->cached; b; b = b->next)
+            if (b->lru_tick < oldest->lru_tick)
+                oldest = b;
+        list_remove(&p->cached, oldest);
+        p->cached_bytes -= oldest->size;
+        p->cached_n--;
+        delete_buffer(oldest);
+    }
+}
+
+void gl_pool_release(glesc_context *ctx, gl_buffer *b)
+{
+    if (!b)
+        return;
+    gl_pool *p = ctx->pool;
+    list_remove(&p->live, b);
+    p->live_bytes -= b->size;
+    p->live_n--;
+    b->cached = true;
+    b->lru_tick = ++p->tick;
+    list_push(&p->cached, b);
+    p->cached_bytes += b->size;
+    p->cached_n++;
+    gl_pool_trim(ctx, p->budget);
+}
+
+void gl_pool_set_budget(glesc_context *ctx, uint64_t budget)
+{
+    ctx->pool->budget = budget;
+    gl_pool_trim(ctx, budget);
+}
+
+void gl_pool_stats(const glesc_context *ctx, glesc_stats *st)
+{
+    const gl_pool *p = ctx->pool;
+    st->pool_hits = p->hits;
+    st->pool_misses = p->misses;
+    st->pool_live_bytes = p->live_bytes;
+    st->pool_cached_bytes = p->cached_bytes;
+    st->pool_peak_bytes = p->peak_bytes;
+    st->pool_live_buffers = p->live_n;
+    st->pool_cached_buffers = p->cached_n;
+}
+
+void gl_pool_reset_stats(glesc_context *ctx)
+{
+    gl_pool *p = ctx->pool;
+    p->hits = p->misses = 0;
+    p->peak_bytes = p->live_bytes + p->cached_bytes;
+}
