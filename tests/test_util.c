@@ -50,3 +50,49 @@ void *test_read_file(const char *path, size_t *size)
     *size = len;
     return data;
 }
+
+#include <criterion/criterion.h>
+
+glesc_context *test_context(const char *cache_dir)
+{
+    glesc_context_options o = {0};
+    unsetenv("GLESC_CACHE_DIR"); /* the test decides where programs go */
+    o.cache_dir = cache_dir ? cache_dir : "off";
+    glesc_context *ctx = NULL;
+    glesc_status st = glesc_context_create(&o, &ctx);
+    cr_assert_eq(st, GLESC_OK, "no GLES 3.1 context: %s: %s", glesc_status_name(st),
+                 glesc_last_errmsg());
+    return ctx;
+}
+
+char *test_tmpdir(void)
+{
+    const char *base = getenv("TMPDIR");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s/glesc-test-XXXXXX", base && *base ? base : "/tmp");
+    cr_assert_not_null(mkdtemp(buf), "mkdtemp failed");
+    return strdup(buf);
+}
+
+#include "emit/emit.h"
+
+char *test_saxpy_glsl(int local_size)
+{
+    emit_kernel *k = emit_kernel_create("saxpy");
+    cr_assert_not_null(k);
+    emit_kernel_comment(k, "y[i] = a * x[i] + y[i]");
+    emit_kernel_local_size(k, local_size, 1, 1);
+    emit_kernel_binding(k, EMIT_FLOAT, EMIT_READONLY | EMIT_RESTRICT, "x");
+    emit_kernel_binding(k, EMIT_FLOAT, EMIT_RESTRICT, "y");
+    emit_kernel_param(k, EMIT_PARAM_UINT, "n");
+    emit_kernel_param(k, EMIT_PARAM_FLOAT, "a");
+    emit_kernel_line(k, "uint i = gl_GlobalInvocationID.x;");
+    emit_kernel_line(k, "if (i < n) {");
+    emit_kernel_line(k, "y[i] = a * x[i] + y[i];");
+    emit_kernel_line(k, "}");
+    core_err err = {0};
+    char *glsl = emit_kernel_glsl(k, &err);
+    cr_assert_not_null(glsl, "%s", core_err_msg(&err));
+    emit_kernel_destroy(k);
+    return glsl;
+}

@@ -25,4 +25,18 @@ char *test_shared_path(const char *rel);
 /* Reads a whole file; NULL on failure. *size gets its length. free() it. */
 void *test_read_file(const char *path, size_t *size);
 
+#include "glesc.h"
+
+/* A context on whatever platform `auto` picks (llvmpipe on CI), with its
+ * program cache in cache_dir (NULL: disk cache off). Fails the test with the
+ * library's message when no context can be made. */
+glesc_context *test_context(const char *cache_dir);
+
+/* A fresh empty directory under $TMPDIR (or /tmp); free() the path. */
+char *test_tmpdir(void);
+
+/* The sample kernel of the foundation tests: y = a*x + y over n floats,
+ * bindings (x, y), params (n, a). core_free() the text. */
+char *test_saxpy_glsl(int local_size);
+
 #endif

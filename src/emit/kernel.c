@@ -151,8 +151,14 @@ static void add_named(emit_kernel *k, named_text *t, int *n, int max, const char
         misuse(k, "too many declarations (at '%s')", name);
         return;
     }
-    t[*n].name = dup(k, name);
-    t[*n].text = dup(k, text);
+    char *nm = dup(k, name), *tx = dup(k, text);
+    if (!nm || !tx) { /* k->oom is set; keep the lists free of NULL names */
+        core_free(nm);
+        core_free(tx);
+        return;
+    }
+    t[*n].name = nm;
+    t[*n].text = tx;
     (*n)++;
 }
 
@@ -200,10 +206,13 @@ int emit_kernel_binding(emit_kernel *k, emit_elem elem, unsigned access, const c
         misuse(k, "binding '%s' is a duplicate or one too many", name);
         return -1;
     }
+    char *nm = dup(k, name);
+    if (!nm)
+        return -1;
     int i = k->n_bindings++;
     k->bindings[i].elem = elem;
     k->bindings[i].access = access;
-    k->bindings[i].name = dup(k, name);
+    k->bindings[i].name = nm;
     return i;
 }
 
@@ -213,9 +222,12 @@ int emit_kernel_param(emit_kernel *k, emit_param_type type, const char *name)
         misuse(k, "parameter '%s' is a duplicate or one too many", name);
         return -1;
     }
+    char *nm = dup(k, name);
+    if (!nm)
+        return -1;
     int i = k->n_params++;
     k->params[i].type = type;
-    k->params[i].name = dup(k, name);
+    k->params[i].name = nm;
     return i;
 }
 
@@ -282,6 +294,10 @@ static const char *param_glsl(emit_param_type t)
 
 char *emit_kernel_glsl(emit_kernel *k, core_err *err)
 {
+    if (k->oom || k->comments.oom || k->body.oom) {
+        core_err_set(err, GLESC_ERROR_OUT_OF_MEMORY, "kernel '%s': out of memory", k->name);
+        return NULL;
+    }
     if (k->misuse[0]) {
         core_err_set(err, GLESC_ERROR_INVALID_ARGUMENT, "kernel '%s': %s", k->name, k->misuse);
         return NULL;

@@ -1,0 +1,103 @@
+/*
+ * test_pool.c — SSBO pool: size classes waste at most 25%, released buffers
+ * are reused by (class, usage), LRU trimming to the budget, the storage-block
+ * limit is refused with a clear message, statistics add up.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "gl/gl.h"
+#include "test_util.h"
+
+Test(pool, size_classes_bound_waste)
+{
+    uint64_t prev = 0;
+    for (uint64_t s = 1; s < (1ull << 32); s = s * 9 / 8 + 1) {
+        uint64_t c = gl_pool_size_class(s);
+        cr_assert_geq(c, s);
+        if (s > 256)
+            cr_assert_leq((double)(c - s), 0.25 * (double)s, "size %llu class %llu",
+                          (unsigned long long)s, (unsigned long long)c);
+        cr_assert_geq(c, prev, "classes must not shrink as sizes grow");
+        prev = c;
+    }
+    cr_assert_eq(gl_pool_size_class(1000), 1024);
+    cr_assert_eq(gl_pool_size_class(1025), 1280);
+    cr_assert_eq(gl_pool_size_class(1 << 20), 1 << 20);
+}
+
+Test(pool, reuse_by_class_and_usage)
+{
+    glesc_context *ctx = test_context(NULL);
+    gl_buffer *a, *b, *c;
+    cr_assert_eq(gl_pool_acquire(ctx, 5000, GL_USAGE_ACTIVATIONS, &a), GLESC_OK);
+    cr_assert_eq(a->size, gl_pool_size_class(5000));
+    GLuint id = a->id;
+    gl_pool_release(ctx, a);
+    /* Same class (5000 and 5100 share a class), same usage: a hit. */
+    cr_assert_eq(gl_pool_acquire(ctx, 5100, GL_USAGE_ACTIVATIONS, &b), GLESC_OK);
+    cr_assert_eq(b->id, id);
+    cr_assert_not(b->defined, "a reused buffer's contents are undefined");
+    /* Another usage: a miss. */
+    cr_assert_eq(gl_pool_acquire(ctx, 5000, GL_USAGE_WEIGHTS, &c), GLESC_OK);
+    cr_assert_neq(c->id, id);
+    glesc_stats s;
+    glesc_context_stats(ctx, &s);
+    cr_assert_eq(s.pool_hits, 1);
+    cr_assert_eq(s.pool_misses, 2);
+    cr_assert_eq(s.pool_live_buffers, 2);
+    cr_assert_eq(s.pool_live_bytes, b->size + c->size);
+    cr_assert_eq(s.pool_cached_bytes, 0);
+    gl_pool_release(ctx, b);
+    gl_pool_release(ctx, c);
+    glesc_context_stats(ctx, &s);
+    cr_assert_eq(s.pool_live_bytes, 0);
+    cr_assert_eq(s.pool_cached_buffers, 2);
+    cr_assert_geq(s.pool_peak_bytes, s.pool_cached_bytes);
+    glesc_context_destroy(ctx);
+}
+
+Test(pool, lru_trim_to_budget)
+{
+    glesc_context_options o = {.cache_dir = "off", .pool_budget = 3 * 65536};
+    glesc_context *ctx = NULL;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    gl_buffer *b[5];
+    GLuint ids[5];
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(gl_pool_acquire(ctx, 65536, GL_USAGE_ACTIVATIONS, &b[i]), GLESC_OK);
+        ids[i] = b[i]->id;
+    }
+    for (int i = 0; i < 5; i++)
+        gl_pool_release(ctx, b[i]);
+    glesc_stats s;
+    glesc_context_stats(ctx, &s);
+    cr_assert_eq(s.pool_cached_bytes, 3 * 65536, "cache trimmed to the budget");
+    /* The two released first were dropped: the next three acquires get the
+     * three most recently released buffers. */
+    for (int i = 0; i < 3; i++) {
+        gl_buffer *x;
+        cr_assert_eq(gl_pool_acquire(ctx, 65536, GL_USAGE_ACTIVATIONS, &x), GLESC_OK);
+        cr_assert(x->id == ids[2] || x->id == ids[3] || x->id == ids[4]);
+    }
+    gl_pool_trim(ctx, 0);
+    glesc_context_stats(ctx, &s);
+    cr_assert_eq(s.pool_cached_bytes, 0);
+    glesc_context_destroy(ctx); /* also frees the three still held */
+}
+
+Test(pool, refuses_above_storage_limit)
+{
+    glesc_context_options o = {.cache_dir = "off", .max_storage_block_size = 1 << 20};
+    glesc_context *ctx = NULL;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    gl_buffer *b = (gl_buffer *)1;
+    cr_assert_eq(gl_pool_acquire(ctx, (1 << 20) + 1, GL_USAGE_WEIGHTS, &b), GLESC_ERROR_LIMIT);
+    cr_assert_null(b);
+    cr_assert(strstr(glesc_context_errmsg(ctx), "1048577"), "%s", glesc_context_errmsg(ctx));
+    /* Exactly the limit works, even though its class would be larger. */
+    cr_assert_eq(gl_pool_acquire(ctx, (1 << 20) - 7, GL_USAGE_WEIGHTS, &b), GLESC_OK);
+    cr_assert_leq(b->size, 1u << 20);
+    gl_pool_release(ctx, b);
+    glesc_context_destroy(ctx);
+}
