@@ -275,7 +275,9 @@ static glesc_status try_gbm_node(glesc_context *ctx, const char *path)
     const char *cext = client_extensions();
     if (!gpd || !(ext_in(cext, "EGL_KHR_platform_gbm") || ext_in(cext, "EGL_MESA_platform_gbm")))
         return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
-                            "EGL has no GBM platform (EGL_KHR_platform_gbm)");
+                            "cannot use render node %s: EGL has no GBM platform "
+                            "(EGL_KHR_platform_gbm)",
+                            path);
     ctx->drm_fd = open(path, O_RDWR | O_CLOEXEC);
     if (ctx->drm_fd < 0)
         return core_err_set(&ctx->err, GLESC_ERROR_IO, "cannot open render node %s: %s", path,

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# glesc's one entry point for people and CI, on Debian 12 as root:
+#   tools/dev.sh run    install what is needed, build, run the main job
+#   tools/dev.sh test   install, build with -Werror, run every test suite,
+#                       again under ASan+UBSan, a valgrind leak check, the
+#                       format check and the arm64 cross build; ends with
+#                       "N passed, N failed"
+# GLESC_NO_INSTALL=1 skips apt-get (packages already there).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+PACKAGES=(meson ninja-build pkg-config gcc libc6-dev python3
+          libegl-dev libgles-dev libgbm-dev libegl-mesa0 libgl1-mesa-dri
+          libxxhash-dev libpcre2-dev libutf8proc-dev libcriterion-dev
+          valgrind clang-format)
+CROSS_PACKAGES=(gcc-aarch64-linux-gnu libc6-dev:arm64 libegl-dev:arm64 libgles-dev:arm64
+                libgbm-dev:arm64 libxxhash-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64)
+
+log() { printf '\n=== %s\n' "$*"; }
+
+install_packages() {
+    [ "${GLESC_NO_INSTALL:-0}" = 1 ] && return 0
+    export DEBIAN_FRONTEND=noninteractive
+    local cross=$1
+    if [ "$cross" = 1 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        dpkg --add-architecture arm64
+    fi
+    log "apt-get update"
+    apt-get update -q >/dev/null || { echo "apt-get update failed"; return 1; }
+    local pkgs=("${PACKAGES[@]}")
+    [ "$cross" = 1 ] && pkgs+=("${CROSS_PACKAGES[@]}")
+    log "apt-get install ${pkgs[*]}"
+    apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null ||
+        { echo "apt-get install failed"; return 1; }
+}
+
+build() { # build DIR [meson options...]
+    local dir=$1; shift
+    if [ ! -d "$dir" ]; then
+        meson setup "$dir" "$@" >/dev/null || return 1
+    else
+        meson setup --reconfigure "$dir" "$@" >/dev/null || return 1
+    fi
+    ninja -C "$dir" || return 1
+}
+
+PASSED=0
+FAILED=0
+# Adds the Criterion counts of a meson test run (from its testlog.json).
+count_criterion() {
+    local counts
+    counts=$(python3 - "$1" <<'PY'
+import json, re, sys
+p = f = 0
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    m = re.search(r"Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)",
+                  t.get("stderr", "") + t.get("stdout", ""))
+    if m:
+        p += int(m.group(2)); f += int(m.group(3))
+        if t["result"] not in ("OK", "SKIP") and int(m.group(3)) == 0:
+            f += 1  # the executable failed outside any test (sanitizer exit, leak)
+    else:
+        p += t["result"] in ("OK", "SKIP"); f += t["result"] not in ("OK", "SKIP")
+print(p, f)
+PY
+)
+    PASSED=$((PASSED + ${counts% *}))
+    FAILED=$((FAILED + ${counts#* }))
+}
+
+check() { # check NAME COMMAND...: one pass/fail line
+    if "${@:2}"; then
+        PASSED=$((PASSED + 1)); echo "check $1: ok"
+    else
+        FAILED=$((FAILED + 1)); echo "check $1: FAILED"
+    fi
+}
+
+run_suites() { # run_suites BUILD_DIR
+    meson test -C "$1" --print-errorlogs --num-processes 2
+    count_criterion "$1/meson-logs/testlog.json"
+}
+
+cmd_test() {
+    local cross=${GLESC_CROSS:-1}
+    install_packages "$cross" || exit 1
+    log "build (-Werror)"
+    build build-ci -Dwerror=true --buildtype=debugoptimized || { echo "0 passed, 1 failed"; exit 1; }
+    log "test suites (llvmpipe is the GPU on machines without one)"
+    run_suites build-ci
+
+    log "ASan + UBSan build and suites"
+    # Leaks are checked by valgrind below: Criterion's workers _exit() before
+    # LeakSanitizer would run, and llvmpipe's JIT code leaks by design.
+    if build build-ci-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false; then
+        ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 run_suites build-ci-asan
+    else
+        FAILED=$((FAILED + 1))
+    fi
+
+    log "valgrind: context create/destroy releases everything"
+    check valgrind-glesc-info valgrind -q --leak-check=full --errors-for-leak-kinds=definite \
+        --suppressions=tests/valgrind.supp --error-exitcode=9 build-ci/tools/glesc-info
+
+    log "clang-format"
+    check clang-format bash -c "git ls-files '*.c' '*.h' | xargs clang-format --dry-run -Werror"
+
+    if [ "$cross" = 1 ]; then
+        log "arm64 cross build (library and tools)"
+        check cross-arm64 build build-ci-arm64 --cross-file cross/aarch64-linux-gnu.ini \
+            -Dtests=false -Dwerror=true
+    fi
+    echo
+    echo "$PASSED passed, $FAILED failed"
+    [ "$FAILED" = 0 ]
+}
+
+cmd_run() {
+    install_packages 0 || exit 1
+    build build --buildtype=release || exit 1
+    log "glesc-info"
+    build/tools/glesc-info "$@"
+}
+
+case "${1:-}" in
+test) shift; cmd_test "$@" ;;
+run) shift; cmd_run "$@" ;;
+*) echo "usage: tools/dev.sh run|test" >&2; exit 2 ;;
+esac
