@@ -14,14 +14,22 @@
 #include "glesc.h"
 
 typedef struct quant_type_info {
-    const char *name;      /* "q4_k" */
-    int block_size;        /* elements per block */
-    int block_bytes;       /* bytes per block */
-    bool is_quantized;     /* block_size > 1 or a packed format */
+    const char *name;  /* "q4_k" */
+    int block_size;    /* elements per block */
+    int block_bytes;   /* bytes per block */
+    bool is_quantized; /* block_size > 1 or a packed format */
     /* CPU reference: dequantize n elements (a multiple of block_size) from
      * src (n / block_size blocks, any alignment) into dst. NULL where glesc
      * has no reference for the type yet. */
     void (*dequant)(const void *src, float *dst, int64_t n);
+    /* CPU reference quantization: n floats (a multiple of block_size) from
+     * src into n / block_size blocks at dst (any alignment; every byte of
+     * them is written). NULL where glesc has no quantizer for the type. The
+     * legacy types (q4_0 .. q8_1) and q8_k follow ggml's reference
+     * quantizers; the other K types and iq4_* use plain round-to-nearest
+     * (see quantize.c): valid blocks, somewhat larger error than
+     * llama-quantize's searched scales. */
+    void (*quantize)(const float *src, void *dst, int64_t n);
 } quant_type_info;
 
 /* The row for t, or NULL when t is not a known type id. */
@@ -32,5 +40,25 @@ float quant_f16_to_f32(uint16_t h);
 uint16_t quant_f32_to_f16(float f);
 float quant_bf16_to_f32(uint16_t h);
 uint16_t quant_f32_to_bf16(float f); /* round-to-nearest-even, NaN kept quiet */
+
+/* Dequantizes n elements of type t from src (n / block_size blocks, any
+ * alignment, little endian as in GGUF) into dst (n floats, caller-owned).
+ * GLESC_ERROR_INVALID_ARGUMENT when n < 0 or not a multiple of the block
+ * size, GLESC_ERROR_UNSUPPORTED when t has no CPU reference; the message
+ * (glesc_last_errmsg) names the type and n. Nothing is written on failure. */
+glesc_status quant_dequantize(glesc_dtype t, const void *src, float *dst, int64_t n);
+
+/* Quantizes n floats from src into n / block_size blocks of type t at dst
+ * (caller-owned, glesc_dtype_row_bytes(t, n) bytes, any alignment). Plain
+ * types (f32, f16, bf16) are converted with round-to-nearest-even. Errors as
+ * for quant_dequantize. Deterministic: the same input gives the same bytes
+ * on every host. Inputs must be finite. */
+glesc_status quant_quantize(glesc_dtype t, const float *src, void *dst, int64_t n);
+
+/* ggml's non-linear 4-bit code books: kvalues_iq4nl (iq4_nl, iq4_xs: value =
+ * d * table[nibble]) and kvalues_mxfp4 (E2M1 values doubled; mxfp4 scales
+ * them by 2^(e - 128), i.e. half the E8M0 scale). */
+extern const int8_t quant_iq4nl_values[16];
+extern const int8_t quant_mxfp4_values[16];
 
 #endif /* GLESC_QUANT_H */
