@@ -61,4 +61,18 @@ glesc_status quant_quantize(glesc_dtype t, const float *src, void *dst, int64_t 
 extern const int8_t quant_iq4nl_values[16];
 extern const int8_t quant_mxfp4_values[16];
 
+/* ---- GPU layout (gpu.c) ----
+ * On the GPU a tensor of type t is a sequence of "GPU blocks" of
+ * quant_gpu_block_elems(t) elements (the type's block; 4 elements for
+ * f32/f16/bf16), each quant_gpu_block_words(t) 32-bit words long, read by
+ * the GLSL snippet glsl/<quant_gpu_snippet(t)>.glsl. Functions return
+ * 0 / NULL for types without a GPU path. */
+const char *quant_gpu_snippet(glesc_dtype t);
+int quant_gpu_block_elems(glesc_dtype t);
+int quant_gpu_block_words(glesc_dtype t);
+/* Repacks n elements (a multiple of quant_gpu_block_elems) from the file
+ * layout at src into n / block_elems GPU blocks at dst (host words; the
+ * caller uploads them). */
+glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t n, uint32_t *dst);
+
 #endif /* GLESC_QUANT_H */

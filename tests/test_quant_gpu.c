@@ -1,0 +1,190 @@
+/*
+ * test_quant_gpu.c — the GPU side of every block format: the glsl/quant/
+ * snippets dequantize the repacked blocks exactly as the CPU reference does
+ * (bit for bit where the formula is a product; within an ulp where it is a
+ * product minus an offset that the GPU may fuse into an fma), and the
+ * dequantizing GEMV matches a double-precision CPU product of the
+ * dequantized weights on odd shapes.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gl/gl.h"
+#include "kernels/qmatvec.h"
+#include "quant/quant.h"
+#include "test_util.h"
+
+typedef struct type_case {
+    glesc_dtype t;
+    bool exact; /* bit-identical to the CPU reference */
+} type_case;
+
+static const type_case types[] = {
+    {GLESC_DTYPE_F32, true},     {GLESC_DTYPE_F16, true},     {GLESC_DTYPE_BF16, true},
+    {GLESC_DTYPE_Q4_0, true},    {GLESC_DTYPE_Q4_1, false},   {GLESC_DTYPE_Q5_0, true},
+    {GLESC_DTYPE_Q5_1, false},   {GLESC_DTYPE_Q8_0, true},    {GLESC_DTYPE_Q8_1, true},
+    {GLESC_DTYPE_Q2_K, false},   {GLESC_DTYPE_Q3_K, true},    {GLESC_DTYPE_Q4_K, false},
+    {GLESC_DTYPE_Q5_K, false},   {GLESC_DTYPE_Q6_K, true},    {GLESC_DTYPE_IQ4_NL, true},
+    {GLESC_DTYPE_IQ4_XS, true},  {GLESC_DTYPE_MXFP4, true},
+};
+
+static float frand(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return (float)(*s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+/* Quantizes n random floats; returns the file-layout blocks. */
+static void *make_blocks(glesc_dtype t, int64_t n, uint32_t seed)
+{
+    float *src = malloc((size_t)n * sizeof *src);
+    for (int64_t i = 0; i < n; i++)
+        src[i] = frand(&seed) * (1.0f + (float)(i % 7)); /* varied block scales */
+    void *blocks = malloc(glesc_dtype_row_bytes(t, n));
+    cr_assert_eq(quant_quantize(t, src, blocks, n), GLESC_OK, "%s: %s", glesc_dtype_name(t),
+                 glesc_last_errmsg());
+    free(src);
+    return blocks;
+}
+
+static gl_buffer *upload_repacked(glesc_context *ctx, glesc_dtype t, const void *blocks, int64_t n)
+{
+    int64_t nb = n / quant_gpu_block_elems(t);
+    size_t words = (size_t)nb * (size_t)quant_gpu_block_words(t);
+    uint32_t *w = malloc(words * 4);
+    cr_assert_eq(quant_gpu_repack(t, blocks, n, w), GLESC_OK);
+    gl_buffer *b;
+    cr_assert_eq(gl_pool_acquire(ctx, words * 4, GL_USAGE_WEIGHTS, &b), GLESC_OK);
+    cr_assert_eq(gl_buffer_upload(ctx, b, 0, w, words * 4), GLESC_OK);
+    free(w);
+    return b;
+}
+
+static const gl_program *program(glesc_context *ctx, char *glsl, core_err *err)
+{
+    cr_assert_not_null(glsl, "%s", core_err_msg(err));
+    const gl_program *p;
+    cr_assert_eq(gl_program_get(ctx, glsl, &p), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    core_free(glsl);
+    return p;
+}
+
+static double ulp_of(double x)
+{
+    int e;
+    frexp(fabs(x) > 1e-30 ? x : 1e-30, &e);
+    return ldexp(1.0, e - 24);
+}
+
+Test(quant_gpu, dequant_matches_cpu_reference)
+{
+    glesc_context *ctx = test_context(NULL);
+    const int64_t n = 256 * 37;
+    for (size_t c = 0; c < CORE_ARRAY_LEN(types); c++) {
+        glesc_dtype t = types[c].t;
+        void *blocks = make_blocks(t, n, 1234u + (uint32_t)c);
+        float *ref = malloc(n * sizeof *ref), *got = malloc(n * sizeof *got);
+        cr_assert_eq(quant_dequantize(t, blocks, ref, n), GLESC_OK);
+        gl_buffer *qw = upload_repacked(ctx, t, blocks, n), *out;
+        cr_assert_eq(gl_pool_acquire(ctx, n * 4, GL_USAGE_READBACK, &out), GLESC_OK);
+        core_err err = {0};
+        const gl_program *p = program(ctx, kern_dequant_glsl(t, &err), &err);
+        gl_binding b[2] = {{qw, 0, 0, false}, {out, 0, 0, true}};
+        gl_param prm = GL_PARAM_U(n / 4);
+        cr_assert_eq(gl_dispatch(ctx, p, b, 2, &prm, 1, (uint32_t[3]){(n / 4 + 63) / 64, 1, 1}),
+                     GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        cr_assert_eq(gl_buffer_download(ctx, out, 0, got, n * 4), GLESC_OK);
+        int64_t diff = 0;
+        double worst_ulps = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (memcmp(&got[i], &ref[i], 4) == 0)
+                continue;
+            diff++;
+            /* Scale of the terms: the value plus the block's largest value
+             * bounds an fma's rounding difference. */
+            int64_t b0 = i / 256 * 256;
+            double mx = 0;
+            for (int64_t k = b0; k < b0 + 256 && k < n; k++)
+                mx = fmax(mx, fabs(ref[k]));
+            worst_ulps = fmax(worst_ulps, fabs((double)got[i] - ref[i]) / ulp_of(mx));
+        }
+        cr_log_info("%-7s dequant: %lld of %lld elements differ from the CPU reference, worst "
+                    "%.2f ulp of the block maximum",
+                    glesc_dtype_name(t), (long long)diff, (long long)n, worst_ulps);
+        if (types[c].exact)
+            cr_expect_eq(diff, 0, "%s: %lld elements not bit-identical", glesc_dtype_name(t),
+                         (long long)diff);
+        else
+            cr_expect_leq(worst_ulps, 2.0, "%s: %.2f ulp", glesc_dtype_name(t), worst_ulps);
+        gl_pool_release(ctx, qw);
+        gl_pool_release(ctx, out);
+        free(blocks);
+        free(ref);
+        free(got);
+    }
+    glesc_context_destroy(ctx);
+}
+
+static void gemv_case(glesc_context *ctx, glesc_dtype t, int rows, int K, int m)
+{
+    int64_t n = (int64_t)rows * K;
+    void *blocks = make_blocks(t, n, (uint32_t)(rows * 31 + K + m));
+    float *w = malloc(n * sizeof *w);
+    cr_assert_eq(quant_dequantize(t, blocks, w, n), GLESC_OK);
+    float *x = malloc((size_t)K * m * sizeof *x), *y = malloc((size_t)rows * m * sizeof *y);
+    uint32_t s = 99;
+    for (int i = 0; i < K * m; i++)
+        x[i] = frand(&s);
+    gl_buffer *qw = upload_repacked(ctx, t, blocks, n), *bx, *by;
+    cr_assert_eq(gl_pool_acquire(ctx, (uint64_t)K * m * 4, GL_USAGE_ACTIVATIONS, &bx), GLESC_OK);
+    cr_assert_eq(gl_buffer_upload(ctx, bx, 0, x, (uint64_t)K * m * 4), GLESC_OK);
+    cr_assert_eq(gl_pool_acquire(ctx, (uint64_t)rows * m * 4, GL_USAGE_READBACK, &by), GLESC_OK);
+    core_err err = {0};
+    bool sg = glesc_context_caps(ctx)->has_subgroup &&
+              (glesc_context_caps(ctx)->subgroup_features & GLESC_SUBGROUP_ARITHMETIC);
+    const gl_program *p = program(ctx, kern_qgemv_glsl(t, m, 128, sg, &err), &err);
+    int row_words = K / quant_gpu_block_elems(t) * quant_gpu_block_words(t);
+    gl_param prm[3] = {GL_PARAM_U(K / 4), GL_PARAM_U(rows), GL_PARAM_U(row_words)};
+    gl_binding b[3] = {{qw, 0, 0, false}, {bx, 0, 0, false}, {by, 0, 0, true}};
+    uint32_t gx = rows < 65535 ? (uint32_t)rows : 65535u;
+    cr_assert_eq(gl_dispatch(ctx, p, b, 3, prm, 3, (uint32_t[3]){gx, (rows + gx - 1) / gx, 1}),
+                 GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    cr_assert_eq(gl_buffer_download(ctx, by, 0, y, (uint64_t)rows * m * 4), GLESC_OK);
+    double worst = 0;
+    for (int c = 0; c < m; c++)
+        for (int r = 0; r < rows; r++) {
+            double ref = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                ref += (double)w[(int64_t)r * K + k] * x[c * K + k];
+                mag += fabs((double)w[(int64_t)r * K + k] * x[c * K + k]);
+            }
+            worst = fmax(worst, fabs(y[c * rows + r] - ref) / (mag + 1e-30));
+        }
+    cr_log_info("%-7s gemv rows %4d K %4d m %d: worst error %.3g of sum|w*x|", glesc_dtype_name(t),
+                rows, K, m, worst);
+    cr_expect_leq(worst, 2e-6, "%s gemv rows %d m %d: %g", glesc_dtype_name(t), rows, m, worst);
+    gl_pool_release(ctx, qw);
+    gl_pool_release(ctx, bx);
+    gl_pool_release(ctx, by);
+    free(blocks);
+    free(w);
+    free(x);
+    free(y);
+}
+
+Test(quant_gpu, gemv_matches_cpu)
+{
+    glesc_context *ctx = test_context(NULL);
+    for (size_t c = 0; c < CORE_ARRAY_LEN(types); c++) {
+        glesc_dtype t = types[c].t;
+        gemv_case(ctx, t, 7, 512, 2);
+        if (t == GLESC_DTYPE_Q4_0 || t == GLESC_DTYPE_Q4_K || t == GLESC_DTYPE_F16) {
+            gemv_case(ctx, t, 1, 256, 1);
+            gemv_case(ctx, t, 4097, 256, 1);
+            gemv_case(ctx, t, 33, 768, 7);
+        }
+    }
+    glesc_context_destroy(ctx);
+}
