@@ -1,0 +1,201 @@
+/*
+ * glesc-bench — GPU throughput figures: a plain copy kernel (the bandwidth
+ * roofline as glesc's shaders see it) and the dequantizing GEMV per weight
+ * type, as effective bandwidth (bytes of weights read per second) and as a
+ * fraction of the copy bandwidth measured in the same run.
+ *
+ * usage: glesc-bench [--iters N] [--types q4_0,q8_0,...] [--shapes 4096x4096,11008x4096]
+ *                    [--copy-mib N] [--local N]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit/emit.h"
+#include "gl/gl.h"
+#include "kernels/qmatvec.h"
+#include "quant/quant.h"
+
+static const glesc_dtype all_types[] = {
+    GLESC_DTYPE_F32,  GLESC_DTYPE_F16,  GLESC_DTYPE_BF16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_1,
+    GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q2_K, GLESC_DTYPE_Q3_K,
+    GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_IQ4_NL, GLESC_DTYPE_IQ4_XS,
+};
+
+static int fail(glesc_context *ctx, const char *what)
+{
+    fprintf(stderr, "glesc-bench: %s: %s\n", what, glesc_context_errmsg(ctx));
+    glesc_context_destroy(ctx);
+    return 1;
+}
+
+/* Mean GPU time of iters dispatches (after 3 warm-up runs), in seconds. */
+static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_binding *b, int nb,
+                         const gl_param *prm, int np, const uint32_t g[3], int iters, double *sec)
+{
+    for (int i = 0; i < 3; i++)
+        if (gl_dispatch(ctx, p, b, nb, prm, np, g) != GLESC_OK)
+            return -1;
+    glFinish();
+    uint64_t cpu0 = core_time_ns();
+    gl_timer t;
+    if (gl_timer_begin(ctx, &t) != GLESC_OK)
+        return -1;
+    for (int i = 0; i < iters; i++)
+        if (gl_dispatch(ctx, p, b, nb, prm, np, g) != GLESC_OK)
+            return -1;
+    if (gl_timer_end(ctx, &t) != GLESC_OK)
+        return -1;
+    glFinish();
+    uint64_t cpu_ns = core_time_ns() - cpu0, ns;
+    glesc_status st = gl_timer_result(ctx, &t, &ns);
+    gl_timer_release(ctx, &t);
+    if (st != GLESC_OK)
+        return -1;
+    /* Some drivers (llvmpipe) answer timer queries without measuring the
+     * compute work; fall back to the CPU clock around glFinish then. */
+    if (ns * 100 < cpu_ns)
+        ns = cpu_ns;
+    *sec = (double)ns * 1e-9 / iters;
+    return 0;
+}
+
+static char *copy_glsl(void)
+{
+    emit_kernel *k = emit_kernel_create("copy");
+    emit_kernel_local_size(k, 256, 1, 1);
+    emit_kernel_binding(k, EMIT_VEC4, EMIT_READONLY | EMIT_RESTRICT, "src");
+    emit_kernel_binding(k, EMIT_VEC4, EMIT_WRITEONLY | EMIT_RESTRICT, "dst");
+    emit_kernel_param(k, EMIT_PARAM_UINT, "n4");
+    emit_kernel_line(k, "uint stride = gl_NumWorkGroups.x * WG_SIZE;");
+    emit_kernel_line(k, "for (uint i = gl_GlobalInvocationID.x; i < n4; i += stride) {");
+    emit_kernel_line(k, "dst[i] = src[i];");
+    emit_kernel_line(k, "}");
+    char *s = emit_kernel_glsl(k, NULL);
+    emit_kernel_destroy(k);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    int iters = 20, local = 128;
+    uint64_t copy_mib = 0;
+    const char *types_arg = NULL, *shapes_arg = "4096x4096,11008x4096";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc)
+            iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc)
+            types_arg = argv[++i];
+        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
+            shapes_arg = argv[++i];
+        else if (!strcmp(argv[i], "--copy-mib") && i + 1 < argc)
+            copy_mib = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--local") && i + 1 < argc)
+            local = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: glesc-bench [--iters N] [--types q4_0,...] "
+                            "[--shapes NxK,...] [--copy-mib N] [--local N]\n");
+            return 2;
+        }
+    }
+    glesc_context *ctx;
+    if (glesc_context_create(NULL, &ctx) != GLESC_OK) {
+        fprintf(stderr, "glesc-bench: %s\n", glesc_last_errmsg());
+        return 1;
+    }
+    const glesc_caps *caps = glesc_context_caps(ctx);
+    printf("device: %s (%s), timer: %s\n", caps->renderer, caps->version,
+           caps->has_timer_query ? "GL_EXT_disjoint_timer_query" : "CPU around glFinish");
+
+    /* Copy roofline. */
+    uint64_t bytes = copy_mib ? copy_mib << 20 : CORE_MIN(caps->max_storage_block_size / 2, 1ull << 30);
+    bytes &= ~(uint64_t)15;
+    gl_buffer *a, *b;
+    if (gl_pool_acquire(ctx, bytes, GL_USAGE_ACTIVATIONS, &a) ||
+        gl_pool_acquire(ctx, bytes, GL_USAGE_ACTIVATIONS, &b) || gl_buffer_clear(ctx, a, 0, bytes))
+        return fail(ctx, "copy buffers");
+    char *src = copy_glsl();
+    const gl_program *p;
+    if (gl_program_get(ctx, src, &p))
+        return fail(ctx, "copy kernel");
+    core_free(src);
+    gl_binding cb[2] = {{a, 0, 0, false}, {b, 0, 0, true}};
+    gl_param cp = GL_PARAM_U(bytes / 16);
+    uint32_t groups = (uint32_t)CORE_MIN(bytes / 16 / 256, 65535ull * 4);
+    double sec;
+    if (time_dispatch(ctx, p, cb, 2, &cp, 1, (uint32_t[3]){groups, 1, 1}, iters, &sec))
+        return fail(ctx, "copy timing");
+    double copy_bw = 2.0 * (double)bytes / sec;
+    printf("copy: %.1f MiB in %.1f us: %.1f GB/s (read + write)\n", (double)bytes / 1048576.0,
+           sec * 1e6, copy_bw / 1e9);
+    gl_pool_release(ctx, a);
+    gl_pool_release(ctx, b);
+
+    printf("\n%-8s %-11s %10s %10s %9s\n", "type", "N x K", "us", "GB/s", "of copy");
+    bool sg = caps->has_subgroup && (caps->subgroup_features & GLESC_SUBGROUP_ARITHMETIC);
+    for (size_t ti = 0; ti < sizeof all_types / sizeof all_types[0]; ti++) {
+        glesc_dtype t = all_types[ti];
+        if (types_arg && !strstr(types_arg, glesc_dtype_name(t)))
+            continue;
+        for (const char *s = shapes_arg; s && *s;) {
+            int N = 0, K = 0;
+            if (sscanf(s, "%dx%d", &N, &K) != 2 || N <= 0 || K <= 0 ||
+                K % quant_gpu_block_elems(t)) {
+                fprintf(stderr, "glesc-bench: bad shape at '%s'\n", s);
+                return 2;
+            }
+            s = strchr(s, ',');
+            s = s ? s + 1 : NULL;
+            /* Weights: a quantized random pool tiled over the matrix. */
+            int64_t pool_n = CORE_MIN((int64_t)N * K, (int64_t)1 << 20);
+            pool_n -= pool_n % quant_gpu_block_elems(t);
+            float *f = malloc((size_t)pool_n * sizeof *f);
+            uint32_t seed = 1;
+            for (int64_t i = 0; i < pool_n; i++) {
+                seed = seed * 1664525u + 1013904223u;
+                f[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+            }
+            void *blocks = malloc(glesc_dtype_row_bytes(t, pool_n));
+            quant_quantize(t, f, blocks, pool_n);
+            size_t pool_words = (size_t)(pool_n / quant_gpu_block_elems(t)) *
+                                (size_t)quant_gpu_block_words(t);
+            uint32_t *pw = malloc(pool_words * 4);
+            quant_gpu_repack(t, blocks, pool_n, pw);
+            uint64_t row_words = (uint64_t)K / (uint64_t)quant_gpu_block_elems(t) *
+                                 (uint64_t)quant_gpu_block_words(t);
+            uint64_t wbytes = row_words * 4 * (uint64_t)N;
+            gl_buffer *qw, *bx, *by;
+            if (gl_pool_acquire(ctx, wbytes, GL_USAGE_WEIGHTS, &qw) ||
+                gl_pool_acquire(ctx, (uint64_t)K * 4, GL_USAGE_ACTIVATIONS, &bx) ||
+                gl_pool_acquire(ctx, (uint64_t)N * 4, GL_USAGE_ACTIVATIONS, &by))
+                return fail(ctx, "gemv buffers");
+            for (uint64_t off = 0; off < wbytes; off += pool_words * 4)
+                gl_buffer_upload(ctx, qw, off, pw, CORE_MIN(pool_words * 4, wbytes - off));
+            gl_buffer_upload(ctx, bx, 0, f, (uint64_t)K * 4);
+            core_err err = {0};
+            char *g = kern_qgemv_glsl(t, 1, local, sg, &err);
+            if (!g || gl_program_get(ctx, g, &p))
+                return fail(ctx, "gemv kernel");
+            core_free(g);
+            gl_binding gb[3] = {{qw, 0, 0, false}, {bx, 0, 0, false}, {by, 0, 0, true}};
+            gl_param gp[3] = {GL_PARAM_U(K / 4), GL_PARAM_U(N), GL_PARAM_U(row_words)};
+            uint32_t gx = (uint32_t)CORE_MIN(N, 65535);
+            if (time_dispatch(ctx, p, gb, 3, gp, 3, (uint32_t[3]){gx, (N + gx - 1) / gx, 1},
+                              iters, &sec))
+                return fail(ctx, "gemv timing");
+            double bw = (double)wbytes / sec;
+            printf("%-8s %5dx%-5d %10.1f %10.1f %8.1f%%\n", glesc_dtype_name(t), N, K, sec * 1e6,
+                   bw / 1e9, 100.0 * bw / copy_bw);
+            fflush(stdout);
+            gl_pool_release(ctx, qw);
+            gl_pool_release(ctx, bx);
+            gl_pool_release(ctx, by);
+            gl_pool_trim(ctx, 0);
+            free(f);
+            free(blocks);
+            free(pw);
+        }
+    }
+    glesc_context_destroy(ctx);
+    return 0;
+}
