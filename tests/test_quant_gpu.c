@@ -180,6 +180,8 @@ Test(quant_gpu, gemv_matches_cpu)
     for (size_t c = 0; c < CORE_ARRAY_LEN(types); c++) {
         glesc_dtype t = types[c].t;
         gemv_case(ctx, t, 7, 512, 2);
+        if (quant_gpu_block_elems(t) == 4)
+            gemv_case(ctx, t, 5, 172, 3); /* K % 32 != 0: the tail loop */
         if (t == GLESC_DTYPE_Q4_0 || t == GLESC_DTYPE_Q4_K || t == GLESC_DTYPE_F16) {
             gemv_case(ctx, t, 1, 256, 1);
             gemv_case(ctx, t, 4097, 256, 1);

@@ -30,11 +30,13 @@ static int fail(glesc_context *ctx, const char *what)
 }
 
 /* Mean GPU time of iters dispatches (after 3 warm-up runs), in seconds. */
+/* Binding set i % sets is used by the i-th dispatch (b holds sets * nb). */
 static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_binding *b, int nb,
-                         const gl_param *prm, int np, const uint32_t g[3], int iters, double *sec)
+                         int sets, const gl_param *prm, int np, const uint32_t g[3], int iters,
+                         double *sec)
 {
-    for (int i = 0; i < 3; i++)
-        if (gl_dispatch(ctx, p, b, nb, prm, np, g) != GLESC_OK)
+    for (int i = 0; i < CORE_MAX(3, sets); i++)
+        if (gl_dispatch(ctx, p, b + (i % sets) * nb, nb, prm, np, g) != GLESC_OK)
             return -1;
     glFinish();
     uint64_t cpu0 = core_time_ns();
@@ -42,7 +44,7 @@ static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_bindi
     if (gl_timer_begin(ctx, &t) != GLESC_OK)
         return -1;
     for (int i = 0; i < iters; i++)
-        if (gl_dispatch(ctx, p, b, nb, prm, np, g) != GLESC_OK)
+        if (gl_dispatch(ctx, p, b + (i % sets) * nb, nb, prm, np, g) != GLESC_OK)
             return -1;
     if (gl_timer_end(ctx, &t) != GLESC_OK)
         return -1;
@@ -123,7 +125,7 @@ int main(int argc, char **argv)
     gl_param cp = GL_PARAM_U(bytes / 16);
     uint32_t groups = (uint32_t)CORE_MIN(bytes / 16 / 256, 65535ull * 4);
     double sec;
-    if (time_dispatch(ctx, p, cb, 2, &cp, 1, (uint32_t[3]){groups, 1, 1}, iters, &sec))
+    if (time_dispatch(ctx, p, cb, 2, 1, &cp, 1, (uint32_t[3]){groups, 1, 1}, iters, &sec))
         return fail(ctx, "copy timing");
     double copy_bw = 2.0 * (double)bytes / sec;
     printf("copy: %.1f MiB in %.1f us: %.1f GB/s (read + write)\n", (double)bytes / 1048576.0,
@@ -164,30 +166,45 @@ int main(int argc, char **argv)
             uint64_t row_words = (uint64_t)K / (uint64_t)quant_gpu_block_elems(t) *
                                  (uint64_t)quant_gpu_block_words(t);
             uint64_t wbytes = row_words * 4 * (uint64_t)N;
-            gl_buffer *qw, *bx, *by;
-            if (gl_pool_acquire(ctx, wbytes, GL_USAGE_WEIGHTS, &qw) ||
-                gl_pool_acquire(ctx, (uint64_t)K * 4, GL_USAGE_ACTIVATIONS, &bx) ||
-                gl_pool_acquire(ctx, (uint64_t)N * 4, GL_USAGE_ACTIVATIONS, &by))
+            /* Enough copies of the weight that they do not fit in the GPU's
+             * last-level cache together (e.g. 50 MB on an H200): each timed
+             * dispatch reads its weights from memory, as decode does. */
+            int copies = (int)CORE_MIN(64u, (256ull << 20) / wbytes + 1);
+            gl_buffer *qw[64], *bx, *by;
+            for (int c = 0; c < copies; c++) {
+                if (gl_pool_acquire(ctx, wbytes, GL_USAGE_WEIGHTS, &qw[c]))
+                    return fail(ctx, "gemv buffers");
+                for (uint64_t off = 0; off < wbytes; off += pool_words * 4)
+                    gl_buffer_upload(ctx, qw[c], off, pw, CORE_MIN(pool_words * 4, wbytes - off));
+            }
+            if (gl_pool_acquire(ctx, (uint64_t)K * 4, GL_USAGE_ACTIVATIONS, &bx) ||
+                gl_pool_acquire(ctx, (uint64_t)N * 4 * copies, GL_USAGE_ACTIVATIONS, &by))
                 return fail(ctx, "gemv buffers");
-            for (uint64_t off = 0; off < wbytes; off += pool_words * 4)
-                gl_buffer_upload(ctx, qw, off, pw, CORE_MIN(pool_words * 4, wbytes - off));
             gl_buffer_upload(ctx, bx, 0, f, (uint64_t)K * 4);
             core_err err = {0};
             char *g = kern_qgemv_glsl(t, 1, local, sg, &err);
             if (!g || gl_program_get(ctx, g, &p))
                 return fail(ctx, "gemv kernel");
             core_free(g);
-            gl_binding gb[3] = {{qw, 0, 0, false}, {bx, 0, 0, false}, {by, 0, 0, true}};
             gl_param gp[3] = {GL_PARAM_U(K / 4), GL_PARAM_U(N), GL_PARAM_U(row_words)};
             uint32_t gx = (uint32_t)CORE_MIN(N, 65535);
-            if (time_dispatch(ctx, p, gb, 3, gp, 3, (uint32_t[3]){gx, (N + gx - 1) / gx, 1},
-                              iters, &sec))
+            uint32_t grid[3] = {gx, (N + gx - 1) / gx, 1};
+            /* Dispatches cycle through the copies (independent outputs, so no
+             * barriers between them). */
+            gl_binding gb[64 * 3];
+            for (int c = 0; c < copies; c++) {
+                gb[3 * c] = (gl_binding){qw[c], 0, 0, false};
+                gb[3 * c + 1] = (gl_binding){bx, 0, 0, false};
+                gb[3 * c + 2] = (gl_binding){by, (uint64_t)c * N * 4, (uint64_t)N * 4, true};
+            }
+            if (time_dispatch(ctx, p, gb, 3, copies, gp, 3, grid, CORE_MAX(iters, copies), &sec))
                 return fail(ctx, "gemv timing");
             double bw = (double)wbytes / sec;
             printf("%-8s %5dx%-5d %10.1f %10.1f %8.1f%%\n", glesc_dtype_name(t), N, K, sec * 1e6,
                    bw / 1e9, 100.0 * bw / copy_bw);
             fflush(stdout);
-            gl_pool_release(ctx, qw);
+            for (int c = 0; c < copies; c++)
+                gl_pool_release(ctx, qw[c]);
             gl_pool_release(ctx, bx);
             gl_pool_release(ctx, by);
             gl_pool_trim(ctx, 0);

@@ -82,10 +82,23 @@ char *kern_qgemv_glsl(glesc_dtype t, int m, int local_size, bool subgroup, core_
         emit_kernel_line(k, "for (int c = 0; c < M; c++) {");
         emit_kernel_line(k, "acc[c] = 0.0;");
         emit_kernel_line(k, "}");
-        emit_kernel_line(k, "for (uint i = gl_LocalInvocationIndex; i < K4; i += WG_SIZE) {");
-        emit_kernel_line(k, "vec4 w = dq4((i / QG) * QWORDS + base, i %% QG);");
+        /* Work items of 8 vec4 groups (32 elements: a legacy block or a
+         * K-quant sub-block), so each thread reads a contiguous run and the
+         * scales it decodes serve 32 elements; then the tail (K % 32). */
+        emit_kernel_line(k, "uint n_items = K4 / 8u;");
+        emit_kernel_line(k, "for (uint it = gl_LocalInvocationIndex; it < n_items; it += WG_SIZE) {");
+        emit_kernel_line(k, "for (uint u = 0u; u < 8u; u++) {");
+        emit_kernel_line(k, "uint g = it * 8u + u;");
+        emit_kernel_line(k, "vec4 w = dq4((g / QG) * QWORDS + base, g %% QG);");
         emit_kernel_line(k, "for (int c = 0; c < M; c++) {");
-        emit_kernel_line(k, "acc[c] += dot(w, x[uint(c) * K4 + i]);");
+        emit_kernel_line(k, "acc[c] += dot(w, x[uint(c) * K4 + g]);");
+        emit_kernel_line(k, "}");
+        emit_kernel_line(k, "}");
+        emit_kernel_line(k, "}");
+        emit_kernel_line(k, "for (uint g = n_items * 8u + gl_LocalInvocationIndex; g < K4; g += WG_SIZE) {");
+        emit_kernel_line(k, "vec4 w = dq4((g / QG) * QWORDS + base, g %% QG);");
+        emit_kernel_line(k, "for (int c = 0; c < M; c++) {");
+        emit_kernel_line(k, "acc[c] += dot(w, x[uint(c) * K4 + g]);");
         emit_kernel_line(k, "}");
         emit_kernel_line(k, "}");
         emit_kernel_line(k, "for (int c = 0; c < M; c++) {");
