@@ -29,3 +29,19 @@ vec4 int8x4(uint w) {
 // f16 in the low / high half of word w.
 float f16lo(uint w) { return unpackHalf2x16(w).x; }
 float f16hi(uint w) { return unpackHalf2x16(w).y; }
+
+// Code-book lookups without indexed constant arrays (which some compilers
+// place in slow local memory): the 16 signed byte values live four to a word.
+float sbyte_of(uvec4 packed_table, uint q) {
+    uint w = (q & 8u) != 0u ? ((q & 4u) != 0u ? packed_table.w : packed_table.z)
+                            : ((q & 4u) != 0u ? packed_table.y : packed_table.x);
+    return float(int(w << (24u - 8u * (q & 3u))) >> 24);
+}
+vec4 sbyte4_of(uvec4 packed_table, uvec4 q) {
+    return vec4(sbyte_of(packed_table, q.x), sbyte_of(packed_table, q.y),
+                sbyte_of(packed_table, q.z), sbyte_of(packed_table, q.w));
+}
+// kvalues_iq4nl: -127 -104 -83 -65 | -49 -35 -22 -10 | 1 13 25 38 | 53 69 89 113
+const uvec4 IQ4NL_PACKED = uvec4(0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u);
+// kvalues_mxfp4 (E2M1 doubled): 0 1 2 3 | 4 6 8 12 | 0 -1 -2 -3 | -4 -6 -8 -12
+const uvec4 MXFP4_PACKED = uvec4(0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu);

@@ -4,8 +4,6 @@
 // value = d * (ls - 32) * kvalues_iq4nl[nibble].
 #define QK 256u
 #define QWORDS 34u
-const float IQ4NL_T[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
-                                    1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
 vec4 dq4(uint b, uint j) {
     uint w0 = QW[b];
     uint ib = j >> 3, k = j & 7u;
@@ -13,5 +11,5 @@ vec4 dq4(uint b, uint j) {
               (((w0 >> (16u + 2u * ib)) & 3u) << 4);
     float dl = f16lo(w0) * float(int(ls) - 32);
     uvec4 q = uvec4(nib4(QW[b + 2u + 4u * ib + (k & 3u)], (k >> 2) * 4u));
-    return dl * vec4(IQ4NL_T[q.x], IQ4NL_T[q.y], IQ4NL_T[q.z], IQ4NL_T[q.w]);
+    return dl * sbyte4_of(IQ4NL_PACKED, q);
 }

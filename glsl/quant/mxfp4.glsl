@@ -2,10 +2,8 @@
 // value = kvalues_mxfp4[nibble] * 2^(e - 128).
 #define QK 32u
 #define QWORDS 5u
-const float MXFP4_T[16] = float[16](0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0,
-                                   0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
 vec4 dq4(uint b, uint j) {
     float d = ldexp(1.0, int(QW[b] & 0xffu) - 128);
     uvec4 q = uvec4(nib4(QW[b + 1u + (j & 3u)], (j >> 2) * 4u));
-    return vec4(MXFP4_T[q.x], MXFP4_T[q.y], MXFP4_T[q.z], MXFP4_T[q.w]) * d;
+    return sbyte4_of(MXFP4_PACKED, q) * d;
 }
