@@ -134,8 +134,9 @@ GLESC_API const char *glesc_platform_name(glesc_platform p);
 typedef struct glesc_context_options {
     glesc_platform platform; /* overridden by GLESC_PLATFORM when set */
     const char *device;      /* render node path or EGL device index; GLESC_DEVICE overrides */
-    const char *cache_dir;   /* program binary cache; NULL → GLESC_CACHE_DIR, XDG default; "off" disables */
-    bool debug;              /* KHR_debug message log to stderr (also GLESC_DEBUG=1) */
+    const char
+        *cache_dir; /* program binary cache; NULL → GLESC_CACHE_DIR, XDG default; "off" disables */
+    bool debug;     /* KHR_debug message log to stderr (also GLESC_DEBUG=1) */
     /* Testing aid: pretend GL_MAX_SHADER_STORAGE_BLOCK_SIZE is this many bytes
      * (0 = the driver's value; a larger value than the driver's is ignored). */
     uint64_t max_storage_block_size;
@@ -149,8 +150,7 @@ typedef struct glesc_context glesc_context;
  * opts may be NULL (all defaults). On success *out owns the context (free it
  * with glesc_context_destroy) and it is current on this thread. On failure
  * *out is NULL and glesc_last_errmsg() names the step and the EGL error. */
-GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts,
-                                            glesc_context **out);
+GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, glesc_context **out);
 GLESC_API void glesc_context_destroy(glesc_context *ctx);
 /* Message of the last failure of a call on ctx; "" when none. Owned by ctx. */
 GLESC_API const char *glesc_context_errmsg(const glesc_context *ctx);
@@ -172,10 +172,10 @@ enum {
 typedef struct glesc_caps {
     const char *vendor, *renderer, *version, *glsl_version; /* owned by the context */
     int gl_major, gl_minor;
-    glesc_platform platform; /* the one actually used */
-    const char *platform_reason; /* why auto chose it; owned by the context */
-    const char *device;          /* render node path or "EGL device N (name)"; may be "" */
-    uint64_t max_storage_block_size;       /* effective (after the testing override) */
+    glesc_platform platform;         /* the one actually used */
+    const char *platform_reason;     /* why auto chose it; owned by the context */
+    const char *device;              /* render node path or "EGL device N (name)"; may be "" */
+    uint64_t max_storage_block_size; /* effective (after the testing override) */
     uint64_t driver_max_storage_block_size; /* as the driver reports it */
     int max_compute_storage_blocks;
     int max_compute_shared_memory;

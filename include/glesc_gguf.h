@@ -53,7 +53,7 @@ GLESC_API glesc_status glesc_gguf_open_memory(const void *data, size_t size, con
 GLESC_API void glesc_gguf_close(glesc_gguf *f);
 
 GLESC_API uint32_t glesc_gguf_version(const glesc_gguf *f);
-GLESC_API uint32_t glesc_gguf_alignment(const glesc_gguf *f);  /* general.alignment or 32 */
+GLESC_API uint32_t glesc_gguf_alignment(const glesc_gguf *f);   /* general.alignment or 32 */
 GLESC_API uint64_t glesc_gguf_data_offset(const glesc_gguf *f); /* start of tensor data */
 GLESC_API uint64_t glesc_gguf_file_size(const glesc_gguf *f);
 
@@ -100,11 +100,11 @@ GLESC_API glesc_status glesc_gguf_get_arr_i64(const glesc_gguf *f, const char *k
 typedef struct glesc_gguf_tensor_info {
     const char *name; /* NUL-terminated, owned by the reader */
     glesc_dtype type;
-    int n_dims;        /* 1..4 */
-    int64_t ne[4];     /* ne[0] is the row length (fastest); unused dims are 1 */
-    uint64_t offset;   /* relative to the data section */
-    uint64_t size;     /* bytes */
-    const void *data;  /* into the mapping; valid until glesc_gguf_close */
+    int n_dims;       /* 1..4 */
+    int64_t ne[4];    /* ne[0] is the row length (fastest); unused dims are 1 */
+    uint64_t offset;  /* relative to the data section */
+    uint64_t size;    /* bytes */
+    const void *data; /* into the mapping; valid until glesc_gguf_close */
 } glesc_gguf_tensor_info;
 
 GLESC_API int64_t glesc_gguf_n_tensors(const glesc_gguf *f);
@@ -147,9 +147,8 @@ GLESC_API glesc_status glesc_gguf_writer_set_arr_str(glesc_gguf_writer *w, const
  * glesc_gguf_writer_write returns (large weights are written straight from
  * the caller's memory). data may be NULL to write zeros. */
 GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const char *name,
-                                                    glesc_dtype type, int n_dims,
-                                                    const int64_t *ne, const void *data,
-                                                    uint64_t size);
+                                                    glesc_dtype type, int n_dims, const int64_t *ne,
+                                                    const void *data, uint64_t size);
 /* Writes the file (to path.tmp, then renamed). Errors in glesc_last_errmsg(). */
 GLESC_API glesc_status glesc_gguf_writer_write(glesc_gguf_writer *w, const char *path);
 

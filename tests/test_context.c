@@ -119,8 +119,8 @@ Test(context, two_contexts)
     cr_assert_eq(gl_pool_acquire(b, 1024, GL_USAGE_ACTIVATIONS, &buf), GLESC_OK);
     uint32_t in[4] = {1, 2, 3, 4}, out[4] = {0};
     cr_assert_eq(gl_buffer_upload(b, buf, 0, in, sizeof in), GLESC_OK);
-    cr_assert_eq(gl_buffer_download(b, buf, 0, out, sizeof out), GLESC_OK,
-                 "%s", glesc_context_errmsg(b));
+    cr_assert_eq(gl_buffer_download(b, buf, 0, out, sizeof out), GLESC_OK, "%s",
+                 glesc_context_errmsg(b));
     cr_assert_arr_eq(in, out, sizeof in);
     gl_pool_release(b, buf);
     glesc_context_destroy(b);

@@ -118,8 +118,7 @@ Test(exec, reduction_matches_cpu)
         gl_binding b2[2] = {{bp, 0, 0, false}, {bo, 0, 0, true}};
         gl_param p1 = GL_PARAM_U(n), p2 = GL_PARAM_U(groups1);
         glesc_stats before, after;
-        cr_assert_eq(gl_dispatch(ctx, prog, b1, 2, &p1, 1, (uint32_t[3]){groups1, 1, 1}),
-                     GLESC_OK);
+        cr_assert_eq(gl_dispatch(ctx, prog, b1, 2, &p1, 1, (uint32_t[3]){groups1, 1, 1}), GLESC_OK);
         glesc_context_stats(ctx, &before);
         cr_assert_eq(gl_dispatch(ctx, prog, b2, 2, &p2, 1, (uint32_t[3]){1, 1, 1}), GLESC_OK);
         glesc_context_stats(ctx, &after);
@@ -155,19 +154,19 @@ Test(exec, no_barrier_between_independent_dispatches)
     glesc_stats s0, s1;
     glesc_context_stats(ctx, &s0);
     /* Two dispatches that share only a read-only input: no barrier. */
-    cr_assert_eq(gl_dispatch(ctx, prog, (gl_binding[2]){{x, 0, 0, false}, {y1, 0, 0, true}}, 2,
-                             p, 2, g),
-                 GLESC_OK);
-    cr_assert_eq(gl_dispatch(ctx, prog, (gl_binding[2]){{x, 0, 0, false}, {y2, 0, 0, true}}, 2,
-                             p, 2, g),
-                 GLESC_OK);
+    cr_assert_eq(
+        gl_dispatch(ctx, prog, (gl_binding[2]){{x, 0, 0, false}, {y1, 0, 0, true}}, 2, p, 2, g),
+        GLESC_OK);
+    cr_assert_eq(
+        gl_dispatch(ctx, prog, (gl_binding[2]){{x, 0, 0, false}, {y2, 0, 0, true}}, 2, p, 2, g),
+        GLESC_OK);
     glesc_context_stats(ctx, &s1);
     cr_assert_eq(s1.barriers - s0.barriers, 0);
     cr_assert_eq(s1.dispatches - s0.dispatches, 2);
     /* Writing x after both read it (write after read): one barrier. */
-    cr_assert_eq(gl_dispatch(ctx, prog, (gl_binding[2]){{y1, 0, 0, false}, {x, 0, 0, true}}, 2,
-                             p, 2, g),
-                 GLESC_OK);
+    cr_assert_eq(
+        gl_dispatch(ctx, prog, (gl_binding[2]){{y1, 0, 0, false}, {x, 0, 0, true}}, 2, p, 2, g),
+        GLESC_OK);
     glesc_context_stats(ctx, &s0);
     cr_assert_eq(s0.barriers - s1.barriers, 1);
     gl_pool_release(ctx, x);
@@ -214,8 +213,8 @@ Test(exec, timer_measures)
     gl_timer t;
     cr_assert_eq(gl_timer_begin(ctx, &t), GLESC_OK, "%s", glesc_context_errmsg(ctx));
     gl_param p[2] = {GL_PARAM_U(n), GL_PARAM_F(2)};
-    cr_assert_eq(gl_dispatch(ctx, prog, (gl_binding[2]){{bx, 0, 0, false}, {by, 0, 0, true}}, 2,
-                             p, 2, (uint32_t[3]){n / 256, 1, 1}),
+    cr_assert_eq(gl_dispatch(ctx, prog, (gl_binding[2]){{bx, 0, 0, false}, {by, 0, 0, true}}, 2, p,
+                             2, (uint32_t[3]){n / 256, 1, 1}),
                  GLESC_OK);
     cr_assert_eq(gl_timer_end(ctx, &t), GLESC_OK);
     uint64_t ns = 0;

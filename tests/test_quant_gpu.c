@@ -22,12 +22,12 @@ typedef struct type_case {
 } type_case;
 
 static const type_case types[] = {
-    {GLESC_DTYPE_F32, true},     {GLESC_DTYPE_F16, true},     {GLESC_DTYPE_BF16, true},
-    {GLESC_DTYPE_Q4_0, true},    {GLESC_DTYPE_Q4_1, false},   {GLESC_DTYPE_Q5_0, true},
-    {GLESC_DTYPE_Q5_1, false},   {GLESC_DTYPE_Q8_0, true},    {GLESC_DTYPE_Q8_1, true},
-    {GLESC_DTYPE_Q2_K, false},   {GLESC_DTYPE_Q3_K, true},    {GLESC_DTYPE_Q4_K, false},
-    {GLESC_DTYPE_Q5_K, false},   {GLESC_DTYPE_Q6_K, true},    {GLESC_DTYPE_IQ4_NL, true},
-    {GLESC_DTYPE_IQ4_XS, true},  {GLESC_DTYPE_MXFP4, true},
+    {GLESC_DTYPE_F32, true},    {GLESC_DTYPE_F16, true},   {GLESC_DTYPE_BF16, true},
+    {GLESC_DTYPE_Q4_0, true},   {GLESC_DTYPE_Q4_1, false}, {GLESC_DTYPE_Q5_0, true},
+    {GLESC_DTYPE_Q5_1, false},  {GLESC_DTYPE_Q8_0, true},  {GLESC_DTYPE_Q8_1, true},
+    {GLESC_DTYPE_Q2_K, false},  {GLESC_DTYPE_Q3_K, true},  {GLESC_DTYPE_Q4_K, false},
+    {GLESC_DTYPE_Q5_K, false},  {GLESC_DTYPE_Q6_K, true},  {GLESC_DTYPE_IQ4_NL, true},
+    {GLESC_DTYPE_IQ4_XS, true}, {GLESC_DTYPE_MXFP4, true},
 };
 
 static float frand(uint32_t *s)

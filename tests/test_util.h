@@ -19,7 +19,7 @@ char *test_shared_path(const char *rel);
     char *var = test_shared_path(rel);                                                             \
     if (!var)                                                                                      \
     cr_skip_test("../shared/%s is absent: skipping (tests that need the shared models and "        \
-                 "references run where ../shared sits beside the checkout)",                        \
+                 "references run where ../shared sits beside the checkout)",                       \
                  rel)
 
 /* Reads a whole file; NULL on failure. *size gets its length. free() it. */

@@ -17,8 +17,8 @@
 #include "quant/quant.h"
 
 static const glesc_dtype all_types[] = {
-    GLESC_DTYPE_F32,  GLESC_DTYPE_F16,  GLESC_DTYPE_BF16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_1,
-    GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q2_K, GLESC_DTYPE_Q3_K,
+    GLESC_DTYPE_F32,  GLESC_DTYPE_F16,  GLESC_DTYPE_BF16, GLESC_DTYPE_Q4_0,   GLESC_DTYPE_Q4_1,
+    GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q2_K,   GLESC_DTYPE_Q3_K,
     GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_IQ4_NL, GLESC_DTYPE_IQ4_XS,
 };
 
@@ -110,7 +110,8 @@ int main(int argc, char **argv)
            caps->has_timer_query ? "GL_EXT_disjoint_timer_query" : "CPU around glFinish");
 
     /* Copy roofline. */
-    uint64_t bytes = copy_mib ? copy_mib << 20 : CORE_MIN(caps->max_storage_block_size / 2, 1ull << 30);
+    uint64_t bytes =
+        copy_mib ? copy_mib << 20 : CORE_MIN(caps->max_storage_block_size / 2, 1ull << 30);
     bytes &= ~(uint64_t)15;
     gl_buffer *a, *b;
     if (gl_pool_acquire(ctx, bytes, GL_USAGE_ACTIVATIONS, &a) ||
@@ -159,8 +160,8 @@ int main(int argc, char **argv)
             }
             void *blocks = malloc(glesc_dtype_row_bytes(t, pool_n));
             quant_quantize(t, f, blocks, pool_n);
-            size_t pool_words = (size_t)(pool_n / quant_gpu_block_elems(t)) *
-                                (size_t)quant_gpu_block_words(t);
+            size_t pool_words =
+                (size_t)(pool_n / quant_gpu_block_elems(t)) * (size_t)quant_gpu_block_words(t);
             uint32_t *pw = malloc(pool_words * 4);
             quant_gpu_repack(t, blocks, pool_n, pw);
             uint64_t row_words = (uint64_t)K / (uint64_t)quant_gpu_block_elems(t) *

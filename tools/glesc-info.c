@@ -35,8 +35,9 @@ static void json_str(const char *s)
 
 static const char *features(uint32_t f, char *buf, size_t n)
 {
-    static const char *names[] = {"basic",   "vote",             "arithmetic", "ballot",
-                                  "shuffle", "shuffle_relative", "clustered",  "quad"};
+    static const char *names[] = {"basic",     "vote",    "arithmetic",
+                                  "ballot",    "shuffle", "shuffle_relative",
+                                  "clustered", "quad"};
     buf[0] = '\0';
     for (int i = 0; i < 8; i++)
         if (f & (1u << i)) {
@@ -71,8 +72,10 @@ int main(int argc, char **argv)
                     if (!strcmp(v, glesc_platform_name((glesc_platform)k)))
                         p = k;
                 if (p < 0) {
-                    fprintf(stderr, "glesc-info: --platform '%s' is not one of auto, gbm, "
-                                    "device, surfaceless\n", v);
+                    fprintf(stderr,
+                            "glesc-info: --platform '%s' is not one of auto, gbm, "
+                            "device, surfaceless\n",
+                            v);
                     return 2;
                 }
                 opts.platform = (glesc_platform)p;
@@ -142,8 +145,7 @@ int main(int argc, char **argv)
         printf(", \"cache_stats\": {\"compiles\": %llu, \"memory_hits\": %llu, \"disk_hits\": "
                "%llu, \"disk_rejects\": %llu}}\n",
                (unsigned long long)s.programs_compiled, (unsigned long long)s.program_memory_hits,
-               (unsigned long long)s.program_disk_hits,
-               (unsigned long long)s.program_disk_rejects);
+               (unsigned long long)s.program_disk_hits, (unsigned long long)s.program_disk_rejects);
     } else {
         printf("glesc %s\n", glesc_version());
         printf("Platform:            %s (%s)\n", glesc_platform_name(c->platform),
@@ -182,8 +184,7 @@ int main(int argc, char **argv)
         printf("Cache stats:         %llu compiles, %llu memory hits, %llu disk hits, %llu "
                "disk rejects\n",
                (unsigned long long)s.programs_compiled, (unsigned long long)s.program_memory_hits,
-               (unsigned long long)s.program_disk_hits,
-               (unsigned long long)s.program_disk_rejects);
+               (unsigned long long)s.program_disk_hits, (unsigned long long)s.program_disk_rejects);
     }
     glesc_context_destroy(ctx);
     return 0;

@@ -106,7 +106,12 @@ static inline bool core_hash128_eq(core_hash128 a, core_hash128 b)
 }
 
 /* ---- Logging ---- */
-typedef enum core_log_level { CORE_LOG_ERROR, CORE_LOG_WARN, CORE_LOG_INFO, CORE_LOG_DEBUG } core_log_level;
+typedef enum core_log_level {
+    CORE_LOG_ERROR,
+    CORE_LOG_WARN,
+    CORE_LOG_INFO,
+    CORE_LOG_DEBUG
+} core_log_level;
 void core_log(core_log_level lvl, const char *fmt, ...) CORE_PRINTF(2, 3);
 /* Reads an environment variable; NULL when unset or empty. */
 const char *core_env(const char *name);

@@ -41,8 +41,8 @@ static const struct {
     const char *glsl;
     size_t size;
 } elems[EMIT_ELEM_COUNT_] = {
-    [EMIT_FLOAT] = {"float", 4}, [EMIT_INT] = {"int", 4},     [EMIT_UINT] = {"uint", 4},
-    [EMIT_VEC2] = {"vec2", 8},   [EMIT_VEC4] = {"vec4", 16},  [EMIT_UVEC2] = {"uvec2", 8},
+    [EMIT_FLOAT] = {"float", 4},  [EMIT_INT] = {"int", 4},    [EMIT_UINT] = {"uint", 4},
+    [EMIT_VEC2] = {"vec2", 8},    [EMIT_VEC4] = {"vec4", 16}, [EMIT_UVEC2] = {"uvec2", 8},
     [EMIT_UVEC4] = {"uvec4", 16},
 };
 
@@ -327,8 +327,8 @@ char *emit_kernel_glsl(emit_kernel *k, core_err *err)
     if (k->n_bindings)
         sbuf_appendc(&b, '\n');
     for (int i = 0; i < k->n_params; i++)
-        sbuf_appendf(&b, "layout(location = %d) uniform %s %s;\n", i,
-                     param_glsl(k->params[i].type), k->params[i].name);
+        sbuf_appendf(&b, "layout(location = %d) uniform %s %s;\n", i, param_glsl(k->params[i].type),
+                     k->params[i].name);
     if (k->n_params)
         sbuf_appendc(&b, '\n');
     for (int i = 0; i < k->n_shared; i++)

@@ -93,7 +93,8 @@ glesc_status gl_check(glesc_context *ctx, const char *step)
     /* Drain the remaining flags so the next check starts clean. */
     for (int i = 0; i < 16 && glGetError() != GL_NO_ERROR; i++)
         ;
-    return core_err_set(&ctx->err, e == GL_OUT_OF_MEMORY ? GLESC_ERROR_OUT_OF_MEMORY : GLESC_ERROR_GL,
+    return core_err_set(&ctx->err,
+                        e == GL_OUT_OF_MEMORY ? GLESC_ERROR_OUT_OF_MEMORY : GLESC_ERROR_GL,
                         "%s failed: %s (0x%04x)", step, gl_error_name(e), (unsigned)e);
 }
 
@@ -167,8 +168,8 @@ static PFNEGLGETPLATFORMDISPLAYEXTPROC get_platform_display(void)
 
 /* ---- context creation on one display ---- */
 
-static void debug_callback(GLenum source, GLenum type, GLuint id, GLenum severity,
-                           GLsizei length, const GLchar *message, const void *user)
+static void debug_callback(GLenum source, GLenum type, GLuint id, GLenum severity, GLsizei length,
+                           const GLchar *message, const void *user)
 {
     (void)source;
     (void)length;
@@ -196,8 +197,8 @@ static glesc_status init_on_display(glesc_context *ctx, EGLDisplay dpy)
         return gl_egl_error(ctx, "eglBindAPI(EGL_OPENGL_ES_API)");
 
     const char *dext = eglQueryString(dpy, EGL_EXTENSIONS);
-    bool configless = ext_in(dext, "EGL_KHR_no_config_context") ||
-                      ext_in(dext, "EGL_MESA_configless_context");
+    bool configless =
+        ext_in(dext, "EGL_KHR_no_config_context") || ext_in(dext, "EGL_MESA_configless_context");
     bool surfaceless = ext_in(dext, "EGL_KHR_surfaceless_context");
     EGLConfig cfg = EGL_NO_CONFIG_KHR;
     if (!configless || !surfaceless) {
@@ -284,8 +285,8 @@ static glesc_status try_gbm_node(glesc_context *ctx, const char *path)
                             strerror(errno));
     ctx->gbm = gbm_create_device(ctx->drm_fd);
     if (!ctx->gbm) {
-        glesc_status st = core_err_set(&ctx->err, GLESC_ERROR_EGL,
-                                       "gbm_create_device(%s) failed", path);
+        glesc_status st =
+            core_err_set(&ctx->err, GLESC_ERROR_EGL, "gbm_create_device(%s) failed", path);
         release_display(ctx);
         return st;
     }
@@ -372,8 +373,9 @@ static int enumerate_devices(glesc_context *ctx, egl_device_info *out, int max)
         const char *ext = query_string(devs[i], EGL_EXTENSIONS);
         out[i].dev = devs[i];
         out[i].software = ext_in(ext, "EGL_MESA_device_software");
-        out[i].drm_file =
-            ext_in(ext, "EGL_EXT_device_drm") ? query_string(devs[i], EGL_DRM_DEVICE_FILE_EXT) : NULL;
+        out[i].drm_file = ext_in(ext, "EGL_EXT_device_drm")
+                              ? query_string(devs[i], EGL_DRM_DEVICE_FILE_EXT)
+                              : NULL;
         const char *renderer = ext_in(ext, "EGL_EXT_device_query_name")
                                    ? query_string(devs[i], EGL_RENDERER_EXT)
                                    : NULL;
@@ -460,8 +462,8 @@ static glesc_status try_surfaceless(glesc_context *ctx)
     if (!gpd || !ext_in(client_extensions(), "EGL_MESA_platform_surfaceless"))
         return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
                             "EGL has no EGL_MESA_platform_surfaceless");
-    glesc_status st = init_on_display(ctx, gpd(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY,
-                                               NULL));
+    glesc_status st =
+        init_on_display(ctx, gpd(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, NULL));
     if (st != GLESC_OK) {
         core_err_prefix(&ctx->err, "surfaceless platform");
         release_display(ctx);
@@ -566,7 +568,8 @@ static glesc_status create_egl(glesc_context *ctx, glesc_platform platform, cons
     if (st == GLESC_OK) {
         ctx->caps.platform = platform;
         ctx->platform_reason = core_strdup(reason);
-    } else if (why.len && platform != GLESC_PLATFORM_AUTO && platform != GLESC_PLATFORM_SURFACELESS) {
+    } else if (why.len && platform != GLESC_PLATFORM_AUTO &&
+               platform != GLESC_PLATFORM_SURFACELESS) {
         core_err_set(&ctx->err, st, "%s: no candidate worked: %s", glesc_platform_name(platform),
                      sbuf_str(&why) ? sbuf_str(&why) : "");
     }
@@ -594,8 +597,8 @@ static void load_ext_fns(glesc_context *ctx)
             ctx->caps.has_timer_query = false;
     }
     if (ctx->caps.has_debug) {
-        LOAD_(DebugMessageCallback, ctx->caps.gl_minor >= 2 ? "glDebugMessageCallback"
-                                                            : "glDebugMessageCallbackKHR");
+        LOAD_(DebugMessageCallback,
+              ctx->caps.gl_minor >= 2 ? "glDebugMessageCallback" : "glDebugMessageCallbackKHR");
     }
 #undef LOAD_
 }
@@ -614,12 +617,12 @@ static char *default_cache_dir(void)
     return core_strdup(buf);
 }
 
-GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts,
-                                            glesc_context **out)
+GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, glesc_context **out)
 {
     static const glesc_context_options defaults = {0};
     if (!out)
-        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_context_create: out is NULL");
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_context_create: out is NULL");
     *out = NULL;
     if (!opts)
         opts = &defaults;

@@ -42,8 +42,8 @@ static glesc_status check_range(glesc_context *ctx, const char *what, gl_buffer 
     return GLESC_OK;
 }
 
-glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offset,
-                              const void *data, uint64_t size)
+glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offset, const void *data,
+                              uint64_t size)
 {
     glesc_status st = check_range(ctx, "buffer upload", buf, offset, size);
     if (st != GLESC_OK || size == 0)
@@ -76,7 +76,8 @@ static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
     GLsync sync = glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
     if (!sync) {
         glesc_status st = gl_check(ctx, "glFenceSync");
-        return st != GLESC_OK ? st : core_err_set(&ctx->err, GLESC_ERROR_GL, "glFenceSync: no sync");
+        return st != GLESC_OK ? st
+                              : core_err_set(&ctx->err, GLESC_ERROR_GL, "glFenceSync: no sync");
     }
     uint64_t start = core_time_ns();
     glesc_status st = GLESC_OK;
@@ -92,8 +93,7 @@ static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
         }
         if (core_time_ns() - start > timeout_ns) {
             st = core_err_set(&ctx->err, GLESC_ERROR_TIMEOUT,
-                              "the GPU did not finish within %.1f s",
-                              (double)timeout_ns / 1e9);
+                              "the GPU did not finish within %.1f s", (double)timeout_ns / 1e9);
             break;
         }
     }
@@ -141,8 +141,8 @@ glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_bi
     const glesc_caps *c = &ctx->caps;
     if (n_bindings > c->max_compute_storage_blocks)
         return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
-                            "dispatch binds %d storage buffers; the device allows %d",
-                            n_bindings, c->max_compute_storage_blocks);
+                            "dispatch binds %d storage buffers; the device allows %d", n_bindings,
+                            c->max_compute_storage_blocks);
     for (int i = 0; i < 3; i++)
         if (groups[i] > (uint32_t)c->max_workgroup_count[i])
             return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
@@ -163,7 +163,8 @@ glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_bi
             return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                                 "storage binding %d: offset %llu is not a multiple of the "
                                 "device's alignment %d",
-                                i, (unsigned long long)b->offset, c->storage_buffer_offset_alignment);
+                                i, (unsigned long long)b->offset,
+                                c->storage_buffer_offset_alignment);
         if (b->buf->write_ssbo_epoch == ctx->ssbo_epoch)
             need_barrier = true; /* RAW or WAW */
         if (b->write && b->buf->read_ssbo_epoch == ctx->ssbo_epoch)

@@ -80,11 +80,11 @@ typedef struct gl_buffer {
     uint64_t size;      /* the size class: bytes allocated */
     uint64_t requested; /* bytes asked for by the current holder */
     gl_usage usage;
-    bool defined;       /* contents written since acquire */
+    bool defined; /* contents written since acquire */
     /* barrier tracking: epochs of the last shader write / read (exec.c) */
     uint64_t write_ssbo_epoch, write_update_epoch, read_ssbo_epoch;
-    uint64_t lru_tick; /* when it was released (cached buffers) */
-    bool cached;       /* in the pool's cache (else held by a user) */
+    uint64_t lru_tick;             /* when it was released (cached buffers) */
+    bool cached;                   /* in the pool's cache (else held by a user) */
     struct gl_buffer *prev, *next; /* the pool's live or cached list */
 } gl_buffer;
 
@@ -130,8 +130,8 @@ char *gl_program_cache_entry_path(glesc_context *ctx, const char *source);
 void gl_program_cache_drop_memory(glesc_context *ctx);
 
 /* ---- Executor primitive (exec.c) ---- */
-glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offset,
-                              const void *data, uint64_t size);
+glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offset, const void *data,
+                              uint64_t size);
 /* Fills [offset, offset+size) with zero bytes. */
 glesc_status gl_buffer_clear(glesc_context *ctx, gl_buffer *buf, uint64_t offset, uint64_t size);
 /* Waits (fence) for the GPU work that writes buf, then copies to dst. */

@@ -37,9 +37,9 @@ static const char entry_magic[8] = {'G', 'L', 'E', 'S', 'C', 'P', 'B', '\0'};
 struct gl_program_cache {
     gl_program **slots; /* open addressing, capacity a power of two */
     size_t cap, count;
-    char *dir;            /* NULL: no disk cache */
-    bool disk_ok;         /* the driver offers binary formats */
-    bool warned_write;    /* logged one failed write already */
+    char *dir;         /* NULL: no disk cache */
+    bool disk_ok;      /* the driver offers binary formats */
+    bool warned_write; /* logged one failed write already */
     uint64_t compiled, memory_hits, disk_hits, disk_rejects, disk_writes;
 };
 
@@ -311,8 +311,8 @@ static void disk_store(glesc_context *ctx, GLuint prog, const char *path)
     if (!ok) {
         unlink(tmp);
         if (!c->warned_write) {
-            core_log(CORE_LOG_INFO, "program cache: cannot write %s (%s); continuing without",
-                     path, strerror(errno));
+            core_log(CORE_LOG_INFO, "program cache: cannot write %s (%s); continuing without", path,
+                     strerror(errno));
             c->warned_write = true;
         }
     } else {
@@ -386,8 +386,8 @@ static glesc_status finish_compile(glesc_context *ctx, GLuint prog, const char *
         }
         sbuf b;
         sbuf_init(&b);
-        format_compile_error(&b, cok ? "compute program link" : "compute shader compilation",
-                             log, source);
+        format_compile_error(&b, cok ? "compute program link" : "compute shader compilation", log,
+                             source);
         st = core_err_set(&ctx->err, GLESC_ERROR_COMPILE, "%s",
                           sbuf_str(&b) ? sbuf_str(&b) : "shader compilation failed");
         sbuf_free(&b);

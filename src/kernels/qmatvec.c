@@ -55,8 +55,10 @@ char *kern_qgemv_glsl(glesc_dtype t, int m, int local_size, bool subgroup, core_
         return NULL;
     }
     char *glsl = NULL;
-    emit_kernel_comment(k, "y[c*N + n] = sum_k W[n, k] * x[c*K + k], c < %d; one workgroup "
-                           "per row", m);
+    emit_kernel_comment(k,
+                        "y[c*N + n] = sum_k W[n, k] * x[c*K + k], c < %d; one workgroup "
+                        "per row",
+                        m);
     emit_kernel_local_size(k, local_size, 1, 1);
     emit_kernel_binding(k, EMIT_UINT, EMIT_READONLY | EMIT_RESTRICT, "qw");
     emit_kernel_binding(k, EMIT_VEC4, EMIT_READONLY | EMIT_RESTRICT, "x");
@@ -86,7 +88,8 @@ char *kern_qgemv_glsl(glesc_dtype t, int m, int local_size, bool subgroup, core_
          * K-quant sub-block), so each thread reads a contiguous run and the
          * scales it decodes serve 32 elements; then the tail (K % 32). */
         emit_kernel_line(k, "uint n_items = K4 / 8u;");
-        emit_kernel_line(k, "for (uint it = gl_LocalInvocationIndex; it < n_items; it += WG_SIZE) {");
+        emit_kernel_line(k,
+                         "for (uint it = gl_LocalInvocationIndex; it < n_items; it += WG_SIZE) {");
         emit_kernel_line(k, "for (uint u = 0u; u < 8u; u++) {");
         emit_kernel_line(k, "uint g = it * 8u + u;");
         emit_kernel_line(k, "vec4 w = dq4((g / QG) * QWORDS + base, g %% QG);");
@@ -95,7 +98,8 @@ char *kern_qgemv_glsl(glesc_dtype t, int m, int local_size, bool subgroup, core_
         emit_kernel_line(k, "}");
         emit_kernel_line(k, "}");
         emit_kernel_line(k, "}");
-        emit_kernel_line(k, "for (uint g = n_items * 8u + gl_LocalInvocationIndex; g < K4; g += WG_SIZE) {");
+        emit_kernel_line(
+            k, "for (uint g = n_items * 8u + gl_LocalInvocationIndex; g < K4; g += WG_SIZE) {");
         emit_kernel_line(k, "vec4 w = dq4((g / QG) * QWORDS + base, g %% QG);");
         emit_kernel_line(k, "for (int c = 0; c < M; c++) {");
         emit_kernel_line(k, "acc[c] += dot(w, x[uint(c) * K4 + g]);");
