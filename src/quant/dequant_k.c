@@ -2,7 +2,8 @@
  * dequant_k.c — CPU reference dequantization of ggml's K-quants: super-blocks
  * of 256 elements with per-sub-block scales (and mins) that are themselves
  * quantized against one or two f16 super-block scales. The arithmetic follows
- * ggml's dequantize_row_q*_K operation for operation (bit-identical results).
+ * ggml's dequantize_row_q*_K operation for operation (bit-identical results;
+ * see dequant_legacy.c on FMA contraction).
  *
  * Layouts (byte offsets within one block, little endian):
  *   q2_k (84)  [0] scales[16]: low nibble scale, high nibble min, per 16 elements
@@ -37,7 +38,7 @@ void quant_dequant_q2_k(const void *src, float *dst, int64_t n)
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 256; i++, b += 84) {
         const uint8_t *scales = b, *qs = b + 16;
-        const float d = qb_f16(b + 80), dmin = qb_f16(b + 82);
+        const float d = quant_get_f16(b + 80), dmin = quant_get_f16(b + 82);
         for (int half = 0; half < 2; half++) {
             const uint8_t *q = qs + 32 * half;
             for (int r = 0; r < 4; r++) {
@@ -57,7 +58,7 @@ void quant_dequant_q3_k(const void *src, float *dst, int64_t n)
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 256; i++, b += 110) {
         const uint8_t *hmask = b, *qs = b + 32, *scales = b + 96;
-        const float d = qb_f16(b + 108);
+        const float d = quant_get_f16(b + 108);
         for (int half = 0; half < 2; half++) {
             const uint8_t *q = qs + 32 * half;
             for (int r = 0; r < 4; r++) {
@@ -80,7 +81,7 @@ void quant_dequant_q4_k(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 256; i++, b += 144) {
-        const float d = qb_f16(b), dmin = qb_f16(b + 2);
+        const float d = quant_get_f16(b), dmin = quant_get_f16(b + 2);
         const uint8_t *scales = b + 4, *qs = b + 16;
         for (int c = 0; c < 4; c++) {
             const uint8_t *q = qs + 32 * c;
@@ -101,7 +102,7 @@ void quant_dequant_q5_k(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 256; i++, b += 176) {
-        const float d = qb_f16(b), dmin = qb_f16(b + 2);
+        const float d = quant_get_f16(b), dmin = quant_get_f16(b + 2);
         const uint8_t *scales = b + 4, *qh = b + 16, *qs = b + 48;
         for (int c = 0; c < 4; c++) {
             const uint8_t *q = qs + 32 * c;
@@ -123,7 +124,7 @@ void quant_dequant_q6_k(const void *src, float *dst, int64_t n)
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 256; i++, b += 210, dst += 256) {
         const uint8_t *ql = b, *qh = b + 128, *scales = b + 192;
-        const float d = qb_f16(b + 208);
+        const float d = quant_get_f16(b + 208);
         for (int h = 0; h < 2; h++) {
             for (int r = 0; r < 4; r++) {
                 for (int l = 0; l < 32; l++) {
@@ -131,7 +132,7 @@ void quant_dequant_q6_k(const void *src, float *dst, int64_t n)
                     const uint8_t lo = ql[64 * h + 32 * (r & 1) + l];
                     const int q =
                         (r < 2 ? lo & 0xf : lo >> 4) | (((qh[32 * h + l] >> (2 * r)) & 3) << 4);
-                    dst[e] = d * (float)qb_i8(scales[e / 16]) * (float)(q - 32);
+                    dst[e] = d * (float)quant_get_i8(scales[e / 16]) * (float)(q - 32);
                 }
             }
         }
@@ -143,8 +144,8 @@ void quant_dequant_q8_k(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 256; i++, b += 292, dst += 256) {
-        const float d = qb_f32(b);
+        const float d = quant_get_f32(b);
         for (int j = 0; j < 256; j++)
-            dst[j] = d * (float)qb_i8(b[4 + j]);
+            dst[j] = d * (float)quant_get_i8(b[4 + j]);
     }
 }

@@ -2,8 +2,12 @@
  * dequant_legacy.c — CPU reference dequantization of the plain types (f32,
  * f16, bf16) and ggml's legacy 32-element blocks (q4_0 .. q8_1). These are
  * the ground truth the GPU dequant snippets are tested against, so they do
- * the arithmetic exactly as ggml's dequantize_row_* do (same float
- * operations in the same order): results are bit-identical to ggml's.
+ * the arithmetic exactly as ggml's dequantize_row_* do (the same float
+ * operations in the same order): results are bit-identical to ggml's as long
+ * as neither side contracts a multiply-add into an FMA (GCC does not in ISO C
+ * mode, -std=c11, which meson.build sets; clang does by default where the
+ * target has FMA, e.g. aarch64: add -ffp-contract=off there when bit
+ * equality with ggml matters).
  *
  * Legacy block layouts (little endian, no padding):
  *   q4_0  [0] f16 d  [2]  16 B qs                        x = (q - 8) * d
@@ -22,28 +26,28 @@ void quant_dequant_f32(const void *src, float *dst, int64_t n)
 {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = qb_f32(p + 4 * i);
+        dst[i] = quant_get_f32(p + 4 * i);
 }
 
 void quant_dequant_f16(const void *src, float *dst, int64_t n)
 {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = qb_f16(p + 2 * i);
+        dst[i] = quant_get_f16(p + 2 * i);
 }
 
 void quant_dequant_bf16(const void *src, float *dst, int64_t n)
 {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = quant_bf16_to_f32(qb_u16(p + 2 * i));
+        dst[i] = quant_bf16_to_f32(quant_get_u16(p + 2 * i));
 }
 
 void quant_dequant_q4_0(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 18, dst += 32) {
-        const float d = qb_f16(b);
+        const float d = quant_get_f16(b);
         const uint8_t *qs = b + 2;
         for (int j = 0; j < 16; j++) {
             dst[j] = (float)((qs[j] & 0xf) - 8) * d;
@@ -56,7 +60,7 @@ void quant_dequant_q4_1(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 20, dst += 32) {
-        const float d = qb_f16(b), m = qb_f16(b + 2);
+        const float d = quant_get_f16(b), m = quant_get_f16(b + 2);
         const uint8_t *qs = b + 4;
         for (int j = 0; j < 16; j++) {
             dst[j] = (float)(qs[j] & 0xf) * d + m;
@@ -69,8 +73,8 @@ void quant_dequant_q5_0(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 22, dst += 32) {
-        const float d = qb_f16(b);
-        const uint32_t qh = qb_u32(b + 2);
+        const float d = quant_get_f16(b);
+        const uint32_t qh = quant_get_u32(b + 2);
         const uint8_t *qs = b + 6;
         for (int j = 0; j < 16; j++) {
             int q0 = (qs[j] & 0xf) | (int)(((qh >> j) & 1) << 4);
@@ -85,8 +89,8 @@ void quant_dequant_q5_1(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 24, dst += 32) {
-        const float d = qb_f16(b), m = qb_f16(b + 2);
-        const uint32_t qh = qb_u32(b + 4);
+        const float d = quant_get_f16(b), m = quant_get_f16(b + 2);
+        const uint32_t qh = quant_get_u32(b + 4);
         const uint8_t *qs = b + 8;
         for (int j = 0; j < 16; j++) {
             int q0 = (qs[j] & 0xf) | (int)(((qh >> j) & 1) << 4);
@@ -101,9 +105,9 @@ void quant_dequant_q8_0(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 34, dst += 32) {
-        const float d = qb_f16(b);
+        const float d = quant_get_f16(b);
         for (int j = 0; j < 32; j++)
-            dst[j] = (float)qb_i8(b[2 + j]) * d;
+            dst[j] = (float)quant_get_i8(b[2 + j]) * d;
     }
 }
 
@@ -112,8 +116,8 @@ void quant_dequant_q8_1(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 36, dst += 32) {
-        const float d = qb_f16(b);
+        const float d = quant_get_f16(b);
         for (int j = 0; j < 32; j++)
-            dst[j] = (float)qb_i8(b[4 + j]) * d;
+            dst[j] = (float)quant_get_i8(b[4 + j]) * d;
     }
 }

@@ -1,6 +1,7 @@
 /*
  * quant.h — the ggml block formats: one table row per type (name, block size,
- * bytes per block) and, per type, the CPU reference dequantization. The GPU
+ * bytes per block) and, per type, the CPU reference dequantization and
+ * quantization (dequant_*.c, quantize.c). The GPU
  * side (GLSL dequant snippets in glsl/quant/, repacking on upload) builds on
  * the same table.
  */
@@ -25,7 +26,7 @@ typedef struct quant_type_info {
     /* CPU reference quantization: n floats (a multiple of block_size) from
      * src into n / block_size blocks at dst (any alignment; every byte of
      * them is written). NULL where glesc has no quantizer for the type. The
-     * legacy types (q4_0 .. q8_1) and q8_k follow ggml's reference
+     * legacy types (q4_0 .. q8_1), q8_k and mxfp4 follow ggml's reference
      * quantizers; the other K types and iq4_* use plain round-to-nearest
      * (see quantize.c): valid blocks, somewhat larger error than
      * llama-quantize's searched scales. */
@@ -52,7 +53,8 @@ glesc_status quant_dequantize(glesc_dtype t, const void *src, float *dst, int64_
  * (caller-owned, glesc_dtype_row_bytes(t, n) bytes, any alignment). Plain
  * types (f32, f16, bf16) are converted with round-to-nearest-even. Errors as
  * for quant_dequantize. Deterministic: the same input gives the same bytes
- * on every host. Inputs must be finite. */
+ * on every host whose compiler does not contract float expressions into FMAs
+ * (see dequant_legacy.c). Inputs must be finite. */
 glesc_status quant_quantize(glesc_dtype t, const float *src, void *dst, int64_t n);
 
 /* ggml's non-linear 4-bit code books: kvalues_iq4nl (iq4_nl, iq4_xs: value =

@@ -18,50 +18,44 @@
 #include "quant/quant.h"
 
 /* ---- Field readers (p: any alignment) ---- */
-static inline uint16_t qb_u16(const uint8_t *p)
+static inline uint16_t quant_get_u16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (p[1] << 8));
 }
 
-static inline uint32_t qb_u32(const uint8_t *p)
+static inline uint32_t quant_get_u32(const uint8_t *p)
 {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 /* A byte as two's-complement int8 (the conversion (int8_t)u is
  * implementation-defined for u > 127; this is not). */
-static inline int qb_i8(uint8_t u)
+static inline int quant_get_i8(uint8_t u)
 {
     return (int)u - ((u & 0x80) ? 256 : 0);
 }
 
-static inline int qb_i16(const uint8_t *p)
+static inline float quant_get_f16(const uint8_t *p)
 {
-    int u = qb_u16(p);
-    return u - ((u & 0x8000) ? 65536 : 0);
+    return quant_f16_to_f32(quant_get_u16(p));
 }
 
-static inline float qb_f16(const uint8_t *p)
+static inline float quant_get_f32(const uint8_t *p)
 {
-    return quant_f16_to_f32(qb_u16(p));
-}
-
-static inline float qb_f32(const uint8_t *p)
-{
-    uint32_t u = qb_u32(p);
+    uint32_t u = quant_get_u32(p);
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
 /* ---- Field writers ---- */
-static inline void qb_put_u16(uint8_t *p, uint16_t v)
+static inline void quant_put_u16(uint8_t *p, uint16_t v)
 {
     p[0] = (uint8_t)(v & 0xff);
     p[1] = (uint8_t)(v >> 8);
 }
 
-static inline void qb_put_u32(uint8_t *p, uint32_t v)
+static inline void quant_put_u32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
         p[i] = (uint8_t)((v >> (8 * i)) & 0xff);
@@ -69,18 +63,18 @@ static inline void qb_put_u32(uint8_t *p, uint32_t v)
 
 /* Stores f as f16 and returns the value that was stored (what dequantization
  * will see), so quantizers can requantize against the rounded scale. */
-static inline float qb_put_f16(uint8_t *p, float f)
+static inline float quant_put_f16(uint8_t *p, float f)
 {
     uint16_t h = quant_f32_to_f16(f);
-    qb_put_u16(p, h);
+    quant_put_u16(p, h);
     return quant_f16_to_f32(h);
 }
 
-static inline void qb_put_f32(uint8_t *p, float f)
+static inline void quant_put_f32(uint8_t *p, float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
-    qb_put_u32(p, u);
+    quant_put_u32(p, u);
 }
 
 /* ---- Packed 6-bit scales ----

@@ -79,21 +79,21 @@ void quant_quantize_f32(const float *src, void *dst, int64_t n)
 {
     uint8_t *p = dst;
     for (int64_t i = 0; i < n; i++)
-        qb_put_f32(p + 4 * i, src[i]);
+        quant_put_f32(p + 4 * i, src[i]);
 }
 
 void quant_quantize_f16(const float *src, void *dst, int64_t n)
 {
     uint8_t *p = dst;
     for (int64_t i = 0; i < n; i++)
-        qb_put_u16(p + 2 * i, quant_f32_to_f16(src[i]));
+        quant_put_u16(p + 2 * i, quant_f32_to_f16(src[i]));
 }
 
 void quant_quantize_bf16(const float *src, void *dst, int64_t n)
 {
     uint8_t *p = dst;
     for (int64_t i = 0; i < n; i++)
-        qb_put_u16(p + 2 * i, quant_f32_to_bf16(src[i]));
+        quant_put_u16(p + 2 * i, quant_f32_to_bf16(src[i]));
 }
 
 /* ---- Legacy blocks (ggml's reference formulas) ---- */
@@ -104,7 +104,7 @@ void quant_quantize_q4_0(const float *src, void *dst, int64_t n)
     for (int64_t i = 0; i < n / 32; i++, b += 18, src += 32) {
         const float d = signed_absmax(src, 32) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        qb_put_f16(b, d);
+        quant_put_f16(b, d);
         for (int j = 0; j < 16; j++) {
             int q0 = qtrunc(src[j] * id + 8.5f, 15);
             int q1 = qtrunc(src[j + 16] * id + 8.5f, 15);
@@ -121,8 +121,8 @@ void quant_quantize_q4_1(const float *src, void *dst, int64_t n)
         min_max(src, 32, &lo, &hi);
         const float d = (hi - lo) / 15.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        qb_put_f16(b, d);
-        qb_put_f16(b + 2, lo);
+        quant_put_f16(b, d);
+        quant_put_f16(b + 2, lo);
         for (int j = 0; j < 16; j++) {
             int q0 = qtrunc((src[j] - lo) * id + 0.5f, 15);
             int q1 = qtrunc((src[j + 16] - lo) * id + 0.5f, 15);
@@ -138,7 +138,7 @@ void quant_quantize_q5_0(const float *src, void *dst, int64_t n)
         const float d = signed_absmax(src, 32) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         uint32_t qh = 0;
-        qb_put_f16(b, d);
+        quant_put_f16(b, d);
         for (int j = 0; j < 16; j++) {
             int q0 = qtrunc(src[j] * id + 16.5f, 31);
             int q1 = qtrunc(src[j + 16] * id + 16.5f, 31);
@@ -146,7 +146,7 @@ void quant_quantize_q5_0(const float *src, void *dst, int64_t n)
             qh |= (uint32_t)(q0 >> 4) << j;
             qh |= (uint32_t)(q1 >> 4) << (j + 16);
         }
-        qb_put_u32(b + 2, qh);
+        quant_put_u32(b + 2, qh);
     }
 }
 
@@ -159,8 +159,8 @@ void quant_quantize_q5_1(const float *src, void *dst, int64_t n)
         const float d = (hi - lo) / 31.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         uint32_t qh = 0;
-        qb_put_f16(b, d);
-        qb_put_f16(b + 2, lo);
+        quant_put_f16(b, d);
+        quant_put_f16(b + 2, lo);
         for (int j = 0; j < 16; j++) {
             int q0 = qtrunc((src[j] - lo) * id + 0.5f, 31);
             int q1 = qtrunc((src[j + 16] - lo) * id + 0.5f, 31);
@@ -168,7 +168,7 @@ void quant_quantize_q5_1(const float *src, void *dst, int64_t n)
             qh |= (uint32_t)(q0 >> 4) << j;
             qh |= (uint32_t)(q1 >> 4) << (j + 16);
         }
-        qb_put_u32(b + 4, qh);
+        quant_put_u32(b + 4, qh);
     }
 }
 
@@ -195,7 +195,7 @@ void quant_quantize_q8_0(const float *src, void *dst, int64_t n)
     uint8_t *b = dst;
     for (int64_t i = 0; i < n / 32; i++, b += 34, src += 32) {
         int sum;
-        qb_put_f16(b, quantize_8bit(src, b + 2, &sum));
+        quant_put_f16(b, quantize_8bit(src, b + 2, &sum));
     }
 }
 
@@ -205,8 +205,8 @@ void quant_quantize_q8_1(const float *src, void *dst, int64_t n)
     for (int64_t i = 0; i < n / 32; i++, b += 36, src += 32) {
         int sum;
         const float d = quantize_8bit(src, b + 4, &sum);
-        qb_put_f16(b, d);
-        qb_put_f16(b + 2, (float)sum * d);
+        quant_put_f16(b, d);
+        quant_put_f16(b + 2, (float)sum * d);
     }
 }
 
@@ -234,8 +234,8 @@ void quant_quantize_q2_k(const float *src, void *dst, int64_t n)
             smax = fmaxf(smax, s[j]);
             mmax = fmaxf(mmax, m[j]);
         }
-        const float d = qb_put_f16(b + 80, smax / 15.0f);
-        const float dmin = qb_put_f16(b + 82, mmax / 15.0f);
+        const float d = quant_put_f16(b + 80, smax / 15.0f);
+        const float dmin = quant_put_f16(b + 82, mmax / 15.0f);
         memset(b + 16, 0, 64);
         for (int j = 0; j < 16; j++) {
             const int sc = d > 0.0f ? qround(s[j] / d, 0, 15) : 0;
@@ -261,7 +261,7 @@ void quant_quantize_q3_k(const float *src, void *dst, int64_t n)
             if (fabsf(s[j]) > fabsf(smax))
                 smax = s[j];
         }
-        const float d = qb_put_f16(b + 108, smax / -32.0f);
+        const float d = quant_put_f16(b + 108, smax / -32.0f);
         int sc[16];
         for (int j = 0; j < 16; j++)
             sc[j] = d != 0.0f ? qround(s[j] / d, -32, 31) : 0;
@@ -289,8 +289,8 @@ static void quantize_k4_scales(const float *x, uint8_t *b, int nmax, uint8_t *L)
         smax = fmaxf(smax, s[j]);
         mmax = fmaxf(mmax, m[j]);
     }
-    const float d = qb_put_f16(b, smax / 63.0f);
-    const float dmin = qb_put_f16(b + 2, mmax / 63.0f);
+    const float d = quant_put_f16(b, smax / 63.0f);
+    const float dmin = quant_put_f16(b + 2, mmax / 63.0f);
     int sc[8], mn[8];
     for (int j = 0; j < 8; j++) {
         sc[j] = d > 0.0f ? qround(s[j] / d, 0, 63) : 0;
@@ -341,7 +341,7 @@ void quant_quantize_q6_k(const float *src, void *dst, int64_t n)
             if (fabsf(s[j]) > fabsf(smax))
                 smax = s[j];
         }
-        const float d = qb_put_f16(b + 208, smax / -128.0f);
+        const float d = quant_put_f16(b + 208, smax / -128.0f);
         int sc[16];
         for (int j = 0; j < 16; j++) {
             sc[j] = d != 0.0f ? qround(s[j] / d, -128, 127) : 0;
@@ -374,14 +374,14 @@ void quant_quantize_q8_k(const float *src, void *dst, int64_t n)
                 q[j] = qround(iscale * src[j], -128, 127);
             d = 1.0f / iscale;
         }
-        qb_put_f32(b, d);
+        quant_put_f32(b, d);
         for (int j = 0; j < 256; j++)
             b[4 + j] = (uint8_t)(q[j] & 0xff);
         for (int j = 0; j < 16; j++) {
             int sum = 0;
             for (int l = 0; l < 16; l++)
                 sum += q[16 * j + l];
-            qb_put_u16(b + 260 + 2 * j, (uint16_t)(sum & 0xffff));
+            quant_put_u16(b + 260 + 2 * j, (uint16_t)(sum & 0xffff));
         }
     }
 }
@@ -426,7 +426,7 @@ void quant_quantize_iq4_nl(const float *src, void *dst, int64_t n)
     uint8_t *b = dst;
     uint8_t idx[32];
     for (int64_t i = 0; i < n / 32; i++, b += 18, src += 32) {
-        const float d = qb_put_f16(b, iq4_fit(src, idx));
+        const float d = quant_put_f16(b, iq4_fit(src, idx));
         if (d != 0.0f)
             for (int j = 0; j < 32; j++)
                 idx[j] = (uint8_t)nearest_code(quant_iq4nl_values, src[j] / d);
@@ -446,7 +446,7 @@ void quant_quantize_iq4_xs(const float *src, void *dst, int64_t n)
             if (fabsf(s[ib]) > fabsf(smax))
                 smax = s[ib];
         }
-        const float d = qb_put_f16(b, smax / -32.0f);
+        const float d = quant_put_f16(b, smax / -32.0f);
         unsigned scales_h = 0;
         memset(b + 4, 0, 4);
         for (int ib = 0; ib < 8; ib++) {
@@ -462,7 +462,7 @@ void quant_quantize_iq4_xs(const float *src, void *dst, int64_t n)
             for (int j = 0; j < 16; j++)
                 b[8 + 16 * ib + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
         }
-        qb_put_u16(b + 2, (uint16_t)scales_h);
+        quant_put_u16(b + 2, (uint16_t)scales_h);
     }
 }
 
