@@ -68,6 +68,16 @@ GLESC_API glesc_gguf_type glesc_gguf_kv_type(const glesc_gguf *f, int64_t i);
 GLESC_API glesc_gguf_type glesc_gguf_arr_type(const glesc_gguf *f, int64_t i);
 GLESC_API uint64_t glesc_gguf_arr_n(const glesc_gguf *f, int64_t i);
 
+/* The value of entry i in its encoded form, exactly as the file stores it
+ * after the type field: a little-endian scalar; a string as u64 length and
+ * bytes; an array as u32 element type, u64 count and the elements (arrays of
+ * arrays recursively). Already validated. *data points into the mapping and
+ * stays valid until glesc_gguf_close. GLESC_ERROR_INVALID_ARGUMENT when i is
+ * out of range. This is how a caller walks nested arrays or copies any value
+ * with glesc_gguf_writer_set_encoded. (Added to the original API.) */
+GLESC_API glesc_status glesc_gguf_kv_raw(const glesc_gguf *f, int64_t i, const void **data,
+                                         uint64_t *size);
+
 /* Typed getters by key. GLESC_ERROR_NOT_FOUND when absent, GLESC_ERROR_TYPE
  * (message names the key, expected and actual type) when the stored value
  * cannot be represented: integer getters accept any integer type whose value
@@ -132,9 +142,18 @@ GLESC_API glesc_status glesc_gguf_writer_set_bool(glesc_gguf_writer *w, const ch
 GLESC_API glesc_status glesc_gguf_writer_set_str(glesc_gguf_writer *w, const char *key,
                                                  const char *v);
 /* A scalar of any type given its packed little-endian bytes (for copying
- * metadata from a reader). */
+ * metadata from a reader). For GLESC_GGUF_STRING, v is a NUL-terminated
+ * string (as for set_str); GLESC_GGUF_ARRAY is refused (use set_arr,
+ * set_arr_str or set_encoded). A bool byte must be 0 or 1. */
 GLESC_API glesc_status glesc_gguf_writer_set_raw(glesc_gguf_writer *w, const char *key,
                                                  glesc_gguf_type type, const void *v);
+/* A value of any type given in its encoded form (as glesc_gguf_kv_raw hands
+ * it out), copied after the same validation a reader applies. The way to
+ * write arrays of arrays or copy any value verbatim. (Added to the original
+ * API.) */
+GLESC_API glesc_status glesc_gguf_writer_set_encoded(glesc_gguf_writer *w, const char *key,
+                                                     glesc_gguf_type type, const void *data,
+                                                     uint64_t size);
 /* A numeric array (elem_type not STRING/ARRAY): n packed elements, copied. */
 GLESC_API glesc_status glesc_gguf_writer_set_arr(glesc_gguf_writer *w, const char *key,
                                                  glesc_gguf_type elem_type, const void *data,
