@@ -111,9 +111,9 @@ enum {
      * without it they render as nothing. User-defined tokens always render. */
     GLESC_DETOKENIZE_SPECIAL = 1u << 0,
     /* SentencePiece with add_space_prefix: keep the space that the first
-     * piece of the sequence (after BOS, if any) carries. Without this flag it is
-     * removed, so detokenize(tokenize(s)) == s. Use it when decoding the
-     * continuation of earlier text. */
+     * piece of the sequence carries (after a BOS that renders as nothing).
+     * Without this flag it is removed, so detokenize(tokenize(s)) == s. Use
+     * it when decoding the continuation of earlier text. */
     GLESC_DETOKENIZE_KEEP_LEADING_SPACE = 1u << 1,
     /* Whole-sequence detokenize only: skip the clean-up of spaces before
      * punctuation that some BPE vocabularies ask for (llama.cpp's

@@ -517,13 +517,13 @@ static glesc_status build_pieces(glesc_tokenizer *t)
 
 /* Builds t->sp_start[w] / t->sp_list[w]: per first byte, the specials whose
  * attributes meet mask, in priority order. */
-static bool index_build(glesc_tokenizer *t, int w, unsigned mask)
+static bool index_build(glesc_tokenizer *t, int w, unsigned mask, unsigned exclude)
 {
     uint32_t count[256] = {0};
     uint32_t total = 0;
     for (uint32_t i = 0; i < t->n_specials; i++) {
         int32_t id = t->specials[i];
-        if (!(t->info[id].attr & mask) || t->strs.len[id] == 0)
+        if (!(t->info[id].attr & mask) || (t->info[id].attr & exclude) || t->strs.len[id] == 0)
             continue;
         count[(unsigned char)t->strs.arena[t->strs.off[id]]]++;
         total++;
@@ -540,7 +540,7 @@ static bool index_build(glesc_tokenizer *t, int w, unsigned mask)
     memcpy(fill, t->sp_start[w], sizeof fill);
     for (uint32_t i = 0; i < t->n_specials; i++) {
         int32_t id = t->specials[i];
-        if (!(t->info[id].attr & mask) || t->strs.len[id] == 0)
+        if (!(t->info[id].attr & mask) || (t->info[id].attr & exclude) || t->strs.len[id] == 0)
             continue;
         t->sp_list[w][fill[(unsigned char)t->strs.arena[t->strs.off[id]]]++] = i;
     }
@@ -631,8 +631,10 @@ glesc_status tok_finish(glesc_tokenizer *t, const char *model_name, size_t model
                 t->info[id].attr &= (uint8_t)~TOK_ATTR_RSTRIP;
     }
 
-    if (!index_build(t, 0, TOK_ATTR_USER_DEFINED) ||
-        !index_build(t, 1, TOK_ATTR_USER_DEFINED | TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))
+    /* Without parse_special, llama.cpp still splits on user-defined tokens,
+     * but not on those that are also control (a FIM or end-of-turn text). */
+    if (!index_build(t, 0, TOK_ATTR_USER_DEFINED, TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN) ||
+        !index_build(t, 1, TOK_ATTR_USER_DEFINED | TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN, 0))
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "tokenizer: out of memory");
 
     /* Byte tokens. */
@@ -1039,8 +1041,10 @@ GLESC_API glesc_status glesc_token_to_piece(const glesc_tokenizer *t, int32_t id
 }
 
 /* The leading-space rule shared by detokenize and the decoder: with
- * add_space_prefix, the first piece of a sequence (BOS skipped) loses one
- * leading space. */
+ * add_space_prefix, the first piece of a sequence loses one leading space,
+ * the space that tokenizing added. A BOS that renders as nothing is skipped
+ * over; one rendered as "<s>" counts as the first piece (llama.cpp then
+ * keeps the space: "<s> Hello"). */
 typedef struct lead_state {
     bool active; /* still looking for the first text piece */
 } lead_state;
@@ -1051,8 +1055,8 @@ static void piece_for_stream(const glesc_tokenizer *t, int32_t id, unsigned flag
     glesc_token_to_piece(t, id, flags, s, n);
     if (!ls->active)
         return;
-    if (id == t->bos && t->bos >= 0)
-        return; /* BOS keeps the rule armed for the piece that follows it */
+    if (id == t->bos && t->bos >= 0 && *n == 0)
+        return; /* an unrendered BOS keeps the rule armed for the next piece */
     ls->active = false;
     if (*n && (*s)[0] == ' ') {
         (*s)++;
