@@ -4,9 +4,11 @@
  * BOS and without parsing special tokens), the models' expected prompts and
  * generations (../shared/reference/expected/NAME.json), round trips through
  * detokenize and the streaming decoder, hostile input (random and invalid
- * UTF-8, 100,000 repeated characters, empty text) and error messages.
+ * UTF-8, 100,000 repeated characters, empty text), several threads on one
+ * tokenizer, error messages, and tools/gguf-run --tokenize.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,9 +62,13 @@ static char *detokenize(const glesc_tokenizer *t, const int32_t *ids, size_t n, 
     return s;
 }
 
-/* Detokenizes through the streaming decoder, one id at a time. */
-static char *stream_decode(const glesc_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
-                           size_t *len)
+static bool valid_utf8(const char *s, size_t n);
+
+/* Detokenizes through the streaming decoder, one id at a time. With
+ * check_chunks, every chunk the decoder hands out must be valid UTF-8 by
+ * itself (true whenever the whole text is). */
+static char *stream_decode_checked(const glesc_tokenizer *t, const int32_t *ids, size_t n,
+                                   unsigned flags, bool check_chunks, size_t *len)
 {
     glesc_decoder *d = NULL;
     cr_assert_eq(glesc_decoder_create(t, flags, &d), GLESC_OK);
@@ -72,6 +78,8 @@ static char *stream_decode(const glesc_tokenizer *t, const int32_t *ids, size_t 
         const char *s;
         size_t k;
         cr_assert_eq(glesc_decoder_feed(d, ids[i], &s, &k), GLESC_OK);
+        if (check_chunks)
+            cr_expect(valid_utf8(s, k), "decoder handed out a partial character at id %zu", i);
         sbuf_appendn(&b, s, k);
     }
     const char *s;
@@ -82,6 +90,12 @@ static char *stream_decode(const glesc_tokenizer *t, const int32_t *ids, size_t 
     *len = b.len;
     sbuf_appendc(&b, '\0');
     return sbuf_take(&b);
+}
+
+static char *stream_decode(const glesc_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
+                           size_t *len)
+{
+    return stream_decode_checked(t, ids, n, flags, false, len);
 }
 
 static void ids_to_str(const int32_t *ids, size_t n, char *buf, size_t cap)
@@ -567,12 +581,17 @@ Test(tokenizer, bpe_special_and_cleanup)
 Test(tokenizer, user_defined_tokens)
 {
     LOAD_OR_SKIP(t, "models/vocab/ggml-vocab-deepseek-coder.gguf");
-    const char *fim = "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>";
+    const char *fim = "<\xef\xbd\x9c"
+                      "fim\xe2\x96\x81"
+                      "begin\xef\xbd\x9c>";
     int32_t fim_id = glesc_tokenizer_find(t, fim, strlen(fim));
     int32_t o_id = glesc_tokenizer_find(t, "\xc3\xb5", 2); /* õ, user-defined */
     cr_assert(fim_id == 32016 && o_id == 32000, "%d %d", fim_id, o_id);
     char text[128];
-    snprintf(text, sizeof text, "a%sb\xc3\xb5" "c", fim);
+    snprintf(text, sizeof text,
+             "a%sb\xc3\xb5"
+             "c",
+             fim);
     size_t n;
     int32_t *ids = tokenize(t, text, strlen(text), 0, &n);
     bool has_fim = false, has_o = false;
@@ -753,7 +772,7 @@ static void fuzz_vocab(const char *rel, bool bytes_round_trip)
         }
         size_t dl, sl;
         char *back = detokenize(t, ids, n_ids, GLESC_DETOKENIZE_NO_CLEANUP, &dl);
-        char *streamed = stream_decode(t, ids, n_ids, 0, &sl);
+        char *streamed = stream_decode_checked(t, ids, n_ids, 0, valid_utf8(buf, n), &sl);
         cr_expect(sl == dl && memcmp(back, streamed, dl) == 0,
                   "%s: streaming and whole detokenize differ", rel);
         /* Plain text (no special parsing) must come back exactly where the
@@ -998,4 +1017,65 @@ Test(tokenizer, gguf_run_tokenize)
     cr_expect_eq(run_capture(cmd, out, sizeof out), 1);
     cr_expect(strstr(out, "nonexistent") != NULL, "%s", out);
     free(model);
+}
+
+/* ---- Several threads on one tokenizer ---- */
+
+typedef struct thread_job {
+    const glesc_tokenizer *t;
+    const char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n;
+    glesc_status st;
+} thread_job;
+
+static void *thread_main(void *arg)
+{
+    thread_job *j = arg;
+    for (int r = 0; r < 5 && j->st == GLESC_OK; r++) {
+        glesc_tokens_free(j->ids);
+        j->ids = NULL;
+        j->st =
+            glesc_tokenize_alloc(j->t, j->text, j->len, GLESC_TOKENIZE_ADD_SPECIAL, &j->ids, &j->n);
+    }
+    return NULL;
+}
+
+static void concurrent(const char *rel)
+{
+    LOAD_OR_SKIP(t, rel);
+    sbuf b;
+    sbuf_init(&b);
+    for (int i = 0; i < 300; i++)
+        sbuf_appendf(&b, "Line %d: The quick brown fox, it's said, jumps over 🦊 lazy dogs.\n",
+                     i);
+    size_t n_ref;
+    int32_t *ref = tokenize(t, b.data, b.len, GLESC_TOKENIZE_ADD_SPECIAL, &n_ref);
+    thread_job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (thread_job){t, b.data, b.len, NULL, 0, GLESC_OK};
+        cr_assert_eq(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect_eq(jobs[i].st, GLESC_OK);
+        cr_expect(jobs[i].n == n_ref && memcmp(jobs[i].ids, ref, n_ref * sizeof *ref) == 0,
+                  "%s: thread %d got a different result", rel, i);
+        glesc_tokens_free(jobs[i].ids);
+    }
+    glesc_tokens_free(ref);
+    sbuf_free(&b);
+    glesc_tokenizer_destroy(t);
+}
+
+Test(tokenizer, threads_spm)
+{
+    concurrent("models/vocab/ggml-vocab-llama-spm.gguf");
+}
+
+Test(tokenizer, threads_bpe)
+{
+    concurrent("models/vocab/ggml-vocab-deepseek-llm.gguf");
 }
