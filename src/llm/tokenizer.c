@@ -15,6 +15,9 @@
 
 #include "llm/llm.h"
 
+/* SentencePiece's space mark, U+2581 "▁". */
+#define SP_MARK "\xe2\x96\x81"
+
 /* ---- String table ---- */
 
 void tok_strtab_init(tok_strtab *t)
@@ -321,21 +324,18 @@ glesc_status tok_add_merge(glesc_tokenizer *t, uint32_t rank, const char *text, 
     return GLESC_OK;
 }
 
+/* DeepSeek's special texts use U+FF5C (fullwidth bar). */
+#define FW_BAR "\xef\xbd\x9c"
+#define DS_EOS "<" FW_BAR "end" SP_MARK "of" SP_MARK "sentence" FW_BAR ">"
+#define DS_FIM_BEGIN "<" FW_BAR "fim" SP_MARK "begin" FW_BAR ">"
+#define DS_FIM_HOLE "<" FW_BAR "fim" SP_MARK "hole" FW_BAR ">"
+#define DS_FIM_END "<" FW_BAR "fim" SP_MARK "end" FW_BAR ">"
+
 /* Texts llama.cpp recognises as end-of-turn / end-of-generation / FIM
  * tokens; a match that is not a control token becomes one. */
-static const char *const eot_texts[] = {"<|eot_id|>",
-                                        "<|im_end|>",
-                                        "<|end|>",
-                                        "<end_of_turn>",
-                                        "<|endoftext|>",
-                                        "<|end_of_text|>",
-                                        "<EOT>",
-                                        "_<EOT>",
-                                        "[EOT]",
-                                        "<\xef\xbd\x9c"
-                                        "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-                                        "<end_of_utterance>",
-                                        NULL};
+static const char *const eot_texts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",      "<|end_of_text|>",
+    "<EOT>",      "_<EOT>",     "[EOT]",   DS_EOS,          "<end_of_utterance>", NULL};
 static const char *const eog_texts[] = {"<|eot_id|>",
                                         "<|im_end|>",
                                         "<|end|>",
@@ -356,28 +356,19 @@ static const char *const eog_texts[] = {"<|eot_id|>",
                                         "<eos>",
                                         "<turn|>",
                                         "<|tool_response>",
-                                        "<\xef\xbd\x9c"
-                                        "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                        DS_EOS,
                                         "[e~[",
                                         NULL};
 static const char *const fim_texts[] = {
     /* prefix */
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-    "<\xef\xbd\x9c"
-    "fim\xe2\x96\x81"
-    "begin\xef\xbd\x9c>",
-    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>",
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", DS_FIM_BEGIN, "<PRE>", SP_MARK "<PRE>",
+    "<|code_prefix|>", "<|prefix|>",
     /* suffix */
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-    "<\xef\xbd\x9c"
-    "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", DS_FIM_HOLE, "<SUF>", SP_MARK "<SUF>",
+    "<|code_suffix|>", "<|suffix|>",
     /* middle */
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-    "<\xef\xbd\x9c"
-    "fim\xe2\x96\x81"
-    "end\xef\xbd\x9c>",
-    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL};
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", DS_FIM_END, "<MID>", SP_MARK "<MID>",
+    "<|code_middle|>", "<|middle|>", NULL};
 /* FIM pad / repo / file separator: control tokens that also end generation. */
 static const char *const fim_eog_texts[] = {
     "<|fim_pad|>",   "<fim-pad>",  "<fim_pad>", "<PAD>",      "[PAD]",        "<|fim_repo|>",
@@ -473,7 +464,7 @@ static glesc_status build_pieces(glesc_tokenizer *t)
             if (t->kind == GLESC_TOKENIZER_SPM) {
                 /* "▁" (U+2581) stands for a space. */
                 for (size_t i = 0; i < n; i++) {
-                    if (i + 3 <= n && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
+                    if (i + 3 <= n && memcmp(s + i, SP_MARK, 3) == 0) {
                         sbuf_appendc(&b, ' ');
                         i += 2;
                     } else {
@@ -665,9 +656,9 @@ glesc_status tok_finish(glesc_tokenizer *t, const char *model_name, size_t model
             size_t len;
             const char *s = tok_strtab_str(&t->strs, (int32_t)id, &len);
             for (size_t k = 1; k + 3 <= len; k++) {
-                if (memcmp(s + k, "\xe2\x96\x81", 3) != 0)
+                if (memcmp(s + k, SP_MARK, 3) != 0)
                     continue;
-                if (k < 3 || memcmp(s + k - 3, "\xe2\x96\x81", 3) != 0) {
+                if (k < 3 || memcmp(s + k - 3, SP_MARK, 3) != 0) {
                     t->spm_split = false;
                     break;
                 }
@@ -933,14 +924,14 @@ static bool tokenize_text(const glesc_tokenizer *t, const char *text, size_t len
         if (t->kind == GLESC_TOKENIZER_SPM) {
             sbuf_reset(&esc);
             if (t->add_space_prefix && prev_special)
-                sbuf_append(&esc, "\xe2\x96\x81");
+                sbuf_append(&esc, SP_MARK);
             size_t r = p;
             while (r < q) {
                 const char *sp = memchr(text + r, ' ', q - r);
                 size_t e = sp ? (size_t)(sp - text) : q;
                 sbuf_appendn(&esc, text + r, e - r);
                 if (sp) {
-                    sbuf_append(&esc, "\xe2\x96\x81");
+                    sbuf_append(&esc, SP_MARK);
                     e++;
                 }
                 r = e;
