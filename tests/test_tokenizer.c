@@ -1079,3 +1079,96 @@ Test(tokenizer, threads_bpe)
 {
     concurrent("models/vocab/ggml-vocab-deepseek-llm.gguf");
 }
+
+/* ---- Loader errors name the key and entry (files made with the writer) ---- */
+
+typedef struct bad_vocab {
+    const char *model;         /* NULL: no tokenizer.ggml.model */
+    const char *const *tokens; /* NULL-terminated; NULL: no tokens key */
+    const char *const *merges; /* NULL-terminated; NULL: none */
+    bool float_types;          /* token_type stored as float32 */
+    int n_scores;              /* 0: none */
+    const char *want;          /* expected in the message */
+} bad_vocab;
+
+static glesc_status load_written(const bad_vocab *b)
+{
+    char path[] = "/tmp/glesc-tokvocab-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    glesc_gguf_writer *w = glesc_gguf_writer_create();
+    cr_assert(w);
+    if (b->model)
+        cr_assert_eq(glesc_gguf_writer_set_str(w, "tokenizer.ggml.model", b->model), GLESC_OK);
+    uint64_t n = 0;
+    if (b->tokens) {
+        while (b->tokens[n])
+            n++;
+        cr_assert_eq(glesc_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens",
+                                                   (const char *const *)b->tokens, n),
+                     GLESC_OK);
+    }
+    if (b->merges) {
+        uint64_t m = 0;
+        while (b->merges[m])
+            m++;
+        cr_assert_eq(glesc_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges",
+                                                   (const char *const *)b->merges, m),
+                     GLESC_OK);
+    }
+    if (b->float_types) {
+        float types[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        cr_assert_eq(
+            glesc_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GLESC_GGUF_FLOAT32, types, n),
+            GLESC_OK);
+    }
+    if (b->n_scores) {
+        float scores[8] = {0};
+        cr_assert_eq(glesc_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GLESC_GGUF_FLOAT32,
+                                               scores, (uint64_t)b->n_scores),
+                     GLESC_OK);
+    }
+    cr_assert_eq(glesc_gguf_writer_write(w, path), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_gguf_writer_destroy(w);
+    glesc_gguf *f = NULL;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_tokenizer *t = NULL;
+    glesc_status st = glesc_tokenizer_load(f, &t);
+    if (st == GLESC_OK)
+        glesc_tokenizer_destroy(t);
+    else
+        cr_expect_null(t);
+    glesc_gguf_close(f);
+    unlink(path);
+    return st;
+}
+
+Test(tokenizer, loader_errors_name_the_key)
+{
+    static const char *const abc[] = {"a", "b", "ab", NULL};
+    static const char *const dup[] = {"a", "b", "a", NULL};
+    static const char *const merges_bad[] = {"a b", "ab", NULL};
+    static const char *const merges_ok[] = {"a b", NULL};
+    const bad_vocab cases[] = {
+        {NULL, abc, NULL, false, 0, "tokenizer.ggml.model: missing"},
+        {"bert", abc, NULL, false, 0, "tokenizer.ggml.model: 'bert' is not supported"},
+        {"llama", NULL, NULL, false, 0, "tokenizer.ggml.tokens: missing"},
+        {"llama", dup, NULL, false, 0, "tokenizer.ggml.tokens entry 2: duplicate of entry 0"},
+        {"llama", abc, NULL, true, 0, "tokenizer.ggml.token_type: expected an array of int32"},
+        {"llama", abc, NULL, false, 2, "tokenizer.ggml.scores: 2 entries for 3 tokens"},
+        {"gpt2", abc, NULL, false, 0, "tokenizer.ggml.merges: missing"},
+        {"gpt2", abc, merges_bad, false, 0, "tokenizer.ggml.merges entry 1: no space"},
+    };
+    for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
+        glesc_status st = load_written(&cases[i]);
+        cr_expect_neq(st, GLESC_OK, "case %zu loaded", i);
+        printf("tokenizer loader error: %s\n", glesc_last_errmsg());
+        cr_expect(strstr(glesc_last_errmsg(), cases[i].want) != NULL,
+                  "case %zu: message '%s' lacks '%s'", i, glesc_last_errmsg(), cases[i].want);
+    }
+    /* A well-formed toy BPE vocabulary loads: no BOS id is needed when BOS
+     * is not added (gpt-2's default of 11 lies outside these 3 tokens). */
+    const bad_vocab good = {"gpt2", abc, merges_ok, false, 0, ""};
+    cr_expect_eq(load_written(&good), GLESC_OK, "%s", glesc_last_errmsg());
+}
