@@ -1,0 +1,165 @@
+/*
+ * glesc_llm.h — language-model layer: tokenizers built from GGUF metadata
+ * (SentencePiece "llama" and byte-level BPE "gpt2"), detokenization that can
+ * stream one id at a time.
+ *
+ * Conventions (see glesc.h): fallible calls return a glesc_status and leave a
+ * message in glesc_last_errmsg() (these calls take no context); destroy(NULL)
+ * is a no-op. A tokenizer is immutable once loaded: several threads may
+ * tokenize and detokenize with one tokenizer at the same time. A decoder is
+ * used by one thread at a time.
+ *
+ * Behaviour follows llama.cpp's llama-vocab (tokenize with add_special /
+ * parse_special, token_to_piece, detokenize), so ids match its test vectors.
+ */
+#ifndef GLESC_LLM_H
+#define GLESC_LLM_H
+
+#include "glesc.h"
+#include "glesc_gguf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct glesc_tokenizer glesc_tokenizer;
+
+/* What the tokenizer does, from tokenizer.ggml.model. */
+typedef enum glesc_tokenizer_kind {
+    GLESC_TOKENIZER_SPM = 1, /* "llama": SentencePiece, scores, byte fallback <0xNN> */
+    GLESC_TOKENIZER_BPE = 2, /* "gpt2": byte-level BPE with merges and a pre-tokenizer */
+} glesc_tokenizer_kind;
+
+/* Token types as stored in tokenizer.ggml.token_type (append-only). */
+typedef enum glesc_token_type {
+    GLESC_TOKEN_TYPE_UNDEFINED = 0,
+    GLESC_TOKEN_TYPE_NORMAL = 1,
+    GLESC_TOKEN_TYPE_UNKNOWN = 2,
+    GLESC_TOKEN_TYPE_CONTROL = 3,
+    GLESC_TOKEN_TYPE_USER_DEFINED = 4,
+    GLESC_TOKEN_TYPE_UNUSED = 5,
+    GLESC_TOKEN_TYPE_BYTE = 6,
+} glesc_token_type;
+
+/* Builds a tokenizer from the tokenizer.ggml.* keys of f (a model or a
+ * vocab-only file). Everything needed is copied: f may be closed afterwards.
+ * On success *out owns the tokenizer (glesc_tokenizer_destroy). On failure
+ * *out is NULL and glesc_last_errmsg() names the key and entry
+ * ("tokenizer.ggml.merges entry 17: ..."). Missing optional keys take
+ * llama.cpp's defaults (SPM: bos 1, eos 2, unk 0, add_bos true,
+ * add_space_prefix true; BPE: bos = eos = 11, no unk, add_bos false). */
+GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer **out);
+GLESC_API void glesc_tokenizer_destroy(glesc_tokenizer *tok);
+
+GLESC_API glesc_tokenizer_kind glesc_tokenizer_get_kind(const glesc_tokenizer *tok);
+/* Name of the pre-tokenizer in use ("default", "gpt-2", "llama3", ...; "spm"
+ * for SentencePiece). Static string. */
+GLESC_API const char *glesc_tokenizer_pre_name(const glesc_tokenizer *tok);
+GLESC_API int32_t glesc_tokenizer_n_vocab(const glesc_tokenizer *tok);
+
+/* Special ids; -1 when the vocabulary has none. */
+GLESC_API int32_t glesc_tokenizer_bos(const glesc_tokenizer *tok);
+GLESC_API int32_t glesc_tokenizer_eos(const glesc_tokenizer *tok);
+GLESC_API int32_t glesc_tokenizer_eot(const glesc_tokenizer *tok);
+GLESC_API int32_t glesc_tokenizer_unk(const glesc_tokenizer *tok);
+GLESC_API int32_t glesc_tokenizer_pad(const glesc_tokenizer *tok);
+GLESC_API int32_t glesc_tokenizer_nl(const glesc_tokenizer *tok); /* newline token */
+/* Whether the model's tokenize adds BOS / EOS with GLESC_TOKENIZE_ADD_SPECIAL
+ * (tokenizer.ggml.add_bos_token / add_eos_token, or the default). */
+GLESC_API bool glesc_tokenizer_adds_bos(const glesc_tokenizer *tok);
+GLESC_API bool glesc_tokenizer_adds_eos(const glesc_tokenizer *tok);
+/* True for ids that end generation (EOS, EOT, EOM and the end-of-turn tokens
+ * llama.cpp recognises by text). False for ids out of range. */
+GLESC_API bool glesc_tokenizer_is_eog(const glesc_tokenizer *tok, int32_t id);
+/* Type of token id; GLESC_TOKEN_TYPE_UNDEFINED when out of range. */
+GLESC_API glesc_token_type glesc_tokenizer_token_type(const glesc_tokenizer *tok, int32_t id);
+/* The stored text of token id (e.g. "▁the", "Ġthe", "<0x0A>"), not
+ * NUL-terminated; *len gets its length. Owned by tok. NULL when out of range. */
+GLESC_API const char *glesc_tokenizer_token_text(const glesc_tokenizer *tok, int32_t id,
+                                                 size_t *len);
+/* Id of the token whose stored text is exactly text[0..len), or -1. */
+GLESC_API int32_t glesc_tokenizer_find(const glesc_tokenizer *tok, const char *text, size_t len);
+
+/* ---- Tokenize ---- */
+enum {
+    /* Add BOS / EOS where the vocabulary asks for them (llama.cpp's add_special). */
+    GLESC_TOKENIZE_ADD_SPECIAL = 1u << 0,
+    /* Recognise control tokens written in the text ("<|im_start|>", "<s>") and
+     * emit their ids (for chat templates). Without it they are plain text.
+     * User-defined tokens are always recognised, as in llama.cpp. */
+    GLESC_TOKENIZE_PARSE_SPECIAL = 1u << 1,
+};
+
+/* Tokenizes text[0..len) (any bytes: invalid UTF-8 does not fail) into the
+ * caller's buffer ids[0..cap). *n_out gets the number of ids. When cap is too
+ * small, returns GLESC_ERROR_LIMIT and *n_out holds the number needed (call
+ * again with a buffer that large; ids may be NULL when cap is 0). text may be
+ * NULL when len is 0. */
+GLESC_API glesc_status glesc_tokenize(const glesc_tokenizer *tok, const char *text, size_t len,
+                                      unsigned flags, int32_t *ids, size_t cap, size_t *n_out);
+/* The same into a new array: *ids_out is allocated through glesc's allocator
+ * (free it with glesc_tokens_free) and is NULL when *n_out is 0. */
+GLESC_API glesc_status glesc_tokenize_alloc(const glesc_tokenizer *tok, const char *text,
+                                            size_t len, unsigned flags, int32_t **ids_out,
+                                            size_t *n_out);
+/* Frees an array from glesc_tokenize_alloc; NULL is a no-op. */
+GLESC_API void glesc_tokens_free(int32_t *ids);
+
+/* ---- Detokenize ---- */
+enum {
+    /* Render control and unknown tokens ("<s>", "<|im_end|>") as their text;
+     * without it they render as nothing. User-defined tokens always render. */
+    GLESC_DETOKENIZE_SPECIAL = 1u << 0,
+    /* SentencePiece with add_space_prefix: keep the space that the first
+     * piece of the sequence carries (after a BOS that renders as nothing).
+     * Without this flag it is removed, so detokenize(tokenize(s)) == s. Use
+     * it when decoding the continuation of earlier text. */
+    GLESC_DETOKENIZE_KEEP_LEADING_SPACE = 1u << 1,
+    /* Whole-sequence detokenize only: skip the clean-up of spaces before
+     * punctuation that some BPE vocabularies ask for (llama.cpp's
+     * clean_spaces, on for gpt-2). The streaming decoder never cleans. */
+    GLESC_DETOKENIZE_NO_CLEANUP = 1u << 2,
+};
+
+/* The bytes token id stands for (its "piece"): "▁the" → " the", "Ġthe" →
+ * " the", "<0x0A>" → "\n" (a single byte, possibly part of a UTF-8
+ * sequence). Control/unknown tokens give "" unless flags has
+ * GLESC_DETOKENIZE_SPECIAL. *piece points into tok (valid while tok lives),
+ * not NUL-terminated. GLESC_ERROR_INVALID_ARGUMENT for an id out of range. */
+GLESC_API glesc_status glesc_token_to_piece(const glesc_tokenizer *tok, int32_t id, unsigned flags,
+                                            const char **piece, size_t *len);
+
+/* Whole sequence to text (GLESC_DETOKENIZE_* flags). *text_out is allocated
+ * through glesc's allocator, NUL-terminated (free it with glesc_text_free);
+ * *len_out gets its length without the NUL. Bytes are returned as the pieces
+ * give them: the result need not be valid UTF-8. */
+GLESC_API glesc_status glesc_detokenize(const glesc_tokenizer *tok, const int32_t *ids, size_t n,
+                                        unsigned flags, char **text_out, size_t *len_out);
+GLESC_API void glesc_text_free(char *text);
+
+/* A streaming decoder: feed ids one at a time, get back the bytes that now
+ * form complete UTF-8 characters; a partial sequence (from byte-fallback
+ * tokens or a BPE token that ends mid-character) is held back until the next
+ * feed completes it. Bytes that can never become valid UTF-8 are passed
+ * through as they are. tok must outlive the decoder. */
+typedef struct glesc_decoder glesc_decoder;
+
+GLESC_API glesc_status glesc_decoder_create(const glesc_tokenizer *tok, unsigned flags,
+                                            glesc_decoder **out);
+GLESC_API void glesc_decoder_destroy(glesc_decoder *dec);
+/* Feeds one id. *text (owned by dec, valid until the next call on dec, not
+ * NUL-terminated) and *len get the bytes ready now (possibly none).
+ * GLESC_ERROR_INVALID_ARGUMENT for an id out of range (the decoder is
+ * unchanged). */
+GLESC_API glesc_status glesc_decoder_feed(glesc_decoder *dec, int32_t id, const char **text,
+                                          size_t *len);
+/* Returns the bytes still held back (an incomplete sequence at the end) and
+ * empties the decoder's hold. */
+GLESC_API glesc_status glesc_decoder_flush(glesc_decoder *dec, const char **text, size_t *len);
+/* Starts a new sequence (drops held bytes; the leading-space rule applies again). */
+GLESC_API void glesc_decoder_reset(glesc_decoder *dec);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GLESC_LLM_H */

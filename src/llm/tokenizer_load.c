@@ -1,0 +1,268 @@
+/*
+ * tokenizer_load.c — builds a tokenizer from a GGUF file's tokenizer.ggml.*
+ * keys, with llama.cpp's defaults for whatever is absent (llama_vocab::load).
+ * Every error names the key and, for arrays, the entry.
+ */
+#include <string.h>
+
+#include "llm/llm.h"
+
+/* 1 present (value in *out), 0 absent, or a negative status. */
+static int opt_u32(const glesc_gguf *f, const char *key, uint32_t *out)
+{
+    if (glesc_gguf_find_key(f, key) < 0)
+        return 0;
+    glesc_status st = glesc_gguf_get_u32(f, key, out);
+    return st == GLESC_OK ? 1 : (int)st;
+}
+
+static int opt_bool(const glesc_gguf *f, const char *key, bool *out)
+{
+    if (glesc_gguf_find_key(f, key) < 0)
+        return 0;
+    glesc_status st = glesc_gguf_get_bool(f, key, out);
+    return st == GLESC_OK ? 1 : (int)st;
+}
+
+/* A special id key: out-of-range values keep the default (llama.cpp warns). */
+static glesc_status special_id(const glesc_gguf *f, const char *key, uint32_t n, int32_t *id)
+{
+    if (*id >= 0 && (uint32_t)*id >= n)
+        *id = -1;
+    uint32_t v;
+    int r = opt_u32(f, key, &v);
+    if (r < 0)
+        return (glesc_status)r;
+    if (r == 1) {
+        if (v < n)
+            *id = (int32_t)v;
+        else if (v != UINT32_MAX)
+            core_log(CORE_LOG_WARN, "%s = %u is outside the vocabulary of %u: using %d", key, v, n,
+                     *id);
+    }
+    return GLESC_OK;
+}
+
+/* A key that must be an array of elem (or of one of two element types). */
+static glesc_status check_array(const glesc_gguf *f, const char *key, glesc_gguf_type a,
+                                glesc_gguf_type b, int64_t *idx)
+{
+    *idx = glesc_gguf_find_key(f, key);
+    if (*idx < 0)
+        return GLESC_ERROR_NOT_FOUND;
+    glesc_gguf_type kt = glesc_gguf_kv_type(f, *idx);
+    glesc_gguf_type et = glesc_gguf_arr_type(f, *idx);
+    if (kt != GLESC_GGUF_ARRAY || (et != a && et != b))
+        return core_err_set(NULL, GLESC_ERROR_TYPE, "%s: expected an array of %s, found %s%s%s",
+                            key, glesc_gguf_type_name(a),
+                            kt == GLESC_GGUF_ARRAY ? "an array of " : "",
+                            glesc_gguf_type_name(kt == GLESC_GGUF_ARRAY ? et : kt),
+                            kt == GLESC_GGUF_ARRAY ? "" : " value");
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer **out)
+{
+    glesc_tokenizer *t = NULL;
+    glesc_status st;
+    *out = NULL;
+    if (!f)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "tokenizer: NULL file");
+
+    const char *model;
+    size_t model_len;
+    if (glesc_gguf_find_key(f, "tokenizer.ggml.model") < 0)
+        return core_err_set(NULL, GLESC_ERROR_NOT_FOUND,
+                            "tokenizer.ggml.model: missing (the file has no tokenizer)");
+    st = glesc_gguf_get_str(f, "tokenizer.ggml.model", &model, &model_len);
+    if (st)
+        return st;
+    glesc_tokenizer_kind kind;
+    if (model_len == 5 && memcmp(model, "llama", 5) == 0)
+        kind = GLESC_TOKENIZER_SPM;
+    else if (model_len == 4 && memcmp(model, "gpt2", 4) == 0)
+        kind = GLESC_TOKENIZER_BPE;
+    else
+        return core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
+                            "tokenizer.ggml.model: '%.*s' is not supported (llama, gpt2)",
+                            (int)CORE_MIN(model_len, 64), model);
+
+    const char *pre = NULL;
+    size_t pre_len = 0;
+    if (glesc_gguf_find_key(f, "tokenizer.ggml.pre") >= 0) {
+        st = glesc_gguf_get_str(f, "tokenizer.ggml.pre", &pre, &pre_len);
+        if (st)
+            return st;
+    }
+
+    int64_t tok_idx, score_idx, type_idx;
+    st = check_array(f, "tokenizer.ggml.tokens", GLESC_GGUF_STRING, GLESC_GGUF_STRING, &tok_idx);
+    if (st == GLESC_ERROR_NOT_FOUND)
+        return core_err_set(NULL, st, "tokenizer.ggml.tokens: missing");
+    if (st)
+        return st;
+    uint64_t n64 = glesc_gguf_arr_n(f, tok_idx);
+    if (n64 == 0 || n64 > INT32_MAX / 2)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT, "tokenizer.ggml.tokens: %llu tokens",
+                            (unsigned long long)n64);
+    uint32_t n = (uint32_t)n64;
+
+    glesc_gguf_type score_type = GLESC_GGUF_FLOAT32;
+    const unsigned char *scores = NULL;
+    st = check_array(f, "tokenizer.ggml.scores", GLESC_GGUF_FLOAT32, GLESC_GGUF_INT32, &score_idx);
+    if (st == GLESC_OK) {
+        uint64_t ns;
+        const void *data;
+        st = glesc_gguf_get_arr(f, "tokenizer.ggml.scores", &score_type, &ns, &data);
+        if (st)
+            return st;
+        if (ns < n)
+            return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                                "tokenizer.ggml.scores: %llu entries for %u tokens",
+                                (unsigned long long)ns, n);
+        scores = data;
+    } else if (st != GLESC_ERROR_NOT_FOUND) {
+        return st;
+    }
+    const unsigned char *types = NULL;
+    st = check_array(f, "tokenizer.ggml.token_type", GLESC_GGUF_INT32, GLESC_GGUF_INT32, &type_idx);
+    if (st == GLESC_OK) {
+        uint64_t nt;
+        glesc_gguf_type et;
+        const void *data;
+        st = glesc_gguf_get_arr(f, "tokenizer.ggml.token_type", &et, &nt, &data);
+        if (st)
+            return st;
+        if (nt < n)
+            return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                                "tokenizer.ggml.token_type: %llu entries for %u tokens",
+                                (unsigned long long)nt, n);
+        types = data;
+    } else if (st != GLESC_ERROR_NOT_FOUND) {
+        return st;
+    }
+
+    st = tok_create(kind, pre, pre_len, n, &t);
+    if (st)
+        return st;
+
+    for (uint32_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        st = glesc_gguf_get_arr_str(f, "tokenizer.ggml.tokens", i, &s, &len);
+        if (st)
+            goto fail;
+        float score = 0.0f;
+        if (scores) {
+            /* Packed little-endian, possibly unaligned. */
+            if (score_type == GLESC_GGUF_FLOAT32) {
+                memcpy(&score, scores + (size_t)i * 4, 4);
+            } else {
+                int32_t v;
+                memcpy(&v, scores + (size_t)i * 4, 4);
+                score = (float)v;
+            }
+        }
+        int32_t type = GLESC_TOKEN_TYPE_NORMAL;
+        if (types)
+            memcpy(&type, types + (size_t)i * 4, 4);
+        st = tok_set_token(t, i, s, len, score, type);
+        if (st)
+            goto fail;
+    }
+
+    if (kind == GLESC_TOKENIZER_BPE) {
+        int64_t merges_idx;
+        st = check_array(f, "tokenizer.ggml.merges", GLESC_GGUF_STRING, GLESC_GGUF_STRING,
+                         &merges_idx);
+        if (st == GLESC_ERROR_NOT_FOUND) {
+            st = core_err_set(NULL, st,
+                              "tokenizer.ggml.merges: missing (a gpt2 tokenizer needs "
+                              "its merges)");
+            goto fail;
+        }
+        if (st)
+            goto fail;
+        uint64_t nm = glesc_gguf_arr_n(f, merges_idx);
+        if (nm > INT32_MAX) {
+            st = core_err_set(NULL, GLESC_ERROR_FORMAT, "tokenizer.ggml.merges: %llu entries",
+                              (unsigned long long)nm);
+            goto fail;
+        }
+        for (uint64_t i = 0; i < nm; i++) {
+            const char *s;
+            size_t len;
+            st = glesc_gguf_get_arr_str(f, "tokenizer.ggml.merges", i, &s, &len);
+            if (st)
+                goto fail;
+            st = tok_add_merge(t, (uint32_t)i, s, len);
+            if (st)
+                goto fail;
+        }
+    }
+
+    int r;
+    bool b;
+    if ((r = opt_bool(f, "tokenizer.ggml.add_space_prefix", &b)) < 0) {
+        st = (glesc_status)r;
+        goto fail;
+    }
+    if (r == 1)
+        t->add_space_prefix = b;
+    if ((r = opt_bool(f, "tokenizer.ggml.add_bos_token", &b)) < 0) {
+        st = (glesc_status)r;
+        goto fail;
+    }
+    if (r == 1)
+        t->add_bos = b;
+    if ((r = opt_bool(f, "tokenizer.ggml.add_eos_token", &b)) < 0) {
+        st = (glesc_status)r;
+        goto fail;
+    }
+    if (r == 1)
+        t->add_eos = b;
+
+    struct {
+        const char *key;
+        int32_t *id;
+    } ids[] = {
+        {"tokenizer.ggml.bos_token_id", &t->bos},
+        {"tokenizer.ggml.eos_token_id", &t->eos},
+        {"tokenizer.ggml.eot_token_id", &t->eot},
+        {"tokenizer.ggml.eom_token_id", &t->eom},
+        {"tokenizer.ggml.unknown_token_id", &t->unk},
+        {"tokenizer.ggml.seperator_token_id", &t->sep}, /* sic: the key's spelling */
+        {"tokenizer.ggml.padding_token_id", &t->pad},
+    };
+    for (size_t i = 0; i < CORE_ARRAY_LEN(ids); i++) {
+        st = special_id(f, ids[i].key, n, ids[i].id);
+        if (st)
+            goto fail;
+    }
+    if (t->add_bos && t->bos < 0) {
+        st = core_err_set(NULL, GLESC_ERROR_FORMAT,
+                          "tokenizer.ggml.add_bos_token is true, but "
+                          "tokenizer.ggml.bos_token_id is not set");
+        goto fail;
+    }
+    if (t->add_eos && t->eos < 0) {
+        st = core_err_set(NULL, GLESC_ERROR_FORMAT,
+                          "tokenizer.ggml.add_eos_token is true, but "
+                          "tokenizer.ggml.eos_token_id is not set");
+        goto fail;
+    }
+
+    const char *name = NULL;
+    size_t name_len = 0;
+    if (glesc_gguf_find_key(f, "general.name") >= 0 &&
+        glesc_gguf_get_str(f, "general.name", &name, &name_len) != GLESC_OK)
+        name = NULL;
+    st = tok_finish(t, name, name_len);
+    if (st)
+        goto fail;
+    *out = t;
+    return GLESC_OK;
+fail:
+    glesc_tokenizer_destroy(t);
+    return st;
+}
