@@ -190,3 +190,85 @@ Test(quant_gpu, gemv_matches_cpu)
     }
     glesc_context_destroy(ctx);
 }
+
+#include "glesc_gguf.h"
+
+static bool exact_type(glesc_dtype t)
+{
+    for (size_t c = 0; c < CORE_ARRAY_LEN(types); c++)
+        if (types[c].t == t)
+            return types[c].exact;
+    return false;
+}
+
+/* Every tensor of the shared models (one tiny model per weight type, and
+ * the real models) dequantizes on the GPU to the CPU reference. */
+Test(quant_gpu, shared_models_dequantize_like_cpu)
+{
+    static const char *const files[] = {
+        "reference/models/tiny-f32.gguf",  "reference/models/tiny-f16.gguf",
+        "reference/models/tiny-bf16.gguf", "reference/models/tiny-q8_0.gguf",
+        "reference/models/tiny-q4_0.gguf", "reference/models/tiny-q4_1.gguf",
+        "reference/models/tiny-q5_0.gguf", "reference/models/tiny-q5_1.gguf",
+        "reference/models/tiny-q2_k.gguf", "reference/models/tiny-q3_k.gguf",
+        "reference/models/tiny-q4_k.gguf", "reference/models/tiny-q5_k.gguf",
+        "reference/models/tiny-q6_k.gguf", "reference/models/tiny-q4_k_m.gguf",
+        "models/TinyStories-656K-Q8_0.gguf", "models/llama-2-tiny-random.gguf",
+    };
+    TEST_REQUIRE_SHARED(first, files[0]);
+    free(first);
+    glesc_context *ctx = test_context(NULL);
+    core_err err = {0};
+    for (size_t fi = 0; fi < CORE_ARRAY_LEN(files); fi++) {
+        char *path = test_shared_path(files[fi]);
+        cr_assert_not_null(path, "%s is missing from the shared folder", files[fi]);
+        glesc_gguf *f;
+        cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+        int64_t checked = 0, elems = 0, differ = 0;
+        for (int64_t i = 0; i < glesc_gguf_n_tensors(f); i++) {
+            glesc_gguf_tensor_info ti;
+            cr_assert_eq(glesc_gguf_tensor(f, i, &ti), GLESC_OK);
+            int64_t n = ti.ne[0] * ti.ne[1] * ti.ne[2] * ti.ne[3];
+            if (!quant_gpu_snippet(ti.type) || n % quant_gpu_block_elems(ti.type))
+                continue;
+            float *ref = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
+            cr_assert_eq(quant_dequantize(ti.type, ti.data, ref, n), GLESC_OK);
+            gl_buffer *qw = upload_repacked(ctx, ti.type, ti.data, n), *out;
+            cr_assert_eq(gl_pool_acquire(ctx, (uint64_t)n * 4, GL_USAGE_READBACK, &out), GLESC_OK);
+            const gl_program *p = program(ctx, kern_dequant_glsl(ti.type, &err), &err);
+            gl_binding b[2] = {{qw, 0, 0, false}, {out, 0, 0, true}};
+            gl_param prm = GL_PARAM_U(n / 4);
+            uint32_t groups = (uint32_t)((n / 4 + 63) / 64);
+            uint32_t gx = groups < 65535 ? groups : 65535;
+            /* The kernel flattens a 2-D grid: x spans gx workgroups. */
+            cr_assert_eq(gl_dispatch(ctx, p, b, 2, &prm, 1,
+                                     (uint32_t[3]){gx, (groups + gx - 1) / gx, 1}),
+                         GLESC_OK, "%s", glesc_context_errmsg(ctx));
+            cr_assert_eq(gl_buffer_download(ctx, out, 0, got, (uint64_t)n * 4), GLESC_OK);
+            int64_t d = 0;
+            double worst = 0;
+            for (int64_t k = 0; k < n; k++)
+                if (memcmp(&got[k], &ref[k], 4)) {
+                    d++;
+                    worst = fmax(worst, fabs((double)got[k] - ref[k]) / (fabs(ref[k]) + 1e-30));
+                }
+            cr_expect(d == 0 || (!exact_type(ti.type) && worst < 1e-5),
+                      "%s: tensor '%s' (%s): %lld of %lld elements differ, worst relative %.3g",
+                      files[fi], ti.name, glesc_dtype_name(ti.type), (long long)d, (long long)n,
+                      worst);
+            differ += d;
+            checked++;
+            elems += n;
+            gl_pool_release(ctx, qw);
+            gl_pool_release(ctx, out);
+            free(ref);
+            free(got);
+        }
+        cr_log_info("%-40s %3lld tensors, %9lld elements on the GPU, %lld differ from the CPU",
+                    files[fi], (long long)checked, (long long)elems, (long long)differ);
+        cr_expect_gt(checked, 0, "%s: no tensor checked", files[fi]);
+        glesc_gguf_close(f);
+        free(path);
+    }
+    glesc_context_destroy(ctx);
+}
