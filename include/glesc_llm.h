@@ -159,6 +159,39 @@ GLESC_API glesc_status glesc_decoder_flush(glesc_decoder *dec, const char **text
 /* Starts a new sequence (drops held bytes; the leading-space rule applies again). */
 GLESC_API void glesc_decoder_reset(glesc_decoder *dec);
 
+/* ---- Sampling ----
+ * A sampler turns one row of logits into a token id. The chain follows
+ * llama.cpp's order: repetition penalty (over the last repeat_last_n accepted
+ * tokens) -> top-k -> top-p -> min-p -> temperature -> a draw from the
+ * softmax. temperature <= 0 means greedy: the arg max after the penalty, ties
+ * going to the lowest id. Draws are deterministic for a given seed. */
+typedef struct glesc_sampler_params {
+    float temperature;     /* 0.8; <= 0: greedy */
+    int32_t top_k;         /* 40; <= 0: off */
+    float top_p;           /* 0.95; >= 1: off */
+    float min_p;           /* 0.05; <= 0: off */
+    float repeat_penalty;  /* 1.0 (off); > 1 discourages repeats */
+    int32_t repeat_last_n; /* 64; how many accepted tokens the penalty looks at */
+    uint64_t seed;         /* the random stream */
+} glesc_sampler_params;
+
+/* llama.cpp's defaults (the values in the comments above), seed 0. */
+GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p);
+
+typedef struct glesc_sampler glesc_sampler;
+
+/* A sampler for logits rows of n_vocab floats. On failure *out is NULL and
+ * glesc_last_errmsg() names the bad parameter. */
+GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
+                                            glesc_sampler **out);
+GLESC_API void glesc_sampler_destroy(glesc_sampler *s);
+/* Picks a token from logits (n_vocab floats; not modified). */
+GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits);
+/* Records a token of the sequence (prompt or generated) for the penalty. */
+GLESC_API void glesc_sampler_accept(glesc_sampler *s, int32_t token);
+/* Forgets the accepted tokens and restarts the random stream from the seed. */
+GLESC_API void glesc_sampler_reset(glesc_sampler *s);
+
 #ifdef __cplusplus
 }
 #endif

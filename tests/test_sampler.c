@@ -1,0 +1,116 @@
+/*
+ * test_sampler.c — sampling: greedy ties, the repetition penalty's
+ * arithmetic, each filter's effect on the drawn distribution (against
+ * frequencies computed by hand), determinism for a seed.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "glesc_llm.h"
+
+static glesc_sampler *make(float temp, int top_k, float top_p, float min_p, float pen,
+                           int32_t n_vocab)
+{
+    glesc_sampler_params p;
+    glesc_sampler_params_default(&p);
+    p.temperature = temp;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.repeat_penalty = pen;
+    p.seed = 42;
+    glesc_sampler *s;
+    cr_assert_eq(glesc_sampler_create(&p, n_vocab, &s), GLESC_OK, "%s", glesc_last_errmsg());
+    return s;
+}
+
+Test(sampler, greedy_ties_go_to_lowest_id)
+{
+    float l[5] = {1, 3, 2, 3, -1};
+    glesc_sampler *s = make(0, 40, 1, 0, 1, 5);
+    cr_assert_eq(glesc_sampler_sample(s, l), 1);
+    glesc_sampler_destroy(s);
+}
+
+Test(sampler, repetition_penalty)
+{
+    float l[3] = {2.0f, -1.0f, 1.9f};
+    glesc_sampler *s = make(0, 40, 1, 0, 2.0f, 3);
+    cr_assert_eq(glesc_sampler_sample(s, l), 0);
+    glesc_sampler_accept(s, 0); /* 2.0 -> 1.0: id 2 (1.9) wins */
+    glesc_sampler_accept(s, 0); /* a repeat counts once */
+    cr_assert_eq(glesc_sampler_sample(s, l), 2);
+    glesc_sampler_accept(s, 1); /* negative logits are multiplied: -1 -> -2 */
+    glesc_sampler_accept(s, 2); /* 1.9 -> 0.95 */
+    cr_assert_eq(glesc_sampler_sample(s, l), 0, "1.0 beats 0.95 and -2");
+    glesc_sampler_reset(s);
+    cr_assert_eq(glesc_sampler_sample(s, l), 0);
+    glesc_sampler_destroy(s);
+}
+
+/* Draws n samples and returns the frequency of each of the 3 ids. */
+static void frequencies(glesc_sampler *s, const float *l, double f[3])
+{
+    int n = 200000, c[3] = {0};
+    for (int i = 0; i < n; i++) {
+        int32_t t = glesc_sampler_sample(s, l);
+        cr_assert(t >= 0 && t < 3);
+        c[t]++;
+    }
+    for (int i = 0; i < 3; i++)
+        f[i] = (double)c[i] / n;
+}
+
+Test(sampler, filters_shape_the_distribution)
+{
+    const float l[3] = {logf(0.5f), logf(0.3f), logf(0.2f)};
+    double f[3];
+    struct {
+        float temp, top_p, min_p;
+        int top_k;
+        double want[3];
+    } cases[] = {
+        {1.0f, 1.0f, 0.0f, 0, {0.5, 0.3, 0.2}},                 /* plain softmax */
+        {1.0f, 1.0f, 0.0f, 2, {0.625, 0.375, 0}},               /* top-k 2 renormalizes */
+        {1.0f, 0.6f, 0.0f, 0, {0.625, 0.375, 0}},               /* top-p 0.6 keeps 0.5 + 0.3 */
+        {1.0f, 1.0f, 0.5f, 0, {0.625, 0.375, 0}},               /* min-p: 0.2 < 0.5 * 0.5 */
+        {0.5f, 1.0f, 0.0f, 0, {25 / 38.0, 9 / 38.0, 4 / 38.0}}, /* p^2, renormalized */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        glesc_sampler *s =
+            make(cases[i].temp, cases[i].top_k, cases[i].top_p, cases[i].min_p, 1, 3);
+        frequencies(s, l, f);
+        double worst = 0;
+        for (int k = 0; k < 3; k++)
+            worst = fmax(worst, fabs(f[k] - cases[i].want[k]));
+        cr_log_info("case %zu: %.4f %.4f %.4f (want %.4f %.4f %.4f), worst %.4f", i, f[0], f[1],
+                    f[2], cases[i].want[0], cases[i].want[1], cases[i].want[2], worst);
+        cr_expect_leq(worst, 0.006, "case %zu off by %g", i, worst);
+        glesc_sampler_destroy(s);
+    }
+}
+
+Test(sampler, deterministic_for_a_seed)
+{
+    float l[100];
+    for (int i = 0; i < 100; i++)
+        l[i] = sinf((float)i);
+    glesc_sampler *a = make(1.0f, 0, 1.0f, 0, 1, 100), *b = make(1.0f, 0, 1.0f, 0, 1, 100);
+    int same = 0;
+    for (int i = 0; i < 1000; i++)
+        same += glesc_sampler_sample(a, l) == glesc_sampler_sample(b, l);
+    cr_assert_eq(same, 1000);
+    glesc_sampler_destroy(a);
+    glesc_sampler_destroy(b);
+}
+
+Test(sampler, bad_parameters)
+{
+    glesc_sampler_params p;
+    glesc_sampler_params_default(&p);
+    p.top_p = 0;
+    glesc_sampler *s = (glesc_sampler *)1;
+    cr_assert_eq(glesc_sampler_create(&p, 10, &s), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_null(s);
+    cr_assert(strstr(glesc_last_errmsg(), "top_p"), "%s", glesc_last_errmsg());
+}
