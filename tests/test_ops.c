@@ -195,3 +195,87 @@ Test(ops, binary)
                     e32, e16);
     }
 }
+
+/* ---- reductions, softmax, norms ---- */
+
+Test(ops, reductions)
+{
+    static const glesc_op ops_[] = {GLESC_OP_SUM, GLESC_OP_MEAN, GLESC_OP_REDUCE_MAX,
+                                    GLESC_OP_REDUCE_MIN, GLESC_OP_ARGMAX};
+    static const shape rs[] = {{1, {1}}, {2, {257, 3}}, {3, {31, 33, 2}}, {4, {3, 5, 7, 2}},
+                               {1, {1031}}};
+    for (size_t o = 0; o < CORE_ARRAY_LEN(ops_); o++) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        glesc_tensor *outs[32];
+        int n = 0;
+        for (size_t s = 0; s < CORE_ARRAY_LEN(rs); s++) {
+            glesc_dtype dt = s % 2 ? F16 : F32;
+            glesc_tensor *x = tg_input(g, dt, rs[s].ndim, rs[s].ne, (uint32_t)(s + 3), -3, 3);
+            for (int ax = 0; ax < rs[s].ndim; ax++) {
+                outs[n] = glesc_reduce(g, ops_[o], x, ax);
+                cr_assert_not_null(outs[n], "%s", glesc_context_errmsg(ctx));
+                n++;
+            }
+        }
+        /* along a transposed view */
+        glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){33, 31}, 50, -3, 3);
+        outs[n++] = glesc_reduce(g, ops_[o], glesc_transpose(g, x), 0);
+        double e = tg_check(g, outs, n, 1e-10, glesc_op_name(ops_[o]));
+        cr_log_info("%-10s worst NMSE %.3g (%d cases)", glesc_op_name(ops_[o]), e, n);
+        if (ops_[o] == GLESC_OP_ARGMAX)
+            cr_assert_eq(glesc_tensor_dtype(outs[0]), GLESC_DTYPE_I32);
+        glesc_graph_destroy(g);
+    }
+}
+
+Test(ops, softmax)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *outs[16];
+    int n = 0;
+    static const shape ss[] = {{1, {1}}, {2, {7, 3}}, {2, {257, 5}}, {3, {33, 31, 2}},
+                               {2, {1031, 2}}};
+    for (size_t s = 0; s < CORE_ARRAY_LEN(ss); s++) {
+        glesc_tensor *x = tg_input(g, s % 2 ? F16 : F32, ss[s].ndim, ss[s].ne, (uint32_t)s, -5, 5);
+        outs[n++] = glesc_softmax(g, x, NULL, 1.0f, false);
+        glesc_tensor *m = tg_input(g, F32, 2, (int64_t[]){ss[s].ne[0], ss[s].ndim > 1 ? ss[s].ne[1] : 1},
+                                   (uint32_t)s + 40, -2, 0);
+        outs[n++] = glesc_softmax(g, x, m, 0.125f, s % 2 == 0);
+    }
+    /* causal with more rows than columns: early rows are fully masked → zeros */
+    glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){3, 5}, 77, -5, 5);
+    outs[n++] = glesc_softmax(g, x, NULL, 1.0f, true);
+    for (int i = 0; i < n; i++)
+        cr_assert_not_null(outs[i], "%s", glesc_context_errmsg(ctx));
+    double e = tg_check(g, outs, n, 1e-10, "softmax");
+    cr_log_info("softmax     worst NMSE %.3g (%d cases)", e, n);
+    float *r = tg_read(outs[n - 1]);
+    cr_assert_eq(r[0], 0.0f);
+    cr_assert_eq(r[3], 0.0f);
+    cr_assert_float_eq(r[6] + r[7] + r[8], 1.0f, 1e-6);
+    free(r);
+    glesc_graph_destroy(g);
+}
+
+Test(ops, norms)
+{
+    static const shape ns[] = {{1, {1}}, {2, {3, 5}}, {2, {257, 3}}, {3, {1031, 2, 2}},
+                               {2, {4096, 2}}};
+    for (int layer = 0; layer < 2; layer++) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        glesc_tensor *outs[16];
+        int n = 0;
+        for (size_t s = 0; s < CORE_ARRAY_LEN(ns); s++) {
+            glesc_tensor *x = tg_input(g, s % 2 ? F16 : F32, ns[s].ndim, ns[s].ne, (uint32_t)s + 9,
+                                       -2, 3);
+            outs[n++] = layer ? glesc_layer_norm(g, x, 1e-5f) : glesc_rms_norm(g, x, 1e-6f);
+        }
+        glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){31, 33}, 5, -2, 2);
+        outs[n++] = layer ? glesc_layer_norm(g, glesc_transpose(g, x), 1e-5f)
+                          : glesc_rms_norm(g, glesc_transpose(g, x), 1e-6f);
+        /* a one-element layer norm is 0 everywhere; NMSE needs a nonzero reference */
+        double e = tg_check(g, outs + layer, n - layer, 1e-10, layer ? "layer_norm" : "rms_norm");
+        cr_log_info("%-10s worst NMSE %.3g", layer ? "layer_norm" : "rms_norm", e);
+        glesc_graph_destroy(g);
+    }
+}

@@ -6,9 +6,6 @@
     {                                                                                              \
         return kb_fail(b, GLESC_ERROR_UNSUPPORTED, #fn ": not implemented yet");                 \
     }
-STUB(kernels_gen_reduce)
-STUB(kernels_gen_norm)
-STUB(kernels_gen_softmax)
 STUB(kernels_gen_matmul)
 STUB(kernels_gen_get_rows)
 STUB(kernels_gen_set_rows)
