@@ -270,3 +270,66 @@ Test(fuse, env_switch_disables_fusion)
     cr_assert_eq(kernels_of(g, &y, 1), 1);
     glesc_graph_destroy(g);
 }
+
+/* ---- matmul epilogues and the gate/up pair ---- */
+
+static int64_t mm_m = 1;
+
+static glesc_tensor *mm_epilogue(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){96, 80}, 20, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){96, mm_m}, 21, -1, 1);
+    glesc_tensor *bias = tg_input(g, F32, 1, (int64_t[]){80}, 22, -1, 1);
+    glesc_tensor *res = tg_input(g, F32, 2, (int64_t[]){80, mm_m}, 23, -1, 1);
+    /* residual + gelu(W·x + bias) */
+    return glesc_add(g, res, glesc_gelu(g, glesc_add(g, glesc_matmul(g, w, a), bias)));
+}
+
+Test(fuse, matmul_bias_activation_residual_is_one_dispatch)
+{
+    mm_m = 1; /* GEMV */
+    fused_vs_unfused("res + gelu(W·x + b), m=1", mm_epilogue, 1, 1e-9);
+    mm_m = 20; /* GEMM */
+    fused_vs_unfused("res + gelu(W·x + b), m=20", mm_epilogue, 1, 1e-9);
+}
+
+static glesc_tensor *gate_up(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *wg = tg_input(g, F16, 2, (int64_t[]){64, 100}, 24, -1, 1);
+    glesc_tensor *wu = tg_input(g, F16, 2, (int64_t[]){64, 100}, 25, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, mm_m}, 26, -1, 1);
+    glesc_tensor *gate = glesc_matmul(g, wg, a), *up = glesc_matmul(g, wu, a);
+    return glesc_mul(g, glesc_silu(g, gate), up);
+}
+
+static glesc_tensor *up_gate(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *wg = tg_input(g, F32, 2, (int64_t[]){64, 100}, 24, -1, 1);
+    glesc_tensor *wu = tg_input(g, F32, 2, (int64_t[]){64, 100}, 25, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, mm_m}, 26, -1, 1);
+    glesc_tensor *gate = glesc_matmul(g, wg, a), *up = glesc_matmul(g, wu, a);
+    return glesc_mul(g, up, glesc_silu(g, gate)); /* operands the other way round */
+}
+
+Test(fuse, gate_up_silu_mul_is_one_dispatch)
+{
+    mm_m = 3;
+    fused_vs_unfused("silu(Wg·x)·(Wu·x), m=3", gate_up, 1, 1e-9);
+    fused_vs_unfused("(Wu·x)·silu(Wg·x), m=3", up_gate, 1, 1e-9);
+    mm_m = 70;
+    fused_vs_unfused("silu(Wg·x)·(Wu·x), m=70", gate_up, 1, 1e-9);
+}
+
+static glesc_tensor *norm_qkv(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* rms_norm·w, then the product: two kernels (the norm's epilogue and the matmul) */
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, 2}, 27, -1, 1);
+    glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){64}, 28, 0.5f, 1.5f);
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){64, 48}, 29, -1, 1);
+    return glesc_matmul(g, w, glesc_mul(g, glesc_rms_norm(g, a, 1e-6f), nw));
+}
+
+Test(fuse, norm_then_matmul_is_two_dispatches)
+{
+    fused_vs_unfused("W·(rms_norm(x)·w)", norm_qkv, 2, 1e-9);
+}

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "test_graph_util.h"
@@ -278,4 +279,147 @@ Test(ops, norms)
         cr_log_info("%-10s worst NMSE %.3g", layer ? "layer_norm" : "rms_norm", e);
         glesc_graph_destroy(g);
     }
+}
+
+/* ---- matmul ---- */
+
+typedef struct mm_case {
+    int64_t k, n, m;
+} mm_case;
+
+/* m ≤ 8 takes the GEMV kernel, larger m the tiled GEMM (partial tiles too). */
+static const mm_case mm_cases[] = {
+    {1, 1, 1},   {3, 5, 1},     {33, 31, 2},    {255, 257, 8}, {257, 33, 9},
+    {64, 64, 64}, {1031, 31, 17}, {31, 257, 65}, {4096, 3, 1},
+};
+
+static double run_matmul(glesc_dtype wt, glesc_dtype xt)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *outs[16];
+    int n = 0;
+    for (size_t i = 0; i < CORE_ARRAY_LEN(mm_cases); i++) {
+        const mm_case *c = &mm_cases[i];
+        glesc_tensor *w = tg_input(g, wt, 2, (int64_t[]){c->k, c->n}, (uint32_t)i, -1, 1);
+        glesc_tensor *x = tg_input(g, xt, 2, (int64_t[]){c->k, c->m}, (uint32_t)i + 50, -1, 1);
+        outs[n++] = glesc_matmul(g, w, x);
+    }
+    /* batched with broadcast weights: W [33, 17, 2, 1], X [33, 9, 4, 3] */
+    glesc_tensor *w = tg_input(g, wt, 4, (int64_t[]){33, 17, 2, 1}, 90, -1, 1);
+    glesc_tensor *x = tg_input(g, xt, 4, (int64_t[]){33, 9, 4, 3}, 91, -1, 1);
+    outs[n++] = glesc_matmul(g, w, x);
+    x = tg_input(g, xt, 4, (int64_t[]){33, 3, 4, 3}, 92, -1, 1);
+    outs[n++] = glesc_matmul(g, w, x);
+    /* a transposed activation: X = [m, k]ᵀ */
+    x = tg_input(g, xt, 2, (int64_t[]){19, 33}, 93, -1, 1);
+    glesc_tensor *w2 = tg_input(g, wt, 2, (int64_t[]){33, 29}, 94, -1, 1);
+    outs[n++] = glesc_matmul(g, w2, glesc_transpose(g, x));
+    x = tg_input(g, xt, 2, (int64_t[]){3, 33}, 95, -1, 1);
+    outs[n++] = glesc_matmul(g, w2, glesc_transpose(g, x));
+    for (int i = 0; i < n; i++)
+        cr_assert_not_null(outs[i], "%s", glesc_context_errmsg(ctx));
+    char what[64];
+    snprintf(what, sizeof what, "matmul w %s x %s", glesc_dtype_name(wt), glesc_dtype_name(xt));
+    double e = tg_check(g, outs, n, 1e-9, what);
+    glesc_graph_destroy(g);
+    return e;
+}
+
+Test(ops, matmul)
+{
+    static const glesc_dtype wts[] = {F32, F16, GLESC_DTYPE_BF16};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(wts); i++) {
+        double e = run_matmul(wts[i], F32);
+        cr_log_info("matmul W %-4s X f32: worst NMSE %.3g", glesc_dtype_name(wts[i]), e);
+    }
+    double e = run_matmul(F16, F16);
+    cr_log_info("matmul W f16  X f16: worst NMSE %.3g", e);
+}
+
+Test(ops, matmul_gemv_threshold_is_an_option)
+{
+    for (int mmax = 1; mmax <= 8; mmax += 7) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        glesc_graph_options o = {0};
+        o.gemv_max_m = mmax;
+        cr_assert_eq(glesc_graph_set_options(g, &o), GLESC_OK);
+        glesc_tensor *w = tg_input(g, F32, 2, (int64_t[]){100, 37}, 1, -1, 1);
+        glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){100, 5}, 2, -1, 1);
+        glesc_tensor *y = glesc_matmul(g, w, x);
+        tg_check(g, &y, 1, 1e-9, "matmul m=5");
+        const char *glsl = glesc_graph_last_glsl(g);
+        cr_assert_not_null(strstr(glsl, mmax == 8 ? "GEMV" : "GEMM"), "gemv_max_m %d", mmax);
+        glesc_graph_destroy(g);
+    }
+}
+
+/* ---- rows, concat, copies ---- */
+
+Test(ops, get_rows)
+{
+    static const glesc_dtype tts[] = {F32, F16, GLESC_DTYPE_BF16};
+    for (size_t t = 0; t < CORE_ARRAY_LEN(tts); t++) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        glesc_tensor *tab = tg_input(g, tts[t], 2, (int64_t[]){33, 100}, 1, -1, 1);
+        glesc_tensor *idx = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){7});
+        tg_write(idx, (float[]){3, 99, 0, 3, -1, 100, 42}); /* -1 and 100 read as zeros */
+        glesc_tensor *tab3 = tg_input(g, tts[t], 3, (int64_t[]){5, 9, 2}, 2, -1, 1);
+        glesc_tensor *idx2 = tg_input(g, GLESC_DTYPE_I32, 2, (int64_t[]){4, 2}, 3, 0, 9);
+        glesc_tensor *one = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){1});
+        tg_write(one, (float[]){57});
+        glesc_tensor *outs[] = {glesc_get_rows(g, tab, idx), glesc_get_rows(g, tab3, idx2),
+                                glesc_get_rows(g, tab, one)};
+        double e = tg_check(g, outs, 3, 1e-12, "get_rows");
+        cr_log_info("get_rows %-4s worst NMSE %.3g", glesc_dtype_name(tts[t]), e);
+        glesc_graph_destroy(g);
+    }
+}
+
+Test(ops, set_rows)
+{
+    static const glesc_dtype dts[] = {F32, F16, GLESC_DTYPE_BF16};
+    for (size_t t = 0; t < CORE_ARRAY_LEN(dts); t++) {
+        glesc_tensor *cache = glesc_weight_new(ctx, dts[t], 3, (int64_t[]){33, 20, 2});
+        glesc_tensor *cache2 = glesc_weight_new(ctx, dts[t], 2, (int64_t[]){7, 9});
+        glesc_graph *g = glesc_graph_create(ctx);
+        tg_fill(cache, 1, -1, 1);
+        glesc_tensor *src = tg_input(g, F32, 3, (int64_t[]){33, 3, 2}, 2, -3, 3);
+        glesc_tensor *idx = glesc_tensor_new(g, GLESC_DTYPE_I32, 2, (int64_t[]){3, 2});
+        tg_write(idx, (float[]){5, 0, 19, 7, 8, 25}); /* 25 is past the end: dropped */
+        glesc_tensor *src2 = tg_input(g, F32, 2, (int64_t[]){7, 3}, 3, -3, 3);
+        glesc_tensor *idx1 = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){3});
+        tg_write(idx1, (float[]){8, 1, 4});
+        glesc_tensor *outs[] = {glesc_set_rows(g, cache, src, idx),
+                                glesc_set_rows(g, cache2, src2, idx1)};
+        cr_assert_not_null(outs[0], "%s", glesc_context_errmsg(ctx));
+        double e = tg_check(g, outs, 2, 1e-12, "set_rows");
+        cr_log_info("set_rows into %-4s worst NMSE %.3g", glesc_dtype_name(dts[t]), e);
+        glesc_graph_destroy(g);
+        glesc_weight_free(cache);
+        glesc_weight_free(cache2);
+    }
+}
+
+Test(ops, concat_and_cpy)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *outs[8];
+    int n = 0;
+    for (int d = 0; d < 4; d++) {
+        int64_t sa[4] = {3, 5, 2, 2}, sb[4] = {3, 5, 2, 2};
+        sb[d] = 4;
+        glesc_tensor *a = tg_input(g, d % 2 ? F16 : F32, 4, sa, (uint32_t)d, -1, 1);
+        glesc_tensor *b = tg_input(g, F32, 4, sb, (uint32_t)d + 10, -1, 1);
+        outs[n++] = glesc_concat(g, a, b, d);
+    }
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){31, 33}, 20, -1, 1);
+    glesc_tensor *dst = glesc_weight_new(ctx, F16, 2, (int64_t[]){40, 40});
+    glesc_tensor *win = glesc_view(g, dst, 2, (int64_t[]){33, 31}, (size_t[]){0, 80}, 2 * 3);
+    outs[n++] = glesc_cpy(g, glesc_transpose(g, a), win);
+    for (int i = 0; i < n; i++)
+        cr_assert_not_null(outs[i], "%s", glesc_context_errmsg(ctx));
+    double e = tg_check(g, outs, n, 1e-6, "concat/cpy");
+    cr_log_info("concat, cpy: worst NMSE %.3g", e);
+    glesc_graph_destroy(g);
+    glesc_weight_free(dst);
 }

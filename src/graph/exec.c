@@ -19,7 +19,7 @@ static glesc_status (*generator(const graph_kernel *gk))(kb *)
 
 /* Generates the GLSL of one kernel (build mode). */
 static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, const char *name,
-                                 int max_bind, char **out)
+                                 int max_bind, const glesc_graph_options *opts, char **out)
 {
     *out = NULL;
     emit_kernel *k = emit_kernel_create(name);
@@ -28,6 +28,7 @@ static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, con
     emit_kernel_comment(k, "fused ops: %s", name);
     kb b;
     kb_init(&b, ctx, gk, k, max_bind);
+    b.opts = opts;
     glesc_status st = generator(gk)(&b);
     if (st == GLESC_OK) {
         *out = emit_kernel_glsl(k, &ctx->err);
@@ -42,7 +43,7 @@ static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, con
 }
 
 static glesc_status build_programs(glesc_context *ctx, graph_plan *p, const graph_order_t *ord,
-                                   int max_bind)
+                                   int max_bind, const glesc_graph_options *opts)
 {
     int nk = p->n_kernels;
     glesc_status st = GLESC_OK;
@@ -56,7 +57,7 @@ static glesc_status build_programs(glesc_context *ctx, graph_plan *p, const grap
         graph_kernel gk = graph_plan_kernel(p, ord, k);
         plan_kernel *pk = &p->kernels[k];
         if (!pk->glsl)
-            st = build_source(ctx, &gk, pk->name, max_bind, &pk->glsl);
+            st = build_source(ctx, &gk, pk->name, max_bind, opts, &pk->glsl);
         srcs[k] = pk->glsl;
     }
     if (st == GLESC_OK && nk > 0)
@@ -82,12 +83,12 @@ done:
  * difference means a generator branched on something the structure hash
  * does not cover. */
 static glesc_status verify_plan(glesc_context *ctx, graph_plan *p, const graph_order_t *ord,
-                                int max_bind)
+                                int max_bind, const glesc_graph_options *opts)
 {
     for (int k = 0; k < p->n_kernels; k++) {
         graph_kernel gk = graph_plan_kernel(p, ord, k);
         char *src;
-        glesc_status st = build_source(ctx, &gk, p->kernels[k].name, max_bind, &src);
+        glesc_status st = build_source(ctx, &gk, p->kernels[k].name, max_bind, opts, &src);
         if (st != GLESC_OK)
             return st;
         bool same = !strcmp(src, p->kernels[k].glsl);
@@ -238,14 +239,14 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
         graph_plan_apply(p, &ord);
         g->stats.plan_reused = p->built;
         if (p->built && core_env_flag("GLESC_PLAN_VERIFY"))
-            st = verify_plan(ctx, p, &ord, max_bind);
+            st = verify_plan(ctx, p, &ord, max_bind, &opts);
     } else {
         p = graph_plan_create(ctx, key, &ord, fusion, max_bind);
         if (!p)
             st = ctx->err.status;
     }
     if (st == GLESC_OK && !p->built) {
-        st = build_programs(ctx, p, &ord, max_bind);
+        st = build_programs(ctx, p, &ord, max_bind, &opts);
         g->stats.glsl_built = p->n_kernels;
     }
     g->last_glsl = p ? p->all_glsl : NULL;
@@ -275,6 +276,7 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
         }
         kb b;
         kb_init(&b, ctx, &gk, NULL, max_bind);
+        b.opts = &opts;
         st = generator(&gk)(&b);
         if (st != GLESC_OK)
             core_err_prefix(&ctx->err, "kernel %s", pk->name);

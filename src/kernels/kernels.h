@@ -46,6 +46,7 @@ struct kb {
     emit_kernel *k; /* build mode; NULL in bind mode */
     glesc_status st; /* first failure (sticky); message in ctx->err */
     int max_bind;
+    const glesc_graph_options *opts; /* effective options of the compute (may be NULL) */
     /* storage bindings of the kernel: owner tensor and chunk */
     struct {
         glesc_tensor *owner;

@@ -6,7 +6,4 @@
     {                                                                                              \
         return kb_fail(b, GLESC_ERROR_UNSUPPORTED, #fn ": not implemented yet");                 \
     }
-STUB(kernels_gen_matmul)
-STUB(kernels_gen_get_rows)
-STUB(kernels_gen_set_rows)
 STUB(kernels_gen_attention)
