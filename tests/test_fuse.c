@@ -201,21 +201,26 @@ Test(fuse, node_with_two_consumers_is_not_fused)
     glesc_graph_destroy(g);
 }
 
-Test(fuse, views_and_broadcast_producers_are_not_fused)
+Test(fuse, views_and_broadcast_producers)
 {
     glesc_graph *g = glesc_graph_create(ctx);
     tg_fusion(g, 1);
     glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){31, 33}, 1, -1, 1);
     glesc_tensor *b = tg_input(g, F32, 2, (int64_t[]){33, 31}, 2, -1, 1);
-    /* exp(a) is read through a transpose: it is materialized */
+    /* a transpose only renames coordinates: exp is computed inside the add */
     glesc_tensor *y = glesc_add(g, glesc_transpose(g, glesc_exp(g, a)), b);
-    cr_assert_eq(kernels_of(g, &y, 1), 2);
-    tg_check(g, &y, 1, 1e-12, "through a view");
+    cr_assert_eq(kernels_of(g, &y, 1), 1);
+    tg_check(g, &y, 1, 1e-12, "through a transpose");
+    /* a strided window of exp(a) is read from memory: exp is materialized */
+    glesc_tensor *w = glesc_view(g, glesc_exp(g, a), 2, (int64_t[]){8, 6}, (size_t[]){0, 124}, 8);
+    glesc_tensor *z = glesc_neg(g, w);
+    cr_assert_eq(kernels_of(g, &z, 1), 2);
+    tg_check(g, &z, 1, 1e-12, "through a strided view");
     /* a broadcast producer ([33, 1] into [33, 31]) is not recomputed per element */
     glesc_tensor *c = tg_input(g, F32, 2, (int64_t[]){33, 1}, 3, -1, 1);
-    glesc_tensor *z = glesc_mul(g, glesc_exp(g, c), b);
-    cr_assert_eq(kernels_of(g, &z, 1), 2);
-    tg_check(g, &z, 1, 1e-12, "broadcast producer");
+    glesc_tensor *u = glesc_mul(g, glesc_exp(g, c), b);
+    cr_assert_eq(kernels_of(g, &u, 1), 2);
+    tg_check(g, &u, 1, 1e-12, "broadcast producer");
     glesc_graph_destroy(g);
 }
 
@@ -332,4 +337,43 @@ static glesc_tensor *norm_qkv(glesc_graph *g, glesc_tensor **x, int *n)
 Test(fuse, norm_then_matmul_is_two_dispatches)
 {
     fused_vs_unfused("W·(rms_norm(x)·w)", norm_qkv, 2, 1e-9);
+}
+
+/* ---- rope and the KV-cache write ---- */
+
+static glesc_tensor *cache;
+
+static glesc_tensor *rope_set_rows(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* as a decoder layer writes keys: rope on [d, n_head_kv, tokens], seen as
+     * rows [d·n_head_kv, tokens] of the cache [d·n_head_kv, ctx] (f16) */
+    int64_t d = 16, hkv = 2, t = 3;
+    glesc_tensor *k = tg_input(g, F32, 3, (int64_t[]){d, hkv, t}, 30, -1, 1);
+    glesc_tensor *pos = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){t});
+    tg_write(pos, (float[]){4, 5, 6});
+    glesc_tensor *kr = glesc_rope(g, k, pos, (int)d, GLESC_ROPE_NEOX, 10000, 1);
+    tg_fill(cache, 31, -1, 1);
+    return glesc_set_rows(g, cache, glesc_reshape(g, kr, 2, (int64_t[]){d * hkv, t}), pos);
+}
+
+Test(fuse, rope_into_set_rows_is_one_dispatch)
+{
+    cache = glesc_weight_new(ctx, F16, 2, (int64_t[]){32, 10});
+    fused_vs_unfused("set_rows(cache, reshape(rope(k)))", rope_set_rows, 1, 1e-8);
+    glesc_weight_free(cache);
+}
+
+static glesc_tensor *qnorm_rope(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* rope reads a partner element: it cannot be a norm's epilogue */
+    glesc_tensor *q = tg_input(g, F32, 3, (int64_t[]){32, 2, 3}, 32, -1, 1);
+    glesc_tensor *w = tg_input(g, F32, 1, (int64_t[]){32}, 33, 0.5f, 1.5f);
+    glesc_tensor *pos = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){3}, 34, 0, 20);
+    return glesc_rope(g, glesc_mul(g, glesc_rms_norm(g, q, 1e-6f), w), pos, 32,
+                      GLESC_ROPE_NORMAL, 10000, 1);
+}
+
+Test(fuse, rope_is_not_an_anchor_epilogue)
+{
+    fused_vs_unfused("rope(rms_norm(q)·w)", qnorm_rope, 2, 1e-8);
 }

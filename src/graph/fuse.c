@@ -18,8 +18,11 @@
  *    second is the kernel's partner.
  *
  * Legality, for every merge: P has exactly one consumer, is not a requested
- * output, is not written in place (set_rows, cpy) and owns its memory (views
- * never fuse: they are read through their strides); the merged kernel binds
+ * output, is not written in place (set_rows, cpy) and owns its memory (a
+ * view is never fused as a producer: views are read through their strides;
+ * a reshape or permute between a pure elementwise P and C is looked through,
+ * since it only renames coordinates: rope → reshape → set_rows is one
+ * kernel); the merged kernel binds
  * at most max_bindings buffers; and it must not read memory it writes (in
  * place ops into a tensor the kernel also reads).
  *
@@ -109,6 +112,15 @@ int graph_kernel_bindings(glesc_tensor **order, int n, int id)
     return r;
 }
 
+/* Does kernel k contain a node that reads its sources at other coordinates? */
+static bool has_remap(fuse_state *fs, int k)
+{
+    for (int i = fs->k[k].head; i >= 0; i = fs->next[i])
+        if (graph_op(fs->order[i]->op)->remaps)
+            return true;
+    return false;
+}
+
 static bool same_matmul_pair(const glesc_tensor *a, const glesc_tensor *b)
 {
     if (a->op != GLESC_OP_MATMUL || b->op != GLESC_OP_MATMUL)
@@ -119,6 +131,18 @@ static bool same_matmul_pair(const glesc_tensor *a, const glesc_tensor *b)
 
 static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
 {
+    /* A reshape or permute between P and C only renames coordinates: P may
+     * still be computed inside C's kernel, at the remapped coordinates, as
+     * long as P's kernel is pure elementwise (an anchor's value exists only
+     * at its own coordinates). Strided views and broadcasts stay leaves. */
+    glesc_tensor *view = NULL;
+    if (graph_op(p->op)->kind == GRAPH_KIND_VIEW) {
+        if ((p->op != GLESC_OP_RESHAPE && p->op != GLESC_OP_PERMUTE) || p->n_consumers != 1 ||
+            p->is_output || p->kernel >= 0 || !p->src[0])
+            return;
+        view = p;
+        p = p->src[0];
+    }
     int kp = p->kernel, kc = c->kernel;
     if (kp < 0 || kc < 0 || kp == kc)
         return;
@@ -126,19 +150,23 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     const graph_op_info *ip = graph_op(p->op), *ic = graph_op(c->op);
     if (KP->out != p || p->is_output || p->n_consumers != 1 || ip->inplace || p->owner != p)
         return;
+    if (view && KP->anchor)
+        return;
+    const glesc_tensor *seen = view ? view : p; /* what C reads */
     glesc_tensor *anchor, *partner;
     if (ic->kind == GRAPH_KIND_ELTWISE) {
-        if (is_inplace_dst(c, s) || !graph_same_shape(p, c))
+        if (is_inplace_dst(c, s) || !graph_same_shape(seen, c))
             return;
         if (!KP->anchor) {
             anchor = KC->anchor;
             partner = KC->partner;
         } else if (!KC->anchor) {
-            if (!graph_op(KP->anchor->op)->epilogue)
+            if (!graph_op(KP->anchor->op)->epilogue || has_remap(fs, kc))
                 return;
             anchor = KP->anchor;
             partner = KP->partner;
-        } else if (!KP->partner && !KC->partner && same_matmul_pair(KC->anchor, KP->anchor)) {
+        } else if (!KP->partner && !KC->partner && same_matmul_pair(KC->anchor, KP->anchor) &&
+                   !has_remap(fs, kc) && !has_remap(fs, kp)) {
             anchor = KC->anchor;
             partner = KP->anchor;
         } else {
@@ -152,14 +180,24 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     } else {
         return;
     }
+    if (view)
+        view->kernel = kc; /* counted as inside */
     int nb = count_bindings(fs, kp, kc, KC->out->owner);
-    if (nb < 0 || nb > fs->max_bindings)
+    if (nb < 0 || nb > fs->max_bindings) {
+        if (view)
+            view->kernel = -1;
         return;
-    /* merge KP into KC */
+    }
+    /* merge KP (and the view) into KC */
     for (int i = KP->head; i >= 0; i = fs->next[i])
         fs->order[i]->kernel = kc;
     fs->next[KC->tail] = KP->head;
     KC->tail = KP->tail;
+    if (view) {
+        fs->next[KC->tail] = view->order;
+        fs->next[view->order] = -1;
+        KC->tail = view->order;
+    }
     KC->anchor = anchor;
     KC->partner = partner;
     KP->alive = false;

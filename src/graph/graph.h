@@ -144,6 +144,10 @@ typedef struct graph_op_info {
     unsigned prologue; /* bit i: source i may be an elementwise chain computed in place */
     bool epilogue;     /* consumers may be computed on the result before it is stored */
     bool inplace;      /* writes into source 0 (set_rows) or 1 (cpy) */
+    /* Reads its sources at other coordinates than its own (rope's partner
+     * element, concat's halves): it cannot be in an anchor's epilogue,
+     * where the anchor's value exists only at the anchor's coordinates. */
+    bool remaps;
     /* Shape-dependent code choices (a structure hash input), or NULL. */
     uint32_t (*variant)(const glesc_tensor *t, const glesc_graph_options *o);
 } graph_op_info;

@@ -386,11 +386,11 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
     {.name = "set_rows", .arity = 3, .kind = GRAPH_KIND_ANCHOR, .shape = shape_set_rows,
      .cpu = ref_set_rows, .gen = kernels_gen_set_rows, .prologue = 1u << 1, .inplace = true},
     {.name = "concat", .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_concat,
-     .cpu = ref_concat, .expr = kernels_expr_concat},
+     .cpu = ref_concat, .expr = kernels_expr_concat, .remaps = true},
     {.name = "cpy", .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_cpy, .cpu = ref_cpy,
      .glsl = "$0", .expr = kernels_expr_template, .inplace = true},
     {.name = "rope", .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_rope,
-     .cpu = ref_rope, .expr = kernels_expr_rope},
+     .cpu = ref_rope, .expr = kernels_expr_rope, .remaps = true},
     {.name = "attention", .arity = 4, .kind = GRAPH_KIND_ANCHOR, .shape = shape_attention,
      .cpu = ref_attention, .gen = kernels_gen_attention, .variant = variant_attention},
 };

@@ -305,8 +305,44 @@ const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], ch
 
 bool kb_is_member(const kb *b, const glesc_tensor *t)
 {
+    graph_kind kind = graph_op(t->op)->kind;
     return t->kernel == b->gk->id && t != b->gk->anchor && t != b->gk->partner &&
-           graph_op(t->op)->kind == GRAPH_KIND_ELTWISE;
+           (kind == GRAPH_KIND_ELTWISE || kind == GRAPH_KIND_VIEW);
+}
+
+/* A reshape or permute inside the kernel: the source's value at the
+ * corresponding coordinates. */
+static const char *view_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
+{
+    const glesc_tensor *src = t->src[0];
+    if (t->op == GLESC_OP_PERMUTE) {
+        /* source dimension i is result dimension perm[i] */
+        const char *cs[4] = {c[t->ip[0]], c[t->ip[1]], c[t->ip[2]], c[t->ip[3]]};
+        return kb_expr(b, src, cs, out);
+    }
+    /* reshape: through the flat index */
+    int id = b->n_fparam++;
+    char pn[24], f[16];
+    for (int d = 0; d < 3; d++) {
+        snprintf(pn, sizeof pn, "rs%d_a%d", id, d);
+        kb_param_u(b, pn, (uint64_t)t->ne[d]);
+    }
+    for (int d = 0; d < 3; d++) {
+        snprintf(pn, sizeof pn, "rs%d_b%d", id, d);
+        kb_param_u(b, pn, (uint64_t)src->ne[d]);
+    }
+    kb_var(b, f);
+    kb_line(b, "uint %s = %s + rs%d_a0 * (%s + rs%d_a1 * (%s + rs%d_a2 * %s));", f, c[0], id, c[1],
+            id, c[2], id, c[3]);
+    char cs_[4][24];
+    for (int d = 0; d < 4; d++)
+        snprintf(cs_[d], sizeof cs_[d], "%s_%d", f, d);
+    kb_line(b, "uint %s = %s %% rs%d_b0;", cs_[0], f, id);
+    kb_line(b, "uint %s = (%s / rs%d_b0) %% rs%d_b1;", cs_[1], f, id, id);
+    kb_line(b, "uint %s = (%s / rs%d_b0 / rs%d_b1) %% rs%d_b2;", cs_[2], f, id, id, id);
+    kb_line(b, "uint %s = %s / rs%d_b0 / rs%d_b1 / rs%d_b2;", cs_[3], f, id, id, id);
+    const char *cs[4] = {cs_[0], cs_[1], cs_[2], cs_[3]};
+    return kb_expr(b, src, cs, out);
 }
 
 const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
@@ -328,7 +364,11 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
             snprintf(out, 16, "%s", b->memo[i].var);
             return out;
         }
-    if (kb_is_member(b, t)) {
+    if (kb_is_member(b, t) && graph_op(t->op)->kind == GRAPH_KIND_VIEW) {
+        b->depth++;
+        view_expr(b, t, c, out);
+        b->depth--;
+    } else if (kb_is_member(b, t)) {
         const graph_op_info *info = graph_op(t->op);
         sbuf e;
         sbuf_init(&e);
