@@ -215,6 +215,296 @@ GLESC_API void glesc_context_reset_stats(glesc_context *ctx);
 /* The program cache directory in use, or NULL when disk caching is off. Owned by ctx. */
 GLESC_API const char *glesc_context_cache_dir(const glesc_context *ctx);
 
+/* ======================================================================
+ * Tensors and the lazy operation graph.
+ *
+ * Shapes follow ggml: shape[0] (ne0) varies fastest; a tensor has 1 to 4
+ * dimensions; missing dimensions are 1. Shapes are printed in that order
+ * ("[4, 3]" is 4 elements per row, 3 rows).
+ *
+ * A graph records operations without running them: a builder (glesc_add,
+ * glesc_matmul, ...) checks its arguments, infers the result's shape and
+ * returns a node. glesc_graph_compute runs what the requested outputs need:
+ * it orders the nodes, fuses elementwise work into neighbouring kernels,
+ * reuses the plan of an earlier graph of the same structure (same ops,
+ * types and shape pattern; sizes may differ), and keeps only the outputs.
+ *
+ * Errors of builders: a builder returns NULL on error and leaves the message
+ * in glesc_context_errmsg(ctx), naming the op and the shapes involved, e.g.
+ * "glesc_add: shapes [4, 3] and [5, 3] do not broadcast". A builder given a
+ * NULL source returns NULL and keeps the earlier message, so a chain of
+ * builders reports its first failure.
+ *
+ * Ownership: graph tensors (inputs and nodes) belong to their graph and die
+ * with glesc_graph_destroy / glesc_graph_reset. Persistent tensors (weights,
+ * caches) belong to the caller until glesc_weight_free; graphs that use one
+ * hold a reference, so freeing it while a graph still uses it is safe.
+ * ====================================================================== */
+typedef struct glesc_graph glesc_graph;
+typedef struct glesc_tensor glesc_tensor;
+
+/* Operations. The order is the op table's (src/graph/ops.c), not a file
+ * format: it may change between versions. */
+typedef enum glesc_op {
+    GLESC_OP_NONE = 0, /* a leaf: graph input or persistent tensor */
+    /* views: no copy, share the source's memory */
+    GLESC_OP_RESHAPE,
+    GLESC_OP_VIEW,
+    GLESC_OP_PERMUTE,
+    GLESC_OP_BROADCAST,
+    /* elementwise unary (results are f32 unless said otherwise) */
+    GLESC_OP_NEG,
+    GLESC_OP_ABS,
+    GLESC_OP_SQR,
+    GLESC_OP_SQRT,
+    GLESC_OP_RSQRT,
+    GLESC_OP_EXP,
+    GLESC_OP_LOG,
+    GLESC_OP_SIN,
+    GLESC_OP_COS,
+    GLESC_OP_TANH,
+    GLESC_OP_SIGMOID,
+    GLESC_OP_RELU,
+    GLESC_OP_GELU,     /* tanh approximation */
+    GLESC_OP_GELU_ERF, /* exact form */
+    GLESC_OP_SILU,
+    GLESC_OP_SOFTPLUS,
+    GLESC_OP_STEP, /* 1 where x > 0, else 0 */
+    GLESC_OP_SCALE, /* x * s + b */
+    GLESC_OP_CLAMP, /* min(max(x, lo), hi) */
+    GLESC_OP_CAST,  /* to f32, f16, bf16 or i32 */
+    GLESC_OP_CONT,  /* contiguous copy, same type */
+    /* elementwise binary with numpy broadcasting */
+    GLESC_OP_ADD,
+    GLESC_OP_SUB,
+    GLESC_OP_MUL,
+    GLESC_OP_DIV,
+    GLESC_OP_MAX,
+    GLESC_OP_MIN,
+    GLESC_OP_POW,
+    /* reductions along one axis (the axis keeps size 1) */
+    GLESC_OP_SUM,
+    GLESC_OP_MEAN,
+    GLESC_OP_REDUCE_MAX,
+    GLESC_OP_REDUCE_MIN,
+    GLESC_OP_ARGMAX, /* i32 result */
+    /* along dimension 0 */
+    GLESC_OP_SOFTMAX,
+    GLESC_OP_RMS_NORM,
+    GLESC_OP_LAYER_NORM,
+    GLESC_OP_MATMUL,
+    GLESC_OP_GET_ROWS,
+    GLESC_OP_SET_ROWS,
+    GLESC_OP_CONCAT,
+    GLESC_OP_CPY,
+    GLESC_OP_ROPE,
+    GLESC_OP_ATTENTION,
+    GLESC_OP_COUNT_ /* not an op */
+} glesc_op;
+
+/* "add", "rms_norm", ...; NULL for a value that is not an op. Static string. */
+GLESC_API const char *glesc_op_name(glesc_op op);
+
+typedef struct glesc_graph_options {
+    /* glesc_matmul uses the matrix-vector kernel when the activation has at
+     * most this many columns (m), else the tiled matrix-matrix kernel.
+     * 0 = the default (8). At most 8. */
+    int gemv_max_m;
+    /* Fusion: 0 = on unless GLESC_NO_FUSION=1 is set; 1 = on; -1 = off. */
+    int fusion;
+    /* Measure each kernel's GPU time (glesc_graph_stats().kernel_times).
+     * Costs a timer query per kernel. Also on while GLESC_TRACE is set. */
+    bool timing;
+} glesc_graph_options;
+
+/* A new empty graph on ctx, or NULL (out of memory; message in ctx). Destroy
+ * it before the context. */
+GLESC_API glesc_graph *glesc_graph_create(glesc_context *ctx);
+/* Frees the graph, its inputs and nodes and every buffer they hold, and drops
+ * its references to persistent tensors. NULL is a no-op. */
+GLESC_API void glesc_graph_destroy(glesc_graph *g);
+/* Frees every tensor of g (as destroy) but keeps g and its options, ready for
+ * the next step's nodes. Tensor handles of g become invalid. */
+GLESC_API void glesc_graph_reset(glesc_graph *g);
+/* Sets g's options (NULL: defaults); takes effect at the next compute. */
+GLESC_API glesc_status glesc_graph_set_options(glesc_graph *g, const glesc_graph_options *opts);
+/* The context g was created on. */
+GLESC_API glesc_context *glesc_graph_context(const glesc_graph *g);
+
+/* A graph input of the given type and shape (ndim 1..4; shape[0] fastest).
+ * Types: f32, f16, bf16, i32. Write its data with glesc_tensor_write before
+ * computing. Owned by g. NULL on error (message in the context). */
+GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype t, int ndim,
+                                         const int64_t *shape);
+/* A persistent tensor (a weight, a KV cache) on ctx: its memory lives until
+ * glesc_weight_free and any graph of ctx may use it. Contents start as
+ * zeros. A tensor larger than the device's storage-block limit is split into
+ * row chunks (rows along dimensions 1..3); only matmul (as the weight) and
+ * get_rows (as the table) read such a tensor. NULL on error (message in ctx). */
+GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype t, int ndim,
+                                         const int64_t *shape);
+/* Drops the caller's reference to a persistent tensor; its memory goes when
+ * no graph uses it any more. NULL is a no-op. Only for glesc_weight_new's
+ * tensors. */
+GLESC_API void glesc_weight_free(glesc_tensor *t);
+
+/* Copies size bytes (exactly the tensor's size: elements × type size, in
+ * ggml's contiguous layout) from src into a graph input or persistent tensor. */
+GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size_t size);
+/* Copies the tensor's elements in contiguous order (shape[0] fastest) into
+ * dst; size must be exactly the tensor's size in bytes. t must be an input, a
+ * persistent tensor, or an output of the last glesc_graph_compute of its
+ * graph (or a view of one of those). */
+GLESC_API glesc_status glesc_tensor_read(glesc_tensor *t, void *dst, size_t size);
+/* As glesc_tensor_read, converting f16, bf16 and i32 elements to float; n is
+ * the number of elements dst holds (must equal the tensor's). */
+GLESC_API glesc_status glesc_tensor_read_f32(glesc_tensor *t, float *dst, size_t n);
+/* As glesc_tensor_write from floats (converted to the tensor's type, f16 and
+ * bf16 rounded to nearest even, i32 truncated). */
+GLESC_API glesc_status glesc_tensor_write_f32(glesc_tensor *t, const float *src, size_t n);
+
+GLESC_API glesc_dtype glesc_tensor_dtype(const glesc_tensor *t);
+GLESC_API int glesc_tensor_ndim(const glesc_tensor *t);
+/* Size of dimension d (0..3); 1 beyond ndim. */
+GLESC_API int64_t glesc_tensor_dim(const glesc_tensor *t, int d);
+GLESC_API int64_t glesc_tensor_nelements(const glesc_tensor *t);
+GLESC_API glesc_op glesc_tensor_op(const glesc_tensor *t);
+/* Names the tensor in traces and messages (copied; NULL clears). */
+GLESC_API void glesc_tensor_set_name(glesc_tensor *t, const char *name);
+
+/* ---- Views: no copy; the result shares the source's memory. ---- */
+/* Same elements, new shape (the source must be contiguous). */
+GLESC_API glesc_tensor *glesc_reshape(glesc_graph *g, glesc_tensor *x, int ndim,
+                                      const int64_t *shape);
+/* As ggml_permute: source dimension i becomes result dimension perm[i];
+ * perm is a permutation of 0..3. */
+GLESC_API glesc_tensor *glesc_permute(glesc_graph *g, glesc_tensor *x, const int perm[4]);
+/* Swaps dimensions 0 and 1. */
+GLESC_API glesc_tensor *glesc_transpose(glesc_graph *g, glesc_tensor *x);
+/* A strided window: shape, byte strides nb[1..ndim-1] (nb[0] is the element
+ * size) and byte offset into x (which must be contiguous or a leaf). */
+GLESC_API glesc_tensor *glesc_view(glesc_graph *g, glesc_tensor *x, int ndim, const int64_t *shape,
+                                   const size_t *nb, size_t offset);
+/* Repeats x along its size-1 dimensions to shape (stride 0, no copy). */
+GLESC_API glesc_tensor *glesc_broadcast(glesc_graph *g, glesc_tensor *x, int ndim,
+                                        const int64_t *shape);
+
+/* ---- Elementwise ---- */
+/* Any unary op from GLESC_OP_NEG to GLESC_OP_STEP (no parameters). */
+GLESC_API glesc_tensor *glesc_unary(glesc_graph *g, glesc_op op, glesc_tensor *x);
+/* Any binary op from GLESC_OP_ADD to GLESC_OP_POW, numpy broadcasting. */
+GLESC_API glesc_tensor *glesc_binary(glesc_graph *g, glesc_op op, glesc_tensor *a, glesc_tensor *b);
+GLESC_API glesc_tensor *glesc_neg(glesc_graph *g, glesc_tensor *x);
+GLESC_API glesc_tensor *glesc_exp(glesc_graph *g, glesc_tensor *x);
+GLESC_API glesc_tensor *glesc_silu(glesc_graph *g, glesc_tensor *x);
+GLESC_API glesc_tensor *glesc_gelu(glesc_graph *g, glesc_tensor *x);
+GLESC_API glesc_tensor *glesc_relu(glesc_graph *g, glesc_tensor *x);
+GLESC_API glesc_tensor *glesc_tanh(glesc_graph *g, glesc_tensor *x);
+GLESC_API glesc_tensor *glesc_sigmoid(glesc_graph *g, glesc_tensor *x);
+GLESC_API glesc_tensor *glesc_sqrt(glesc_graph *g, glesc_tensor *x);
+/* x * s + b */
+GLESC_API glesc_tensor *glesc_scale(glesc_graph *g, glesc_tensor *x, float s, float b);
+GLESC_API glesc_tensor *glesc_clamp(glesc_graph *g, glesc_tensor *x, float lo, float hi);
+/* Converts to f32, f16, bf16 or i32 (from float: truncation toward zero). */
+GLESC_API glesc_tensor *glesc_cast(glesc_graph *g, glesc_tensor *x, glesc_dtype t);
+/* A contiguous copy of x (e.g. of a permuted view), same type. */
+GLESC_API glesc_tensor *glesc_cont(glesc_graph *g, glesc_tensor *x);
+GLESC_API glesc_tensor *glesc_add(glesc_graph *g, glesc_tensor *a, glesc_tensor *b);
+GLESC_API glesc_tensor *glesc_sub(glesc_graph *g, glesc_tensor *a, glesc_tensor *b);
+GLESC_API glesc_tensor *glesc_mul(glesc_graph *g, glesc_tensor *a, glesc_tensor *b);
+GLESC_API glesc_tensor *glesc_div(glesc_graph *g, glesc_tensor *a, glesc_tensor *b);
+
+/* ---- Reductions, softmax, norms ---- */
+/* GLESC_OP_SUM, _MEAN, _REDUCE_MAX, _REDUCE_MIN or _ARGMAX along axis
+ * (0..3); the axis keeps size 1. ARGMAX gives i32 (first maximum). */
+GLESC_API glesc_tensor *glesc_reduce(glesc_graph *g, glesc_op op, glesc_tensor *x, int axis);
+/* softmax(x * scale + mask) along dimension 0. mask (may be NULL) is added
+ * after scaling and broadcasts to x (typically [ne0, ne1]); causal masks
+ * column j of row i when j > i + (ne0 - ne1) (queries are the last ne1
+ * positions). A row with no unmasked column gives zeros. */
+GLESC_API glesc_tensor *glesc_softmax(glesc_graph *g, glesc_tensor *x, glesc_tensor *mask,
+                                      float scale, bool causal);
+/* x / sqrt(mean(x²) + eps) along dimension 0. */
+GLESC_API glesc_tensor *glesc_rms_norm(glesc_graph *g, glesc_tensor *x, float eps);
+/* (x - mean) / sqrt(var + eps) along dimension 0 (no weight or bias: multiply
+ * and add them, they fuse into the same kernel). */
+GLESC_API glesc_tensor *glesc_layer_norm(glesc_graph *g, glesc_tensor *x, float eps);
+
+/* ---- Matrix products and rows ---- */
+/* ggml's convention: W [k, n, b2w, b3w] × X [k, m, b2, b3] → [n, m, b2, b3]
+ * (f32); W's batch dimensions broadcast (b2 a multiple of b2w, b3 of b3w).
+ * W: f32, f16 or bf16 (dimension 0 contiguous); X: f32 or f16, any strides. */
+GLESC_API glesc_tensor *glesc_matmul(glesc_graph *g, glesc_tensor *w, glesc_tensor *x);
+/* Embedding lookup as ggml_get_rows: table [ne0, rows, b2] and i32 rows
+ * [n, b2, b3] → [ne0, n, b2, b3] (f32), out[i, j, k, l] = table[i, rows[j,k,l], k]. */
+GLESC_API glesc_tensor *glesc_get_rows(glesc_graph *g, glesc_tensor *table, glesc_tensor *rows);
+/* Writes rows of src [ne0, n, b2, b3] into dst [ne0, R, b2, b3] at the
+ * indices idx (i32 [n], or [n, b2] / [n, b2, b3]): dst[:, idx[j,k,l], k, l] =
+ * src[:, j, k, l]. dst is written in place (typically a persistent KV
+ * cache); the result is dst after the write: read dst through it. */
+GLESC_API glesc_tensor *glesc_set_rows(glesc_graph *g, glesc_tensor *dst, glesc_tensor *src,
+                                       glesc_tensor *idx);
+/* a and b joined along dim; the other dimensions must match. */
+GLESC_API glesc_tensor *glesc_concat(glesc_graph *g, glesc_tensor *a, glesc_tensor *b, int dim);
+/* Copies src into dst (same shape; dst may be a strided view of a persistent
+ * tensor; converts types). In place; the result is dst after the write. */
+GLESC_API glesc_tensor *glesc_cpy(glesc_graph *g, glesc_tensor *src, glesc_tensor *dst);
+
+/* ---- Positions and attention ---- */
+typedef enum glesc_rope_mode {
+    GLESC_ROPE_NORMAL = 0, /* rotate adjacent pairs (x[2i], x[2i+1]) */
+    GLESC_ROPE_NEOX = 2,   /* rotate halves (x[i], x[i + n_dims/2]) (ggml's value) */
+} glesc_rope_mode;
+/* Rotary position embedding of x [head_dim, n_head, n_tokens, 1] with pos
+ * (i32 [n_tokens]): the first n_dims (even, ≤ head_dim) dimensions rotate by
+ * pos · freq_scale · base^(-2i/n_dims); the rest pass through. */
+GLESC_API glesc_tensor *glesc_rope(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos, int n_dims,
+                                   glesc_rope_mode mode, float freq_base, float freq_scale);
+/* Fused attention, ggml_flash_attn_ext's layout: q [d, n_q, n_head, 1],
+ * k [d, n_kv, n_head_kv, 1], v [d, n_kv, n_head_kv, 1] (f32 or f16, any
+ * strides), n_head a multiple of n_head_kv (grouped-query heads: head h
+ * reads kv head h / (n_head / n_head_kv)). softmax(q·kᵀ·scale + mask) · v,
+ * with mask (may be NULL) broadcasting [n_kv, n_q] and causal masking key j
+ * for query i when j > i + (n_kv - n_q). Result [d, n_head, n_q, 1] (f32),
+ * so a reshape to [d·n_head, n_q] feeds the output projection. */
+GLESC_API glesc_tensor *glesc_attention(glesc_graph *g, glesc_tensor *q, glesc_tensor *k,
+                                        glesc_tensor *v, glesc_tensor *mask, float scale,
+                                        bool causal);
+
+/* ---- Running ---- */
+/* Computes outs[0..n-1] and what they need. Inputs must have been written.
+ * Afterwards the outputs can be read (until the next compute on g); other
+ * nodes' memory has gone back to the pool. */
+GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *outs, int n);
+
+typedef struct glesc_kernel_time {
+    const char *name; /* e.g. "rms_norm+mul"; owned by the graph */
+    uint64_t gpu_ns;  /* GPU time (or CPU time around glFinish without timer queries) */
+    int dispatches;
+} glesc_kernel_time;
+
+typedef struct glesc_compute_stats {
+    int nodes;            /* op nodes the outputs needed (views and leaves not counted) */
+    int views;            /* view nodes among them */
+    int kernels;          /* kernels after fusion */
+    int dispatches;       /* GPU dispatches (a kernel over a chunked weight makes several) */
+    uint64_t bytes_read;  /* estimate: every kernel input read once */
+    uint64_t bytes_written;
+    bool plan_reused;     /* the plan came from the cache */
+    int glsl_built;       /* kernels whose GLSL was generated by this compute */
+    int programs_compiled; /* programs compiled (not found in memory or on disk) */
+    uint64_t cpu_ns;      /* host time of the compute call */
+    int n_kernel_times;   /* entries in kernel_times (0 unless timing is on) */
+    const glesc_kernel_time *kernel_times; /* owned by the graph, valid until the next compute */
+} glesc_compute_stats;
+
+/* Statistics of the last compute of g. */
+GLESC_API void glesc_graph_stats(const glesc_graph *g, glesc_compute_stats *out);
+/* The generated GLSL of every kernel of the last compute's plan, in dispatch
+ * order, separated by blank lines; NULL before the first compute. Owned by
+ * the plan cache: valid until the next compute on g. For docs and debugging. */
+GLESC_API const char *glesc_graph_last_glsl(const glesc_graph *g);
+
 #ifdef __cplusplus
 }
 #endif

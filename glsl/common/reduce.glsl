@@ -3,16 +3,22 @@
 // of two. With GLESC_SUBGROUP_ARITH defined (GL_KHR_shader_subgroup_arithmetic
 // present), subgroups reduce first and only one value per subgroup goes
 // through shared memory.
+//
+// Every barrier() comes with memoryBarrierShared(): GLSL ES 3.10 leaves the
+// visibility of shared writes across barrier() to the memory qualifiers, and
+// Mesa's llvmpipe (22.3) returns stale values when two reductions run back
+// to back in one kernel without it (layer norm's mean, then variance).
+#define RED_BARRIER() memoryBarrierShared(); barrier()
 
 #ifdef GLESC_SUBGROUP_ARITH
 #define RED_IMPL(NAME, OP, SUBGROUP_OP)                                                   \
 float NAME(float v) {                                                                     \
     v = SUBGROUP_OP(v);                                                                   \
     if (subgroupElect()) red_scratch[gl_SubgroupID] = v;                                  \
-    barrier();                                                                            \
+    RED_BARRIER();                                                                        \
     float r = red_scratch[0];                                                             \
     for (uint i = 1u; i < gl_NumSubgroups; i++) r = OP(r, red_scratch[i]);               \
-    barrier();                                                                            \
+    RED_BARRIER();                                                                        \
     return r;                                                                             \
 }
 #else
@@ -20,13 +26,13 @@ float NAME(float v) {                                                           
 float NAME(float v) {                                                                     \
     uint lid = gl_LocalInvocationIndex;                                                   \
     red_scratch[lid] = v;                                                                 \
-    barrier();                                                                            \
+    RED_BARRIER();                                                                        \
     for (uint s = WG_SIZE / 2u; s > 0u; s >>= 1u) {                                       \
         if (lid < s) red_scratch[lid] = OP(red_scratch[lid], red_scratch[lid + s]);       \
-        barrier();                                                                        \
+        RED_BARRIER();                                                                    \
     }                                                                                     \
     float r = red_scratch[0];                                                             \
-    barrier();                                                                            \
+    RED_BARRIER();                                                                        \
     return r;                                                                             \
 }
 #endif

@@ -10,6 +10,9 @@
 #include "emit/emit.h"
 
 #define MAX_DECLS 32
+/* Fused kernels pass every size and stride as a uniform (so one program
+ * serves every shape): 4 strides and an offset per input add up. */
+#define MAX_PARAMS 160
 
 typedef struct named_text {
     char *name, *text;
@@ -29,7 +32,7 @@ struct emit_kernel {
     struct {
         emit_param_type type;
         char *name;
-    } params[MAX_DECLS];
+    } params[MAX_PARAMS];
     int n_params;
     named_text ext[MAX_DECLS], defines[MAX_DECLS], shared[MAX_DECLS], helpers[64];
     int n_ext, n_defines, n_shared, n_helpers;
@@ -218,7 +221,7 @@ int emit_kernel_binding(emit_kernel *k, emit_elem elem, unsigned access, const c
 
 int emit_kernel_param(emit_kernel *k, emit_param_type type, const char *name)
 {
-    if (k->n_params >= MAX_DECLS || name_taken(k, name)) {
+    if (k->n_params >= MAX_PARAMS || name_taken(k, name)) {
         misuse(k, "parameter '%s' is a duplicate or one too many", name);
         return -1;
     }

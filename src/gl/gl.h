@@ -51,6 +51,12 @@ struct glesc_context {
     uint64_t ssbo_epoch, update_epoch;
     uint64_t dispatches, barriers;
     bool debug;
+    /* State of a higher layer that lives as long as the context (the graph
+     * layer's plan cache and trace file). The gl layer cannot call upward, so
+     * that layer registers its destructor here; glesc_context_destroy calls
+     * it first, while the GL context is still current. */
+    void *graph_state;
+    void (*graph_state_free)(glesc_context *ctx);
 };
 
 /* Sets ctx's error with the current EGL error appended, returns GLESC_ERROR_EGL. */

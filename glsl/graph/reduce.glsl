@@ -1,0 +1,3 @@
+// Helpers of the reduction, norm and softmax kernels.
+
+const float NEG_INF = uintBitsToFloat(0xff800000u);

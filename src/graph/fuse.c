@@ -1,0 +1,268 @@
+/*
+ * fuse.c — the fusion pass: groups the nodes of a compute order into
+ * kernels.
+ *
+ * Every elementwise or anchor node starts as its own kernel. Walking the
+ * order, each edge P → C (P a source of C) may merge P's kernel into C's:
+ *
+ *  - C elementwise, P's kernel pure elementwise, same shape: P becomes part
+ *    of C's expression (elementwise chains of any length, prologues of the
+ *    other operands of an epilogue).
+ *  - C elementwise, P's kernel has an anchor that takes an epilogue, C's
+ *    kernel pure elementwise, same shape: C's kernel becomes the anchor's
+ *    epilogue (rms_norm → ·w → +r; matmul → +bias → silu; ...).
+ *  - C an anchor taking a prologue on that source, P's kernel pure
+ *    elementwise: P is computed where the anchor loads it (x + r → rms_norm).
+ *  - both matmuls of the same activation with same-shaped weights (gate and
+ *    up feeding silu(g)·u): one kernel computing both dot products; the
+ *    second is the kernel's partner.
+ *
+ * Legality, for every merge: P has exactly one consumer, is not a requested
+ * output, is not written in place (set_rows, cpy) and owns its memory (a
+ * view is never fused as a producer: views are read through their strides;
+ * a reshape or permute between a pure elementwise P and C is looked through,
+ * since it only renames coordinates: rope → reshape → set_rows is one
+ * kernel); the merged kernel binds
+ * at most max_bindings buffers; and it must not read memory it writes (in
+ * place ops into a tensor the kernel also reads).
+ *
+ * A kernel runs at the position of its out node: all external inputs of its
+ * members come before that, and since every member but out has its one
+ * consumer inside the kernel, merging never creates a cycle between kernels.
+ */
+#include <string.h>
+
+#include "graph/graph.h"
+
+typedef struct fk {
+    glesc_tensor *anchor, *partner, *out;
+    int head, tail; /* member list through next[] (order indices) */
+    bool alive;
+} fk;
+
+typedef struct fuse_state {
+    glesc_tensor **order;
+    int n;
+    fk *k;
+    int *next;
+    int max_bindings;
+} fuse_state;
+
+static bool is_inplace_dst(const glesc_tensor *m, int s)
+{
+    const graph_op_info *info = graph_op(m->op);
+    return info->inplace && ((m->op == GLESC_OP_SET_ROWS && s == 0) || (m->op == GLESC_OP_CPY && s == 1));
+}
+
+/* Distinct owners read by kernels a ∪ b, and whether the written owner is
+ * among them. Returns the binding count, or -1 on an overlap. */
+static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
+{
+    glesc_tensor *seen[64];
+    int n_seen = 0;
+    int ks[2] = {a, b};
+    for (int j = 0; j < 2; j++) {
+        if (ks[j] < 0)
+            continue;
+        for (int i = fs->k[ks[j]].head; i >= 0; i = fs->next[i]) {
+            glesc_tensor *m = fs->order[i];
+            for (int s = 0; s < m->n_src; s++) {
+                glesc_tensor *x = m->src[s];
+                if (!x || is_inplace_dst(m, s))
+                    continue;
+                if (x->kernel >= 0 && (x->kernel == a || x->kernel == b))
+                    continue; /* computed inside */
+                glesc_tensor *o = x->owner;
+                if (o == written)
+                    return -1;
+                bool dup = false;
+                for (int q = 0; q < n_seen; q++)
+                    dup |= seen[q] == o;
+                if (!dup) {
+                    if (n_seen == (int)CORE_ARRAY_LEN(seen))
+                        return 1 << 20;
+                    seen[n_seen++] = o;
+                }
+            }
+        }
+    }
+    return n_seen + 1;
+}
+
+int graph_kernel_bindings(glesc_tensor **order, int n, int id)
+{
+    int *next = core_calloc((size_t)n + 1, sizeof *next);
+    if (!next)
+        return -1;
+    fk k = {.head = -1, .tail = -1};
+    for (int i = 0; i < n; i++) {
+        next[i] = -1;
+        if (order[i]->kernel != id)
+            continue;
+        if (k.tail >= 0)
+            next[k.tail] = i;
+        else
+            k.head = i;
+        k.tail = i;
+        k.out = order[i];
+    }
+    fuse_state fs = {order, n, &k, next, 0};
+    int r = count_bindings(&fs, 0, -1, k.out ? k.out->owner : NULL);
+    core_free(next);
+    return r;
+}
+
+/* Does kernel k contain a node that reads its sources at other coordinates? */
+static bool has_remap(fuse_state *fs, int k)
+{
+    for (int i = fs->k[k].head; i >= 0; i = fs->next[i])
+        if (graph_op(fs->order[i]->op)->remaps)
+            return true;
+    return false;
+}
+
+static bool same_matmul_pair(const glesc_tensor *a, const glesc_tensor *b)
+{
+    if (a->op != GLESC_OP_MATMUL || b->op != GLESC_OP_MATMUL)
+        return false;
+    const glesc_tensor *wa = a->src[0], *wb = b->src[0];
+    return a->src[1] == b->src[1] && wa->dtype == wb->dtype && graph_same_shape(wa, wb);
+}
+
+static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
+{
+    /* A reshape or permute between P and C only renames coordinates: P may
+     * still be computed inside C's kernel, at the remapped coordinates, as
+     * long as P's kernel is pure elementwise (an anchor's value exists only
+     * at its own coordinates). Strided views and broadcasts stay leaves. */
+    glesc_tensor *view = NULL;
+    if (graph_op(p->op)->kind == GRAPH_KIND_VIEW) {
+        if ((p->op != GLESC_OP_RESHAPE && p->op != GLESC_OP_PERMUTE) || p->n_consumers != 1 ||
+            p->is_output || p->kernel >= 0 || !p->src[0])
+            return;
+        view = p;
+        p = p->src[0];
+    }
+    int kp = p->kernel, kc = c->kernel;
+    if (kp < 0 || kc < 0 || kp == kc)
+        return;
+    fk *KP = &fs->k[kp], *KC = &fs->k[kc];
+    const graph_op_info *ip = graph_op(p->op), *ic = graph_op(c->op);
+    if (KP->out != p || p->is_output || p->n_consumers != 1 || ip->inplace || p->owner != p)
+        return;
+    if (view && KP->anchor)
+        return;
+    const glesc_tensor *seen = view ? view : p; /* what C reads */
+    glesc_tensor *anchor, *partner;
+    if (ic->kind == GRAPH_KIND_ELTWISE) {
+        if (is_inplace_dst(c, s) || !graph_same_shape(seen, c))
+            return;
+        if (!KP->anchor) {
+            anchor = KC->anchor;
+            partner = KC->partner;
+        } else if (!KC->anchor) {
+            if (!graph_op(KP->anchor->op)->epilogue || has_remap(fs, kc))
+                return;
+            anchor = KP->anchor;
+            partner = KP->partner;
+        } else if (!KP->partner && !KC->partner && same_matmul_pair(KC->anchor, KP->anchor) &&
+                   !has_remap(fs, kc) && !has_remap(fs, kp)) {
+            anchor = KC->anchor;
+            partner = KP->anchor;
+        } else {
+            return;
+        }
+    } else if (ic->kind == GRAPH_KIND_ANCHOR) {
+        if (c != KC->anchor || !((ic->prologue >> s) & 1u) || KP->anchor)
+            return;
+        anchor = KC->anchor;
+        partner = KC->partner;
+    } else {
+        return;
+    }
+    if (view)
+        view->kernel = kc; /* counted as inside */
+    int nb = count_bindings(fs, kp, kc, KC->out->owner);
+    if (nb < 0 || nb > fs->max_bindings) {
+        if (view)
+            view->kernel = -1;
+        return;
+    }
+    /* merge KP (and the view) into KC */
+    for (int i = KP->head; i >= 0; i = fs->next[i])
+        fs->order[i]->kernel = kc;
+    fs->next[KC->tail] = KP->head;
+    KC->tail = KP->tail;
+    if (view) {
+        fs->next[KC->tail] = view->order;
+        fs->next[view->order] = -1;
+        KC->tail = view->order;
+    }
+    KC->anchor = anchor;
+    KC->partner = partner;
+    KP->alive = false;
+}
+
+void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings,
+                graph_kernel *kernels, int *n_kernels)
+{
+    fk *k = core_calloc((size_t)n + 1, sizeof *k);
+    int *next = core_calloc((size_t)n + 1, sizeof *next);
+    int *remap = core_calloc((size_t)n + 1, sizeof *remap);
+    int nk = 0;
+    if (!remap) {
+        core_free(k);
+        k = NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        glesc_tensor *t = order[i];
+        graph_kind kind = graph_op(t->op)->kind;
+        t->kernel = -1;
+        if (!k || !next || (kind != GRAPH_KIND_ELTWISE && kind != GRAPH_KIND_ANCHOR))
+            continue;
+        k[nk] = (fk){kind == GRAPH_KIND_ANCHOR ? t : NULL, NULL, t, i, i, true};
+        next[i] = -1;
+        t->kernel = nk++;
+    }
+    if (!k || !next) { /* no memory for fusion: one kernel per node, in order */
+        for (int i = 0; i < n; i++) {
+            graph_kind kind = graph_op(order[i]->op)->kind;
+            if (kind != GRAPH_KIND_ELTWISE && kind != GRAPH_KIND_ANCHOR)
+                continue;
+            kernels[nk] = (graph_kernel){kind == GRAPH_KIND_ANCHOR ? order[i] : NULL, NULL,
+                                         order[i], nk};
+            order[i]->kernel = nk++;
+        }
+        *n_kernels = nk;
+        core_free(k);
+        core_free(next);
+        core_free(remap);
+        return;
+    }
+    fuse_state fs = {order, n, k, next, max_bindings};
+    if (fusion)
+        for (int i = 0; i < n; i++) {
+            glesc_tensor *c = order[i];
+            for (int s = 0; s < c->n_src && c->kernel >= 0; s++)
+                if (c->src[s])
+                    try_merge(&fs, c->src[s], c, s);
+        }
+    /* Surviving kernels in the order of their out nodes; renumber. */
+    int out_n = 0;
+    for (int i = 0; i < n; i++) {
+        glesc_tensor *t = order[i];
+        if (t->kernel < 0 || k[t->kernel].out != t || !k[t->kernel].alive)
+            continue;
+        fk *f = &k[t->kernel];
+        remap[t->kernel] = out_n;
+        kernels[out_n] = (graph_kernel){f->anchor, f->partner, f->out, out_n};
+        out_n++;
+    }
+    for (int i = 0; i < n; i++)
+        if (order[i]->kernel >= 0)
+            order[i]->kernel = remap[order[i]->kernel];
+    *n_kernels = out_n;
+    core_free(remap);
+    core_free(k);
+    core_free(next);
+}

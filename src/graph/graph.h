@@ -1,0 +1,190 @@
+/*
+ * graph.h — the graph layer: tensors (type, shape, byte strides, views,
+ * storage split into row chunks), the lazy op graph, the one op table, the
+ * fusion pass, plans (order, kernels, buffer lifetimes) with their cache,
+ * and the executor.
+ *
+ * How a compute goes (exec.c): order the nodes the outputs need (DFS,
+ * sources first) → hash the structure (ops, types, shape pattern, not the
+ * sizes) → take the cached plan of that hash, or build one: fuse nodes into
+ * kernels (fuse.c), note when each buffer is last used, generate every
+ * kernel's GLSL (src/kernels/) and compile them in one batch → run the
+ * kernels: the same generators run again in "bind" mode, which emits no
+ * text and only collects buffers, sizes and strides as uniforms.
+ *
+ * The kernel generators (src/kernels/) read this header's node struct; the
+ * graph layer calls them through the op table. That is the one upward
+ * reference between the two folders, and it is read-only.
+ */
+#ifndef GLESC_GRAPH_H
+#define GLESC_GRAPH_H
+
+#include "gl/gl.h"
+
+#define GRAPH_MAX_SRC 4
+#define GRAPH_MAX_IP 8 /* integer op parameters: part of the structure hash */
+#define GRAPH_MAX_FP 4 /* float op parameters: uniforms, free to change */
+
+/* Memory of a storage owner: one buffer, or row chunks when the tensor is
+ * larger than the device's storage-block limit. A row is nb[1] bytes; chunk
+ * c holds rows [c·chunk_rows, (c+1)·chunk_rows). */
+typedef struct graph_storage {
+    gl_buffer **chunks; /* n_chunks buffers; NULL while not allocated */
+    int n_chunks;
+    int64_t chunk_rows;
+    uint64_t row_bytes;
+    uint64_t bytes; /* all chunks together */
+} graph_storage;
+
+struct glesc_tensor {
+    glesc_context *ctx;
+    glesc_graph *g; /* NULL for persistent tensors */
+    glesc_op op;
+    glesc_dtype dtype;
+    int ndim;       /* 1..4; for printing shapes and for results' ndim */
+    int64_t ne[4];  /* elements per dimension, ne[0] fastest */
+    int64_t nb[4];  /* byte strides into the owner's memory */
+    uint64_t offs;  /* byte offset into the owner's memory */
+    glesc_tensor *src[GRAPH_MAX_SRC];
+    int n_src;
+    /* Whose memory holds the elements: itself for leaves and op results,
+     * the source's owner for views, the destination's owner for in-place
+     * ops (set_rows, cpy). */
+    glesc_tensor *owner;
+    int32_t ip[GRAPH_MAX_IP];
+    float fp[GRAPH_MAX_FP];
+    graph_storage st; /* on owners */
+    bool persistent;
+    bool written; /* leaves: data has been written (inputs must be before compute) */
+    int refs;     /* persistent: the caller's + one per graph using it */
+    char *name;
+    glesc_tensor *next; /* the graph's list of its tensors */
+    /* planning scratch, valid during a compute */
+    int order;       /* position in the compute order; -1 when not needed */
+    int n_consumers; /* distinct needed nodes using it as a source */
+    int kernel;      /* the kernel computing it; -1 for leaves and views */
+    int last_use;    /* owners: index of the last kernel touching the memory */
+    bool is_output;
+    bool live; /* owners: memory holds current values */
+};
+
+typedef struct graph_plan graph_plan;
+
+struct glesc_graph {
+    glesc_context *ctx;
+    glesc_graph_options opts;
+    glesc_tensor *tensors; /* every tensor created in g, newest first */
+    glesc_tensor **persist; /* persistent tensors g holds a reference to */
+    int n_persist, cap_persist;
+    /* results of the last compute */
+    glesc_tensor **kept; /* owners whose memory holds outputs */
+    int n_kept, cap_kept;
+    glesc_compute_stats stats;
+    glesc_kernel_time *ktimes;
+    int n_ktimes;
+    const char *last_glsl;
+};
+
+/* ---- Tensors (tensor.c) ---- */
+size_t graph_dtype_size(glesc_dtype t); /* bytes per element of f32/f16/bf16/i32, else 0 */
+bool graph_dtype_ok(glesc_dtype t);
+int64_t graph_nelements(const glesc_tensor *t);
+uint64_t graph_nbytes(const glesc_tensor *t); /* contiguous size */
+void graph_set_contiguous(glesc_tensor *t);  /* nb from ne and dtype, offs 0 */
+bool graph_is_contiguous(const glesc_tensor *t);
+bool graph_same_shape(const glesc_tensor *a, const glesc_tensor *b);
+/* "[4, 3]" into buf (at least 64 bytes). */
+const char *graph_shape_str(const glesc_tensor *t, char *buf, size_t size);
+/* A new tensor of g (op NONE, no sources); NULL on OOM with ctx's error set. */
+glesc_tensor *graph_tensor_alloc(glesc_graph *g);
+/* Makes g hold a reference to persistent t (once). */
+glesc_status graph_hold(glesc_graph *g, glesc_tensor *t);
+/* Allocates an owner's memory (chunked when allowed and needed). */
+glesc_status graph_storage_alloc(glesc_tensor *owner, gl_usage usage, bool allow_chunks);
+void graph_storage_free(glesc_tensor *owner);
+/* Reads/writes [offset, offset+size) of an owner's memory across chunks. */
+glesc_status graph_storage_read(glesc_tensor *owner, uint64_t offset, void *dst, uint64_t size);
+glesc_status graph_storage_write(glesc_tensor *owner, uint64_t offset, const void *src,
+                                 uint64_t size);
+/* The tensor's elements as floats in contiguous order (n = nelements). */
+glesc_status graph_tensor_gather_f32(glesc_tensor *t, float *dst);
+void graph_free_tensor(glesc_tensor *t);
+
+/* ---- The op table (ops.c) ---- */
+typedef enum graph_kind {
+    GRAPH_KIND_LEAF,
+    GRAPH_KIND_VIEW,    /* no kernel; shares its source's memory */
+    GRAPH_KIND_ELTWISE, /* an expression of its sources at the same coordinates: fuses */
+    GRAPH_KIND_ANCHOR,  /* its own kernel generator; may take prologue/epilogue */
+} graph_kind;
+
+typedef struct kb kb; /* kernels/kernels.h */
+
+typedef struct graph_op_info {
+    const char *name;
+    int arity; /* sources; optional ones (a mask) may be NULL */
+    graph_kind kind;
+    /* Shape rule: validates sources and parameters, sets dtype, ndim, ne
+     * (and nb/offs/owner for views and in-place ops). On error sets ctx's
+     * message "glesc_<op>: ..." naming the shapes and returns its status. */
+    glesc_status (*shape)(glesc_tensor *t);
+    /* CPU reference: sources as contiguous floats of their shapes, result as
+     * contiguous floats of t's shape. NULL for views (gathers). */
+    void (*cpu)(const glesc_tensor *t, float *dst, const float *const *src);
+    /* Scalar references for the elementwise rows (double precision). */
+    double (*f1)(double x, const float *fp);
+    double (*f2)(double a, double b);
+    /* Elementwise rows: the GLSL expression, "$0"/"$1" for the sources'
+     * values and "$p0".. for float params; or expr for ops that read their
+     * sources at other coordinates (rope, concat). */
+    const char *glsl;
+    void (*expr)(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+    /* Anchor rows: the kernel generator (build and bind modes, see kb). */
+    glesc_status (*gen)(kb *b);
+    unsigned prologue; /* bit i: source i may be an elementwise chain computed in place */
+    bool epilogue;     /* consumers may be computed on the result before it is stored */
+    bool inplace;      /* writes into source 0 (set_rows) or 1 (cpy) */
+    /* Reads its sources at other coordinates than its own (rope's partner
+     * element, concat's halves): it cannot be in an anchor's epilogue,
+     * where the anchor's value exists only at the anchor's coordinates. */
+    bool remaps;
+    /* Shape-dependent code choices (a structure hash input), or NULL. */
+    uint32_t (*variant)(const glesc_tensor *t, const glesc_graph_options *o);
+} graph_op_info;
+
+extern const graph_op_info graph_ops[GLESC_OP_COUNT_];
+const graph_op_info *graph_op(glesc_op op);
+/* Creates a node of op with sources and params, runs the shape rule; NULL on
+ * error (message set) or when a source is NULL (message kept). */
+glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, int n_src,
+                         const int32_t *ip, int n_ip, const float *fp, int n_fp);
+
+/* ---- CPU reference evaluation (cpu.c) ----
+ * Evaluates outs with the op table's CPU references (leaves read from their
+ * GPU memory; nothing on the GPU changes). results[i] gets malloc'ed
+ * contiguous floats of outs[i] (free() them). For tests and debugging. */
+glesc_status graph_cpu_eval(glesc_graph *g, glesc_tensor *const *outs, int n, float **results);
+
+/* ---- Kernels of a plan (fuse.c) ---- */
+typedef struct graph_kernel {
+    glesc_tensor *anchor;  /* ANCHOR node, or NULL for a pure elementwise kernel */
+    glesc_tensor *partner; /* second matmul sharing the anchor's activation, or NULL */
+    glesc_tensor *out;     /* the node the kernel stores */
+    int id;
+} graph_kernel;
+
+/* Assigns every ELTWISE/ANCHOR node of order[0..n) to a kernel (t->kernel)
+ * and fills kernels[] (at most n) in execution order; *n_kernels. With
+ * fusion off, one kernel per node. max_bindings bounds a fused kernel. */
+void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings,
+                graph_kernel *kernels, int *n_kernels);
+/* Distinct memory owners a kernel made of nodes with kernel == id reads or
+ * writes (its storage bindings). */
+int graph_kernel_bindings(glesc_tensor **order, int n, int id);
+
+/* ---- Plans and execution (plan.c, exec.c) ---- */
+/* The context's plan cache and trace state (created on first use). */
+typedef struct graph_ctx_state graph_ctx_state;
+graph_ctx_state *graph_ctx(glesc_context *ctx);
+
+#endif /* GLESC_GRAPH_H */

@@ -1,0 +1,253 @@
+/*
+ * plan.c — the planner: the structure hash, plans (fusion, buffer
+ * lifetimes) and their cache on the context.
+ *
+ * The hash covers everything a kernel's text or the fusion decisions may
+ * depend on: per node in order its op, type, rank, sources (by order
+ * index), owner, integer params, whether it is an output or persistent,
+ * which dimensions are 1, whether it has its sources' shapes, and the op's
+ * variant; plus the options. Sizes are left out on purpose: a decode step
+ * with one more cached position is the same structure, and reuses the plan
+ * and its programs with new uniforms.
+ *
+ * Lifetimes: the memory of an intermediate goes back to the pool right
+ * after the last kernel that reads it (views and in-place writes count as
+ * reads of their owner), so the pool hands it to the next kernel's result
+ * and peak memory stays near the widest set of live tensors.
+ */
+#include <string.h>
+
+#include "gl/gl.h"
+#include "graph/plan.h"
+
+#define PLAN_CACHE_MAX 256
+
+static void plan_free(graph_plan *p)
+{
+    if (!p)
+        return;
+    if (p->kernels)
+        for (int k = 0; k < p->n_kernels; k++) {
+            core_free(p->kernels[k].name);
+            core_free(p->kernels[k].glsl);
+        }
+    core_free(p->kernels);
+    core_free(p->node_kernel);
+    core_free(p->keep);
+    core_free(p->rel_start);
+    core_free(p->rel_nodes);
+    core_free(p->all_glsl);
+    core_free(p);
+}
+
+static void state_free(glesc_context *ctx)
+{
+    graph_ctx_state *s = ctx->graph_state;
+    if (!s)
+        return;
+    for (graph_plan *p = s->plans, *next; p; p = next) {
+        next = p->next;
+        plan_free(p);
+    }
+    if (s->trace) {
+        fputs("\n]}\n", s->trace);
+        fclose(s->trace);
+    }
+    core_free(s);
+    ctx->graph_state = NULL;
+}
+
+graph_ctx_state *graph_ctx(glesc_context *ctx)
+{
+    if (!ctx->graph_state) {
+        ctx->graph_state = core_calloc(1, sizeof(graph_ctx_state));
+        if (ctx->graph_state)
+            ctx->graph_state_free = state_free;
+    }
+    return ctx->graph_state;
+}
+
+core_hash128 graph_plan_key(const graph_order_t *ord, const glesc_graph_options *o, bool fusion,
+                            int max_bindings)
+{
+    core_hasher *h = core_hasher_create();
+    if (!h)
+        return (core_hash128){0, 0};
+    int32_t head[4] = {fusion, o->gemv_max_m, max_bindings, ord->n};
+    core_hasher_update(h, head, sizeof head);
+    for (int i = 0; i < ord->n; i++) {
+        const glesc_tensor *t = ord->nodes[i];
+        const graph_op_info *info = graph_op(t->op);
+        int32_t rec[12 + GRAPH_MAX_SRC + GRAPH_MAX_IP] = {0};
+        int r = 0;
+        rec[r++] = t->op;
+        rec[r++] = t->dtype;
+        rec[r++] = t->ndim;
+        rec[r++] = t->owner->order;
+        rec[r++] = (t->is_output ? 1 : 0) | (t->persistent ? 2 : 0);
+        int ones = 0, same = 0;
+        for (int d = 0; d < 4; d++)
+            ones |= (t->ne[d] == 1) << d;
+        for (int s = 0; s < t->n_src; s++) {
+            const glesc_tensor *x = t->src[s];
+            rec[r++] = x ? x->order : -1;
+            if (x && graph_same_shape(x, t))
+                same |= 1 << s;
+        }
+        rec[r++] = ones;
+        rec[r++] = same;
+        rec[r++] = info->variant ? (int32_t)info->variant(t, o) : 0;
+        if (t->op != GLESC_OP_NONE)
+            for (int p = 0; p < GRAPH_MAX_IP; p++)
+                rec[r++] = t->ip[p];
+        core_hasher_update(h, rec, sizeof rec);
+    }
+    core_hash128 key = core_hasher_digest(h);
+    core_hasher_destroy(h);
+    return key;
+}
+
+graph_plan *graph_plan_find(glesc_context *ctx, core_hash128 key)
+{
+    graph_ctx_state *s = graph_ctx(ctx);
+    if (!s)
+        return NULL;
+    graph_plan *prev = NULL;
+    for (graph_plan *p = s->plans; p; prev = p, p = p->next) {
+        if (!core_hash128_eq(p->key, key))
+            continue;
+        if (prev) { /* move to the front */
+            prev->next = p->next;
+            p->next = s->plans;
+            s->plans = p;
+        }
+        return p;
+    }
+    return NULL;
+}
+
+static char *kernel_name(const graph_order_t *ord, const graph_kernel *gk)
+{
+    sbuf b;
+    sbuf_init(&b);
+    if (gk->anchor)
+        sbuf_append(&b, glesc_op_name(gk->anchor->op));
+    if (gk->partner)
+        sbuf_appendf(&b, "+%s", glesc_op_name(gk->partner->op));
+    for (int i = 0; i < ord->n; i++) {
+        const glesc_tensor *t = ord->nodes[i];
+        if (t->kernel != gk->id || t == gk->anchor || t == gk->partner)
+            continue;
+        sbuf_appendf(&b, "%s%s", b.len ? "+" : "", glesc_op_name(t->op));
+    }
+    return sbuf_take(&b);
+}
+
+graph_plan *graph_plan_create(glesc_context *ctx, core_hash128 key, const graph_order_t *ord,
+                              bool fusion, int max_bindings)
+{
+    graph_ctx_state *s = graph_ctx(ctx);
+    int n = ord->n;
+    graph_plan *p = core_calloc(1, sizeof *p);
+    graph_kernel *gks = core_calloc((size_t)n + 1, sizeof *gks);
+    if (!s || !p || !gks)
+        goto oom;
+    p->key = key;
+    p->n_nodes = n;
+    graph_fuse(ord->nodes, n, fusion, max_bindings, gks, &p->n_kernels);
+    int nk = p->n_kernels;
+    p->kernels = core_calloc((size_t)nk + 1, sizeof *p->kernels);
+    p->node_kernel = core_calloc((size_t)n + 1, sizeof *p->node_kernel);
+    p->keep = core_calloc((size_t)n + 1, sizeof *p->keep);
+    p->rel_start = core_calloc((size_t)nk + 2, sizeof *p->rel_start);
+    p->rel_nodes = core_calloc((size_t)n + 1, sizeof *p->rel_nodes);
+    int *last = core_calloc((size_t)n + 1, sizeof *last);
+    if (!p->kernels || !p->node_kernel || !p->keep || !p->rel_start || !p->rel_nodes || !last) {
+        core_free(last);
+        goto oom;
+    }
+    for (int k = 0; k < nk; k++) {
+        const graph_kernel *gk = &gks[k];
+        plan_kernel *pk = &p->kernels[k];
+        pk->anchor = gk->anchor ? gk->anchor->order : -1;
+        pk->partner = gk->partner ? gk->partner->order : -1;
+        pk->out = gk->out->order;
+        pk->name = kernel_name(ord, gk);
+        if (!pk->name) {
+            core_free(last);
+            goto oom;
+        }
+    }
+    /* lifetimes: the last kernel touching each owner's memory */
+    for (int i = 0; i < n; i++)
+        last[i] = -1;
+    for (int i = 0; i < n; i++) {
+        const glesc_tensor *t = ord->nodes[i];
+        p->node_kernel[i] = t->kernel;
+        if (t->is_output)
+            p->keep[t->owner->order] = true;
+        if (t->kernel < 0)
+            continue;
+        last[t->owner->order] = CORE_MAX(last[t->owner->order], t->kernel);
+        for (int j = 0; j < t->n_src; j++)
+            if (t->src[j])
+                last[t->src[j]->owner->order] =
+                    CORE_MAX(last[t->src[j]->owner->order], t->kernel);
+    }
+    /* bucket the releasable owners by kernel (counting sort) */
+    for (int i = 0; i < n; i++) {
+        const glesc_tensor *t = ord->nodes[i];
+        if (t->owner == t && t->op != GLESC_OP_NONE && !p->keep[i] && last[i] >= 0)
+            p->rel_start[last[i] + 1]++;
+    }
+    for (int k = 0; k < nk; k++)
+        p->rel_start[k + 1] += p->rel_start[k];
+    int *fill = core_calloc((size_t)nk + 1, sizeof *fill);
+    if (!fill) {
+        core_free(last);
+        goto oom;
+    }
+    for (int i = 0; i < n; i++) {
+        const glesc_tensor *t = ord->nodes[i];
+        if (t->owner == t && t->op != GLESC_OP_NONE && !p->keep[i] && last[i] >= 0)
+            p->rel_nodes[p->rel_start[last[i]] + fill[last[i]]++] = i;
+    }
+    core_free(fill);
+    core_free(last);
+    core_free(gks);
+    /* into the cache, evicting the least recently used */
+    p->next = s->plans;
+    s->plans = p;
+    if (++s->n_plans > PLAN_CACHE_MAX) {
+        graph_plan *q = s->plans;
+        while (q->next && q->next->next)
+            q = q->next;
+        plan_free(q->next);
+        q->next = NULL;
+        s->n_plans--;
+    }
+    return p;
+
+oom:
+    core_free(gks);
+    plan_free(p);
+    core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph plan: out of memory");
+    return NULL;
+}
+
+void graph_plan_apply(const graph_plan *p, const graph_order_t *ord)
+{
+    for (int i = 0; i < ord->n; i++)
+        ord->nodes[i]->kernel = p->node_kernel[i];
+}
+
+graph_kernel graph_plan_kernel(const graph_plan *p, const graph_order_t *ord, int k)
+{
+    const plan_kernel *pk = &p->kernels[k];
+    return (graph_kernel){
+        pk->anchor >= 0 ? ord->nodes[pk->anchor] : NULL,
+        pk->partner >= 0 ? ord->nodes[pk->partner] : NULL,
+        ord->nodes[pk->out],
+        k,
+    };
+}

@@ -1,0 +1,504 @@
+/*
+ * tensor.c — tensors: creation (graph inputs, persistent tensors), the
+ * public accessors, and their memory: one pool buffer, or row chunks when a
+ * persistent tensor is larger than the device's storage-block limit (only
+ * whole rows go in a chunk, so a kernel that works row by row can run once
+ * per chunk). Host reads and writes go through graph_storage_read/write,
+ * which walk the chunks.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "quant/quant.h"
+
+size_t graph_dtype_size(glesc_dtype t)
+{
+    switch (t) {
+    case GLESC_DTYPE_F32:
+    case GLESC_DTYPE_I32:
+        return 4;
+    case GLESC_DTYPE_F16:
+    case GLESC_DTYPE_BF16:
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+bool graph_dtype_ok(glesc_dtype t)
+{
+    return graph_dtype_size(t) != 0;
+}
+
+int64_t graph_nelements(const glesc_tensor *t)
+{
+    return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+uint64_t graph_nbytes(const glesc_tensor *t)
+{
+    return (uint64_t)graph_nelements(t) * graph_dtype_size(t->dtype);
+}
+
+void graph_set_contiguous(glesc_tensor *t)
+{
+    t->nb[0] = (int64_t)graph_dtype_size(t->dtype);
+    for (int d = 1; d < 4; d++)
+        t->nb[d] = t->nb[d - 1] * t->ne[d - 1];
+    t->offs = 0;
+}
+
+bool graph_is_contiguous(const glesc_tensor *t)
+{
+    int64_t expect = (int64_t)graph_dtype_size(t->dtype);
+    for (int d = 0; d < 4; d++) {
+        if (t->ne[d] != 1 && t->nb[d] != expect)
+            return false;
+        expect *= t->ne[d];
+    }
+    return true;
+}
+
+bool graph_same_shape(const glesc_tensor *a, const glesc_tensor *b)
+{
+    return a->ne[0] == b->ne[0] && a->ne[1] == b->ne[1] && a->ne[2] == b->ne[2] &&
+           a->ne[3] == b->ne[3];
+}
+
+const char *graph_shape_str(const glesc_tensor *t, char *buf, size_t size)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, size - n, "[");
+    int nd = t->ndim < 1 ? 1 : t->ndim;
+    for (int d = 0; d < nd && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)t->ne[d]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+static glesc_tensor *tensor_alloc(glesc_context *ctx)
+{
+    glesc_tensor *t = core_calloc(1, sizeof *t);
+    if (!t) {
+        core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "tensor: out of memory");
+        return NULL;
+    }
+    t->ctx = ctx;
+    t->owner = t;
+    t->order = -1;
+    t->kernel = -1;
+    t->ne[0] = t->ne[1] = t->ne[2] = t->ne[3] = 1;
+    t->ndim = 1;
+    return t;
+}
+
+glesc_tensor *graph_tensor_alloc(glesc_graph *g)
+{
+    glesc_tensor *t = tensor_alloc(g->ctx);
+    if (!t)
+        return NULL;
+    t->g = g;
+    t->next = g->tensors;
+    g->tensors = t;
+    return t;
+}
+
+glesc_status graph_hold(glesc_graph *g, glesc_tensor *t)
+{
+    for (int i = 0; i < g->n_persist; i++)
+        if (g->persist[i] == t)
+            return GLESC_OK;
+    if (g->n_persist == g->cap_persist) {
+        int cap = g->cap_persist ? 2 * g->cap_persist : 16;
+        glesc_tensor **p = core_realloc(g->persist, (size_t)cap * sizeof *p);
+        if (!p)
+            return core_err_set(&g->ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph: out of memory");
+        g->persist = p;
+        g->cap_persist = cap;
+    }
+    g->persist[g->n_persist++] = t;
+    t->refs++;
+    return GLESC_OK;
+}
+
+static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype dt, int ndim,
+                                const int64_t *shape)
+{
+    if (!graph_dtype_ok(dt))
+        return core_err_set(&ctx->err, GLESC_ERROR_TYPE,
+                            "%s: type %s is not a tensor type (f32, f16, bf16, i32)", fn,
+                            glesc_dtype_name(dt) ? glesc_dtype_name(dt) : "(unknown)");
+    if (ndim < 1 || ndim > 4 || !shape)
+        return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                            "%s: ndim %d is not 1..4 (or no shape)", fn, ndim);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 1 || shape[d] > ((int64_t)1 << 40) / n)
+            return core_err_set(&ctx->err, GLESC_ERROR_SHAPE,
+                                "%s: dimension %d has size %lld (must be 1 .. 2^40 in all)", fn,
+                                d, (long long)shape[d]);
+        n *= shape[d];
+    }
+    return GLESC_OK;
+}
+
+static void set_shape(glesc_tensor *t, glesc_dtype dt, int ndim, const int64_t *shape)
+{
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int d = 0; d < 4; d++)
+        t->ne[d] = d < ndim ? shape[d] : 1;
+    graph_set_contiguous(t);
+}
+
+GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype dt, int ndim,
+                                         const int64_t *shape)
+{
+    if (!g)
+        return NULL;
+    if (check_shape(g->ctx, "glesc_tensor_new", dt, ndim, shape) != GLESC_OK)
+        return NULL;
+    glesc_tensor *t = graph_tensor_alloc(g);
+    if (!t)
+        return NULL;
+    set_shape(t, dt, ndim, shape);
+    return t;
+}
+
+GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int ndim,
+                                         const int64_t *shape)
+{
+    if (!ctx)
+        return NULL;
+    if (check_shape(ctx, "glesc_weight_new", dt, ndim, shape) != GLESC_OK)
+        return NULL;
+    glesc_tensor *t = tensor_alloc(ctx);
+    if (!t)
+        return NULL;
+    set_shape(t, dt, ndim, shape);
+    t->persistent = true;
+    t->refs = 1;
+    glesc_status st = graph_storage_alloc(t, GL_USAGE_WEIGHTS, true);
+    if (st == GLESC_OK) {
+        /* Zeros, so a cache read before it is written reads defined values. */
+        for (int c = 0; c < t->st.n_chunks && st == GLESC_OK; c++)
+            st = gl_buffer_clear(ctx, t->st.chunks[c], 0, t->st.chunks[c]->size);
+    }
+    if (st != GLESC_OK) {
+        core_err_prefix(&ctx->err, "glesc_weight_new");
+        graph_storage_free(t);
+        core_free(t);
+        return NULL;
+    }
+    t->written = true;
+    t->live = true;
+    return t;
+}
+
+void graph_free_tensor(glesc_tensor *t)
+{
+    if (t->owner == t)
+        graph_storage_free(t);
+    core_free(t->name);
+    core_free(t);
+}
+
+GLESC_API void glesc_weight_free(glesc_tensor *t)
+{
+    if (!t || !t->persistent)
+        return;
+    if (--t->refs <= 0)
+        graph_free_tensor(t);
+}
+
+/* ---- storage ---- */
+
+glesc_status graph_storage_alloc(glesc_tensor *o, gl_usage usage, bool allow_chunks)
+{
+    glesc_context *ctx = o->ctx;
+    graph_storage *s = &o->st;
+    uint64_t bytes = graph_nbytes(o);
+    bytes = (bytes + 3) & ~(uint64_t)3; /* shaders address 32-bit words */
+    uint64_t limit = ctx->caps.max_storage_block_size;
+    uint64_t row_bytes = (uint64_t)o->nb[1];
+    int64_t rows = o->ne[1] * o->ne[2] * o->ne[3];
+    int n_chunks = 1;
+    int64_t chunk_rows = rows;
+    if (bytes > limit) {
+        char sh[64];
+        if (!allow_chunks)
+            return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                                "tensor %s %s of %llu bytes exceeds the device's storage-block "
+                                "limit of %llu bytes (only persistent tensors are split)",
+                                graph_shape_str(o, sh, sizeof sh), glesc_dtype_name(o->dtype),
+                                (unsigned long long)bytes, (unsigned long long)limit);
+        /* Whole rows per chunk; rows start word-aligned so kernels can index
+         * each chunk from 0. */
+        if (row_bytes > limit || row_bytes % 4)
+            return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                                "tensor %s %s: a row of %llu bytes cannot be split into chunks "
+                                "of at most %llu bytes (rows must fit and be a multiple of 4 "
+                                "bytes)",
+                                graph_shape_str(o, sh, sizeof sh), glesc_dtype_name(o->dtype),
+                                (unsigned long long)row_bytes, (unsigned long long)limit);
+        chunk_rows = (int64_t)(limit / row_bytes);
+        n_chunks = (int)((rows + chunk_rows - 1) / chunk_rows);
+    }
+    s->chunks = core_calloc((size_t)n_chunks, sizeof *s->chunks);
+    if (!s->chunks)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "tensor storage");
+    s->n_chunks = n_chunks;
+    s->chunk_rows = chunk_rows;
+    s->row_bytes = row_bytes;
+    s->bytes = bytes;
+    for (int c = 0; c < n_chunks; c++) {
+        uint64_t sz = bytes;
+        if (n_chunks > 1) {
+            int64_t r = CORE_MIN(chunk_rows, rows - (int64_t)c * chunk_rows);
+            sz = (uint64_t)r * row_bytes;
+        }
+        glesc_status st = gl_pool_acquire(ctx, sz, usage, &s->chunks[c]);
+        if (st != GLESC_OK) {
+            graph_storage_free(o);
+            return st;
+        }
+    }
+    return GLESC_OK;
+}
+
+void graph_storage_free(glesc_tensor *o)
+{
+    graph_storage *s = &o->st;
+    for (int c = 0; c < s->n_chunks; c++)
+        gl_pool_release(o->ctx, s->chunks[c]);
+    core_free(s->chunks);
+    memset(s, 0, sizeof *s);
+    o->live = false;
+}
+
+/* Calls fn on each (chunk, offset in chunk, length) piece of [off, off+size). */
+static glesc_status storage_walk(glesc_tensor *o, uint64_t off, uint64_t size, bool write,
+                                 void *host, const void *chost)
+{
+    graph_storage *s = &o->st;
+    if (!s->n_chunks)
+        return core_err_set(&o->ctx->err, GLESC_ERROR_STATE, "tensor has no memory");
+    uint64_t chunk_bytes = s->n_chunks > 1 ? (uint64_t)s->chunk_rows * s->row_bytes : s->bytes;
+    uint64_t done = 0;
+    while (done < size) {
+        uint64_t pos = off + done;
+        int c = (int)(pos / chunk_bytes);
+        if (c >= s->n_chunks)
+            return core_err_set(&o->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                                "tensor access at byte %llu beyond its memory",
+                                (unsigned long long)pos);
+        uint64_t in = pos - (uint64_t)c * chunk_bytes;
+        uint64_t n = CORE_MIN(size - done, chunk_bytes - in);
+        glesc_status st =
+            write ? gl_buffer_upload(o->ctx, s->chunks[c], in, (const char *)chost + done, n)
+                  : gl_buffer_download(o->ctx, s->chunks[c], in, (char *)host + done, n);
+        if (st != GLESC_OK)
+            return st;
+        done += n;
+    }
+    return GLESC_OK;
+}
+
+glesc_status graph_storage_read(glesc_tensor *o, uint64_t offset, void *dst, uint64_t size)
+{
+    return storage_walk(o, offset, size, false, dst, NULL);
+}
+
+glesc_status graph_storage_write(glesc_tensor *o, uint64_t offset, const void *src, uint64_t size)
+{
+    return storage_walk(o, offset, size, true, NULL, src);
+}
+
+/* ---- host access ---- */
+
+static bool is_leaf(const glesc_tensor *t)
+{
+    return t->op == GLESC_OP_NONE;
+}
+
+GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size_t size)
+{
+    if (!t)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_write: NULL tensor");
+    glesc_context *ctx = t->ctx;
+    if (!is_leaf(t))
+        return core_err_set(&ctx->err, GLESC_ERROR_STATE,
+                            "glesc_tensor_write: only inputs and persistent tensors can be "
+                            "written (this is a %s node)",
+                            glesc_op_name(t->op));
+    if (size != graph_nbytes(t) || !src)
+        return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_tensor_write: %zu bytes given, the tensor holds %llu", size,
+                            (unsigned long long)graph_nbytes(t));
+    glesc_status st;
+    if (!t->st.n_chunks && (st = graph_storage_alloc(t, GL_USAGE_ACTIVATIONS, false)) != GLESC_OK)
+        return st;
+    if ((st = graph_storage_write(t, 0, src, size)) != GLESC_OK)
+        return st;
+    t->written = true;
+    t->live = true;
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_tensor_write_f32(glesc_tensor *t, const float *src, size_t n)
+{
+    if (!t)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_write_f32: NULL");
+    if (n != (size_t)graph_nelements(t) || !src)
+        return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_tensor_write_f32: %zu elements given, the tensor holds %lld",
+                            n, (long long)graph_nelements(t));
+    size_t es = graph_dtype_size(t->dtype);
+    if (t->dtype == GLESC_DTYPE_F32)
+        return glesc_tensor_write(t, src, n * 4);
+    void *tmp = core_malloc(n * es + 1);
+    if (!tmp)
+        return core_err_set(&t->ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "glesc_tensor_write_f32");
+    for (size_t i = 0; i < n; i++) {
+        if (t->dtype == GLESC_DTYPE_F16)
+            ((uint16_t *)tmp)[i] = quant_f32_to_f16(src[i]);
+        else if (t->dtype == GLESC_DTYPE_BF16)
+            ((uint16_t *)tmp)[i] = quant_f32_to_bf16(src[i]);
+        else
+            ((int32_t *)tmp)[i] = (int32_t)src[i];
+    }
+    glesc_status st = glesc_tensor_write(t, tmp, n * es);
+    core_free(tmp);
+    return st;
+}
+
+static float elem_f32(glesc_dtype dt, const unsigned char *p)
+{
+    switch (dt) {
+    case GLESC_DTYPE_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    case GLESC_DTYPE_I32: {
+        int32_t i;
+        memcpy(&i, p, 4);
+        return (float)i;
+    }
+    case GLESC_DTYPE_F16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return quant_f16_to_f32(h);
+    }
+    case GLESC_DTYPE_BF16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return quant_bf16_to_f32(h);
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Reads t's elements in contiguous order as raw bytes (as_f32: converted). */
+static glesc_status tensor_gather(glesc_tensor *t, void *dst, bool as_f32)
+{
+    glesc_context *ctx = t->ctx;
+    glesc_tensor *o = t->owner;
+    if (!o->live || !o->st.n_chunks)
+        return core_err_set(&ctx->err, GLESC_ERROR_STATE,
+                            "glesc_tensor_read: the tensor (%s) holds no values: read inputs, "
+                            "persistent tensors and outputs of the last compute",
+                            glesc_op_name(t->op));
+    size_t es = graph_dtype_size(t->dtype);
+    int64_t n = graph_nelements(t);
+    /* The byte range the view touches (strides may be zero, never negative). */
+    uint64_t lo = t->offs, hi = t->offs + es;
+    for (int d = 0; d < 4; d++)
+        hi += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
+    if (graph_is_contiguous(t) && !as_f32)
+        return graph_storage_read(o, lo, dst, (uint64_t)n * es);
+    unsigned char *raw = core_malloc((size_t)(hi - lo));
+    if (!raw)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "glesc_tensor_read");
+    glesc_status st = graph_storage_read(o, lo, raw, hi - lo);
+    if (st == GLESC_OK) {
+        int64_t i = 0;
+        for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+                for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+                    for (int64_t i0 = 0; i0 < t->ne[0]; i0++, i++) {
+                        const unsigned char *p = raw + i0 * t->nb[0] + i1 * t->nb[1] +
+                                                 i2 * t->nb[2] + i3 * t->nb[3];
+                        if (as_f32)
+                            ((float *)dst)[i] = elem_f32(t->dtype, p);
+                        else
+                            memcpy((char *)dst + (size_t)i * es, p, es);
+                    }
+    }
+    core_free(raw);
+    return st;
+}
+
+glesc_status graph_tensor_gather_f32(glesc_tensor *t, float *dst)
+{
+    return tensor_gather(t, dst, true);
+}
+
+GLESC_API glesc_status glesc_tensor_read(glesc_tensor *t, void *dst, size_t size)
+{
+    if (!t)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_read: NULL tensor");
+    if (size != graph_nbytes(t) || !dst)
+        return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_tensor_read: %zu bytes asked, the tensor holds %llu", size,
+                            (unsigned long long)graph_nbytes(t));
+    return tensor_gather(t, dst, false);
+}
+
+GLESC_API glesc_status glesc_tensor_read_f32(glesc_tensor *t, float *dst, size_t n)
+{
+    if (!t)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_read_f32: NULL");
+    if (n != (size_t)graph_nelements(t) || !dst)
+        return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_tensor_read_f32: %zu elements asked, the tensor holds %lld",
+                            n, (long long)graph_nelements(t));
+    return tensor_gather(t, dst, true);
+}
+
+GLESC_API glesc_dtype glesc_tensor_dtype(const glesc_tensor *t)
+{
+    return t->dtype;
+}
+
+GLESC_API int glesc_tensor_ndim(const glesc_tensor *t)
+{
+    return t->ndim;
+}
+
+GLESC_API int64_t glesc_tensor_dim(const glesc_tensor *t, int d)
+{
+    return d >= 0 && d < 4 ? t->ne[d] : 1;
+}
+
+GLESC_API int64_t glesc_tensor_nelements(const glesc_tensor *t)
+{
+    return graph_nelements(t);
+}
+
+GLESC_API glesc_op glesc_tensor_op(const glesc_tensor *t)
+{
+    return t->op;
+}
+
+GLESC_API void glesc_tensor_set_name(glesc_tensor *t, const char *name)
+{
+    if (!t)
+        return;
+    core_free(t->name);
+    t->name = name ? core_strdup(name) : NULL;
+}

@@ -1,0 +1,481 @@
+/*
+ * kb.c — the kernel builder/binder every generator writes through (see
+ * kernels.h): declarations and statements in build mode, recorded uniform
+ * values and buffers in both modes; strided loads, the expression walk that
+ * implements fusion, and stores (f16/bf16 through 32-bit atomics).
+ *
+ * Indices. Every tensor access is `offset + Σ c_d · stride_d` in elements of
+ * the owner's type, with offset and strides as uniforms and the stride of a
+ * size-1 dimension set to 0: that one rule gives views (any strides),
+ * broadcasting (stride 0) and plain contiguous tensors the same code, so a
+ * program is independent of sizes and layouts.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+void kb_init(kb *b, glesc_context *ctx, const graph_kernel *gk, emit_kernel *k, int max_bind)
+{
+    memset(b, 0, sizeof *b);
+    b->ctx = ctx;
+    b->gk = gk;
+    b->k = k;
+    b->max_bind = CORE_MIN(max_bind, KB_MAX_BIND);
+}
+
+void kb_free(kb *b)
+{
+    core_free(b->disp);
+    b->disp = NULL;
+}
+
+bool kb_building(const kb *b)
+{
+    return b->k != NULL;
+}
+
+glesc_status kb_fail(kb *b, glesc_status st, const char *fmt, ...)
+{
+    if (b->st != GLESC_OK)
+        return b->st;
+    va_list ap;
+    va_start(ap, fmt);
+    core_err_setv(&b->ctx->err, st, fmt, ap);
+    va_end(ap);
+    b->st = st;
+    return st;
+}
+
+void kb_line(kb *b, const char *fmt, ...)
+{
+    if (!b->k)
+        return;
+    sbuf s;
+    sbuf_init(&s);
+    va_list ap;
+    va_start(ap, fmt);
+    sbuf_appendv(&s, fmt, ap);
+    va_end(ap);
+    if (sbuf_str(&s))
+        emit_kernel_line(b->k, "%s", sbuf_str(&s));
+    else
+        kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "kernel text: out of memory");
+    sbuf_free(&s);
+}
+
+const char *kb_var(kb *b, char buf[16])
+{
+    snprintf(buf, 16, "v%d", b->n_var++);
+    return buf;
+}
+
+static int add_param(kb *b, emit_param_type et, const char *name, gl_param v)
+{
+    if (b->n_param >= KB_MAX_PARAM) {
+        kb_fail(b, GLESC_ERROR_LIMIT, "kernel needs more than %d uniforms", KB_MAX_PARAM);
+        return 0;
+    }
+    if (b->k)
+        emit_kernel_param(b->k, et, name);
+    b->param[b->n_param] = v;
+    return b->n_param++;
+}
+
+int kb_param_u(kb *b, const char *name, uint64_t v)
+{
+    if (v > UINT32_MAX)
+        kb_fail(b, GLESC_ERROR_LIMIT, "kernel uniform %s = %llu does not fit 32 bits", name,
+                (unsigned long long)v);
+    return add_param(b, EMIT_PARAM_UINT, name, GL_PARAM_U(v));
+}
+
+int kb_param_i(kb *b, const char *name, int64_t v)
+{
+    if (v > INT32_MAX || v < INT32_MIN)
+        kb_fail(b, GLESC_ERROR_LIMIT, "kernel uniform %s = %lld does not fit 32 bits", name,
+                (long long)v);
+    return add_param(b, EMIT_PARAM_INT, name, GL_PARAM_I(v));
+}
+
+int kb_param_f(kb *b, const char *name, float v)
+{
+    return add_param(b, EMIT_PARAM_FLOAT, name, GL_PARAM_F(v));
+}
+
+void kb_param_set_u(kb *b, int idx, uint64_t v)
+{
+    if (idx >= 0 && idx < b->n_param)
+        b->param[idx] = GL_PARAM_U(v);
+}
+
+static emit_elem elem_of(glesc_dtype dt)
+{
+    switch (dt) {
+    case GLESC_DTYPE_F32:
+        return EMIT_FLOAT;
+    case GLESC_DTYPE_I32:
+        return EMIT_INT;
+    default:
+        return EMIT_UINT; /* f16/bf16 pairs and quant blocks as 32-bit words */
+    }
+}
+
+int kb_binding(kb *b, glesc_tensor *owner, int chunk, bool write)
+{
+    for (int i = 0; i < b->n_bind; i++) {
+        if (b->bind[i].owner != owner)
+            continue;
+        if (b->bind[i].write != write)
+            kb_fail(b, GLESC_ERROR_STATE,
+                    "kernel would read and write the same memory (%s %s): the fusion pass "
+                    "should have refused this",
+                    glesc_op_name(owner->op), glesc_dtype_name(owner->dtype));
+        return i;
+    }
+    if (b->n_bind >= b->max_bind) {
+        kb_fail(b, GLESC_ERROR_LIMIT, "kernel needs more than %d storage buffers", b->max_bind);
+        return 0;
+    }
+    int i = b->n_bind++;
+    b->bind[i].owner = owner;
+    b->bind[i].chunk = chunk;
+    b->bind[i].write = write;
+    if (b->k) {
+        char name[16];
+        snprintf(name, sizeof name, "t%d", i);
+        unsigned access = write ? EMIT_RESTRICT : EMIT_READONLY | EMIT_RESTRICT;
+        emit_kernel_binding(b->k, elem_of(owner->dtype), access, name);
+    }
+    return i;
+}
+
+void kb_binding_set_chunk(kb *b, int idx, int chunk)
+{
+    if (idx >= 0 && idx < b->n_bind)
+        b->bind[idx].chunk = chunk;
+}
+
+void kb_dispatch_groups(kb *b, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    if (b->k || b->st != GLESC_OK)
+        return;
+    if (b->n_disp == b->cap_disp) {
+        int cap = b->cap_disp ? 2 * b->cap_disp : 2;
+        kb_dispatch *d = core_realloc(b->disp, (size_t)cap * sizeof *d);
+        if (!d) {
+            kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "dispatch list");
+            return;
+        }
+        b->disp = d;
+        b->cap_disp = cap;
+    }
+    kb_dispatch *d = &b->disp[b->n_disp];
+    for (int i = 0; i < b->n_bind; i++) {
+        glesc_tensor *o = b->bind[i].owner;
+        if (!o->st.n_chunks || b->bind[i].chunk >= o->st.n_chunks) {
+            kb_fail(b, GLESC_ERROR_STATE, "kernel binds a %s tensor that has no memory",
+                    glesc_op_name(o->op));
+            return;
+        }
+        d->bind[i] = (gl_binding){o->st.chunks[b->bind[i].chunk], 0, 0, b->bind[i].write};
+    }
+    d->n_bind = b->n_bind;
+    memcpy(d->param, b->param, (size_t)b->n_param * sizeof *b->param);
+    d->n_param = b->n_param;
+    d->groups[0] = gx;
+    d->groups[1] = gy;
+    d->groups[2] = gz;
+    b->n_disp++;
+}
+
+void kb_dispatch_1d(kb *b, uint64_t total)
+{
+    uint64_t x = total, y = 1;
+    while (x > 65535) {
+        y *= 2;
+        x = (total + y - 1) / y;
+    }
+    kb_dispatch_groups(b, (uint32_t)x, (uint32_t)y, 1);
+}
+
+/* ---- loads ---- */
+
+static size_t owner_esize(const glesc_tensor *t)
+{
+    return graph_dtype_size(t->owner->dtype);
+}
+
+int kb_leaf(kb *b, const glesc_tensor *t)
+{
+    for (int i = 0; i < b->n_leaf; i++)
+        if (b->leaf[i].t == t)
+            return i;
+    if (b->n_leaf >= KB_MAX_LEAF) {
+        kb_fail(b, GLESC_ERROR_LIMIT, "kernel reads more than %d tensors", KB_MAX_LEAF);
+        return 0;
+    }
+    if (t->owner->st.n_chunks > 1)
+        kb_fail(b, GLESC_ERROR_UNSUPPORTED,
+                "a tensor split into %d chunks can only be read by matmul (as the weight) and "
+                "get_rows (as the table)",
+                t->owner->st.n_chunks);
+    int i = b->n_leaf++;
+    b->leaf[i].t = t;
+    b->leaf[i].binding = kb_binding(b, t->owner, 0, false);
+    size_t es = owner_esize(t);
+    char name[24];
+    snprintf(name, sizeof name, "l%d_o", i);
+    b->leaf[i].param = kb_param_u(b, name, t->offs / es);
+    for (int d = 0; d < 4; d++) {
+        snprintf(name, sizeof name, "l%d_s%d", i, d);
+        kb_param_u(b, name, t->ne[d] == 1 ? 0 : (uint64_t)t->nb[d] / es);
+    }
+    return i;
+}
+
+/* "(l2_o + c0 * l2_s0 + ...)", leaving out literal-zero coordinates. */
+static void index_expr(sbuf *out, const char *prefix, const char *const c[4])
+{
+    sbuf_appendf(out, "(%s_o", prefix);
+    for (int d = 0; d < 4; d++)
+        if (strcmp(c[d], "0u") != 0)
+            sbuf_appendf(out, " + %s * %s_s%d", c[d], prefix, d);
+    sbuf_append(out, ")");
+}
+
+void kb_leaf_index(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out)
+{
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "l%d", kb_leaf(b, t));
+    index_expr(out, prefix, c);
+}
+
+static void load_leaf(kb *b, const glesc_tensor *t, const char *const c[4], const char *var)
+{
+    int li = kb_leaf(b, t);
+    int bi = b->leaf[li].binding;
+    if (!b->k)
+        return;
+    sbuf idx;
+    sbuf_init(&idx);
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "l%d", li);
+    index_expr(&idx, prefix, c);
+    const char *ix = sbuf_str(&idx) ? sbuf_str(&idx) : "0u";
+    switch (t->owner->dtype) {
+    case GLESC_DTYPE_F32:
+        kb_line(b, "float %s = t%d[%s];", var, bi, ix);
+        break;
+    case GLESC_DTYPE_I32:
+        kb_line(b, "float %s = float(t%d[%s]);", var, bi, ix);
+        break;
+    case GLESC_DTYPE_F16:
+    case GLESC_DTYPE_BF16: {
+        emit_kernel_snippet(b->k, "common/f16");
+        kb_line(b, "uint i%s = %s;", var, ix);
+        kb_line(b, "float %s = %s(t%d[i%s >> 1u], i%s);", var,
+                t->owner->dtype == GLESC_DTYPE_F16 ? "f16_at" : "bf16_at", bi, var, var);
+        break;
+    }
+    default:
+        kb_fail(b, GLESC_ERROR_UNSUPPORTED, "no load for %s", glesc_dtype_name(t->dtype));
+    }
+    sbuf_free(&idx);
+}
+
+const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], char buf[16])
+{
+    if (t->dtype != GLESC_DTYPE_I32)
+        kb_fail(b, GLESC_ERROR_TYPE, "index tensor must be i32");
+    int li = kb_leaf(b, t);
+    kb_var(b, buf);
+    if (b->k) {
+        sbuf idx;
+        sbuf_init(&idx);
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "l%d", li);
+        index_expr(&idx, prefix, c);
+        kb_line(b, "int %s = t%d[%s];", buf, b->leaf[li].binding,
+                sbuf_str(&idx) ? sbuf_str(&idx) : "0u");
+        sbuf_free(&idx);
+    }
+    return buf;
+}
+
+bool kb_is_member(const kb *b, const glesc_tensor *t)
+{
+    graph_kind kind = graph_op(t->op)->kind;
+    return t->kernel == b->gk->id && t != b->gk->anchor && t != b->gk->partner &&
+           (kind == GRAPH_KIND_ELTWISE || kind == GRAPH_KIND_VIEW);
+}
+
+/* A reshape or permute inside the kernel: the source's value at the
+ * corresponding coordinates. */
+static const char *view_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
+{
+    const glesc_tensor *src = t->src[0];
+    if (t->op == GLESC_OP_PERMUTE) {
+        /* source dimension i is result dimension perm[i] */
+        const char *cs[4] = {c[t->ip[0]], c[t->ip[1]], c[t->ip[2]], c[t->ip[3]]};
+        return kb_expr(b, src, cs, out);
+    }
+    /* reshape: through the flat index */
+    int id = b->n_fparam++;
+    char pn[24], f[16];
+    for (int d = 0; d < 3; d++) {
+        snprintf(pn, sizeof pn, "rs%d_a%d", id, d);
+        kb_param_u(b, pn, (uint64_t)t->ne[d]);
+    }
+    for (int d = 0; d < 3; d++) {
+        snprintf(pn, sizeof pn, "rs%d_b%d", id, d);
+        kb_param_u(b, pn, (uint64_t)src->ne[d]);
+    }
+    kb_var(b, f);
+    kb_line(b, "uint %s = %s + rs%d_a0 * (%s + rs%d_a1 * (%s + rs%d_a2 * %s));", f, c[0], id, c[1],
+            id, c[2], id, c[3]);
+    char cs_[4][24];
+    for (int d = 0; d < 4; d++)
+        snprintf(cs_[d], sizeof cs_[d], "%s_%d", f, d);
+    kb_line(b, "uint %s = %s %% rs%d_b0;", cs_[0], f, id);
+    kb_line(b, "uint %s = (%s / rs%d_b0) %% rs%d_b1;", cs_[1], f, id, id);
+    kb_line(b, "uint %s = (%s / rs%d_b0 / rs%d_b1) %% rs%d_b2;", cs_[2], f, id, id, id);
+    kb_line(b, "uint %s = %s / rs%d_b0 / rs%d_b1 / rs%d_b2;", cs_[3], f, id, id, id);
+    const char *cs[4] = {cs_[0], cs_[1], cs_[2], cs_[3]};
+    return kb_expr(b, src, cs, out);
+}
+
+const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
+{
+    if (t == b->gk->anchor && b->anchor_var) {
+        snprintf(out, 16, "%s", b->anchor_var);
+        return out;
+    }
+    if (t == b->gk->partner && b->partner_var) {
+        snprintf(out, 16, "%s", b->partner_var);
+        return out;
+    }
+    if (b->depth == 0)
+        b->n_memo = 0;
+    char key[96];
+    snprintf(key, sizeof key, "%s,%s,%s,%s", c[0], c[1], c[2], c[3]);
+    for (int i = 0; i < b->n_memo; i++)
+        if (b->memo[i].t == t && !strcmp(b->memo[i].coords, key)) {
+            snprintf(out, 16, "%s", b->memo[i].var);
+            return out;
+        }
+    if (kb_is_member(b, t) && graph_op(t->op)->kind == GRAPH_KIND_VIEW) {
+        b->depth++;
+        view_expr(b, t, c, out);
+        b->depth--;
+    } else if (kb_is_member(b, t)) {
+        const graph_op_info *info = graph_op(t->op);
+        sbuf e;
+        sbuf_init(&e);
+        b->depth++;
+        info->expr(b, t, c, &e);
+        b->depth--;
+        kb_var(b, out);
+        kb_line(b, "float %s = %s; // %s", out, sbuf_str(&e) ? sbuf_str(&e) : "0.0", info->name);
+        sbuf_free(&e);
+    } else {
+        if (t->kernel == b->gk->id && graph_op(t->op)->kind != GRAPH_KIND_ELTWISE)
+            kb_fail(b, GLESC_ERROR_STATE, "kernel reads the anchor %s before it has a value",
+                    glesc_op_name(t->op));
+        kb_var(b, out);
+        load_leaf(b, t, c, out);
+    }
+    if (b->n_memo < KB_MAX_MEMO) {
+        b->memo[b->n_memo].t = t;
+        snprintf(b->memo[b->n_memo].coords, sizeof b->memo[b->n_memo].coords, "%s", key);
+        snprintf(b->memo[b->n_memo].var, sizeof b->memo[b->n_memo].var, "%s", out);
+        b->n_memo++;
+    }
+    return out;
+}
+
+/* ---- stores ---- */
+
+void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
+                  const char *partner_value)
+{
+    const glesc_tensor *out = b->gk->out;
+    b->anchor_var = anchor_value;
+    b->partner_var = partner_value;
+    char val[16];
+    kb_expr(b, out, c, val);
+    b->anchor_var = b->partner_var = NULL;
+    glesc_tensor *o = out->owner;
+    int bi = kb_binding(b, o, 0, true);
+    if (o->st.n_chunks > 1)
+        kb_fail(b, GLESC_ERROR_UNSUPPORTED, "cannot write a tensor split into chunks");
+    size_t es = graph_dtype_size(o->dtype);
+    /* The store's offset and strides are declared once per kernel. */
+    bool declared = false;
+    for (int i = 0; i < b->n_leaf; i++)
+        if (b->leaf[i].t == NULL)
+            declared = true;
+    if (!declared) {
+        if (b->n_leaf >= KB_MAX_LEAF) {
+            kb_fail(b, GLESC_ERROR_LIMIT, "kernel reads more than %d tensors", KB_MAX_LEAF);
+            return;
+        }
+        b->leaf[b->n_leaf].t = NULL; /* marks the output's uniforms */
+        b->leaf[b->n_leaf].binding = bi;
+        b->leaf[b->n_leaf].param = kb_param_u(b, "o_o", out->offs / es);
+        b->n_leaf++;
+        static const char *names[4] = {"o_s0", "o_s1", "o_s2", "o_s3"};
+        for (int d = 0; d < 4; d++)
+            kb_param_u(b, names[d], out->ne[d] == 1 ? 0 : (uint64_t)out->nb[d] / es);
+    }
+    if (!b->k)
+        return;
+    sbuf idx;
+    sbuf_init(&idx);
+    index_expr(&idx, "o", c);
+    const char *ix = sbuf_str(&idx) ? sbuf_str(&idx) : "0u";
+    switch (o->dtype) {
+    case GLESC_DTYPE_F32:
+        kb_line(b, "t%d[%s] = %s;", bi, ix, val);
+        break;
+    case GLESC_DTYPE_I32:
+        kb_line(b, "t%d[%s] = int(%s);", bi, ix, val);
+        break;
+    case GLESC_DTYPE_F16:
+    case GLESC_DTYPE_BF16:
+        /* Two halves share a word: each invocation clears and sets only its
+         * own half with atomics, so neighbours never overwrite each other. */
+        kb_line(b, "uint i_%s = %s;", val, ix);
+        if (o->dtype == GLESC_DTYPE_F16) {
+            kb_line(b, "uint h_%s = packHalf2x16(vec2(%s, 0.0)) & 0xffffu;", val, val);
+        } else {
+            kb_line(b, "uint u_%s = floatBitsToUint(%s);", val, val);
+            kb_line(b, "uint h_%s = (u_%s + 0x7fffu + ((u_%s >> 16) & 1u)) >> 16; // to nearest "
+                       "even",
+                    val, val, val);
+        }
+        kb_line(b, "atomicAnd(t%d[i_%s >> 1u], (i_%s & 1u) == 0u ? 0xffff0000u : 0x0000ffffu);",
+                bi, val, val);
+        kb_line(b, "atomicOr(t%d[i_%s >> 1u], h_%s << ((i_%s & 1u) * 16u));", bi, val, val, val);
+        break;
+    default:
+        kb_fail(b, GLESC_ERROR_UNSUPPORTED, "no store for %s", glesc_dtype_name(o->dtype));
+    }
+    sbuf_free(&idx);
+}
+
+void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *t, const char *prefix,
+                         const char *name)
+{
+    char pn[24];
+    for (int d = 0; d < 3; d++) {
+        snprintf(pn, sizeof pn, "%s%d", prefix, d);
+        kb_param_u(b, pn, (uint64_t)t->ne[d]);
+    }
+    kb_line(b, "uint %s0 = %s %% %s0;", name, flat, prefix);
+    kb_line(b, "uint %s_r = %s / %s0;", name, flat, prefix);
+    kb_line(b, "uint %s1 = %s_r %% %s1;", name, name, prefix);
+    kb_line(b, "%s_r /= %s1;", name, prefix);
+    kb_line(b, "uint %s2 = %s_r %% %s2;", name, name, prefix);
+    kb_line(b, "uint %s3 = %s_r / %s2;", name, name, prefix);
+}

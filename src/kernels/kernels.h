@@ -1,0 +1,166 @@
+/*
+ * kernels.h — kernel generators, one per op family, and the builder they
+ * write through (kb).
+ *
+ * Two modes, one code path. A generator runs once in build mode (kb.k is an
+ * emit_kernel) to produce GLSL, and again for every compute in bind mode
+ * (kb.k is NULL): the kb_line calls then emit nothing, but every
+ * kb_param_* / kb_binding / kb_dispatch call records the value for this
+ * compute's tensors. Because both modes take the same path, the uniforms and
+ * bindings a program was built with are exactly the ones bound later; the
+ * rule that keeps this true: a generator may branch only on what the
+ * structure hash covers (ops, types, integer params, which dimensions are 1,
+ * which shapes are equal, the op's variant() and the graph options), never
+ * on a size. Sizes, strides and offsets go into uniforms.
+ *
+ * Fusion reaches a generator through kb_expr: the value of any tensor at
+ * given coordinates. For a member of the kernel (an elementwise node fused
+ * into it) it emits the node's expression, recursively; for the anchor (in an
+ * epilogue) it returns the variable holding the anchor's value; for anything
+ * else it emits a strided load. A generator therefore reads its inputs with
+ * kb_expr (prologue for free) and stores its result with kb_store_out
+ * (epilogue for free).
+ */
+#ifndef GLESC_KERNELS_H
+#define GLESC_KERNELS_H
+
+#include "emit/emit.h"
+#include "graph/graph.h"
+
+#define KB_MAX_BIND 8
+#define KB_MAX_PARAM 160
+#define KB_MAX_LEAF 24
+#define KB_MAX_MEMO 64
+
+typedef struct kb_dispatch {
+    gl_binding bind[KB_MAX_BIND];
+    int n_bind;
+    gl_param param[KB_MAX_PARAM];
+    int n_param;
+    uint32_t groups[3];
+} kb_dispatch;
+
+struct kb {
+    glesc_context *ctx;
+    const graph_kernel *gk;
+    emit_kernel *k; /* build mode; NULL in bind mode */
+    glesc_status st; /* first failure (sticky); message in ctx->err */
+    int max_bind;
+    const glesc_graph_options *opts; /* effective options of the compute (may be NULL) */
+    /* storage bindings of the kernel: owner tensor and chunk */
+    struct {
+        glesc_tensor *owner;
+        int chunk;
+        bool write;
+    } bind[KB_MAX_BIND];
+    int n_bind;
+    gl_param param[KB_MAX_PARAM];
+    int n_param;
+    /* tensors loaded through kb_expr/kb_load: their binding and first param */
+    struct {
+        const glesc_tensor *t;
+        int binding, param;
+    } leaf[KB_MAX_LEAF];
+    int n_leaf;
+    /* values already computed in the current kb_expr call */
+    struct {
+        const glesc_tensor *t;
+        char coords[96];
+        char var[16];
+    } memo[KB_MAX_MEMO];
+    int n_memo, depth;
+    const char *anchor_var, *partner_var; /* epilogue: the anchors' values */
+    int n_var, n_fparam;
+    /* dispatches recorded in bind mode */
+    kb_dispatch *disp;
+    int n_disp, cap_disp;
+};
+
+/* Sets up b for kernel gk; k NULL = bind mode. */
+void kb_init(kb *b, glesc_context *ctx, const graph_kernel *gk, emit_kernel *k, int max_bind);
+void kb_free(kb *b);
+/* Records a failure (first one wins) and returns it. */
+glesc_status kb_fail(kb *b, glesc_status st, const char *fmt, ...) CORE_PRINTF(3, 4);
+bool kb_building(const kb *b);
+
+/* A statement of main() (build mode only). */
+void kb_line(kb *b, const char *fmt, ...) CORE_PRINTF(2, 3);
+/* A fresh variable name "v12" written into buf; returns buf. */
+const char *kb_var(kb *b, char buf[16]);
+
+/* Uniforms: declared in build mode, recorded in both; return the index. */
+int kb_param_u(kb *b, const char *name, uint64_t v); /* fails when v > UINT32_MAX */
+int kb_param_i(kb *b, const char *name, int64_t v);
+int kb_param_f(kb *b, const char *name, float v);
+/* Overwrites a recorded value (between dispatches of one kernel). */
+void kb_param_set_u(kb *b, int idx, uint64_t v);
+
+/* Binds owner's memory (chunk); returns its binding index "t<i>". Bindings
+ * are shared by tensors with the same owner. */
+int kb_binding(kb *b, glesc_tensor *owner, int chunk, bool write);
+void kb_binding_set_chunk(kb *b, int idx, int chunk);
+/* Records a dispatch of the current bindings and params (bind mode). */
+void kb_dispatch_groups(kb *b, uint32_t gx, uint32_t gy, uint32_t gz);
+/* Records a dispatch of total workgroups spread over x and y (the device
+ * caps x at 65535); kernels read their index with KB_GROUP_INDEX. */
+void kb_dispatch_1d(kb *b, uint64_t total);
+#define KB_GROUP_INDEX "(gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)"
+
+/* Value (float) of t at coordinates c[0..3] (GLSL uint expressions): the
+ * name of a variable of the current block, written into out (returned).
+ * See the header comment. */
+const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16]);
+/* A GLSL int expression: t's element at c (t an i32 leaf, not fused). */
+const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], char buf[16]);
+/* Element index expression of t (a leaf) at c, and its binding; sets up
+ * the leaf's offset/stride uniforms. */
+int kb_leaf(kb *b, const glesc_tensor *t);
+void kb_leaf_index(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+/* Stores value at coordinates c of the kernel's out node (into its owner's
+ * memory, with its strides; f16/bf16 through atomics so neighbours in one
+ * word do not race). With anchor_var set, value is the anchor's and the
+ * epilogue (the fused consumers up to out) is applied first. */
+void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
+                  const char *partner_value);
+/* Splits a flat index variable into coordinates of shape ne (uniform names
+ * prefix0..3), declaring uint variables name0..name3. */
+void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of,
+                         const char *prefix, const char *name);
+/* Is t computed inside this kernel (a fused member, not the anchors)? */
+bool kb_is_member(const kb *b, const glesc_tensor *t);
+
+/* ---- Generators (one per op family) ---- */
+glesc_status kernels_gen_eltwise(kb *b); /* pure elementwise kernels (no anchor) */
+glesc_status kernels_gen_reduce(kb *b);
+glesc_status kernels_gen_norm(kb *b);
+glesc_status kernels_gen_softmax(kb *b);
+glesc_status kernels_gen_matmul(kb *b);
+glesc_status kernels_gen_get_rows(kb *b);
+glesc_status kernels_gen_set_rows(kb *b);
+glesc_status kernels_gen_attention(kb *b);
+
+/* Expression helpers of the elementwise rows. */
+void kernels_expr_template(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+void kernels_expr_concat(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+void kernels_expr_cast(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+
+/* ---- Weight loaders (wload.c) ----
+ * How a matmul or get_rows kernel reads its weight: per weight type a GLSL
+ * function `float NAME(uint row_byte, uint k)` returning element k of the
+ * row starting at byte row_byte of binding BUF. Quantized types plug in
+ * here (a row of blocks; k / block size picks the block) without changing
+ * the matmul generator. */
+typedef struct kernels_wload {
+    glesc_dtype dtype;
+    emit_elem elem;  /* element type of the binding */
+    int block;       /* k must be a multiple of it (1 for plain types) */
+    /* GLSL text of the loader for binding buf named fn. */
+    void (*emit)(sbuf *out, const char *fn, const char *buf);
+} kernels_wload;
+/* The loader of dtype, or NULL when matmul cannot read it. */
+const kernels_wload *kernels_wload_find(glesc_dtype t);
+/* Declares the loader fn for tensor w's binding buf in b. */
+void kernels_wload_emit(kb *b, const kernels_wload *wl, const char *fn, const char *buf);
+
+#endif /* GLESC_KERNELS_H */

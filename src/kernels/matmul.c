@@ -1,0 +1,307 @@
+/*
+ * matmul.c — W [k, n, b2w, b3w] × X [k, m, b2, b3] → [n, m, b2, b3] (ggml's
+ * convention: both operands run along k in dimension 0).
+ *
+ * Two kernels, chosen by the op's variant (m against the graph's
+ * gemv_max_m): GEMV, one workgroup per output row n that splits k across
+ * its invocations and produces every column m ≤ gemv_max_m at once (each
+ * weight row is read exactly once: the decode case); GEMM, 64×64 output
+ * tiles through shared memory, 16 k at a time, 4×4 outputs per invocation.
+ *
+ * The weight is read through its type's loader (wload.c), so quantized
+ * types plug in without touching this file. X is read with kb_expr (any
+ * strides, f16, broadcast batches). The result goes through kb_store_out:
+ * bias, activation and residual epilogues come for free, and with a partner
+ * (a second matmul of the same X, e.g. gate and up) both dot products run
+ * in the one kernel and the epilogue sees both values (silu(g)·u).
+ *
+ * A weight larger than the storage-block limit is split in row chunks
+ * (tensor.c); the kernel then runs once per chunk, binding that chunk and
+ * producing its rows n_base .. n_base + n_count.
+ */
+#include <stdio.h>
+
+#include "kernels/kernels.h"
+
+#define GEMV_WG 64
+#define TILE 64 /* output rows and columns per GEMM workgroup */
+#define TK 16   /* k per shared-memory step */
+
+typedef struct mm_ctx {
+    const glesc_tensor *a, *p, *w, *x; /* anchor, partner, weights, activation */
+    int wb, wb2;                       /* bindings of W and the partner's W */
+    int p_base, p_count;               /* param indices of n_base, n_count */
+    int64_t chunk_rows;
+    int n_chunks;
+} mm_ctx;
+
+static glesc_status check_chunks(kb *b, const glesc_tensor *w)
+{
+    if (w->owner->st.n_chunks > 1 && (w->owner != w || w->ne[2] * w->ne[3] != 1))
+        return kb_fail(b, GLESC_ERROR_UNSUPPORTED,
+                       "matmul: a weight split into chunks must be a whole 2-D tensor, not a "
+                       "view or batched");
+    return GLESC_OK;
+}
+
+/* Bindings, loaders and the uniforms both kernels share. */
+static void common(kb *b, mm_ctx *mc)
+{
+    const glesc_tensor *w = mc->w, *x = mc->x, *a = mc->a;
+    const kernels_wload *wl = kernels_wload_find(w->dtype);
+    check_chunks(b, w);
+    mc->n_chunks = CORE_MAX(1, w->owner->st.n_chunks);
+    mc->chunk_rows = mc->n_chunks > 1 ? w->owner->st.chunk_rows : w->ne[1];
+    mc->wb = kb_binding(b, w->owner, 0, false);
+    char buf[16];
+    snprintf(buf, sizeof buf, "t%d", mc->wb);
+    kernels_wload_emit(b, wl, "load_w", buf);
+    if (mc->p) {
+        const glesc_tensor *w2 = mc->p->src[0];
+        check_chunks(b, w2);
+        if (CORE_MAX(1, w2->owner->st.n_chunks) != mc->n_chunks)
+            kb_fail(b, GLESC_ERROR_UNSUPPORTED, "matmul pair: weights chunked differently");
+        mc->wb2 = kb_binding(b, w2->owner, 0, false);
+        snprintf(buf, sizeof buf, "t%d", mc->wb2);
+        kernels_wload_emit(b, wl, "load_w2", buf);
+    }
+    size_t es = graph_dtype_size(w->dtype);
+    kb_param_u(b, "K", (uint64_t)w->ne[0]);
+    kb_param_u(b, "M", (uint64_t)x->ne[1]);
+    kb_param_u(b, "xb2", (uint64_t)x->ne[2]);
+    kb_param_u(b, "r2", (uint64_t)(x->ne[2] / w->ne[2]));
+    kb_param_u(b, "r3", (uint64_t)(x->ne[3] / w->ne[3]));
+    kb_param_u(b, "w_off", mc->n_chunks > 1 ? 0 : w->offs);
+    kb_param_u(b, "w_nb1", (uint64_t)w->nb[1]);
+    kb_param_u(b, "w_nb2", w->ne[2] == 1 ? 0 : (uint64_t)w->nb[2]);
+    kb_param_u(b, "w_nb3", w->ne[3] == 1 ? 0 : (uint64_t)w->nb[3]);
+    if (mc->p) {
+        const glesc_tensor *w2 = mc->p->src[0];
+        kb_param_u(b, "w2_off", mc->n_chunks > 1 ? 0 : w2->offs);
+        kb_param_u(b, "w2_nb1", (uint64_t)w2->nb[1]);
+        kb_param_u(b, "w2_nb2", w2->ne[2] == 1 ? 0 : (uint64_t)w2->nb[2]);
+        kb_param_u(b, "w2_nb3", w2->ne[3] == 1 ? 0 : (uint64_t)w2->nb[3]);
+    }
+    mc->p_base = kb_param_u(b, "n_base", 0);
+    mc->p_count = kb_param_u(b, "n_count", (uint64_t)CORE_MIN(mc->chunk_rows, a->ne[0]));
+    (void)es;
+}
+
+/* Row byte offsets of W (and W2) for local row `nl` of batch (b2, b3). */
+static void row_bytes(kb *b, const mm_ctx *mc, const char *var, const char *nl)
+{
+    kb_line(b, "uint %s = w_off + %s * w_nb1 + (b2 / r2) * w_nb2 + (b3 / r3) * w_nb3;", var, nl);
+    if (mc->p)
+        kb_line(b, "uint %s_2 = w2_off + %s * w2_nb1 + (b2 / r2) * w2_nb2 + (b3 / r3) * w2_nb3;",
+                var, nl);
+}
+
+/* One dispatch per weight chunk. */
+static void dispatch_chunks(kb *b, const mm_ctx *mc, uint32_t (*groups)(int64_t rows, uint32_t g[2]),
+                            int64_t m_groups, int64_t batches)
+{
+    int64_t n = mc->a->ne[0];
+    for (int c = 0; c < mc->n_chunks; c++) {
+        int64_t base = (int64_t)c * mc->chunk_rows;
+        int64_t count = CORE_MIN(mc->chunk_rows, n - base);
+        kb_param_set_u(b, mc->p_base, (uint64_t)base);
+        kb_param_set_u(b, mc->p_count, (uint64_t)count);
+        kb_binding_set_chunk(b, mc->wb, c);
+        if (mc->p)
+            kb_binding_set_chunk(b, mc->wb2, c);
+        uint32_t g[2];
+        groups(count, g);
+        kb_dispatch_groups(b, g[0], g[1] * (uint32_t)m_groups, (uint32_t)batches);
+    }
+}
+
+static uint32_t gemv_groups(int64_t rows, uint32_t g[2])
+{
+    uint64_t x = (uint64_t)rows, y = 1;
+    while (x > 65535) {
+        y *= 2;
+        x = ((uint64_t)rows + y - 1) / y;
+    }
+    g[0] = (uint32_t)x;
+    g[1] = (uint32_t)y;
+    return 0;
+}
+
+static glesc_status gen_gemv(kb *b, mm_ctx *mc, int mmax)
+{
+    if (b->k) {
+        emit_kernel_local_size(b->k, GEMV_WG, 1, 1);
+        emit_kernel_shared(b->k, "float", "red_scratch", GEMV_WG);
+        emit_kernel_snippet(b->k, "common/reduce");
+        emit_kernel_snippet(b->k, "graph/eltwise");
+        emit_kernel_define(b->k, "MMAX", "%du", mmax);
+        emit_kernel_comment(b->k, "GEMV: one workgroup per output row, all m <= MMAX columns");
+    }
+    common(b, mc);
+    bool dual = mc->p != NULL;
+    kb_line(b, "uint nl = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;");
+    kb_line(b, "if (nl >= n_count) {");
+    kb_line(b, "return;");
+    kb_line(b, "}");
+    kb_line(b, "uint n = n_base + nl;");
+    kb_line(b, "uint b2 = gl_WorkGroupID.z %% xb2;");
+    kb_line(b, "uint b3 = gl_WorkGroupID.z / xb2;");
+    kb_line(b, "uint lid = gl_LocalInvocationIndex;");
+    row_bytes(b, mc, "wr", "nl");
+    kb_line(b, "float acc[MMAX];");
+    if (dual)
+        kb_line(b, "float acc2[MMAX];");
+    kb_line(b, "for (uint m = 0u; m < MMAX; m++) {");
+    kb_line(b, "acc[m] = 0.0;");
+    if (dual)
+        kb_line(b, "acc2[m] = 0.0;");
+    kb_line(b, "}");
+    kb_line(b, "for (uint k = lid; k < K; k += WG_SIZE) {");
+    kb_line(b, "float w = load_w(wr, k);");
+    if (dual)
+        kb_line(b, "float w2 = load_w2(wr_2, k);");
+    kb_line(b, "for (uint m = 0u; m < M; m++) {");
+    const char *cx[4] = {"k", "m", "b2", "b3"};
+    char xv[16];
+    kb_expr(b, mc->x, cx, xv);
+    kb_line(b, "acc[m] += w * %s;", xv);
+    if (dual)
+        kb_line(b, "acc2[m] += w2 * %s;", xv);
+    kb_line(b, "}");
+    kb_line(b, "}");
+    kb_line(b, "float res[MMAX];");
+    if (dual)
+        kb_line(b, "float res2[MMAX];");
+    kb_line(b, "for (uint m = 0u; m < MMAX; m++) {");
+    kb_line(b, "if (m < M) { // uniform: every invocation reaches the barriers");
+    kb_line(b, "res[m] = wg_reduce_sum(acc[m]);");
+    if (dual)
+        kb_line(b, "res2[m] = wg_reduce_sum(acc2[m]);");
+    kb_line(b, "}");
+    kb_line(b, "}");
+    kb_line(b, "if (lid == 0u) {");
+    kb_line(b, "for (uint m = 0u; m < M; m++) {");
+    kb_line(b, "float r = res[m];");
+    if (dual)
+        kb_line(b, "float r2 = res2[m];");
+    const char *co[4] = {"n", "m", "b2", "b3"};
+    kb_store_out(b, co, "r", dual ? "r2" : NULL);
+    kb_line(b, "}");
+    kb_line(b, "}");
+    dispatch_chunks(b, mc, gemv_groups, 1, mc->x->ne[2] * mc->x->ne[3]);
+    return b->st;
+}
+
+static uint32_t gemm_groups(int64_t rows, uint32_t g[2])
+{
+    g[0] = (uint32_t)((rows + TILE - 1) / TILE);
+    g[1] = 1;
+    return 0;
+}
+
+static glesc_status gen_gemm(kb *b, mm_ctx *mc)
+{
+    bool dual = mc->p != NULL;
+    if (b->k) {
+        emit_kernel_local_size(b->k, 16, 16, 1);
+        emit_kernel_snippet(b->k, "graph/eltwise");
+        emit_kernel_define(b->k, "TILE", "%du", TILE);
+        emit_kernel_define(b->k, "TK", "%du", TK);
+        emit_kernel_shared(b->k, "float", "ws", TILE * TK);
+        emit_kernel_shared(b->k, "float", "xs", TILE * TK);
+        if (dual)
+            emit_kernel_shared(b->k, "float", "ws2", TILE * TK);
+        emit_kernel_comment(b->k, "GEMM: 64x64 output tiles, k in steps of 16 through shared "
+                                  "memory, 4x4 outputs per invocation");
+    }
+    common(b, mc);
+    kb_line(b, "uint tx = gl_LocalInvocationID.x;");
+    kb_line(b, "uint ty = gl_LocalInvocationID.y;");
+    kb_line(b, "uint lid = gl_LocalInvocationIndex;");
+    kb_line(b, "uint n0 = gl_WorkGroupID.x * TILE; // local to the chunk");
+    kb_line(b, "uint m0 = gl_WorkGroupID.y * TILE;");
+    kb_line(b, "uint b2 = gl_WorkGroupID.z %% xb2;");
+    kb_line(b, "uint b3 = gl_WorkGroupID.z / xb2;");
+    kb_line(b, "float acc[16];");
+    if (dual)
+        kb_line(b, "float acc2[16];");
+    kb_line(b, "for (uint i = 0u; i < 16u; i++) {");
+    kb_line(b, "acc[i] = 0.0;");
+    if (dual)
+        kb_line(b, "acc2[i] = 0.0;");
+    kb_line(b, "}");
+    kb_line(b, "for (uint k0 = 0u; k0 < K; k0 += TK) {");
+    /* consecutive invocations read consecutive k of a row: contiguous loads */
+    kb_line(b, "for (uint i = lid; i < TILE * TK; i += WG_SIZE) {");
+    kb_line(b, "uint kk = i %% TK;");
+    kb_line(b, "uint r = i / TK;");
+    kb_line(b, "uint k = k0 + kk;");
+    kb_line(b, "uint nl = n0 + r;");
+    kb_line(b, "bool inw = nl < n_count && k < K;");
+    row_bytes(b, mc, "wr", "nl");
+    kb_line(b, "ws[kk * TILE + r] = inw ? load_w(wr, k) : 0.0;");
+    if (dual)
+        kb_line(b, "ws2[kk * TILE + r] = inw ? load_w2(wr_2, k) : 0.0;");
+    kb_line(b, "uint m = m0 + r;");
+    kb_line(b, "float xv = 0.0;");
+    kb_line(b, "if (m < M && k < K) {");
+    const char *cx[4] = {"k", "m", "b2", "b3"};
+    char xv[16];
+    kb_expr(b, mc->x, cx, xv);
+    kb_line(b, "xv = %s;", xv);
+    kb_line(b, "}");
+    kb_line(b, "xs[kk * TILE + r] = xv;");
+    kb_line(b, "}");
+    kb_line(b, "memoryBarrierShared();");
+    kb_line(b, "barrier();");
+    kb_line(b, "for (uint kk = 0u; kk < TK; kk++) {");
+    kb_line(b, "for (uint i = 0u; i < 4u; i++) {");
+    kb_line(b, "float wv = ws[kk * TILE + tx + 16u * i];");
+    if (dual)
+        kb_line(b, "float wv2 = ws2[kk * TILE + tx + 16u * i];");
+    kb_line(b, "for (uint j = 0u; j < 4u; j++) {");
+    kb_line(b, "float xj = xs[kk * TILE + ty + 16u * j];");
+    kb_line(b, "acc[i * 4u + j] += wv * xj;");
+    if (dual)
+        kb_line(b, "acc2[i * 4u + j] += wv2 * xj;");
+    kb_line(b, "}");
+    kb_line(b, "}");
+    kb_line(b, "}");
+    kb_line(b, "memoryBarrierShared();");
+    kb_line(b, "barrier();");
+    kb_line(b, "}");
+    kb_line(b, "for (uint i = 0u; i < 4u; i++) {");
+    kb_line(b, "for (uint j = 0u; j < 4u; j++) {");
+    kb_line(b, "uint nl = n0 + tx + 16u * i;");
+    kb_line(b, "uint m = m0 + ty + 16u * j;");
+    kb_line(b, "if (nl < n_count && m < M) {");
+    kb_line(b, "uint n = n_base + nl;");
+    kb_line(b, "float r = acc[i * 4u + j];");
+    if (dual)
+        kb_line(b, "float r2 = acc2[i * 4u + j];");
+    const char *co[4] = {"n", "m", "b2", "b3"};
+    kb_store_out(b, co, "r", dual ? "r2" : NULL);
+    kb_line(b, "}");
+    kb_line(b, "}");
+    kb_line(b, "}");
+    dispatch_chunks(b, mc, gemm_groups, (mc->x->ne[1] + TILE - 1) / TILE,
+                    mc->x->ne[2] * mc->x->ne[3]);
+    return b->st;
+}
+
+glesc_status kernels_gen_matmul(kb *b)
+{
+    mm_ctx mc = {0};
+    mc.a = b->gk->anchor;
+    mc.p = b->gk->partner;
+    mc.w = mc.a->src[0];
+    mc.x = mc.a->src[1];
+    if (mc.x->ne[2] * mc.x->ne[3] > 65535)
+        return kb_fail(b, GLESC_ERROR_LIMIT, "matmul: %lld batches exceed 65535",
+                       (long long)(mc.x->ne[2] * mc.x->ne[3]));
+    /* the same test as the op's variant (ops.c), which the plan hash covers */
+    int mmax = b->opts && b->opts->gemv_max_m ? b->opts->gemv_max_m : 8;
+    if (mc.x->ne[1] <= mmax)
+        return gen_gemv(b, &mc, mmax);
+    return gen_gemm(b, &mc);
+}

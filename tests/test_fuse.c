@@ -1,0 +1,379 @@
+/*
+ * test_fuse.c — every fusion kind: the fused result equals the unfused one
+ * (and the CPU reference) within tolerance, and the kernel/dispatch count is
+ * what fusion promises; the legality rules (outputs, several consumers,
+ * views, the binding limit, memory overlap) keep nodes apart.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/core.h"
+#include "test_graph_util.h"
+#include "test_util.h"
+
+#define F32 GLESC_DTYPE_F32
+#define F16 GLESC_DTYPE_F16
+
+static glesc_context *ctx;
+
+static void setup(void)
+{
+    ctx = test_context(NULL);
+}
+
+static void teardown(void)
+{
+    glesc_context_destroy(ctx);
+}
+
+TestSuite(fuse, .init = setup, .fini = teardown);
+
+typedef glesc_tensor *(*build_fn)(glesc_graph *g, glesc_tensor **extra_outs, int *n_extra);
+
+/* Builds the same graph with fusion off and on; both must match the CPU
+ * reference, each other, and the on-run must take `dispatches` dispatches. */
+static void fused_vs_unfused(const char *what, build_fn build, int dispatches, double tol)
+{
+    float *res[2];
+    int64_t n = 0;
+    int disp[2];
+    for (int pass = 0; pass < 2; pass++) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        tg_fusion(g, pass ? 1 : -1);
+        glesc_tensor *outs[4];
+        int n_extra = 0;
+        outs[0] = build(g, outs + 1, &n_extra);
+        cr_assert_not_null(outs[0], "%s: %s", what, glesc_context_errmsg(ctx));
+        tg_check(g, outs, 1 + n_extra, tol, what);
+        glesc_compute_stats s;
+        glesc_graph_stats(g, &s);
+        disp[pass] = s.dispatches;
+        cr_log_info("%s, fusion %s: %d nodes → %d kernels, %d dispatches", what,
+                    pass ? "on " : "off", s.nodes, s.kernels, s.dispatches);
+        res[pass] = tg_read(outs[0]);
+        n = glesc_tensor_nelements(outs[0]);
+        glesc_graph_destroy(g);
+    }
+    double e = tg_nmse(res[1], res[0], n);
+    cr_log_info("%s: fused vs unfused NMSE %.3g", what, e);
+    cr_assert_leq(e, tol, "%s: fused differs from unfused: NMSE %g", what, e);
+    cr_assert_eq(disp[1], dispatches, "%s: %d dispatches with fusion, want %d", what, disp[1],
+                 dispatches);
+    cr_assert_gt(disp[0], disp[1]);
+    free(res[0]);
+    free(res[1]);
+}
+
+/* ---- elementwise ---- */
+
+static glesc_tensor *chain6(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){257, 3}, 1, -2, 2);
+    glesc_tensor *b = tg_input(g, F16, 1, (int64_t[]){257}, 2, -1, 1);
+    glesc_tensor *y = glesc_add(g, a, b);
+    y = glesc_mul(g, y, a);
+    y = glesc_silu(g, y);
+    y = glesc_scale(g, y, 0.5f, 0.25f);
+    y = glesc_unary(g, GLESC_OP_TANH, y);
+    return glesc_sub(g, y, b);
+}
+
+Test(fuse, elementwise_chain_of_six_is_one_dispatch)
+{
+    fused_vs_unfused("6-op chain", chain6, 1, 1e-10);
+}
+
+static glesc_tensor *tree(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* (x+y)*(z-w) / exp(x): a tree with a shared leaf */
+    glesc_tensor *a = tg_input(g, F32, 3, (int64_t[]){31, 5, 2}, 3, -1, 1);
+    glesc_tensor *b = tg_input(g, F32, 3, (int64_t[]){31, 5, 2}, 4, -1, 1);
+    glesc_tensor *c = tg_input(g, F32, 3, (int64_t[]){31, 1, 2}, 5, -1, 1);
+    glesc_tensor *l = glesc_add(g, a, b), *r = glesc_sub(g, c, b);
+    return glesc_div(g, glesc_mul(g, l, r), glesc_exp(g, a));
+}
+
+Test(fuse, elementwise_tree_is_one_dispatch)
+{
+    fused_vs_unfused("tree", tree, 1, 1e-10);
+}
+
+/* ---- norms, reductions, softmax ---- */
+
+static glesc_tensor *norm_mul(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){1031, 3}, 6, -2, 2);
+    glesc_tensor *w = tg_input(g, F16, 1, (int64_t[]){1031}, 7, 0.5f, 1.5f);
+    return glesc_mul(g, glesc_rms_norm(g, a, 1e-6f), w);
+}
+
+Test(fuse, rms_norm_times_weight_is_one_dispatch)
+{
+    fused_vs_unfused("rms_norm·w", norm_mul, 1, 1e-10);
+}
+
+static glesc_tensor *add_norm_mul(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){257, 5}, 8, -2, 2);
+    glesc_tensor *r = tg_input(g, F32, 2, (int64_t[]){257, 5}, 9, -2, 2);
+    glesc_tensor *w = tg_input(g, F32, 1, (int64_t[]){257}, 10, 0.5f, 1.5f);
+    glesc_tensor *b = tg_input(g, F32, 1, (int64_t[]){257}, 11, -1, 1);
+    return glesc_add(g, glesc_mul(g, glesc_rms_norm(g, glesc_add(g, a, r), 1e-5f), w), b);
+}
+
+Test(fuse, residual_prologue_and_norm_epilogue_is_one_dispatch)
+{
+    fused_vs_unfused("(x+r) → rms_norm → ·w + b", add_norm_mul, 1, 1e-10);
+}
+
+static glesc_tensor *layer_norm_affine(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){255, 4}, 12, -2, 2);
+    glesc_tensor *w = tg_input(g, F32, 1, (int64_t[]){255}, 13, 0.5f, 1.5f);
+    glesc_tensor *b = tg_input(g, F32, 1, (int64_t[]){255}, 14, -1, 1);
+    return glesc_add(g, glesc_mul(g, glesc_layer_norm(g, glesc_scale(g, a, 2, 0), 1e-5f), w), b);
+}
+
+Test(fuse, layer_norm_affine_is_one_dispatch)
+{
+    fused_vs_unfused("layer_norm(2x)·w + b", layer_norm_affine, 1, 1e-10);
+}
+
+static glesc_tensor *reduce_pro_epi(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *a = tg_input(g, F32, 3, (int64_t[]){33, 31, 2}, 15, -2, 2);
+    /* mean of squares along axis 1, then sqrt: prologue and epilogue */
+    return glesc_sqrt(g, glesc_reduce(g, GLESC_OP_MEAN, glesc_unary(g, GLESC_OP_SQR, a), 1));
+}
+
+Test(fuse, reduction_prologue_and_epilogue_is_one_dispatch)
+{
+    fused_vs_unfused("sqrt(mean(x², axis 1))", reduce_pro_epi, 1, 1e-10);
+}
+
+static glesc_tensor *softmax_fused(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){257, 7}, 16, -4, 4);
+    glesc_tensor *m = tg_input(g, F32, 2, (int64_t[]){257, 7}, 17, -1, 0);
+    /* tanh soft-capping before, a scale after */
+    glesc_tensor *s = glesc_softmax(g, glesc_unary(g, GLESC_OP_TANH, a), m, 2.0f, true);
+    return glesc_scale(g, s, 3, 0);
+}
+
+Test(fuse, softmax_prologue_and_epilogue_is_one_dispatch)
+{
+    fused_vs_unfused("softmax(tanh x, mask, causal)·3", softmax_fused, 1, 1e-10);
+}
+
+/* ---- legality ---- */
+
+static int kernels_of(glesc_graph *g, glesc_tensor **outs, int n)
+{
+    cr_assert_eq(glesc_graph_compute(g, outs, n), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    glesc_compute_stats s;
+    glesc_graph_stats(g, &s);
+    return s.kernels;
+}
+
+Test(fuse, requested_output_is_not_fused_away)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *a = tg_input(g, F32, 1, (int64_t[]){100}, 1, -1, 1);
+    glesc_tensor *mid = glesc_exp(g, a);
+    glesc_tensor *outs[2] = {glesc_neg(g, mid), mid};
+    cr_assert_eq(kernels_of(g, outs, 2), 2);
+    tg_check(g, outs, 2, 1e-12, "output in the middle");
+    glesc_graph_destroy(g);
+}
+
+Test(fuse, node_with_two_consumers_is_not_fused)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *a = tg_input(g, F32, 1, (int64_t[]){100}, 1, -1, 1);
+    glesc_tensor *e = glesc_exp(g, a);
+    glesc_tensor *y = glesc_add(g, glesc_neg(g, e), glesc_sqrt(g, e));
+    /* exp has two consumers: {exp}, {neg, sqrt, add} */
+    cr_assert_eq(kernels_of(g, &y, 1), 2);
+    tg_check(g, &y, 1, 1e-12, "two consumers");
+    glesc_graph_destroy(g);
+}
+
+Test(fuse, views_and_broadcast_producers)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){31, 33}, 1, -1, 1);
+    glesc_tensor *b = tg_input(g, F32, 2, (int64_t[]){33, 31}, 2, -1, 1);
+    /* a transpose only renames coordinates: exp is computed inside the add */
+    glesc_tensor *y = glesc_add(g, glesc_transpose(g, glesc_exp(g, a)), b);
+    cr_assert_eq(kernels_of(g, &y, 1), 1);
+    tg_check(g, &y, 1, 1e-12, "through a transpose");
+    /* a strided window of exp(a) is read from memory: exp is materialized */
+    glesc_tensor *w = glesc_view(g, glesc_exp(g, a), 2, (int64_t[]){8, 6}, (size_t[]){0, 124}, 8);
+    glesc_tensor *z = glesc_neg(g, w);
+    cr_assert_eq(kernels_of(g, &z, 1), 2);
+    tg_check(g, &z, 1, 1e-12, "through a strided view");
+    /* a broadcast producer ([33, 1] into [33, 31]) is not recomputed per element */
+    glesc_tensor *c = tg_input(g, F32, 2, (int64_t[]){33, 1}, 3, -1, 1);
+    glesc_tensor *u = glesc_mul(g, glesc_exp(g, c), b);
+    cr_assert_eq(kernels_of(g, &u, 1), 2);
+    tg_check(g, &u, 1, 1e-12, "broadcast producer");
+    glesc_graph_destroy(g);
+}
+
+Test(fuse, binding_limit_splits_wide_kernels)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *y = NULL;
+    for (int i = 0; i < 12; i++) {
+        glesc_tensor *x = tg_input(g, F32, 1, (int64_t[]){77}, (uint32_t)i, -1, 1);
+        y = y ? glesc_add(g, y, x) : x;
+    }
+    /* 12 inputs + 1 output > 8 bindings: at least two kernels, each within the limit */
+    int k = kernels_of(g, &y, 1);
+    cr_assert_geq(k, 2);
+    cr_assert_leq(k, 3);
+    tg_check(g, &y, 1, 1e-12, "12-input sum");
+    glesc_graph_destroy(g);
+}
+
+Test(fuse, in_place_write_over_own_input_is_refused)
+{
+    /* cache = cpy(exp(cache) + 1, cache): the copy writes the memory its
+     * prologue reads, so the prologue stays a separate kernel */
+    glesc_tensor *cache = glesc_weight_new(ctx, F32, 1, (int64_t[]){64});
+    float v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = (float)i / 64;
+    tg_write(cache, v);
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *y = glesc_cpy(g, glesc_scale(g, glesc_exp(g, cache), 1, 1), cache);
+    cr_assert_eq(kernels_of(g, &y, 1), 2);
+    float *r = tg_read(y);
+    for (int i = 0; i < 64; i++)
+        cr_assert_float_eq(r[i], expf(v[i]) + 1, 1e-5);
+    free(r);
+    glesc_graph_destroy(g);
+    glesc_weight_free(cache);
+}
+
+Test(fuse, env_switch_disables_fusion)
+{
+    setenv("GLESC_NO_FUSION", "1", 1);
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *y = chain6(g, NULL, NULL);
+    cr_assert_eq(kernels_of(g, &y, 1), 6);
+    glesc_graph_destroy(g);
+    unsetenv("GLESC_NO_FUSION");
+    g = glesc_graph_create(ctx);
+    y = chain6(g, NULL, NULL);
+    cr_assert_eq(kernels_of(g, &y, 1), 1);
+    glesc_graph_destroy(g);
+}
+
+/* ---- matmul epilogues and the gate/up pair ---- */
+
+static int64_t mm_m = 1;
+
+static glesc_tensor *mm_epilogue(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){96, 80}, 20, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){96, mm_m}, 21, -1, 1);
+    glesc_tensor *bias = tg_input(g, F32, 1, (int64_t[]){80}, 22, -1, 1);
+    glesc_tensor *res = tg_input(g, F32, 2, (int64_t[]){80, mm_m}, 23, -1, 1);
+    /* residual + gelu(W·x + bias) */
+    return glesc_add(g, res, glesc_gelu(g, glesc_add(g, glesc_matmul(g, w, a), bias)));
+}
+
+Test(fuse, matmul_bias_activation_residual_is_one_dispatch)
+{
+    mm_m = 1; /* GEMV */
+    fused_vs_unfused("res + gelu(W·x + b), m=1", mm_epilogue, 1, 1e-9);
+    mm_m = 20; /* GEMM */
+    fused_vs_unfused("res + gelu(W·x + b), m=20", mm_epilogue, 1, 1e-9);
+}
+
+static glesc_tensor *gate_up(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *wg = tg_input(g, F16, 2, (int64_t[]){64, 100}, 24, -1, 1);
+    glesc_tensor *wu = tg_input(g, F16, 2, (int64_t[]){64, 100}, 25, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, mm_m}, 26, -1, 1);
+    glesc_tensor *gate = glesc_matmul(g, wg, a), *up = glesc_matmul(g, wu, a);
+    return glesc_mul(g, glesc_silu(g, gate), up);
+}
+
+static glesc_tensor *up_gate(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *wg = tg_input(g, F32, 2, (int64_t[]){64, 100}, 24, -1, 1);
+    glesc_tensor *wu = tg_input(g, F32, 2, (int64_t[]){64, 100}, 25, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, mm_m}, 26, -1, 1);
+    glesc_tensor *gate = glesc_matmul(g, wg, a), *up = glesc_matmul(g, wu, a);
+    return glesc_mul(g, up, glesc_silu(g, gate)); /* operands the other way round */
+}
+
+Test(fuse, gate_up_silu_mul_is_one_dispatch)
+{
+    mm_m = 3;
+    fused_vs_unfused("silu(Wg·x)·(Wu·x), m=3", gate_up, 1, 1e-9);
+    fused_vs_unfused("(Wu·x)·silu(Wg·x), m=3", up_gate, 1, 1e-9);
+    mm_m = 70;
+    fused_vs_unfused("silu(Wg·x)·(Wu·x), m=70", gate_up, 1, 1e-9);
+}
+
+static glesc_tensor *norm_qkv(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* rms_norm·w, then the product: two kernels (the norm's epilogue and the matmul) */
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, 2}, 27, -1, 1);
+    glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){64}, 28, 0.5f, 1.5f);
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){64, 48}, 29, -1, 1);
+    return glesc_matmul(g, w, glesc_mul(g, glesc_rms_norm(g, a, 1e-6f), nw));
+}
+
+Test(fuse, norm_then_matmul_is_two_dispatches)
+{
+    fused_vs_unfused("W·(rms_norm(x)·w)", norm_qkv, 2, 1e-9);
+}
+
+/* ---- rope and the KV-cache write ---- */
+
+static glesc_tensor *cache;
+
+static glesc_tensor *rope_set_rows(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* as a decoder layer writes keys: rope on [d, n_head_kv, tokens], seen as
+     * rows [d·n_head_kv, tokens] of the cache [d·n_head_kv, ctx] (f16) */
+    int64_t d = 16, hkv = 2, t = 3;
+    glesc_tensor *k = tg_input(g, F32, 3, (int64_t[]){d, hkv, t}, 30, -1, 1);
+    glesc_tensor *pos = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){t});
+    tg_write(pos, (float[]){4, 5, 6});
+    glesc_tensor *kr = glesc_rope(g, k, pos, (int)d, GLESC_ROPE_NEOX, 10000, 1);
+    tg_fill(cache, 31, -1, 1);
+    return glesc_set_rows(g, cache, glesc_reshape(g, kr, 2, (int64_t[]){d * hkv, t}), pos);
+}
+
+Test(fuse, rope_into_set_rows_is_one_dispatch)
+{
+    cache = glesc_weight_new(ctx, F16, 2, (int64_t[]){32, 10});
+    fused_vs_unfused("set_rows(cache, reshape(rope(k)))", rope_set_rows, 1, 1e-8);
+    glesc_weight_free(cache);
+}
+
+static glesc_tensor *qnorm_rope(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* rope reads a partner element: it cannot be a norm's epilogue */
+    glesc_tensor *q = tg_input(g, F32, 3, (int64_t[]){32, 2, 3}, 32, -1, 1);
+    glesc_tensor *w = tg_input(g, F32, 1, (int64_t[]){32}, 33, 0.5f, 1.5f);
+    glesc_tensor *pos = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){3}, 34, 0, 20);
+    return glesc_rope(g, glesc_mul(g, glesc_rms_norm(g, q, 1e-6f), w), pos, 32,
+                      GLESC_ROPE_NORMAL, 10000, 1);
+}
+
+Test(fuse, rope_is_not_an_anchor_epilogue)
+{
+    fused_vs_unfused("rope(rms_norm(q)·w)", qnorm_rope, 2, 1e-8);
+}

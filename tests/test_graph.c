@@ -1,0 +1,227 @@
+/*
+ * test_graph.c — tensors and the graph as a whole: host read/write round
+ * trips, views without copies, build-time errors that name the op and both
+ * shapes, inputs that were never written, the plan cache (a second compute
+ * of the same structure builds no GLSL and compiles nothing, also with new
+ * sizes), statistics and memory reuse.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "graph/graph.h"
+#include "test_graph_util.h"
+#include "test_util.h"
+
+static glesc_context *ctx;
+
+static void setup(void)
+{
+    ctx = test_context(NULL);
+}
+
+static void teardown(void)
+{
+    glesc_context_destroy(ctx);
+}
+
+TestSuite(graph, .init = setup, .fini = teardown);
+
+Test(graph, write_read_roundtrip_all_types)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    static const glesc_dtype types[] = {GLESC_DTYPE_F32, GLESC_DTYPE_F16, GLESC_DTYPE_BF16,
+                                        GLESC_DTYPE_I32};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+        glesc_tensor *t = glesc_tensor_new(g, types[i], 2, (int64_t[]){7, 3});
+        cr_assert_not_null(t);
+        float v[21], back[21];
+        for (int j = 0; j < 21; j++)
+            v[j] = (float)(j - 10);
+        cr_assert_eq(glesc_tensor_write_f32(t, v, 21), GLESC_OK);
+        cr_assert_eq(glesc_tensor_read_f32(t, back, 21), GLESC_OK);
+        for (int j = 0; j < 21; j++)
+            cr_assert_eq(back[j], v[j], "%s element %d", glesc_dtype_name(types[i]), j);
+    }
+    /* raw bytes round trip and size checks */
+    glesc_tensor *t = glesc_tensor_new(g, GLESC_DTYPE_F16, 1, (int64_t[]){5});
+    uint16_t h[5] = {1, 2, 3, 4, 5}, hb[5];
+    cr_assert_eq(glesc_tensor_write(t, h, sizeof h), GLESC_OK);
+    cr_assert_eq(glesc_tensor_read(t, hb, sizeof hb), GLESC_OK);
+    cr_assert_eq(memcmp(h, hb, sizeof h), 0);
+    cr_assert_eq(glesc_tensor_write(t, h, 4), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_context_errmsg(ctx), "4 bytes given, the tensor holds 10"), "%s",
+              glesc_context_errmsg(ctx));
+    glesc_graph_destroy(g);
+}
+
+Test(graph, views_share_memory)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *x = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){4, 3});
+    float v[12];
+    for (int i = 0; i < 12; i++)
+        v[i] = (float)i;
+    tg_write(x, v);
+    glesc_tensor *t = glesc_transpose(g, x);
+    cr_assert_eq(glesc_tensor_dim(t, 0), 3);
+    cr_assert_eq(glesc_tensor_dim(t, 1), 4);
+    float *r = tg_read(t);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            cr_assert_eq(r[i * 3 + j], v[j * 4 + i]);
+    free(r);
+    glesc_tensor *rs = glesc_reshape(g, x, 3, (int64_t[]){2, 2, 3});
+    cr_assert_eq(glesc_tensor_nelements(rs), 12);
+    glesc_tensor *w = glesc_view(g, x, 2, (int64_t[]){2, 2}, (size_t[]){0, 16}, 4);
+    r = tg_read(w);
+    cr_assert(r[0] == 1 && r[1] == 2 && r[2] == 5 && r[3] == 6);
+    free(r);
+    glesc_tensor *b = glesc_broadcast(g, glesc_view(g, x, 1, (int64_t[]){4}, NULL, 0), 2,
+                                      (int64_t[]){4, 5});
+    r = tg_read(b);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(r[i], (float)(i % 4));
+    free(r);
+    /* a view of a permuted tensor is refused: it is not contiguous */
+    cr_assert_null(glesc_reshape(g, t, 1, (int64_t[]){12}));
+    cr_assert(strstr(glesc_context_errmsg(ctx), "glesc_reshape: source [3, 4] is not contiguous"),
+              "%s", glesc_context_errmsg(ctx));
+    glesc_graph_destroy(g);
+}
+
+Test(graph, errors_name_op_and_shapes)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *a = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){4, 3});
+    glesc_tensor *b = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){5, 3});
+    cr_assert_null(glesc_add(g, a, b));
+    cr_assert_str_eq(glesc_context_errmsg(ctx), "glesc_add: shapes [4, 3] and [5, 3] do not broadcast");
+    /* a failed builder's NULL passes through later builders, keeping the message */
+    cr_assert_null(glesc_exp(g, glesc_mul(g, a, b)));
+    cr_assert_str_eq(glesc_context_errmsg(ctx), "glesc_mul: shapes [4, 3] and [5, 3] do not broadcast");
+    cr_assert_null(glesc_matmul(g, a, b));
+    cr_assert(strstr(glesc_context_errmsg(ctx), "glesc_matmul: shapes [4, 3] and [5, 3]"), "%s",
+              glesc_context_errmsg(ctx));
+    cr_assert_null(glesc_reshape(g, a, 1, (int64_t[]){13}));
+    cr_assert_str_eq(glesc_context_errmsg(ctx),
+                     "glesc_reshape: shapes [4, 3] and [13] hold different numbers of elements");
+    cr_assert_null(glesc_reduce(g, GLESC_OP_SUM, a, 4));
+    cr_assert(strstr(glesc_context_errmsg(ctx), "glesc_sum: axis 4"), "%s",
+              glesc_context_errmsg(ctx));
+    cr_assert_null(glesc_tensor_new(g, GLESC_DTYPE_Q4_0, 1, (int64_t[]){32}));
+    cr_assert(strstr(glesc_context_errmsg(ctx), "q4_0 is not a tensor type"), "%s",
+              glesc_context_errmsg(ctx));
+    /* computing a NULL output reports the builder's failure */
+    glesc_tensor *bad = glesc_add(g, a, b);
+    cr_assert_eq(glesc_graph_compute(g, &bad, 1), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_context_errmsg(ctx), "do not broadcast"), "%s", glesc_context_errmsg(ctx));
+    glesc_graph_destroy(g);
+}
+
+Test(graph, unwritten_input_is_an_error)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *a = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){4, 3});
+    glesc_tensor_set_name(a, "tokens");
+    glesc_tensor *y = glesc_exp(g, a);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_ERROR_STATE);
+    cr_assert_str_eq(glesc_context_errmsg(ctx),
+                     "glesc_graph_compute: input 'tokens' [4, 3] f32 was never written");
+    glesc_graph_destroy(g);
+}
+
+/* y = ((x + 1) * x - b) → silu, with b broadcast: one structure. */
+static glesc_tensor *build_chain(glesc_graph *g, int64_t n, int64_t m, uint32_t seed)
+{
+    glesc_tensor *x = tg_input(g, GLESC_DTYPE_F32, 2, (int64_t[]){n, m}, seed, -2, 2);
+    glesc_tensor *b = tg_input(g, GLESC_DTYPE_F32, 1, (int64_t[]){n}, seed + 1, -1, 1);
+    glesc_tensor *y = glesc_mul(g, glesc_scale(g, x, 1, 1), x);
+    return glesc_silu(g, glesc_sub(g, y, b));
+}
+
+Test(graph, plan_cache_reuses_programs_and_glsl)
+{
+    setenv("GLESC_PLAN_VERIFY", "1", 1); /* a reused plan must give identical GLSL */
+    glesc_compute_stats s;
+    for (int fusion = -1; fusion <= 1; fusion += 2) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        tg_fusion(g, fusion);
+        glesc_tensor *y = build_chain(g, 33, 7, 1);
+        tg_check(g, &y, 1, 1e-10, "chain, first");
+        glesc_graph_stats(g, &s);
+        cr_assert_gt(s.glsl_built, 0);
+        /* same structure, new graph: the plan and its programs are reused */
+        glesc_graph_reset(g);
+        y = build_chain(g, 33, 7, 3);
+        tg_check(g, &y, 1, 1e-10, "chain, same sizes");
+        glesc_graph_stats(g, &s);
+        cr_assert(s.plan_reused);
+        cr_assert_eq(s.glsl_built, 0);
+        cr_assert_eq(s.programs_compiled, 0);
+        /* same structure with other sizes: sizes are uniforms */
+        glesc_graph_reset(g);
+        y = build_chain(g, 1000, 5, 5);
+        tg_check(g, &y, 1, 1e-10, "chain, other sizes");
+        glesc_graph_stats(g, &s);
+        cr_assert(s.plan_reused, "fusion %d", fusion);
+        cr_assert_eq(s.glsl_built, 0);
+        cr_assert_eq(s.programs_compiled, 0);
+        cr_assert_eq(s.kernels, fusion > 0 ? 1 : 4);
+        cr_log_info("fusion %s: %d nodes → %d kernels, %d dispatches, %llu bytes read, %llu "
+                    "written, %.2f ms host",
+                    fusion > 0 ? "on" : "off", s.nodes, s.kernels, s.dispatches,
+                    (unsigned long long)s.bytes_read, (unsigned long long)s.bytes_written,
+                    (double)s.cpu_ns / 1e6);
+        glesc_graph_destroy(g);
+    }
+    unsetenv("GLESC_PLAN_VERIFY");
+}
+
+Test(graph, intermediates_go_back_to_the_pool)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, -1);
+    int64_t n = 64 * 1024; /* 256 KiB per tensor */
+    glesc_tensor *x = tg_input(g, GLESC_DTYPE_F32, 1, &n, 1, -1, 1);
+    glesc_tensor *y = x;
+    for (int i = 0; i < 12; i++)
+        y = glesc_scale(g, glesc_unary(g, GLESC_OP_SIN, y), 0.5f, 0.25f);
+    glesc_context_reset_stats(ctx);
+    glesc_stats before;
+    glesc_context_stats(ctx, &before);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    glesc_stats after;
+    glesc_context_stats(ctx, &after);
+    /* 24 results but only two (plus the input) live at once */
+    cr_log_info("24 unfused kernels: pool peak %llu bytes, %llu misses",
+                (unsigned long long)after.pool_peak_bytes, (unsigned long long)after.pool_misses);
+    cr_assert_leq(after.pool_peak_bytes, 4 * 320 * 1024ull);
+    cr_assert_leq(after.pool_live_buffers, 2); /* the input and the output */
+    glesc_graph_destroy(g);
+    glesc_stats end;
+    glesc_context_stats(ctx, &end);
+    cr_assert_eq(end.pool_live_buffers, 0);
+}
+
+Test(graph, persistent_tensor_outlives_graphs)
+{
+    glesc_tensor *w = glesc_weight_new(ctx, GLESC_DTYPE_F32, 1, (int64_t[]){5});
+    cr_assert_not_null(w);
+    float zero[5], v[5] = {1, 2, 3, 4, 5};
+    cr_assert_eq(glesc_tensor_read_f32(w, zero, 5), GLESC_OK);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(zero[i], 0.0f, "weights start as zeros");
+    tg_write(w, v);
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *y = glesc_add(g, w, w);
+    glesc_weight_free(w); /* the graph still holds it */
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    float *r = tg_read(y);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(r[i], 2 * v[i]);
+    free(r);
+    glesc_graph_destroy(g);
+}
