@@ -79,8 +79,8 @@ Test(graph, views_share_memory)
     r = tg_read(w);
     cr_assert(r[0] == 1 && r[1] == 2 && r[2] == 5 && r[3] == 6);
     free(r);
-    glesc_tensor *b = glesc_broadcast(g, glesc_view(g, x, 1, (int64_t[]){4}, NULL, 0), 2,
-                                      (int64_t[]){4, 5});
+    glesc_tensor *b =
+        glesc_broadcast(g, glesc_view(g, x, 1, (int64_t[]){4}, NULL, 0), 2, (int64_t[]){4, 5});
     r = tg_read(b);
     for (int i = 0; i < 20; i++)
         cr_assert_eq(r[i], (float)(i % 4));
@@ -98,10 +98,12 @@ Test(graph, errors_name_op_and_shapes)
     glesc_tensor *a = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){4, 3});
     glesc_tensor *b = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){5, 3});
     cr_assert_null(glesc_add(g, a, b));
-    cr_assert_str_eq(glesc_context_errmsg(ctx), "glesc_add: shapes [4, 3] and [5, 3] do not broadcast");
+    cr_assert_str_eq(glesc_context_errmsg(ctx),
+                     "glesc_add: shapes [4, 3] and [5, 3] do not broadcast");
     /* a failed builder's NULL passes through later builders, keeping the message */
     cr_assert_null(glesc_exp(g, glesc_mul(g, a, b)));
-    cr_assert_str_eq(glesc_context_errmsg(ctx), "glesc_mul: shapes [4, 3] and [5, 3] do not broadcast");
+    cr_assert_str_eq(glesc_context_errmsg(ctx),
+                     "glesc_mul: shapes [4, 3] and [5, 3] do not broadcast");
     cr_assert_null(glesc_matmul(g, a, b));
     cr_assert(strstr(glesc_context_errmsg(ctx), "glesc_matmul: shapes [4, 3] and [5, 3]"), "%s",
               glesc_context_errmsg(ctx));
@@ -117,7 +119,8 @@ Test(graph, errors_name_op_and_shapes)
     /* computing a NULL output reports the builder's failure */
     glesc_tensor *bad = glesc_add(g, a, b);
     cr_assert_eq(glesc_graph_compute(g, &bad, 1), GLESC_ERROR_INVALID_ARGUMENT);
-    cr_assert(strstr(glesc_context_errmsg(ctx), "do not broadcast"), "%s", glesc_context_errmsg(ctx));
+    cr_assert(strstr(glesc_context_errmsg(ctx), "do not broadcast"), "%s",
+              glesc_context_errmsg(ctx));
     glesc_graph_destroy(g);
 }
 

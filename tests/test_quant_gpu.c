@@ -206,13 +206,13 @@ static bool exact_type(glesc_dtype t)
 Test(quant_gpu, shared_models_dequantize_like_cpu)
 {
     static const char *const files[] = {
-        "reference/models/tiny-f32.gguf",  "reference/models/tiny-f16.gguf",
-        "reference/models/tiny-bf16.gguf", "reference/models/tiny-q8_0.gguf",
-        "reference/models/tiny-q4_0.gguf", "reference/models/tiny-q4_1.gguf",
-        "reference/models/tiny-q5_0.gguf", "reference/models/tiny-q5_1.gguf",
-        "reference/models/tiny-q2_k.gguf", "reference/models/tiny-q3_k.gguf",
-        "reference/models/tiny-q4_k.gguf", "reference/models/tiny-q5_k.gguf",
-        "reference/models/tiny-q6_k.gguf", "reference/models/tiny-q4_k_m.gguf",
+        "reference/models/tiny-f32.gguf",    "reference/models/tiny-f16.gguf",
+        "reference/models/tiny-bf16.gguf",   "reference/models/tiny-q8_0.gguf",
+        "reference/models/tiny-q4_0.gguf",   "reference/models/tiny-q4_1.gguf",
+        "reference/models/tiny-q5_0.gguf",   "reference/models/tiny-q5_1.gguf",
+        "reference/models/tiny-q2_k.gguf",   "reference/models/tiny-q3_k.gguf",
+        "reference/models/tiny-q4_k.gguf",   "reference/models/tiny-q5_k.gguf",
+        "reference/models/tiny-q6_k.gguf",   "reference/models/tiny-q4_k_m.gguf",
         "models/TinyStories-656K-Q8_0.gguf", "models/llama-2-tiny-random.gguf",
     };
     TEST_REQUIRE_SHARED(first, files[0]);
@@ -241,9 +241,9 @@ Test(quant_gpu, shared_models_dequantize_like_cpu)
             uint32_t groups = (uint32_t)((n / 4 + 63) / 64);
             uint32_t gx = groups < 65535 ? groups : 65535;
             /* The kernel flattens a 2-D grid: x spans gx workgroups. */
-            cr_assert_eq(gl_dispatch(ctx, p, b, 2, &prm, 1,
-                                     (uint32_t[3]){gx, (groups + gx - 1) / gx, 1}),
-                         GLESC_OK, "%s", glesc_context_errmsg(ctx));
+            cr_assert_eq(
+                gl_dispatch(ctx, p, b, 2, &prm, 1, (uint32_t[3]){gx, (groups + gx - 1) / gx, 1}),
+                GLESC_OK, "%s", glesc_context_errmsg(ctx));
             cr_assert_eq(gl_buffer_download(ctx, out, 0, got, (uint64_t)n * 4), GLESC_OK);
             int64_t d = 0;
             double worst = 0;

@@ -97,8 +97,9 @@ static void row_bytes(kb *b, const mm_ctx *mc, const char *var, const char *nl)
 }
 
 /* One dispatch per weight chunk. */
-static void dispatch_chunks(kb *b, const mm_ctx *mc, uint32_t (*groups)(int64_t rows, uint32_t g[2]),
-                            int64_t m_groups, int64_t batches)
+static void dispatch_chunks(kb *b, const mm_ctx *mc,
+                            uint32_t (*groups)(int64_t rows, uint32_t g[2]), int64_t m_groups,
+                            int64_t batches)
 {
     int64_t n = mc->a->ne[0];
     for (int c = 0; c < mc->n_chunks; c++) {
