@@ -1,0 +1,254 @@
+/*
+ * model.c — see model.h. Key names and defaults are llama.cpp's (llama-arch
+ * / llama-model), so any GGUF it loads for these architectures loads here.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "llm/model.h"
+#include "quant/quant.h"
+
+typedef struct arch_info {
+    const char *name;
+    bool rope_neox, qkv_bias, qk_norm;
+} arch_info;
+
+/* One row per architecture: adding one (gemma, phi3) is a row here plus its
+ * graph function. */
+static const arch_info archs[LLM_ARCH_COUNT_] = {
+    [LLM_ARCH_LLAMA] = {"llama", false, false, false},
+    [LLM_ARCH_QWEN2] = {"qwen2", true, true, false},
+    [LLM_ARCH_QWEN3] = {"qwen3", true, false, true},
+};
+_Static_assert(CORE_ARRAY_LEN(archs) == LLM_ARCH_COUNT_, "one row per architecture");
+
+int llm_arch_find(const char *name)
+{
+    for (int i = 0; i < LLM_ARCH_COUNT_; i++)
+        if (!strcmp(archs[i].name, name))
+            return i;
+    return -1;
+}
+
+/* Reads {arch}.suffix as an integer; def < 0 means required. */
+static glesc_status get_int(const glesc_gguf *f, const char *name, const llm_hparams *hp,
+                            const char *suffix, int64_t def, int64_t *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", hp->arch_name, suffix);
+    glesc_status st = glesc_gguf_get_i64(f, key, out);
+    if (st == GLESC_ERROR_NOT_FOUND && def >= 0) {
+        *out = def;
+        return GLESC_OK;
+    }
+    if (st == GLESC_ERROR_NOT_FOUND)
+        return core_err_set(NULL, st, "%s: %s: missing (the model needs it)", name, key);
+    if (st != GLESC_OK)
+        core_err_prefix(NULL, "%s", name);
+    return st;
+}
+
+static glesc_status get_float(const glesc_gguf *f, const char *name, const llm_hparams *hp,
+                              const char *suffix, float def, float *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", hp->arch_name, suffix);
+    glesc_status st = glesc_gguf_get_f32(f, key, out);
+    if (st == GLESC_ERROR_NOT_FOUND) {
+        *out = def;
+        return GLESC_OK;
+    }
+    if (st != GLESC_OK)
+        core_err_prefix(NULL, "%s", name);
+    return st;
+}
+
+glesc_status llm_hparams_load(const glesc_gguf *f, const char *name, llm_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    const char *s;
+    size_t n;
+    glesc_status st = glesc_gguf_get_str(f, "general.architecture", &s, &n);
+    if (st != GLESC_OK)
+        return core_err_set(NULL, st, "%s: general.architecture: %s", name,
+                            st == GLESC_ERROR_NOT_FOUND ? "missing: not a model file"
+                                                        : glesc_last_errmsg());
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%.*s", (int)CORE_MIN(n, 31), s);
+    int a = n < sizeof hp->arch_name ? llm_arch_find(hp->arch_name) : -1;
+    if (a < 0) {
+        sbuf known;
+        sbuf_init(&known);
+        for (int i = 0; i < LLM_ARCH_COUNT_; i++)
+            sbuf_appendf(&known, "%s%s", i ? ", " : "", archs[i].name);
+        st = core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
+                          "%s: architecture '%.*s' is not supported (supported: %s)", name, (int)n,
+                          s, sbuf_str(&known) ? sbuf_str(&known) : "?");
+        sbuf_free(&known);
+        return st;
+    }
+    hp->arch = (llm_arch)a;
+    hp->rope_neox = archs[a].rope_neox;
+    hp->qkv_bias = archs[a].qkv_bias;
+    hp->qk_norm = archs[a].qk_norm;
+
+    if ((st = get_int(f, name, hp, "embedding_length", -1, &hp->n_embd)) ||
+        (st = get_int(f, name, hp, "block_count", -1, &hp->n_layer)) ||
+        (st = get_int(f, name, hp, "feed_forward_length", -1, &hp->n_ff)) ||
+        (st = get_int(f, name, hp, "attention.head_count", -1, &hp->n_head)) ||
+        (st = get_int(f, name, hp, "context_length", 2048, &hp->n_ctx_train)))
+        return st;
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_ff <= 0 || hp->n_head <= 0 ||
+        hp->n_embd > (1 << 20) || hp->n_layer > 4096 || hp->n_head > 4096)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "%s: implausible sizes: n_embd %lld, n_layer %lld, n_ff %lld, "
+                            "n_head %lld",
+                            name, (long long)hp->n_embd, (long long)hp->n_layer,
+                            (long long)hp->n_ff, (long long)hp->n_head);
+    if ((st = get_int(f, name, hp, "attention.head_count_kv", hp->n_head, &hp->n_head_kv)) ||
+        (st = get_int(f, name, hp, "attention.key_length", hp->n_embd / hp->n_head,
+                      &hp->head_dim)) ||
+        (st = get_int(f, name, hp, "rope.dimension_count", hp->head_dim, &hp->n_rot)) ||
+        (st = get_float(f, name, hp, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps)) ||
+        (st = get_float(f, name, hp, "rope.freq_base", 10000.0f, &hp->rope_freq_base)))
+        return st;
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "%s: %s.attention.head_count %lld is not a multiple of head_count_kv "
+                            "%lld",
+                            name, hp->arch_name, (long long)hp->n_head, (long long)hp->n_head_kv);
+    if (hp->head_dim <= 0 || hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "%s: rope.dimension_count %lld must be even and at most the head "
+                            "size %lld",
+                            name, (long long)hp->n_rot, (long long)hp->head_dim);
+    int64_t vlen;
+    if ((st = get_int(f, name, hp, "attention.value_length", hp->head_dim, &vlen)))
+        return st;
+    if (vlen != hp->head_dim)
+        return core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
+                            "%s: value_length %lld differs from key_length %lld", name,
+                            (long long)vlen, (long long)hp->head_dim);
+
+    hp->rope_freq_scale = 1.0f;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", hp->arch_name);
+    if (glesc_gguf_get_str(f, key, &s, &n) == GLESC_OK) {
+        if (n == 6 && !memcmp(s, "linear", 6)) {
+            float factor;
+            if ((st = get_float(f, name, hp, "rope.scaling.factor", 1.0f, &factor)))
+                return st;
+            if (!(factor > 0))
+                return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                                    "%s: %s.rope.scaling.factor %g must be positive", name,
+                                    hp->arch_name, factor);
+            hp->rope_scaling = LLM_ROPE_SCALING_LINEAR;
+            hp->rope_freq_scale = 1.0f / factor;
+        } else if (n == 6 && !memcmp(s, "llama3", 6)) {
+            hp->rope_scaling = LLM_ROPE_SCALING_LLAMA3;
+        } else if (!(n == 4 && !memcmp(s, "none", 4))) {
+            return core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
+                                "%s: %s '%.*s' is not supported (none, linear, llama3)", name, key,
+                                (int)n, s);
+        }
+    }
+    /* llama3-style frequency factors come as a tensor. */
+    if (glesc_gguf_find_tensor(f, "rope_freqs.weight") >= 0)
+        hp->rope_scaling = LLM_ROPE_SCALING_LLAMA3;
+
+    int64_t ti = glesc_gguf_find_tensor(f, "token_embd.weight");
+    if (ti < 0)
+        return core_err_set(NULL, GLESC_ERROR_NOT_FOUND,
+                            "%s: tensor 'token_embd.weight' is missing", name);
+    glesc_gguf_tensor_info t;
+    glesc_gguf_tensor(f, ti, &t);
+    hp->n_vocab = t.ne[1];
+    hp->tied_output = glesc_gguf_find_tensor(f, "output.weight") < 0;
+    return GLESC_OK;
+}
+
+static void req(llm_tensor_req *r, int *n, const char *name, int n_dims, int64_t ne0, int64_t ne1,
+                bool optional, const char *what)
+{
+    llm_tensor_req *q = &r[(*n)++];
+    snprintf(q->name, sizeof q->name, "%s", name);
+    q->n_dims = n_dims;
+    q->ne[0] = ne0;
+    q->ne[1] = ne1;
+    q->optional = optional;
+    q->what = what;
+}
+
+llm_tensor_req *llm_tensor_reqs(const llm_hparams *hp, int *n)
+{
+    int per_layer = 9 + (hp->qkv_bias ? 3 : 0) + (hp->qk_norm ? 2 : 0);
+    llm_tensor_req *r = core_calloc((size_t)(4 + per_layer * hp->n_layer), sizeof *r);
+    if (!r)
+        return NULL;
+    int64_t e = hp->n_embd, q = hp->n_head * hp->head_dim, kv = hp->n_head_kv * hp->head_dim;
+    *n = 0;
+    req(r, n, "token_embd.weight", 2, e, hp->n_vocab, false, "n_embd x n_vocab");
+    req(r, n, "output_norm.weight", 1, e, 1, false, "n_embd");
+    req(r, n, "output.weight", 2, e, hp->n_vocab, true, "n_embd x n_vocab");
+    req(r, n, "rope_freqs.weight", 1, hp->n_rot / 2, 1, true, "rope dims / 2");
+    for (int64_t l = 0; l < hp->n_layer; l++) {
+        char nm[64];
+#define LAYER_(suffix, nd, a, b, what)                                                             \
+    snprintf(nm, sizeof nm, "blk.%lld." suffix, (long long)l);                                     \
+    req(r, n, nm, nd, a, b, false, what)
+        LAYER_("attn_norm.weight", 1, e, 1, "n_embd");
+        LAYER_("attn_q.weight", 2, e, q, "n_embd x n_head*head_dim");
+        LAYER_("attn_k.weight", 2, e, kv, "n_embd x n_head_kv*head_dim");
+        LAYER_("attn_v.weight", 2, e, kv, "n_embd x n_head_kv*head_dim");
+        LAYER_("attn_output.weight", 2, q, e, "n_head*head_dim x n_embd");
+        LAYER_("ffn_norm.weight", 1, e, 1, "n_embd");
+        LAYER_("ffn_gate.weight", 2, e, hp->n_ff, "n_embd x n_ff");
+        LAYER_("ffn_up.weight", 2, e, hp->n_ff, "n_embd x n_ff");
+        LAYER_("ffn_down.weight", 2, hp->n_ff, e, "n_ff x n_embd");
+        if (hp->qkv_bias) {
+            LAYER_("attn_q.bias", 1, q, 1, "n_head*head_dim");
+            LAYER_("attn_k.bias", 1, kv, 1, "n_head_kv*head_dim");
+            LAYER_("attn_v.bias", 1, kv, 1, "n_head_kv*head_dim");
+        }
+        if (hp->qk_norm) {
+            LAYER_("attn_q_norm.weight", 1, hp->head_dim, 1, "head_dim");
+            LAYER_("attn_k_norm.weight", 1, hp->head_dim, 1, "head_dim");
+        }
+#undef LAYER_
+    }
+    return r;
+}
+
+glesc_status llm_tensors_check(const glesc_gguf *f, const char *name, const llm_hparams *hp)
+{
+    int n;
+    llm_tensor_req *r = llm_tensor_reqs(hp, &n);
+    if (!r)
+        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: tensor list", name);
+    glesc_status st = GLESC_OK;
+    for (int i = 0; i < n && st == GLESC_OK; i++) {
+        int64_t ti = glesc_gguf_find_tensor(f, r[i].name);
+        if (ti < 0) {
+            if (!r[i].optional)
+                st = core_err_set(NULL, GLESC_ERROR_NOT_FOUND,
+                                  "%s: tensor '%s' is missing (%s model, %lld layers)", name,
+                                  r[i].name, hp->arch_name, (long long)hp->n_layer);
+            continue;
+        }
+        glesc_gguf_tensor_info t;
+        glesc_gguf_tensor(f, ti, &t);
+        bool ok = t.ne[0] == r[i].ne[0] && t.ne[1] == r[i].ne[1] && t.ne[2] == 1 && t.ne[3] == 1;
+        if (!ok)
+            st = core_err_set(NULL, GLESC_ERROR_SHAPE,
+                              "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected "
+                              "[%lld, %lld] (%s)",
+                              name, r[i].name, (long long)t.ne[0], (long long)t.ne[1],
+                              (long long)t.ne[2], (long long)t.ne[3], (long long)r[i].ne[0],
+                              (long long)r[i].ne[1], r[i].what);
+        else if (!quant_gpu_snippet(t.type))
+            st = core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
+                              "%s: tensor '%s' has type %s, which glesc cannot compute with yet",
+                              name, r[i].name, glesc_dtype_name(t.type));
+    }
+    core_free(r);
+    return st;
+}
