@@ -3,9 +3,10 @@
  * convention: both operands run along k in dimension 0).
  *
  * Two kernels, chosen by the op's variant (m against the graph's
- * gemv_max_m): GEMV, one workgroup per output row n that splits k across
- * its invocations and produces every column m ≤ gemv_max_m at once (each
- * weight row is read exactly once: the decode case); GEMM, 64×64 output
+ * gemv_max_m): GEMV, a workgroup per 4 output rows that splits k across its
+ * invocations and produces every column m ≤ gemv_max_m at once (each weight
+ * row is read exactly once: the decode case; one tree reduction for all 4·m
+ * sums keeps barriers few, which is what llvmpipe pays for); GEMM, 64×64 output
  * tiles through shared memory, 16 k at a time, 4×4 outputs per invocation.
  *
  * The weight is read through its type's loader (wload.c), so quantized
@@ -24,6 +25,7 @@
 #include "kernels/kernels.h"
 
 #define GEMV_WG 64
+#define GEMV_ROWS 4 /* output rows per GEMV workgroup (ROWS * MMAX <= GEMV_WG) */
 #define TILE 64 /* output rows and columns per GEMM workgroup */
 #define TK 16   /* k per shared-memory step */
 
@@ -117,10 +119,11 @@ static void dispatch_chunks(kb *b, const mm_ctx *mc, uint32_t (*groups)(int64_t 
 
 static uint32_t gemv_groups(int64_t rows, uint32_t g[2])
 {
-    uint64_t x = (uint64_t)rows, y = 1;
+    uint64_t wgs = ((uint64_t)rows + GEMV_ROWS - 1) / GEMV_ROWS;
+    uint64_t x = wgs, y = 1;
     while (x > 65535) {
         y *= 2;
-        x = ((uint64_t)rows + y - 1) / y;
+        x = (wgs + y - 1) / y;
     }
     g[0] = (uint32_t)x;
     g[1] = (uint32_t)y;
@@ -129,64 +132,85 @@ static uint32_t gemv_groups(int64_t rows, uint32_t g[2])
 
 static glesc_status gen_gemv(kb *b, mm_ctx *mc, int mmax)
 {
+    bool dual = mc->p != NULL;
+    int nacc = GEMV_ROWS * mmax * (dual ? 2 : 1);
     if (b->k) {
         emit_kernel_local_size(b->k, GEMV_WG, 1, 1);
-        emit_kernel_shared(b->k, "float", "red_scratch", GEMV_WG);
-        emit_kernel_snippet(b->k, "common/reduce");
         emit_kernel_snippet(b->k, "graph/eltwise");
         emit_kernel_define(b->k, "MMAX", "%du", mmax);
-        emit_kernel_comment(b->k, "GEMV: one workgroup per output row, all m <= MMAX columns");
+        emit_kernel_define(b->k, "ROWS", "%du", GEMV_ROWS);
+        emit_kernel_define(b->k, "NACC", "%du", nacc);
+        emit_kernel_shared(b->k, "float", "part", nacc * GEMV_WG);
+        emit_kernel_comment(b->k, "GEMV: ROWS output rows per workgroup, all m <= MMAX columns; "
+                                  "k split across invocations, one tree reduction for all sums");
     }
     common(b, mc);
-    bool dual = mc->p != NULL;
-    kb_line(b, "uint nl = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;");
-    kb_line(b, "if (nl >= n_count) {");
+    kb_line(b, "uint g = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;");
+    kb_line(b, "uint nl0 = g * ROWS; // first local row (within the chunk)");
+    kb_line(b, "if (nl0 >= n_count) {");
     kb_line(b, "return;");
     kb_line(b, "}");
-    kb_line(b, "uint n = n_base + nl;");
     kb_line(b, "uint b2 = gl_WorkGroupID.z %% xb2;");
     kb_line(b, "uint b3 = gl_WorkGroupID.z / xb2;");
     kb_line(b, "uint lid = gl_LocalInvocationIndex;");
-    row_bytes(b, mc, "wr", "nl");
-    kb_line(b, "float acc[MMAX];");
+    kb_line(b, "uint nrows = min(ROWS, n_count - nl0);");
+    kb_line(b, "float acc[NACC]; // [row][m], then the partner's");
+    kb_line(b, "for (uint i = 0u; i < NACC; i++) {");
+    kb_line(b, "acc[i] = 0.0;");
+    kb_line(b, "}");
+    kb_line(b, "uint wr[ROWS];");
     if (dual)
-        kb_line(b, "float acc2[MMAX];");
-    kb_line(b, "for (uint m = 0u; m < MMAX; m++) {");
-    kb_line(b, "acc[m] = 0.0;");
+        kb_line(b, "uint wr2[ROWS];");
+    kb_line(b, "for (uint r = 0u; r < ROWS; r++) {");
+    kb_line(b, "uint nl = nl0 + min(r, nrows - 1u); // rows past the end repeat the last");
+    kb_line(b, "wr[r] = w_off + nl * w_nb1 + (b2 / r2) * w_nb2 + (b3 / r3) * w_nb3;");
     if (dual)
-        kb_line(b, "acc2[m] = 0.0;");
+        kb_line(b, "wr2[r] = w2_off + nl * w2_nb1 + (b2 / r2) * w2_nb2 + (b3 / r3) * w2_nb3;");
     kb_line(b, "}");
     kb_line(b, "for (uint k = lid; k < K; k += WG_SIZE) {");
-    kb_line(b, "float w = load_w(wr, k);");
-    if (dual)
-        kb_line(b, "float w2 = load_w2(wr_2, k);");
+    kb_line(b, "float xk[MMAX];");
     kb_line(b, "for (uint m = 0u; m < M; m++) {");
     const char *cx[4] = {"k", "m", "b2", "b3"};
     char xv[16];
     kb_expr(b, mc->x, cx, xv);
-    kb_line(b, "acc[m] += w * %s;", xv);
+    kb_line(b, "xk[m] = %s;", xv);
+    kb_line(b, "}");
+    kb_line(b, "for (uint r = 0u; r < ROWS; r++) {");
+    kb_line(b, "float w = load_w(wr[r], k);");
     if (dual)
-        kb_line(b, "acc2[m] += w2 * %s;", xv);
-    kb_line(b, "}");
-    kb_line(b, "}");
-    kb_line(b, "float res[MMAX];");
-    if (dual)
-        kb_line(b, "float res2[MMAX];");
-    kb_line(b, "for (uint m = 0u; m < MMAX; m++) {");
-    kb_line(b, "if (m < M) { // uniform: every invocation reaches the barriers");
-    kb_line(b, "res[m] = wg_reduce_sum(acc[m]);");
-    if (dual)
-        kb_line(b, "res2[m] = wg_reduce_sum(acc2[m]);");
-    kb_line(b, "}");
-    kb_line(b, "}");
-    kb_line(b, "if (lid == 0u) {");
+        kb_line(b, "float w2 = load_w2(wr2[r], k);");
     kb_line(b, "for (uint m = 0u; m < M; m++) {");
-    kb_line(b, "float r = res[m];");
+    kb_line(b, "acc[r * MMAX + m] += w * xk[m];");
     if (dual)
-        kb_line(b, "float r2 = res2[m];");
-    const char *co[4] = {"n", "m", "b2", "b3"};
-    kb_store_out(b, co, "r", dual ? "r2" : NULL);
+        kb_line(b, "acc[(ROWS + r) * MMAX + m] += w2 * xk[m];");
     kb_line(b, "}");
+    kb_line(b, "}");
+    kb_line(b, "}");
+    /* all NACC sums reduce together: log2(WG) barrier steps per workgroup */
+    kb_line(b, "for (uint i = 0u; i < NACC; i++) {");
+    kb_line(b, "part[i * WG_SIZE + lid] = acc[i];");
+    kb_line(b, "}");
+    kb_line(b, "memoryBarrierShared();");
+    kb_line(b, "barrier();");
+    kb_line(b, "for (uint s = WG_SIZE / 2u; s > 0u; s >>= 1u) {");
+    kb_line(b, "if (lid < s) {");
+    kb_line(b, "for (uint i = 0u; i < NACC; i++) {");
+    kb_line(b, "part[i * WG_SIZE + lid] += part[i * WG_SIZE + lid + s];");
+    kb_line(b, "}");
+    kb_line(b, "}");
+    kb_line(b, "memoryBarrierShared();");
+    kb_line(b, "barrier();");
+    kb_line(b, "}");
+    kb_line(b, "// invocation lid stores (row lid / MMAX, column lid %% MMAX)");
+    kb_line(b, "uint r = lid / MMAX;");
+    kb_line(b, "uint m = lid %% MMAX;");
+    kb_line(b, "if (r < nrows && m < M) {");
+    kb_line(b, "uint n = n_base + nl0 + r;");
+    kb_line(b, "float dot = part[(r * MMAX + m) * WG_SIZE];");
+    if (dual)
+        kb_line(b, "float dot2 = part[((ROWS + r) * MMAX + m) * WG_SIZE];");
+    const char *co[4] = {"n", "m", "b2", "b3"};
+    kb_store_out(b, co, "dot", dual ? "dot2" : NULL);
     kb_line(b, "}");
     dispatch_chunks(b, mc, gemv_groups, 1, mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
