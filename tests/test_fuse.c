@@ -377,3 +377,21 @@ Test(fuse, rope_is_not_an_anchor_epilogue)
 {
     fused_vs_unfused("rope(rms_norm(q)·w)", qnorm_rope, 2, 1e-8);
 }
+
+static glesc_tensor *rope_attention(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    int64_t d = 32, h = 4, hkv = 2, t = 3;
+    glesc_tensor *q = tg_input(g, F32, 3, (int64_t[]){d, h, t}, 35, -1, 1);
+    glesc_tensor *k = tg_input(g, F16, 3, (int64_t[]){d, 7, hkv}, 36, -1, 1);
+    glesc_tensor *v = tg_input(g, F16, 3, (int64_t[]){d, 7, hkv}, 37, -1, 1);
+    glesc_tensor *pos = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){t});
+    tg_write(pos, (float[]){4, 5, 6});
+    glesc_tensor *qr = glesc_rope(g, q, pos, (int)d, GLESC_ROPE_NORMAL, 10000, 1);
+    static const int perm[4] = {0, 2, 1, 3};
+    return glesc_attention(g, glesc_permute(g, qr, perm), k, v, NULL, 0.2f, true);
+}
+
+Test(fuse, rope_into_attention_is_one_dispatch)
+{
+    fused_vs_unfused("attention(permute(rope(q)), k, v)", rope_attention, 1, 1e-9);
+}

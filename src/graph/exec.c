@@ -102,7 +102,7 @@ static glesc_status verify_plan(glesc_context *ctx, graph_plan *p, const graph_o
     return GLESC_OK;
 }
 
-static void trace_open(graph_ctx_state *s)
+static void trace_open(graph_ctx_state *s, uint64_t t0)
 {
     if (s->trace_tried)
         return;
@@ -115,7 +115,7 @@ static void trace_open(graph_ctx_state *s)
         core_log(CORE_LOG_WARN, "GLESC_TRACE: cannot write %s", path);
         return;
     }
-    s->trace_t0 = core_time_ns();
+    s->trace_t0 = t0; /* timestamps count from the first compute */
     fputs("{\"traceEvents\":[\n", s->trace);
 }
 
@@ -227,7 +227,7 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
         graph_order_free(&ord);
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph state");
     }
-    trace_open(cs);
+    trace_open(cs, t_start);
     bool timing = opts.timing || cs->trace;
 
     glesc_stats cst0, cst1;

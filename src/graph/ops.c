@@ -392,7 +392,8 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
     {.name = "rope", .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_rope,
      .cpu = ref_rope, .expr = kernels_expr_rope, .remaps = true},
     {.name = "attention", .arity = 4, .kind = GRAPH_KIND_ANCHOR, .shape = shape_attention,
-     .cpu = ref_attention, .gen = kernels_gen_attention, .variant = variant_attention},
+     .cpu = ref_attention, .gen = kernels_gen_attention, .prologue = 1,
+     .variant = variant_attention},
 };
 _Static_assert(CORE_ARRAY_LEN(graph_ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
 
