@@ -25,7 +25,8 @@ static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, con
     emit_kernel *k = emit_kernel_create(name);
     if (!k)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "kernel %s", name);
-    emit_kernel_comment(k, "fused ops: %s", name);
+    /* the kernel's name lists its ops; no sizes here: the text must not
+     * depend on them (the program cache keys on it) */
     kb b;
     kb_init(&b, ctx, gk, k, max_bind);
     b.opts = opts;
