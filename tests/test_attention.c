@@ -42,15 +42,17 @@ Test(attention, rope)
         int n_dims, mode;
         float base, scale;
     } cases[] = {
-        {8, 2, 3, 8, GLESC_ROPE_NORMAL, 10000, 1},  {64, 3, 5, 64, GLESC_ROPE_NEOX, 10000, 1},
-        {64, 2, 4, 32, GLESC_ROPE_NORMAL, 500000, 0.25f}, {128, 2, 2, 96, GLESC_ROPE_NEOX, 1e6f, 1},
+        {8, 2, 3, 8, GLESC_ROPE_NORMAL, 10000, 1},
+        {64, 3, 5, 64, GLESC_ROPE_NEOX, 10000, 1},
+        {64, 2, 4, 32, GLESC_ROPE_NORMAL, 500000, 0.25f},
+        {128, 2, 2, 96, GLESC_ROPE_NEOX, 1e6f, 1},
     };
     for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
-        glesc_tensor *x = tg_input(g, i % 2 ? F16 : F32, 3,
-                                   (int64_t[]){cases[i].d, cases[i].h, cases[i].t}, (uint32_t)i,
-                                   -1, 1);
-        glesc_tensor *pos = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){cases[i].t},
-                                     (uint32_t)i + 7, 0, 300);
+        glesc_tensor *x =
+            tg_input(g, i % 2 ? F16 : F32, 3, (int64_t[]){cases[i].d, cases[i].h, cases[i].t},
+                     (uint32_t)i, -1, 1);
+        glesc_tensor *pos =
+            tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){cases[i].t}, (uint32_t)i + 7, 0, 300);
         outs[n++] = glesc_rope(g, x, pos, cases[i].n_dims, (glesc_rope_mode)cases[i].mode,
                                cases[i].base, cases[i].scale);
     }
@@ -85,9 +87,9 @@ static double run_attention(const attn_case *c, uint32_t seed)
     glesc_tensor *m = NULL;
     if (c->mask)
         m = tg_input(g, F32, 2, (int64_t[]){c->tk, c->tq}, seed + 3, -2, 0);
-    glesc_tensor *y = glesc_attention(g, glesc_permute(g, q, perm), glesc_permute(g, k, perm),
-                                      glesc_permute(g, v, perm), m,
-                                      1.0f / sqrtf((float)c->d), c->causal);
+    glesc_tensor *y =
+        glesc_attention(g, glesc_permute(g, q, perm), glesc_permute(g, k, perm),
+                        glesc_permute(g, v, perm), m, 1.0f / sqrtf((float)c->d), c->causal);
     cr_assert_not_null(y, "%s", glesc_context_errmsg(ctx));
     cr_assert_eq(glesc_tensor_dim(y, 0), c->d);
     cr_assert_eq(glesc_tensor_dim(y, 1), c->h);

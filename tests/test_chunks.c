@@ -65,7 +65,7 @@ Test(chunks, weight_is_split_and_round_trips)
 
 Test(chunks, matmul_across_chunks)
 {
-    glesc_tensor *w = weight(F32, 1024, 600, 2); /* 3 chunks */
+    glesc_tensor *w = weight(F32, 1024, 600, 2);   /* 3 chunks */
     glesc_tensor *wh = weight(F16, 1000, 1100, 3); /* 2000-byte rows, 524 per chunk: 3 chunks */
     for (int64_t m = 1; m <= 20; m += 19) {
         glesc_graph *g = glesc_graph_create(ctx);
@@ -90,8 +90,7 @@ Test(chunks, gate_up_pair_across_chunks)
     glesc_tensor *wu = weight(F16, 512, 3000, 8);
     glesc_graph *g = glesc_graph_create(ctx);
     glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){512, 2}, 9, -1, 1);
-    glesc_tensor *y =
-        glesc_mul(g, glesc_silu(g, glesc_matmul(g, wg, x)), glesc_matmul(g, wu, x));
+    glesc_tensor *y = glesc_mul(g, glesc_silu(g, glesc_matmul(g, wg, x)), glesc_matmul(g, wu, x));
     tg_check(g, &y, 1, 1e-9, "chunked gate/up");
     glesc_compute_stats s;
     glesc_graph_stats(g, &s);

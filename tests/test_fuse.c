@@ -369,8 +369,8 @@ static glesc_tensor *qnorm_rope(glesc_graph *g, glesc_tensor **x, int *n)
     glesc_tensor *q = tg_input(g, F32, 3, (int64_t[]){32, 2, 3}, 32, -1, 1);
     glesc_tensor *w = tg_input(g, F32, 1, (int64_t[]){32}, 33, 0.5f, 1.5f);
     glesc_tensor *pos = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){3}, 34, 0, 20);
-    return glesc_rope(g, glesc_mul(g, glesc_rms_norm(g, q, 1e-6f), w), pos, 32,
-                      GLESC_ROPE_NORMAL, 10000, 1);
+    return glesc_rope(g, glesc_mul(g, glesc_rms_norm(g, q, 1e-6f), w), pos, 32, GLESC_ROPE_NORMAL,
+                      10000, 1);
 }
 
 Test(fuse, rope_is_not_an_anchor_epilogue)

@@ -81,8 +81,8 @@ Test(graph, views_share_memory)
     r = tg_read(w);
     cr_assert(r[0] == 1 && r[1] == 2 && r[2] == 5 && r[3] == 6);
     free(r);
-    glesc_tensor *b = glesc_broadcast(g, glesc_view(g, x, 1, (int64_t[]){4}, NULL, 0), 2,
-                                      (int64_t[]){4, 5});
+    glesc_tensor *b =
+        glesc_broadcast(g, glesc_view(g, x, 1, (int64_t[]){4}, NULL, 0), 2, (int64_t[]){4, 5});
     r = tg_read(b);
     for (int i = 0; i < 20; i++)
         cr_assert_eq(r[i], (float)(i % 4));
@@ -100,10 +100,12 @@ Test(graph, errors_name_op_and_shapes)
     glesc_tensor *a = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){4, 3});
     glesc_tensor *b = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){5, 3});
     cr_assert_null(glesc_add(g, a, b));
-    cr_assert_str_eq(glesc_context_errmsg(ctx), "glesc_add: shapes [4, 3] and [5, 3] do not broadcast");
+    cr_assert_str_eq(glesc_context_errmsg(ctx),
+                     "glesc_add: shapes [4, 3] and [5, 3] do not broadcast");
     /* a failed builder's NULL passes through later builders, keeping the message */
     cr_assert_null(glesc_exp(g, glesc_mul(g, a, b)));
-    cr_assert_str_eq(glesc_context_errmsg(ctx), "glesc_mul: shapes [4, 3] and [5, 3] do not broadcast");
+    cr_assert_str_eq(glesc_context_errmsg(ctx),
+                     "glesc_mul: shapes [4, 3] and [5, 3] do not broadcast");
     cr_assert_null(glesc_matmul(g, a, b));
     cr_assert(strstr(glesc_context_errmsg(ctx), "glesc_matmul: shapes [4, 3] and [5, 3]"), "%s",
               glesc_context_errmsg(ctx));
@@ -119,7 +121,8 @@ Test(graph, errors_name_op_and_shapes)
     /* computing a NULL output reports the builder's failure */
     glesc_tensor *bad = glesc_add(g, a, b);
     cr_assert_eq(glesc_graph_compute(g, &bad, 1), GLESC_ERROR_INVALID_ARGUMENT);
-    cr_assert(strstr(glesc_context_errmsg(ctx), "do not broadcast"), "%s", glesc_context_errmsg(ctx));
+    cr_assert(strstr(glesc_context_errmsg(ctx), "do not broadcast"), "%s",
+              glesc_context_errmsg(ctx));
     glesc_graph_destroy(g);
 }
 
@@ -263,7 +266,7 @@ Test(graph, chrome_trace_file)
         cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(c));
         glesc_graph_destroy(g);
     }
-    unsetenv("GLESC_TRACE"); /* read at the context's first compute */
+    unsetenv("GLESC_TRACE");  /* read at the context's first compute */
     glesc_context_destroy(c); /* closes the event list */
     size_t n;
     char *text = test_read_file(path, &n);
@@ -289,10 +292,10 @@ Test(graph, chrome_trace_file)
  * writing persistent f16 KV caches [d·n_kv_head, ctx]. */
 typedef struct layer {
     int64_t dim, d, h, hkv, ff, ctx;
-    glesc_tensor *wq, *wk, *wv, *wo;  /* [dim, h·d], [dim, hkv·d] ×2, [h·d, dim] */
-    glesc_tensor *wg, *wu, *wd;       /* [dim, ff] ×2, [ff, dim] */
-    glesc_tensor *n1, *n2;            /* [dim] */
-    glesc_tensor *kc, *vc;            /* [hkv·d, ctx] f16 */
+    glesc_tensor *wq, *wk, *wv, *wo; /* [dim, h·d], [dim, hkv·d] ×2, [h·d, dim] */
+    glesc_tensor *wg, *wu, *wd;      /* [dim, ff] ×2, [ff, dim] */
+    glesc_tensor *n1, *n2;           /* [dim] */
+    glesc_tensor *kc, *vc;           /* [hkv·d, ctx] f16 */
 } layer;
 
 static glesc_tensor *decode_step(glesc_graph *g, layer *L, int pos, uint32_t seed)
@@ -306,21 +309,27 @@ static glesc_tensor *decode_step(glesc_graph *g, layer *L, int pos, uint32_t see
     glesc_tensor *v = glesc_matmul(g, L->wv, hn);
     q = glesc_rope(g, q, p, (int)L->d, GLESC_ROPE_NEOX, 10000, 1);
     k = glesc_rope(g, k, p, (int)L->d, GLESC_ROPE_NEOX, 10000, 1);
-    glesc_tensor *kc = glesc_set_rows(g, L->kc, glesc_reshape(g, k, 2, (int64_t[]){L->d * L->hkv, 1}), p);
+    glesc_tensor *kc =
+        glesc_set_rows(g, L->kc, glesc_reshape(g, k, 2, (int64_t[]){L->d * L->hkv, 1}), p);
     glesc_tensor *vc = glesc_set_rows(g, L->vc, v, p);
     int64_t n_kv = pos + 1;
     size_t es = 2, row = (size_t)(L->d * L->hkv) * es;
     static const int perm[4] = {0, 2, 1, 3};
-    glesc_tensor *kv = glesc_permute(g, glesc_view(g, kc, 3, (int64_t[]){L->d, L->hkv, n_kv},
-                                                   (size_t[]){0, (size_t)L->d * es, row}, 0), perm);
-    glesc_tensor *vv = glesc_permute(g, glesc_view(g, vc, 3, (int64_t[]){L->d, L->hkv, n_kv},
-                                                   (size_t[]){0, (size_t)L->d * es, row}, 0), perm);
+    glesc_tensor *kv = glesc_permute(g,
+                                     glesc_view(g, kc, 3, (int64_t[]){L->d, L->hkv, n_kv},
+                                                (size_t[]){0, (size_t)L->d * es, row}, 0),
+                                     perm);
+    glesc_tensor *vv = glesc_permute(g,
+                                     glesc_view(g, vc, 3, (int64_t[]){L->d, L->hkv, n_kv},
+                                                (size_t[]){0, (size_t)L->d * es, row}, 0),
+                                     perm);
     glesc_tensor *att = glesc_attention(g, glesc_permute(g, q, perm), kv, vv, NULL,
                                         1.0f / sqrtf((float)L->d), true);
     att = glesc_reshape(g, att, 2, (int64_t[]){L->d * L->h, 1});
     glesc_tensor *h1 = glesc_add(g, glesc_matmul(g, L->wo, att), x);
     glesc_tensor *h2 = glesc_mul(g, glesc_rms_norm(g, h1, 1e-6f), L->n2);
-    glesc_tensor *ff = glesc_mul(g, glesc_silu(g, glesc_matmul(g, L->wg, h2)), glesc_matmul(g, L->wu, h2));
+    glesc_tensor *ff =
+        glesc_mul(g, glesc_silu(g, glesc_matmul(g, L->wg, h2)), glesc_matmul(g, L->wu, h2));
     return glesc_add(g, glesc_matmul(g, L->wd, ff), h1);
 }
 
@@ -360,8 +369,8 @@ Test(graph, decode_steps_reuse_the_plan)
         cr_log_info("step %d: %d nodes (%d views) → %d kernels, %d dispatches; %s, %d GLSL "
                     "built, %d compiled, NMSE %.3g, %.2f ms host",
                     pos, s.nodes, s.views, s.kernels, s.dispatches,
-                    s.plan_reused ? "plan reused" : "new plan", s.glsl_built,
-                    s.programs_compiled, e, (double)s.cpu_ns / 1e6);
+                    s.plan_reused ? "plan reused" : "new plan", s.glsl_built, s.programs_compiled,
+                    e, (double)s.cpu_ns / 1e6);
         if (pos >= 2) { /* steps 0 and 1 differ in which sizes are 1 */
             cr_assert(s.plan_reused, "step %d", pos);
             cr_assert_eq(s.glsl_built, 0);
@@ -374,4 +383,40 @@ Test(graph, decode_steps_reuse_the_plan)
     for (size_t i = 0; i < CORE_ARRAY_LEN(ws); i++)
         glesc_weight_free(ws[i]);
     unsetenv("GLESC_PLAN_VERIFY");
+}
+
+/* Every allocation of building and computing a small fused graph fails in
+ * turn: each failure must come back as an error with a message, never a
+ * crash, and the context must stay usable. */
+Test(graph, allocation_failures_are_reported)
+{
+    int failures = 0, n;
+    for (n = 0; n < 2000; n++) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        glesc_tensor *x = g ? glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){37, 3}) : NULL;
+        glesc_tensor *w = g ? glesc_tensor_new(g, GLESC_DTYPE_F16, 2, (int64_t[]){37, 5}) : NULL;
+        if (x)
+            tg_fill(x, 1, -1, 1);
+        if (w)
+            tg_fill(w, 2, -1, 1);
+        core_alloc_fail_after(n);
+        glesc_tensor *y = glesc_add(g, glesc_mul(g, glesc_rms_norm(g, x, 1e-6f), x), x);
+        glesc_tensor *z = glesc_silu(g, glesc_matmul(g, w, y));
+        glesc_status st = z ? glesc_graph_compute(g, &z, 1) : GLESC_ERROR_OUT_OF_MEMORY;
+        long made = core_alloc_fail_after(-1);
+        if (st != GLESC_OK) {
+            failures++;
+            cr_assert(z == NULL || strlen(glesc_context_errmsg(ctx)) > 0);
+        }
+        glesc_graph_destroy(g);
+        if (st == GLESC_OK && made <= n)
+            break; /* the whole run needed fewer allocations: done */
+    }
+    cr_log_info("allocation failure injected at %d points, %d reported", n, failures);
+    cr_assert_gt(failures, 10);
+    /* the context still works */
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *y = build_chain(g, 33, 7, 1);
+    tg_check(g, &y, 1, 1e-10, "after OOM sweep");
+    glesc_graph_destroy(g);
 }

@@ -24,8 +24,8 @@ typedef struct shape {
 
 /* Odd sizes around warp/workgroup multiples, and above a thousand. */
 static const shape shapes[] = {
-    {1, {1}},        {1, {3}},         {1, {31}},          {1, {33}},
-    {1, {255}},      {1, {257}},       {2, {1031, 3}},     {4, {3, 5, 7, 2}},
+    {1, {1}},   {1, {3}},   {1, {31}},      {1, {33}},
+    {1, {255}}, {1, {257}}, {2, {1031, 3}}, {4, {3, 5, 7, 2}},
 };
 
 static glesc_context *ctx;
@@ -69,8 +69,8 @@ static double run_unary(const unary_row *r, glesc_dtype dt, int fusion)
     glesc_tensor *outs[CORE_ARRAY_LEN(shapes) + 1];
     int n = 0;
     for (size_t s = 0; s < CORE_ARRAY_LEN(shapes); s++) {
-        glesc_tensor *x = tg_input(g, dt, shapes[s].ndim, shapes[s].ne, (uint32_t)(s + 1), r->lo,
-                                   r->hi);
+        glesc_tensor *x =
+            tg_input(g, dt, shapes[s].ndim, shapes[s].ne, (uint32_t)(s + 1), r->lo, r->hi);
         outs[n] = glesc_unary(g, r->op, x);
         cr_assert_not_null(outs[n], "%s", glesc_context_errmsg(ctx));
         n++;
@@ -132,9 +132,9 @@ typedef struct binary_row {
 } binary_row;
 
 static const binary_row binary_rows[] = {
-    {GLESC_OP_ADD, -3, 3, -3, 3, 1e-12}, {GLESC_OP_SUB, -3, 3, -3, 3, 1e-12},
-    {GLESC_OP_MUL, -3, 3, -3, 3, 1e-12}, {GLESC_OP_DIV, -3, 3, 0.5f, 3, 1e-12},
-    {GLESC_OP_MAX, -3, 3, -3, 3, 1e-12}, {GLESC_OP_MIN, -3, 3, -3, 3, 1e-12},
+    {GLESC_OP_ADD, -3, 3, -3, 3, 1e-12},   {GLESC_OP_SUB, -3, 3, -3, 3, 1e-12},
+    {GLESC_OP_MUL, -3, 3, -3, 3, 1e-12},   {GLESC_OP_DIV, -3, 3, 0.5f, 3, 1e-12},
+    {GLESC_OP_MAX, -3, 3, -3, 3, 1e-12},   {GLESC_OP_MIN, -3, 3, -3, 3, 1e-12},
     {GLESC_OP_POW, 0.1f, 3, -2, 2, 1e-10},
 };
 
@@ -145,11 +145,11 @@ typedef struct bshape {
 static const bshape bshapes[] = {
     {{1, {1}}, {1, {1}}},
     {{1, {257}}, {1, {257}}},
-    {{1, {1}}, {1, {1031}}},             /* scalar broadcast */
-    {{2, {33, 7}}, {2, {33, 1}}},        /* row broadcast */
-    {{2, {33, 1}}, {2, {1, 7}}},         /* outer product shape */
+    {{1, {1}}, {1, {1031}}},      /* scalar broadcast */
+    {{2, {33, 7}}, {2, {33, 1}}}, /* row broadcast */
+    {{2, {33, 1}}, {2, {1, 7}}},  /* outer product shape */
     {{4, {3, 5, 7, 2}}, {4, {3, 1, 7, 1}}},
-    {{2, {31, 3}}, {1, {31}}},           /* ranks differ */
+    {{2, {31, 3}}, {1, {31}}}, /* ranks differ */
 };
 
 static double run_binary(const binary_row *r, glesc_dtype dt)
@@ -159,10 +159,10 @@ static double run_binary(const binary_row *r, glesc_dtype dt)
     int n = 0;
     for (size_t s = 0; s < CORE_ARRAY_LEN(bshapes); s++) {
         const bshape *bs = &bshapes[s];
-        glesc_tensor *a = tg_input(g, dt, bs->a.ndim, bs->a.ne, (uint32_t)(2 * s + 1), r->alo,
-                                   r->ahi);
-        glesc_tensor *b = tg_input(g, F32, bs->b.ndim, bs->b.ne, (uint32_t)(2 * s + 2), r->blo,
-                                   r->bhi);
+        glesc_tensor *a =
+            tg_input(g, dt, bs->a.ndim, bs->a.ne, (uint32_t)(2 * s + 1), r->alo, r->ahi);
+        glesc_tensor *b =
+            tg_input(g, F32, bs->b.ndim, bs->b.ne, (uint32_t)(2 * s + 2), r->blo, r->bhi);
         outs[n] = glesc_binary(g, r->op, a, b);
         cr_assert_not_null(outs[n], "%s", glesc_context_errmsg(ctx));
         n++;
@@ -175,9 +175,9 @@ static double run_binary(const binary_row *r, glesc_dtype dt)
     glesc_tensor *c = tg_input(g, F32, 3, (int64_t[]){8, 6, 5}, 79, r->blo, r->bhi);
     /* windows with offsets: rows of a (row stride 31) and c's second plane */
     size_t es = dt == F16 ? 2 : 4;
-    outs[n++] = glesc_binary(g, r->op,
-                             glesc_view(g, a, 2, (int64_t[]){8, 6}, (size_t[]){0, 31 * es}, 3 * es),
-                             glesc_view(g, c, 2, (int64_t[]){8, 6}, (size_t[]){0, 8 * 4}, 8 * 6 * 4));
+    outs[n++] = glesc_binary(
+        g, r->op, glesc_view(g, a, 2, (int64_t[]){8, 6}, (size_t[]){0, 31 * es}, 3 * es),
+        glesc_view(g, c, 2, (int64_t[]){8, 6}, (size_t[]){0, 8 * 4}, 8 * 6 * 4));
     for (int i = 0; i < n; i++)
         cr_assert_not_null(outs[i], "%s", glesc_context_errmsg(ctx));
     char what[64];
@@ -203,8 +203,8 @@ Test(ops, reductions)
 {
     static const glesc_op ops_[] = {GLESC_OP_SUM, GLESC_OP_MEAN, GLESC_OP_REDUCE_MAX,
                                     GLESC_OP_REDUCE_MIN, GLESC_OP_ARGMAX};
-    static const shape rs[] = {{1, {1}}, {2, {257, 3}}, {3, {31, 33, 2}}, {4, {3, 5, 7, 2}},
-                               {1, {1031}}};
+    static const shape rs[] = {
+        {1, {1}}, {2, {257, 3}}, {3, {31, 33, 2}}, {4, {3, 5, 7, 2}}, {1, {1031}}};
     for (size_t o = 0; o < CORE_ARRAY_LEN(ops_); o++) {
         glesc_graph *g = glesc_graph_create(ctx);
         glesc_tensor *outs[32];
@@ -234,13 +234,14 @@ Test(ops, softmax)
     glesc_graph *g = glesc_graph_create(ctx);
     glesc_tensor *outs[16];
     int n = 0;
-    static const shape ss[] = {{1, {1}}, {2, {7, 3}}, {2, {257, 5}}, {3, {33, 31, 2}},
-                               {2, {1031, 2}}};
+    static const shape ss[] = {
+        {1, {1}}, {2, {7, 3}}, {2, {257, 5}}, {3, {33, 31, 2}}, {2, {1031, 2}}};
     for (size_t s = 0; s < CORE_ARRAY_LEN(ss); s++) {
         glesc_tensor *x = tg_input(g, s % 2 ? F16 : F32, ss[s].ndim, ss[s].ne, (uint32_t)s, -5, 5);
         outs[n++] = glesc_softmax(g, x, NULL, 1.0f, false);
-        glesc_tensor *m = tg_input(g, F32, 2, (int64_t[]){ss[s].ne[0], ss[s].ndim > 1 ? ss[s].ne[1] : 1},
-                                   (uint32_t)s + 40, -2, 0);
+        glesc_tensor *m =
+            tg_input(g, F32, 2, (int64_t[]){ss[s].ne[0], ss[s].ndim > 1 ? ss[s].ne[1] : 1},
+                     (uint32_t)s + 40, -2, 0);
         outs[n++] = glesc_softmax(g, x, m, 0.125f, s % 2 == 0);
     }
     /* causal with more rows than columns: early rows are fully masked → zeros */
@@ -260,15 +261,15 @@ Test(ops, softmax)
 
 Test(ops, norms)
 {
-    static const shape ns[] = {{1, {1}}, {2, {3, 5}}, {2, {257, 3}}, {3, {1031, 2, 2}},
-                               {2, {4096, 2}}};
+    static const shape ns[] = {
+        {1, {1}}, {2, {3, 5}}, {2, {257, 3}}, {3, {1031, 2, 2}}, {2, {4096, 2}}};
     for (int layer = 0; layer < 2; layer++) {
         glesc_graph *g = glesc_graph_create(ctx);
         glesc_tensor *outs[16];
         int n = 0;
         for (size_t s = 0; s < CORE_ARRAY_LEN(ns); s++) {
-            glesc_tensor *x = tg_input(g, s % 2 ? F16 : F32, ns[s].ndim, ns[s].ne, (uint32_t)s + 9,
-                                       -2, 3);
+            glesc_tensor *x =
+                tg_input(g, s % 2 ? F16 : F32, ns[s].ndim, ns[s].ne, (uint32_t)s + 9, -2, 3);
             outs[n++] = layer ? glesc_layer_norm(g, x, 1e-5f) : glesc_rms_norm(g, x, 1e-6f);
         }
         glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){31, 33}, 5, -2, 2);
@@ -289,7 +290,7 @@ typedef struct mm_case {
 
 /* m ≤ 8 takes the GEMV kernel, larger m the tiled GEMM (partial tiles too). */
 static const mm_case mm_cases[] = {
-    {1, 1, 1},   {3, 5, 1},     {33, 31, 2},    {255, 257, 8}, {257, 33, 9},
+    {1, 1, 1},    {3, 5, 1},      {33, 31, 2},   {255, 257, 8}, {257, 33, 9},
     {64, 64, 64}, {1031, 31, 17}, {31, 257, 65}, {4096, 3, 1},
 };
 

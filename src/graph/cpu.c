@@ -81,8 +81,9 @@ glesc_status graph_cpu_eval(glesc_graph *g, glesc_tensor *const *outs, int n, fl
             hm->owner = o;
             size_t es = graph_dtype_size(o->dtype);
             int64_t elems = (int64_t)((o->persistent || o->op == GLESC_OP_NONE ? o->st.bytes
-                                                                                 : graph_nbytes(o)) /
-                                      es) + 1;
+                                                                               : graph_nbytes(o)) /
+                                      es) +
+                            1;
             hm->v = core_calloc((size_t)elems, sizeof *hm->v);
             if (!hm->v) {
                 st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "cpu eval");

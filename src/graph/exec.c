@@ -155,8 +155,8 @@ static glesc_status check_outputs(glesc_graph *g, glesc_tensor *const *outs, int
     for (int i = 0; i < n; i++) {
         if (!outs[i])
             return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                                "glesc_graph_compute: output %d is NULL (a builder failed: %s)",
-                                i, core_err_msg(&g->ctx->err));
+                                "glesc_graph_compute: output %d is NULL (a builder failed: %s)", i,
+                                core_err_msg(&g->ctx->err));
         if ((outs[i]->g && outs[i]->g != g) || outs[i]->ctx != g->ctx)
             return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                                 "glesc_graph_compute: output %d belongs to another graph", i);

@@ -51,7 +51,8 @@ typedef struct fuse_state {
 static bool is_inplace_dst(const glesc_tensor *m, int s)
 {
     const graph_op_info *info = graph_op(m->op);
-    return info->inplace && ((m->op == GLESC_OP_SET_ROWS && s == 0) || (m->op == GLESC_OP_CPY && s == 1));
+    return info->inplace &&
+           ((m->op == GLESC_OP_SET_ROWS && s == 0) || (m->op == GLESC_OP_CPY && s == 1));
 }
 
 /* Distinct owners read by kernels a ∪ b, and whether the written owner is
@@ -203,8 +204,8 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     KP->alive = false;
 }
 
-void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings,
-                graph_kernel *kernels, int *n_kernels)
+void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
+                int *n_kernels)
 {
     fk *k = core_calloc((size_t)n + 1, sizeof *k);
     int *next = core_calloc((size_t)n + 1, sizeof *next);
@@ -229,8 +230,8 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings,
             graph_kind kind = graph_op(order[i]->op)->kind;
             if (kind != GRAPH_KIND_ELTWISE && kind != GRAPH_KIND_ANCHOR)
                 continue;
-            kernels[nk] = (graph_kernel){kind == GRAPH_KIND_ANCHOR ? order[i] : NULL, NULL,
-                                         order[i], nk};
+            kernels[nk] =
+                (graph_kernel){kind == GRAPH_KIND_ANCHOR ? order[i] : NULL, NULL, order[i], nk};
             order[i]->kernel = nk++;
         }
         *n_kernels = nk;

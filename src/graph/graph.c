@@ -45,8 +45,7 @@ GLESC_API glesc_status glesc_graph_set_options(glesc_graph *g, const glesc_graph
     }
     if (opts->gemv_max_m < 0 || opts->gemv_max_m > 8)
         return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_graph_set_options: gemv_max_m %d is not 0..8",
-                            opts->gemv_max_m);
+                            "glesc_graph_set_options: gemv_max_m %d is not 0..8", opts->gemv_max_m);
     g->opts = *opts;
     return GLESC_OK;
 }

@@ -41,10 +41,10 @@ struct glesc_tensor {
     glesc_graph *g; /* NULL for persistent tensors */
     glesc_op op;
     glesc_dtype dtype;
-    int ndim;       /* 1..4; for printing shapes and for results' ndim */
-    int64_t ne[4];  /* elements per dimension, ne[0] fastest */
-    int64_t nb[4];  /* byte strides into the owner's memory */
-    uint64_t offs;  /* byte offset into the owner's memory */
+    int ndim;      /* 1..4; for printing shapes and for results' ndim */
+    int64_t ne[4]; /* elements per dimension, ne[0] fastest */
+    int64_t nb[4]; /* byte strides into the owner's memory */
+    uint64_t offs; /* byte offset into the owner's memory */
     glesc_tensor *src[GRAPH_MAX_SRC];
     int n_src;
     /* Whose memory holds the elements: itself for leaves and op results,
@@ -73,7 +73,7 @@ typedef struct graph_plan graph_plan;
 struct glesc_graph {
     glesc_context *ctx;
     glesc_graph_options opts;
-    glesc_tensor *tensors; /* every tensor created in g, newest first */
+    glesc_tensor *tensors;  /* every tensor created in g, newest first */
     glesc_tensor **persist; /* persistent tensors g holds a reference to */
     int n_persist, cap_persist;
     /* results of the last compute */
@@ -90,7 +90,7 @@ size_t graph_dtype_size(glesc_dtype t); /* bytes per element of f32/f16/bf16/i32
 bool graph_dtype_ok(glesc_dtype t);
 int64_t graph_nelements(const glesc_tensor *t);
 uint64_t graph_nbytes(const glesc_tensor *t); /* contiguous size */
-void graph_set_contiguous(glesc_tensor *t);  /* nb from ne and dtype, offs 0 */
+void graph_set_contiguous(glesc_tensor *t);   /* nb from ne and dtype, offs 0 */
 bool graph_is_contiguous(const glesc_tensor *t);
 bool graph_same_shape(const glesc_tensor *a, const glesc_tensor *b);
 /* "[4, 3]" into buf (at least 64 bytes). */
@@ -176,8 +176,8 @@ typedef struct graph_kernel {
 /* Assigns every ELTWISE/ANCHOR node of order[0..n) to a kernel (t->kernel)
  * and fills kernels[] (at most n) in execution order; *n_kernels. With
  * fusion off, one kernel per node. max_bindings bounds a fused kernel. */
-void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings,
-                graph_kernel *kernels, int *n_kernels);
+void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
+                int *n_kernels);
 /* Distinct memory owners a kernel made of nodes with kernel == id reads or
  * writes (its storage bindings). */
 int graph_kernel_bindings(glesc_tensor **order, int n, int id);

@@ -97,8 +97,7 @@ static glesc_status broadcasts_to(const glesc_tensor *t, const glesc_tensor *m,
 {
     for (int d = 0; d < 4; d++)
         if (m->ne[d] != x->ne[d] && m->ne[d] != 1)
-            return fail(t, GLESC_ERROR_SHAPE, "%s %s does not broadcast to %s", what, SH(m),
-                        SH(x));
+            return fail(t, GLESC_ERROR_SHAPE, "%s %s does not broadcast to %s", what, SH(m), SH(x));
     return GLESC_OK;
 }
 
@@ -122,8 +121,8 @@ static glesc_status shape_matmul(glesc_tensor *t)
     const glesc_tensor *w = t->src[0], *x = t->src[1];
     if (w->ne[0] != x->ne[0])
         return fail(t, GLESC_ERROR_SHAPE,
-                    "shapes %s and %s: W [k, n] and X [k, m] must agree in k (dimension 0)",
-                    SH(w), SH(x));
+                    "shapes %s and %s: W [k, n] and X [k, m] must agree in k (dimension 0)", SH(w),
+                    SH(x));
     if (x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3])
         return fail(t, GLESC_ERROR_SHAPE,
                     "shapes %s and %s: X's batch dimensions must be multiples of W's", SH(w),
@@ -165,8 +164,8 @@ static glesc_status shape_get_rows(glesc_tensor *t)
                     SH(a), SH(b));
     if (!kernels_wload_find(a->dtype) || a->nb[0] != (int64_t)graph_dtype_size(a->dtype))
         return fail(t, GLESC_ERROR_UNSUPPORTED,
-                    "table %s %s must be f32, f16 or bf16 and contiguous along dimension 0",
-                    SH(a), glesc_dtype_name(a->dtype));
+                    "table %s %s must be f32, f16 or bf16 and contiguous along dimension 0", SH(a),
+                    glesc_dtype_name(a->dtype));
     t->dtype = GLESC_DTYPE_F32;
     t->ne[0] = a->ne[0];
     t->ne[1] = b->ne[0];
@@ -224,8 +223,8 @@ static glesc_status shape_concat(glesc_tensor *t)
         return fail(t, GLESC_ERROR_INVALID_ARGUMENT, "dimension %d is not 0..3", dim);
     for (int d = 0; d < 4; d++)
         if (d != dim && a->ne[d] != b->ne[d])
-            return fail(t, GLESC_ERROR_SHAPE,
-                        "shapes %s and %s differ outside dimension %d", SH(a), SH(b), dim);
+            return fail(t, GLESC_ERROR_SHAPE, "shapes %s and %s differ outside dimension %d", SH(a),
+                        SH(b), dim);
     same_as(t, a, GLESC_DTYPE_F32);
     t->ne[dim] = a->ne[dim] + b->ne[dim];
     t->ndim = CORE_MAX(max_ndim(a, b), dim + 1);
@@ -259,8 +258,7 @@ static glesc_status shape_rope(glesc_tensor *t)
                     "n_dims %d must be even and at most the head size %lld (x %s)", n_dims,
                     (long long)x->ne[0], SH(x));
     if (mode != GLESC_ROPE_NORMAL && mode != GLESC_ROPE_NEOX)
-        return fail(t, GLESC_ERROR_INVALID_ARGUMENT, "mode %d is not normal (0) or neox (2)",
-                    mode);
+        return fail(t, GLESC_ERROR_INVALID_ARGUMENT, "mode %d is not normal (0) or neox (2)", mode);
     same_as(t, x, GLESC_DTYPE_F32);
     return GLESC_OK;
 }
@@ -278,16 +276,17 @@ static glesc_status shape_attention(glesc_tensor *t)
                     SH(q), SH(k), SH(v));
     if (q->ne[2] % k->ne[2])
         return fail(t, GLESC_ERROR_SHAPE,
-                    "q %s and k %s: n_head %lld is not a multiple of n_head_kv %lld", SH(q),
-                    SH(k), (long long)q->ne[2], (long long)k->ne[2]);
+                    "q %s and k %s: n_head %lld is not a multiple of n_head_kv %lld", SH(q), SH(k),
+                    (long long)q->ne[2], (long long)k->ne[2]);
     if (q->ne[0] > ATTN_MAX_D || v->ne[0] > ATTN_MAX_D)
         return fail(t, GLESC_ERROR_UNSUPPORTED, "head size %lld above %d",
                     (long long)CORE_MAX(q->ne[0], v->ne[0]), ATTN_MAX_D);
     if (m) {
         if (m->ne[0] != k->ne[1] || (m->ne[1] != 1 && m->ne[1] != q->ne[1]) ||
             (m->ne[2] != 1 && m->ne[2] != q->ne[2]) || m->ne[3] != 1)
-            return fail(t, GLESC_ERROR_SHAPE, "mask %s does not broadcast to [n_kv, n_q] = "
-                                              "[%lld, %lld]",
+            return fail(t, GLESC_ERROR_SHAPE,
+                        "mask %s does not broadcast to [n_kv, n_q] = "
+                        "[%lld, %lld]",
                         SH(m), (long long)k->ne[1], (long long)q->ne[1]);
     }
     for (int i = 0; i < 4; i++)
@@ -321,17 +320,29 @@ static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_optio
 
 /* ---- the table ---- */
 
-#define LEAF(nm) {.name = nm, .kind = GRAPH_KIND_LEAF}
-#define VIEW(nm) {.name = nm, .arity = 1, .kind = GRAPH_KIND_VIEW, .shape = shape_view}
+#define LEAF(nm)                                                                                   \
+    {                                                                                              \
+        .name = nm, .kind = GRAPH_KIND_LEAF                                                        \
+    }
+#define VIEW(nm)                                                                                   \
+    {                                                                                              \
+        .name = nm, .arity = 1, .kind = GRAPH_KIND_VIEW, .shape = shape_view                       \
+    }
 #define UNARY(nm, fn, g)                                                                           \
-    {.name = nm, .arity = 1, .kind = GRAPH_KIND_ELTWISE, .shape = shape_unary, .cpu = ref_unary,  \
-     .f1 = fn, .glsl = g, .expr = kernels_expr_template}
+    {                                                                                              \
+        .name = nm, .arity = 1, .kind = GRAPH_KIND_ELTWISE, .shape = shape_unary,                  \
+        .cpu = ref_unary, .f1 = fn, .glsl = g, .expr = kernels_expr_template                       \
+    }
 #define BINARY(nm, fn, g)                                                                          \
-    {.name = nm, .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_binary,                   \
-     .cpu = ref_binary, .f2 = fn, .glsl = g, .expr = kernels_expr_template}
+    {                                                                                              \
+        .name = nm, .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_binary,                 \
+        .cpu = ref_binary, .f2 = fn, .glsl = g, .expr = kernels_expr_template                      \
+    }
 #define REDUCE(nm)                                                                                 \
-    {.name = nm, .arity = 1, .kind = GRAPH_KIND_ANCHOR, .shape = shape_reduce,                    \
-     .cpu = ref_reduce, .gen = kernels_gen_reduce, .prologue = 1, .epilogue = true}
+    {                                                                                              \
+        .name = nm, .arity = 1, .kind = GRAPH_KIND_ANCHOR, .shape = shape_reduce,                  \
+        .cpu = ref_reduce, .gen = kernels_gen_reduce, .prologue = 1, .epilogue = true              \
+    }
 
 const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
     LEAF("none"),
@@ -358,8 +369,13 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
     UNARY("step", ref_step, "op_step($0)"),
     UNARY("scale", ref_scale, "($0 * $p0 + $p1)"),
     UNARY("clamp", ref_clamp, "clamp($0, $p0, $p1)"),
-    {.name = "cast", .arity = 1, .kind = GRAPH_KIND_ELTWISE, .shape = shape_unary,
-     .cpu = ref_unary, .f1 = ref_ident, .expr = kernels_expr_cast},
+    {.name = "cast",
+     .arity = 1,
+     .kind = GRAPH_KIND_ELTWISE,
+     .shape = shape_unary,
+     .cpu = ref_unary,
+     .f1 = ref_ident,
+     .expr = kernels_expr_cast},
     UNARY("cont", ref_ident, "$0"),
     BINARY("add", ref_add, "($0 + $1)"),
     BINARY("sub", ref_sub, "($0 - $1)"),
@@ -373,26 +389,82 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
     REDUCE("reduce_max"),
     REDUCE("reduce_min"),
     REDUCE("argmax"),
-    {.name = "softmax", .arity = 2, .kind = GRAPH_KIND_ANCHOR, .shape = shape_softmax,
-     .cpu = ref_softmax, .gen = kernels_gen_softmax, .prologue = 1, .epilogue = true},
-    {.name = "rms_norm", .arity = 1, .kind = GRAPH_KIND_ANCHOR, .shape = shape_norm,
-     .cpu = ref_rms_norm, .gen = kernels_gen_norm, .prologue = 1, .epilogue = true},
-    {.name = "layer_norm", .arity = 1, .kind = GRAPH_KIND_ANCHOR, .shape = shape_norm,
-     .cpu = ref_layer_norm, .gen = kernels_gen_norm, .prologue = 1, .epilogue = true},
-    {.name = "matmul", .arity = 2, .kind = GRAPH_KIND_ANCHOR, .shape = shape_matmul,
-     .cpu = ref_matmul, .gen = kernels_gen_matmul, .epilogue = true, .variant = variant_matmul},
-    {.name = "get_rows", .arity = 2, .kind = GRAPH_KIND_ANCHOR, .shape = shape_get_rows,
-     .cpu = ref_get_rows, .gen = kernels_gen_get_rows, .epilogue = true},
-    {.name = "set_rows", .arity = 3, .kind = GRAPH_KIND_ANCHOR, .shape = shape_set_rows,
-     .cpu = ref_set_rows, .gen = kernels_gen_set_rows, .prologue = 1u << 1, .inplace = true},
-    {.name = "concat", .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_concat,
-     .cpu = ref_concat, .expr = kernels_expr_concat, .remaps = true},
-    {.name = "cpy", .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_cpy, .cpu = ref_cpy,
-     .glsl = "$0", .expr = kernels_expr_template, .inplace = true},
-    {.name = "rope", .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_rope,
-     .cpu = ref_rope, .expr = kernels_expr_rope, .remaps = true},
-    {.name = "attention", .arity = 4, .kind = GRAPH_KIND_ANCHOR, .shape = shape_attention,
-     .cpu = ref_attention, .gen = kernels_gen_attention, .prologue = 1,
+    {.name = "softmax",
+     .arity = 2,
+     .kind = GRAPH_KIND_ANCHOR,
+     .shape = shape_softmax,
+     .cpu = ref_softmax,
+     .gen = kernels_gen_softmax,
+     .prologue = 1,
+     .epilogue = true},
+    {.name = "rms_norm",
+     .arity = 1,
+     .kind = GRAPH_KIND_ANCHOR,
+     .shape = shape_norm,
+     .cpu = ref_rms_norm,
+     .gen = kernels_gen_norm,
+     .prologue = 1,
+     .epilogue = true},
+    {.name = "layer_norm",
+     .arity = 1,
+     .kind = GRAPH_KIND_ANCHOR,
+     .shape = shape_norm,
+     .cpu = ref_layer_norm,
+     .gen = kernels_gen_norm,
+     .prologue = 1,
+     .epilogue = true},
+    {.name = "matmul",
+     .arity = 2,
+     .kind = GRAPH_KIND_ANCHOR,
+     .shape = shape_matmul,
+     .cpu = ref_matmul,
+     .gen = kernels_gen_matmul,
+     .epilogue = true,
+     .variant = variant_matmul},
+    {.name = "get_rows",
+     .arity = 2,
+     .kind = GRAPH_KIND_ANCHOR,
+     .shape = shape_get_rows,
+     .cpu = ref_get_rows,
+     .gen = kernels_gen_get_rows,
+     .epilogue = true},
+    {.name = "set_rows",
+     .arity = 3,
+     .kind = GRAPH_KIND_ANCHOR,
+     .shape = shape_set_rows,
+     .cpu = ref_set_rows,
+     .gen = kernels_gen_set_rows,
+     .prologue = 1u << 1,
+     .inplace = true},
+    {.name = "concat",
+     .arity = 2,
+     .kind = GRAPH_KIND_ELTWISE,
+     .shape = shape_concat,
+     .cpu = ref_concat,
+     .expr = kernels_expr_concat,
+     .remaps = true},
+    {.name = "cpy",
+     .arity = 2,
+     .kind = GRAPH_KIND_ELTWISE,
+     .shape = shape_cpy,
+     .cpu = ref_cpy,
+     .glsl = "$0",
+     .expr = kernels_expr_template,
+     .inplace = true},
+    {.name = "rope",
+     .arity = 2,
+     .kind = GRAPH_KIND_ELTWISE,
+     .shape = shape_rope,
+     .cpu = ref_rope,
+     .expr = kernels_expr_rope,
+     .remaps = true},
+    {.name = "attention",
+     .arity = 4,
+     .kind = GRAPH_KIND_ANCHOR,
+     .shape = shape_attention,
+     .cpu = ref_attention,
+     .gen = kernels_gen_attention,
+     .prologue = 1,
      .variant = variant_attention},
 };
 _Static_assert(CORE_ARRAY_LEN(graph_ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
@@ -438,7 +510,8 @@ glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, 
     for (int i = 0; i < n_src; i++) {
         if (!src[i]) {
             /* Optional sources (softmax's and attention's masks) may be NULL. */
-            bool optional = (op == GLESC_OP_SOFTMAX && i == 1) || (op == GLESC_OP_ATTENTION && i == 3);
+            bool optional =
+                (op == GLESC_OP_SOFTMAX && i == 1) || (op == GLESC_OP_ATTENTION && i == 3);
             if (!optional)
                 return NULL; /* an earlier builder failed: keep its message */
             continue;
@@ -491,18 +564,54 @@ GLESC_API glesc_tensor *glesc_binary(glesc_graph *g, glesc_op op, glesc_tensor *
     return graph_node(g, op, s, 2, NULL, 0, NULL, 0);
 }
 
-GLESC_API glesc_tensor *glesc_neg(glesc_graph *g, glesc_tensor *x) { return glesc_unary(g, GLESC_OP_NEG, x); }
-GLESC_API glesc_tensor *glesc_exp(glesc_graph *g, glesc_tensor *x) { return glesc_unary(g, GLESC_OP_EXP, x); }
-GLESC_API glesc_tensor *glesc_silu(glesc_graph *g, glesc_tensor *x) { return glesc_unary(g, GLESC_OP_SILU, x); }
-GLESC_API glesc_tensor *glesc_gelu(glesc_graph *g, glesc_tensor *x) { return glesc_unary(g, GLESC_OP_GELU, x); }
-GLESC_API glesc_tensor *glesc_relu(glesc_graph *g, glesc_tensor *x) { return glesc_unary(g, GLESC_OP_RELU, x); }
-GLESC_API glesc_tensor *glesc_tanh(glesc_graph *g, glesc_tensor *x) { return glesc_unary(g, GLESC_OP_TANH, x); }
-GLESC_API glesc_tensor *glesc_sigmoid(glesc_graph *g, glesc_tensor *x) { return glesc_unary(g, GLESC_OP_SIGMOID, x); }
-GLESC_API glesc_tensor *glesc_sqrt(glesc_graph *g, glesc_tensor *x) { return glesc_unary(g, GLESC_OP_SQRT, x); }
-GLESC_API glesc_tensor *glesc_add(glesc_graph *g, glesc_tensor *a, glesc_tensor *b) { return glesc_binary(g, GLESC_OP_ADD, a, b); }
-GLESC_API glesc_tensor *glesc_sub(glesc_graph *g, glesc_tensor *a, glesc_tensor *b) { return glesc_binary(g, GLESC_OP_SUB, a, b); }
-GLESC_API glesc_tensor *glesc_mul(glesc_graph *g, glesc_tensor *a, glesc_tensor *b) { return glesc_binary(g, GLESC_OP_MUL, a, b); }
-GLESC_API glesc_tensor *glesc_div(glesc_graph *g, glesc_tensor *a, glesc_tensor *b) { return glesc_binary(g, GLESC_OP_DIV, a, b); }
+GLESC_API glesc_tensor *glesc_neg(glesc_graph *g, glesc_tensor *x)
+{
+    return glesc_unary(g, GLESC_OP_NEG, x);
+}
+GLESC_API glesc_tensor *glesc_exp(glesc_graph *g, glesc_tensor *x)
+{
+    return glesc_unary(g, GLESC_OP_EXP, x);
+}
+GLESC_API glesc_tensor *glesc_silu(glesc_graph *g, glesc_tensor *x)
+{
+    return glesc_unary(g, GLESC_OP_SILU, x);
+}
+GLESC_API glesc_tensor *glesc_gelu(glesc_graph *g, glesc_tensor *x)
+{
+    return glesc_unary(g, GLESC_OP_GELU, x);
+}
+GLESC_API glesc_tensor *glesc_relu(glesc_graph *g, glesc_tensor *x)
+{
+    return glesc_unary(g, GLESC_OP_RELU, x);
+}
+GLESC_API glesc_tensor *glesc_tanh(glesc_graph *g, glesc_tensor *x)
+{
+    return glesc_unary(g, GLESC_OP_TANH, x);
+}
+GLESC_API glesc_tensor *glesc_sigmoid(glesc_graph *g, glesc_tensor *x)
+{
+    return glesc_unary(g, GLESC_OP_SIGMOID, x);
+}
+GLESC_API glesc_tensor *glesc_sqrt(glesc_graph *g, glesc_tensor *x)
+{
+    return glesc_unary(g, GLESC_OP_SQRT, x);
+}
+GLESC_API glesc_tensor *glesc_add(glesc_graph *g, glesc_tensor *a, glesc_tensor *b)
+{
+    return glesc_binary(g, GLESC_OP_ADD, a, b);
+}
+GLESC_API glesc_tensor *glesc_sub(glesc_graph *g, glesc_tensor *a, glesc_tensor *b)
+{
+    return glesc_binary(g, GLESC_OP_SUB, a, b);
+}
+GLESC_API glesc_tensor *glesc_mul(glesc_graph *g, glesc_tensor *a, glesc_tensor *b)
+{
+    return glesc_binary(g, GLESC_OP_MUL, a, b);
+}
+GLESC_API glesc_tensor *glesc_div(glesc_graph *g, glesc_tensor *a, glesc_tensor *b)
+{
+    return glesc_binary(g, GLESC_OP_DIV, a, b);
+}
 
 GLESC_API glesc_tensor *glesc_scale(glesc_graph *g, glesc_tensor *x, float s, float b)
 {
@@ -644,8 +753,7 @@ static bool shape_ok(glesc_tensor *t, int ndim, const int64_t *shape)
     for (int d = 0; d < 4; d++) {
         t->ne[d] = d < ndim ? shape[d] : 1;
         if (t->ne[d] < 1)
-            return fail(t, GLESC_ERROR_SHAPE, "dimension %d has size %lld", d,
-                        (long long)t->ne[d]),
+            return fail(t, GLESC_ERROR_SHAPE, "dimension %d has size %lld", d, (long long)t->ne[d]),
                    false;
     }
     t->ndim = ndim;
@@ -725,8 +833,9 @@ GLESC_API glesc_tensor *glesc_view(glesc_graph *g, glesc_tensor *x, int ndim, co
     uint64_t last = offset + es;
     for (int d = 0; d < 4; d++) {
         if (t->nb[d] % (int64_t)es) {
-            fail(t, GLESC_ERROR_INVALID_ARGUMENT, "stride nb[%d] = %lld is not a multiple of "
-                                                  "the element size %zu",
+            fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                 "stride nb[%d] = %lld is not a multiple of "
+                 "the element size %zu",
                  d, (long long)t->nb[d], es);
             return view_fail(g, t);
         }

@@ -199,8 +199,7 @@ graph_plan *graph_plan_create(glesc_context *ctx, core_hash128 key, const graph_
         last[t->owner->order] = CORE_MAX(last[t->owner->order], t->kernel);
         for (int j = 0; j < t->n_src; j++)
             if (t->src[j])
-                last[t->src[j]->owner->order] =
-                    CORE_MAX(last[t->src[j]->owner->order], t->kernel);
+                last[t->src[j]->owner->order] = CORE_MAX(last[t->src[j]->owner->order], t->kernel);
     }
     /* bucket the releasable owners by kernel (counting sort) */
     for (int i = 0; i < n; i++) {

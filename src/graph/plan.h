@@ -41,8 +41,8 @@ struct graph_ctx_state {
 };
 
 /* Hash of the structure of ord for options o (see the rule in kernels.h). */
-core_hash128 graph_plan_key(const graph_order_t *ord, const glesc_graph_options *o,
-                            bool fusion, int max_bindings);
+core_hash128 graph_plan_key(const graph_order_t *ord, const glesc_graph_options *o, bool fusion,
+                            int max_bindings);
 graph_plan *graph_plan_find(glesc_context *ctx, core_hash128 key);
 /* Fuses ord and plans lifetimes; the plan joins the cache (programs not yet
  * built). NULL on out-of-memory (message set). */

@@ -9,36 +9,114 @@
 
 #define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
 
-double ref_neg(double x, const float *p) { return -x; }
-double ref_abs(double x, const float *p) { return fabs(x); }
-double ref_sqr(double x, const float *p) { return x * x; }
-double ref_sqrt(double x, const float *p) { return sqrt(x); }
-double ref_rsqrt(double x, const float *p) { return 1.0 / sqrt(x); }
-double ref_exp(double x, const float *p) { return exp(x); }
-double ref_log(double x, const float *p) { return log(x); }
-double ref_sin(double x, const float *p) { return sin(x); }
-double ref_cos(double x, const float *p) { return cos(x); }
-double ref_tanh(double x, const float *p) { return tanh(x); }
-double ref_sigmoid(double x, const float *p) { return 1.0 / (1.0 + exp(-x)); }
-double ref_relu(double x, const float *p) { return x > 0 ? x : 0; }
+double ref_neg(double x, const float *p)
+{
+    return -x;
+}
+double ref_abs(double x, const float *p)
+{
+    return fabs(x);
+}
+double ref_sqr(double x, const float *p)
+{
+    return x * x;
+}
+double ref_sqrt(double x, const float *p)
+{
+    return sqrt(x);
+}
+double ref_rsqrt(double x, const float *p)
+{
+    return 1.0 / sqrt(x);
+}
+double ref_exp(double x, const float *p)
+{
+    return exp(x);
+}
+double ref_log(double x, const float *p)
+{
+    return log(x);
+}
+double ref_sin(double x, const float *p)
+{
+    return sin(x);
+}
+double ref_cos(double x, const float *p)
+{
+    return cos(x);
+}
+double ref_tanh(double x, const float *p)
+{
+    return tanh(x);
+}
+double ref_sigmoid(double x, const float *p)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+double ref_relu(double x, const float *p)
+{
+    return x > 0 ? x : 0;
+}
 double ref_gelu(double x, const float *p)
 {
     return 0.5 * x * (1.0 + tanh(GELU_C * (x + 0.044715 * x * x * x)));
 }
-double ref_gelu_erf(double x, const float *p) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
-double ref_silu(double x, const float *p) { return x / (1.0 + exp(-x)); }
-double ref_softplus(double x, const float *p) { return x > 30 ? x : log1p(exp(x)); }
-double ref_step(double x, const float *p) { return x > 0 ? 1 : 0; }
-double ref_scale(double x, const float *p) { return x * p[0] + p[1]; }
-double ref_clamp(double x, const float *p) { return x < p[0] ? p[0] : x > p[1] ? p[1] : x; }
-double ref_ident(double x, const float *p) { return x; }
-double ref_add(double a, double b) { return a + b; }
-double ref_sub(double a, double b) { return a - b; }
-double ref_mul(double a, double b) { return a * b; }
-double ref_div(double a, double b) { return a / b; }
-double ref_max(double a, double b) { return a > b ? a : b; }
-double ref_min(double a, double b) { return a < b ? a : b; }
-double ref_pow(double a, double b) { return pow(a, b); }
+double ref_gelu_erf(double x, const float *p)
+{
+    return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
+double ref_silu(double x, const float *p)
+{
+    return x / (1.0 + exp(-x));
+}
+double ref_softplus(double x, const float *p)
+{
+    return x > 30 ? x : log1p(exp(x));
+}
+double ref_step(double x, const float *p)
+{
+    return x > 0 ? 1 : 0;
+}
+double ref_scale(double x, const float *p)
+{
+    return x * p[0] + p[1];
+}
+double ref_clamp(double x, const float *p)
+{
+    return x < p[0] ? p[0] : x > p[1] ? p[1] : x;
+}
+double ref_ident(double x, const float *p)
+{
+    return x;
+}
+double ref_add(double a, double b)
+{
+    return a + b;
+}
+double ref_sub(double a, double b)
+{
+    return a - b;
+}
+double ref_mul(double a, double b)
+{
+    return a * b;
+}
+double ref_div(double a, double b)
+{
+    return a / b;
+}
+double ref_max(double a, double b)
+{
+    return a > b ? a : b;
+}
+double ref_min(double a, double b)
+{
+    return a < b ? a : b;
+}
+double ref_pow(double a, double b)
+{
+    return pow(a, b);
+}
 
 /* Contiguous strides (in elements) of a shape. */
 static void strides(const int64_t ne[4], int64_t s[4])

@@ -138,8 +138,8 @@ static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype 
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 1 || shape[d] > ((int64_t)1 << 40) / n)
             return core_err_set(&ctx->err, GLESC_ERROR_SHAPE,
-                                "%s: dimension %d has size %lld (must be 1 .. 2^40 in all)", fn,
-                                d, (long long)shape[d]);
+                                "%s: dimension %d has size %lld (must be 1 .. 2^40 in all)", fn, d,
+                                (long long)shape[d]);
         n *= shape[d];
     }
     return GLESC_OK;
@@ -354,8 +354,8 @@ GLESC_API glesc_status glesc_tensor_write_f32(glesc_tensor *t, const float *src,
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_write_f32: NULL");
     if (n != (size_t)graph_nelements(t) || !src)
         return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_tensor_write_f32: %zu elements given, the tensor holds %lld",
-                            n, (long long)graph_nelements(t));
+                            "glesc_tensor_write_f32: %zu elements given, the tensor holds %lld", n,
+                            (long long)graph_nelements(t));
     size_t es = graph_dtype_size(t->dtype);
     if (t->dtype == GLESC_DTYPE_F32)
         return glesc_tensor_write(t, src, n * 4);
@@ -431,8 +431,8 @@ static glesc_status tensor_gather(glesc_tensor *t, void *dst, bool as_f32)
             for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
                 for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
                     for (int64_t i0 = 0; i0 < t->ne[0]; i0++, i++) {
-                        const unsigned char *p = raw + i0 * t->nb[0] + i1 * t->nb[1] +
-                                                 i2 * t->nb[2] + i3 * t->nb[3];
+                        const unsigned char *p =
+                            raw + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
                         if (as_f32)
                             ((float *)dst)[i] = elem_f32(t->dtype, p);
                         else
@@ -465,8 +465,8 @@ GLESC_API glesc_status glesc_tensor_read_f32(glesc_tensor *t, float *dst, size_t
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_read_f32: NULL");
     if (n != (size_t)graph_nelements(t) || !dst)
         return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_tensor_read_f32: %zu elements asked, the tensor holds %lld",
-                            n, (long long)graph_nelements(t));
+                            "glesc_tensor_read_f32: %zu elements asked, the tensor holds %lld", n,
+                            (long long)graph_nelements(t));
     return tensor_gather(t, dst, true);
 }
 

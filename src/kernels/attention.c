@@ -38,8 +38,9 @@ glesc_status kernels_gen_attention(kb *b)
         emit_kernel_snippet(b->k, "graph/reduce");
         emit_kernel_snippet(b->k, "graph/eltwise");
         emit_kernel_define(b->k, "DPT", "%du", dpt);
-        emit_kernel_comment(b->k, "attention: one workgroup per (query, head), online softmax "
-                                  "over key tiles of WG_SIZE%s%s",
+        emit_kernel_comment(b->k,
+                            "attention: one workgroup per (query, head), online softmax "
+                            "over key tiles of WG_SIZE%s%s",
                             mask ? ", additive mask" : "", causal ? ", causal" : "");
     }
     kb_param_u(b, "D", (uint64_t)q->ne[0]);

@@ -138,8 +138,8 @@ void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbu
     }
     const char *pc[4] = {c[2], "0u", "0u", "0u"};
     kb_load_int(b, t->src[1], pc, pos);
-    kb_line(b, "float %s = float(%s) * %s * pow(%s, -2.0 * float(%s) / float(%s));", th, pos,
-            scale, base, idx, nd);
+    kb_line(b, "float %s = float(%s) * %s * pow(%s, -2.0 * float(%s) / float(%s));", th, pos, scale,
+            base, idx, nd);
     kb_expr(b, t->src[0], c, x);
     const char *cp[4] = {pair, c[1], c[2], c[3]};
     kb_expr(b, t->src[0], cp, xp);

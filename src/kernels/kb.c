@@ -450,12 +450,13 @@ void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
             kb_line(b, "uint h_%s = packHalf2x16(vec2(%s, 0.0)) & 0xffffu;", val, val);
         } else {
             kb_line(b, "uint u_%s = floatBitsToUint(%s);", val, val);
-            kb_line(b, "uint h_%s = (u_%s + 0x7fffu + ((u_%s >> 16) & 1u)) >> 16; // to nearest "
-                       "even",
+            kb_line(b,
+                    "uint h_%s = (u_%s + 0x7fffu + ((u_%s >> 16) & 1u)) >> 16; // to nearest "
+                    "even",
                     val, val, val);
         }
-        kb_line(b, "atomicAnd(t%d[i_%s >> 1u], (i_%s & 1u) == 0u ? 0xffff0000u : 0x0000ffffu);",
-                bi, val, val);
+        kb_line(b, "atomicAnd(t%d[i_%s >> 1u], (i_%s & 1u) == 0u ? 0xffff0000u : 0x0000ffffu);", bi,
+                val, val);
         kb_line(b, "atomicOr(t%d[i_%s >> 1u], h_%s << ((i_%s & 1u) * 16u));", bi, val, val, val);
         break;
     default:

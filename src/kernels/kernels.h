@@ -43,7 +43,7 @@ typedef struct kb_dispatch {
 struct kb {
     glesc_context *ctx;
     const graph_kernel *gk;
-    emit_kernel *k; /* build mode; NULL in bind mode */
+    emit_kernel *k;  /* build mode; NULL in bind mode */
     glesc_status st; /* first failure (sticky); message in ctx->err */
     int max_bind;
     const glesc_graph_options *opts; /* effective options of the compute (may be NULL) */
@@ -125,8 +125,8 @@ void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
                   const char *partner_value);
 /* Splits a flat index variable into coordinates of shape ne (uniform names
  * prefix0..3), declaring uint variables name0..name3. */
-void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of,
-                         const char *prefix, const char *name);
+void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of, const char *prefix,
+                         const char *name);
 /* Is t computed inside this kernel (a fused member, not the anchors)? */
 bool kb_is_member(const kb *b, const glesc_tensor *t);
 
@@ -154,8 +154,8 @@ void kernels_expr_cast(kb *b, const glesc_tensor *t, const char *const c[4], sbu
  * the matmul generator. */
 typedef struct kernels_wload {
     glesc_dtype dtype;
-    emit_elem elem;  /* element type of the binding */
-    int block;       /* k must be a multiple of it (1 for plain types) */
+    emit_elem elem; /* element type of the binding */
+    int block;      /* k must be a multiple of it (1 for plain types) */
     /* GLSL text of the loader for binding buf named fn. */
     void (*emit)(sbuf *out, const char *fn, const char *buf);
 } kernels_wload;

@@ -26,8 +26,8 @@
 
 #define GEMV_WG 64
 #define GEMV_ROWS 4 /* output rows per GEMV workgroup (ROWS * MMAX <= GEMV_WG) */
-#define TILE 64 /* output rows and columns per GEMM workgroup */
-#define TK 16   /* k per shared-memory step */
+#define TILE 64     /* output rows and columns per GEMM workgroup */
+#define TK 16       /* k per shared-memory step */
 
 typedef struct mm_ctx {
     const glesc_tensor *a, *p, *w, *x; /* anchor, partner, weights, activation */
@@ -99,8 +99,9 @@ static void row_bytes(kb *b, const mm_ctx *mc, const char *var, const char *nl)
 }
 
 /* One dispatch per weight chunk. */
-static void dispatch_chunks(kb *b, const mm_ctx *mc, uint32_t (*groups)(int64_t rows, uint32_t g[2]),
-                            int64_t m_groups, int64_t batches)
+static void dispatch_chunks(kb *b, const mm_ctx *mc,
+                            uint32_t (*groups)(int64_t rows, uint32_t g[2]), int64_t m_groups,
+                            int64_t batches)
 {
     int64_t n = mc->a->ne[0];
     for (int c = 0; c < mc->n_chunks; c++) {

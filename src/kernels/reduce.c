@@ -71,9 +71,10 @@ glesc_status kernels_gen_reduce(kb *b)
         kb_line(b, "float bv = NEG_INF;");
         kb_line(b, "uint bi = 0xffffffffu;");
     } else {
-        kb_line(b, "float acc = %s;", op == GLESC_OP_REDUCE_MAX   ? "NEG_INF"
-                                      : op == GLESC_OP_REDUCE_MIN ? "-NEG_INF"
-                                                                  : "0.0");
+        kb_line(b, "float acc = %s;",
+                op == GLESC_OP_REDUCE_MAX   ? "NEG_INF"
+                : op == GLESC_OP_REDUCE_MIN ? "-NEG_INF"
+                                            : "0.0");
     }
     kb_line(b, "for (uint j = lid; j < len; j += WG_SIZE) {");
     kb_expr(b, x, cj, v);

@@ -56,7 +56,8 @@ glesc_status kernels_gen_get_rows(kb *b)
     kb_line(b, "bool mine = %s >= int(r_base) && %s < int(r_base + r_count);", row, row);
     kb_line(b, "bool outside = %s < 0 || %s >= int(R);", row, row);
     kb_line(b, "if (mine || (outside && r_base == 0u)) {");
-    kb_line(b, "uint rb = a_off + (mine ? uint(%s) - r_base : 0u) * a_nb1 + c2 * a_nb2 + c3 * a_nb3;",
+    kb_line(b,
+            "uint rb = a_off + (mine ? uint(%s) - r_base : 0u) * a_nb1 + c2 * a_nb2 + c3 * a_nb3;",
             row);
     kb_line(b, "float v = mine ? load_w(rb, c0) : 0.0;");
     const char *c[4] = {"c0", "c1", "c2", "c3"};
