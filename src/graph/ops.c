@@ -308,9 +308,11 @@ static glesc_status shape_view(glesc_tensor *t)
 
 /* ---- variants: shape-dependent code choices ---- */
 
+/* GEMV specialized for the exact m (1 .. gemv_max_m), or 0 for GEMM */
 static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options *o)
 {
-    return t->src[1]->ne[1] <= o->gemv_max_m ? 1u : 2u;
+    int64_t m = t->src[1]->ne[1];
+    return m <= o->gemv_max_m ? (uint32_t)m : 0u;
 }
 
 static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_options *o)
