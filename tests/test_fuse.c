@@ -395,3 +395,31 @@ Test(fuse, rope_into_attention_is_one_dispatch)
 {
     fused_vs_unfused("attention(permute(rope(q)), k, v)", rope_attention, 1, 1e-9);
 }
+
+static glesc_tensor *mm_prologue(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){96, 40}, 38, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){96, mm_m}, 39, -1, 1);
+    glesc_tensor *s = tg_input(g, F32, 1, (int64_t[]){96}, 40, 0.5f, 1.5f);
+    return glesc_matmul(g, w, glesc_mul(g, a, s)); /* a per-channel scale of the activation */
+}
+
+static glesc_tensor *mm_long_prologue(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){96, 40}, 38, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){96, mm_m}, 39, -1, 1);
+    glesc_tensor *y = a;
+    for (int i = 0; i < 4; i++)
+        y = glesc_tanh(g, glesc_scale(g, y, 1.1f, 0.1f));
+    return glesc_matmul(g, w, y);
+}
+
+Test(fuse, short_activation_prologue_joins_matmul)
+{
+    mm_m = 2;
+    fused_vs_unfused("W·(x·s), m=2", mm_prologue, 1, 1e-9);
+    mm_m = 33;
+    fused_vs_unfused("W·(x·s), m=33", mm_prologue, 1, 1e-9);
+    /* an 8-op chain is computed once, not once per workgroup */
+    fused_vs_unfused("W·chain8(x)", mm_long_prologue, 2, 1e-9);
+}

@@ -12,7 +12,9 @@
  *    kernel pure elementwise, same shape: C's kernel becomes the anchor's
  *    epilogue (rms_norm → ·w → +r; matmul → +bias → silu; ...).
  *  - C an anchor taking a prologue on that source, P's kernel pure
- *    elementwise: P is computed where the anchor loads it (x + r → rms_norm).
+ *    elementwise: P is computed where the anchor loads it (x + r → rms_norm;
+ *    for matmul's activation at most MATMUL_PROLOGUE_MAX nodes, since every
+ *    workgroup recomputes it).
  *  - both matmuls of the same activation with same-shaped weights (gate and
  *    up feeding silu(g)·u): one kernel computing both dot products; the
  *    second is the kernel's partner.
@@ -122,6 +124,16 @@ static bool has_remap(fuse_state *fs, int k)
     return false;
 }
 
+#define MATMUL_PROLOGUE_MAX 3
+
+static int members(fuse_state *fs, int k)
+{
+    int n = 0;
+    for (int i = fs->k[k].head; i >= 0; i = fs->next[i])
+        n++;
+    return n;
+}
+
 static bool same_matmul_pair(const glesc_tensor *a, const glesc_tensor *b)
 {
     if (a->op != GLESC_OP_MATMUL || b->op != GLESC_OP_MATMUL)
@@ -175,6 +187,10 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
         }
     } else if (ic->kind == GRAPH_KIND_ANCHOR) {
         if (c != KC->anchor || !((ic->prologue >> s) & 1u) || KP->anchor)
+            return;
+        /* matmul re-reads its activation in every workgroup: a prologue is
+         * recomputed there, so only a short one pays */
+        if (c->op == GLESC_OP_MATMUL && members(fs, kp) > MATMUL_PROLOGUE_MAX)
             return;
         anchor = KC->anchor;
         partner = KC->partner;

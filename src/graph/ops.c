@@ -421,6 +421,7 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .shape = shape_matmul,
      .cpu = ref_matmul,
      .gen = kernels_gen_matmul,
+     .prologue = 1u << 1, /* the activation */
      .epilogue = true,
      .variant = variant_matmul},
     {.name = "get_rows",
