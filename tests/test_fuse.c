@@ -241,6 +241,23 @@ Test(fuse, binding_limit_splits_wide_kernels)
     glesc_graph_destroy(g);
 }
 
+Test(fuse, many_views_of_one_buffer_stay_within_the_kernel_limits)
+{
+    /* 40 windows of one input: one binding, but 40 loads with their uniforms */
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *x = tg_input(g, F32, 1, (int64_t[]){400}, 1, -1, 1);
+    glesc_tensor *y = NULL;
+    for (int i = 0; i < 40; i++) {
+        glesc_tensor *w = glesc_view(g, x, 1, (int64_t[]){50}, NULL, (size_t)i * 4 * 7);
+        y = y ? glesc_add(g, y, w) : w;
+    }
+    int k = kernels_of(g, &y, 1);
+    cr_assert_geq(k, 3);
+    tg_check(g, &y, 1, 1e-12, "sum of 40 windows");
+    glesc_graph_destroy(g);
+}
+
 Test(fuse, in_place_write_over_own_input_is_refused)
 {
     /* cache = cpy(exp(cache) + 1, cache): the copy writes the memory its

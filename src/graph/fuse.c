@@ -59,10 +59,14 @@ static bool is_inplace_dst(const glesc_tensor *m, int s)
 
 /* Distinct owners read by kernels a ∪ b, and whether the written owner is
  * among them. Returns the binding count, or -1 on an overlap. */
+/* Distinct tensors one kernel may load (each costs five uniforms; see
+ * KB_MAX_LEAF in kernels.h, which also holds the kernel's own inputs). */
+#define FUSE_MAX_LOADS 16
+
 static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
 {
-    glesc_tensor *seen[64];
-    int n_seen = 0;
+    glesc_tensor *seen[64], *loads[FUSE_MAX_LOADS];
+    int n_seen = 0, n_loads = 0;
     int ks[2] = {a, b};
     for (int j = 0; j < 2; j++) {
         if (ks[j] < 0)
@@ -79,6 +83,14 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
                 if (o == written)
                     return -1;
                 bool dup = false;
+                for (int q = 0; q < n_loads; q++)
+                    dup |= loads[q] == x;
+                if (!dup) {
+                    if (n_loads == FUSE_MAX_LOADS)
+                        return 1 << 20;
+                    loads[n_loads++] = x;
+                }
+                dup = false;
                 for (int q = 0; q < n_seen; q++)
                     dup |= seen[q] == o;
                 if (!dup) {
