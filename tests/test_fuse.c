@@ -241,6 +241,23 @@ Test(fuse, binding_limit_splits_wide_kernels)
     glesc_graph_destroy(g);
 }
 
+Test(fuse, many_views_of_one_buffer_stay_within_the_kernel_limits)
+{
+    /* 40 windows of one input: one binding, but 40 loads with their uniforms */
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *x = tg_input(g, F32, 1, (int64_t[]){400}, 1, -1, 1);
+    glesc_tensor *y = NULL;
+    for (int i = 0; i < 40; i++) {
+        glesc_tensor *w = glesc_view(g, x, 1, (int64_t[]){50}, NULL, (size_t)i * 4 * 7);
+        y = y ? glesc_add(g, y, w) : w;
+    }
+    int k = kernels_of(g, &y, 1);
+    cr_assert_geq(k, 3);
+    tg_check(g, &y, 1, 1e-12, "sum of 40 windows");
+    glesc_graph_destroy(g);
+}
+
 Test(fuse, in_place_write_over_own_input_is_refused)
 {
     /* cache = cpy(exp(cache) + 1, cache): the copy writes the memory its
@@ -376,4 +393,50 @@ static glesc_tensor *qnorm_rope(glesc_graph *g, glesc_tensor **x, int *n)
 Test(fuse, rope_is_not_an_anchor_epilogue)
 {
     fused_vs_unfused("rope(rms_norm(q)·w)", qnorm_rope, 2, 1e-8);
+}
+
+static glesc_tensor *rope_attention(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    int64_t d = 32, h = 4, hkv = 2, t = 3;
+    glesc_tensor *q = tg_input(g, F32, 3, (int64_t[]){d, h, t}, 35, -1, 1);
+    glesc_tensor *k = tg_input(g, F16, 3, (int64_t[]){d, 7, hkv}, 36, -1, 1);
+    glesc_tensor *v = tg_input(g, F16, 3, (int64_t[]){d, 7, hkv}, 37, -1, 1);
+    glesc_tensor *pos = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){t});
+    tg_write(pos, (float[]){4, 5, 6});
+    glesc_tensor *qr = glesc_rope(g, q, pos, (int)d, GLESC_ROPE_NORMAL, 10000, 1);
+    static const int perm[4] = {0, 2, 1, 3};
+    return glesc_attention(g, glesc_permute(g, qr, perm), k, v, NULL, 0.2f, true);
+}
+
+Test(fuse, rope_into_attention_is_one_dispatch)
+{
+    fused_vs_unfused("attention(permute(rope(q)), k, v)", rope_attention, 1, 1e-9);
+}
+
+static glesc_tensor *mm_prologue(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){96, 40}, 38, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){96, mm_m}, 39, -1, 1);
+    glesc_tensor *s = tg_input(g, F32, 1, (int64_t[]){96}, 40, 0.5f, 1.5f);
+    return glesc_matmul(g, w, glesc_mul(g, a, s)); /* a per-channel scale of the activation */
+}
+
+static glesc_tensor *mm_long_prologue(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){96, 40}, 38, -1, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){96, mm_m}, 39, -1, 1);
+    glesc_tensor *y = a;
+    for (int i = 0; i < 4; i++)
+        y = glesc_tanh(g, glesc_scale(g, y, 1.1f, 0.1f));
+    return glesc_matmul(g, w, y);
+}
+
+Test(fuse, short_activation_prologue_joins_matmul)
+{
+    mm_m = 2;
+    fused_vs_unfused("W·(x·s), m=2", mm_prologue, 1, 1e-9);
+    mm_m = 33;
+    fused_vs_unfused("W·(x·s), m=33", mm_prologue, 1, 1e-9);
+    /* an 8-op chain is computed once, not once per workgroup */
+    fused_vs_unfused("W·chain8(x)", mm_long_prologue, 2, 1e-9);
 }

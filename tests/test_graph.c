@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <stdio.h>
 
 #include "core/core.h"
 #include "graph/graph.h"
@@ -226,5 +228,195 @@ Test(graph, persistent_tensor_outlives_graphs)
     for (int i = 0; i < 5; i++)
         cr_assert_eq(r[i], 2 * v[i]);
     free(r);
+    glesc_graph_destroy(g);
+}
+
+Test(graph, kernel_times_when_asked)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_graph_options o = {0};
+    o.timing = true;
+    o.fusion = -1;
+    cr_assert_eq(glesc_graph_set_options(g, &o), GLESC_OK);
+    glesc_tensor *y = build_chain(g, 257, 3, 9);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    glesc_compute_stats s;
+    glesc_graph_stats(g, &s);
+    cr_assert_eq(s.n_kernel_times, s.kernels);
+    for (int i = 0; i < s.n_kernel_times; i++) {
+        cr_log_info("kernel %d %-8s %llu ns, %d dispatch(es)", i, s.kernel_times[i].name,
+                    (unsigned long long)s.kernel_times[i].gpu_ns, s.kernel_times[i].dispatches);
+        cr_assert_gt(s.kernel_times[i].gpu_ns, 0);
+    }
+    cr_assert_str_eq(s.kernel_times[0].name, "scale");
+    glesc_graph_destroy(g);
+}
+
+Test(graph, chrome_trace_file)
+{
+    char *dir = test_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    setenv("GLESC_TRACE", path, 1);
+    glesc_context *c = test_context(NULL);
+    for (int step = 0; step < 2; step++) {
+        glesc_graph *g = glesc_graph_create(c);
+        glesc_tensor *x = tg_input(g, GLESC_DTYPE_F32, 2, (int64_t[]){64, 4}, 1, -1, 1);
+        glesc_tensor *y = glesc_mul(g, glesc_rms_norm(g, x, 1e-6f), x);
+        cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(c));
+        glesc_graph_destroy(g);
+    }
+    unsetenv("GLESC_TRACE");  /* read at the context's first compute */
+    glesc_context_destroy(c); /* closes the event list */
+    size_t n;
+    char *text = test_read_file(path, &n);
+    cr_assert_not_null(text);
+    cr_log_info("trace: %s", text);
+    cr_assert(strncmp(text, "{\"traceEvents\":[", 16) == 0, "%s", text);
+    cr_assert_not_null(strstr(text, "{\"name\":\"rms_norm+mul\",\"ph\":\"X\",\"ts\":"));
+    cr_assert_not_null(strstr(text, "\"pid\":1,\"tid\":1"));
+    cr_assert_not_null(strstr(text, "glesc_graph_compute"));
+    cr_assert_not_null(strstr(text, "]}"));
+    /* two computes: two kernel events and two compute events */
+    int events = 0;
+    for (const char *p = text; (p = strstr(p, "\"ph\":\"X\"")); p++)
+        events++;
+    cr_assert_eq(events, 4);
+    free(text);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
+/* One decoder layer (llama-style) for one token at position pos, reading and
+ * writing persistent f16 KV caches [d·n_kv_head, ctx]. */
+typedef struct layer {
+    int64_t dim, d, h, hkv, ff, ctx;
+    glesc_tensor *wq, *wk, *wv, *wo; /* [dim, h·d], [dim, hkv·d] ×2, [h·d, dim] */
+    glesc_tensor *wg, *wu, *wd;      /* [dim, ff] ×2, [ff, dim] */
+    glesc_tensor *n1, *n2;           /* [dim] */
+    glesc_tensor *kc, *vc;           /* [hkv·d, ctx] f16 */
+} layer;
+
+static glesc_tensor *decode_step(glesc_graph *g, layer *L, int pos, uint32_t seed)
+{
+    glesc_tensor *x = tg_input(g, GLESC_DTYPE_F32, 2, (int64_t[]){L->dim, 1}, seed, -1, 1);
+    glesc_tensor *p = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){1});
+    tg_write(p, (float[]){(float)pos});
+    glesc_tensor *hn = glesc_mul(g, glesc_rms_norm(g, x, 1e-6f), L->n1);
+    glesc_tensor *q = glesc_reshape(g, glesc_matmul(g, L->wq, hn), 3, (int64_t[]){L->d, L->h, 1});
+    glesc_tensor *k = glesc_reshape(g, glesc_matmul(g, L->wk, hn), 3, (int64_t[]){L->d, L->hkv, 1});
+    glesc_tensor *v = glesc_matmul(g, L->wv, hn);
+    q = glesc_rope(g, q, p, (int)L->d, GLESC_ROPE_NEOX, 10000, 1);
+    k = glesc_rope(g, k, p, (int)L->d, GLESC_ROPE_NEOX, 10000, 1);
+    glesc_tensor *kc =
+        glesc_set_rows(g, L->kc, glesc_reshape(g, k, 2, (int64_t[]){L->d * L->hkv, 1}), p);
+    glesc_tensor *vc = glesc_set_rows(g, L->vc, v, p);
+    int64_t n_kv = pos + 1;
+    size_t es = 2, row = (size_t)(L->d * L->hkv) * es;
+    static const int perm[4] = {0, 2, 1, 3};
+    glesc_tensor *kv = glesc_permute(g,
+                                     glesc_view(g, kc, 3, (int64_t[]){L->d, L->hkv, n_kv},
+                                                (size_t[]){0, (size_t)L->d * es, row}, 0),
+                                     perm);
+    glesc_tensor *vv = glesc_permute(g,
+                                     glesc_view(g, vc, 3, (int64_t[]){L->d, L->hkv, n_kv},
+                                                (size_t[]){0, (size_t)L->d * es, row}, 0),
+                                     perm);
+    glesc_tensor *att = glesc_attention(g, glesc_permute(g, q, perm), kv, vv, NULL,
+                                        1.0f / sqrtf((float)L->d), true);
+    att = glesc_reshape(g, att, 2, (int64_t[]){L->d * L->h, 1});
+    glesc_tensor *h1 = glesc_add(g, glesc_matmul(g, L->wo, att), x);
+    glesc_tensor *h2 = glesc_mul(g, glesc_rms_norm(g, h1, 1e-6f), L->n2);
+    glesc_tensor *ff =
+        glesc_mul(g, glesc_silu(g, glesc_matmul(g, L->wg, h2)), glesc_matmul(g, L->wu, h2));
+    return glesc_add(g, glesc_matmul(g, L->wd, ff), h1);
+}
+
+static glesc_tensor *weight_f16(int64_t k, int64_t n, uint32_t seed)
+{
+    glesc_tensor *w = glesc_weight_new(ctx, GLESC_DTYPE_F16, 2, (int64_t[]){k, n});
+    cr_assert_not_null(w, "%s", glesc_context_errmsg(ctx));
+    tg_fill(w, seed, -0.2f, 0.2f);
+    return w;
+}
+
+Test(graph, decode_steps_reuse_the_plan)
+{
+    setenv("GLESC_PLAN_VERIFY", "1", 1);
+    layer L = {.dim = 64, .d = 16, .h = 4, .hkv = 2, .ff = 96, .ctx = 8};
+    L.wq = weight_f16(L.dim, L.h * L.d, 1);
+    L.wk = weight_f16(L.dim, L.hkv * L.d, 2);
+    L.wv = weight_f16(L.dim, L.hkv * L.d, 3);
+    L.wo = weight_f16(L.h * L.d, L.dim, 4);
+    L.wg = weight_f16(L.dim, L.ff, 5);
+    L.wu = weight_f16(L.dim, L.ff, 6);
+    L.wd = weight_f16(L.ff, L.dim, 7);
+    L.n1 = glesc_weight_new(ctx, GLESC_DTYPE_F32, 1, (int64_t[]){L.dim});
+    L.n2 = glesc_weight_new(ctx, GLESC_DTYPE_F32, 1, (int64_t[]){L.dim});
+    tg_fill(L.n1, 8, 0.5f, 1.5f);
+    tg_fill(L.n2, 9, 0.5f, 1.5f);
+    L.kc = glesc_weight_new(ctx, GLESC_DTYPE_F16, 2, (int64_t[]){L.hkv * L.d, L.ctx});
+    L.vc = glesc_weight_new(ctx, GLESC_DTYPE_F16, 2, (int64_t[]){L.hkv * L.d, L.ctx});
+    glesc_graph *g = glesc_graph_create(ctx);
+    for (int pos = 0; pos < 5; pos++) {
+        glesc_graph_reset(g);
+        glesc_tensor *y = decode_step(g, &L, pos, (uint32_t)(100 + pos));
+        cr_assert_not_null(y, "%s", glesc_context_errmsg(ctx));
+        double e = tg_check(g, &y, 1, 1e-8, "decode step");
+        glesc_compute_stats s;
+        glesc_graph_stats(g, &s);
+        cr_log_info("step %d: %d nodes (%d views) → %d kernels, %d dispatches; %s, %d GLSL "
+                    "built, %d compiled, NMSE %.3g, %.2f ms host",
+                    pos, s.nodes, s.views, s.kernels, s.dispatches,
+                    s.plan_reused ? "plan reused" : "new plan", s.glsl_built, s.programs_compiled,
+                    e, (double)s.cpu_ns / 1e6);
+        if (pos >= 2) { /* steps 0 and 1 differ in which sizes are 1 */
+            cr_assert(s.plan_reused, "step %d", pos);
+            cr_assert_eq(s.glsl_built, 0);
+            cr_assert_eq(s.programs_compiled, 0);
+        }
+        cr_assert_leq(s.dispatches, 11);
+    }
+    glesc_graph_destroy(g);
+    glesc_tensor *ws[] = {L.wq, L.wk, L.wv, L.wo, L.wg, L.wu, L.wd, L.n1, L.n2, L.kc, L.vc};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(ws); i++)
+        glesc_weight_free(ws[i]);
+    unsetenv("GLESC_PLAN_VERIFY");
+}
+
+/* Every allocation of building and computing a small fused graph fails in
+ * turn: each failure must come back as an error with a message, never a
+ * crash, and the context must stay usable. */
+Test(graph, allocation_failures_are_reported)
+{
+    int failures = 0, n;
+    for (n = 0; n < 2000; n++) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        glesc_tensor *x = g ? glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){37, 3}) : NULL;
+        glesc_tensor *w = g ? glesc_tensor_new(g, GLESC_DTYPE_F16, 2, (int64_t[]){37, 5}) : NULL;
+        if (x)
+            tg_fill(x, 1, -1, 1);
+        if (w)
+            tg_fill(w, 2, -1, 1);
+        core_alloc_fail_after(n);
+        glesc_tensor *y = glesc_add(g, glesc_mul(g, glesc_rms_norm(g, x, 1e-6f), x), x);
+        glesc_tensor *z = glesc_silu(g, glesc_matmul(g, w, y));
+        glesc_status st = z ? glesc_graph_compute(g, &z, 1) : GLESC_ERROR_OUT_OF_MEMORY;
+        long made = core_alloc_fail_after(-1);
+        if (st != GLESC_OK) {
+            failures++;
+            cr_assert(z == NULL || strlen(glesc_context_errmsg(ctx)) > 0);
+        }
+        glesc_graph_destroy(g);
+        if (st == GLESC_OK && made <= n)
+            break; /* the whole run needed fewer allocations: done */
+    }
+    cr_log_info("allocation failure injected at %d points, %d reported", n, failures);
+    cr_assert_gt(failures, 10);
+    /* the context still works */
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *y = build_chain(g, 33, 7, 1);
+    tg_check(g, &y, 1, 1e-10, "after OOM sweep");
     glesc_graph_destroy(g);
 }

@@ -215,7 +215,7 @@ glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_bi
 glesc_status gl_timer_begin(glesc_context *ctx, gl_timer *t)
 {
     memset(t, 0, sizeof *t);
-    t->gpu = ctx->caps.has_timer_query;
+    t->gpu = ctx->caps.has_timer_query && !ctx->timer_cpu;
     t->running = true;
     if (t->gpu) {
         GLint disjoint;

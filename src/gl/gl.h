@@ -51,6 +51,10 @@ struct glesc_context {
     uint64_t ssbo_epoch, update_epoch;
     uint64_t dispatches, barriers;
     bool debug;
+    /* GPU timers fall back to CPU time around glFinish: the driver's
+     * GL_TIME_ELAPSED queries do not cover compute dispatches (llvmpipe
+     * reports ~1 ns for a multi-second GEMM). */
+    bool timer_cpu;
     /* State of a higher layer that lives as long as the context (the graph
      * layer's plan cache and trace file). The gl layer cannot call upward, so
      * that layer registers its destructor here; glesc_context_destroy calls

@@ -25,7 +25,8 @@ static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, con
     emit_kernel *k = emit_kernel_create(name);
     if (!k)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "kernel %s", name);
-    emit_kernel_comment(k, "fused ops: %s", name);
+    /* the kernel's name lists its ops; no sizes here: the text must not
+     * depend on them (the program cache keys on it) */
     kb b;
     kb_init(&b, ctx, gk, k, max_bind);
     b.opts = opts;
@@ -102,7 +103,7 @@ static glesc_status verify_plan(glesc_context *ctx, graph_plan *p, const graph_o
     return GLESC_OK;
 }
 
-static void trace_open(graph_ctx_state *s)
+static void trace_open(graph_ctx_state *s, uint64_t t0)
 {
     if (s->trace_tried)
         return;
@@ -115,7 +116,7 @@ static void trace_open(graph_ctx_state *s)
         core_log(CORE_LOG_WARN, "GLESC_TRACE: cannot write %s", path);
         return;
     }
-    s->trace_t0 = core_time_ns();
+    s->trace_t0 = t0; /* timestamps count from the first compute */
     fputs("{\"traceEvents\":[\n", s->trace);
 }
 
@@ -227,7 +228,7 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
         graph_order_free(&ord);
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph state");
     }
-    trace_open(cs);
+    trace_open(cs, t_start);
     bool timing = opts.timing || cs->trace;
 
     glesc_stats cst0, cst1;

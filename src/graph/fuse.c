@@ -12,7 +12,9 @@
  *    kernel pure elementwise, same shape: C's kernel becomes the anchor's
  *    epilogue (rms_norm → ·w → +r; matmul → +bias → silu; ...).
  *  - C an anchor taking a prologue on that source, P's kernel pure
- *    elementwise: P is computed where the anchor loads it (x + r → rms_norm).
+ *    elementwise: P is computed where the anchor loads it (x + r → rms_norm;
+ *    for matmul's activation at most MATMUL_PROLOGUE_MAX nodes, since every
+ *    workgroup recomputes it).
  *  - both matmuls of the same activation with same-shaped weights (gate and
  *    up feeding silu(g)·u): one kernel computing both dot products; the
  *    second is the kernel's partner.
@@ -57,10 +59,14 @@ static bool is_inplace_dst(const glesc_tensor *m, int s)
 
 /* Distinct owners read by kernels a ∪ b, and whether the written owner is
  * among them. Returns the binding count, or -1 on an overlap. */
+/* Distinct tensors one kernel may load (each costs five uniforms; see
+ * KB_MAX_LEAF in kernels.h, which also holds the kernel's own inputs). */
+#define FUSE_MAX_LOADS 16
+
 static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
 {
-    glesc_tensor *seen[64];
-    int n_seen = 0;
+    glesc_tensor *seen[64], *loads[FUSE_MAX_LOADS];
+    int n_seen = 0, n_loads = 0;
     int ks[2] = {a, b};
     for (int j = 0; j < 2; j++) {
         if (ks[j] < 0)
@@ -77,6 +83,14 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
                 if (o == written)
                     return -1;
                 bool dup = false;
+                for (int q = 0; q < n_loads; q++)
+                    dup |= loads[q] == x;
+                if (!dup) {
+                    if (n_loads == FUSE_MAX_LOADS)
+                        return 1 << 20;
+                    loads[n_loads++] = x;
+                }
+                dup = false;
                 for (int q = 0; q < n_seen; q++)
                     dup |= seen[q] == o;
                 if (!dup) {
@@ -120,6 +134,16 @@ static bool has_remap(fuse_state *fs, int k)
         if (graph_op(fs->order[i]->op)->remaps)
             return true;
     return false;
+}
+
+#define MATMUL_PROLOGUE_MAX 3
+
+static int members(fuse_state *fs, int k)
+{
+    int n = 0;
+    for (int i = fs->k[k].head; i >= 0; i = fs->next[i])
+        n++;
+    return n;
 }
 
 static bool same_matmul_pair(const glesc_tensor *a, const glesc_tensor *b)
@@ -175,6 +199,10 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
         }
     } else if (ic->kind == GRAPH_KIND_ANCHOR) {
         if (c != KC->anchor || !((ic->prologue >> s) & 1u) || KP->anchor)
+            return;
+        /* matmul re-reads its activation in every workgroup: a prologue is
+         * recomputed there, so only a short one pays */
+        if (c->op == GLESC_OP_MATMUL && members(fs, kp) > MATMUL_PROLOGUE_MAX)
             return;
         anchor = KC->anchor;
         partner = KC->partner;

@@ -308,9 +308,11 @@ static glesc_status shape_view(glesc_tensor *t)
 
 /* ---- variants: shape-dependent code choices ---- */
 
+/* GEMV specialized for the exact m (1 .. gemv_max_m), or 0 for GEMM */
 static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options *o)
 {
-    return t->src[1]->ne[1] <= o->gemv_max_m ? 1u : 2u;
+    int64_t m = t->src[1]->ne[1];
+    return m <= o->gemv_max_m ? (uint32_t)m : 0u;
 }
 
 static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_options *o)
@@ -419,6 +421,7 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .shape = shape_matmul,
      .cpu = ref_matmul,
      .gen = kernels_gen_matmul,
+     .prologue = 1u << 1, /* the activation */
      .epilogue = true,
      .variant = variant_matmul},
     {.name = "get_rows",
@@ -464,6 +467,7 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .shape = shape_attention,
      .cpu = ref_attention,
      .gen = kernels_gen_attention,
+     .prologue = 1,
      .variant = variant_attention},
 };
 _Static_assert(CORE_ARRAY_LEN(graph_ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");

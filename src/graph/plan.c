@@ -91,7 +91,9 @@ core_hash128 graph_plan_key(const graph_order_t *ord, const glesc_graph_options 
         for (int s = 0; s < t->n_src; s++) {
             const glesc_tensor *x = t->src[s];
             rec[r++] = x ? x->order : -1;
-            if (x && graph_same_shape(x, t))
+            /* which sources have t's shape: the fusion pass asks this of
+             * elementwise and anchor consumers only (a view's is chance) */
+            if (x && info->kind != GRAPH_KIND_VIEW && graph_same_shape(x, t))
                 same |= 1 << s;
         }
         rec[r++] = ones;
@@ -101,6 +103,12 @@ core_hash128 graph_plan_key(const graph_order_t *ord, const glesc_graph_options 
             for (int p = 0; p < GRAPH_MAX_IP; p++)
                 rec[r++] = t->ip[p];
         core_hasher_update(h, rec, sizeof rec);
+        if (core_env_flag("GLESC_DEBUG_HASH")) {
+            fprintf(stderr, "%3d %-10s", i, info->name);
+            for (int q = 0; q < r; q++)
+                fprintf(stderr, " %d", rec[q]);
+            fprintf(stderr, "\n");
+        }
     }
     core_hash128 key = core_hasher_digest(h);
     core_hasher_destroy(h);

@@ -11,6 +11,10 @@
  * logits and never storing a score row. Output dimensions are split across
  * invocations (DPT accumulators each, DPT = ceil(d_v / WG_SIZE): the op's
  * variant, so it is part of the plan's structure).
+ *
+ * q is read once per workgroup (into shared memory) through kb_expr, so an
+ * elementwise prologue on it (rope, through the permute that makes q's
+ * layout) costs nothing extra: rope(q) → attention is one kernel.
  */
 #include <stdio.h>
 

@@ -85,7 +85,8 @@ bool kb_building(const kb *b);
 
 /* A statement of main() (build mode only). */
 void kb_line(kb *b, const char *fmt, ...) CORE_PRINTF(2, 3);
-/* A fresh variable name "v12" written into buf; returns buf. */
+/* A fresh variable name "v12" written into buf; returns buf. Generators
+ * name their own variables otherwise (never v<number>). */
 const char *kb_var(kb *b, char buf[16]);
 
 /* Uniforms: declared in build mode, recorded in both; return the index. */

@@ -3,9 +3,11 @@
  * convention: both operands run along k in dimension 0).
  *
  * Two kernels, chosen by the op's variant (m against the graph's
- * gemv_max_m): GEMV, one workgroup per output row n that splits k across
- * its invocations and produces every column m ≤ gemv_max_m at once (each
- * weight row is read exactly once: the decode case); GEMM, 64×64 output
+ * gemv_max_m): GEMV, a workgroup per 4 output rows that splits k across its
+ * invocations and produces every column m ≤ gemv_max_m at once (each weight
+ * row is read exactly once: the decode case; one tree reduction for all 4·m
+ * sums keeps barriers few, which is what llvmpipe pays for; specialized per
+ * m so every accumulator is a register); GEMM, 64×64 output
  * tiles through shared memory, 16 k at a time, 4×4 outputs per invocation.
  *
  * The weight is read through its type's loader (wload.c), so quantized
@@ -24,8 +26,9 @@
 #include "kernels/kernels.h"
 
 #define GEMV_WG 64
-#define TILE 64 /* output rows and columns per GEMM workgroup */
-#define TK 16   /* k per shared-memory step */
+#define GEMV_ROWS 4 /* output rows per GEMV workgroup (ROWS * m <= GEMV_WG) */
+#define TILE 64     /* output rows and columns per GEMM workgroup */
+#define TK 16       /* k per shared-memory step */
 
 typedef struct mm_ctx {
     const glesc_tensor *a, *p, *w, *x; /* anchor, partner, weights, activation */
@@ -118,76 +121,113 @@ static void dispatch_chunks(kb *b, const mm_ctx *mc,
 
 static uint32_t gemv_groups(int64_t rows, uint32_t g[2])
 {
-    uint64_t x = (uint64_t)rows, y = 1;
+    uint64_t wgs = ((uint64_t)rows + GEMV_ROWS - 1) / GEMV_ROWS;
+    uint64_t x = wgs, y = 1;
     while (x > 65535) {
         y *= 2;
-        x = ((uint64_t)rows + y - 1) / y;
+        x = (wgs + y - 1) / y;
     }
     g[0] = (uint32_t)x;
     g[1] = (uint32_t)y;
     return 0;
 }
 
-static glesc_status gen_gemv(kb *b, mm_ctx *mc, int mmax)
+static glesc_status gen_gemv(kb *b, mm_ctx *mc)
 {
+    bool dual = mc->p != NULL;
+    /* Specialized for the exact m (the op's variant, so the plan hash covers
+     * it): every accumulator is a scalar with a constant name, which keeps it
+     * in registers (an array indexed by a runtime m goes to scratch memory;
+     * on llvmpipe that made this kernel 5x slower). */
+    int m_n = (int)mc->x->ne[1];
+    int nacc = GEMV_ROWS * m_n * (dual ? 2 : 1);
     if (b->k) {
         emit_kernel_local_size(b->k, GEMV_WG, 1, 1);
-        emit_kernel_shared(b->k, "float", "red_scratch", GEMV_WG);
-        emit_kernel_snippet(b->k, "common/reduce");
         emit_kernel_snippet(b->k, "graph/eltwise");
-        emit_kernel_define(b->k, "MMAX", "%du", mmax);
-        emit_kernel_comment(b->k, "GEMV: one workgroup per output row, all m <= MMAX columns");
+        emit_kernel_define(b->k, "ROWS", "%du", GEMV_ROWS);
+        emit_kernel_define(b->k, "MCOLS", "%du", m_n);
+        emit_kernel_define(b->k, "NACC", "%du", nacc);
+        emit_kernel_shared(b->k, "float", "part", nacc * GEMV_WG);
+        emit_kernel_comment(b->k, "GEMV: ROWS output rows per workgroup, all MCOLS columns; k "
+                                  "split across invocations, one tree reduction for all sums");
     }
     common(b, mc);
-    bool dual = mc->p != NULL;
-    kb_line(b, "uint nl = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;");
-    kb_line(b, "if (nl >= n_count) {");
+    kb_line(b, "uint g = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;");
+    kb_line(b, "uint nl0 = g * ROWS; // first local row (within the chunk)");
+    kb_line(b, "if (nl0 >= n_count) {");
     kb_line(b, "return;");
     kb_line(b, "}");
-    kb_line(b, "uint n = n_base + nl;");
     kb_line(b, "uint b2 = gl_WorkGroupID.z %% xb2;");
     kb_line(b, "uint b3 = gl_WorkGroupID.z / xb2;");
     kb_line(b, "uint lid = gl_LocalInvocationIndex;");
-    row_bytes(b, mc, "wr", "nl");
-    kb_line(b, "float acc[MMAX];");
-    if (dual)
-        kb_line(b, "float acc2[MMAX];");
-    kb_line(b, "for (uint m = 0u; m < MMAX; m++) {");
-    kb_line(b, "acc[m] = 0.0;");
-    if (dual)
-        kb_line(b, "acc2[m] = 0.0;");
-    kb_line(b, "}");
+    kb_line(b, "uint nrows = min(ROWS, n_count - nl0);");
+    for (int r = 0; r < GEMV_ROWS; r++) {
+        /* rows past the end repeat the last one (their sums are not stored) */
+        kb_line(b,
+                "uint wr%d = w_off + (nl0 + min(%du, nrows - 1u)) * w_nb1 + (b2 / r2) * w_nb2 + "
+                "(b3 / r3) * w_nb3;",
+                r, r);
+        if (dual)
+            kb_line(b,
+                    "uint wq%d = w2_off + (nl0 + min(%du, nrows - 1u)) * w2_nb1 + (b2 / r2) * "
+                    "w2_nb2 + (b3 / r3) * w2_nb3;",
+                    r, r);
+    }
+    for (int r = 0; r < GEMV_ROWS; r++)
+        for (int m = 0; m < m_n; m++) {
+            kb_line(b, "float a%d_%d = 0.0;", r, m);
+            if (dual)
+                kb_line(b, "float p%d_%d = 0.0;", r, m);
+        }
     kb_line(b, "for (uint k = lid; k < K; k += WG_SIZE) {");
-    kb_line(b, "float w = load_w(wr, k);");
-    if (dual)
-        kb_line(b, "float w2 = load_w2(wr_2, k);");
-    kb_line(b, "for (uint m = 0u; m < M; m++) {");
-    const char *cx[4] = {"k", "m", "b2", "b3"};
-    char xv[16];
-    kb_expr(b, mc->x, cx, xv);
-    kb_line(b, "acc[m] += w * %s;", xv);
-    if (dual)
-        kb_line(b, "acc2[m] += w2 * %s;", xv);
+    for (int m = 0; m < m_n; m++) {
+        char mc_[16], xv[16];
+        snprintf(mc_, sizeof mc_, "%du", m);
+        const char *cx[4] = {"k", mc_, "b2", "b3"};
+        kb_expr(b, mc->x, cx, xv);
+        kb_line(b, "float x%d = %s;", m, xv);
+    }
+    for (int r = 0; r < GEMV_ROWS; r++) {
+        kb_line(b, "float w%d = load_w(wr%d, k);", r, r);
+        if (dual)
+            kb_line(b, "float u%d = load_w2(wq%d, k);", r, r);
+    }
+    for (int r = 0; r < GEMV_ROWS; r++)
+        for (int m = 0; m < m_n; m++) {
+            kb_line(b, "a%d_%d += w%d * x%d;", r, m, r, m);
+            if (dual)
+                kb_line(b, "p%d_%d += u%d * x%d;", r, m, r, m);
+        }
+    kb_line(b, "}");
+    /* all NACC sums reduce together: log2(WG) barrier steps per workgroup;
+     * slot (r·MCOLS + m), then the partner's after ROWS·MCOLS */
+    for (int r = 0; r < GEMV_ROWS; r++)
+        for (int m = 0; m < m_n; m++) {
+            kb_line(b, "part[%du * WG_SIZE + lid] = a%d_%d;", r * m_n + m, r, m);
+            if (dual)
+                kb_line(b, "part[%du * WG_SIZE + lid] = p%d_%d;", (GEMV_ROWS + r) * m_n + m, r, m);
+        }
+    kb_line(b, "memoryBarrierShared();");
+    kb_line(b, "barrier();");
+    kb_line(b, "for (uint s = WG_SIZE / 2u; s > 0u; s >>= 1u) {");
+    kb_line(b, "if (lid < s) {");
+    kb_line(b, "for (uint i = 0u; i < NACC; i++) {");
+    kb_line(b, "part[i * WG_SIZE + lid] += part[i * WG_SIZE + lid + s];");
     kb_line(b, "}");
     kb_line(b, "}");
-    kb_line(b, "float res[MMAX];");
-    if (dual)
-        kb_line(b, "float res2[MMAX];");
-    kb_line(b, "for (uint m = 0u; m < MMAX; m++) {");
-    kb_line(b, "if (m < M) { // uniform: every invocation reaches the barriers");
-    kb_line(b, "res[m] = wg_reduce_sum(acc[m]);");
-    if (dual)
-        kb_line(b, "res2[m] = wg_reduce_sum(acc2[m]);");
+    kb_line(b, "memoryBarrierShared();");
+    kb_line(b, "barrier();");
     kb_line(b, "}");
-    kb_line(b, "}");
-    kb_line(b, "if (lid == 0u) {");
-    kb_line(b, "for (uint m = 0u; m < M; m++) {");
-    kb_line(b, "float r = res[m];");
+    kb_line(b, "// invocation lid stores (row lid / MCOLS, column lid %% MCOLS)");
+    kb_line(b, "uint r = lid / MCOLS;");
+    kb_line(b, "uint m = lid %% MCOLS;");
+    kb_line(b, "if (r < nrows) {");
+    kb_line(b, "uint n = n_base + nl0 + r;");
+    kb_line(b, "float dot = part[(r * MCOLS + m) * WG_SIZE];");
     if (dual)
-        kb_line(b, "float r2 = res2[m];");
+        kb_line(b, "float dot2 = part[((ROWS + r) * MCOLS + m) * WG_SIZE];");
     const char *co[4] = {"n", "m", "b2", "b3"};
-    kb_store_out(b, co, "r", dual ? "r2" : NULL);
-    kb_line(b, "}");
+    kb_store_out(b, co, "dot", dual ? "dot2" : NULL);
     kb_line(b, "}");
     dispatch_chunks(b, mc, gemv_groups, 1, mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
@@ -223,14 +263,13 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
     kb_line(b, "uint m0 = gl_WorkGroupID.y * TILE;");
     kb_line(b, "uint b2 = gl_WorkGroupID.z %% xb2;");
     kb_line(b, "uint b3 = gl_WorkGroupID.z / xb2;");
-    kb_line(b, "float acc[16];");
-    if (dual)
-        kb_line(b, "float acc2[16];");
-    kb_line(b, "for (uint i = 0u; i < 16u; i++) {");
-    kb_line(b, "acc[i] = 0.0;");
-    if (dual)
-        kb_line(b, "acc2[i] = 0.0;");
-    kb_line(b, "}");
+    /* 4x4 accumulators as scalars (constant names stay in registers) */
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            kb_line(b, "float a%d%d = 0.0;", i, j);
+            if (dual)
+                kb_line(b, "float p%d%d = 0.0;", i, j);
+        }
     kb_line(b, "for (uint k0 = 0u; k0 < K; k0 += TK) {");
     /* consecutive invocations read consecutive k of a row: contiguous loads */
     kb_line(b, "for (uint i = lid; i < TILE * TK; i += WG_SIZE) {");
@@ -256,35 +295,36 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
     kb_line(b, "memoryBarrierShared();");
     kb_line(b, "barrier();");
     kb_line(b, "for (uint kk = 0u; kk < TK; kk++) {");
-    kb_line(b, "for (uint i = 0u; i < 4u; i++) {");
-    kb_line(b, "float wv = ws[kk * TILE + tx + 16u * i];");
-    if (dual)
-        kb_line(b, "float wv2 = ws2[kk * TILE + tx + 16u * i];");
-    kb_line(b, "for (uint j = 0u; j < 4u; j++) {");
-    kb_line(b, "float xj = xs[kk * TILE + ty + 16u * j];");
-    kb_line(b, "acc[i * 4u + j] += wv * xj;");
-    if (dual)
-        kb_line(b, "acc2[i * 4u + j] += wv2 * xj;");
-    kb_line(b, "}");
-    kb_line(b, "}");
+    for (int i = 0; i < 4; i++) {
+        kb_line(b, "float w%d = ws[kk * TILE + tx + %du];", i, 16 * i);
+        if (dual)
+            kb_line(b, "float u%d = ws2[kk * TILE + tx + %du];", i, 16 * i);
+    }
+    for (int j = 0; j < 4; j++)
+        kb_line(b, "float x%d = xs[kk * TILE + ty + %du];", j, 16 * j);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            kb_line(b, "a%d%d += w%d * x%d;", i, j, i, j);
+            if (dual)
+                kb_line(b, "p%d%d += u%d * x%d;", i, j, i, j);
+        }
     kb_line(b, "}");
     kb_line(b, "memoryBarrierShared();");
     kb_line(b, "barrier();");
     kb_line(b, "}");
-    kb_line(b, "for (uint i = 0u; i < 4u; i++) {");
-    kb_line(b, "for (uint j = 0u; j < 4u; j++) {");
-    kb_line(b, "uint nl = n0 + tx + 16u * i;");
-    kb_line(b, "uint m = m0 + ty + 16u * j;");
-    kb_line(b, "if (nl < n_count && m < M) {");
-    kb_line(b, "uint n = n_base + nl;");
-    kb_line(b, "float r = acc[i * 4u + j];");
-    if (dual)
-        kb_line(b, "float r2 = acc2[i * 4u + j];");
-    const char *co[4] = {"n", "m", "b2", "b3"};
-    kb_store_out(b, co, "r", dual ? "r2" : NULL);
-    kb_line(b, "}");
-    kb_line(b, "}");
-    kb_line(b, "}");
+    /* stores: one block per accumulator, each with the fused epilogue */
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            kb_line(b, "if (n0 + tx + %du < n_count && m0 + ty + %du < M) {", 16 * i, 16 * j);
+            kb_line(b, "uint n = n_base + n0 + tx + %du;", 16 * i);
+            kb_line(b, "uint m = m0 + ty + %du;", 16 * j);
+            char av[16], pv[16];
+            snprintf(av, sizeof av, "a%d%d", i, j);
+            snprintf(pv, sizeof pv, "p%d%d", i, j);
+            const char *co[4] = {"n", "m", "b2", "b3"};
+            kb_store_out(b, co, av, dual ? pv : NULL);
+            kb_line(b, "}");
+        }
     dispatch_chunks(b, mc, gemm_groups, (mc->x->ne[1] + TILE - 1) / TILE,
                     mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
@@ -303,6 +343,6 @@ glesc_status kernels_gen_matmul(kb *b)
     /* the same test as the op's variant (ops.c), which the plan hash covers */
     int mmax = b->opts && b->opts->gemv_max_m ? b->opts->gemv_max_m : 8;
     if (mc.x->ne[1] <= mmax)
-        return gen_gemv(b, &mc, mmax);
+        return gen_gemv(b, &mc);
     return gen_gemm(b, &mc);
 }
