@@ -983,7 +983,7 @@ static glesc_status get_num(const glesc_gguf *f, const char *key, const char *wa
 #define INT_GETTER(fn, ctype, wanted, conv)                                                        \
     GLESC_API glesc_status fn(const glesc_gguf *f, const char *key, ctype *out)                    \
     {                                                                                              \
-        num n;                                                                                     \
+        num n = {0};                                                                               \
         const gguf_kv *kv = NULL;                                                                  \
         glesc_status st = get_num(f, key, wanted, true, &n, &kv);                                  \
         if (st != GLESC_OK)                                                                        \
@@ -1026,7 +1026,7 @@ INT_GETTER(glesc_gguf_get_i64, int64_t, "int64", {
 
 GLESC_API glesc_status glesc_gguf_get_f64(const glesc_gguf *f, const char *key, double *out)
 {
-    num n;
+    num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = get_num(f, key, "float64", false, &n, &kv);
     if (st == GLESC_OK && out)
@@ -1036,7 +1036,7 @@ GLESC_API glesc_status glesc_gguf_get_f64(const glesc_gguf *f, const char *key, 
 
 GLESC_API glesc_status glesc_gguf_get_f32(const glesc_gguf *f, const char *key, float *out)
 {
-    num n;
+    num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = get_num(f, key, "float32", false, &n, &kv);
     if (st == GLESC_OK && out)
@@ -1147,7 +1147,7 @@ static glesc_status arr_elem(const glesc_gguf *f, const char *key, uint64_t idx,
 GLESC_API glesc_status glesc_gguf_get_arr_f32(const glesc_gguf *f, const char *key, uint64_t idx,
                                               float *out)
 {
-    num n;
+    num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = arr_elem(f, key, idx, &n, &kv);
     if (st == GLESC_OK && out)
@@ -1158,7 +1158,7 @@ GLESC_API glesc_status glesc_gguf_get_arr_f32(const glesc_gguf *f, const char *k
 GLESC_API glesc_status glesc_gguf_get_arr_i64(const glesc_gguf *f, const char *key, uint64_t idx,
                                               int64_t *out)
 {
-    num n;
+    num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = arr_elem(f, key, idx, &n, &kv);
     if (st != GLESC_OK)
