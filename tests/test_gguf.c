@@ -88,11 +88,15 @@ static const corpus_case corpus[] = {
     {"ok_all_types.gguf", GLESC_OK, NULL},
     {"ok_zero_size_tensor.gguf", GLESC_OK, NULL},
     {"ok_version2.gguf", GLESC_OK, NULL},
+    /* Found by fuzz_gguf_roundtrip (slow unit, 12 s): valid, alignment 2^31 and
+     * no tensors; the writer padded its copy to 2 GiB until files without
+     * tensor bytes were left unpadded. */
+    {"fuzz_slow_alignment_2g.gguf", GLESC_OK, NULL},
 };
 
 Test(gguf, corpus_table_is_complete)
 {
-    /* Every file in the corpus folder has a row (crash inputs must too). */
+    /* Every file in the corpus folder has a row (fuzzer finds too). */
     char *dir = corpus_path("");
     DIR *d = opendir(dir);
     cr_assert(d, "cannot list %s", dir);
@@ -681,6 +685,30 @@ Test(gguf, writer_out_of_memory)
     cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
     cr_assert_eq(glesc_gguf_n_kv(f), 6); /* five keys and general.alignment */
     cr_assert_eq(glesc_gguf_alignment(f), 64);
+    glesc_gguf_close(f);
+    unlink(path);
+    free(path);
+}
+
+/* Without tensor bytes the file ends after the directory (no padding, even
+ * for a large alignment), and the reader accepts it. */
+Test(gguf, writer_no_data_no_padding)
+{
+    glesc_gguf_writer *w = glesc_gguf_writer_create();
+    cr_assert_eq(glesc_gguf_writer_set_alignment(w, 1u << 31), GLESC_OK);
+    const int64_t ne[2] = {0, 8};
+    cr_assert_eq(glesc_gguf_writer_add_tensor(w, "empty", GLESC_DTYPE_Q4_K, 2, ne, NULL, 0),
+                 GLESC_OK);
+    char *path = tmp_file("nodata");
+    cr_assert_eq(glesc_gguf_writer_write(w, path), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_gguf_writer_destroy(w);
+    glesc_gguf *f = NULL;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_lt(glesc_gguf_file_size(f), 200);
+    cr_assert_eq(glesc_gguf_alignment(f), 1u << 31);
+    glesc_gguf_tensor_info ti;
+    cr_assert_eq(glesc_gguf_tensor(f, 0, &ti), GLESC_OK);
+    cr_assert_eq(ti.size, 0);
     glesc_gguf_close(f);
     unlink(path);
     free(path);
