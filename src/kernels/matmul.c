@@ -69,7 +69,7 @@ static void common(kb *b, mm_ctx *mc)
             kb_fail(b, GLESC_ERROR_UNSUPPORTED, "matmul pair: weights chunked differently");
         mc->wb2 = kb_binding(b, w2->owner, 0, false);
         snprintf(buf, sizeof buf, "t%d", mc->wb2);
-        kernels_wload_emit(b, kernels_wload_find(w2->dtype), "load_w2", buf, mc->vec4);
+        kernels_wload_emit(b, kernels_wload_find(w2->dtype), "load_u", buf, mc->vec4);
     }
     kb_param_u(b, "K", (uint64_t)w->ne[0]);
     kb_param_u(b, "M", (uint64_t)x->ne[1]);
@@ -199,7 +199,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
         for (int r = 0; r < GEMV_ROWS; r++) {
             kb_line(b, "vec4 w%d = load_w4(wr%d, k4);", r, r);
             if (dual)
-                kb_line(b, "vec4 u%d = load_w24(wq%d, k4);", r, r);
+                kb_line(b, "vec4 u%d = load_u4(wq%d, k4);", r, r);
         }
         for (int r = 0; r < GEMV_ROWS; r++)
             for (int m = 0; m < m_n; m++) {
@@ -220,7 +220,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
         for (int r = 0; r < GEMV_ROWS; r++) {
             kb_line(b, "float w%d = load_w(wr%d, k);", r, r);
             if (dual)
-                kb_line(b, "float u%d = load_w2(wq%d, k);", r, r);
+                kb_line(b, "float u%d = load_u(wq%d, k);", r, r);
         }
         for (int r = 0; r < GEMV_ROWS; r++)
             for (int m = 0; m < m_n; m++) {
@@ -316,7 +316,7 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
         for (int j = 0; j < 4; j++)
             kb_line(b, "ws[(kq + %du) * TILE + r] = wv[%d];", j, j);
         if (dual) {
-            kb_line(b, "vec4 uv = inw ? load_w24(wr_2, k >> 2u) : vec4(0.0);");
+            kb_line(b, "vec4 uv = inw ? load_u4(wr_2, k >> 2u) : vec4(0.0);");
             for (int j = 0; j < 4; j++)
                 kb_line(b, "ws2[(kq + %du) * TILE + r] = uv[%d];", j, j);
         }
@@ -333,7 +333,7 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
         row_bytes(b, mc, "wr", "nl");
         kb_line(b, "ws[kk * TILE + r] = inw ? load_w(wr, k) : 0.0;");
         if (dual)
-            kb_line(b, "ws2[kk * TILE + r] = inw ? load_w2(wr_2, k) : 0.0;");
+            kb_line(b, "ws2[kk * TILE + r] = inw ? load_u(wr_2, k) : 0.0;");
     }
     kb_line(b, "uint m = m0 + r;");
     kb_line(b, "float xv = 0.0;");
