@@ -7,6 +7,12 @@
  * not overlapping), known types and row lengths that are whole blocks. After a
  * successful open, every accessor is safe. Errors name the file, the byte
  * offset and the key or tensor; read them with glesc_last_errmsg().
+ * Beyond the format's own rules, the reader also refuses: version 1 (32-bit
+ * counts), arrays nested more than 8 deep, bool bytes other than 0 and 1,
+ * keys and tensor names containing a NUL byte, general.alignment that is not
+ * a uint32 power of two, n_dims outside 1..4 and element counts beyond
+ * INT64_MAX. A file whose tensors have no bytes may end right after the
+ * tensor directory (vocab-only files do).
  *
  * Strings in GGUF are not NUL-terminated in the file: string getters return a
  * pointer and a length. Keys and tensor names are additionally available as
