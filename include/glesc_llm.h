@@ -11,6 +11,9 @@
  *
  * Behaviour follows llama.cpp's llama-vocab (tokenize with add_special /
  * parse_special, token_to_piece, detokenize), so ids match its test vectors.
+ *
+ * Also here: models and sessions (the runtime that evaluates a GGUF model on
+ * the GPU).
  */
 #ifndef GLESC_LLM_H
 #define GLESC_LLM_H
@@ -191,6 +194,114 @@ GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits);
 GLESC_API void glesc_sampler_accept(glesc_sampler *s, int32_t token);
 /* Forgets the accepted tokens and restarts the random stream from the seed. */
 GLESC_API void glesc_sampler_reset(glesc_sampler *s);
+
+/* ---- Models and sessions: running a GGUF language model on the GPU ----
+ *
+ * A model is the weights of a GGUF file uploaded as persistent tensors of a
+ * context, its hyperparameters and its tokenizer. A session is one sequence
+ * being evaluated: a KV cache on the GPU and the per-step graph. Tokens are
+ * evaluated in order; a session remembers how many positions it holds
+ * (n_past), so a chat turn evaluates only its new tokens.
+ *
+ * Each eval builds the step's graph again (cheap: only nodes are recorded)
+ * and glesc_graph_compute finds the plan of the same structure in the plan
+ * cache: positions and lengths are tensors and uniforms, never structure, so
+ * from the second decode step on nothing is generated or compiled.
+ *
+ * Architectures: llama (Llama 1/2/3, Mistral, TinyLlama), qwen2 (q/k/v
+ * biases), qwen3 (q/k RMS norm). Weights: any type glesc_weight_new accepts
+ * (f32, f16, bf16 today); others are refused at load with the tensor named.
+ *
+ * Errors: messages in glesc_last_errmsg() (also for failures inside the
+ * context: they are copied there). The context, the model and its sessions
+ * are used from one thread at a time. */
+typedef struct glesc_model glesc_model;
+typedef struct glesc_session glesc_session;
+
+/* Called during loading after each tensor: bytes uploaded so far of total. */
+typedef void (*glesc_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+typedef struct glesc_model_options {
+    glesc_progress_fn progress; /* may be NULL */
+    void *progress_user;
+} glesc_model_options;
+
+typedef struct glesc_model_info {
+    const char *arch;          /* general.architecture ("llama"); owned by the model */
+    const char *name;          /* general.name, else the file's base name; owned by the model */
+    const char *chat_template; /* tokenizer.chat_template, or NULL; owned by the model */
+    int64_t n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, n_ctx_train;
+    glesc_dtype weight_type; /* type of the first layer's attn_q.weight */
+    uint64_t weight_bytes;   /* bytes of every uploaded tensor */
+    int n_tensors;           /* tensors uploaded */
+} glesc_model_info;
+
+/* Opens path, checks the architecture, hyperparameters and every tensor's
+ * name, shape and type, builds the tokenizer and uploads the weights to ctx
+ * (matrices in their file type; norm vectors as f32). opts may be NULL. On
+ * success *out owns the model (glesc_model_destroy, before ctx is
+ * destroyed); the file is closed again. On failure *out is NULL and
+ * glesc_last_errmsg() names the file and the key or tensor ("m.gguf: tensor
+ * 'blk.0.attn_q.weight' is missing (llama model, 2 layers)"). */
+GLESC_API glesc_status glesc_model_load(glesc_context *ctx, const char *path,
+                                        const glesc_model_options *opts, glesc_model **out);
+/* Frees the model's weights and tokenizer. Destroy its sessions first. NULL
+ * is a no-op. */
+GLESC_API void glesc_model_destroy(glesc_model *m);
+/* The model's tokenizer (owned by the model, valid while it lives). */
+GLESC_API const glesc_tokenizer *glesc_model_tokenizer(const glesc_model *m);
+GLESC_API void glesc_model_get_info(const glesc_model *m, glesc_model_info *out);
+
+typedef struct glesc_session_options {
+    /* Positions the KV cache holds; 0: the model's training context, at most
+     * 4096. */
+    int32_t n_ctx;
+    /* KV cache element type: GLESC_DTYPE_F32 (0, the default) or
+     * GLESC_DTYPE_F16 (half the memory, rounding like llama.cpp's f16 cache). */
+    glesc_dtype kv_type;
+    /* Most tokens one graph evaluates (longer inputs are split); 0: 256. */
+    int32_t n_batch;
+} glesc_session_options;
+
+/* A session over m with an empty KV cache. opts may be NULL. The model must
+ * outlive the session. */
+GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_options *opts,
+                                            glesc_session **out);
+GLESC_API void glesc_session_destroy(glesc_session *s);
+
+enum {
+    /* Return the logits of every evaluated position, not only the last. */
+    GLESC_EVAL_ALL_LOGITS = 1u << 0,
+};
+
+/* Evaluates ids[0..n) at positions n_past .. n_past+n-1, appending their
+ * keys and values to the KV cache, and writes logits (may be NULL): n_vocab
+ * floats for the last position, or n × n_vocab (position by position) with
+ * GLESC_EVAL_ALL_LOGITS. n ≥ 1. Errors: an id out of the vocabulary, or
+ * n_past + n > n_ctx (GLESC_ERROR_LIMIT, nothing evaluated); a GPU failure
+ * (the session's positions are then undefined: truncate to 0). */
+GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, size_t n,
+                                          unsigned flags, float *logits);
+/* Positions evaluated so far, and the capacity. */
+GLESC_API int32_t glesc_session_n_past(const glesc_session *s);
+GLESC_API int32_t glesc_session_n_ctx(const glesc_session *s);
+/* Forgets the positions from n on (0 ≤ n ≤ n_past): the next eval continues
+ * at position n. The cache keeps its memory. */
+GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n);
+
+typedef struct glesc_eval_stats {
+    int32_t n_tokens;          /* tokens of the last eval (its last graph for split inputs) */
+    int kernels;               /* kernels after fusion, per graph */
+    int dispatches;            /* GPU dispatches, per graph */
+    bool plan_reused;          /* the graph's plan came from the plan cache */
+    int glsl_built;            /* kernels whose GLSL was generated (0 for a reused plan) */
+    int programs_compiled;     /* programs compiled (0 for a reused plan) */
+    uint64_t ns;               /* wall time of the whole eval, logits read back included */
+    uint64_t total_dispatches; /* over the session's life */
+} glesc_eval_stats;
+
+/* Statistics of the last glesc_session_eval. */
+GLESC_API void glesc_session_last_stats(const glesc_session *s, glesc_eval_stats *out);
 
 #ifdef __cplusplus
 }

@@ -1007,11 +1007,11 @@ Test(tokenizer, gguf_run_tokenize)
     cr_expect_eq(run_capture(cmd, out, sizeof out), 0);
     cr_expect_str_eq(out, "1 403 407 261 378 13\n");
     unlink(tmp);
-    /* Generation flags are refused for now; a bad file is reported. */
-    snprintf(cmd, sizeof cmd, "'%s/tools/gguf-run' -m '%s' -n 5 -p hi 2>&1", build, model);
-    int rc = run_capture(cmd, out, sizeof out);
-    cr_expect_neq(rc, 0);
-    cr_expect(strstr(out, "not implemented yet") != NULL, "%s", out);
+    /* An unknown flag is a usage error; a bad file is reported. */
+    snprintf(cmd, sizeof cmd, "'%s/tools/gguf-run' -m '%s' --no-such-flag -p hi 2>&1", build,
+             model);
+    cr_expect_eq(run_capture(cmd, out, sizeof out), 2);
+    cr_expect(strstr(out, "unknown option") != NULL, "%s", out);
     snprintf(cmd, sizeof cmd, "'%s/tools/gguf-run' -m /nonexistent.gguf --tokenize -p hi 2>&1",
              build);
     cr_expect_eq(run_capture(cmd, out, sizeof out), 1);

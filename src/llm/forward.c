@@ -1,0 +1,96 @@
+/*
+ * forward.c — one evaluation step of a llama-family decoder as a glesc
+ * graph: the data flow of docs/design.md ("One decode step, as data").
+ *
+ * The graph's structure depends only on the model, on whether n is 1 (decode)
+ * or how many tokens a prefill has (GEMV variants up to gemv_max_m, then
+ * GEMM), on whether the cache holds one position or more, and on
+ * all_logits. Positions are an i32 input, the cache length is the size of a
+ * view (a uniform), so consecutive decode steps share one plan.
+ *
+ * Per layer (fusion in brackets, see docs/graph.md):
+ *   h    = rms_norm(x) · attn_norm                        [one kernel]
+ *   q, k, v = Wq·h (+bq), Wk·h (+bk), Wv·h (+bv)          [bias as epilogue]
+ *   q, k = rms_norm(q|k per head) · q_norm|k_norm         (qwen3)
+ *   K[pos] = rope(k); V[pos] = v                          [rope fused into set_rows]
+ *   a    = attention(rope(q), K[0..n_kv), V[0..n_kv))     [rope(q) as prologue]
+ *   x    = Wo·a + x                                       [residual as epilogue]
+ *   h    = rms_norm(x) · ffn_norm
+ *   x    = Wd·(silu(Wg·h) · (Wu·h)) + x                   [gate/up pair, silu·mul epilogue]
+ * then logits = Wout · (rms_norm(x) · output_norm).
+ */
+#include <math.h>
+
+#include "llm/runtime.h"
+
+/* x [d·heads, n] as [d, heads, n]: one row per head. */
+static glesc_tensor *head_view(glesc_graph *g, glesc_tensor *x, int64_t d, int64_t heads, int32_t n)
+{
+    return glesc_reshape(g, x, 3, (int64_t[]){d, heads, n});
+}
+
+/* The first n_kv positions of a cache [d·hkv, n_ctx] as attention wants
+ * them: [d, n_kv, hkv] (a strided view, no copy). */
+static glesc_tensor *cache_view(glesc_graph *g, glesc_tensor *c, const llm_hparams *hp,
+                                glesc_dtype t, int64_t n_kv)
+{
+    size_t es = t == GLESC_DTYPE_F32 ? 4 : 2;
+    size_t row = (size_t)(hp->head_dim * hp->n_head_kv) * es;
+    static const int perm[4] = {0, 2, 1, 3};
+    glesc_tensor *v = glesc_view(g, c, 3, (int64_t[]){hp->head_dim, hp->n_head_kv, n_kv},
+                                 (size_t[]){0, (size_t)hp->head_dim * es, row}, 0);
+    return glesc_permute(g, v, perm);
+}
+
+glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos, int32_t n,
+                          bool all_logits)
+{
+    const glesc_model *m = s->m;
+    const llm_hparams *hp = &m->hp;
+    glesc_graph *g = s->g;
+    const int64_t d = hp->head_dim, e = hp->n_embd;
+    const int64_t q_dim = hp->n_head * d, kv_dim = hp->n_head_kv * d;
+    const int64_t n_kv = (int64_t)s->n_past + n;
+    const float eps = hp->rms_eps, scale = 1.0f / sqrtf((float)d);
+    const glesc_rope_mode mode = hp->rope_neox ? GLESC_ROPE_NEOX : GLESC_ROPE_NORMAL;
+    static const int perm[4] = {0, 2, 1, 3};
+
+    glesc_tensor *x = glesc_get_rows(g, m->tok_embd, ids); /* [e, n] */
+    for (int64_t l = 0; l < hp->n_layer && x; l++) {
+        const llm_layer *L = &m->layers[l];
+        glesc_tensor *h = glesc_mul(g, glesc_rms_norm(g, x, eps), L->attn_norm);
+        glesc_tensor *q = glesc_matmul(g, L->wq, h); /* [q_dim, n] */
+        glesc_tensor *k = glesc_matmul(g, L->wk, h); /* [kv_dim, n] */
+        glesc_tensor *v = glesc_matmul(g, L->wv, h);
+        if (L->bq) {
+            q = glesc_add(g, q, L->bq);
+            k = glesc_add(g, k, L->bk);
+            v = glesc_add(g, v, L->bv);
+        }
+        q = head_view(g, q, d, hp->n_head, n); /* [d, n_head, n] */
+        k = head_view(g, k, d, hp->n_head_kv, n);
+        if (L->q_norm) {
+            q = glesc_mul(g, glesc_rms_norm(g, q, eps), L->q_norm);
+            k = glesc_mul(g, glesc_rms_norm(g, k, eps), L->k_norm);
+        }
+        q = glesc_rope(g, q, pos, (int)hp->n_rot, mode, hp->rope_freq_base, hp->rope_freq_scale);
+        k = glesc_rope(g, k, pos, (int)hp->n_rot, mode, hp->rope_freq_base, hp->rope_freq_scale);
+        glesc_tensor *kc =
+            glesc_set_rows(g, s->k_cache[l], glesc_reshape(g, k, 2, (int64_t[]){kv_dim, n}), pos);
+        glesc_tensor *vc = glesc_set_rows(g, s->v_cache[l], v, pos);
+        glesc_tensor *a = glesc_attention(
+            g, glesc_permute(g, q, perm), cache_view(g, kc, hp, s->kv_type, n_kv),
+            cache_view(g, vc, hp, s->kv_type, n_kv), NULL, scale, true); /* [d, n_head, n] */
+        a = glesc_reshape(g, a, 2, (int64_t[]){q_dim, n});
+        x = glesc_add(g, glesc_matmul(g, L->wo, a), x);
+        h = glesc_mul(g, glesc_rms_norm(g, x, eps), L->ffn_norm);
+        glesc_tensor *ff =
+            glesc_mul(g, glesc_silu(g, glesc_matmul(g, L->w_gate, h)), glesc_matmul(g, L->w_up, h));
+        x = glesc_add(g, glesc_matmul(g, L->w_down, ff), x);
+    }
+    if (x && !all_logits && n > 1) /* only the last position's row */
+        x = glesc_view(g, x, 2, (int64_t[]){e, 1}, (size_t[]){0, (size_t)e * 4},
+                       (size_t)(n - 1) * (size_t)e * 4);
+    x = glesc_mul(g, glesc_rms_norm(g, x, eps), m->output_norm);
+    return glesc_matmul(g, m->output ? m->output : m->tok_embd, x);
+}

@@ -1,0 +1,466 @@
+/*
+ * runtime.c — models and sessions (glesc_llm.h): loading a GGUF model onto
+ * the GPU and evaluating tokens through the per-step graph of forward.c.
+ *
+ * Loading validates everything before the first byte goes to the GPU
+ * (model.c: architecture, hyperparameters, every tensor's name and shape),
+ * then uploads each tensor straight from the file mapping: matrices through
+ * glesc_weight_new in their own type and glesc_tensor_write with the file's
+ * bytes (so a block-quantized type works as soon as the graph layer accepts
+ * it, and is refused with the tensor named until then), norm vectors
+ * converted to f32.
+ *
+ * A session owns the KV cache (one persistent [n_head_kv·head_dim, n_ctx]
+ * tensor per layer for keys and one for values) and one graph that is reset
+ * and rebuilt for every step; the plan cache makes the rebuild cheap.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "llm/runtime.h"
+#include "quant/quant.h"
+
+/* Copies the context's last message into the thread's (where glesc_llm.h
+ * promises it) with a prefix. */
+static glesc_status ctx_fail(glesc_context *ctx, glesc_status st, const char *what)
+{
+    return core_err_set(NULL, st, "%s: %s", what, glesc_context_errmsg(ctx));
+}
+
+typedef struct loader {
+    glesc_model *m;
+    const glesc_gguf *f;
+    const char *path;
+    const glesc_model_options *opts;
+    uint64_t done, total;
+} loader;
+
+/* Uploads tensor name into *slot (left NULL when the tensor is absent: the
+ * check before made sure only optional ones are). Vectors become f32. */
+static glesc_status upload(loader *ld, const char *name, bool vector, glesc_tensor **slot)
+{
+    glesc_model *m = ld->m;
+    int64_t i = glesc_gguf_find_tensor(ld->f, name);
+    if (i < 0)
+        return GLESC_OK;
+    glesc_gguf_tensor_info t;
+    glesc_gguf_tensor(ld->f, i, &t);
+    glesc_status st;
+    glesc_tensor *w;
+    if (vector) {
+        int64_t n = t.ne[0];
+        float *buf = core_calloc((size_t)n, sizeof *buf);
+        if (!buf)
+            return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: tensor '%s'", ld->path, name);
+        if (t.type == GLESC_DTYPE_F32)
+            memcpy(buf, t.data, (size_t)n * sizeof *buf);
+        else if ((st = quant_dequantize(t.type, t.data, buf, n)) != GLESC_OK) {
+            core_free(buf);
+            return core_err_set(NULL, st, "%s: tensor '%s' (%s): %s", ld->path, name,
+                                glesc_dtype_name(t.type), glesc_last_errmsg());
+        }
+        w = glesc_weight_new(m->ctx, GLESC_DTYPE_F32, 1, (int64_t[]){n});
+        st = w ? glesc_tensor_write(w, buf, (size_t)n * sizeof *buf) : GLESC_ERROR_OUT_OF_MEMORY;
+        core_free(buf);
+    } else {
+        w = glesc_weight_new(m->ctx, t.type, 2, (int64_t[]){t.ne[0], t.ne[1]});
+        if (!w) {
+            bool plain = t.type == GLESC_DTYPE_F32 || t.type == GLESC_DTYPE_F16 ||
+                         t.type == GLESC_DTYPE_BF16;
+            return core_err_set(NULL, plain ? GLESC_ERROR_OUT_OF_MEMORY : GLESC_ERROR_UNSUPPORTED,
+                                "%s: tensor '%s' (%s, [%lld, %lld]): %s%s", ld->path, name,
+                                glesc_dtype_name(t.type), (long long)t.ne[0], (long long)t.ne[1],
+                                plain ? ""
+                                      : "weights of this type cannot be computed on the GPU "
+                                        "by this build yet: ",
+                                glesc_context_errmsg(m->ctx));
+        }
+        st = glesc_tensor_write(w, t.data, (size_t)t.size);
+    }
+    if (st != GLESC_OK) {
+        glesc_weight_free(w);
+        return core_err_set(NULL, st, "%s: uploading tensor '%s': %s", ld->path, name,
+                            glesc_context_errmsg(m->ctx));
+    }
+    glesc_tensor_set_name(w, name);
+    *slot = w;
+    m->n_tensors++;
+    m->weight_bytes += vector ? (uint64_t)t.ne[0] * 4 : t.size;
+    ld->done += t.size;
+    if (ld->opts && ld->opts->progress)
+        ld->opts->progress(ld->opts->progress_user, ld->done, ld->total);
+    return GLESC_OK;
+}
+
+static glesc_status upload_all(loader *ld)
+{
+    glesc_model *m = ld->m;
+    const llm_hparams *hp = &m->hp;
+    for (int64_t i = 0; i < glesc_gguf_n_tensors(ld->f); i++) {
+        glesc_gguf_tensor_info t;
+        glesc_gguf_tensor(ld->f, i, &t);
+        ld->total += t.size;
+    }
+    glesc_status st;
+    if ((st = upload(ld, "token_embd.weight", false, &m->tok_embd)) ||
+        (st = upload(ld, "output_norm.weight", true, &m->output_norm)) ||
+        (st = upload(ld, "output.weight", false, &m->output)))
+        return st;
+    for (int64_t l = 0; l < hp->n_layer; l++) {
+        llm_layer *L = &m->layers[l];
+        static const struct {
+            const char *suffix;
+            bool vector;
+            size_t off;
+        } parts[] = {
+            {"attn_norm.weight", true, offsetof(llm_layer, attn_norm)},
+            {"attn_q.weight", false, offsetof(llm_layer, wq)},
+            {"attn_k.weight", false, offsetof(llm_layer, wk)},
+            {"attn_v.weight", false, offsetof(llm_layer, wv)},
+            {"attn_q.bias", true, offsetof(llm_layer, bq)},
+            {"attn_k.bias", true, offsetof(llm_layer, bk)},
+            {"attn_v.bias", true, offsetof(llm_layer, bv)},
+            {"attn_q_norm.weight", true, offsetof(llm_layer, q_norm)},
+            {"attn_k_norm.weight", true, offsetof(llm_layer, k_norm)},
+            {"attn_output.weight", false, offsetof(llm_layer, wo)},
+            {"ffn_norm.weight", true, offsetof(llm_layer, ffn_norm)},
+            {"ffn_gate.weight", false, offsetof(llm_layer, w_gate)},
+            {"ffn_up.weight", false, offsetof(llm_layer, w_up)},
+            {"ffn_down.weight", false, offsetof(llm_layer, w_down)},
+        };
+        for (size_t p = 0; p < CORE_ARRAY_LEN(parts); p++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, parts[p].suffix);
+            bool is_bias = strstr(parts[p].suffix, ".bias") != NULL;
+            bool is_qk_norm =
+                strstr(parts[p].suffix, "_q_norm") || strstr(parts[p].suffix, "_k_norm");
+            /* Only what the architecture uses: a stray bias in a llama file
+             * is ignored as llama.cpp ignores it. */
+            if ((is_bias && !hp->qkv_bias) || (is_qk_norm && !hp->qk_norm))
+                continue;
+            if ((st = upload(ld, name, parts[p].vector,
+                             (glesc_tensor **)((char *)L + parts[p].off))))
+                return st;
+        }
+    }
+    return GLESC_OK;
+}
+
+static char *gguf_strdup(const glesc_gguf *f, const char *key)
+{
+    const char *s;
+    size_t n;
+    if (glesc_gguf_get_str(f, key, &s, &n) != GLESC_OK)
+        return NULL;
+    return core_strndup(s, n);
+}
+
+GLESC_API glesc_status glesc_model_load(glesc_context *ctx, const char *path,
+                                        const glesc_model_options *opts, glesc_model **out)
+{
+    if (!out)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_model_load: NULL out");
+    *out = NULL;
+    if (!ctx || !path)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_model_load: NULL context or path");
+    glesc_gguf *f = NULL;
+    glesc_model *m = NULL;
+    glesc_status st = glesc_gguf_open(path, &f);
+    if (st != GLESC_OK)
+        return st; /* the reader's message names the file and offset */
+    m = core_calloc(1, sizeof *m);
+    if (!m) {
+        st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: model", path);
+        goto fail;
+    }
+    m->ctx = ctx;
+    if ((st = llm_hparams_load(f, path, &m->hp)) != GLESC_OK)
+        goto fail;
+    if (m->hp.rope_scaling == LLM_ROPE_SCALING_LLAMA3) {
+        st = core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
+                          "%s: rope scaling 'llama3' (per-dimension frequency factors, "
+                          "rope_freqs.weight) is not supported yet",
+                          path);
+        goto fail;
+    }
+    if ((st = llm_tensors_check(f, path, &m->hp)) != GLESC_OK)
+        goto fail;
+    if ((st = glesc_tokenizer_load(f, &m->tok)) != GLESC_OK) {
+        core_err_prefix(NULL, "%s", path);
+        goto fail;
+    }
+    if (glesc_tokenizer_n_vocab(m->tok) > m->hp.n_vocab) {
+        st = core_err_set(NULL, GLESC_ERROR_FORMAT,
+                          "%s: the tokenizer has %d tokens but token_embd.weight only %lld rows",
+                          path, (int)glesc_tokenizer_n_vocab(m->tok), (long long)m->hp.n_vocab);
+        goto fail;
+    }
+    m->chat_template = gguf_strdup(f, "tokenizer.chat_template");
+    m->name = gguf_strdup(f, "general.name");
+    if (!m->name) {
+        const char *slash = strrchr(path, '/');
+        m->name = core_strdup(slash ? slash + 1 : path);
+    }
+    m->layers = core_calloc((size_t)m->hp.n_layer, sizeof *m->layers);
+    if (!m->name || !m->layers) {
+        st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: model", path);
+        goto fail;
+    }
+    glesc_gguf_tensor_info q;
+    glesc_gguf_tensor(f, glesc_gguf_find_tensor(f, "blk.0.attn_q.weight"), &q);
+    m->weight_type = q.type;
+    loader ld = {m, f, path, opts, 0, 0};
+    if ((st = upload_all(&ld)) != GLESC_OK)
+        goto fail;
+    glesc_gguf_close(f);
+    *out = m;
+    return GLESC_OK;
+fail:
+    glesc_model_destroy(m);
+    glesc_gguf_close(f);
+    return st;
+}
+
+GLESC_API void glesc_model_destroy(glesc_model *m)
+{
+    if (!m)
+        return;
+    if (m->layers) {
+        for (int64_t l = 0; l < m->hp.n_layer; l++) {
+            llm_layer *L = &m->layers[l];
+            glesc_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,     L->wv,     L->bq,
+                                  L->bk,        L->bv,     L->q_norm, L->k_norm, L->wo,
+                                  L->ffn_norm,  L->w_gate, L->w_up,   L->w_down};
+            for (size_t i = 0; i < CORE_ARRAY_LEN(ts); i++)
+                glesc_weight_free(ts[i]);
+        }
+        core_free(m->layers);
+    }
+    glesc_weight_free(m->tok_embd);
+    glesc_weight_free(m->output_norm);
+    glesc_weight_free(m->output);
+    glesc_tokenizer_destroy(m->tok);
+    core_free(m->name);
+    core_free(m->chat_template);
+    core_free(m);
+}
+
+GLESC_API const glesc_tokenizer *glesc_model_tokenizer(const glesc_model *m)
+{
+    return m ? m->tok : NULL;
+}
+
+GLESC_API void glesc_model_get_info(const glesc_model *m, glesc_model_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!m)
+        return;
+    const llm_hparams *hp = &m->hp;
+    out->arch = hp->arch_name;
+    out->name = m->name;
+    out->chat_template = m->chat_template;
+    out->n_vocab = hp->n_vocab;
+    out->n_embd = hp->n_embd;
+    out->n_layer = hp->n_layer;
+    out->n_ff = hp->n_ff;
+    out->n_head = hp->n_head;
+    out->n_head_kv = hp->n_head_kv;
+    out->head_dim = hp->head_dim;
+    out->n_ctx_train = hp->n_ctx_train;
+    out->weight_type = m->weight_type;
+    out->weight_bytes = m->weight_bytes;
+    out->n_tensors = m->n_tensors;
+}
+
+/* ---- Sessions ---- */
+
+GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_options *opts,
+                                            glesc_session **out)
+{
+    if (!out)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_session_create: NULL out");
+    *out = NULL;
+    if (!m)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_session_create: NULL model");
+    glesc_session_options o = {0};
+    if (opts)
+        o = *opts;
+    const llm_hparams *hp = &m->hp;
+    if (o.n_ctx < 0 || o.n_batch < 0)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "session: n_ctx %d and n_batch %d must not be negative", (int)o.n_ctx,
+                            (int)o.n_batch);
+    if (o.n_ctx == 0)
+        o.n_ctx = (int32_t)CORE_MIN(hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096, 4096);
+    if (o.n_batch == 0)
+        o.n_batch = 256;
+    o.n_batch = CORE_MIN(o.n_batch, o.n_ctx);
+    if (o.kv_type != GLESC_DTYPE_F32 && o.kv_type != GLESC_DTYPE_F16)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "session: KV cache type %s is not supported (f32, f16)",
+                            glesc_dtype_name(o.kv_type) ? glesc_dtype_name(o.kv_type) : "?");
+    int64_t kv_dim = hp->n_head_kv * hp->head_dim;
+    uint64_t es = o.kv_type == GLESC_DTYPE_F32 ? 4 : 2;
+    uint64_t bytes = (uint64_t)kv_dim * (uint64_t)o.n_ctx * es;
+    uint64_t limit = glesc_context_caps(m->ctx)->max_storage_block_size;
+    if (bytes > limit)
+        return core_err_set(NULL, GLESC_ERROR_LIMIT,
+                            "session: one layer's KV cache for %d positions takes %llu bytes, more "
+                            "than the device's storage-block limit of %llu bytes: use a smaller "
+                            "context%s",
+                            (int)o.n_ctx, (unsigned long long)bytes, (unsigned long long)limit,
+                            o.kv_type == GLESC_DTYPE_F32 ? " or an f16 cache" : "");
+
+    glesc_status st = GLESC_OK;
+    glesc_session *s = core_calloc(1, sizeof *s);
+    if (!s)
+        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
+    s->m = m;
+    s->kv_type = o.kv_type;
+    s->n_ctx = o.n_ctx;
+    s->n_batch = o.n_batch;
+    s->k_cache = core_calloc((size_t)hp->n_layer, sizeof *s->k_cache);
+    s->v_cache = core_calloc((size_t)hp->n_layer, sizeof *s->v_cache);
+    s->g = glesc_graph_create(m->ctx);
+    if (!s->k_cache || !s->v_cache || !s->g) {
+        st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
+        goto fail;
+    }
+    for (int64_t l = 0; l < hp->n_layer; l++) {
+        int64_t shape[2] = {kv_dim, o.n_ctx};
+        s->k_cache[l] = glesc_weight_new(m->ctx, o.kv_type, 2, shape);
+        s->v_cache[l] = glesc_weight_new(m->ctx, o.kv_type, 2, shape);
+        if (!s->k_cache[l] || !s->v_cache[l]) {
+            st = ctx_fail(m->ctx, GLESC_ERROR_OUT_OF_MEMORY, "session: KV cache");
+            goto fail;
+        }
+    }
+    *out = s;
+    return GLESC_OK;
+fail:
+    glesc_session_destroy(s);
+    return st;
+}
+
+GLESC_API void glesc_session_destroy(glesc_session *s)
+{
+    if (!s)
+        return;
+    glesc_graph_destroy(s->g);
+    for (int64_t l = 0; l < s->m->hp.n_layer; l++) {
+        if (s->k_cache)
+            glesc_weight_free(s->k_cache[l]);
+        if (s->v_cache)
+            glesc_weight_free(s->v_cache[l]);
+    }
+    core_free(s->k_cache);
+    core_free(s->v_cache);
+    core_free(s);
+}
+
+/* One graph: n ≤ n_batch tokens. logits: NULL, one row, or n rows. */
+static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, bool all,
+                               float *logits)
+{
+    glesc_context *ctx = s->m->ctx;
+    glesc_graph *g = s->g;
+    glesc_graph_reset(g);
+    int32_t *pos = core_calloc((size_t)n, sizeof *pos);
+    if (!pos)
+        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "eval: positions");
+    for (int32_t i = 0; i < n; i++)
+        pos[i] = s->n_past + i;
+    glesc_tensor *ids_t = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){n});
+    glesc_tensor *pos_t = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){n});
+    glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
+    if (ids_t && pos_t && (st = glesc_tensor_write(ids_t, ids, (size_t)n * 4)) == GLESC_OK)
+        st = glesc_tensor_write(pos_t, pos, (size_t)n * 4);
+    core_free(pos);
+    if (st != GLESC_OK)
+        return ctx_fail(ctx, st, "eval: inputs");
+    glesc_tensor *y = llm_forward(s, ids_t, pos_t, n, all);
+    if (!y)
+        return ctx_fail(ctx, GLESC_ERROR_INVALID_ARGUMENT, "eval: building the step's graph");
+    if ((st = glesc_graph_compute(g, &y, 1)) != GLESC_OK)
+        return ctx_fail(ctx, st, "eval");
+    s->n_past += n;
+    glesc_compute_stats cs;
+    glesc_graph_stats(g, &cs);
+    s->last.n_tokens = n;
+    s->last.kernels = cs.kernels;
+    s->last.dispatches = cs.dispatches;
+    s->last.plan_reused = cs.plan_reused;
+    s->last.glsl_built = cs.glsl_built;
+    s->last.programs_compiled = cs.programs_compiled;
+    s->total_dispatches += (uint64_t)cs.dispatches;
+    if (logits) {
+        size_t rows = all ? (size_t)n : 1;
+        st = glesc_tensor_read_f32(y, logits, rows * (size_t)s->m->hp.n_vocab);
+        if (st != GLESC_OK)
+            return ctx_fail(ctx, st, "eval: reading the logits");
+    }
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, size_t n,
+                                          unsigned flags, float *logits)
+{
+    if (!s || !ids || n == 0)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_session_eval: no session or no tokens");
+    uint64_t t0 = core_time_ns();
+    if (n > (size_t)(s->n_ctx - s->n_past))
+        return core_err_set(NULL, GLESC_ERROR_LIMIT,
+                            "%zu tokens do not fit the context: %d of %d positions are used, "
+                            "%d are free (use a larger context)",
+                            n, (int)s->n_past, (int)s->n_ctx, (int)(s->n_ctx - s->n_past));
+    int64_t n_vocab = s->m->hp.n_vocab;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab)
+            return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                                "token %zu of the input: id %d is outside the vocabulary (0..%lld)",
+                                i, (int)ids[i], (long long)(n_vocab - 1));
+    bool all = (flags & GLESC_EVAL_ALL_LOGITS) != 0;
+    for (size_t off = 0; off < n;) {
+        int32_t c = (int32_t)CORE_MIN((size_t)s->n_batch, n - off);
+        bool last = off + (size_t)c == n;
+        float *dst = !logits ? NULL : all ? logits + off * (size_t)n_vocab : last ? logits : NULL;
+        glesc_status st = eval_chunk(s, ids + off, c, all, dst);
+        if (st != GLESC_OK)
+            return st;
+        off += (size_t)c;
+    }
+    s->last.ns = core_time_ns() - t0;
+    s->last.total_dispatches = s->total_dispatches;
+    return GLESC_OK;
+}
+
+GLESC_API int32_t glesc_session_n_past(const glesc_session *s)
+{
+    return s ? s->n_past : 0;
+}
+
+GLESC_API int32_t glesc_session_n_ctx(const glesc_session *s)
+{
+    return s ? s->n_ctx : 0;
+}
+
+GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n)
+{
+    if (!s || n < 0 || n > s->n_past)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_session_truncate: %d is not in 0..%d", (int)n,
+                            s ? (int)s->n_past : 0);
+    s->n_past = n;
+    return GLESC_OK;
+}
+
+GLESC_API void glesc_session_last_stats(const glesc_session *s, glesc_eval_stats *out)
+{
+    if (s)
+        *out = s->last;
+    else
+        memset(out, 0, sizeof *out);
+}
