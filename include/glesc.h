@@ -340,7 +340,12 @@ GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype t, int ndim
  * glesc_weight_free and any graph of ctx may use it. Contents start as
  * zeros. A tensor larger than the device's storage-block limit is split into
  * row chunks (rows along dimensions 1..3); only matmul (as the weight) and
- * get_rows (as the table) read such a tensor. NULL on error (message in ctx). */
+ * get_rows (as the table) read such a tensor. Types: f32, f16, bf16, i32,
+ * and the ggml block types with a GPU layout (q4_0, q4_1, q5_0, q5_1, q8_0,
+ * q8_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4), whose row
+ * length shape[0] must be a multiple of the type's block; a quantized tensor
+ * can only be matmul's weight or get_rows' table, used whole (no views).
+ * NULL on error (message in ctx). */
 GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype t, int ndim,
                                          const int64_t *shape);
 /* Drops the caller's reference to a persistent tensor; its memory goes when
@@ -349,18 +354,24 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype t, int 
 GLESC_API void glesc_weight_free(glesc_tensor *t);
 
 /* Copies size bytes (exactly the tensor's size: elements × type size, in
- * ggml's contiguous layout) from src into a graph input or persistent tensor. */
+ * ggml's contiguous layout) from src into a graph input or persistent tensor.
+ * For a block type the size is glesc_dtype_row_bytes(type, shape[0]) per row
+ * and src is the tensor's bytes as stored in a GGUF file (the GPU keeps the
+ * blocks repacked to whole 32-bit words). */
 GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size_t size);
 /* Copies the tensor's elements in contiguous order (shape[0] fastest) into
  * dst; size must be exactly the tensor's size in bytes. t must be an input, a
  * persistent tensor, or an output of the last glesc_graph_compute of its
- * graph (or a view of one of those). */
+ * graph (or a view of one of those). A block-type tensor reads back in the
+ * file layout, byte for byte what glesc_tensor_write was given. */
 GLESC_API glesc_status glesc_tensor_read(glesc_tensor *t, void *dst, size_t size);
-/* As glesc_tensor_read, converting f16, bf16 and i32 elements to float; n is
- * the number of elements dst holds (must equal the tensor's). */
+/* As glesc_tensor_read, converting f16, bf16 and i32 elements to float
+ * (block types: dequantized with the CPU reference); n is the number of
+ * elements dst holds (must equal the tensor's). */
 GLESC_API glesc_status glesc_tensor_read_f32(glesc_tensor *t, float *dst, size_t n);
 /* As glesc_tensor_write from floats (converted to the tensor's type, f16 and
- * bf16 rounded to nearest even, i32 truncated). */
+ * bf16 rounded to nearest even, i32 truncated, block types quantized with
+ * the CPU reference quantizer). */
 GLESC_API glesc_status glesc_tensor_write_f32(glesc_tensor *t, const float *src, size_t n);
 
 GLESC_API glesc_dtype glesc_tensor_dtype(const glesc_tensor *t);
@@ -433,9 +444,11 @@ GLESC_API glesc_tensor *glesc_layer_norm(glesc_graph *g, glesc_tensor *x, float 
 /* ---- Matrix products and rows ---- */
 /* ggml's convention: W [k, n, b2w, b3w] × X [k, m, b2, b3] → [n, m, b2, b3]
  * (f32); W's batch dimensions broadcast (b2 a multiple of b2w, b3 of b3w).
- * W: f32, f16 or bf16 (dimension 0 contiguous); X: f32 or f16, any strides. */
+ * W: f32, f16 or bf16 (dimension 0 contiguous) or a block type (a whole
+ * persistent tensor); X: f32 or f16, any strides. */
 GLESC_API glesc_tensor *glesc_matmul(glesc_graph *g, glesc_tensor *w, glesc_tensor *x);
-/* Embedding lookup as ggml_get_rows: table [ne0, rows, b2] and i32 rows
+/* Embedding lookup as ggml_get_rows (the table f32, f16, bf16 or a block
+ * type, dequantized exactly as on the CPU): table [ne0, rows, b2] and i32 rows
  * [n, b2, b3] → [ne0, n, b2, b3] (f32), out[i, j, k, l] = table[i, rows[j,k,l], k]. */
 GLESC_API glesc_tensor *glesc_get_rows(glesc_graph *g, glesc_tensor *table, glesc_tensor *rows);
 /* Writes rows of src [ne0, n, b2, b3] into dst [ne0, R, b2, b3] at the

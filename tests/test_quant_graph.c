@@ -480,3 +480,32 @@ Test(quant_graph, shared_quantized_models)
         free(path);
     }
 }
+
+/* 3-D quantized weights: batched matmul (W broadcast over X's batches) and
+ * get_rows with a table per batch, against the CPU reference evaluation. */
+Test(quant_graph, batched_weights)
+{
+    glesc_dtype types[] = {GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q3_K};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+        glesc_dtype t = types[i];
+        glesc_tensor *w = glesc_weight_new(ctx, t, 3, (int64_t[]){256, 9, 2});
+        cr_assert_not_null(w, "%s", glesc_context_errmsg(ctx));
+        tg_fill(w, 50 + (uint32_t)i, -1, 1); /* quantized by glesc_tensor_write_f32 */
+        for (int64_t m = 3; m <= 67; m += 64) {
+            glesc_graph *g = glesc_graph_create(ctx);
+            /* X's 4 batches over W's 2: W batch b / 2 */
+            glesc_tensor *x = tg_input(g, F32, 3, (int64_t[]){256, m, 4}, 51, -1, 1);
+            glesc_tensor *idx = glesc_tensor_new(g, GLESC_DTYPE_I32, 2, (int64_t[]){4, 2});
+            int32_t iv[] = {8, 0, 3, 3, 1, 7, 8, 2};
+            cr_assert_eq(glesc_tensor_write(idx, iv, sizeof iv), GLESC_OK);
+            glesc_tensor *outs[] = {glesc_matmul(g, w, x), glesc_get_rows(g, w, idx)};
+            cr_assert_not_null(outs[0], "%s", glesc_context_errmsg(ctx));
+            cr_assert_not_null(outs[1], "%s", glesc_context_errmsg(ctx));
+            double e = tg_check(g, outs, 2, 1e-10, glesc_dtype_name(t));
+            cr_log_info("%s batched W [256, 9, 2], m = %lld: NMSE %.3g", glesc_dtype_name(t),
+                        (long long)m, e);
+            glesc_graph_destroy(g);
+        }
+        glesc_weight_free(w);
+    }
+}

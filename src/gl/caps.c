@@ -73,6 +73,8 @@ glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override)
     }
     c->has_timer_query = gl_has_extension("GL_EXT_disjoint_timer_query");
     ctx->timer_cpu = c->renderer && strstr(c->renderer, "llvmpipe") != NULL;
+    ctx->cpu_device = c->renderer && (strstr(c->renderer, "llvmpipe") != NULL ||
+                                      strstr(c->renderer, "softpipe") != NULL);
     c->has_parallel_compile = gl_has_extension("GL_KHR_parallel_shader_compile");
     c->has_buffer_storage = gl_has_extension("GL_EXT_buffer_storage");
     c->has_debug = (c->gl_major == 3 && c->gl_minor >= 2) || gl_has_extension("GL_KHR_debug");

@@ -55,6 +55,10 @@ struct glesc_context {
      * GL_TIME_ELAPSED queries do not cover compute dispatches (llvmpipe
      * reports ~1 ns for a multi-second GEMM). */
     bool timer_cpu;
+    /* The device is a CPU (Mesa's llvmpipe): kernels that choose a
+     * workgroup size by device take small ones there (its barriers and
+     * large workgroups cost more than the parallelism gives). */
+    bool cpu_device;
     /* State of a higher layer that lives as long as the context (the graph
      * layer's plan cache and trace file). The gl layer cannot call upward, so
      * that layer registers its destructor here; glesc_context_destroy calls
