@@ -239,6 +239,9 @@ static void ref_rope(double *x, int64_t d, int pos, const ref_model *m)
 {
     for (int64_t i = 0; i < d / 2; i++) {
         double theta = pos * m->scale * pow(m->base, -2.0 * (double)i / (double)d);
+        const float *ff = ref_tensor(m, "rope_freqs.weight", 0);
+        if (ff)
+            theta /= ff[i];
         int64_t a = m->neox ? i : 2 * i, b = m->neox ? i + d / 2 : 2 * i + 1;
         double x0 = x[a], x1 = x[b];
         x[a] = x0 * cos(theta) - x1 * sin(theta);
@@ -346,6 +349,8 @@ static double *ref_forward(const ref_model *m, const int32_t *ids, int n)
     return logits;
 }
 
+static bool with_rope_freqs;
+
 static void arch_case(const char *arch, int head_dim, float base, float linear, bool tied,
                       glesc_dtype kv, double tol)
 {
@@ -364,6 +369,7 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     p.rope_base = base;
     p.rope_linear = linear;
     p.tied_output = tied;
+    p.rope_freqs = with_rope_freqs;
     p.n_ctx = 64;
     p.weight_type = GLESC_DTYPE_F32;
     p.seed = 7;
@@ -406,10 +412,10 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
         worst = fmax(worst, fabs(got[i] - want[i]));
         scale = fmax(scale, fabs(want[i]));
     }
-    cr_log_info("%s (head_dim %lld, base %g, linear %g%s, kv %s): max |logit diff| %.3g (logits "
-                "up to %.3g)",
+    cr_log_info("%s (head_dim %lld, base %g, linear %g%s%s, kv %s): max |logit diff| %.3g "
+                "(logits up to %.3g)",
                 arch, (long long)mi.head_dim, r.base, linear, tied ? ", tied" : "",
-                glesc_dtype_name(kv), worst, scale);
+                with_rope_freqs ? ", rope factors" : "", glesc_dtype_name(kv), worst, scale);
     cr_expect_leq(worst, tol, "%s: %.3g", arch, worst);
     free(want);
     free(got);
@@ -429,6 +435,13 @@ Test(runtime, llama_matches_cpu_reference)
 Test(runtime, llama_tied_linear_rope_matches_cpu_reference)
 {
     arch_case("llama", 0, 500000.0f, 4.0f, true, GLESC_DTYPE_F32, 1e-4);
+}
+
+Test(runtime, llama3_rope_factors_match_cpu_reference)
+{
+    with_rope_freqs = true;
+    arch_case("llama", 0, 500000.0f, 0, false, GLESC_DTYPE_F32, 1e-4);
+    with_rope_freqs = false;
 }
 
 Test(runtime, qwen2_matches_cpu_reference)

@@ -181,9 +181,9 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
     struct spec {
         char name[64];
         int64_t ne0, ne1; /* ne1 = 0: a vector */
-        int kind;         /* 0 embedding, 1 matrix, 2 norm, 3 bias */
+        int kind;         /* 0 embedding, 1 matrix, 2 norm, 3 bias, 4 rope factors */
     };
-    size_t n_specs = 3 + 14 * (size_t)p->n_layer;
+    size_t n_specs = 4 + 14 * (size_t)p->n_layer;
     struct spec *specs = core_calloc(n_specs, sizeof *specs);
     bufs = core_calloc(n_specs, sizeof *bufs);
     if (!specs || !bufs) {
@@ -238,6 +238,8 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
     SPEC("output_norm.weight", e, 0, 2);
     if (!p->tied_output)
         SPEC("output.weight", e, nv, 1);
+    if (p->rope_freqs)
+        SPEC("rope_freqs.weight", hd / 2, 0, 4);
 #undef SPEC
     uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
     st = GLESC_OK;
@@ -261,7 +263,8 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
         }
         float sd = s->kind == 1 ? (float)(1.0 / sqrt((double)s->ne0)) : 1.0f;
         for (int64_t j = 0; j < n; j++)
-            f[j] = s->kind == 2   ? 1.0f + 0.1f * next_normal(&rng)
+            f[j] = s->kind == 4   ? 1.0f + 7.0f * (float)j / (float)CORE_MAX(n - 1, 1)
+                   : s->kind == 2 ? 1.0f + 0.1f * next_normal(&rng)
                    : s->kind == 3 ? 0.1f * next_normal(&rng)
                                   : sd * next_normal(&rng);
         /* The output rows of the byte tokens (ids 3..258) are damped, so a

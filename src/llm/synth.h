@@ -25,6 +25,7 @@ typedef struct llm_synth_params {
     float rope_base;           /* rope.freq_base; 0: 10000 */
     float rope_linear;         /* > 0: rope.scaling.type linear with this factor */
     bool tied_output;          /* no output.weight (the head reuses token_embd) */
+    bool rope_freqs;           /* rope_freqs.weight (Llama 3 style factors 1..8) */
     /* Testing: leave out this tensor / give it one row too many. */
     const char *skip_tensor;
     const char *bad_shape_tensor;
