@@ -473,6 +473,13 @@ typedef enum glesc_rope_mode {
  * pos · freq_scale · base^(-2i/n_dims); the rest pass through. */
 GLESC_API glesc_tensor *glesc_rope(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos, int n_dims,
                                    glesc_rope_mode mode, float freq_base, float freq_scale);
+/* As glesc_rope, with per-dimension frequency factors (ggml_rope_ext's c;
+ * Llama 3's rope_freqs.weight): freq_factors is f32 [n_dims / 2] (a
+ * persistent tensor, typically) or NULL, and rotation i turns by
+ * pos · freq_scale · base^(-2i/n_dims) / freq_factors[i]. */
+GLESC_API glesc_tensor *glesc_rope_ext(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
+                                       glesc_tensor *freq_factors, int n_dims, glesc_rope_mode mode,
+                                       float freq_base, float freq_scale);
 /* Fused attention, ggml_flash_attn_ext's layout: q [d, n_q, n_head, 1],
  * k [d, n_kv, n_head_kv, 1], v [d, n_kv, n_head_kv, 1] (f32 or f16, any
  * strides), n_head a multiple of n_head_kv (grouped-query heads: head h

@@ -13,7 +13,7 @@
  * parse_special, token_to_piece, detokenize), so ids match its test vectors.
  *
  * Also here: models and sessions (the runtime that evaluates a GGUF model on
- * the GPU).
+ * the GPU) and chat templates.
  */
 #ifndef GLESC_LLM_H
 #define GLESC_LLM_H
@@ -302,6 +302,71 @@ typedef struct glesc_eval_stats {
 
 /* Statistics of the last glesc_session_eval. */
 GLESC_API void glesc_session_last_stats(const glesc_session *s, glesc_eval_stats *out);
+
+/* ---- Chat templates ----
+ * llama.cpp's built-in chat formats (llama-chat.cpp), chosen by name or
+ * detected from a model's tokenizer.chat_template with llama.cpp's
+ * heuristic (looking for markers such as "<|im_start|>" or "[INST]"; no
+ * Jinja is evaluated). Append-only. */
+typedef enum glesc_chat_template {
+    GLESC_CHAT_NONE = 0,          /* not detected */
+    GLESC_CHAT_CHATML,            /* <|im_start|>role\n...<|im_end|>\n */
+    GLESC_CHAT_LLAMA2,            /* [INST] ... [/INST] (system as plain text) */
+    GLESC_CHAT_LLAMA2_SYS,        /* [INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] */
+    GLESC_CHAT_LLAMA2_SYS_BOS,    /* as llama2-sys, <s> before later turns */
+    GLESC_CHAT_LLAMA2_SYS_STRIP,  /* as llama2-sys, contents trimmed */
+    GLESC_CHAT_MISTRAL_V1,        /* " [INST] ... [/INST]" */
+    GLESC_CHAT_MISTRAL_V3,        /* "[INST] ...[/INST]" */
+    GLESC_CHAT_MISTRAL_V3_TEKKEN, /* "[INST]...[/INST]" */
+    GLESC_CHAT_MISTRAL_V7,        /* [SYSTEM_PROMPT] ...[/SYSTEM_PROMPT][INST] ...[/INST] */
+    GLESC_CHAT_MISTRAL_V7_TEKKEN, /* as v7 without the spaces */
+    GLESC_CHAT_PHI3,              /* <|role|>\n...<|end|>\n */
+    GLESC_CHAT_PHI4,              /* <|im_start|>role<|im_sep|>...<|im_end|> */
+    GLESC_CHAT_FALCON3,           /* <|role|>\n...\n */
+    GLESC_CHAT_ZEPHYR,            /* <|role|>\n...<|endoftext|>\n */
+    GLESC_CHAT_MONARCH,           /* role\n...</s>\n with <s> between messages */
+    GLESC_CHAT_GEMMA,             /* <start_of_turn>user\n...<end_of_turn>\n, "model" */
+    GLESC_CHAT_ORION,             /* Human: ...\n\nAssistant: </s> */
+    GLESC_CHAT_OPENCHAT,          /* GPT4 Correct User: ...<|end_of_turn|> */
+    GLESC_CHAT_VICUNA,            /* USER: ...\nASSISTANT: ...</s>\n */
+    GLESC_CHAT_VICUNA_ORCA,       /* as vicuna with SYSTEM: */
+    GLESC_CHAT_DEEPSEEK,          /* ### Instruction:\n...\n### Response:\n */
+    GLESC_CHAT_DEEPSEEK2,         /* User: ...\n\nAssistant: */
+    GLESC_CHAT_DEEPSEEK3,         /* <｜User｜>...<｜Assistant｜> */
+    GLESC_CHAT_COMMAND_R,         /* <|START_OF_TURN_TOKEN|><|USER_TOKEN|>... */
+    GLESC_CHAT_LLAMA3,            /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    GLESC_CHAT_LLAMA4,            /* <|header_start|>role<|header_end|>\n\n...<|eot|> */
+    GLESC_CHAT_GRANITE,           /* <|start_of_role|>role<|end_of_role|>...<|end_of_text|>\n */
+    GLESC_CHAT_EXAONE3,           /* [|user|]...\n[|assistant|]...[|endofturn|]\n */
+    GLESC_CHAT_MEGREZ,            /* <|role_start|>role<|role_end|>...<|turn_end|> */
+    GLESC_CHAT_COUNT_             /* not a template */
+} glesc_chat_template;
+
+/* llama.cpp's name ("chatml", "llama2-sys", "mistral-v7", ...); NULL for a
+ * value that is not a template. Static string. */
+GLESC_API const char *glesc_chat_template_name(glesc_chat_template t);
+/* The template called name, or GLESC_CHAT_NONE. */
+GLESC_API glesc_chat_template glesc_chat_template_find(const char *name);
+/* The template a Jinja chat template text uses: its name if the text is one,
+ * else llama.cpp's marker heuristic; GLESC_CHAT_NONE when nothing matches or
+ * text is NULL. */
+GLESC_API glesc_chat_template glesc_chat_template_detect(const char *text);
+
+typedef struct glesc_chat_message {
+    const char *role; /* "system", "user" or "assistant" */
+    const char *content;
+} glesc_chat_message;
+
+/* Formats msgs[0..n) with template t as llama.cpp's
+ * llama_chat_apply_template does; with add_assistant, ends with the start
+ * of the assistant's turn. *out (NUL-terminated, free with
+ * glesc_text_free) is the text to tokenize with
+ * GLESC_TOKENIZE_PARSE_SPECIAL (no BOS in it: add it when tokenizing the
+ * first turn). For a chat: the text of the messages so far (add_assistant
+ * false) is a prefix of the text with one more user message (add_assistant
+ * true), so each turn evaluates only the difference. */
+GLESC_API glesc_status glesc_chat_format(glesc_chat_template t, const glesc_chat_message *msgs,
+                                         size_t n, bool add_assistant, char **out);
 
 #ifdef __cplusplus
 }

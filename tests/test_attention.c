@@ -1,6 +1,6 @@
 /*
  * test_attention.c — rope and fused attention against naive CPU references:
- * both rope layouts, partial rotation, frequency scaling; attention for one
+ * both rope layouts, partial rotation, frequency scaling and factors; attention for one
  * query row (decode) and many (prefill), grouped-query ratios 1, 2, 4, 8,
  * head sizes 8, 64, 128, additive and causal masks, f16 keys/values and
  * permuted (non-contiguous) inputs as a model's graph produces them; rope
@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "test_graph_util.h"
@@ -61,6 +62,16 @@ Test(attention, rope)
     glesc_tensor *pos = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){3}, 41, 0, 50);
     outs[n++] = glesc_rope(g, glesc_reshape(g, proj, 3, (int64_t[]){16, 4, 3}), pos, 16,
                            GLESC_ROPE_NEOX, 10000, 1);
+    /* per-rotation frequency factors (Llama 3's rope_freqs), both layouts */
+    glesc_tensor *ff = tg_input(g, F32, 1, (int64_t[]){16}, 42, 1, 8);
+    glesc_tensor *xr = tg_input(g, F32, 3, (int64_t[]){32, 2, 4}, 43, -1, 1);
+    glesc_tensor *pr = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){4}, 44, 0, 300);
+    outs[n++] = glesc_rope_ext(g, xr, pr, ff, 32, GLESC_ROPE_NORMAL, 500000, 1);
+    outs[n++] = glesc_rope_ext(g, xr, pr, ff, 32, GLESC_ROPE_NEOX, 10000, 0.5f);
+    cr_assert_null(glesc_rope_ext(g, xr, pr, ff, 16, GLESC_ROPE_NORMAL, 1e4f, 1),
+                   "16 factors for 8 rotations");
+    cr_assert(strstr(glesc_context_errmsg(ctx), "frequency factors"), "%s",
+              glesc_context_errmsg(ctx));
     for (int i = 0; i < n; i++)
         cr_assert_not_null(outs[i], "%s", glesc_context_errmsg(ctx));
     /* float theta over positions up to 300 rad: ~1e-5 absolute */

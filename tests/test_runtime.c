@@ -3,16 +3,22 @@
  * stories260K reproduces llama.cpp's 48 tokens for both reference prompts,
  * decode steps reuse one plan (nothing generated or compiled from the second
  * decode step on), prefill in several batches equals one batch, and
- * truncating the session re-evaluates the same logits.
+ * truncating the session re-evaluates the same logits; and each architecture
+ * (llama, qwen2, qwen3; tied heads, linear RoPE scaling, wide heads) against
+ * a double-precision CPU forward pass on synthetic models.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "glesc_llm.h"
+#include "llm/synth.h"
 #include "test_util.h"
+
+#define CORE_MAX_(a, b) ((a) > (b) ? (a) : (b))
 
 static glesc_context *ctx;
 
@@ -180,4 +186,276 @@ Test(runtime, context_overflow_and_bad_ids_are_refused)
     glesc_session_destroy(s);
     glesc_model_destroy(m);
     free(path);
+}
+
+/* ---- Every architecture against a CPU forward pass ----
+ * A direct double-precision transcription of llama.cpp's llama / qwen2 /
+ * qwen3 graphs (RMS norm, RoPE normal or NeoX with linear scaling, grouped
+ * query attention, SwiGLU, tied head), over a synthetic f32 model. */
+
+typedef struct ref_model {
+    const glesc_gguf *f;
+    int64_t e, L, ff, h, hkv, d, nv;
+    float eps, base, scale;
+    bool neox;
+} ref_model;
+
+/* Element i of tensor name (f32), or 0 with a test failure when absent. */
+static const float *ref_tensor(const ref_model *m, const char *fmt, int64_t l)
+{
+    char name[96];
+    snprintf(name, sizeof name, fmt, (long long)l);
+    int64_t i = glesc_gguf_find_tensor(m->f, name);
+    if (i < 0)
+        return NULL;
+    glesc_gguf_tensor_info t;
+    glesc_gguf_tensor(m->f, i, &t);
+    cr_assert_eq(t.type, GLESC_DTYPE_F32, "%s", name);
+    return t.data; /* GGUF data is 32-byte aligned */
+}
+
+/* y[n] = W[k, n] x[k] */
+static void ref_matvec(const float *w, const double *x, int64_t k, int64_t n, double *y)
+{
+    for (int64_t j = 0; j < n; j++) {
+        double s = 0;
+        for (int64_t i = 0; i < k; i++)
+            s += (double)w[j * k + i] * x[i];
+        y[j] = s;
+    }
+}
+
+static void ref_rmsnorm(const double *x, const float *w, int64_t n, float eps, double *y)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    double r = 1.0 / sqrt(ss / (double)n + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] * r * (w ? w[i] : 1.0);
+}
+
+static void ref_rope(double *x, int64_t d, int pos, const ref_model *m)
+{
+    for (int64_t i = 0; i < d / 2; i++) {
+        double theta = pos * m->scale * pow(m->base, -2.0 * (double)i / (double)d);
+        const float *ff = ref_tensor(m, "rope_freqs.weight", 0);
+        if (ff)
+            theta /= ff[i];
+        int64_t a = m->neox ? i : 2 * i, b = m->neox ? i + d / 2 : 2 * i + 1;
+        double x0 = x[a], x1 = x[b];
+        x[a] = x0 * cos(theta) - x1 * sin(theta);
+        x[b] = x0 * sin(theta) + x1 * cos(theta);
+    }
+}
+
+/* Logits [n, nv] of ids[0..n) from position 0. */
+static double *ref_forward(const ref_model *m, const int32_t *ids, int n)
+{
+    int64_t e = m->e, d = m->d, qd = m->h * d, kvd = m->hkv * d;
+    double *x = calloc((size_t)(n * e), sizeof *x), *h = calloc((size_t)e, sizeof *h);
+    double *q = calloc((size_t)qd, sizeof *q), *att = calloc((size_t)qd, sizeof *att);
+    double *K = calloc((size_t)(n * kvd), sizeof *K), *V = calloc((size_t)(n * kvd), sizeof *V);
+    double *g = calloc((size_t)m->ff, sizeof *g), *u = calloc((size_t)m->ff, sizeof *u);
+    double *t = calloc((size_t)CORE_MAX_(e, qd), sizeof *t), *sc = calloc((size_t)n, sizeof *sc);
+    double *logits = calloc((size_t)(n * m->nv), sizeof *logits);
+    const float *emb = ref_tensor(m, "token_embd.weight", 0);
+    for (int p = 0; p < n; p++)
+        for (int64_t i = 0; i < e; i++)
+            x[p * e + i] = emb[ids[p] * e + i];
+    for (int64_t l = 0; l < m->L; l++) {
+        memset(K, 0, (size_t)(n * kvd) * sizeof *K);
+        for (int p = 0; p < n; p++) { /* all positions' K/V first (causal below) */
+            ref_rmsnorm(x + p * e, ref_tensor(m, "blk.%lld.attn_norm.weight", l), e, m->eps, h);
+            double *k = K + p * kvd, *v = V + p * kvd;
+            ref_matvec(ref_tensor(m, "blk.%lld.attn_k.weight", l), h, e, kvd, k);
+            ref_matvec(ref_tensor(m, "blk.%lld.attn_v.weight", l), h, e, kvd, v);
+            const float *bk = ref_tensor(m, "blk.%lld.attn_k.bias", l);
+            const float *bv = ref_tensor(m, "blk.%lld.attn_v.bias", l);
+            for (int64_t i = 0; bk && i < kvd; i++) {
+                k[i] += bk[i];
+                v[i] += bv[i];
+            }
+            const float *kn = ref_tensor(m, "blk.%lld.attn_k_norm.weight", l);
+            for (int64_t hh = 0; hh < m->hkv; hh++) {
+                if (kn) {
+                    ref_rmsnorm(k + hh * d, kn, d, m->eps, t);
+                    memcpy(k + hh * d, t, (size_t)d * sizeof *t);
+                }
+                ref_rope(k + hh * d, d, p, m);
+            }
+        }
+        for (int p = 0; p < n; p++) {
+            ref_rmsnorm(x + p * e, ref_tensor(m, "blk.%lld.attn_norm.weight", l), e, m->eps, h);
+            ref_matvec(ref_tensor(m, "blk.%lld.attn_q.weight", l), h, e, qd, q);
+            const float *bq = ref_tensor(m, "blk.%lld.attn_q.bias", l);
+            const float *qn = ref_tensor(m, "blk.%lld.attn_q_norm.weight", l);
+            for (int64_t i = 0; bq && i < qd; i++)
+                q[i] += bq[i];
+            for (int64_t hh = 0; hh < m->h; hh++) {
+                double *qh = q + hh * d;
+                if (qn) {
+                    ref_rmsnorm(qh, qn, d, m->eps, t);
+                    memcpy(qh, t, (size_t)d * sizeof *t);
+                }
+                ref_rope(qh, d, p, m);
+                int64_t kh = hh / (m->h / m->hkv);
+                double mx = -1e300, sum = 0;
+                for (int j = 0; j <= p; j++) {
+                    double s = 0;
+                    for (int64_t i = 0; i < d; i++)
+                        s += qh[i] * K[j * kvd + kh * d + i];
+                    sc[j] = s / sqrt((double)d);
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int j = 0; j <= p; j++)
+                    sum += (sc[j] = exp(sc[j] - mx));
+                for (int64_t i = 0; i < d; i++) {
+                    double a = 0;
+                    for (int j = 0; j <= p; j++)
+                        a += sc[j] * V[j * kvd + kh * d + i];
+                    att[hh * d + i] = a / sum;
+                }
+            }
+            ref_matvec(ref_tensor(m, "blk.%lld.attn_output.weight", l), att, qd, e, t);
+            double *xp = x + p * e;
+            for (int64_t i = 0; i < e; i++)
+                xp[i] += t[i];
+            ref_rmsnorm(xp, ref_tensor(m, "blk.%lld.ffn_norm.weight", l), e, m->eps, h);
+            ref_matvec(ref_tensor(m, "blk.%lld.ffn_gate.weight", l), h, e, m->ff, g);
+            ref_matvec(ref_tensor(m, "blk.%lld.ffn_up.weight", l), h, e, m->ff, u);
+            for (int64_t i = 0; i < m->ff; i++)
+                g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+            ref_matvec(ref_tensor(m, "blk.%lld.ffn_down.weight", l), g, m->ff, e, t);
+            for (int64_t i = 0; i < e; i++)
+                xp[i] += t[i];
+        }
+    }
+    const float *out = ref_tensor(m, "output.weight", 0);
+    for (int p = 0; p < n; p++) {
+        ref_rmsnorm(x + p * e, ref_tensor(m, "output_norm.weight", 0), e, m->eps, h);
+        ref_matvec(out ? out : emb, h, e, m->nv, logits + p * m->nv);
+    }
+    free(x);
+    free(h);
+    free(q);
+    free(att);
+    free(K);
+    free(V);
+    free(g);
+    free(u);
+    free(t);
+    free(sc);
+    return logits;
+}
+
+static bool with_rope_freqs;
+
+static void arch_case(const char *arch, int head_dim, float base, float linear, bool tied,
+                      glesc_dtype kv, double tol)
+{
+    char *dir = test_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, arch);
+    llm_synth_params p;
+    llm_synth_params_default(&p);
+    p.arch = arch;
+    p.n_embd = 64;
+    p.n_layer = 2;
+    p.n_ff = 96;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = head_dim;
+    p.rope_base = base;
+    p.rope_linear = linear;
+    p.tied_output = tied;
+    p.rope_freqs = with_rope_freqs;
+    p.n_ctx = 64;
+    p.weight_type = GLESC_DTYPE_F32;
+    p.seed = 7;
+    cr_assert_eq(llm_synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+
+    glesc_gguf *f;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_model *m = load(path);
+    glesc_model_info mi;
+    glesc_model_get_info(m, &mi);
+    ref_model r = {f,
+                   mi.n_embd,
+                   mi.n_layer,
+                   mi.n_ff,
+                   mi.n_head,
+                   mi.n_head_kv,
+                   mi.head_dim,
+                   mi.n_vocab,
+                   1e-5f,
+                   base > 0 ? base : 1e4f,
+                   linear > 0 ? 1.0f / linear : 1.0f,
+                   strcmp(arch, "llama") != 0};
+    enum { N = 12 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = i == 0 ? 1 : 3 + (i * 97) % (int)(mi.n_vocab - 3);
+    double *want = ref_forward(&r, ids, N);
+    float *got = malloc((size_t)(N * mi.n_vocab) * sizeof *got);
+    glesc_session *s;
+    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.n_ctx = 32, .kv_type = kv}, &s),
+                 GLESC_OK, "%s", glesc_last_errmsg());
+    /* a prefill of 8, then 4 decode steps */
+    cr_assert_eq(glesc_session_eval(s, ids, 8, GLESC_EVAL_ALL_LOGITS, got), GLESC_OK, "%s",
+                 glesc_last_errmsg());
+    for (int i = 8; i < N; i++)
+        cr_assert_eq(glesc_session_eval(s, &ids[i], 1, 0, got + i * mi.n_vocab), GLESC_OK, "%s",
+                     glesc_last_errmsg());
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < N * mi.n_vocab; i++) {
+        worst = fmax(worst, fabs(got[i] - want[i]));
+        scale = fmax(scale, fabs(want[i]));
+    }
+    cr_log_info("%s (head_dim %lld, base %g, linear %g%s%s, kv %s): max |logit diff| %.3g "
+                "(logits up to %.3g)",
+                arch, (long long)mi.head_dim, r.base, linear, tied ? ", tied" : "",
+                with_rope_freqs ? ", rope factors" : "", glesc_dtype_name(kv), worst, scale);
+    cr_expect_leq(worst, tol, "%s: %.3g", arch, worst);
+    free(want);
+    free(got);
+    glesc_session_destroy(s);
+    glesc_model_destroy(m);
+    glesc_gguf_close(f);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(runtime, llama_matches_cpu_reference)
+{
+    arch_case("llama", 0, 0, 0, false, GLESC_DTYPE_F32, 1e-4);
+}
+
+Test(runtime, llama_tied_linear_rope_matches_cpu_reference)
+{
+    arch_case("llama", 0, 500000.0f, 4.0f, true, GLESC_DTYPE_F32, 1e-4);
+}
+
+Test(runtime, llama3_rope_factors_match_cpu_reference)
+{
+    with_rope_freqs = true;
+    arch_case("llama", 0, 500000.0f, 0, false, GLESC_DTYPE_F32, 1e-4);
+    with_rope_freqs = false;
+}
+
+Test(runtime, qwen2_matches_cpu_reference)
+{
+    arch_case("qwen2", 0, 1000000.0f, 0, true, GLESC_DTYPE_F32, 1e-4);
+}
+
+Test(runtime, qwen3_matches_cpu_reference)
+{
+    /* head_dim 32 with 4 heads: q is wider than n_embd, as in Qwen3 */
+    arch_case("qwen3", 32, 1000000.0f, 0, false, GLESC_DTYPE_F32, 1e-4);
+}
+
+Test(runtime, f16_cache_stays_close)
+{
+    arch_case("qwen3", 32, 1000000.0f, 0, false, GLESC_DTYPE_F16, 2e-2);
 }

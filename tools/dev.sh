@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # glesc's one entry point for people and CI, on Debian 12 as root:
 #   tools/dev.sh run    install what is needed, build, run the main job
+#                       (gguf-run's demo; arguments go to gguf-run)
 #   tools/dev.sh test   install, build with -Werror, run every test suite,
 #                       again under ASan+UBSan, a valgrind leak check, the
 #                       format check and the arm64 cross build; ends with
@@ -122,8 +123,11 @@ cmd_test() {
 cmd_run() {
     install_packages 0 || exit 1
     build build --buildtype=release || exit 1
-    log "glesc-info"
-    build/tools/glesc-info "$@"
+    # Without arguments: gguf-run's demo (a random-weight llama model written
+    # on the fly, loaded, generated from, throughput printed). Arguments go to
+    # gguf-run: tools/dev.sh run -m model.gguf -p "Once upon a time".
+    log "gguf-run $*"
+    build/tools/gguf-run "$@"
 }
 
 case "${1:-}" in

@@ -261,6 +261,11 @@ static glesc_status shape_rope(glesc_tensor *t)
                     (long long)x->ne[0], SH(x));
     if (mode != GLESC_ROPE_NORMAL && mode != GLESC_ROPE_NEOX)
         return fail(t, GLESC_ERROR_INVALID_ARGUMENT, "mode %d is not normal (0) or neox (2)", mode);
+    const glesc_tensor *ff = t->n_src > 2 ? t->src[2] : NULL;
+    if (ff && (ff->dtype != GLESC_DTYPE_F32 || ff->ne[0] != n_dims / 2 ||
+               ff->ne[1] * ff->ne[2] * ff->ne[3] != 1))
+        return fail(t, GLESC_ERROR_SHAPE, "frequency factors %s %s must be f32 [n_dims / 2 = %d]",
+                    SH(ff), glesc_dtype_name(ff->dtype), n_dims / 2);
     same_as(t, x, GLESC_DTYPE_F32);
     return GLESC_OK;
 }
@@ -459,7 +464,7 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .expr = kernels_expr_template,
      .inplace = true},
     {.name = "rope",
-     .arity = 2,
+     .arity = 3, /* x, positions, optional frequency factors */
      .kind = GRAPH_KIND_ELTWISE,
      .shape = shape_rope,
      .cpu = ref_rope,
@@ -731,6 +736,18 @@ GLESC_API glesc_tensor *glesc_rope(glesc_graph *g, glesc_tensor *x, glesc_tensor
     int32_t ip[2] = {n_dims, (int32_t)mode};
     float fp[2] = {freq_base, freq_scale};
     return graph_node(g, GLESC_OP_ROPE, s, 2, ip, 2, fp, 2);
+}
+
+GLESC_API glesc_tensor *glesc_rope_ext(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
+                                       glesc_tensor *freq_factors, int n_dims, glesc_rope_mode mode,
+                                       float freq_base, float freq_scale)
+{
+    if (!freq_factors)
+        return glesc_rope(g, x, pos, n_dims, mode, freq_base, freq_scale);
+    glesc_tensor *s[3] = {x, pos, freq_factors};
+    int32_t ip[2] = {n_dims, (int32_t)mode};
+    float fp[2] = {freq_base, freq_scale};
+    return graph_node(g, GLESC_OP_ROPE, s, 3, ip, 2, fp, 2);
 }
 
 GLESC_API glesc_tensor *glesc_attention(glesc_graph *g, glesc_tensor *q, glesc_tensor *k,

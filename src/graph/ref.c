@@ -361,6 +361,8 @@ void ref_rope(const glesc_tensor *t, float *dst, const float *const *src)
             hi = lo + 1;
         }
         double theta = pos * fscale * pow(base, -2.0 * (double)pair / n_dims);
+        if (t->n_src > 2 && src[2])
+            theta /= src[2][pair];
         double cs = cos(theta), sn = sin(theta);
         dst[i++] = (float)(j == lo ? x[lo] * cs - x[hi] * sn : x[lo] * sn + x[hi] * cs);
         (void)D;

@@ -140,6 +140,12 @@ void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbu
     kb_load_int(b, t->src[1], pc, pos);
     kb_line(b, "float %s = float(%s) * %s * pow(%s, -2.0 * float(%s) / float(%s));", th, pos, scale,
             base, idx, nd);
+    if (t->n_src > 2 && t->src[2]) { /* frequency factors: one per rotation */
+        char ff[16];
+        const char *fc[4] = {idx, "0u", "0u", "0u"};
+        kb_expr(b, t->src[2], fc, ff);
+        kb_line(b, "%s /= %s;", th, ff);
+    }
     kb_expr(b, t->src[0], c, x);
     const char *cp[4] = {pair, c[1], c[2], c[3]};
     kb_expr(b, t->src[0], cp, xp);

@@ -13,6 +13,8 @@
  *   q, k, v = Wq·h (+bq), Wk·h (+bk), Wv·h (+bv)          [bias as epilogue]
  *   q, k = rms_norm(q|k per head) · q_norm|k_norm         (qwen3)
  *   K[pos] = rope(k); V[pos] = v                          [rope fused into set_rows]
+ *            (rope with Llama 3's per-rotation frequency factors when the
+ *            model has rope_freqs.weight)
  *   a    = attention(rope(q), K[0..n_kv), V[0..n_kv))     [rope(q) as prologue]
  *   x    = Wo·a + x                                       [residual as epilogue]
  *   h    = rms_norm(x) · ffn_norm
@@ -73,8 +75,10 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
             q = glesc_mul(g, glesc_rms_norm(g, q, eps), L->q_norm);
             k = glesc_mul(g, glesc_rms_norm(g, k, eps), L->k_norm);
         }
-        q = glesc_rope(g, q, pos, (int)hp->n_rot, mode, hp->rope_freq_base, hp->rope_freq_scale);
-        k = glesc_rope(g, k, pos, (int)hp->n_rot, mode, hp->rope_freq_base, hp->rope_freq_scale);
+        q = glesc_rope_ext(g, q, pos, m->rope_freqs, (int)hp->n_rot, mode, hp->rope_freq_base,
+                           hp->rope_freq_scale);
+        k = glesc_rope_ext(g, k, pos, m->rope_freqs, (int)hp->n_rot, mode, hp->rope_freq_base,
+                           hp->rope_freq_scale);
         glesc_tensor *kc =
             glesc_set_rows(g, s->k_cache[l], glesc_reshape(g, k, 2, (int64_t[]){kv_dim, n}), pos);
         glesc_tensor *vc = glesc_set_rows(g, s->v_cache[l], v, pos);

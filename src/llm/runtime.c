@@ -105,7 +105,8 @@ static glesc_status upload_all(loader *ld)
     glesc_status st;
     if ((st = upload(ld, "token_embd.weight", false, &m->tok_embd)) ||
         (st = upload(ld, "output_norm.weight", true, &m->output_norm)) ||
-        (st = upload(ld, "output.weight", false, &m->output)))
+        (st = upload(ld, "output.weight", false, &m->output)) ||
+        (st = upload(ld, "rope_freqs.weight", true, &m->rope_freqs)))
         return st;
     for (int64_t l = 0; l < hp->n_layer; l++) {
         llm_layer *L = &m->layers[l];
@@ -178,10 +179,11 @@ GLESC_API glesc_status glesc_model_load(glesc_context *ctx, const char *path,
     m->ctx = ctx;
     if ((st = llm_hparams_load(f, path, &m->hp)) != GLESC_OK)
         goto fail;
-    if (m->hp.rope_scaling == LLM_ROPE_SCALING_LLAMA3) {
-        st = core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
-                          "%s: rope scaling 'llama3' (per-dimension frequency factors, "
-                          "rope_freqs.weight) is not supported yet",
+    if (m->hp.rope_scaling == LLM_ROPE_SCALING_LLAMA3 &&
+        glesc_gguf_find_tensor(f, "rope_freqs.weight") < 0) {
+        st = core_err_set(NULL, GLESC_ERROR_FORMAT,
+                          "%s: rope scaling 'llama3' needs the frequency factors "
+                          "'rope_freqs.weight', which the file does not have",
                           path);
         goto fail;
     }
@@ -241,6 +243,7 @@ GLESC_API void glesc_model_destroy(glesc_model *m)
     glesc_weight_free(m->tok_embd);
     glesc_weight_free(m->output_norm);
     glesc_weight_free(m->output);
+    glesc_weight_free(m->rope_freqs);
     glesc_tokenizer_destroy(m->tok);
     core_free(m->name);
     core_free(m->chat_template);

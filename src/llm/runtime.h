@@ -31,6 +31,7 @@ struct glesc_model {
     glesc_tensor *tok_embd;    /* [n_embd, n_vocab] */
     glesc_tensor *output_norm; /* [n_embd] */
     glesc_tensor *output;      /* [n_embd, n_vocab]; NULL when tied to tok_embd */
+    glesc_tensor *rope_freqs;  /* [n_rot / 2] Llama 3 frequency factors, or NULL */
     llm_layer *layers;         /* n_layer */
     char *name, *chat_template;
     glesc_dtype weight_type;

@@ -155,7 +155,15 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
     glesc_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head);
     glesc_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv);
     glesc_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
-    glesc_gguf_writer_set_f32(w, KEY("rope.freq_base"), 10000.0f);
+    glesc_gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_base > 0 ? p->rope_base : 1e4f);
+    if (p->head_dim > 0) {
+        glesc_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)p->head_dim);
+        glesc_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)p->head_dim);
+    }
+    if (p->rope_linear > 0) {
+        glesc_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
+        glesc_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->rope_linear);
+    }
 #undef KEY
     glesc_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
     glesc_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.text, v.n);
@@ -167,14 +175,15 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
     if (p->chat_template)
         glesc_gguf_writer_set_str(w, "tokenizer.chat_template", p->chat_template);
 
-    int64_t e = p->n_embd, hd = p->n_embd / p->n_head;
+    int64_t e = p->n_embd, hd = p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
+    bool qwen2 = !strcmp(p->arch, "qwen2"), qwen3 = !strcmp(p->arch, "qwen3");
     int64_t q = p->n_head * hd, kv = p->n_head_kv * hd, nv = (int64_t)v.n;
     struct spec {
         char name[64];
         int64_t ne0, ne1; /* ne1 = 0: a vector */
-        int kind;         /* 0 embedding, 1 matrix, 2 norm */
+        int kind;         /* 0 embedding, 1 matrix, 2 norm, 3 bias, 4 rope factors */
     };
-    size_t n_specs = 3 + 9 * (size_t)p->n_layer;
+    size_t n_specs = 4 + 14 * (size_t)p->n_layer;
     struct spec *specs = core_calloc(n_specs, sizeof *specs);
     bufs = core_calloc(n_specs, sizeof *bufs);
     if (!specs || !bufs) {
@@ -201,6 +210,20 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
         SPEC(nm, e, kv, 1);
         snprintf(nm, sizeof nm, "blk.%d.attn_v.weight", l);
         SPEC(nm, e, kv, 1);
+        if (qwen2) {
+            snprintf(nm, sizeof nm, "blk.%d.attn_q.bias", l);
+            SPEC(nm, q, 0, 3);
+            snprintf(nm, sizeof nm, "blk.%d.attn_k.bias", l);
+            SPEC(nm, kv, 0, 3);
+            snprintf(nm, sizeof nm, "blk.%d.attn_v.bias", l);
+            SPEC(nm, kv, 0, 3);
+        }
+        if (qwen3) {
+            snprintf(nm, sizeof nm, "blk.%d.attn_q_norm.weight", l);
+            SPEC(nm, hd, 0, 2);
+            snprintf(nm, sizeof nm, "blk.%d.attn_k_norm.weight", l);
+            SPEC(nm, hd, 0, 2);
+        }
         snprintf(nm, sizeof nm, "blk.%d.attn_output.weight", l);
         SPEC(nm, q, e, 1);
         snprintf(nm, sizeof nm, "blk.%d.ffn_norm.weight", l);
@@ -213,7 +236,10 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
         SPEC(nm, p->n_ff, e, 1);
     }
     SPEC("output_norm.weight", e, 0, 2);
-    SPEC("output.weight", e, nv, 1);
+    if (!p->tied_output)
+        SPEC("output.weight", e, nv, 1);
+    if (p->rope_freqs)
+        SPEC("rope_freqs.weight", hd / 2, 0, 4);
 #undef SPEC
     uint64_t rng = p->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
     st = GLESC_OK;
@@ -226,7 +252,7 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
             rows++;
         int64_t n = s->ne0 * rows;
         float *f = core_calloc((size_t)n, sizeof *f);
-        glesc_dtype t = s->kind == 2 ? GLESC_DTYPE_F32 : p->weight_type;
+        glesc_dtype t = s->kind >= 2 ? GLESC_DTYPE_F32 : p->weight_type;
         uint64_t bytes = glesc_dtype_row_bytes(t, s->ne0) * (uint64_t)rows;
         void *data = core_malloc(bytes ? (size_t)bytes : 1);
         if (!f || !data) {
@@ -237,7 +263,10 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
         }
         float sd = s->kind == 1 ? (float)(1.0 / sqrt((double)s->ne0)) : 1.0f;
         for (int64_t j = 0; j < n; j++)
-            f[j] = s->kind == 2 ? 1.0f + 0.1f * next_normal(&rng) : sd * next_normal(&rng);
+            f[j] = s->kind == 4   ? 1.0f + 7.0f * (float)j / (float)CORE_MAX(n - 1, 1)
+                   : s->kind == 2 ? 1.0f + 0.1f * next_normal(&rng)
+                   : s->kind == 3 ? 0.1f * next_normal(&rng)
+                                  : sd * next_normal(&rng);
         /* The output rows of the byte tokens (ids 3..258) are damped, so a
          * demo's text is mostly word pieces rather than stray bytes. */
         if (!strcmp(s->name, "output.weight"))

@@ -3,7 +3,9 @@
  * weights, the real architecture and tensor layout, and a small SentencePiece
  * vocabulary laid out like stories260K's (<unk>, <s>, </s>, 256 byte-fallback
  * tokens, then word pieces). gguf-run's demo loads one; tests break one on
- * purpose (a missing tensor, a wrong shape, an unknown architecture).
+ * purpose (a missing tensor, a wrong shape, an unknown architecture) and
+ * check the runtime against a CPU forward pass on each architecture: qwen2
+ * files get q/k/v biases, qwen3 files per-head q/k norms.
  */
 #ifndef GLESC_LLM_SYNTH_H
 #define GLESC_LLM_SYNTH_H
@@ -19,6 +21,11 @@ typedef struct llm_synth_params {
     glesc_dtype weight_type; /* f32, f16 or bf16 (norms are always f32) */
     uint64_t seed;
     const char *chat_template; /* tokenizer.chat_template, or NULL */
+    int head_dim;              /* attention.key_length; 0: n_embd / n_head (not written) */
+    float rope_base;           /* rope.freq_base; 0: 10000 */
+    float rope_linear;         /* > 0: rope.scaling.type linear with this factor */
+    bool tied_output;          /* no output.weight (the head reuses token_embd) */
+    bool rope_freqs;           /* rope_freqs.weight (Llama 3 style factors 1..8) */
     /* Testing: leave out this tensor / give it one row too many. */
     const char *skip_tensor;
     const char *bad_shape_tensor;
