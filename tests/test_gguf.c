@@ -88,11 +88,15 @@ static const corpus_case corpus[] = {
     {"ok_all_types.gguf", GLESC_OK, NULL},
     {"ok_zero_size_tensor.gguf", GLESC_OK, NULL},
     {"ok_version2.gguf", GLESC_OK, NULL},
+    /* Found by fuzz_gguf_roundtrip (slow unit, 12 s): valid, alignment 2^31 and
+     * no tensors; the writer padded its copy to 2 GiB until files without
+     * tensor bytes were left unpadded. */
+    {"fuzz_slow_alignment_2g.gguf", GLESC_OK, NULL},
 };
 
 Test(gguf, corpus_table_is_complete)
 {
-    /* Every file in the corpus folder has a row (crash inputs must too). */
+    /* Every file in the corpus folder has a row (fuzzer finds too). */
     char *dir = corpus_path("");
     DIR *d = opendir(dir);
     cr_assert(d, "cannot list %s", dir);
@@ -634,6 +638,77 @@ Test(gguf, many_keys)
     }
     cr_assert_eq(glesc_gguf_find_key(f, "k.5000"), -1);
     cr_assert_eq(glesc_gguf_find_key(f, NULL), -1);
+    glesc_gguf_close(f);
+    unlink(path);
+    free(path);
+}
+
+/* Every allocation of a writer's life fails in turn: each call reports
+ * out-of-memory or succeeds, nothing leaks (ASan), and once no allocation
+ * fails the file reads back. */
+Test(gguf, writer_out_of_memory)
+{
+    char *path = tmp_file("oom");
+    const char *strs[] = {"a", "bb"};
+    const uint8_t enc[12 + 2] = {GLESC_GGUF_UINT8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 7, 8};
+    const float x[4] = {1, 2, 3, 4};
+    const int64_t ne[1] = {4};
+    for (long k = 0;; k++) {
+        core_alloc_fail_after(k);
+        glesc_gguf_writer *w = glesc_gguf_writer_create();
+        bool all_ok = w != NULL;
+        if (w) {
+            glesc_status st[8] = {
+                glesc_gguf_writer_set_u32(w, "u", 1),
+                glesc_gguf_writer_set_str(w, "s", "text"),
+                glesc_gguf_writer_set_arr(w, "a", GLESC_GGUF_FLOAT32, x, 4),
+                glesc_gguf_writer_set_arr_str(w, "as", strs, 2),
+                glesc_gguf_writer_set_encoded(w, "e", GLESC_GGUF_ARRAY, enc, sizeof enc),
+                glesc_gguf_writer_set_alignment(w, 64),
+                glesc_gguf_writer_add_tensor(w, "t", GLESC_DTYPE_F32, 1, ne, x, sizeof x),
+                glesc_gguf_writer_write(w, path),
+            };
+            for (int i = 0; i < 8; i++) {
+                cr_assert(st[i] == GLESC_OK || st[i] == GLESC_ERROR_OUT_OF_MEMORY,
+                          "allocation %ld, call %d: %s", k, i, glesc_status_name(st[i]));
+                all_ok &= st[i] == GLESC_OK;
+            }
+            glesc_gguf_writer_destroy(w);
+        }
+        core_alloc_fail_after(-1);
+        if (all_ok) {
+            cr_assert_gt(k, 5);
+            break;
+        }
+    }
+    glesc_gguf *f = NULL;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_gguf_n_kv(f), 6); /* five keys and general.alignment */
+    cr_assert_eq(glesc_gguf_alignment(f), 64);
+    glesc_gguf_close(f);
+    unlink(path);
+    free(path);
+}
+
+/* Without tensor bytes the file ends after the directory (no padding, even
+ * for a large alignment), and the reader accepts it. */
+Test(gguf, writer_no_data_no_padding)
+{
+    glesc_gguf_writer *w = glesc_gguf_writer_create();
+    cr_assert_eq(glesc_gguf_writer_set_alignment(w, 1u << 31), GLESC_OK);
+    const int64_t ne[2] = {0, 8};
+    cr_assert_eq(glesc_gguf_writer_add_tensor(w, "empty", GLESC_DTYPE_Q4_K, 2, ne, NULL, 0),
+                 GLESC_OK);
+    char *path = tmp_file("nodata");
+    cr_assert_eq(glesc_gguf_writer_write(w, path), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_gguf_writer_destroy(w);
+    glesc_gguf *f = NULL;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_lt(glesc_gguf_file_size(f), 200);
+    cr_assert_eq(glesc_gguf_alignment(f), 1u << 31);
+    glesc_gguf_tensor_info ti;
+    cr_assert_eq(glesc_gguf_tensor(f, 0, &ti), GLESC_OK);
+    cr_assert_eq(ti.size, 0);
     glesc_gguf_close(f);
     unlink(path);
     free(path);

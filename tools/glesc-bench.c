@@ -4,8 +4,15 @@
  * type, as effective bandwidth (bytes of weights read per second) and as a
  * fraction of the copy bandwidth measured in the same run.
  *
+ * The same GEMV is also timed through the graph (glesc_weight_new of the
+ * type, written in the file layout, and glesc_matmul with m = 1, computed
+ * again and again with the cached plan): the "graph" columns give the
+ * kernel's GPU time from the graph's timing option (CPU time around
+ * glFinish where the driver's timer queries miss compute work, as on
+ * llvmpipe), so both paths are compared on the same weights per type.
+ *
  * usage: glesc-bench [--iters N] [--types q4_0,q8_0,...] [--shapes 4096x4096,11008x4096]
- *                    [--copy-mib N] [--local N]
+ *                    [--copy-mib N] [--local N] [--no-graph]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +24,10 @@
 #include "quant/quant.h"
 
 static const glesc_dtype all_types[] = {
-    GLESC_DTYPE_F32,  GLESC_DTYPE_F16,  GLESC_DTYPE_BF16, GLESC_DTYPE_Q4_0,   GLESC_DTYPE_Q4_1,
-    GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q2_K,   GLESC_DTYPE_Q3_K,
-    GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_IQ4_NL, GLESC_DTYPE_IQ4_XS,
+    GLESC_DTYPE_F32,  GLESC_DTYPE_F16,    GLESC_DTYPE_BF16,   GLESC_DTYPE_Q4_0,
+    GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0,   GLESC_DTYPE_Q5_1,   GLESC_DTYPE_Q8_0,
+    GLESC_DTYPE_Q2_K, GLESC_DTYPE_Q3_K,   GLESC_DTYPE_Q4_K,   GLESC_DTYPE_Q5_K,
+    GLESC_DTYPE_Q6_K, GLESC_DTYPE_IQ4_NL, GLESC_DTYPE_IQ4_XS, GLESC_DTYPE_MXFP4,
 };
 
 static int fail(glesc_context *ctx, const char *what)
@@ -62,6 +70,67 @@ static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_bindi
     return 0;
 }
 
+/* The GEMV y = W·x through the graph: `copies` weights of type t and shape
+ * [K, N] (the file-layout pool tiled over each), one graph per weight with
+ * timing on, computed round-robin with their cached plan after a warm-up;
+ * *sec is the mean GPU time of the matmul kernel. */
+static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, const void *pool,
+                      size_t pool_bytes, const float *x, int copies, int iters, double *sec)
+{
+    int rc = -1;
+    size_t fbytes = (size_t)glesc_dtype_row_bytes(t, K) * (size_t)N;
+    char *file = malloc(fbytes);
+    glesc_tensor *w[64] = {0};
+    glesc_graph *g[64] = {0};
+    glesc_tensor *y[64] = {0};
+    if (!file)
+        return -1;
+    for (size_t off = 0; off < fbytes; off += pool_bytes)
+        memcpy(file + off, pool, CORE_MIN(pool_bytes, fbytes - off));
+    glesc_graph_options go = {0};
+    go.timing = true;
+    for (int c = 0; c < copies; c++) {
+        w[c] = glesc_weight_new(ctx, t, 2, (int64_t[]){K, N});
+        if (!w[c] || glesc_tensor_write(w[c], file, fbytes) != GLESC_OK)
+            goto done;
+        g[c] = glesc_graph_create(ctx);
+        if (!g[c] || glesc_graph_set_options(g[c], &go) != GLESC_OK)
+            goto done;
+        glesc_tensor *xt = glesc_tensor_new(g[c], GLESC_DTYPE_F32, 2, (int64_t[]){K, 1});
+        if (!xt || glesc_tensor_write_f32(xt, x, (size_t)K) != GLESC_OK)
+            goto done;
+        if (!(y[c] = glesc_matmul(g[c], w[c], xt)))
+            goto done;
+    }
+    for (int i = 0; i < CORE_MAX(3, copies); i++)
+        if (glesc_graph_compute(g[i % copies], &y[i % copies], 1) != GLESC_OK)
+            goto done;
+    uint64_t ns = 0;
+    for (int i = 0; i < iters; i++) {
+        glesc_compute_stats st;
+        if (glesc_graph_compute(g[i % copies], &y[i % copies], 1) != GLESC_OK)
+            goto done;
+        glesc_graph_stats(g[i % copies], &st);
+        if (st.n_kernel_times != 1 || !st.plan_reused) {
+            fprintf(stderr, "glesc-bench: graph GEMV ran %d kernels (plan reused: %d)\n",
+                    st.n_kernel_times, st.plan_reused);
+            goto done;
+        }
+        ns += st.kernel_times[0].gpu_ns;
+    }
+    *sec = (double)ns * 1e-9 / iters;
+    rc = 0;
+done:
+    for (int c = 0; c < copies; c++) {
+        glesc_graph_destroy(g[c]);
+        glesc_weight_free(w[c]);
+    }
+    free(file);
+    return rc;
+}
+
+/* The roofline kernel: each invocation copies 4 vec4 spaced a workgroup
+ * apart (coalesced, several loads in flight), no grid-stride loop. */
 static char *copy_glsl(void)
 {
     emit_kernel *k = emit_kernel_create("copy");
@@ -69,9 +138,18 @@ static char *copy_glsl(void)
     emit_kernel_binding(k, EMIT_VEC4, EMIT_READONLY | EMIT_RESTRICT, "src");
     emit_kernel_binding(k, EMIT_VEC4, EMIT_WRITEONLY | EMIT_RESTRICT, "dst");
     emit_kernel_param(k, EMIT_PARAM_UINT, "n4");
-    emit_kernel_line(k, "uint stride = gl_NumWorkGroups.x * WG_SIZE;");
-    emit_kernel_line(k, "for (uint i = gl_GlobalInvocationID.x; i < n4; i += stride) {");
-    emit_kernel_line(k, "dst[i] = src[i];");
+    emit_kernel_line(k, "uint group = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;");
+    emit_kernel_line(k, "uint base = group * WG_SIZE * 4u + gl_LocalInvocationIndex;");
+    emit_kernel_line(k, "vec4 v[4];");
+    emit_kernel_line(k, "for (uint u = 0u; u < 4u; u++) {");
+    emit_kernel_line(k, "uint i = base + u * WG_SIZE;");
+    emit_kernel_line(k, "v[u] = i < n4 ? src[i] : vec4(0.0);");
+    emit_kernel_line(k, "}");
+    emit_kernel_line(k, "for (uint u = 0u; u < 4u; u++) {");
+    emit_kernel_line(k, "uint i = base + u * WG_SIZE;");
+    emit_kernel_line(k, "if (i < n4) {");
+    emit_kernel_line(k, "dst[i] = v[u];");
+    emit_kernel_line(k, "}");
     emit_kernel_line(k, "}");
     char *s = emit_kernel_glsl(k, NULL);
     emit_kernel_destroy(k);
@@ -81,6 +159,7 @@ static char *copy_glsl(void)
 int main(int argc, char **argv)
 {
     int iters = 20, local = 128;
+    bool graph = true;
     uint64_t copy_mib = 0;
     const char *types_arg = NULL, *shapes_arg = "4096x4096,11008x4096";
     for (int i = 1; i < argc; i++) {
@@ -94,9 +173,11 @@ int main(int argc, char **argv)
             copy_mib = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--local") && i + 1 < argc)
             local = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-graph"))
+            graph = false;
         else {
             fprintf(stderr, "usage: glesc-bench [--iters N] [--types q4_0,...] "
-                            "[--shapes NxK,...] [--copy-mib N] [--local N]\n");
+                            "[--shapes NxK,...] [--copy-mib N] [--local N] [--no-graph]\n");
             return 2;
         }
     }
@@ -124,9 +205,11 @@ int main(int argc, char **argv)
     core_free(src);
     gl_binding cb[2] = {{a, 0, 0, false}, {b, 0, 0, true}};
     gl_param cp = GL_PARAM_U(bytes / 16);
-    uint32_t groups = (uint32_t)CORE_MIN(bytes / 16 / 256, 65535ull * 4);
+    uint32_t groups = (uint32_t)((bytes / 16 + 1023) / 1024);
+    uint32_t cgx = CORE_MIN(groups, 65535u);
     double sec;
-    if (time_dispatch(ctx, p, cb, 2, 1, &cp, 1, (uint32_t[3]){groups, 1, 1}, iters, &sec))
+    if (time_dispatch(ctx, p, cb, 2, 1, &cp, 1, (uint32_t[3]){cgx, (groups + cgx - 1) / cgx, 1},
+                      iters, &sec))
         return fail(ctx, "copy timing");
     double copy_bw = 2.0 * (double)bytes / sec;
     printf("copy: %.1f MiB in %.1f us: %.1f GB/s (read + write)\n", (double)bytes / 1048576.0,
@@ -134,7 +217,10 @@ int main(int argc, char **argv)
     gl_pool_release(ctx, a);
     gl_pool_release(ctx, b);
 
-    printf("\n%-8s %-11s %10s %10s %9s\n", "type", "N x K", "us", "GB/s", "of copy");
+    printf("\n%-8s %-11s %10s %10s %9s", "type", "N x K", "us", "GB/s", "of copy");
+    if (graph)
+        printf(" %10s %10s %9s", "graph us", "graph GB/s", "of copy");
+    printf("\n");
     bool sg = caps->has_subgroup && (caps->subgroup_features & GLESC_SUBGROUP_ARITHMETIC);
     for (size_t ti = 0; ti < sizeof all_types / sizeof all_types[0]; ti++) {
         glesc_dtype t = all_types[ti];
@@ -201,7 +287,7 @@ int main(int argc, char **argv)
             if (time_dispatch(ctx, p, gb, 3, copies, gp, 3, grid, CORE_MAX(iters, copies), &sec))
                 return fail(ctx, "gemv timing");
             double bw = (double)wbytes / sec;
-            printf("%-8s %5dx%-5d %10.1f %10.1f %8.1f%%\n", glesc_dtype_name(t), N, K, sec * 1e6,
+            printf("%-8s %5dx%-5d %10.1f %10.1f %8.1f%%", glesc_dtype_name(t), N, K, sec * 1e6,
                    bw / 1e9, 100.0 * bw / copy_bw);
             fflush(stdout);
             for (int c = 0; c < copies; c++)
@@ -209,6 +295,17 @@ int main(int argc, char **argv)
             gl_pool_release(ctx, bx);
             gl_pool_release(ctx, by);
             gl_pool_trim(ctx, 0);
+            if (graph) {
+                double gsec;
+                if (time_graph(ctx, t, N, K, blocks, glesc_dtype_row_bytes(t, pool_n), f, copies,
+                               CORE_MAX(iters, copies), &gsec))
+                    return fail(ctx, "graph gemv");
+                double gbw = (double)wbytes / gsec;
+                printf(" %10.1f %10.1f %8.1f%%", gsec * 1e6, gbw / 1e9, 100.0 * gbw / copy_bw);
+                gl_pool_trim(ctx, 0);
+            }
+            printf("\n");
+            fflush(stdout);
             free(f);
             free(blocks);
             free(pw);

@@ -711,51 +711,54 @@ GLESC_API glesc_status glesc_gguf_open(const char *path, glesc_gguf **out)
     *out = NULL;
     if (!path)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_gguf_open: path is NULL");
+    glesc_status st = GLESC_OK;
+    glesc_gguf *f = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return core_err_set(NULL, GLESC_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return core_err_set(NULL, GLESC_ERROR_IO, "%s: cannot stat: %s", path, strerror(e));
+    if (fd < 0) {
+        st = core_err_set(NULL, GLESC_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return core_err_set(NULL, GLESC_ERROR_IO, "%s: not a regular file", path);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = core_err_set(NULL, GLESC_ERROR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        goto fail;
     }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        return core_err_set(NULL, GLESC_ERROR_LIMIT, "%s: %llu bytes do not fit in memory", path,
-                            (unsigned long long)st.st_size);
+    if (!S_ISREG(sb.st_mode)) {
+        st = core_err_set(NULL, GLESC_ERROR_IO, "%s: not a regular file", path);
+        goto fail;
     }
-    glesc_gguf *f = core_calloc(1, sizeof *f);
-    char *name = core_strdup(path);
-    if (!f || !name) {
-        close(fd);
-        core_free(f);
-        core_free(name);
-        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
+    if ((uint64_t)sb.st_size > SIZE_MAX) {
+        st = core_err_set(NULL, GLESC_ERROR_LIMIT, "%s: %llu bytes do not fit in memory", path,
+                          (unsigned long long)sb.st_size);
+        goto fail;
     }
-    f->name = name;
+    f = core_calloc(1, sizeof *f);
+    if (!f || !(f->name = core_strdup(path))) {
+        st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
     static const uint8_t empty[1];
     f->data = empty;
-    f->size = (uint64_t)st.st_size;
-    if (st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    f->size = (uint64_t)sb.st_size;
+    if (sb.st_size > 0) {
+        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            reader_free(f);
-            return core_err_set(NULL, GLESC_ERROR_IO, "%s: cannot map %llu bytes: %s", path,
-                                (unsigned long long)st.st_size, strerror(e));
+            st = core_err_set(NULL, GLESC_ERROR_IO, "%s: cannot map %llu bytes: %s", path,
+                              (unsigned long long)sb.st_size, strerror(errno));
+            goto fail;
         }
         f->map = m;
-        f->map_size = (size_t)st.st_size;
+        f->map_size = (size_t)sb.st_size;
         f->data = m;
     }
+    /* The mapping outlives the descriptor. */
     close(fd);
     return open_common(f, out);
+fail:
+    if (fd >= 0)
+        close(fd);
+    reader_free(f);
+    return st;
 }
 
 GLESC_API void glesc_gguf_close(glesc_gguf *f)
@@ -980,7 +983,7 @@ static glesc_status get_num(const glesc_gguf *f, const char *key, const char *wa
 #define INT_GETTER(fn, ctype, wanted, conv)                                                        \
     GLESC_API glesc_status fn(const glesc_gguf *f, const char *key, ctype *out)                    \
     {                                                                                              \
-        num n;                                                                                     \
+        num n = {0};                                                                               \
         const gguf_kv *kv = NULL;                                                                  \
         glesc_status st = get_num(f, key, wanted, true, &n, &kv);                                  \
         if (st != GLESC_OK)                                                                        \
@@ -1023,7 +1026,7 @@ INT_GETTER(glesc_gguf_get_i64, int64_t, "int64", {
 
 GLESC_API glesc_status glesc_gguf_get_f64(const glesc_gguf *f, const char *key, double *out)
 {
-    num n;
+    num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = get_num(f, key, "float64", false, &n, &kv);
     if (st == GLESC_OK && out)
@@ -1033,7 +1036,7 @@ GLESC_API glesc_status glesc_gguf_get_f64(const glesc_gguf *f, const char *key, 
 
 GLESC_API glesc_status glesc_gguf_get_f32(const glesc_gguf *f, const char *key, float *out)
 {
-    num n;
+    num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = get_num(f, key, "float32", false, &n, &kv);
     if (st == GLESC_OK && out)
@@ -1144,7 +1147,7 @@ static glesc_status arr_elem(const glesc_gguf *f, const char *key, uint64_t idx,
 GLESC_API glesc_status glesc_gguf_get_arr_f32(const glesc_gguf *f, const char *key, uint64_t idx,
                                               float *out)
 {
-    num n;
+    num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = arr_elem(f, key, idx, &n, &kv);
     if (st == GLESC_OK && out)
@@ -1155,7 +1158,7 @@ GLESC_API glesc_status glesc_gguf_get_arr_f32(const glesc_gguf *f, const char *k
 GLESC_API glesc_status glesc_gguf_get_arr_i64(const glesc_gguf *f, const char *key, uint64_t idx,
                                               int64_t *out)
 {
-    num n;
+    num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = arr_elem(f, key, idx, &n, &kv);
     if (st != GLESC_OK)

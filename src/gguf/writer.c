@@ -3,8 +3,8 @@
  * format) and tensor descriptions, then writes a version 3 file in one pass:
  * header, metadata in order of first setting, tensor directory in order of
  * addition, padding to the alignment, tensor data (each tensor padded to the
- * alignment). The file is written to "path.tmp" and renamed over path, so a
- * reader never sees half a file.
+ * alignment). A file without tensor bytes ends after the directory. The file is written to
+ * "path.tmp" and renamed over path, so a reader never sees half a file.
  *
  * Tensor data is not copied: add_tensor keeps the caller's pointer until
  * glesc_gguf_writer_write, so large weights go from the caller's memory
@@ -510,9 +510,15 @@ GLESC_API glesc_status glesc_gguf_writer_write(glesc_gguf_writer *w, const char 
         out_u64(&o, offset);
         offset = align_up(offset + t->size, w->alignment);
     }
-    out_zeros(&o, align_up(o.pos, w->alignment) - o.pos);
+    /* offset is now the size of the data section. Without tensor bytes the
+     * file ends after the directory, unpadded, as ggml writes vocab-only
+     * files; the reader accepts that, and a large alignment then costs no
+     * padding. */
+    bool has_data = offset > 0;
+    if (has_data)
+        out_zeros(&o, align_up(o.pos, w->alignment) - o.pos);
     uint64_t data_start = o.pos;
-    for (size_t i = 0; i < w->n_t && !o.failed; i++) {
+    for (size_t i = 0; i < w->n_t && has_data && !o.failed; i++) {
         const wtensor *t = &w->t[i];
         if (t->data)
             out_bytes(&o, t->data, (size_t)t->size);

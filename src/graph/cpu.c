@@ -1,7 +1,8 @@
 /*
  * cpu.c — evaluates a graph with the op table's CPU references: the oracle
  * of the GPU tests. Every memory owner gets a host copy (floats, one per
- * element of its memory); leaves start from their GPU contents; an op's
+ * element of its memory); leaves start from their GPU contents (quantized
+ * weights dequantized with the CPU reference); an op's
  * sources are gathered through their strides into contiguous arrays, the
  * reference runs, and the result is rounded to the node's type (f16/bf16
  * round to nearest even, i32 truncates) and scattered into its owner's copy
@@ -36,6 +37,8 @@ static float round_to(glesc_dtype dt, float x)
 /* Element offset of coordinate i (flat, contiguous order) in t's owner. */
 static int64_t elem_at(const glesc_tensor *t, int64_t i)
 {
+    if (graph_dtype_quant(t->owner->dtype))
+        return i; /* a quantized tensor is always a whole owner (no views) */
     size_t es = graph_dtype_size(t->owner->dtype);
     int64_t off = (int64_t)t->offs;
     for (int d = 0; d < 4; d++) {
@@ -79,11 +82,15 @@ glesc_status graph_cpu_eval(glesc_graph *g, glesc_tensor *const *outs, int n, fl
         if (!hm) {
             hm = &mem[n_mem++];
             hm->owner = o;
+            /* quantized leaves: their dequantized elements */
             size_t es = graph_dtype_size(o->dtype);
-            int64_t elems = (int64_t)((o->persistent || o->op == GLESC_OP_NONE ? o->st.bytes
-                                                                               : graph_nbytes(o)) /
-                                      es) +
-                            1;
+            int64_t elems =
+                graph_dtype_quant(o->dtype)
+                    ? graph_nelements(o) + 1
+                    : (int64_t)((o->persistent || o->op == GLESC_OP_NONE ? o->st.bytes
+                                                                         : graph_nbytes(o)) /
+                                es) +
+                          1;
             hm->v = core_calloc((size_t)elems, sizeof *hm->v);
             if (!hm->v) {
                 st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "cpu eval");

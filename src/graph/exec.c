@@ -219,8 +219,18 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     }
 
     glesc_graph_options opts = g->opts;
-    if (!opts.gemv_max_m)
+    if (!opts.gemv_max_m) {
+        /* Only a matmul with 2..8 activation columns depends on the
+         * threshold: measure it then, not for every graph. */
         opts.gemv_max_m = 8;
+        for (int i = 0; i < ord.n; i++) {
+            const glesc_tensor *t = ord.nodes[i];
+            if (t->op == GLESC_OP_MATMUL && t->src[1]->ne[1] >= 2 && t->src[1]->ne[1] <= 8) {
+                opts.gemv_max_m = graph_tune_gemv_max_m(ctx);
+                break;
+            }
+        }
+    }
     bool fusion = opts.fusion > 0 || (opts.fusion == 0 && !core_env_flag("GLESC_NO_FUSION"));
     int max_bind = CORE_MIN(ctx->caps.max_compute_storage_blocks, KB_MAX_BIND);
     graph_ctx_state *cs = graph_ctx(ctx);

@@ -87,10 +87,21 @@ struct glesc_graph {
 
 /* ---- Tensors (tensor.c) ---- */
 size_t graph_dtype_size(glesc_dtype t); /* bytes per element of f32/f16/bf16/i32, else 0 */
-bool graph_dtype_ok(glesc_dtype t);
+bool graph_dtype_ok(glesc_dtype t);     /* an element type (f32, f16, bf16, i32) */
+/* A ggml block type with a GPU layout (q4_0 .. mxfp4): persistent tensors
+ * only, read by matmul (as the weight) and get_rows (as the table). On the
+ * GPU a row is its blocks repacked to whole words (quant_gpu_repack), so
+ * nb[0] is the bytes of a GPU block and nb[1] the GPU bytes of a row. */
+bool graph_dtype_quant(glesc_dtype t);
+/* GPU bytes of a row of ne0 elements (ne0 a multiple of the block for
+ * quantized types). */
+uint64_t graph_row_bytes(glesc_dtype t, int64_t ne0);
 int64_t graph_nelements(const glesc_tensor *t);
-uint64_t graph_nbytes(const glesc_tensor *t); /* contiguous size */
-void graph_set_contiguous(glesc_tensor *t);   /* nb from ne and dtype, offs 0 */
+uint64_t graph_nbytes(const glesc_tensor *t); /* contiguous size on the GPU */
+/* Contiguous size on the host, as glesc_tensor_read/_write take it: the file
+ * (GGUF) layout for quantized types, else graph_nbytes. */
+uint64_t graph_host_nbytes(const glesc_tensor *t);
+void graph_set_contiguous(glesc_tensor *t); /* nb from ne and dtype, offs 0 */
 bool graph_is_contiguous(const glesc_tensor *t);
 bool graph_same_shape(const glesc_tensor *a, const glesc_tensor *b);
 /* "[4, 3]" into buf (at least 64 bytes). */

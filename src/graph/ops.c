@@ -134,7 +134,7 @@ static glesc_status shape_matmul(glesc_tensor *t)
     if (w->ne[0] % wl->block)
         return fail(t, GLESC_ERROR_SHAPE, "k = %lld is not a multiple of %s's block of %d",
                     (long long)w->ne[0], glesc_dtype_name(w->dtype), wl->block);
-    if (w->nb[0] != (int64_t)graph_dtype_size(w->dtype))
+    if (!graph_dtype_quant(w->dtype) && w->nb[0] != (int64_t)graph_dtype_size(w->dtype))
         return fail(t, GLESC_ERROR_UNSUPPORTED,
                     "W %s must be contiguous along dimension 0 (make it so with glesc_cont)",
                     SH(w));
@@ -162,10 +162,12 @@ static glesc_status shape_get_rows(glesc_tensor *t)
                     "table %s and indices %s: indices are [n, b2, b3] with the table's "
                     "dimensions 2 and 3 equal to b2 and b3 (or 1)",
                     SH(a), SH(b));
-    if (!kernels_wload_find(a->dtype) || a->nb[0] != (int64_t)graph_dtype_size(a->dtype))
+    if (!kernels_wload_find(a->dtype) ||
+        (!graph_dtype_quant(a->dtype) && a->nb[0] != (int64_t)graph_dtype_size(a->dtype)))
         return fail(t, GLESC_ERROR_UNSUPPORTED,
-                    "table %s %s must be f32, f16 or bf16 and contiguous along dimension 0", SH(a),
-                    glesc_dtype_name(a->dtype));
+                    "table %s %s must be f32, f16, bf16 or a quantized weight type, and "
+                    "contiguous along dimension 0",
+                    SH(a), glesc_dtype_name(a->dtype));
     t->dtype = GLESC_DTYPE_F32;
     t->ne[0] = a->ne[0];
     t->ne[1] = b->ne[0];
@@ -313,11 +315,13 @@ static glesc_status shape_view(glesc_tensor *t)
 
 /* ---- variants: shape-dependent code choices ---- */
 
-/* GEMV specialized for the exact m (1 .. gemv_max_m), or 0 for GEMM */
+/* GEMV specialized for the exact m (1 .. gemv_max_m), or 0 for GEMM; bit
+ * 16: the weight is read 4 elements at a time (kernels_wload_vec4) */
 static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options *o)
 {
     int64_t m = t->src[1]->ne[1];
-    return m <= o->gemv_max_m ? (uint32_t)m : 0u;
+    return (m <= o->gemv_max_m ? (uint32_t)m : 0u) |
+           (kernels_wload_vec4(t->src[0]) ? 1u << 16 : 0u);
 }
 
 static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_options *o)
@@ -502,6 +506,18 @@ static glesc_status check_source(glesc_graph *g, glesc_op op, glesc_tensor *s)
     return GLESC_OK;
 }
 
+/* Quantized tensors are read only through weight loaders (matmul's W,
+ * get_rows' table): no other kernel decodes blocks. */
+static void quant_source_fail(glesc_graph *g, glesc_op op, const glesc_tensor *s)
+{
+    char sh[64];
+    core_err_set(&g->ctx->err, GLESC_ERROR_TYPE,
+                 "glesc_%s: the %s tensor %s%s%s%s is quantized: it can only be the weight of "
+                 "matmul or the table of get_rows, used whole (no views)",
+                 graph_ops[op].name, glesc_dtype_name(s->dtype), s->name ? "'" : "",
+                 s->name ? s->name : "", s->name ? "' " : "", graph_shape_str(s, sh, sizeof sh));
+}
+
 /* Unlinks and frees the newest tensor of g (a node whose shape rule failed). */
 static void drop_newest(glesc_graph *g, glesc_tensor *t)
 {
@@ -526,6 +542,11 @@ glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, 
         }
         if (check_source(g, op, src[i]) != GLESC_OK)
             return NULL;
+        if (graph_dtype_quant(src[i]->dtype) &&
+            !(i == 0 && (op == GLESC_OP_MATMUL || op == GLESC_OP_GET_ROWS))) {
+            quant_source_fail(g, op, src[i]);
+            return NULL;
+        }
     }
     glesc_tensor *t = graph_tensor_alloc(g);
     if (!t)
@@ -748,6 +769,10 @@ static glesc_tensor *view_node(glesc_graph *g, glesc_op op, glesc_tensor *x)
         return NULL;
     if (check_source(g, op, x) != GLESC_OK)
         return NULL;
+    if (graph_dtype_quant(x->dtype)) {
+        quant_source_fail(g, op, x);
+        return NULL;
+    }
     glesc_tensor *t = graph_tensor_alloc(g);
     if (!t)
         return NULL;

@@ -38,7 +38,14 @@ struct graph_ctx_state {
     FILE *trace; /* GLESC_TRACE */
     bool trace_tried, trace_any;
     uint64_t trace_t0;
+    int gemv_max_m; /* measured GEMV/GEMM threshold (tune.c); 0 = not yet */
 };
+
+/* The largest activation width m for which the GEMV kernel beats the tiled
+ * GEMM on this device: GLESC_GEMV_MAX_M if set, else a value remembered in
+ * the program cache directory for this renderer, else measured now (a few
+ * small products, milliseconds on real GPUs) and remembered. 1..8. */
+int graph_tune_gemv_max_m(glesc_context *ctx);
 
 /* Hash of the structure of ord for options o (see the rule in kernels.h). */
 core_hash128 graph_plan_key(const graph_order_t *ord, const glesc_graph_options *o, bool fusion,

@@ -32,6 +32,19 @@ bool graph_dtype_ok(glesc_dtype t)
     return graph_dtype_size(t) != 0;
 }
 
+bool graph_dtype_quant(glesc_dtype t)
+{
+    const quant_type_info *q = quant_type(t);
+    return !graph_dtype_ok(t) && q && q->is_quantized && quant_gpu_snippet(t) != NULL;
+}
+
+uint64_t graph_row_bytes(glesc_dtype t, int64_t ne0)
+{
+    if (graph_dtype_quant(t))
+        return (uint64_t)(ne0 / quant_gpu_block_elems(t)) * (uint64_t)quant_gpu_block_words(t) * 4;
+    return (uint64_t)ne0 * graph_dtype_size(t);
+}
+
 int64_t graph_nelements(const glesc_tensor *t)
 {
     return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
@@ -39,19 +52,37 @@ int64_t graph_nelements(const glesc_tensor *t)
 
 uint64_t graph_nbytes(const glesc_tensor *t)
 {
-    return (uint64_t)graph_nelements(t) * graph_dtype_size(t->dtype);
+    return graph_row_bytes(t->dtype, t->ne[0]) * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+}
+
+uint64_t graph_host_nbytes(const glesc_tensor *t)
+{
+    if (graph_dtype_quant(t->dtype))
+        return glesc_dtype_row_bytes(t->dtype, t->ne[0]) *
+               (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    return graph_nbytes(t);
 }
 
 void graph_set_contiguous(glesc_tensor *t)
 {
-    t->nb[0] = (int64_t)graph_dtype_size(t->dtype);
-    for (int d = 1; d < 4; d++)
+    if (graph_dtype_quant(t->dtype)) {
+        t->nb[0] = quant_gpu_block_words(t->dtype) * 4;
+        t->nb[1] = (int64_t)graph_row_bytes(t->dtype, t->ne[0]);
+    } else {
+        t->nb[0] = (int64_t)graph_dtype_size(t->dtype);
+        t->nb[1] = t->nb[0] * t->ne[0];
+    }
+    for (int d = 2; d < 4; d++)
         t->nb[d] = t->nb[d - 1] * t->ne[d - 1];
     t->offs = 0;
 }
 
 bool graph_is_contiguous(const glesc_tensor *t)
 {
+    if (graph_dtype_quant(t->dtype)) {
+        /* no views of quantized tensors exist: a quantized tensor is a whole owner */
+        return t->owner == t;
+    }
     int64_t expect = (int64_t)graph_dtype_size(t->dtype);
     for (int d = 0; d < 4; d++) {
         if (t->ne[d] != 1 && t->nb[d] != expect)
@@ -125,15 +156,33 @@ glesc_status graph_hold(glesc_graph *g, glesc_tensor *t)
 }
 
 static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype dt, int ndim,
-                                const int64_t *shape)
+                                const int64_t *shape, bool weight)
 {
-    if (!graph_dtype_ok(dt))
-        return core_err_set(&ctx->err, GLESC_ERROR_TYPE,
-                            "%s: type %s is not a tensor type (f32, f16, bf16, i32)", fn,
-                            glesc_dtype_name(dt) ? glesc_dtype_name(dt) : "(unknown)");
+    if (!graph_dtype_ok(dt) && !(weight && graph_dtype_quant(dt)))
+        return core_err_set(
+            &ctx->err, GLESC_ERROR_TYPE,
+            weight ? "%s: type %s is not a tensor type (f32, f16, bf16, i32, or a "
+                     "block type with a GPU layout: q4_0, q4_1, q5_0, q5_1, q8_0, "
+                     "q8_1, q2_k .. q6_k, iq4_nl, iq4_xs, mxfp4)"
+                   : "%s: type %s is not a tensor type for graph inputs (f32, f16, bf16, i32; "
+                     "quantized types are weights: glesc_weight_new)",
+            fn, glesc_dtype_name(dt) ? glesc_dtype_name(dt) : "(unknown)");
     if (ndim < 1 || ndim > 4 || !shape)
         return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                             "%s: ndim %d is not 1..4 (or no shape)", fn, ndim);
+    if (graph_dtype_quant(dt) && shape[0] % quant_gpu_block_elems(dt)) {
+        sbuf sh;
+        sbuf_init(&sh);
+        for (int d = 0; d < ndim; d++)
+            sbuf_appendf(&sh, "%s%lld", d ? ", " : "", (long long)shape[d]);
+        glesc_status st = core_err_set(
+            &ctx->err, GLESC_ERROR_SHAPE,
+            "%s: %s tensor [%s]: the row length %lld is not a multiple of %s's block of %d", fn,
+            glesc_dtype_name(dt), sbuf_str(&sh) ? sbuf_str(&sh) : "?", (long long)shape[0],
+            glesc_dtype_name(dt), quant_gpu_block_elems(dt));
+        sbuf_free(&sh);
+        return st;
+    }
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 1 || shape[d] > ((int64_t)1 << 40) / n)
@@ -159,7 +208,7 @@ GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype dt, int ndi
 {
     if (!g)
         return NULL;
-    if (check_shape(g->ctx, "glesc_tensor_new", dt, ndim, shape) != GLESC_OK)
+    if (check_shape(g->ctx, "glesc_tensor_new", dt, ndim, shape, false) != GLESC_OK)
         return NULL;
     glesc_tensor *t = graph_tensor_alloc(g);
     if (!t)
@@ -173,7 +222,7 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int
 {
     if (!ctx)
         return NULL;
-    if (check_shape(ctx, "glesc_weight_new", dt, ndim, shape) != GLESC_OK)
+    if (check_shape(ctx, "glesc_weight_new", dt, ndim, shape, true) != GLESC_OK)
         return NULL;
     glesc_tensor *t = tensor_alloc(ctx);
     if (!t)
@@ -319,6 +368,71 @@ glesc_status graph_storage_write(glesc_tensor *o, uint64_t offset, const void *s
 
 /* ---- host access ---- */
 
+/* Rows per staging step of a quantized upload or download: about 4 MiB. */
+static int64_t quant_step_rows(const glesc_tensor *t)
+{
+    return CORE_MAX((int64_t)1, (int64_t)((4u << 20) / graph_row_bytes(t->dtype, t->ne[0])));
+}
+
+/* Quantized rows from the file layout: repacked to GPU blocks (word-aligned
+ * quants, see quant/gpu.c) a few MiB of rows at a time, then uploaded; the
+ * upload walks chunk boundaries like any other write (chunks hold whole
+ * rows). */
+static glesc_status quant_write(glesc_tensor *t, const void *src)
+{
+    int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], step = quant_step_rows(t);
+    uint64_t frow = glesc_dtype_row_bytes(t->dtype, t->ne[0]);
+    uint64_t grow = graph_row_bytes(t->dtype, t->ne[0]);
+    uint32_t *tmp = core_malloc((size_t)(CORE_MIN(step, rows) * grow));
+    if (!tmp)
+        return core_err_set(&t->ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "glesc_tensor_write");
+    glesc_status st = GLESC_OK;
+    for (int64_t r = 0; r < rows && st == GLESC_OK; r += step) {
+        int64_t n = CORE_MIN(step, rows - r);
+        st = quant_gpu_repack(t->dtype, (const char *)src + r * frow, n * t->ne[0], tmp);
+        if (st != GLESC_OK)
+            st = core_err_set(&t->ctx->err, st, "glesc_tensor_write: %s rows cannot be repacked",
+                              glesc_dtype_name(t->dtype));
+        else
+            st = graph_storage_write(t, (uint64_t)r * grow, tmp, (uint64_t)n * grow);
+    }
+    core_free(tmp);
+    return st;
+}
+
+/* Quantized rows back to the file layout (as_f32: dequantized on the CPU). */
+static glesc_status quant_read(glesc_tensor *t, void *dst, bool as_f32)
+{
+    int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], step = quant_step_rows(t);
+    uint64_t frow = glesc_dtype_row_bytes(t->dtype, t->ne[0]);
+    uint64_t grow = graph_row_bytes(t->dtype, t->ne[0]);
+    int64_t m = CORE_MIN(step, rows);
+    uint32_t *tmp = core_malloc((size_t)(m * grow));
+    void *file = as_f32 ? core_malloc((size_t)(m * frow)) : NULL;
+    if (!tmp || (as_f32 && !file)) {
+        core_free(tmp);
+        core_free(file);
+        return core_err_set(&t->ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "glesc_tensor_read");
+    }
+    glesc_status st = GLESC_OK;
+    for (int64_t r = 0; r < rows && st == GLESC_OK; r += step) {
+        int64_t n = CORE_MIN(step, rows - r);
+        st = graph_storage_read(t, (uint64_t)r * grow, tmp, (uint64_t)n * grow);
+        if (st != GLESC_OK)
+            break;
+        void *out = as_f32 ? file : (char *)dst + r * frow;
+        st = quant_gpu_unpack(t->dtype, tmp, n * t->ne[0], out);
+        if (st == GLESC_OK && as_f32)
+            st = quant_dequantize(t->dtype, file, (float *)dst + r * t->ne[0], n * t->ne[0]);
+        if (st != GLESC_OK)
+            st = core_err_set(&t->ctx->err, st, "glesc_tensor_read: %s rows cannot be %s",
+                              glesc_dtype_name(t->dtype), as_f32 ? "dequantized" : "unpacked");
+    }
+    core_free(tmp);
+    core_free(file);
+    return st;
+}
+
 static bool is_leaf(const glesc_tensor *t)
 {
     return t->op == GLESC_OP_NONE;
@@ -334,14 +448,17 @@ GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size
                             "glesc_tensor_write: only inputs and persistent tensors can be "
                             "written (this is a %s node)",
                             glesc_op_name(t->op));
-    if (size != graph_nbytes(t) || !src)
+    if (size != graph_host_nbytes(t) || !src)
         return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_tensor_write: %zu bytes given, the tensor holds %llu", size,
-                            (unsigned long long)graph_nbytes(t));
+                            "glesc_tensor_write: %zu bytes given, the tensor%s%s holds %llu%s",
+                            size, t->name ? " " : "", t->name ? t->name : "",
+                            (unsigned long long)graph_host_nbytes(t),
+                            graph_dtype_quant(t->dtype) ? " (file layout)" : "");
     glesc_status st;
     if (!t->st.n_chunks && (st = graph_storage_alloc(t, GL_USAGE_ACTIVATIONS, false)) != GLESC_OK)
         return st;
-    if ((st = graph_storage_write(t, 0, src, size)) != GLESC_OK)
+    st = graph_dtype_quant(t->dtype) ? quant_write(t, src) : graph_storage_write(t, 0, src, size);
+    if (st != GLESC_OK)
         return st;
     t->written = true;
     t->live = true;
@@ -359,6 +476,21 @@ GLESC_API glesc_status glesc_tensor_write_f32(glesc_tensor *t, const float *src,
     size_t es = graph_dtype_size(t->dtype);
     if (t->dtype == GLESC_DTYPE_F32)
         return glesc_tensor_write(t, src, n * 4);
+    if (graph_dtype_quant(t->dtype)) {
+        /* quantized with the CPU reference quantizer, then written as a file would be */
+        size_t fb = (size_t)graph_host_nbytes(t);
+        void *q = core_malloc(fb);
+        if (!q)
+            return core_err_set(&t->ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "glesc_tensor_write_f32");
+        glesc_status st = quant_quantize(t->dtype, src, q, (int64_t)n);
+        if (st != GLESC_OK)
+            st = core_err_set(&t->ctx->err, st, "glesc_tensor_write_f32: %s: %s",
+                              glesc_dtype_name(t->dtype), glesc_last_errmsg());
+        else
+            st = glesc_tensor_write(t, q, fb);
+        core_free(q);
+        return st;
+    }
     void *tmp = core_malloc(n * es + 1);
     if (!tmp)
         return core_err_set(&t->ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "glesc_tensor_write_f32");
@@ -413,6 +545,8 @@ static glesc_status tensor_gather(glesc_tensor *t, void *dst, bool as_f32)
                             "glesc_tensor_read: the tensor (%s) holds no values: read inputs, "
                             "persistent tensors and outputs of the last compute",
                             glesc_op_name(t->op));
+    if (graph_dtype_quant(t->dtype))
+        return quant_read(t, dst, as_f32);
     size_t es = graph_dtype_size(t->dtype);
     int64_t n = graph_nelements(t);
     /* The byte range the view touches (strides may be zero, never negative). */
@@ -452,10 +586,11 @@ GLESC_API glesc_status glesc_tensor_read(glesc_tensor *t, void *dst, size_t size
 {
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_read: NULL tensor");
-    if (size != graph_nbytes(t) || !dst)
+    if (size != graph_host_nbytes(t) || !dst)
         return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_tensor_read: %zu bytes asked, the tensor holds %llu", size,
-                            (unsigned long long)graph_nbytes(t));
+                            "glesc_tensor_read: %zu bytes asked, the tensor holds %llu%s", size,
+                            (unsigned long long)graph_host_nbytes(t),
+                            graph_dtype_quant(t->dtype) ? " (file layout)" : "");
     return tensor_gather(t, dst, false);
 }
 

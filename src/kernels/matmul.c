@@ -34,6 +34,7 @@ typedef struct mm_ctx {
     const glesc_tensor *a, *p, *w, *x; /* anchor, partner, weights, activation */
     int wb, wb2;                       /* bindings of W and the partner's W */
     int p_base, p_count;               /* param indices of n_base, n_count */
+    bool vec4;                         /* weights read 4 elements at a time (load_w4) */
     int64_t chunk_rows;
     int n_chunks;
 } mm_ctx;
@@ -55,10 +56,12 @@ static void common(kb *b, mm_ctx *mc)
     check_chunks(b, w);
     mc->n_chunks = CORE_MAX(1, w->owner->st.n_chunks);
     mc->chunk_rows = mc->n_chunks > 1 ? w->owner->st.chunk_rows : w->ne[1];
+    /* both matmuls' variants carry this bit, so the plan hash covers it */
+    mc->vec4 = kernels_wload_vec4(w) && (!mc->p || kernels_wload_vec4(mc->p->src[0]));
     mc->wb = kb_binding(b, w->owner, 0, false);
     char buf[16];
     snprintf(buf, sizeof buf, "t%d", mc->wb);
-    kernels_wload_emit(b, wl, "load_w", buf);
+    kernels_wload_emit(b, wl, "load_w", buf, mc->vec4);
     if (mc->p) {
         const glesc_tensor *w2 = mc->p->src[0];
         check_chunks(b, w2);
@@ -66,9 +69,8 @@ static void common(kb *b, mm_ctx *mc)
             kb_fail(b, GLESC_ERROR_UNSUPPORTED, "matmul pair: weights chunked differently");
         mc->wb2 = kb_binding(b, w2->owner, 0, false);
         snprintf(buf, sizeof buf, "t%d", mc->wb2);
-        kernels_wload_emit(b, wl, "load_w2", buf);
+        kernels_wload_emit(b, kernels_wload_find(w2->dtype), "load_u", buf, mc->vec4);
     }
-    size_t es = graph_dtype_size(w->dtype);
     kb_param_u(b, "K", (uint64_t)w->ne[0]);
     kb_param_u(b, "M", (uint64_t)x->ne[1]);
     kb_param_u(b, "xb2", (uint64_t)x->ne[2]);
@@ -87,7 +89,6 @@ static void common(kb *b, mm_ctx *mc)
     }
     mc->p_base = kb_param_u(b, "n_base", 0);
     mc->p_count = kb_param_u(b, "n_count", (uint64_t)CORE_MIN(mc->chunk_rows, a->ne[0]));
-    (void)es;
 }
 
 /* Row byte offsets of W (and W2) for local row `nl` of batch (b2, b3). */
@@ -179,26 +180,56 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
             if (dual)
                 kb_line(b, "float p%d_%d = 0.0;", r, m);
         }
-    kb_line(b, "for (uint k = lid; k < K; k += WG_SIZE) {");
-    for (int m = 0; m < m_n; m++) {
-        char mc_[16], xv[16];
-        snprintf(mc_, sizeof mc_, "%du", m);
-        const char *cx[4] = {"k", mc_, "b2", "b3"};
-        kb_expr(b, mc->x, cx, xv);
-        kb_line(b, "float x%d = %s;", m, xv);
-    }
-    for (int r = 0; r < GEMV_ROWS; r++) {
-        kb_line(b, "float w%d = load_w(wr%d, k);", r, r);
-        if (dual)
-            kb_line(b, "float u%d = load_w2(wq%d, k);", r, r);
-    }
-    for (int r = 0; r < GEMV_ROWS; r++)
+    if (mc->vec4) {
+        /* 4 consecutive k per step: one dq4 decodes them together (the
+         * scalar loader would decode a quantized group once per element) */
+        kb_line(b, "for (uint k4 = lid; k4 < (K >> 2u); k4 += WG_SIZE) {");
+        for (int j = 0; j < 4; j++)
+            kb_line(b, "uint k_%d = 4u * k4 + %du;", j, j);
         for (int m = 0; m < m_n; m++) {
-            kb_line(b, "a%d_%d += w%d * x%d;", r, m, r, m);
-            if (dual)
-                kb_line(b, "p%d_%d += u%d * x%d;", r, m, r, m);
+            char mc_[16], xv[4][16], kc[4][8];
+            snprintf(mc_, sizeof mc_, "%du", m);
+            for (int j = 0; j < 4; j++) {
+                snprintf(kc[j], sizeof kc[j], "k_%d", j);
+                const char *cx[4] = {kc[j], mc_, "b2", "b3"};
+                kb_expr(b, mc->x, cx, xv[j]);
+            }
+            kb_line(b, "vec4 x%d = vec4(%s, %s, %s, %s);", m, xv[0], xv[1], xv[2], xv[3]);
         }
-    kb_line(b, "}");
+        for (int r = 0; r < GEMV_ROWS; r++) {
+            kb_line(b, "vec4 w%d = load_w4(wr%d, k4);", r, r);
+            if (dual)
+                kb_line(b, "vec4 u%d = load_u4(wq%d, k4);", r, r);
+        }
+        for (int r = 0; r < GEMV_ROWS; r++)
+            for (int m = 0; m < m_n; m++) {
+                kb_line(b, "a%d_%d += dot(w%d, x%d);", r, m, r, m);
+                if (dual)
+                    kb_line(b, "p%d_%d += dot(u%d, x%d);", r, m, r, m);
+            }
+        kb_line(b, "}");
+    } else {
+        kb_line(b, "for (uint k = lid; k < K; k += WG_SIZE) {");
+        for (int m = 0; m < m_n; m++) {
+            char mc_[16], xv[16];
+            snprintf(mc_, sizeof mc_, "%du", m);
+            const char *cx[4] = {"k", mc_, "b2", "b3"};
+            kb_expr(b, mc->x, cx, xv);
+            kb_line(b, "float x%d = %s;", m, xv);
+        }
+        for (int r = 0; r < GEMV_ROWS; r++) {
+            kb_line(b, "float w%d = load_w(wr%d, k);", r, r);
+            if (dual)
+                kb_line(b, "float u%d = load_u(wq%d, k);", r, r);
+        }
+        for (int r = 0; r < GEMV_ROWS; r++)
+            for (int m = 0; m < m_n; m++) {
+                kb_line(b, "a%d_%d += w%d * x%d;", r, m, r, m);
+                if (dual)
+                    kb_line(b, "p%d_%d += u%d * x%d;", r, m, r, m);
+            }
+        kb_line(b, "}");
+    }
     /* all NACC sums reduce together: log2(WG) barrier steps per workgroup;
      * slot (r·MCOLS + m), then the partner's after ROWS·MCOLS */
     for (int r = 0; r < GEMV_ROWS; r++)
@@ -271,17 +302,39 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
                 kb_line(b, "float p%d%d = 0.0;", i, j);
         }
     kb_line(b, "for (uint k0 = 0u; k0 < K; k0 += TK) {");
+    if (mc->vec4) {
+        /* W: 4 consecutive k per invocation (K % 4 == 0: a group is all in
+         * or all out) */
+        kb_line(b, "for (uint i = lid; i < TILE * TK / 4u; i += WG_SIZE) {");
+        kb_line(b, "uint kq = 4u * (i %% (TK / 4u));");
+        kb_line(b, "uint r = i / (TK / 4u);");
+        kb_line(b, "uint k = k0 + kq;");
+        kb_line(b, "uint nl = n0 + r;");
+        kb_line(b, "bool inw = nl < n_count && k < K;");
+        row_bytes(b, mc, "wr", "nl");
+        kb_line(b, "vec4 wv = inw ? load_w4(wr, k >> 2u) : vec4(0.0);");
+        for (int j = 0; j < 4; j++)
+            kb_line(b, "ws[(kq + %du) * TILE + r] = wv[%d];", j, j);
+        if (dual) {
+            kb_line(b, "vec4 uv = inw ? load_u4(wr_2, k >> 2u) : vec4(0.0);");
+            for (int j = 0; j < 4; j++)
+                kb_line(b, "ws2[(kq + %du) * TILE + r] = uv[%d];", j, j);
+        }
+        kb_line(b, "}");
+    }
     /* consecutive invocations read consecutive k of a row: contiguous loads */
     kb_line(b, "for (uint i = lid; i < TILE * TK; i += WG_SIZE) {");
     kb_line(b, "uint kk = i %% TK;");
     kb_line(b, "uint r = i / TK;");
     kb_line(b, "uint k = k0 + kk;");
-    kb_line(b, "uint nl = n0 + r;");
-    kb_line(b, "bool inw = nl < n_count && k < K;");
-    row_bytes(b, mc, "wr", "nl");
-    kb_line(b, "ws[kk * TILE + r] = inw ? load_w(wr, k) : 0.0;");
-    if (dual)
-        kb_line(b, "ws2[kk * TILE + r] = inw ? load_w2(wr_2, k) : 0.0;");
+    if (!mc->vec4) {
+        kb_line(b, "uint nl = n0 + r;");
+        kb_line(b, "bool inw = nl < n_count && k < K;");
+        row_bytes(b, mc, "wr", "nl");
+        kb_line(b, "ws[kk * TILE + r] = inw ? load_w(wr, k) : 0.0;");
+        if (dual)
+            kb_line(b, "ws2[kk * TILE + r] = inw ? load_u(wr_2, k) : 0.0;");
+    }
     kb_line(b, "uint m = m0 + r;");
     kb_line(b, "float xv = 0.0;");
     kb_line(b, "if (m < M && k < K) {");

@@ -98,3 +98,30 @@ glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t n, uint32_
         repack_block(l, file_bytes, s + b * file_bytes, dst + b * words, words);
     return GLESC_OK;
 }
+
+glesc_status quant_gpu_unpack(glesc_dtype t, const uint32_t *src, int64_t n, void *dst)
+{
+    const gpu_layout *l = layout(t);
+    if (!l)
+        return GLESC_ERROR_UNSUPPORTED;
+    if (n < 0 || n % l->qk)
+        return GLESC_ERROR_INVALID_ARGUMENT;
+    const quant_type_info *q = quant_type(t);
+    int file_bytes = q->block_bytes * (l->qk / q->block_size);
+    int words = quant_gpu_block_words(t);
+    uint8_t *d = dst;
+    uint8_t tmp[512];
+    for (int64_t b = 0; b < n / l->qk; b++) {
+        const uint32_t *w = src + b * words;
+        for (int i = 0; i < words; i++) {
+            tmp[4 * i] = (uint8_t)w[i];
+            tmp[4 * i + 1] = (uint8_t)(w[i] >> 8);
+            tmp[4 * i + 2] = (uint8_t)(w[i] >> 16);
+            tmp[4 * i + 3] = (uint8_t)(w[i] >> 24);
+        }
+        uint8_t *o = d + b * file_bytes;
+        memcpy(o, tmp, (size_t)l->hdr);
+        memcpy(o + l->hdr, tmp + l->hdr + l->pad, (size_t)(file_bytes - l->hdr));
+    }
+    return GLESC_OK;
+}

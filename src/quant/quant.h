@@ -76,5 +76,9 @@ int quant_gpu_block_words(glesc_dtype t);
  * layout at src into n / block_elems GPU blocks at dst (host words; the
  * caller uploads them). */
 glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t n, uint32_t *dst);
+/* The inverse of quant_gpu_repack: n elements of GPU blocks at src back to
+ * the file layout at dst (glesc_dtype_row_bytes(t, n) bytes, any alignment;
+ * the padding is dropped). */
+glesc_status quant_gpu_unpack(glesc_dtype t, const uint32_t *src, int64_t n, void *dst);
 
 #endif /* GLESC_QUANT_H */

@@ -1,13 +1,23 @@
 #!/bin/sh
-# Runs the GGUF fuzzer as one low-priority process (the build machine is
-# shared). Usage: tests/fuzz/run_fuzz.sh [seconds]   (default 1800)
+# Runs a GGUF fuzzer as one low-priority process (the build machine is
+# shared). Usage: tests/fuzz/run_fuzz.sh [seconds [target]]
+#   seconds  default 1800; target fuzz_gguf (default) or fuzz_gguf_roundtrip
 # Needs build-fuzz (see fuzz_gguf.c). Crashes land in build-fuzz/crashes/;
-# libFuzzer's log (with the final cov:/ft:/exec figures) in build-fuzz/fuzz-0.log.
+# libFuzzer's log (with the final cov:/ft:/exec figures) in
+# build-fuzz/fuzz-0.log. Each target keeps its own corpus folder and also
+# reads the other's as seeds.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${1:-1800}
+target=${2:-fuzz_gguf}
 cd "$root/build-fuzz"
 sh "$root/tests/fuzz/make_seeds.sh" "$root/build-fuzz/seeds"
-mkdir -p corpus crashes
-exec nice -n 10 ./tests/fuzz/fuzz_gguf -max_total_time="$secs" -jobs=1 -max_len=65536 \
-    -dict="$root/tests/fuzz/gguf.dict" -artifact_prefix=crashes/ corpus seeds
+mkdir -p corpus corpus-roundtrip crashes
+case $target in
+fuzz_gguf) dirs="corpus seeds corpus-roundtrip" ;;
+fuzz_gguf_roundtrip) dirs="corpus-roundtrip seeds corpus" ;;
+*) echo "unknown target $target" >&2; exit 2 ;;
+esac
+# shellcheck disable=SC2086
+exec nice -n 10 ./tests/fuzz/$target -max_total_time="$secs" -jobs=1 -max_len=65536 \
+    -dict="$root/tests/fuzz/gguf.dict" -artifact_prefix=crashes/ $dirs

@@ -6,8 +6,8 @@ for each; the fuzzer uses them as seeds. Only the standard library is used.
 
 Usage: make_corpus.py [output folder]   (default: the folder of this script)
 
-Crash inputs found by fuzzing are kept beside these as crash_*.gguf (copied
-verbatim, not generated here).
+Inputs found by fuzzing are kept beside these as fuzz_*.gguf (copied
+verbatim from libFuzzer's artifacts, not generated here).
 """
 import os
 import struct

@@ -1,0 +1,482 @@
+/*
+ * test_quant_graph.c — quantized weights (the ggml block types) as graph
+ * tensors: written in the file layout and repacked on upload, read back
+ * unchanged, multiplied by glesc_matmul (GEMV and GEMM) to a double
+ * precision CPU product of the CPU-dequantized weights, gathered by
+ * get_rows exactly as the CPU dequantizes, fused (epilogues, the gate/up
+ * pair), split into row chunks, and every 2-D tensor of the shared
+ * quantized models multiplied.
+ *
+ * Errors are relative to Σ|w·x| of each output (the scale of the rounding
+ * a float dot product can pick up); the worst is logged per case.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "glesc_gguf.h"
+#include "graph/graph.h"
+#include "kernels/kernels.h"
+#include "quant/quant.h"
+#include "test_graph_util.h"
+#include "test_util.h"
+
+#define F32 GLESC_DTYPE_F32
+#define TOL 1e-5
+
+static glesc_context *ctx;
+
+static void setup(void)
+{
+    setenv("GLESC_PLAN_VERIFY", "1", 1);
+    ctx = test_context(NULL);
+}
+
+static void teardown(void)
+{
+    glesc_context_destroy(ctx);
+}
+
+TestSuite(quant_graph, .init = setup, .fini = teardown);
+
+/* Every type with a GPU layout (the plain ones too: same path, no repack). */
+static const glesc_dtype all_types[] = {
+    GLESC_DTYPE_F32,    GLESC_DTYPE_F16,   GLESC_DTYPE_BF16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_1,
+    GLESC_DTYPE_Q5_0,   GLESC_DTYPE_Q5_1,  GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q8_1, GLESC_DTYPE_Q2_K,
+    GLESC_DTYPE_Q3_K,   GLESC_DTYPE_Q4_K,  GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_IQ4_NL,
+    GLESC_DTYPE_IQ4_XS, GLESC_DTYPE_MXFP4,
+};
+
+static float frand(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return (float)(*s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+/* A K x N weight of type t with random values: its file-layout bytes
+ * (*file, glesc_dtype_row_bytes(t, K) * N of them) and the CPU
+ * dequantization (*deq, K * N floats). free() both. */
+typedef struct qweight {
+    glesc_tensor *w;
+    void *file;
+    float *deq;
+    int64_t k, n;
+} qweight;
+
+static qweight make_weight(glesc_context *c, glesc_dtype t, int64_t k, int64_t n, uint32_t seed)
+{
+    qweight q = {0};
+    q.k = k;
+    q.n = n;
+    int64_t ne = k * n;
+    float *src = malloc((size_t)ne * sizeof *src);
+    for (int64_t i = 0; i < ne; i++)
+        src[i] = frand(&seed) * (1.0f + (float)((i / 32) % 5)); /* varied block scales */
+    size_t fb = (size_t)glesc_dtype_row_bytes(t, k) * (size_t)n;
+    q.file = malloc(fb);
+    q.deq = malloc((size_t)ne * sizeof *q.deq);
+    cr_assert_eq(quant_quantize(t, src, q.file, ne), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(quant_dequantize(t, q.file, q.deq, ne), GLESC_OK, "%s", glesc_last_errmsg());
+    free(src);
+    q.w = glesc_weight_new(c, t, 2, (int64_t[]){k, n});
+    cr_assert_not_null(q.w, "%s", glesc_context_errmsg(c));
+    cr_assert_eq(glesc_tensor_write(q.w, q.file, fb), GLESC_OK, "%s", glesc_context_errmsg(c));
+    return q;
+}
+
+static void free_weight(qweight *q)
+{
+    glesc_weight_free(q->w);
+    free(q->file);
+    free(q->deq);
+}
+
+static float *rand_floats(int64_t n, uint32_t seed)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = frand(&seed);
+    return v;
+}
+
+/* Worst |got - Σ w·x| / Σ|w·x| over the [n, m] result of W [k, n] × X [k, m]. */
+static double worst_error(const float *deq, const float *x, const float *got, int64_t k, int64_t n,
+                          int64_t m)
+{
+    double worst = 0;
+    for (int64_t j = 0; j < m; j++)
+        for (int64_t i = 0; i < n; i++) {
+            double s = 0, a = 0;
+            const float *wr = deq + i * k, *xc = x + j * k;
+            for (int64_t l = 0; l < k; l++) {
+                double p = (double)wr[l] * (double)xc[l];
+                s += p;
+                a += fabs(p);
+            }
+            double e = fabs((double)got[j * n + i] - s) / (a > 0 ? a : 1);
+            if (e > worst)
+                worst = e;
+        }
+    return worst;
+}
+
+/* glesc_matmul(W, X) for X [k, m] random; returns the worst error. */
+static double check_matmul(glesc_context *c, const qweight *q, int64_t m, uint32_t seed,
+                           int *dispatches)
+{
+    glesc_graph *g = glesc_graph_create(c);
+    float *x = rand_floats(q->k * m, seed);
+    glesc_tensor *xt = glesc_tensor_new(g, F32, 2, (int64_t[]){q->k, m});
+    cr_assert_eq(glesc_tensor_write_f32(xt, x, (size_t)(q->k * m)), GLESC_OK);
+    glesc_tensor *y = glesc_matmul(g, q->w, xt);
+    cr_assert_not_null(y, "%s", glesc_context_errmsg(c));
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(c));
+    float *got = tg_read(y);
+    double e = worst_error(q->deq, x, got, q->k, q->n, m);
+    if (dispatches) {
+        glesc_compute_stats s;
+        glesc_graph_stats(g, &s);
+        *dispatches = s.dispatches;
+    }
+    free(got);
+    free(x);
+    glesc_graph_destroy(g);
+    return e;
+}
+
+static void run_shape(glesc_dtype t, int64_t k, int64_t n, int64_t m, double *worst)
+{
+    qweight q = make_weight(ctx, t, k, n, (uint32_t)(k * 31 + n * 7 + m));
+    double e = check_matmul(ctx, &q, m, (uint32_t)(m + 5), NULL);
+    cr_log_info("%-7s W [%lld, %lld] x X [%lld, %lld] (%s): worst error %.3g", glesc_dtype_name(t),
+                (long long)k, (long long)n, (long long)k, (long long)m, m <= 8 ? "GEMV" : "GEMM",
+                e);
+    cr_expect(e < TOL, "%s: W [%lld, %lld], m = %lld: error %.3g above %.g", glesc_dtype_name(t),
+              (long long)k, (long long)n, (long long)m, e, TOL);
+    if (e > *worst)
+        *worst = e;
+    free_weight(&q);
+}
+
+static int block_of(glesc_dtype t)
+{
+    return quant_gpu_block_elems(t) < 32 ? 32 : quant_gpu_block_elems(t);
+}
+
+Test(quant_graph, every_type_gemv_and_gemm)
+{
+    for (size_t i = 0; i < CORE_ARRAY_LEN(all_types); i++) {
+        glesc_dtype t = all_types[i];
+        int64_t k = 2 * (int64_t)block_of(t) * (block_of(t) == 32 ? 4 : 1); /* 256 or 512 */
+        double worst = 0;
+        run_shape(t, k, 7, 2, &worst);
+        run_shape(t, k, 67, 64, &worst);
+        cr_log_info("%-7s worst %.3g", glesc_dtype_name(t), worst);
+    }
+}
+
+/* The full shape list for the types models use most. */
+static void full_shapes(glesc_dtype t)
+{
+    static const int64_t ms[] = {1, 2, 7, 64, 300};
+    double worst = 0;
+    for (size_t mi = 0; mi < CORE_ARRAY_LEN(ms); mi++) {
+        int64_t m = ms[mi];
+        run_shape(t, 512, 1, m, &worst);
+        run_shape(t, 512, 7, m, &worst);
+        run_shape(t, 256, 4097, m, &worst);
+    }
+    cr_log_info("%-7s worst over rows 1, 7, 4097 and m 1, 2, 7, 64, 300: %.3g", glesc_dtype_name(t),
+                worst);
+}
+
+Test(quant_graph, q4_0_shapes)
+{
+    full_shapes(GLESC_DTYPE_Q4_0);
+}
+
+Test(quant_graph, q8_0_shapes)
+{
+    full_shapes(GLESC_DTYPE_Q8_0);
+}
+
+Test(quant_graph, q4_k_shapes)
+{
+    full_shapes(GLESC_DTYPE_Q4_K);
+}
+
+Test(quant_graph, q6_k_shapes)
+{
+    full_shapes(GLESC_DTYPE_Q6_K);
+}
+
+/* Written in the file layout, read back unchanged (the GPU keeps repacked
+ * blocks); read_f32 gives the CPU dequantization. */
+Test(quant_graph, file_layout_round_trips)
+{
+    for (size_t i = 0; i < CORE_ARRAY_LEN(all_types); i++) {
+        glesc_dtype t = all_types[i];
+        int64_t k = block_of(t) * 2, n = 5;
+        qweight q = make_weight(ctx, t, k, n, 3);
+        size_t fb = (size_t)glesc_dtype_row_bytes(t, k) * (size_t)n;
+        void *back = malloc(fb);
+        cr_assert_eq(glesc_tensor_read(q.w, back, fb), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        cr_expect_eq(memcmp(back, q.file, fb), 0, "%s: bytes read back differ",
+                     glesc_dtype_name(t));
+        float *f = malloc((size_t)(k * n) * sizeof *f);
+        cr_assert_eq(glesc_tensor_read_f32(q.w, f, (size_t)(k * n)), GLESC_OK);
+        cr_expect_eq(memcmp(f, q.deq, (size_t)(k * n) * sizeof *f), 0,
+                     "%s: read_f32 differs from the CPU dequantization", glesc_dtype_name(t));
+        free(f);
+        free(back);
+        free_weight(&q);
+    }
+}
+
+Test(quant_graph, errors_are_clear)
+{
+    /* a row length that is not a multiple of the block */
+    cr_assert_null(glesc_weight_new(ctx, GLESC_DTYPE_Q4_K, 2, (int64_t[]){300, 4}));
+    const char *msg = glesc_context_errmsg(ctx);
+    cr_expect(strstr(msg, "q4_k") && strstr(msg, "[300, 4]") && strstr(msg, "256"), "%s", msg);
+    /* types without a GPU layout */
+    cr_assert_null(glesc_weight_new(ctx, GLESC_DTYPE_IQ2_XXS, 2, (int64_t[]){256, 4}));
+    cr_expect(strstr(glesc_context_errmsg(ctx), "iq2_xxs"), "%s", glesc_context_errmsg(ctx));
+    /* wrong byte counts name the file layout */
+    glesc_tensor *w = glesc_weight_new(ctx, GLESC_DTYPE_Q8_0, 2, (int64_t[]){64, 3});
+    cr_assert_not_null(w);
+    glesc_tensor_set_name(w, "blk.0.ffn_up.weight");
+    char buf[4096] = {0};
+    cr_expect_neq(glesc_tensor_write(w, buf, 64 * 3), GLESC_OK);
+    msg = glesc_context_errmsg(ctx);
+    cr_expect(strstr(msg, "blk.0.ffn_up.weight") && strstr(msg, "204"), "%s", msg);
+    cr_expect_eq(glesc_tensor_write(w, buf, 204), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    /* quantized tensors only feed matmul's W and get_rows' table */
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){64, 3}, 1, -1, 1);
+    cr_expect_null(glesc_add(g, w, x));
+    cr_expect(strstr(glesc_context_errmsg(ctx), "quantized"), "%s", glesc_context_errmsg(ctx));
+    cr_expect_null(glesc_matmul(g, x, w));
+    cr_expect_null(glesc_reshape(g, w, 1, (int64_t[]){192}));
+    cr_expect(strstr(glesc_context_errmsg(ctx), "q8_0"), "%s", glesc_context_errmsg(ctx));
+    cr_expect_null(glesc_tensor_new(g, GLESC_DTYPE_Q8_0, 1, (int64_t[]){32}));
+    glesc_graph_destroy(g);
+    glesc_weight_free(w);
+}
+
+/* get_rows of a quantized table: exactly the CPU dequantization. */
+Test(quant_graph, get_rows_dequantizes_exactly)
+{
+    for (size_t i = 0; i < CORE_ARRAY_LEN(all_types); i++) {
+        glesc_dtype t = all_types[i];
+        int64_t k = block_of(t) * 2, n = 37;
+        qweight q = make_weight(ctx, t, k, n, 11);
+        glesc_graph *g = glesc_graph_create(ctx);
+        int32_t idx[] = {0, 36, 5, 5, 17, 1};
+        glesc_tensor *it = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){6});
+        cr_assert_eq(glesc_tensor_write(it, idx, sizeof idx), GLESC_OK);
+        glesc_tensor *r = glesc_get_rows(g, q.w, it);
+        cr_assert_not_null(r, "%s", glesc_context_errmsg(ctx));
+        cr_assert_eq(glesc_graph_compute(g, &r, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        float *got = tg_read(r);
+        int64_t differ = 0;
+        for (int j = 0; j < 6; j++)
+            for (int64_t l = 0; l < k; l++)
+                if (memcmp(&got[j * k + l], &q.deq[idx[j] * k + l], 4))
+                    differ++;
+        /* types whose decode is d·q − m may round once differently where
+         * the GPU fuses it into an fma (as in test_quant_gpu.c) */
+        double worst = 0;
+        for (int j = 0; j < 6; j++)
+            for (int64_t l = 0; l < k; l++) {
+                double ref = q.deq[idx[j] * k + l];
+                worst = fmax(worst, fabs(got[j * k + l] - ref) / (fabs(ref) + 1e-30));
+            }
+        cr_log_info("get_rows %-7s: %lld of %lld differ, worst relative %.3g", glesc_dtype_name(t),
+                    (long long)differ, (long long)(6 * k), worst);
+        cr_expect(differ == 0 || worst < 1e-6, "%s: get_rows differs from the CPU (%.3g)",
+                  glesc_dtype_name(t), worst);
+        free(got);
+        glesc_graph_destroy(g);
+        free_weight(&q);
+    }
+}
+
+/* Epilogues and the gate/up pair fuse over quantized weights exactly as
+ * over f16 ones; the pair of two different types does not (one loader pair
+ * per kernel, the types are part of the plan) but still computes right. */
+Test(quant_graph, fusion_with_quantized_weights)
+{
+    for (int64_t m = 1; m <= 64; m += 63) {
+        qweight wg = make_weight(ctx, GLESC_DTYPE_Q4_K, 512, 96, 21);
+        qweight wu = make_weight(ctx, GLESC_DTYPE_Q4_K, 512, 96, 22);
+        qweight wd = make_weight(ctx, GLESC_DTYPE_Q6_K, 512, 96, 23);
+        for (int fusion = 1; fusion >= -1; fusion -= 2) {
+            /* matmul → +bias → gelu → +residual: one kernel */
+            glesc_graph *g = glesc_graph_create(ctx);
+            tg_fusion(g, fusion);
+            glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){512, m}, 30, -1, 1);
+            glesc_tensor *bias = tg_input(g, F32, 1, (int64_t[]){96}, 31, -1, 1);
+            glesc_tensor *res = tg_input(g, F32, 2, (int64_t[]){96, m}, 32, -1, 1);
+            glesc_tensor *y =
+                glesc_add(g, glesc_gelu(g, glesc_add(g, glesc_matmul(g, wg.w, x), bias)), res);
+            tg_check(g, &y, 1, 1e-10,
+                     m == 1 ? "q4_k GEMV + bias, gelu, residual"
+                            : "q4_k GEMM + bias, gelu, residual");
+            glesc_compute_stats s;
+            glesc_graph_stats(g, &s);
+            cr_expect_eq(s.dispatches, fusion > 0 ? 1 : 4, "epilogue: %d dispatches", s.dispatches);
+            glesc_graph_destroy(g);
+
+            /* silu(Wg·x) · (Wu·x): one kernel; with a q6_k up weight: three */
+            for (int mixed = 0; mixed <= 1; mixed++) {
+                g = glesc_graph_create(ctx);
+                tg_fusion(g, fusion);
+                x = tg_input(g, F32, 2, (int64_t[]){512, m}, 33, -1, 1);
+                y = glesc_mul(g, glesc_silu(g, glesc_matmul(g, wg.w, x)),
+                              glesc_matmul(g, mixed ? wd.w : wu.w, x));
+                tg_check(g, &y, 1, 1e-10, mixed ? "gate q4_k / up q6_k" : "gate/up q4_k pair");
+                glesc_graph_stats(g, &s);
+                int expect = fusion < 0 ? 4 : mixed ? 2 : 1;
+                cr_expect_eq(s.dispatches, expect, "gate/up (mixed %d, fusion %d): %d dispatches",
+                             mixed, fusion, s.dispatches);
+                glesc_graph_destroy(g);
+            }
+        }
+        free_weight(&wg);
+        free_weight(&wu);
+        free_weight(&wd);
+    }
+}
+
+/* A quantized weight split into row chunks (64 KiB storage blocks) gives
+ * exactly the unsplit result: GEMV, GEMM, the gate/up pair and get_rows. */
+Test(quant_graph, chunked_weights_match)
+{
+    glesc_context *small;
+    glesc_context_options o = {0};
+    o.cache_dir = "off";
+    o.max_storage_block_size = 64 << 10;
+    cr_assert_eq(glesc_context_create(&o, &small), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context *cs[2] = {ctx, small};
+    float *res[2][4] = {{0}};
+    int64_t k = 1024, n = 300; /* q4_k rows of 576 bytes: 113 per chunk, 3 chunks */
+    for (int c = 0; c < 2; c++) {
+        cr_assert_eq(glesc_context_make_current(cs[c]), GLESC_OK);
+        qweight wg = make_weight(cs[c], GLESC_DTYPE_Q4_K, k, n, 41);
+        qweight wu = make_weight(cs[c], GLESC_DTYPE_Q4_K, k, n, 42);
+        cr_expect_eq(wg.w->st.n_chunks, c ? 3 : 1);
+        for (int i = 0; i < 2; i++) {
+            int64_t m = i ? 12 : 1; /* activations must fit 64 KiB too */
+            glesc_graph *g = glesc_graph_create(cs[c]);
+            glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){k, m}, 43, -1, 1);
+            glesc_tensor *outs[2] = {
+                glesc_matmul(g, wg.w, x),
+                glesc_mul(g, glesc_silu(g, glesc_matmul(g, wg.w, x)), glesc_matmul(g, wu.w, x))};
+            cr_assert_not_null(outs[1], "%s", glesc_context_errmsg(cs[c]));
+            cr_assert_eq(glesc_graph_compute(g, outs, 2), GLESC_OK, "%s",
+                         glesc_context_errmsg(cs[c]));
+            res[c][2 * i] = tg_read(outs[0]);
+            res[c][2 * i + 1] = tg_read(outs[1]);
+            glesc_compute_stats s;
+            glesc_graph_stats(g, &s);
+            cr_expect_eq(s.dispatches, c ? 6 : 2, "%d dispatches", s.dispatches);
+            if (i == 1) {
+                float *xv = tg_read(x);
+                double e = worst_error(wg.deq, xv, res[c][2 * i], k, n, m);
+                cr_log_info("chunks %d: GEMM error %.3g", wg.w->st.n_chunks, e);
+                cr_expect(e < TOL);
+                free(xv);
+            }
+            glesc_graph_destroy(g);
+        }
+        glesc_graph *g = glesc_graph_create(cs[c]);
+        int32_t idx[] = {299, 0, 113, 112, 226, 150};
+        glesc_tensor *it = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){6});
+        cr_assert_eq(glesc_tensor_write(it, idx, sizeof idx), GLESC_OK);
+        glesc_tensor *r = glesc_get_rows(g, wg.w, it);
+        cr_assert_eq(glesc_graph_compute(g, &r, 1), GLESC_OK, "%s", glesc_context_errmsg(cs[c]));
+        float *rows = tg_read(r);
+        for (int j = 0; j < 6; j++)
+            cr_expect_eq(memcmp(rows + j * k, wg.deq + idx[j] * k, (size_t)k * 4), 0,
+                         "get_rows row %d (chunks %d)", idx[j], wg.w->st.n_chunks);
+        free(rows);
+        glesc_graph_destroy(g);
+        free_weight(&wg);
+        free_weight(&wu);
+    }
+    for (int i = 0; i < 4; i++) {
+        int64_t cnt = n * (i < 2 ? 1 : 12);
+        cr_expect_eq(memcmp(res[0][i], res[1][i], (size_t)cnt * 4), 0,
+                     "output %d differs between split and whole weights", i);
+        free(res[0][i]);
+        free(res[1][i]);
+    }
+    glesc_context_destroy(small);
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+}
+
+/* Every 2-D tensor of a shared GGUF model: uploaded, read back, multiplied
+ * (m = 1) and compared with the CPU; returns the number checked. */
+static int check_model(const char *path)
+{
+    glesc_gguf *f;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+    int checked = 0;
+    for (int64_t i = 0; i < glesc_gguf_n_tensors(f); i++) {
+        glesc_gguf_tensor_info ti;
+        cr_assert_eq(glesc_gguf_tensor(f, i, &ti), GLESC_OK);
+        if (ti.n_dims != 2 || !kernels_wload_find(ti.type))
+            continue;
+        qweight q = {0};
+        q.k = ti.ne[0];
+        q.n = ti.ne[1];
+        q.deq = malloc((size_t)(q.k * q.n) * sizeof *q.deq);
+        cr_assert_eq(quant_dequantize(ti.type, ti.data, q.deq, q.k * q.n), GLESC_OK);
+        q.w = glesc_weight_new(ctx, ti.type, 2, ti.ne);
+        cr_assert_not_null(q.w, "%s", glesc_context_errmsg(ctx));
+        glesc_tensor_set_name(q.w, ti.name);
+        cr_assert_eq(glesc_tensor_write(q.w, ti.data, (size_t)ti.size), GLESC_OK, "%s",
+                     glesc_context_errmsg(ctx));
+        double e = check_matmul(ctx, &q, 1, (uint32_t)i, NULL);
+        cr_log_info("%s: %-24s %-5s [%lld, %lld]: GEMV error %.3g", path + strlen(path) - 20,
+                    ti.name, glesc_dtype_name(ti.type), (long long)q.k, (long long)q.n, e);
+        cr_expect(e < TOL, "%s: %s (%s): GEMV error %.3g", path, ti.name, glesc_dtype_name(ti.type),
+                  e);
+        free(q.deq);
+        glesc_weight_free(q.w);
+        checked++;
+    }
+    glesc_gguf_close(f);
+    return checked;
+}
+
+Test(quant_graph, tiny_q4_k_m_model)
+{
+    TEST_REQUIRE_SHARED(path, "reference/models/tiny-q4_k_m.gguf");
+    cr_expect_eq(check_model(path), 16, "16 matrices (13 q4_k, 3 q6_k)");
+    free(path);
+}
+
+/* The other quantized shared models, each where present. */
+Test(quant_graph, shared_quantized_models)
+{
+    static const char *const files[] = {
+        "models/extra/mqa-q4_k.gguf",
+        "models/extra/mqa-q6_k.gguf",
+        "models/extra/q5_0.gguf",
+        "models/TinyStories-656K-Q8_0.gguf",
+    };
+    TEST_REQUIRE_SHARED(first, files[0]);
+    free(first);
+    for (size_t i = 0; i < CORE_ARRAY_LEN(files); i++) {
+        char *path = test_shared_path(files[i]);
+        if (!path) {
+            cr_log_info("%s is absent: skipped", files[i]);
+            continue;
+        }
+        cr_expect_gt(check_model(path), 0, "%s: no matrix checked", files[i]);
+        free(path);
+    }
+}
