@@ -3,8 +3,8 @@
  * (../shared/reference): every model whose weights this build supports must
  * stay within its suggested logit tolerance, agree on the arg max where the
  * reference's top-2 gap exceeds the threshold, and reproduce the greedy ids
- * (stories260K: all 48 of both prompts). Unsupported weight types (the
- * quantized ones until the graph accepts them) are skipped with a message.
+ * (stories260K: all 48 of both prompts). A weight type the build cannot
+ * upload would be skipped with a message.
  * The rules are in tools/refcheck.h.
  */
 #include <criterion/criterion.h>

@@ -27,9 +27,9 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: gguf-run [-m FILE] [options]\n"
                  "\n"
-                 "Runs a GGUF language model (llama, qwen2, qwen3 architectures; f32/f16/bf16\n"
-                 "weights) on the GPU through OpenGL ES compute. Without -m: a demo on a\n"
-                 "random-weight model written on the fly.\n"
+                 "Runs a GGUF language model (llama, qwen2, qwen3 architectures; f32, f16, bf16\n"
+                 "or quantized weights) on the GPU through OpenGL ES compute. Without -m: a\n"
+                 "demo on a random-weight model written on the fly.\n"
                  "\n"
                  "Model and prompt:\n"
                  "  -m, --model FILE       GGUF model\n"
