@@ -210,7 +210,8 @@ GLESC_API void glesc_sampler_reset(glesc_sampler *s);
  *
  * Architectures: llama (Llama 1/2/3, Mistral, TinyLlama), qwen2 (q/k/v
  * biases), qwen3 (q/k RMS norm). Weights: any type glesc_weight_new accepts
- * (f32, f16, bf16 today); others are refused at load with the tensor named.
+ * (f32, f16, bf16 and the ggml block types with a GPU layout); others are
+ * refused at load with the tensor named.
  *
  * Errors: messages in glesc_last_errmsg() (also for failures inside the
  * context: they are copied there). The context, the model and its sessions

@@ -203,8 +203,8 @@ Test(gguf_run, quantized_weights_are_refused_or_run)
     snprintf(args, sizeof args, "-m '%s' -p hi -n 2 --temp 0", model);
     run_result r = run(args);
     cr_log_info("q8_0: exit %d: %s", r.status, r.err);
-    /* Until quantized weights reach the graph: a clear refusal naming the
-     * tensor and type; afterwards it simply runs. */
+    /* Quantized weights run; a build without a loader for the type must
+     * refuse clearly, naming the tensor and type. */
     if (r.status != 0) {
         cr_expect_eq(r.status, 1);
         cr_expect(strstr(r.err, "q8_0") && strstr(r.err, "token_embd.weight"), "%s", r.err);

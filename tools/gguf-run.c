@@ -27,9 +27,9 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: gguf-run [-m FILE] [options]\n"
                  "\n"
-                 "Runs a GGUF language model (llama, qwen2, qwen3 architectures; f32/f16/bf16\n"
-                 "weights) on the GPU through OpenGL ES compute. Without -m: a demo on a\n"
-                 "random-weight model written on the fly.\n"
+                 "Runs a GGUF language model (llama, qwen2, qwen3 architectures; f32, f16, bf16\n"
+                 "or quantized weights) on the GPU through OpenGL ES compute. Without -m: a\n"
+                 "demo on a random-weight model written on the fly.\n"
                  "\n"
                  "Model and prompt:\n"
                  "  -m, --model FILE       GGUF model\n"
@@ -464,8 +464,10 @@ static int eval_prompt(run *r, const int32_t *ids, size_t n)
 /* Samples up to n_predict tokens (< 0: until EOG or a full context) from
  * r->logits on, streaming them (see emit). Returns 0, or -1 on failure.
  * Every sampled token but an end-of-generation one is evaluated, so the
- * session holds it and r->logits has the next row. */
-static int generate(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, long n_predict)
+ * session holds it and r->logits has the next row; the n_predict-th one
+ * only with eval_last (a chat continues after it). */
+static int generate(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, long n_predict,
+                    bool eval_last)
 {
     const options *o = r->o;
     r->stop = "length";
@@ -489,6 +491,10 @@ static int generate(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, lon
         }
         emit(r, out_dec, text_dec, id, false);
         bool last = n_predict >= 0 && i + 1 == n_predict;
+        if (last && !eval_last) { /* nothing will be sampled from its row */
+            r->decode_ms += ms_since(&t0);
+            break;
+        }
         if (glesc_session_n_past(r->sess) >= glesc_session_n_ctx(r->sess)) {
             r->stop = "context";
             if (!o->json)
@@ -692,7 +698,7 @@ static int run_once(run *r, const int32_t *ids, size_t n)
         fflush(stdout);
     int rc = eval_prompt(r, ids, n) ? 1 : 0;
     if (!rc && o->n_predict != 0)
-        rc = generate(r, out_dec, text_dec, o->n_predict) ? 1 : 0;
+        rc = generate(r, out_dec, text_dec, o->n_predict, false) ? 1 : 0;
     glesc_decoder_destroy(out_dec);
     glesc_decoder_destroy(text_dec);
     if (!o->json) {
@@ -938,7 +944,7 @@ static int chat_loop(run *r)
         glesc_decoder_reset(dec);
         r->text.len = 0;
         size_t gen_before = r->generated.len;
-        if (generate(r, NULL, dec, o->n_predict)) {
+        if (generate(r, NULL, dec, o->n_predict, true)) {
             rc = 1;
             goto done;
         }
