@@ -65,8 +65,6 @@ Test(refcheck, logits_and_greedy_match_llama_cpp, .timeout = 580)
             cr_expect_eq(r.greedy_matched, 96);
         }
         passed += r.status == REFCHECK_PASS;
-        free(files[i]);
-        files[i] = NULL;
     }
     for (int i = 0; i < n; i++)
         free(files[i]);

@@ -9,9 +9,8 @@
 # GLESC_NO_INSTALL=1 skips apt-get (packages already there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 
-PACKAGES=(meson ninja-build pkg-config gcc libc6-dev python3
+PACKAGES=(meson ninja-build pkg-config gcc libc6-dev python3 git
           libegl-dev libgles-dev libgbm-dev libegl-mesa0 libgl1-mesa-dri
           libxxhash-dev libpcre2-dev libutf8proc-dev libjson-c-dev libcriterion-dev
           valgrind clang-format)
