@@ -229,9 +229,11 @@ void refcheck_run(glesc_context *ctx, const char *json_path, const refcheck_opti
         sprintf(path, "../%s", rel);
     glesc_status st = glesc_model_load(ctx, path, NULL, &m);
     if (st == GLESC_ERROR_UNSUPPORTED) {
-        if (o->log)
-            fprintf(o->log, "  %s\n", glesc_last_errmsg());
-        note(r, REFCHECK_SKIP, "%s weights are not supported by this build yet", r->types);
+        /* the loader's message names what is missing: an architecture, a
+         * weight type or a scaling method */
+        const char *why = glesc_last_errmsg();
+        const char *after_file = strstr(why, ": ");
+        note(r, REFCHECK_SKIP, "%s", after_file ? after_file + 2 : why);
         goto done;
     }
     if (st != GLESC_OK) {
