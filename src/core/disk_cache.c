@@ -57,10 +57,11 @@ struct core_disk_cache {
     char *dir;
     int dirfd; /* the directory, opened once: every file is reached relative to it */
     uint64_t max_bytes;
-    uint64_t salt; /* makes temporary names unpredictable */
-    pthread_mutex_t lock;
-    bool scanned;   /* total holds a scan's figure plus our puts since */
-    uint64_t total; /* bytes of entries in the directory */
+    uint64_t salt;        /* makes temporary names unpredictable */
+    pthread_mutex_t lock; /* guards what follows */
+    bool scanned;         /* total holds a scan's figure plus our puts since */
+    uint64_t total;       /* bytes of entries in the directory */
+    core_disk_cache_stats stats;
 };
 
 /* Temporary-name sequence shared by every cache of the process, so two
@@ -316,6 +317,23 @@ char *core_disk_cache_next_temp_name(const core_disk_cache *c, const void *key, 
     return core_strdup(name);
 }
 
+void core_disk_cache_get_stats(core_disk_cache *c, core_disk_cache_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void count(core_disk_cache *c, uint64_t *counter)
+{
+    pthread_mutex_lock(&c->lock);
+    (*counter)++;
+    pthread_mutex_unlock(&c->lock);
+}
+
 /* ---- reading ---- */
 
 static bool read_all(int fd, void *buf, size_t n, off_t off)
@@ -375,6 +393,7 @@ bool core_disk_cache_get(core_disk_cache *c, const void *key, size_t key_len, vo
         } else if (errno != ENOENT) {
             core_log(CORE_LOG_INFO, "disk cache: %s/%s: %s", c->dir, name, strerror(errno));
         }
+        count(c, &c->stats.misses);
         return false;
     }
     const char *why = NULL;
@@ -446,7 +465,9 @@ bool core_disk_cache_get(core_disk_cache *c, const void *key, size_t key_len, vo
 reject:
     core_log(CORE_LOG_INFO, "disk cache: %s/%s: %s; deleted", c->dir, name, why);
     delete_if_same(c, name, &st);
+    count(c, &c->stats.rejects);
 done:
+    count(c, ok ? &c->stats.hits : &c->stats.misses);
     core_free(data);
     close(fd);
     return ok;
@@ -546,6 +567,7 @@ static void scan_locked(core_disk_cache *c, uint64_t target, const char *keep)
                 continue;
             if (unlinkat(c->dirfd, items[i].name, 0) == 0 || errno == ENOENT) {
                 total -= CORE_MIN(total, items[i].size);
+                c->stats.evictions++;
                 core_log(CORE_LOG_DEBUG, "disk cache: evicted %s/%s (%llu bytes)", c->dir,
                          items[i].name, (unsigned long long)items[i].size);
             }
@@ -593,11 +615,13 @@ bool core_disk_cache_put(core_disk_cache *c, const void *key, size_t key_len, co
         core_log(CORE_LOG_INFO,
                  "disk cache: %s/%s: %zu + %zu bytes exceed the cap (%llu); not stored", c->dir,
                  name, key_len, len, (unsigned long long)c->max_bytes);
+        count(c, &c->stats.write_failures);
         return false;
     }
     unsigned char *buf = core_malloc(size);
     if (!buf) {
         core_log(CORE_LOG_INFO, "disk cache: %s/%s: out of memory; not stored", c->dir, name);
+        count(c, &c->stats.write_failures);
         return false;
     }
     memcpy(buf, entry_magic, sizeof entry_magic);
@@ -636,11 +660,13 @@ bool core_disk_cache_put(core_disk_cache *c, const void *key, size_t key_len, co
             unlinkat(c->dirfd, tmp, 0);
         warn_once(c->dir, "cannot %s for %s: %s; entry not stored", step, name, strerror(e));
         core_free(buf);
+        count(c, &c->stats.write_failures);
         return false;
     }
     core_free(buf);
 
     pthread_mutex_lock(&c->lock);
+    c->stats.writes++;
     if (!c->scanned) {
         scan_locked(c, 0, NULL);
     } else {

@@ -60,6 +60,16 @@ bool core_disk_cache_put(core_disk_cache *c, const void *key, size_t key_len, co
                          size_t len);
 void core_disk_cache_remove(core_disk_cache *c, const void *key, size_t key_len);
 
+/* What this cache has done since it was opened. */
+typedef struct core_disk_cache_stats {
+    uint64_t hits, misses;
+    uint64_t rejects; /* damaged or foreign entries found (and deleted) */
+    uint64_t writes, write_failures;
+    uint64_t evictions; /* entries deleted to keep under the cap */
+} core_disk_cache_stats;
+/* Zeroes for NULL c. */
+void core_disk_cache_get_stats(core_disk_cache *c, core_disk_cache_stats *out);
+
 /* The directory (owned by c). */
 const char *core_disk_cache_dir(const core_disk_cache *c);
 /* The byte cap. */
