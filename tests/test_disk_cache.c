@@ -131,6 +131,39 @@ Test(disk_cache, round_trip_remove_and_stats)
     free(dir);
 }
 
+Test(disk_cache, out_of_memory_fails_cleanly)
+{
+    char *dir = test_tmpdir();
+    for (long n = 0; n < 3; n++) {
+        core_disk_cache *c = (core_disk_cache *)1;
+        core_alloc_fail_after(n);
+        glesc_status st = core_disk_cache_open(dir, 0, NULL, &c);
+        core_alloc_fail_after(-1);
+        if (st == GLESC_OK) {
+            cr_assert_not_null(c, "fail after %ld", n);
+            core_disk_cache_close(c);
+            break;
+        }
+        cr_assert_eq(st, GLESC_ERROR_OUT_OF_MEMORY);
+        cr_assert_null(c);
+        cr_assert(strstr(core_err_msg(core_err_tls()), "disk cache"), "%s",
+                  core_err_msg(core_err_tls()));
+    }
+    core_disk_cache *c = open_cache(dir, 0);
+    put_str(c, "key", "value");
+    core_alloc_fail_after(0);
+    void *blob;
+    size_t len;
+    bool got = core_disk_cache_get(c, "key", 3, &blob, &len);
+    bool put = core_disk_cache_put(c, "other", 5, "v", 1);
+    core_alloc_fail_after(-1);
+    cr_assert_not(got);
+    cr_assert_not(put);
+    assert_get(c, "key", "value"); /* a failed allocation is not the entry's fault */
+    core_disk_cache_close(c);
+    free(dir);
+}
+
 Test(disk_cache, off_and_null_are_harmless)
 {
     core_disk_cache *c = (core_disk_cache *)1;
@@ -630,6 +663,7 @@ Test(disk_cache, directory_resolves_explicit_then_environment_then_default)
     assert_resolves("/explicit", "/explicit");
     assert_resolves("off", NULL);
     assert_resolves(NULL, "/from/env");
+    assert_resolves("", "/from/env"); /* empty is unset, as for the device */
     setenv("GLESC_CACHE_DIR", "off", 1);
     assert_resolves(NULL, NULL);
     assert_resolves("/explicit", "/explicit");

@@ -159,25 +159,27 @@ static bool is_hex32(const char *s)
 
 /* ---- opening ---- */
 
+/* Where the directory comes from: base + suffix; base NULL when off. */
+static const char *dir_source(const char *dir, const char **suffix)
+{
+    const char *base = dir && *dir ? dir : core_env("GLESC_CACHE_DIR");
+    *suffix = "";
+    if (!base && (base = core_env("XDG_CACHE_HOME")))
+        *suffix = "/glesc";
+    if (!base && (base = core_env("HOME")))
+        *suffix = "/.cache/glesc";
+    return base && strcmp(base, "off") != 0 ? base : NULL;
+}
+
 char *core_disk_cache_resolve_dir(const char *dir)
 {
+    const char *suffix, *base = dir_source(dir, &suffix);
+    if (!base)
+        return NULL;
     sbuf b;
     sbuf_init(&b);
-    const char *env;
-    if (dir)
-        sbuf_append(&b, dir);
-    else if ((env = core_env("GLESC_CACHE_DIR")))
-        sbuf_append(&b, env);
-    else if ((env = core_env("XDG_CACHE_HOME")))
-        sbuf_appendf(&b, "%s/glesc", env);
-    else if ((env = core_env("HOME")))
-        sbuf_appendf(&b, "%s/.cache/glesc", env);
-    char *s = sbuf_take(&b);
-    if (s && (!*s || !strcmp(s, "off"))) {
-        core_free(s);
-        s = NULL;
-    }
-    return s;
+    sbuf_appendf(&b, "%s%s", base, suffix);
+    return sbuf_take(&b);
 }
 
 /* Creates dir and its missing parents with mode 0700. 0, or the errno of the
@@ -190,6 +192,9 @@ static int mkdir_p(char *dir)
         char saved = *p;
         *p = '\0';
         int e = mkdir(dir, 0700) == 0 || errno == EEXIST ? 0 : errno;
+        struct stat st; /* some systems say EROFS or EACCES before EEXIST */
+        if (e && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+            e = 0;
         *p = saved;
         if (e)
             return e;
@@ -231,20 +236,16 @@ glesc_status core_disk_cache_open(const char *dir, uint64_t max_bytes, core_err 
                                   core_disk_cache **out)
 {
     *out = NULL;
-    if (dir && !strcmp(dir, "off"))
-        return GLESC_OK;
-    char *path = core_disk_cache_resolve_dir(dir);
-    if (!path) {
-        if (!dir && (core_env("GLESC_CACHE_DIR") || core_env("XDG_CACHE_HOME") || core_env("HOME")))
-            return core_err_set(err, GLESC_ERROR_OUT_OF_MEMORY, "disk cache: directory name");
+    const char *suffix;
+    if (!dir_source(dir, &suffix))
         return GLESC_OK; /* "off", or no home to put it in */
-    }
-    core_disk_cache *c = core_calloc(1, sizeof *c);
+    glesc_status st = GLESC_OK;
+    char *path = core_disk_cache_resolve_dir(dir);
+    core_disk_cache *c = path ? core_calloc(1, sizeof *c) : NULL;
     if (!c) {
-        core_free(path);
-        return core_err_set(err, GLESC_ERROR_OUT_OF_MEMORY, "disk cache %s", path);
+        st = core_err_set(err, GLESC_ERROR_OUT_OF_MEMORY, "disk cache %s", path ? path : "");
+        goto fail;
     }
-    c->dir = path;
     c->dirfd = -1;
     int e = mkdir_p(path);
     if (!e) {
@@ -256,28 +257,30 @@ glesc_status core_disk_cache_open(const char *dir, uint64_t max_bytes, core_err 
     }
     if (e) {
         warn_once(path, "%s; caching to disk is off", strerror(e));
-        if (c->dirfd >= 0)
-            close(c->dirfd);
-        core_free(c->dir);
-        core_free(c);
-        return GLESC_OK;
+        goto fail; /* off, which is no error */
     }
     if (pthread_mutex_init(&c->lock, NULL) != 0) {
-        close(c->dirfd);
-        core_free(c->dir);
-        core_free(c);
-        return core_err_set(err, GLESC_ERROR_OUT_OF_MEMORY, "disk cache %s: mutex", path);
+        st = core_err_set(err, GLESC_ERROR_OUT_OF_MEMORY, "disk cache %s: mutex", path);
+        goto fail;
     }
+    c->dir = path;
     if (!max_bytes)
         max_bytes = env_max_size();
     c->max_bytes = max_bytes ? max_bytes : CORE_DISK_CACHE_DEFAULT_MAX;
-    uint64_t mix[3] = {core_time_ns(), (uint64_t)(uintptr_t)c, (uint64_t)getpid()};
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    mix[0] ^= (uint64_t)ts.tv_nsec << 20;
+    uint64_t mix[3] = {core_time_ns() ^ ((uint64_t)ts.tv_nsec << 20), (uint64_t)(uintptr_t)c,
+                       (uint64_t)getpid()};
     c->salt = core_hash64_bytes(mix, sizeof mix);
     *out = c;
     return GLESC_OK;
+
+fail:
+    if (c && c->dirfd >= 0)
+        close(c->dirfd);
+    core_free(c);
+    core_free(path);
+    return st;
 }
 
 void core_disk_cache_close(core_disk_cache *c)

@@ -31,7 +31,7 @@ typedef struct core_disk_cache core_disk_cache;
 /* Default byte cap when neither the caller nor GLESC_CACHE_MAX_SIZE sets one. */
 #define CORE_DISK_CACHE_DEFAULT_MAX (256ull << 20)
 
-/* The cache directory for dir: dir itself when not NULL, else
+/* The cache directory for dir: dir itself when neither NULL nor "", else
  * GLESC_CACHE_DIR, else $XDG_CACHE_HOME/glesc, else $HOME/.cache/glesc.
  * NULL when the result is "off", when none of these is set, or when out of
  * memory. core_free the result. */
