@@ -21,7 +21,7 @@
 #include "glesc.h"
 #include "glesc_gguf.h"
 #include "glesc_llm.h"
-#include "llm/synth.h"
+#include "common/synth.h"
 
 static void usage(FILE *out)
 {
@@ -573,9 +573,9 @@ static int demo_model_path(char *path, size_t cap)
         return -1;
     }
     close(fd);
-    llm_synth_params p;
-    llm_synth_params_default(&p);
-    if (llm_synth_write(&p, path) != GLESC_OK) {
+    synth_params p;
+    synth_params_default(&p);
+    if (synth_write(&p, path) != GLESC_OK) {
         fprintf(stderr, "gguf-run: demo: writing %s: %s\n", path, glesc_last_errmsg());
         unlink(path);
         path[0] = 0;
