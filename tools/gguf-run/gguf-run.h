@@ -68,7 +68,6 @@ typedef struct run {
 } run;
 
 /* ---- options.c ---- */
-void usage(FILE *out);
 /* Parses argv into *o (sampling defaults, -1 for -n, a clock seed unless
  * --seed). Returns -1 to go on, or the exit status (0 after --help, 2 for
  * bad usage, its message printed). */

@@ -12,7 +12,7 @@
 #include "common/args.h"
 #include "gguf-run/gguf-run.h"
 
-void usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out, "usage: gguf-run [-m FILE] [options]\n"
                  "\n"
