@@ -112,7 +112,6 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
 void gl_pool_release(glesc_context *ctx, gl_buffer *buf);
 /* Deletes cached buffers until at most budget bytes stay cached. */
 void gl_pool_trim(glesc_context *ctx, uint64_t budget);
-void gl_pool_set_budget(glesc_context *ctx, uint64_t budget);
 void gl_pool_stats(const glesc_context *ctx, glesc_stats *st);
 void gl_pool_reset_stats(glesc_context *ctx);
 

@@ -189,9 +189,6 @@ typedef struct graph_kernel {
  * fusion off, one kernel per node. max_bindings bounds a fused kernel. */
 void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
                 int *n_kernels);
-/* Distinct memory owners a kernel made of nodes with kernel == id reads or
- * writes (its storage bindings). */
-int graph_kernel_bindings(glesc_tensor **order, int n, int id);
 
 /* ---- Plans and execution (plan.c, exec.c) ---- */
 /* The context's plan cache and trace state (created on first use). */

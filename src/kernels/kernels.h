@@ -81,7 +81,6 @@ void kb_init(kb *b, glesc_context *ctx, const graph_kernel *gk, emit_kernel *k, 
 void kb_free(kb *b);
 /* Records a failure (first one wins) and returns it. */
 glesc_status kb_fail(kb *b, glesc_status st, const char *fmt, ...) CORE_PRINTF(3, 4);
-bool kb_building(const kb *b);
 
 /* A statement of main() (build mode only). */
 void kb_line(kb *b, const char *fmt, ...) CORE_PRINTF(2, 3);
@@ -113,10 +112,6 @@ void kb_dispatch_1d(kb *b, uint64_t total);
 const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16]);
 /* A GLSL int expression: t's element at c (t an i32 leaf, not fused). */
 const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], char buf[16]);
-/* Element index expression of t (a leaf) at c, and its binding; sets up
- * the leaf's offset/stride uniforms. */
-int kb_leaf(kb *b, const glesc_tensor *t);
-void kb_leaf_index(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 /* Stores value at coordinates c of the kernel's out node (into its owner's
  * memory, with its strides; f16/bf16 through atomics so neighbours in one
  * word do not race). With anchor_var set, value is the anchor's and the
