@@ -17,7 +17,6 @@
 
 #include "glesc_gguf.h"
 #include "graph/graph.h"
-#include "kernels/kernels.h"
 #include "quant/quant.h"
 #include "test_graph_util.h"
 #include "test_util.h"
@@ -427,7 +426,7 @@ static int check_model(const char *path)
     for (int64_t i = 0; i < glesc_gguf_n_tensors(f); i++) {
         glesc_gguf_tensor_info ti;
         cr_assert_eq(glesc_gguf_tensor(f, i, &ti), GLESC_OK);
-        if (ti.n_dims != 2 || !kernels_wload_find(ti.type))
+        if (ti.n_dims != 2 || !quant_gpu_readable(ti.type))
             continue;
         qweight q = {0};
         q.k = ti.ne[0];

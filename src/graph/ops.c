@@ -14,6 +14,7 @@
 #include "graph/graph.h"
 #include "graph/ref.h"
 #include "kernels/kernels.h"
+#include "quant/quant.h"
 
 static glesc_status fail(const glesc_tensor *t, glesc_status st, const char *fmt, ...)
     CORE_PRINTF(3, 4);
@@ -127,13 +128,13 @@ static glesc_status shape_matmul(glesc_tensor *t)
         return fail(t, GLESC_ERROR_SHAPE,
                     "shapes %s and %s: X's batch dimensions must be multiples of W's", SH(w),
                     SH(x));
-    const kernels_wload *wl = kernels_wload_find(w->dtype);
-    if (!wl)
+    if (!quant_gpu_readable(w->dtype))
         return fail(t, GLESC_ERROR_UNSUPPORTED, "no matmul kernel reads %s weights",
                     glesc_dtype_name(w->dtype));
-    if (w->ne[0] % wl->block)
+    int block = quant_type(w->dtype)->block_size;
+    if (w->ne[0] % block)
         return fail(t, GLESC_ERROR_SHAPE, "k = %lld is not a multiple of %s's block of %d",
-                    (long long)w->ne[0], glesc_dtype_name(w->dtype), wl->block);
+                    (long long)w->ne[0], glesc_dtype_name(w->dtype), block);
     if (!graph_dtype_quant(w->dtype) && w->nb[0] != (int64_t)graph_dtype_size(w->dtype))
         return fail(t, GLESC_ERROR_UNSUPPORTED,
                     "W %s must be contiguous along dimension 0 (make it so with glesc_cont)",
@@ -162,7 +163,7 @@ static glesc_status shape_get_rows(glesc_tensor *t)
                     "table %s and indices %s: indices are [n, b2, b3] with the table's "
                     "dimensions 2 and 3 equal to b2 and b3 (or 1)",
                     SH(a), SH(b));
-    if (!kernels_wload_find(a->dtype) ||
+    if (!quant_gpu_readable(a->dtype) ||
         (!graph_dtype_quant(a->dtype) && a->nb[0] != (int64_t)graph_dtype_size(a->dtype)))
         return fail(t, GLESC_ERROR_UNSUPPORTED,
                     "table %s %s must be f32, f16, bf16 or a quantized weight type, and "

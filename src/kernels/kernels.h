@@ -148,21 +148,13 @@ void kernels_expr_cast(kb *b, const glesc_tensor *t, const char *const c[4], sbu
  * `vec4 NAME4(uint row_byte, uint k4)` returning elements 4·k4 .. 4·k4+3.
  * The ggml block types (q4_0 .. mxfp4) are built on the glsl/quant/
  * snippets; their rows are GPU blocks (quant_gpu_repack), row_byte the
- * row's first byte on the GPU. */
-typedef struct kernels_wload {
-    glesc_dtype dtype;
-    emit_elem elem; /* element type of the binding */
-    int block;      /* k must be a multiple of it (1 for plain types) */
-    /* GLSL text of the loader for binding buf named fn (plain types; NULL
-     * for block types, which come from their snippet). */
-    void (*emit)(sbuf *out, const char *fn, const char *buf, bool vec4);
-} kernels_wload;
-/* The loader of dtype, or NULL when matmul cannot read it. */
-const kernels_wload *kernels_wload_find(glesc_dtype t);
+ * row's first byte on the GPU. Which types have a loader is
+ * quant_gpu_readable's answer. */
 /* Can w be read 4 elements at a time (NAME4)? ne0 % 4 == 0 and every row
  * starts on a word. Depends only on what a matmul's variant hashes. */
 bool kernels_wload_vec4(const glesc_tensor *w);
-/* Declares the loader fn (and fn4 when vec4) for binding buf in b. */
-void kernels_wload_emit(kb *b, const kernels_wload *wl, const char *fn, const char *buf, bool vec4);
+/* Declares the loader fn (and fn4 when vec4) of weight type t for binding
+ * buf in b; fails (kb_fail) for a type quant_gpu_readable refuses. */
+void kernels_wload_emit(kb *b, glesc_dtype t, const char *fn, const char *buf, bool vec4);
 
 #endif /* GLESC_KERNELS_H */
