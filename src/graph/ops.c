@@ -1,19 +1,19 @@
 /*
- * ops.c — the one op table (name, arity, kind, shape rule, CPU reference,
- * GLSL expression or kernel generator, fusion capabilities) and the public
- * builders, which only record a node and run its shape rule.
+ * ops.c — the op table's semantic rows (name, arity, kind, shape rule, CPU
+ * reference, fusion capabilities) and the public builders, which only
+ * record a node and run its shape rule. How an op's code is made is the
+ * kernels layer's own row (src/kernels/codegen.c).
  *
  * Adding an op: a GLESC_OP_ value in glesc.h, a row here (the
  * _Static_assert below keeps the table complete), a reference in ref.c, and
- * either a GLSL expression (elementwise: it fuses with no further work) or a
- * generator in src/kernels/.
+ * a codegen row: either a GLSL expression (elementwise: it fuses with no
+ * further work) or a generator in src/kernels/.
  */
 #include <math.h>
 #include <string.h>
 
 #include "graph/graph.h"
 #include "graph/ref.h"
-#include "kernels/kernels.h"
 #include "quant/quant.h"
 
 static glesc_status fail(const glesc_tensor *t, glesc_status st, const char *fmt, ...)
@@ -25,7 +25,7 @@ static glesc_status fail(const glesc_tensor *t, glesc_status st, const char *fmt
     va_start(ap, fmt);
     sbuf b;
     sbuf_init(&b);
-    sbuf_appendf(&b, "glesc_%s: ", graph_ops[t->op].name);
+    sbuf_appendf(&b, "glesc_%s: ", graph_op(t->op)->name);
     sbuf_appendv(&b, fmt, ap);
     va_end(ap);
     core_err_set(&t->ctx->err, st, "%s", sbuf_str(&b) ? sbuf_str(&b) : "out of memory");
@@ -314,22 +314,6 @@ static glesc_status shape_view(glesc_tensor *t)
     return GLESC_OK; /* views are checked by their builders */
 }
 
-/* ---- variants: shape-dependent code choices ---- */
-
-/* GEMV specialized for the exact m (1 .. gemv_max_m), or 0 for GEMM; bit
- * 16: the weight is read 4 elements at a time (kernels_wload_vec4) */
-static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options *o)
-{
-    int64_t m = t->src[1]->ne[1];
-    return (m <= o->gemv_max_m ? (uint32_t)m : 0u) |
-           (kernels_wload_vec4(t->src[0]) ? 1u << 16 : 0u);
-}
-
-static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_options *o)
-{
-    return (uint32_t)((t->src[2]->ne[0] + 63) / 64); /* accumulators per thread */
-}
-
 /* ---- the table ---- */
 
 #define LEAF(nm)                                                                                   \
@@ -340,62 +324,62 @@ static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_optio
     {                                                                                              \
         .name = nm, .arity = 1, .kind = GRAPH_KIND_VIEW, .shape = shape_view                       \
     }
-#define UNARY(nm, fn, g)                                                                           \
+#define UNARY(nm, fn)                                                                              \
     {                                                                                              \
         .name = nm, .arity = 1, .kind = GRAPH_KIND_ELTWISE, .shape = shape_unary,                  \
-        .cpu = ref_unary, .f1 = fn, .glsl = g, .expr = kernels_expr_template                       \
+        .cpu = ref_unary, .f1 = fn                                                                 \
     }
-#define BINARY(nm, fn, g)                                                                          \
+#define BINARY(nm, fn)                                                                             \
     {                                                                                              \
         .name = nm, .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_binary,                 \
-        .cpu = ref_binary, .f2 = fn, .glsl = g, .expr = kernels_expr_template                      \
+        .cpu = ref_binary, .f2 = fn                                                                \
     }
 #define REDUCE(nm)                                                                                 \
     {                                                                                              \
         .name = nm, .arity = 1, .kind = GRAPH_KIND_ANCHOR, .shape = shape_reduce,                  \
-        .cpu = ref_reduce, .gen = kernels_gen_reduce, .prologue = 1, .epilogue = true              \
+        .cpu = ref_reduce, .prologue = 1, .epilogue = true                                         \
     }
 
-const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
+/* Positional: one row per glesc_op in enum order; the length is checked. */
+static const graph_op_info ops[] = {
     LEAF("none"),
     VIEW("reshape"),
     VIEW("view"),
     VIEW("permute"),
     VIEW("broadcast"),
-    UNARY("neg", ref_neg, "(-$0)"),
-    UNARY("abs", ref_abs, "abs($0)"),
-    UNARY("sqr", ref_sqr, "($0 * $0)"),
-    UNARY("sqrt", ref_sqrt, "sqrt($0)"),
-    UNARY("rsqrt", ref_rsqrt, "inversesqrt($0)"),
-    UNARY("exp", ref_exp, "exp($0)"),
-    UNARY("log", ref_log, "log($0)"),
-    UNARY("sin", ref_sin, "sin($0)"),
-    UNARY("cos", ref_cos, "cos($0)"),
-    UNARY("tanh", ref_tanh, "op_tanh($0)"),
-    UNARY("sigmoid", ref_sigmoid, "op_sigmoid($0)"),
-    UNARY("relu", ref_relu, "max($0, 0.0)"),
-    UNARY("gelu", ref_gelu, "op_gelu($0)"),
-    UNARY("gelu_erf", ref_gelu_erf, "op_gelu_erf($0)"),
-    UNARY("silu", ref_silu, "op_silu($0)"),
-    UNARY("softplus", ref_softplus, "op_softplus($0)"),
-    UNARY("step", ref_step, "op_step($0)"),
-    UNARY("scale", ref_scale, "($0 * $p0 + $p1)"),
-    UNARY("clamp", ref_clamp, "clamp($0, $p0, $p1)"),
+    UNARY("neg", ref_neg),
+    UNARY("abs", ref_abs),
+    UNARY("sqr", ref_sqr),
+    UNARY("sqrt", ref_sqrt),
+    UNARY("rsqrt", ref_rsqrt),
+    UNARY("exp", ref_exp),
+    UNARY("log", ref_log),
+    UNARY("sin", ref_sin),
+    UNARY("cos", ref_cos),
+    UNARY("tanh", ref_tanh),
+    UNARY("sigmoid", ref_sigmoid),
+    UNARY("relu", ref_relu),
+    UNARY("gelu", ref_gelu),
+    UNARY("gelu_erf", ref_gelu_erf),
+    UNARY("silu", ref_silu),
+    UNARY("softplus", ref_softplus),
+    UNARY("step", ref_step),
+    UNARY("scale", ref_scale),
+    UNARY("clamp", ref_clamp),
     {.name = "cast",
      .arity = 1,
      .kind = GRAPH_KIND_ELTWISE,
      .shape = shape_unary,
      .cpu = ref_unary,
-     .f1 = ref_ident,
-     .expr = kernels_expr_cast},
-    UNARY("cont", ref_ident, "$0"),
-    BINARY("add", ref_add, "($0 + $1)"),
-    BINARY("sub", ref_sub, "($0 - $1)"),
-    BINARY("mul", ref_mul, "($0 * $1)"),
-    BINARY("div", ref_div, "($0 / $1)"),
-    BINARY("max", ref_max, "max($0, $1)"),
-    BINARY("min", ref_min, "min($0, $1)"),
-    BINARY("pow", ref_pow, "op_pow($0, $1)"),
+     .f1 = ref_ident},
+    UNARY("cont", ref_ident),
+    BINARY("add", ref_add),
+    BINARY("sub", ref_sub),
+    BINARY("mul", ref_mul),
+    BINARY("div", ref_div),
+    BINARY("max", ref_max),
+    BINARY("min", ref_min),
+    BINARY("pow", ref_pow),
     REDUCE("sum"),
     REDUCE("mean"),
     REDUCE("reduce_max"),
@@ -406,7 +390,6 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_softmax,
      .cpu = ref_softmax,
-     .gen = kernels_gen_softmax,
      .prologue = 1,
      .epilogue = true},
     {.name = "rms_norm",
@@ -414,7 +397,6 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_norm,
      .cpu = ref_rms_norm,
-     .gen = kernels_gen_norm,
      .prologue = 1,
      .epilogue = true},
     {.name = "layer_norm",
@@ -422,7 +404,6 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_norm,
      .cpu = ref_layer_norm,
-     .gen = kernels_gen_norm,
      .prologue = 1,
      .epilogue = true},
     {.name = "matmul",
@@ -430,23 +411,19 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_matmul,
      .cpu = ref_matmul,
-     .gen = kernels_gen_matmul,
      .prologue = 1u << 1, /* the activation */
-     .epilogue = true,
-     .variant = variant_matmul},
+     .epilogue = true},
     {.name = "get_rows",
      .arity = 2,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_get_rows,
      .cpu = ref_get_rows,
-     .gen = kernels_gen_get_rows,
      .epilogue = true},
     {.name = "set_rows",
      .arity = 3,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_set_rows,
      .cpu = ref_set_rows,
-     .gen = kernels_gen_set_rows,
      .prologue = 1u << 1,
      .inplace = true},
     {.name = "concat",
@@ -454,42 +431,36 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ELTWISE,
      .shape = shape_concat,
      .cpu = ref_concat,
-     .expr = kernels_expr_concat,
      .remaps = true},
     {.name = "cpy",
      .arity = 2,
      .kind = GRAPH_KIND_ELTWISE,
      .shape = shape_cpy,
      .cpu = ref_cpy,
-     .glsl = "$0",
-     .expr = kernels_expr_template,
      .inplace = true},
     {.name = "rope",
      .arity = 3, /* x, positions, optional frequency factors */
      .kind = GRAPH_KIND_ELTWISE,
      .shape = shape_rope,
      .cpu = ref_rope,
-     .expr = kernels_expr_rope,
      .remaps = true},
     {.name = "attention",
      .arity = 4,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_attention,
      .cpu = ref_attention,
-     .gen = kernels_gen_attention,
-     .prologue = 1,
-     .variant = variant_attention},
+     .prologue = 1},
 };
-_Static_assert(CORE_ARRAY_LEN(graph_ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
+_Static_assert(CORE_ARRAY_LEN(ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
 
 const graph_op_info *graph_op(glesc_op op)
 {
-    return &graph_ops[op];
+    return &ops[op];
 }
 
 GLESC_API const char *glesc_op_name(glesc_op op)
 {
-    return (unsigned)op < GLESC_OP_COUNT_ ? graph_ops[op].name : NULL;
+    return (unsigned)op < GLESC_OP_COUNT_ ? ops[op].name : NULL;
 }
 
 /* ---- node creation ---- */
@@ -498,10 +469,10 @@ static glesc_status check_source(glesc_graph *g, glesc_op op, glesc_tensor *s)
 {
     if (s->g && s->g != g)
         return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_%s: a source belongs to another graph", graph_ops[op].name);
+                            "glesc_%s: a source belongs to another graph", ops[op].name);
     if (s->ctx != g->ctx)
         return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_%s: a source belongs to another context", graph_ops[op].name);
+                            "glesc_%s: a source belongs to another context", ops[op].name);
     if (s->persistent)
         return graph_hold(g, s);
     return GLESC_OK;
@@ -515,7 +486,7 @@ static void quant_source_fail(glesc_graph *g, glesc_op op, const glesc_tensor *s
     core_err_set(&g->ctx->err, GLESC_ERROR_TYPE,
                  "glesc_%s: the %s tensor %s%s%s%s is quantized: it can only be the weight of "
                  "matmul or the table of get_rows, used whole (no views)",
-                 graph_ops[op].name, glesc_dtype_name(s->dtype), s->name ? "'" : "",
+                 ops[op].name, glesc_dtype_name(s->dtype), s->name ? "'" : "",
                  s->name ? s->name : "", s->name ? "' " : "", graph_shape_str(s, sh, sizeof sh));
 }
 
@@ -531,7 +502,7 @@ glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, 
 {
     if (!g)
         return NULL;
-    const graph_op_info *info = &graph_ops[op];
+    const graph_op_info *info = &ops[op];
     for (int i = 0; i < n_src; i++) {
         if (!src[i]) {
             /* Optional sources (softmax's and attention's masks) may be NULL. */

@@ -359,14 +359,14 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
         view_expr(b, t, c, out);
         b->depth--;
     } else if (kb_is_member(b, t)) {
-        const graph_op_info *info = graph_op(t->op);
         sbuf e;
         sbuf_init(&e);
         b->depth++;
-        info->expr(b, t, c, &e);
+        kernels_op(t->op)->expr(b, t, c, &e);
         b->depth--;
         kb_var(b, out);
-        kb_line(b, "float %s = %s; // %s", out, sbuf_str(&e) ? sbuf_str(&e) : "0.0", info->name);
+        kb_line(b, "float %s = %s; // %s", out, sbuf_str(&e) ? sbuf_str(&e) : "0.0",
+                graph_op(t->op)->name);
         sbuf_free(&e);
     } else {
         if (t->kernel == b->gk->id && graph_op(t->op)->kind != GRAPH_KIND_ELTWISE)

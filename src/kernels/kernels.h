@@ -1,6 +1,9 @@
 /*
- * kernels.h — kernel generators, one per op family, and the builder they
- * write through (kb).
+ * kernels.h — the kernels layer: code generation from the IR (src/graph/).
+ * Its own codegen row per op (codegen.c: expression or generator, variant),
+ * the kernel generators, one per op family, the weight loaders (wload.c),
+ * and the builder they all write through (kb). It generates and binds; the
+ * compute layer above decides what runs and dispatches it.
  *
  * Two modes, one code path. A generator runs once in build mode (kb.k is an
  * emit_kernel) to produce GLSL, and again for every compute in bind mode
@@ -10,8 +13,8 @@
  * bindings a program was built with are exactly the ones bound later; the
  * rule that keeps this true: a generator may branch only on what the
  * structure hash covers (ops, types, integer params, which dimensions are 1,
- * which shapes are equal, the op's variant() and the graph options), never
- * on a size. Sizes, strides and offsets go into uniforms.
+ * which shapes are equal, the op's variant (kernels_variant) and the graph
+ * options), never on a size. Sizes, strides and offsets go into uniforms.
  *
  * Fusion reaches a generator through kb_expr: the value of any tensor at
  * given coordinates. For a member of the kernel (an elementwise node fused
@@ -40,7 +43,7 @@ typedef struct kb_dispatch {
     uint32_t groups[3];
 } kb_dispatch;
 
-struct kb {
+typedef struct kb {
     glesc_context *ctx;
     const graph_kernel *gk;
     emit_kernel *k;  /* build mode; NULL in bind mode */
@@ -74,7 +77,7 @@ struct kb {
     /* dispatches recorded in bind mode */
     kb_dispatch *disp;
     int n_disp, cap_disp;
-};
+} kb;
 
 /* Sets up b for kernel gk; k NULL = bind mode. */
 void kb_init(kb *b, glesc_context *ctx, const graph_kernel *gk, emit_kernel *k, int max_bind);
@@ -124,6 +127,28 @@ void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of, 
                          const char *name);
 /* Is t computed inside this kernel (a fused member, not the anchors)? */
 bool kb_is_member(const kb *b, const glesc_tensor *t);
+
+/* ---- The codegen table (codegen.c) ----
+ * How each op's code is made; graph's table (graph_op) holds what the op
+ * means. Elementwise rows: a GLSL expression template ("$0"/"$1" the
+ * sources' values, "$p0".. the float params) read by
+ * kernels_expr_template, or an expression writer of their own. Anchor
+ * rows: the kernel generator (build and bind modes), and a variant where
+ * the code depends on shapes. */
+typedef struct kernels_codegen {
+    const char *glsl;
+    void (*expr)(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+    glesc_status (*gen)(kb *b);
+    /* Shape-dependent code choices: an input of the structure hash
+     * (compute's plan key), so a generator may branch on it. NULL: none. */
+    uint32_t (*variant)(const glesc_tensor *t, const glesc_graph_options *o);
+} kernels_codegen;
+
+const kernels_codegen *kernels_op(glesc_op op);
+/* Runs b's kernel generator: its anchor's, or the elementwise one. */
+glesc_status kernels_gen(kb *b);
+/* t's variant under options o (0 for ops without one). */
+uint32_t kernels_variant(const glesc_tensor *t, const glesc_graph_options *o);
 
 /* ---- Generators (one per op family) ---- */
 glesc_status kernels_gen_eltwise(kb *b); /* pure elementwise kernels (no anchor) */

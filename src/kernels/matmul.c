@@ -409,7 +409,7 @@ glesc_status kernels_gen_matmul(kb *b)
     if (mc.x->ne[2] * mc.x->ne[3] > 65535)
         return kb_fail(b, GLESC_ERROR_LIMIT, "matmul: %lld batches exceed 65535",
                        (long long)(mc.x->ne[2] * mc.x->ne[3]));
-    /* the same test as the op's variant (ops.c), which the plan hash covers */
+    /* the same test as the op's variant (codegen.c), which the plan hash covers */
     int mmax = b->opts && b->opts->gemv_max_m ? b->opts->gemv_max_m : 8;
     if (mc.x->ne[1] <= mmax)
         return gen_gemv(b, &mc);

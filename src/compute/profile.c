@@ -1,5 +1,5 @@
 /*
- * tune.c — thresholds measured on the device rather than guessed. Today one:
+ * profile.c — thresholds measured on the device rather than guessed. Today one:
  * up to how many activation columns the matrix-vector kernel (weights read
  * once, every column at once) beats the tiled matrix-matrix kernel. It
  * depends on the GPU's bandwidth-to-compute ratio: on a big GPU the GEMV
@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/plan.h"
-#include "gl/gl.h"
+#include "compute/compute.h"
 
 /* Seconds for one compute of W[k, n] x X[k, m] with the given options (best
  * of three after a warm-up); negative on failure. */
@@ -87,9 +86,9 @@ static bool cache_file(glesc_context *ctx, char *path, size_t n)
     return ok;
 }
 
-int graph_tune_gemv_max_m(glesc_context *ctx)
+int compute_tune_gemv_max_m(glesc_context *ctx)
 {
-    graph_ctx_state *cs = graph_ctx(ctx);
+    compute_state *cs = compute_state_get(ctx);
     if (cs && cs->gemv_max_m)
         return cs->gemv_max_m;
     int v = 0;
