@@ -143,10 +143,25 @@ typedef struct graph_op_info {
 } graph_op_info;
 
 const graph_op_info *graph_op(glesc_op op);
+/* Sets ctx's error to "glesc_<t's op>: <fmt>" and returns st (shape rules,
+ * view builders). */
+glesc_status graph_op_fail(const glesc_tensor *t, glesc_status st, const char *fmt, ...)
+    CORE_PRINTF(3, 4);
+/* t's shape "[4, 3]" in a buffer that lives to the end of the enclosing
+ * block: for messages. */
+#define GRAPH_SH(t) graph_shape_str((t), (char[64]){0}, 64)
+
+/* ---- Node creation (builders.c, views.c) ---- */
 /* Creates a node of op with sources and params, runs the shape rule; NULL on
  * error (message set) or when a source is NULL (message kept). */
 glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, int n_src,
                          const int32_t *ip, int n_ip, const float *fp, int n_fp);
+/* Checks source i of a new op node: of g's graph and context (g then holds a
+ * persistent one), and quantized only as matmul's W or get_rows' table
+ * (source 0). Sets the message on failure. */
+glesc_status graph_check_source(glesc_graph *g, glesc_op op, int i, glesc_tensor *s);
+/* Unlinks and frees t, g's newest tensor (a node whose shape rule failed). */
+void graph_drop_newest(glesc_graph *g, glesc_tensor *t);
 
 /* ---- CPU reference evaluation (cpu.c) ----
  * Evaluates outs with the op table's CPU references (leaves read from their
