@@ -15,6 +15,7 @@
 #include <GLES2/gl2ext.h>
 
 #include "core/core.h"
+#include "core/disk_cache.h"
 
 typedef struct gl_pool gl_pool;
 typedef struct gl_program_cache gl_program_cache;
@@ -47,6 +48,9 @@ struct glesc_context {
     gl_pool *pool;
     gl_program_cache *programs;
     char *cache_dir; /* NULL: disk cache off */
+    /* The cache directory's entries (program binaries, tuning data); NULL
+     * when off or unusable. Opened and closed by program_cache.c. */
+    core_disk_cache *disk_cache;
     /* executor state: barrier epochs (see exec.c) */
     uint64_t ssbo_epoch, update_epoch;
     uint64_t dispatches, barriers;
