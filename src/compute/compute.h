@@ -45,6 +45,36 @@ struct compute_plan {
     compute_plan *next; /* the cache's list, most recently used first */
 };
 
+/* ---- The device profile (profile.c) ---- */
+typedef enum compute_profile_source {
+    COMPUTE_PROFILE_ENV,      /* GLESC_GEMV_MAX_M */
+    COMPUTE_PROFILE_LOADED,   /* the disk cache's entry for this glesc and device */
+    COMPUTE_PROFILE_MEASURED, /* measured by this context (and stored) */
+    COMPUTE_PROFILE_FALLBACK, /* the measurement failed (logged): a default */
+} compute_profile_source;
+
+typedef struct compute_profile {
+    /* The largest activation width m (1..8) for which the GEMV kernel beats
+     * the tiled GEMM on this device. */
+    int gemv_max_m;
+    compute_profile_source source;
+} compute_profile;
+
+/* The context's profile: taken (from the environment, the disk cache, or a
+ * measurement) on the first call, the same afterwards. Never measures from
+ * inside a compute: glesc_graph_compute asks for it on entry. NULL only on
+ * out-of-memory (message set). */
+const compute_profile *compute_profile_get(glesc_context *ctx);
+/* Measures the profile now (a few small matmuls: milliseconds on GPUs, a
+ * quarter second on llvmpipe), dispatching its kernels directly. On failure
+ * ctx's message says what failed; compute_profile_get logs it and falls
+ * back. */
+glesc_status compute_profile_measure(glesc_context *ctx, compute_profile *out);
+/* The profile's key in the disk cache: "glesc-profile" ‖ glesc version ‖
+ * GL vendor ‖ renderer ‖ GL version ‖ format, NUL-separated (*len bytes;
+ * core_free it). NULL on out-of-memory. */
+char *compute_profile_key(const glesc_context *ctx, size_t *len);
+
 /* The context's compute state: the plan cache, the trace file and the
  * device profile (created on first use, freed with the context). */
 typedef struct compute_state {
@@ -53,16 +83,24 @@ typedef struct compute_state {
     FILE *trace; /* GLESC_TRACE */
     bool trace_tried, trace_any;
     uint64_t trace_t0;
-    int gemv_max_m; /* measured GEMV/GEMM threshold (profile.c); 0 = not yet */
+    compute_profile profile; /* valid when profiled */
+    bool profiled;
 } compute_state;
 
+/* The context's state, created on first use; NULL on out-of-memory. */
 compute_state *compute_state_get(glesc_context *ctx);
 
-/* The largest activation width m for which the GEMV kernel beats the tiled
- * GEMM on this device: GLESC_GEMV_MAX_M if set, else a value remembered in
- * the program cache directory for this renderer, else measured now (a few
- * small products, milliseconds on real GPUs) and remembered. 1..8. */
-int compute_tune_gemv_max_m(glesc_context *ctx);
+/* ---- Executor pieces (exec.c), also used by the profile ---- */
+/* Storage bindings a kernel may use on this context's device. */
+int compute_max_bindings(const glesc_context *ctx);
+/* Generates kernel gk's GLSL (kernels_gen in build mode) into *out
+ * (core_free it); the message names the kernel on failure. */
+glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
+                                 int max_bind, const glesc_graph_options *opts, char **out);
+/* Runs kernel gk's generator in bind mode on b (kb_free it in any case): its
+ * dispatches, with this compute's buffers and uniforms, are in b->disp. */
+glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,
+                                 const glesc_graph_options *opts, kb *b);
 
 /* Hash of the structure of ord for options o (see the rule in kernels.h);
  * plan.c says what it covers. */

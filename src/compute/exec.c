@@ -1,5 +1,6 @@
 /*
- * exec.c — glesc_graph_compute: order → structure hash → cached plan or a
+ * exec.c — glesc_graph_compute: the device profile on entry where the
+ * graph depends on it (profile.c) → order → structure hash → cached plan or a
  * new one (fusion, lifetimes, GLSL for every kernel, one batch compile) →
  * run: each kernel's generator in bind mode collects this compute's buffers
  * and uniforms, gl_dispatch places barriers from buffer epochs, memory goes
@@ -11,8 +12,12 @@
 
 #include "compute/compute.h"
 
-/* Generates the GLSL of one kernel (build mode). */
-static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, const char *name,
+int compute_max_bindings(const glesc_context *ctx)
+{
+    return CORE_MIN(ctx->caps.max_compute_storage_blocks, KB_MAX_BIND);
+}
+
+glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
                                  int max_bind, const glesc_graph_options *opts, char **out)
 {
     *out = NULL;
@@ -37,6 +42,14 @@ static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, con
     return st;
 }
 
+glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,
+                                 const glesc_graph_options *opts, kb *b)
+{
+    kb_init(b, ctx, gk, NULL, max_bind);
+    b->opts = opts;
+    return kernels_gen(b);
+}
+
 static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const graph_order_t *ord,
                                    int max_bind, const glesc_graph_options *opts)
 {
@@ -52,7 +65,7 @@ static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const gr
         graph_kernel gk = compute_plan_kernel(p, ord, k);
         compute_kernel *pk = &p->kernels[k];
         if (!pk->glsl)
-            st = build_source(ctx, &gk, pk->name, max_bind, opts, &pk->glsl);
+            st = compute_kernel_glsl(ctx, &gk, pk->name, max_bind, opts, &pk->glsl);
         srcs[k] = pk->glsl;
     }
     if (st == GLESC_OK && nk > 0)
@@ -83,7 +96,7 @@ static glesc_status verify_plan(glesc_context *ctx, compute_plan *p, const graph
     for (int k = 0; k < p->n_kernels; k++) {
         graph_kernel gk = compute_plan_kernel(p, ord, k);
         char *src;
-        glesc_status st = build_source(ctx, &gk, p->kernels[k].name, max_bind, opts, &src);
+        glesc_status st = compute_kernel_glsl(ctx, &gk, p->kernels[k].name, max_bind, opts, &src);
         if (st != GLESC_OK)
             return st;
         bool same = !strcmp(src, p->kernels[k].glsl);
@@ -179,6 +192,15 @@ static void count_consumers(const graph_order_t *ord, glesc_tensor *const *outs,
         outs[i]->is_output = true;
 }
 
+/* Does g hold a matmul whose kernel depends on the GEMV threshold? */
+static bool needs_gemv_threshold(const glesc_graph *g)
+{
+    for (const glesc_tensor *t = g->tensors; t; t = t->next)
+        if (t->op == GLESC_OP_MATMUL && t->src[1]->ne[1] >= 2 && t->src[1]->ne[1] <= 8)
+            return true;
+    return false;
+}
+
 GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *outs, int n)
 {
     if (!g)
@@ -188,6 +210,19 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     glesc_status st = check_outputs(g, outs, n);
     if (st != GLESC_OK)
         return st;
+    glesc_graph_options opts = g->opts;
+    if (!opts.gemv_max_m) {
+        /* Only a matmul with 2..8 activation columns depends on the GEMV
+         * threshold: take the device profile then (measured the first time),
+         * before anything of this compute happens. */
+        opts.gemv_max_m = 8;
+        if (needs_gemv_threshold(g)) {
+            const compute_profile *prof = compute_profile_get(ctx);
+            if (!prof)
+                return ctx->err.status;
+            opts.gemv_max_m = prof->gemv_max_m;
+        }
+    }
     graph_release_kept(g);
     memset(&g->stats, 0, sizeof g->stats);
     g->n_ktimes = 0;
@@ -212,21 +247,8 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
         g->stats.views += kind == GRAPH_KIND_VIEW;
     }
 
-    glesc_graph_options opts = g->opts;
-    if (!opts.gemv_max_m) {
-        /* Only a matmul with 2..8 activation columns depends on the
-         * threshold: measure it then, not for every graph. */
-        opts.gemv_max_m = 8;
-        for (int i = 0; i < ord.n; i++) {
-            const glesc_tensor *t = ord.nodes[i];
-            if (t->op == GLESC_OP_MATMUL && t->src[1]->ne[1] >= 2 && t->src[1]->ne[1] <= 8) {
-                opts.gemv_max_m = compute_tune_gemv_max_m(ctx);
-                break;
-            }
-        }
-    }
     bool fusion = opts.fusion > 0 || (opts.fusion == 0 && !core_env_flag("GLESC_NO_FUSION"));
-    int max_bind = CORE_MIN(ctx->caps.max_compute_storage_blocks, KB_MAX_BIND);
+    int max_bind = compute_max_bindings(ctx);
     compute_state *cs = compute_state_get(ctx);
     if (!cs) {
         graph_order_free(&ord);
@@ -280,9 +302,7 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
             }
         }
         kb b;
-        kb_init(&b, ctx, &gk, NULL, max_bind);
-        b.opts = &opts;
-        st = kernels_gen(&b);
+        st = compute_kernel_bind(ctx, &gk, max_bind, &opts, &b);
         if (st != GLESC_OK)
             core_err_prefix(&ctx->err, "kernel %s", pk->name);
         if (st == GLESC_OK && timers)

@@ -1,121 +1,276 @@
 /*
- * profile.c — thresholds measured on the device rather than guessed. Today one:
- * up to how many activation columns the matrix-vector kernel (weights read
- * once, every column at once) beats the tiled matrix-matrix kernel. It
- * depends on the GPU's bandwidth-to-compute ratio: on a big GPU the GEMV
- * stays ahead longer than on llvmpipe.
+ * profile.c — the device profile: thresholds measured on the device rather
+ * than guessed, once per context, before the compute that first needs them.
+ * Today one: up to how many activation columns m the matrix-vector kernel
+ * (weights read once, every column at once) beats the tiled matrix-matrix
+ * kernel. It depends on the GPU's bandwidth-to-compute ratio: on a big GPU
+ * the GEMV stays ahead longer than on a small one.
+ *
+ * Where the value comes from, in order: GLESC_GEMV_MAX_M (1..8); else the
+ * context's disk cache, under a key naming glesc's version, the GL vendor,
+ * renderer and version (the driver's) and the profile's format, so another
+ * glesc, driver or GPU never reads this one's figures; else measured now and
+ * stored there (written atomically by core/disk_cache.c). An entry that
+ * does not parse is ignored and measured again.
+ *
+ * The measurement runs the real matmul kernels directly: a private graph of
+ * its own tensors, the GLSL from kernels_gen, programs from the program
+ * cache, dispatches through gl_dispatch, timed around gl_finish. It never
+ * goes through glesc_graph_compute, so the caller's plan cache, trace,
+ * statistics and error message are left as they were. A failed measurement
+ * is logged as a warning with its reason, and the context then uses GEMV up
+ * to PROFILE_FALLBACK_GEMV_MAX_M (the value used when nothing is measured);
+ * the next context tries again.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compute/compute.h"
+#include "glesc_config.h"
 
-/* Seconds for one compute of W[k, n] x X[k, m] with the given options (best
- * of three after a warm-up); negative on failure. */
-static double time_matmul(glesc_context *ctx, glesc_tensor *w, int64_t k, int64_t m, int max_m)
+#define PROFILE_FORMAT 1u /* of the disk entry's key and blob */
+#define PROFILE_FALLBACK_GEMV_MAX_M 8
+#define PROFILE_K 512 /* the measured weight: f16 [K, N] */
+#define PROFILE_N 512
+#define PROFILE_REPS 3 /* timed runs after a warm-up; the best counts */
+#define PROFILE_TIMEOUT_NS (10ull * 1000000000ull)
+
+/* ---- measurement ---- */
+
+/* Seconds of the matmul kernel W × X for X [K, m] under gemv_max_m (so
+ * GEMV when m <= gemv_max_m, else GEMM): best of PROFILE_REPS runs after a
+ * warm-up, each waited for with gl_finish. */
+static glesc_status time_matmul(glesc_context *ctx, glesc_tensor *w, int m, int gemv_max_m,
+                                double *sec)
 {
+    glesc_status st = GLESC_OK;
+    glesc_graph_options opts = {.gemv_max_m = gemv_max_m, .fusion = -1};
+    int max_bind = compute_max_bindings(ctx);
+    graph_order_t ord = {0};
+    graph_kernel *gks = NULL;
+    char *glsl = NULL;
+    kb b;
+    kb_init(&b, ctx, NULL, NULL, max_bind);
+    float *xs = core_calloc((size_t)PROFILE_K * (size_t)m, sizeof *xs);
     glesc_graph *g = glesc_graph_create(ctx);
-    if (!g)
-        return -1;
-    glesc_graph_options o = {.gemv_max_m = max_m, .fusion = 1};
-    glesc_graph_set_options(g, &o);
-    double best = -1;
-    int64_t shape[2] = {k, m};
-    glesc_tensor *x = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, shape);
-    float *xs = core_calloc((size_t)(k * m), sizeof *xs);
-    if (x && xs && glesc_tensor_write_f32(x, xs, (size_t)(k * m)) == GLESC_OK) {
-        glesc_tensor *y = glesc_matmul(g, w, x);
-        for (int rep = 0; y && rep < 3; rep++) {
-            gl_finish(ctx, 10ull * 1000000000ull);
-            uint64_t t0 = core_time_ns();
-            if (glesc_graph_compute(g, &y, 1) != GLESC_OK ||
-                gl_finish(ctx, 10ull * 1000000000ull) != GLESC_OK) {
-                best = -1;
-                break;
-            }
-            double s = (double)(core_time_ns() - t0) * 1e-9;
-            if (rep > 0 && (best < 0 || s < best))
-                best = s;
-        }
+    glesc_tensor *x = g ? glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){PROFILE_K, m}) : NULL;
+    glesc_tensor *y = x ? glesc_matmul(g, w, x) : NULL;
+    if (!xs) {
+        st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
+        goto done;
     }
-    core_free(xs);
+    if (!y) { /* a builder's message is set */
+        st = ctx->err.status ? ctx->err.status : GLESC_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
+    if ((st = glesc_tensor_write_f32(x, xs, (size_t)PROFILE_K * (size_t)m)) != GLESC_OK ||
+        (st = graph_order(g, &y, 1, &ord)) != GLESC_OK)
+        goto done;
+    int nk = 0;
+    if (!(gks = core_calloc((size_t)ord.n, sizeof *gks))) {
+        st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    graph_fuse(ord.nodes, ord.n, false, max_bind, gks, &nk);
+    if (nk != 1) {
+        st = core_err_set(&ctx->err, GLESC_ERROR_STATE, "a matmul planned as %d kernels", nk);
+        goto done;
+    }
+    const gl_program *prog;
+    if ((st = compute_kernel_glsl(ctx, &gks[0], "matmul", max_bind, &opts, &glsl)) != GLESC_OK ||
+        (st = gl_program_get(ctx, glsl, &prog)) != GLESC_OK ||
+        (st = graph_storage_alloc(y, GL_USAGE_ACTIVATIONS, false)) != GLESC_OK ||
+        (st = compute_kernel_bind(ctx, &gks[0], max_bind, &opts, &b)) != GLESC_OK)
+        goto done;
+    *sec = -1;
+    for (int rep = 0; rep <= PROFILE_REPS && st == GLESC_OK; rep++) {
+        if ((st = gl_finish(ctx, PROFILE_TIMEOUT_NS)) != GLESC_OK)
+            break;
+        uint64_t t0 = core_time_ns();
+        for (int d = 0; d < b.n_disp && st == GLESC_OK; d++)
+            st = gl_dispatch(ctx, prog, b.disp[d].bind, b.disp[d].n_bind, b.disp[d].param,
+                             b.disp[d].n_param, b.disp[d].groups);
+        if (st == GLESC_OK)
+            st = gl_finish(ctx, PROFILE_TIMEOUT_NS);
+        double s = (double)(core_time_ns() - t0) * 1e-9;
+        if (st == GLESC_OK && rep > 0 && (*sec < 0 || s < *sec))
+            *sec = s;
+    }
+done:
+    if (st != GLESC_OK)
+        core_err_prefix(&ctx->err, "%s m = %d", m <= gemv_max_m ? "GEMV" : "GEMM", m);
+    kb_free(&b);
+    core_free(glsl);
+    core_free(gks);
+    graph_order_free(&ord);
     glesc_graph_destroy(g);
-    return best;
+    core_free(xs);
+    return st;
 }
 
-static int measure(glesc_context *ctx)
+glesc_status compute_profile_measure(glesc_context *ctx, compute_profile *out)
 {
-    const int64_t k = 512, n = 512;
-    int64_t shape[2] = {k, n};
+    glesc_status st = GLESC_OK;
+    int64_t shape[2] = {PROFILE_K, PROFILE_N};
+    size_t n = (size_t)PROFILE_K * PROFILE_N;
+    uint16_t *wd = core_calloc(n, sizeof *wd); /* zeros: the time does not depend on values */
     glesc_tensor *w = glesc_weight_new(ctx, GLESC_DTYPE_F16, 2, shape);
-    if (!w)
-        return 8;
-    uint16_t *wd = core_calloc((size_t)(k * n), sizeof *wd);
-    int best = 1;
-    if (wd && glesc_tensor_write(w, wd, (size_t)(k * n) * 2) == GLESC_OK) {
-        static const int ms[] = {2, 4, 8};
-        for (size_t i = 0; i < CORE_ARRAY_LEN(ms); i++) {
-            double t_gemv = time_matmul(ctx, w, k, ms[i], 8);
-            double t_gemm = time_matmul(ctx, w, k, ms[i], 1);
-            if (t_gemv < 0 || t_gemm < 0 || t_gemv > t_gemm)
-                break;
-            best = ms[i];
-        }
+    if (!wd) {
+        st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
+        goto done;
     }
-    core_free(wd);
+    if (!w) { /* glesc_weight_new's message is set */
+        st = ctx->err.status ? ctx->err.status : GLESC_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
+    if ((st = glesc_tensor_write(w, wd, n * sizeof *wd)) != GLESC_OK)
+        goto done;
+    /* The largest m of 2, 4, 8 up to which the GEMV wins on this weight. */
+    static const int ms[] = {2, 4, 8};
+    int best = 1;
+    for (size_t i = 0; i < CORE_ARRAY_LEN(ms); i++) {
+        double t_gemv, t_gemm;
+        if ((st = time_matmul(ctx, w, ms[i], 8, &t_gemv)) != GLESC_OK ||
+            (st = time_matmul(ctx, w, ms[i], 1, &t_gemm)) != GLESC_OK)
+            goto done;
+        if (t_gemv > t_gemm)
+            break;
+        best = ms[i];
+    }
+    *out = (compute_profile){.gemv_max_m = best, .source = COMPUTE_PROFILE_MEASURED};
+done:
+    if (st != GLESC_OK)
+        core_err_prefix(&ctx->err, "device profile (%s): timing a %dx%d f16 matmul",
+                        ctx->caps.renderer ? ctx->caps.renderer : "?", PROFILE_K, PROFILE_N);
     glesc_weight_free(w);
-    return best;
+    core_free(wd);
+    return st;
 }
 
-static bool cache_file(glesc_context *ctx, char *path, size_t n)
+/* ---- the disk entry ---- */
+
+char *compute_profile_key(const glesc_context *ctx, size_t *len)
 {
-    if (!ctx->cache_dir)
-        return false;
-    sbuf key;
-    sbuf_init(&key);
-    sbuf_appendf(&key, "%s|%s|%s|gemv_max_m v1", ctx->caps.vendor, ctx->caps.renderer,
-                 ctx->caps.version);
-    bool ok = sbuf_str(&key) != NULL;
-    if (ok) {
-        char hex[33];
-        core_hash128_hex(core_hash128_bytes(key.data, key.len), hex);
-        snprintf(path, n, "%s/tune-%s.txt", ctx->cache_dir, hex);
+    sbuf b;
+    sbuf_init(&b);
+    const char *parts[] = {"glesc-profile", GLESC_VERSION, ctx->caps.vendor, ctx->caps.renderer,
+                           ctx->caps.version};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(parts); i++) {
+        sbuf_append(&b, parts[i] ? parts[i] : "");
+        sbuf_appendc(&b, '\0');
     }
-    sbuf_free(&key);
+    sbuf_appendf(&b, "profile v%u", PROFILE_FORMAT);
+    *len = b.len;
+    return sbuf_take(&b);
+}
+
+/* The blob: little-endian uint32 words (format, gemv_max_m). */
+#define BLOB_WORDS 2
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The stored profile, when there is one that parses. */
+static bool load(glesc_context *ctx, const void *key, size_t key_len, compute_profile *out)
+{
+    void *blob = NULL;
+    size_t len = 0;
+    if (!core_disk_cache_get(ctx->disk_cache, key, key_len, &blob, &len))
+        return false;
+    const uint8_t *p = blob;
+    bool ok = len == 4 * BLOB_WORDS && get_u32(p) == PROFILE_FORMAT;
+    uint32_t m = ok ? get_u32(p + 4) : 0;
+    ok = ok && m >= 1 && m <= 8;
+    if (ok)
+        *out = (compute_profile){.gemv_max_m = (int)m, .source = COMPUTE_PROFILE_LOADED};
+    else
+        core_log(CORE_LOG_INFO,
+                 "device profile in %s: an entry of %zu bytes that is not a format-%u profile: "
+                 "ignored, measuring again",
+                 core_disk_cache_dir(ctx->disk_cache), len, PROFILE_FORMAT);
+    core_free(blob);
     return ok;
 }
 
-int compute_tune_gemv_max_m(glesc_context *ctx)
+static void store(glesc_context *ctx, const void *key, size_t key_len, const compute_profile *p)
+{
+    uint8_t blob[4 * BLOB_WORDS];
+    put_u32(blob, PROFILE_FORMAT);
+    put_u32(blob + 4, (uint32_t)p->gemv_max_m);
+    core_disk_cache_put(ctx->disk_cache, key, key_len, blob, sizeof blob); /* logs its failures */
+}
+
+/* ---- the context's profile ---- */
+
+/* GLESC_GEMV_MAX_M as 1..8, or 0 when unset (or not 1..8: warned). */
+static int env_gemv_max_m(void)
+{
+    const char *env = core_env("GLESC_GEMV_MAX_M");
+    if (!env)
+        return 0;
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 1 || v > 8) {
+        core_log(CORE_LOG_WARN, "GLESC_GEMV_MAX_M=%s is not 1..8: ignored", env);
+        return 0;
+    }
+    return (int)v;
+}
+
+static compute_profile find(glesc_context *ctx)
+{
+    compute_profile p = {.gemv_max_m = env_gemv_max_m(), .source = COMPUTE_PROFILE_ENV};
+    if (p.gemv_max_m)
+        return p;
+    size_t key_len = 0;
+    char *key = ctx->disk_cache ? compute_profile_key(ctx, &key_len) : NULL;
+    if (key && load(ctx, key, key_len, &p)) {
+        core_free(key);
+        return p;
+    }
+    uint64_t t0 = core_time_ns();
+    /* The measurement's messages must not replace the caller's. */
+    core_err saved = {0};
+    core_err_copy(&saved, &ctx->err);
+    core_err_clear(&ctx->err);
+    glesc_status st = compute_profile_measure(ctx, &p);
+    if (st == GLESC_OK) {
+        core_log(CORE_LOG_INFO,
+                 "device profile of %s measured in %.1f ms: GEMV beats GEMM up to m = %d",
+                 ctx->caps.renderer, (double)(core_time_ns() - t0) / 1e6, p.gemv_max_m);
+        if (key)
+            store(ctx, key, key_len, &p);
+    } else {
+        core_log(CORE_LOG_WARN,
+                 "%s (%s); this context uses GEMV up to m = %d instead of a measured threshold",
+                 core_err_msg(&ctx->err), glesc_status_name(st), PROFILE_FALLBACK_GEMV_MAX_M);
+        p = (compute_profile){.gemv_max_m = PROFILE_FALLBACK_GEMV_MAX_M,
+                              .source = COMPUTE_PROFILE_FALLBACK};
+    }
+    core_err_copy(&ctx->err, &saved);
+    core_err_clear(&saved);
+    core_free(key);
+    return p;
+}
+
+const compute_profile *compute_profile_get(glesc_context *ctx)
 {
     compute_state *cs = compute_state_get(ctx);
-    if (cs && cs->gemv_max_m)
-        return cs->gemv_max_m;
-    int v = 0;
-    const char *env = core_env("GLESC_GEMV_MAX_M");
-    if (env)
-        v = atoi(env);
-    char path[4300];
-    bool cached = cache_file(ctx, path, sizeof path);
-    if (v < 1 || v > 8) {
-        v = 0;
-        FILE *f = cached ? fopen(path, "r") : NULL;
-        if (f) {
-            if (fscanf(f, "%d", &v) != 1 || v < 1 || v > 8)
-                v = 0;
-            fclose(f);
-        }
-        if (!v) {
-            v = measure(ctx);
-            core_log(CORE_LOG_INFO, "measured: GEMV beats GEMM up to m = %d", v);
-            f = cached ? fopen(path, "w") : NULL;
-            if (f) {
-                fprintf(f, "%d\n", v);
-                fclose(f);
-            }
-        }
+    if (!cs) {
+        core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "compute state");
+        return NULL;
     }
-    if (cs)
-        cs->gemv_max_m = v;
-    return v;
+    if (!cs->profiled) {
+        cs->profile = find(ctx);
+        cs->profiled = true;
+    }
+    return &cs->profile;
 }
