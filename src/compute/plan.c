@@ -7,9 +7,9 @@
  * depend on: per node in order its op, type, rank, sources (by order
  * index), owner, integer params, whether it is an output or persistent,
  * which dimensions are 1, whether it has its sources' shapes, and the op's
- * codegen variant (kernels_variant); plus the options. Sizes are left out on purpose: a decode step
- * with one more cached position is the same structure, and reuses the plan
- * and its programs with new uniforms.
+ * codegen variant (kernels_variant); plus the options. Sizes are left out
+ * on purpose: a decode step with one more cached position is the same
+ * structure, and reuses the plan and its programs with new uniforms.
  *
  * Lifetimes: the memory of an intermediate goes back to the pool right
  * after the last kernel that reads it (views and in-place writes count as
