@@ -118,17 +118,22 @@ Test(profile, foreign_or_damaged_entries_are_measured_again)
 {
     char *dir = test_tmpdir();
     glesc_context *ctx = test_context(dir);
-    /* Blobs that are not a profile of this format: wrong size, another
-     * format, a threshold out of range. */
-    static const uint8_t wrong_size[3] = {1, 0, 0};
-    static const uint8_t other_format[8] = {99, 0, 0, 0, 4, 0, 0, 0};
-    static const uint8_t out_of_range[8] = {1, 0, 0, 0, 42, 0, 0, 0};
-    const struct {
-        const uint8_t *blob;
+    /* Blobs that are not a profile of this format: binary, another value's
+     * name, a threshold out of range or not a number, trailing text. */
+#define BLOB(s)                                                                                    \
+    {                                                                                              \
+        s, sizeof s - 1                                                                            \
+    }
+    static const struct {
+        const char *blob;
         size_t len;
-    } bad[] = {{wrong_size, sizeof wrong_size},
-               {other_format, sizeof other_format},
-               {out_of_range, sizeof out_of_range}};
+    } bad[] = {
+        BLOB("\x01\x00\x00\x00\x04\x00\x00\x00"),
+        BLOB("gemv_max_k 4\n"),
+        BLOB("gemv_max_m 42\n"),
+        BLOB("gemv_max_m x\n"),
+        BLOB("gemv_max_m 4\nmore"),
+    };
     for (size_t i = 0; i < CORE_ARRAY_LEN(bad); i++) {
         plant(ctx, bad[i].blob, bad[i].len);
         glesc_context *c = test_context(dir);
@@ -146,7 +151,7 @@ Test(profile, foreign_or_damaged_entries_are_measured_again)
     size_t key_len;
     char *key = compute_profile_key(ctx, &key_len);
     char *path = core_disk_cache_entry_path(ctx->disk_cache, key, key_len);
-    static const uint8_t valid[8] = {1, 0, 0, 0, 2, 0, 0, 0};
+    static const char valid[] = "gemv_max_m 2\n";
     static const char foreign[] =
         "glesc-profile\0000.0.0\0other vendor\0other GPU\0other GL\0profile v1";
     cr_assert(

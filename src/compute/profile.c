@@ -164,19 +164,9 @@ char *compute_profile_key(const glesc_context *ctx, size_t *len)
     return sbuf_take(&b);
 }
 
-/* The blob: little-endian uint32 words (format, gemv_max_m). */
-#define BLOB_WORDS 2
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+/* The blob is text, one "name value" line per measured value:
+ * "gemv_max_m 8\n". The key carries the format version. */
+#define BLOB_MAX 64
 
 /* The stored profile, when there is one that parses. */
 static bool load(glesc_context *ctx, const void *key, size_t key_len, compute_profile *out)
@@ -185,15 +175,20 @@ static bool load(glesc_context *ctx, const void *key, size_t key_len, compute_pr
     size_t len = 0;
     if (!core_disk_cache_get(ctx->disk_cache, key, key_len, &blob, &len))
         return false;
-    const uint8_t *p = blob;
-    bool ok = len == 4 * BLOB_WORDS && get_u32(p) == PROFILE_FORMAT;
-    uint32_t m = ok ? get_u32(p + 4) : 0;
-    ok = ok && m >= 1 && m <= 8;
+    char text[BLOB_MAX + 1];
+    int m = 0, used = 0;
+    bool ok = len <= BLOB_MAX;
+    if (ok) {
+        memcpy(text, blob, len);
+        text[len] = '\0';
+        ok = strlen(text) == len && sscanf(text, "gemv_max_m %d\n%n", &m, &used) == 1 &&
+             (size_t)used == len && m >= 1 && m <= 8;
+    }
     if (ok)
-        *out = (compute_profile){.gemv_max_m = (int)m, .source = COMPUTE_PROFILE_LOADED};
+        *out = (compute_profile){.gemv_max_m = m, .source = COMPUTE_PROFILE_LOADED};
     else
         core_log(CORE_LOG_INFO,
-                 "device profile in %s: an entry of %zu bytes that is not a format-%u profile: "
+                 "device profile in %s: an entry of %zu bytes that is no format-%u profile: "
                  "ignored, measuring again",
                  core_disk_cache_dir(ctx->disk_cache), len, PROFILE_FORMAT);
     core_free(blob);
@@ -202,10 +197,9 @@ static bool load(glesc_context *ctx, const void *key, size_t key_len, compute_pr
 
 static void store(glesc_context *ctx, const void *key, size_t key_len, const compute_profile *p)
 {
-    uint8_t blob[4 * BLOB_WORDS];
-    put_u32(blob, PROFILE_FORMAT);
-    put_u32(blob + 4, (uint32_t)p->gemv_max_m);
-    core_disk_cache_put(ctx->disk_cache, key, key_len, blob, sizeof blob); /* logs its failures */
+    char text[BLOB_MAX];
+    int n = snprintf(text, sizeof text, "gemv_max_m %d\n", p->gemv_max_m);
+    core_disk_cache_put(ctx->disk_cache, key, key_len, text, (size_t)n); /* logs its failures */
 }
 
 /* ---- the context's profile ---- */
