@@ -169,7 +169,7 @@ void graph_drop_newest(glesc_graph *g, glesc_tensor *t);
  * contiguous floats of outs[i] (free() them). For tests and debugging. */
 glesc_status graph_cpu_eval(glesc_graph *g, glesc_tensor *const *outs, int n, float **results);
 
-/* ---- Kernels of a plan (fuse.c) ---- */
+/* ---- Fusion (fuse.c): which nodes one kernel computes ---- */
 typedef struct graph_kernel {
     glesc_tensor *anchor;  /* ANCHOR node, or NULL for a pure elementwise kernel */
     glesc_tensor *partner; /* second matmul sharing the anchor's activation, or NULL */
