@@ -3,50 +3,45 @@
  * convention: both operands run along k in dimension 0).
  *
  * Two kernels, chosen by the op's variant (m against the graph's
- * gemv_max_m): GEMV, a workgroup per 4 output rows that splits k across its
- * invocations and produces every column m ≤ gemv_max_m at once (each weight
- * row is read exactly once: the decode case; one tree reduction for all 4·m
- * sums keeps barriers few, which is what llvmpipe pays for; specialized per
- * m so every accumulator is a register); GEMM, 64×64 output
+ * gemv_max_m): GEMV (glsl/graph/gemv.glsl), the decode's matrix-vector
+ * product for every column m ≤ gemv_max_m at once, each weight row read
+ * once: teams of invocations (a subgroup each where the device has
+ * subgroup arithmetic) share rows, every lane takes 32-element units of
+ * the row whose scales it decodes once (wload.c: uvec4 loads where the
+ * type's layout allows), x is loaded once per workgroup into shared memory
+ * (in slices where K is long) and read by all its rows; GEMM, 64×64 output
  * tiles through shared memory, 16 k at a time, 4×4 outputs per invocation.
  *
  * The weight is read through its type's loader (wload.c): f32, f16, bf16
- * and the ggml block types alike, four consecutive k at a time (load_w4,
- * one dq4 of a quantized block) whenever the weight allows it (ne0 % 4 ==
- * 0, word-aligned rows: the variant's bit 16), else element by element.
- * The GEMV's workgroup is 256 invocations on GPUs, 64 on llvmpipe, fewer
- * where many columns' sums must fit the reduction's shared array. X is read with kb_expr (any
- * strides, f16, broadcast batches). The result goes through kb_store_out:
- * bias, activation and residual epilogues come for free, and with a partner
- * (a second matmul of the same X, e.g. gate and up) both dot products run
- * in the one kernel and the epilogue sees both values (silu(g)·u).
+ * and the ggml block types alike; the GEMM four consecutive k at a time
+ * (load_w4, one dq4 of a quantized block) whenever the weight allows it
+ * (ne0 % 4 == 0, word-aligned rows: the variant's bit 16), else element by
+ * element. X is read with kb_expr (any strides, f16, broadcast batches; the
+ * GEMV through its generated hook gemv_x). The result goes through
+ * kb_store_out (the GEMV's hook gemv_store): bias, activation and residual
+ * epilogues come for free, and with a partner (a second matmul of the same
+ * X, e.g. gate and up) both dot products run in the one kernel and the
+ * epilogue sees both values (silu(g)·u).
  *
  * A weight larger than the storage-block limit is split in row chunks
  * (tensor.c); the kernel then runs once per chunk, binding that chunk and
  * producing its rows n_base .. n_base + n_count.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 
-/* GEMV invocations per workgroup, at most: 256 keeps a GPU busy (on an
- * H200, 4096 rows of q4_0 or f16 ran 1.3-1.9x faster than with 64: the
- * decode needs many invocations in flight to hide its dependent loads);
- * llvmpipe's barriers and coroutines make small workgroups faster there
- * (ctx->cpu_device; a plan cache belongs to one context, so its plans see
- * one choice). */
-#define GEMV_WG_MAX 256
-#define GEMV_WG_MAX_CPU 64
-#define GEMV_ROWS 4        /* output rows per GEMV workgroup (ROWS * m <= the workgroup) */
-#define GEMV_PART_MAX 4096 /* floats of the reduction's shared array (16 KiB) */
-#define TILE 64            /* output rows and columns per GEMM workgroup */
-#define TK 16              /* k per shared-memory step */
+#define TILE 64 /* output rows and columns per GEMM workgroup */
+#define TK 16   /* k per shared-memory step */
 
 typedef struct mm_ctx {
     const glesc_tensor *a, *p, *w, *x; /* anchor, partner, weights, activation */
     int wb, wb2;                       /* bindings of W and the partner's W */
     int p_base, p_count;               /* param indices of n_base, n_count */
     bool vec4;                         /* weights read 4 elements at a time (load_w4) */
+    bool units;                        /* GEMV: the fast units, bindings as uvec4 */
     int64_t chunk_rows;
     int n_chunks;
 } mm_ctx;
@@ -60,27 +55,40 @@ static glesc_status check_chunks(kb *b, const glesc_tensor *w)
     return GLESC_OK;
 }
 
-/* Bindings, loaders and the uniforms both kernels share. */
-static void common(kb *b, mm_ctx *mc)
+/* Can the GEMV read w through the fast units (a uvec4 binding)? Not when
+ * the activation shares w's memory (it is read as words). One of the bits
+ * of the op's variant (codegen.c), so the plan hash covers it. */
+bool kernels_matmul_units(const glesc_tensor *mm)
+{
+    return kernels_wload_units(mm->src[0]) && mm->src[0]->owner != mm->src[1]->owner;
+}
+
+/* Bindings, loaders and the uniforms both kernels share; gemv: the loaders
+ * are the GEMV's units. */
+static void common(kb *b, mm_ctx *mc, bool gemv)
 {
     const glesc_tensor *w = mc->w, *x = mc->x, *a = mc->a;
     check_chunks(b, w);
     mc->n_chunks = CORE_MAX(1, w->owner->st.n_chunks);
     mc->chunk_rows = mc->n_chunks > 1 ? w->owner->st.chunk_rows : w->ne[1];
-    /* both matmuls' variants carry this bit, so the plan hash covers it */
+    /* both matmuls' variants carry these bits, so the plan hash covers them */
     mc->vec4 = kernels_wload_vec4(w) && (!mc->p || kernels_wload_vec4(mc->p->src[0]));
-    mc->wb = kb_binding(b, w->owner, 0, false);
+    mc->units = gemv && kernels_matmul_units(mc->a) && (!mc->p || kernels_matmul_units(mc->p));
+    unsigned what =
+        gemv ? KERNELS_WLOAD_UNIT : KERNELS_WLOAD_ELEM | (mc->vec4 ? KERNELS_WLOAD_VEC4 : 0u);
+    mc->wb = mc->units ? kb_binding_uvec4(b, w->owner, 0) : kb_binding(b, w->owner, 0, false);
     char buf[16];
     snprintf(buf, sizeof buf, "t%d", mc->wb);
-    kernels_wload_emit(b, w->dtype, "load_w", buf, mc->vec4);
+    kernels_wload_emit(b, w, "load_w", buf, what, "K");
     if (mc->p) {
         const glesc_tensor *w2 = mc->p->src[0];
         check_chunks(b, w2);
         if (CORE_MAX(1, w2->owner->st.n_chunks) != mc->n_chunks)
             kb_fail(b, GLESC_ERROR_UNSUPPORTED, "matmul pair: weights chunked differently");
-        mc->wb2 = kb_binding(b, w2->owner, 0, false);
+        mc->wb2 =
+            mc->units ? kb_binding_uvec4(b, w2->owner, 0) : kb_binding(b, w2->owner, 0, false);
         snprintf(buf, sizeof buf, "t%d", mc->wb2);
-        kernels_wload_emit(b, w2->dtype, "load_u", buf, mc->vec4);
+        kernels_wload_emit(b, w2, "load_u", buf, what, "K");
     }
     kb_param_u(b, "K", (uint64_t)w->ne[0]);
     kb_param_u(b, "M", (uint64_t)x->ne[1]);
@@ -111,10 +119,11 @@ static void row_bytes(kb *b, const mm_ctx *mc, const char *var, const char *nl)
                 var, nl);
 }
 
-/* One dispatch per weight chunk. */
-static void dispatch_chunks(kb *b, const mm_ctx *mc,
-                            uint32_t (*groups)(int64_t rows, uint32_t g[2]), int64_t m_groups,
-                            int64_t batches)
+/* One dispatch per weight chunk: ceil(rows / rows_per_group) workgroups
+ * of rows, spread over x and y when spread (the device caps x at 65535;
+ * the GEMM keeps y for its column tiles), m_groups column groups, batches. */
+static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_group, bool spread,
+                            int64_t m_groups, int64_t batches)
 {
     int64_t n = mc->a->ne[0];
     for (int c = 0; c < mc->n_chunks; c++) {
@@ -125,166 +134,156 @@ static void dispatch_chunks(kb *b, const mm_ctx *mc,
         kb_binding_set_chunk(b, mc->wb, c);
         if (mc->p)
             kb_binding_set_chunk(b, mc->wb2, c);
-        uint32_t g[2];
-        groups(count, g);
-        kb_dispatch_groups(b, g[0], g[1] * (uint32_t)m_groups, (uint32_t)batches);
+        uint64_t wgs = ((uint64_t)count + (uint64_t)rows_per_group - 1) / (uint64_t)rows_per_group;
+        uint64_t x = wgs, y = 1;
+        while (spread && x > 65535) {
+            y *= 2;
+            x = (wgs + y - 1) / y;
+        }
+        kb_dispatch_groups(b, (uint32_t)x, (uint32_t)(y * (uint64_t)m_groups), (uint32_t)batches);
     }
 }
 
-static uint32_t gemv_groups(int64_t rows, uint32_t g[2])
+/* ---- GEMV ---- */
+
+/* The GEMV's shape: invocations per workgroup, per row team, rows per
+ * team, units in flight per lane, x elements per slice and column, and
+ * whether teams reduce with subgroupAdd. */
+typedef struct gemv_cfg {
+    int wg, team, nr, unroll, xs;
+    bool subgroup;
+} gemv_cfg;
+
+#define GEMV_SHARED_MAX (48 * 1024) /* bytes of shared memory a GEMV may use */
+#define GEMV_XS_MAX 16384           /* x elements per column and slice, at most */
+
+static int pow2_floor(int v)
 {
-    uint64_t wgs = ((uint64_t)rows + GEMV_ROWS - 1) / GEMV_ROWS;
-    uint64_t x = wgs, y = 1;
-    while (x > 65535) {
-        y *= 2;
-        x = (wgs + y - 1) / y;
+    int p = 1;
+    while (p * 2 <= v)
+        p *= 2;
+    return p;
+}
+
+/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0": a tuning
+ * aid overriding the fields it names (read on every generation, so a
+ * process sees one value: plans and programs stay consistent). */
+static void gemv_env(gemv_cfg *c)
+{
+    const char *e = getenv("GLESC_GEMV");
+    for (const char *p = e; p && *p;) {
+        char key[16];
+        int v, n = 0;
+        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0)
+            return;
+        if (!strcmp(key, "wg"))
+            c->wg = v;
+        else if (!strcmp(key, "team"))
+            c->team = v;
+        else if (!strcmp(key, "nr"))
+            c->nr = v;
+        else if (!strcmp(key, "unroll"))
+            c->unroll = v;
+        else if (!strcmp(key, "xs"))
+            c->xs = v;
+        else if (!strcmp(key, "subgroup"))
+            c->subgroup = c->subgroup && v;
+        p += n;
+        p += *p == ',';
     }
-    g[0] = (uint32_t)x;
-    g[1] = (uint32_t)y;
-    return 0;
+}
+
+/* Depends on the device (caps) and m (the plan hash covers m; a plan
+ * cache belongs to one context). */
+static gemv_cfg gemv_config(const glesc_context *ctx, int m)
+{
+    const glesc_caps *caps = &ctx->caps;
+    gemv_cfg c;
+    /* 256 invocations keep a GPU busy (the decode needs many loads in
+     * flight); llvmpipe's barriers and coroutines make small workgroups
+     * faster there. GLES guarantees 128. */
+    c.wg = pow2_floor(CORE_MIN(ctx->cpu_device ? 64 : 256, CORE_MIN(caps->max_compute_invocations,
+                                                                    caps->max_workgroup_size[0])));
+    c.subgroup = caps->has_subgroup && (caps->subgroup_features & GLESC_SUBGROUP_ARITHMETIC) &&
+                 caps->subgroup_size >= 4 && caps->subgroup_size <= c.wg &&
+                 c.wg % caps->subgroup_size == 0;
+    c.team = c.subgroup ? caps->subgroup_size : CORE_MIN(ctx->cpu_device ? 16 : 32, c.wg);
+    c.nr = m == 1 ? 2 : 1;
+    c.unroll = 2;
+    c.xs = GEMV_XS_MAX;
+    gemv_env(&c);
+    c.wg = pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
+    c.subgroup = c.subgroup && c.team == caps->subgroup_size && c.wg % c.team == 0;
+    c.team = CORE_MAX(1, CORE_MIN(c.team, c.wg));
+    if (c.wg % c.team)
+        c.team = pow2_floor(c.team);
+    c.nr = CORE_MAX(1, CORE_MIN(c.nr, 8));
+    c.unroll = CORE_MAX(1, CORE_MIN(c.unroll, 8));
+    /* x slices: what shared memory holds for every column, in whole
+     * 256-element blocks */
+    int budget = CORE_MIN(caps->max_compute_shared_memory, GEMV_SHARED_MAX);
+    int xs = CORE_MIN(c.xs, budget / (4 * m)) / 256 * 256;
+    c.xs = CORE_MAX(256, xs);
+    return c;
 }
 
 static glesc_status gen_gemv(kb *b, mm_ctx *mc)
 {
     bool dual = mc->p != NULL;
-    /* Specialized for the exact m (the op's variant, so the plan hash covers
-     * it): every accumulator is a scalar with a constant name, which keeps it
-     * in registers (an array indexed by a runtime m goes to scratch memory;
-     * on llvmpipe that made this kernel 5x slower). */
-    int m_n = (int)mc->x->ne[1];
-    int nacc = GEMV_ROWS * m_n * (dual ? 2 : 1);
-    /* the largest workgroup whose sums fit the shared array (m and the pair
-     * are in the plan hash, so is this) */
-    int wg = b->ctx->cpu_device ? GEMV_WG_MAX_CPU : GEMV_WG_MAX;
-    while (wg > 32 && wg * nacc > GEMV_PART_MAX)
-        wg /= 2;
+    int m = (int)mc->x->ne[1];
+    gemv_cfg c = gemv_config(b->ctx, m);
+    /* xs holds the slices, then (without subgroups) the partial sums: a vec4
+     * of 4 sums per invocation and group of 4 */
+    int nacc4 = (c.nr * m + 3) / 4;
+    int xs_vec4 = CORE_MAX(m * c.xs / 4, c.subgroup ? 0 : nacc4 * c.wg * (dual ? 2 : 1));
+    if (xs_vec4 * 16 > b->ctx->caps.max_compute_shared_memory)
+        return kb_fail(b, GLESC_ERROR_LIMIT,
+                       "GEMV: %d bytes of shared memory needed, the device has %d (m = %d)",
+                       xs_vec4 * 16, b->ctx->caps.max_compute_shared_memory, m);
     if (b->k) {
-        emit_kernel_local_size(b->k, wg, 1, 1);
+        emit_kernel_local_size(b->k, c.wg, 1, 1);
+        if (c.subgroup) {
+            emit_kernel_extension(b->k, "GL_KHR_shader_subgroup_basic");
+            emit_kernel_extension(b->k, "GL_KHR_shader_subgroup_arithmetic");
+            emit_kernel_define(b->k, "GEMV_SUBGROUP", "1");
+        }
         emit_kernel_snippet(b->k, "graph/eltwise");
-        emit_kernel_define(b->k, "ROWS", "%du", GEMV_ROWS);
-        emit_kernel_define(b->k, "MCOLS", "%du", m_n);
-        emit_kernel_define(b->k, "NACC", "%du", nacc);
-        emit_kernel_shared(b->k, "float", "part", nacc * wg);
-        emit_kernel_comment(b->k, "GEMV: ROWS output rows per workgroup, all MCOLS columns; k "
-                                  "split across invocations, one tree reduction for all sums");
-    }
-    common(b, mc);
-    kb_line(b, "uint g = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;");
-    kb_line(b, "uint nl0 = g * ROWS; // first local row (within the chunk)");
-    kb_line(b, "if (nl0 >= n_count) {");
-    kb_line(b, "return;");
-    kb_line(b, "}");
-    kb_line(b, "uint b2 = gl_WorkGroupID.z %% xb2;");
-    kb_line(b, "uint b3 = gl_WorkGroupID.z / xb2;");
-    kb_line(b, "uint lid = gl_LocalInvocationIndex;");
-    kb_line(b, "uint nrows = min(ROWS, n_count - nl0);");
-    for (int r = 0; r < GEMV_ROWS; r++) {
-        /* rows past the end repeat the last one (their sums are not stored) */
-        kb_line(b,
-                "uint wr%d = w_off + (nl0 + min(%du, nrows - 1u)) * w_nb1 + (b2 / r2) * w_nb2 + "
-                "(b3 / r3) * w_nb3;",
-                r, r);
+        emit_kernel_define(b->k, "TEAM", "%du", c.team);
+        emit_kernel_define(b->k, "NR", "%du", c.nr);
+        emit_kernel_define(b->k, "MCOLS", "%du", m);
+        emit_kernel_define(b->k, "XS", "%du", c.xs);
+        emit_kernel_define(b->k, "UNROLL", "%du", c.unroll);
         if (dual)
-            kb_line(b,
-                    "uint wq%d = w2_off + (nl0 + min(%du, nrows - 1u)) * w2_nb1 + (b2 / r2) * "
-                    "w2_nb2 + (b3 / r3) * w2_nb3;",
-                    r, r);
+            emit_kernel_define(b->k, "PAIR", "1");
+        emit_kernel_shared(b->k, "vec4", "xs", xs_vec4);
+        emit_kernel_comment(b->k,
+                            "GEMV (glsl/graph/gemv.glsl): %d rows per workgroup, teams of %d, "
+                            "%s reduction, x in slices of %d",
+                            c.wg / c.team * c.nr, c.team, c.subgroup ? "subgroup" : "shared", c.xs);
     }
-    for (int r = 0; r < GEMV_ROWS; r++)
-        for (int m = 0; m < m_n; m++) {
-            kb_line(b, "float a%d_%d = 0.0;", r, m);
-            if (dual)
-                kb_line(b, "float p%d_%d = 0.0;", r, m);
-        }
-    if (mc->vec4) {
-        /* 4 consecutive k per step: one dq4 decodes them together (the
-         * scalar loader would decode a quantized group once per element) */
-        kb_line(b, "for (uint k4 = lid; k4 < (K >> 2u); k4 += WG_SIZE) {");
-        for (int j = 0; j < 4; j++)
-            kb_line(b, "uint k_%d = 4u * k4 + %du;", j, j);
-        for (int m = 0; m < m_n; m++) {
-            char mc_[16], xv[4][16], kc[4][8];
-            snprintf(mc_, sizeof mc_, "%du", m);
-            for (int j = 0; j < 4; j++) {
-                snprintf(kc[j], sizeof kc[j], "k_%d", j);
-                const char *cx[4] = {kc[j], mc_, "b2", "b3"};
-                kb_expr(b, mc->x, cx, xv[j]);
-            }
-            kb_line(b, "vec4 x%d = vec4(%s, %s, %s, %s);", m, xv[0], xv[1], xv[2], xv[3]);
-        }
-        for (int r = 0; r < GEMV_ROWS; r++) {
-            kb_line(b, "vec4 w%d = load_w4(wr%d, k4);", r, r);
-            if (dual)
-                kb_line(b, "vec4 u%d = load_u4(wq%d, k4);", r, r);
-        }
-        for (int r = 0; r < GEMV_ROWS; r++)
-            for (int m = 0; m < m_n; m++) {
-                kb_line(b, "a%d_%d += dot(w%d, x%d);", r, m, r, m);
-                if (dual)
-                    kb_line(b, "p%d_%d += dot(u%d, x%d);", r, m, r, m);
-            }
-        kb_line(b, "}");
-    } else {
-        kb_line(b, "for (uint k = lid; k < K; k += WG_SIZE) {");
-        for (int m = 0; m < m_n; m++) {
-            char mc_[16], xv[16];
-            snprintf(mc_, sizeof mc_, "%du", m);
-            const char *cx[4] = {"k", mc_, "b2", "b3"};
-            kb_expr(b, mc->x, cx, xv);
-            kb_line(b, "float x%d = %s;", m, xv);
-        }
-        for (int r = 0; r < GEMV_ROWS; r++) {
-            kb_line(b, "float w%d = load_w(wr%d, k);", r, r);
-            if (dual)
-                kb_line(b, "float u%d = load_u(wq%d, k);", r, r);
-        }
-        for (int r = 0; r < GEMV_ROWS; r++)
-            for (int m = 0; m < m_n; m++) {
-                kb_line(b, "a%d_%d += w%d * x%d;", r, m, r, m);
-                if (dual)
-                    kb_line(b, "p%d_%d += u%d * x%d;", r, m, r, m);
-            }
-        kb_line(b, "}");
+    common(b, mc, true);
+    if (b->k)
+        emit_kernel_snippet(b->k, "graph/gemv");
+    /* the hooks gemv.glsl calls: x with its prologue, the store with the
+     * epilogue */
+    if (b->k)
+        emit_kernel_function_begin(b->k, "float gemv_x(uint k, uint c, uint b2, uint b3)");
+    char xv[16];
+    const char *cx[4] = {"k", "c", "b2", "b3"};
+    kb_expr(b, mc->x, cx, xv);
+    kb_line(b, "return %s;", xv);
+    if (b->k) {
+        emit_kernel_function_end(b->k);
+        emit_kernel_function_begin(
+            b->k, "void gemv_store(uint n, uint c, uint b2, uint b3, float dot, float dot2)");
     }
-    /* all NACC sums reduce together: log2(WG) barrier steps per workgroup;
-     * slot (r·MCOLS + m), then the partner's after ROWS·MCOLS */
-    for (int r = 0; r < GEMV_ROWS; r++)
-        for (int m = 0; m < m_n; m++) {
-            kb_line(b, "part[%du * WG_SIZE + lid] = a%d_%d;", r * m_n + m, r, m);
-            if (dual)
-                kb_line(b, "part[%du * WG_SIZE + lid] = p%d_%d;", (GEMV_ROWS + r) * m_n + m, r, m);
-        }
-    kb_line(b, "memoryBarrierShared();");
-    kb_line(b, "barrier();");
-    kb_line(b, "for (uint s = WG_SIZE / 2u; s > 0u; s >>= 1u) {");
-    kb_line(b, "if (lid < s) {");
-    kb_line(b, "for (uint i = 0u; i < NACC; i++) {");
-    kb_line(b, "part[i * WG_SIZE + lid] += part[i * WG_SIZE + lid + s];");
-    kb_line(b, "}");
-    kb_line(b, "}");
-    kb_line(b, "memoryBarrierShared();");
-    kb_line(b, "barrier();");
-    kb_line(b, "}");
-    kb_line(b, "// invocation lid stores (row lid / MCOLS, column lid %% MCOLS)");
-    kb_line(b, "uint r = lid / MCOLS;");
-    kb_line(b, "uint m = lid %% MCOLS;");
-    kb_line(b, "if (r < nrows) {");
-    kb_line(b, "uint n = n_base + nl0 + r;");
-    kb_line(b, "float dot = part[(r * MCOLS + m) * WG_SIZE];");
-    if (dual)
-        kb_line(b, "float dot2 = part[((ROWS + r) * MCOLS + m) * WG_SIZE];");
-    const char *co[4] = {"n", "m", "b2", "b3"};
+    const char *co[4] = {"n", "c", "b2", "b3"};
     kb_store_out(b, co, "dot", dual ? "dot2" : NULL);
-    kb_line(b, "}");
-    dispatch_chunks(b, mc, gemv_groups, 1, mc->x->ne[2] * mc->x->ne[3]);
+    if (b->k)
+        emit_kernel_function_end(b->k);
+    kb_line(b, "gemv_main();");
+    dispatch_chunks(b, mc, c.wg / c.team * c.nr, true, 1, mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
-}
-
-static uint32_t gemm_groups(int64_t rows, uint32_t g[2])
-{
-    g[0] = (uint32_t)((rows + TILE - 1) / TILE);
-    g[1] = 1;
-    return 0;
 }
 
 static glesc_status gen_gemm(kb *b, mm_ctx *mc)
@@ -302,7 +301,7 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
         emit_kernel_comment(b->k, "GEMM: 64x64 output tiles, k in steps of 16 through shared "
                                   "memory, 4x4 outputs per invocation");
     }
-    common(b, mc);
+    common(b, mc, false);
     kb_line(b, "uint tx = gl_LocalInvocationID.x;");
     kb_line(b, "uint ty = gl_LocalInvocationID.y;");
     kb_line(b, "uint lid = gl_LocalInvocationIndex;");
@@ -394,7 +393,7 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
             kb_store_out(b, co, av, dual ? pv : NULL);
             kb_line(b, "}");
         }
-    dispatch_chunks(b, mc, gemm_groups, (mc->x->ne[1] + TILE - 1) / TILE,
+    dispatch_chunks(b, mc, TILE, false, (mc->x->ne[1] + TILE - 1) / TILE,
                     mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
 }
