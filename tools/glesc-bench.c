@@ -7,8 +7,9 @@
  * with its cached plan, as effective bandwidth (GPU bytes of weights read
  * per second) and as fractions of the copy bandwidth, of the read-only
  * roofline, and of the same reduction kernel reading exactly the weight's
- * bytes (cycled through as many copies as the GEMV, so it pays the same
- * launch and tail costs: the roofline of a kernel that size).
+ * bytes (cycled through as many copies as the GEMV, each dispatch timed
+ * alone as the graph times its kernels, so it pays the same launch and
+ * tail costs: the roofline of a kernel that size).
  * The time is the kernel's GPU time from the graph's timing option (CPU time
  * around glFinish where the driver's timer queries miss compute work, as on
  * llvmpipe).
@@ -78,6 +79,36 @@ static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_bindi
         ns = cpu_ns;
     *sec = (double)ns * 1e-9 / iters;
     return 0;
+}
+
+/* As time_dispatch, but each dispatch in its own timer query, as the
+ * graph's per-kernel timing measures: launch and tail included, no overlap
+ * with a neighbour. */
+static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *b, int nb,
+                     gl_param *prm, int np, const uint32_t g[3], int iters, int cycle,
+                     int cycle_param, uint32_t cycle_step, double *sec)
+{
+    gl_timer *t = calloc((size_t)iters, sizeof *t);
+    uint64_t total = 0;
+    int rc = t ? 0 : -1;
+    for (int i = 0; i < iters && !rc; i++) {
+        if (cycle > 1)
+            prm[cycle_param] = GL_PARAM_U((uint32_t)(i % cycle) * cycle_step);
+        if (gl_timer_begin(ctx, &t[i]) || gl_dispatch(ctx, p, b, nb, prm, np, g) ||
+            gl_timer_end(ctx, &t[i]))
+            rc = -1;
+    }
+    for (int i = 0; i < iters && !rc; i++) {
+        uint64_t ns;
+        if (gl_timer_result(ctx, &t[i], &ns))
+            rc = -1;
+        total += ns;
+    }
+    for (int i = 0; t && i < iters; i++)
+        gl_timer_release(ctx, &t[i]);
+    free(t);
+    *sec = (double)total * 1e-9 / iters;
+    return rc;
 }
 
 /* The GEMV y = W·x through the graph: `copies` weights of type t and shape
@@ -295,6 +326,11 @@ int main(int argc, char **argv)
     double read_bw = (double)bytes / sec;
     printf("read: %.1f MiB in %.1f us: %.1f GB/s (read only)\n", (double)bytes / 1048576.0,
            sec * 1e6, read_bw / 1e9);
+    /* The floor of a timed kernel: one workgroup reading nothing. */
+    gl_param eprm[2] = {GL_PARAM_U(0), GL_PARAM_U(0)};
+    if (time_each(ctx, rp, cb, 2, eprm, 2, (uint32_t[3]){1, 1, 1}, iters, 0, 0, 0, &sec))
+        return fail(ctx, "empty kernel timing");
+    printf("empty kernel, timed alone: %.2f us\n", sec * 1e6);
 
     printf("\n%-8s %-11s %9s %9s %8s %8s %8s %9s  %s\n", "type", "N x K", "us", "GB/s", "of copy",
            "of read", "of same", "same us", "kernel");
@@ -342,8 +378,8 @@ int main(int argc, char **argv)
             uint32_t rg[3];
             grid_of(w4, rg);
             gl_param sprm[2] = {GL_PARAM_U(w4), GL_PARAM_U(0)};
-            if (rcopies >= 1 && time_dispatch(ctx, rp, cb, 2, sprm, 2, rg, CORE_MAX(iters, copies),
-                                              rcopies, 1, (uint32_t)w4, &same))
+            if (rcopies >= 1 && time_each(ctx, rp, cb, 2, sprm, 2, rg, CORE_MAX(iters, copies),
+                                          rcopies, 1, (uint32_t)w4, &same))
                 return fail(ctx, "read timing (same size)");
             double bw = (double)wbytes / sec;
             printf("%-8s %5dx%-5d %9.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %9.2f  %s\n",

@@ -14,6 +14,12 @@
 // values are ab.x * q + ab.y and ab.z * q + ab.w (scales applied after the
 // dot product, once per run).
 
+// Word i & 3 of v, by selects (a dynamically indexed vector can become
+// branches); QW uses it where the binding is a uvec4 array.
+uint qw_pick(uvec4 v, uint i) {
+    return (i & 2u) != 0u ? ((i & 1u) != 0u ? v.w : v.z) : ((i & 1u) != 0u ? v.y : v.x);
+}
+
 // The words where a block's field arrays start, and its index in its group.
 struct qblock {
     uint f0;

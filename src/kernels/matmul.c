@@ -120,10 +120,12 @@ static void row_bytes(kb *b, const mm_ctx *mc, const char *var, const char *nl)
 }
 
 /* One dispatch per weight chunk: ceil(rows / rows_per_group) workgroups
- * of rows, spread over x and y when spread (the device caps x at 65535;
- * the GEMM keeps y for its column tiles), m_groups column groups, batches. */
-static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_group, bool spread,
-                            int64_t m_groups, int64_t batches)
+ * of rows (at most max_groups when that is not 0: the GEMV's workgroups
+ * then loop over the blocks of rows), spread over x and y when spread (the
+ * device caps x at 65535; the GEMM keeps y for its column tiles), m_groups
+ * column groups, batches. */
+static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_group, uint64_t max_groups,
+                            bool spread, int64_t m_groups, int64_t batches)
 {
     int64_t n = mc->a->ne[0];
     for (int c = 0; c < mc->n_chunks; c++) {
@@ -135,6 +137,8 @@ static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_group, boo
         if (mc->p)
             kb_binding_set_chunk(b, mc->wb2, c);
         uint64_t wgs = ((uint64_t)count + (uint64_t)rows_per_group - 1) / (uint64_t)rows_per_group;
+        if (max_groups && wgs > max_groups)
+            wgs = max_groups;
         uint64_t x = wgs, y = 1;
         while (spread && x > 65535) {
             y *= 2;
@@ -150,12 +154,18 @@ static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_group, boo
  * team, units in flight per lane, x elements per slice and column, and
  * whether teams reduce with subgroupAdd. */
 typedef struct gemv_cfg {
-    int wg, team, nr, unroll, xs;
+    int wg, team, ks, nr, unroll, xs;
+    int red;    /* vec4 of shared memory for the partial sums */
+    int groups; /* workgroups a dispatch has at most (0: one per block of rows) */
     bool subgroup;
 } gemv_cfg;
 
 #define GEMV_SHARED_MAX (48 * 1024) /* bytes of shared memory a GEMV may use */
-#define GEMV_XS_MAX 16384           /* x elements per column and slice, at most */
+#define GEMV_XS_MAX 4096            /* x elements per column and slice, at most */
+/* Workgroups of a GEMV dispatch, at most: beyond, each takes several blocks
+ * of rows and loads x once for them (when one slice holds it). Enough to
+ * fill a big GPU several times over; small ones keep every core busy. */
+#define GEMV_GROUPS 256
 
 static int pow2_floor(int v)
 {
@@ -180,6 +190,10 @@ static void gemv_env(gemv_cfg *c)
             c->wg = v;
         else if (!strcmp(key, "team"))
             c->team = v;
+        else if (!strcmp(key, "groups"))
+            c->groups = v;
+        else if (!strcmp(key, "ks"))
+            c->ks = v;
         else if (!strcmp(key, "nr"))
             c->nr = v;
         else if (!strcmp(key, "unroll"))
@@ -193,9 +207,9 @@ static void gemv_env(gemv_cfg *c)
     }
 }
 
-/* Depends on the device (caps) and m (the plan hash covers m; a plan
- * cache belongs to one context). */
-static gemv_cfg gemv_config(const glesc_context *ctx, int m)
+/* Depends on the device (caps), the weight type, m and the pair (the plan
+ * hash covers the last three; a plan cache belongs to one context). */
+static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool dual)
 {
     const glesc_caps *caps = &ctx->caps;
     gemv_cfg c;
@@ -208,8 +222,13 @@ static gemv_cfg gemv_config(const glesc_context *ctx, int m)
                  caps->subgroup_size >= 4 && caps->subgroup_size <= c.wg &&
                  c.wg % caps->subgroup_size == 0;
     c.team = c.subgroup ? caps->subgroup_size : CORE_MIN(ctx->cpu_device ? 16 : 32, c.wg);
+    c.ks = 1;
+    c.groups = GEMV_GROUPS;
     c.nr = m == 1 ? 2 : 1;
-    c.unroll = 2;
+    /* two units of each row in flight where a unit is decoded from few
+     * bytes; the plain types' units are 64 or 128 bytes already (on an
+     * H200 one unit ran 5-8% faster there, two 2-4% faster for q4_0, q8_0) */
+    c.unroll = graph_dtype_quant(t) ? 2 : 1;
     c.xs = GEMV_XS_MAX;
     gemv_env(&c);
     c.wg = pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
@@ -218,11 +237,16 @@ static gemv_cfg gemv_config(const glesc_context *ctx, int m)
     if (c.wg % c.team)
         c.team = pow2_floor(c.team);
     c.nr = CORE_MAX(1, CORE_MIN(c.nr, 8));
-    c.unroll = CORE_MAX(1, CORE_MIN(c.unroll, 8));
+    c.ks = pow2_floor(CORE_MAX(1, CORE_MIN(c.ks, c.wg / c.team)));
+    c.unroll = c.unroll >= 4 ? 4 : c.unroll >= 2 ? 2 : 1; /* gemv.glsl's steps */
+    c.groups = CORE_MAX(0, c.groups);
     /* x slices: what shared memory holds for every column, in whole
      * 256-element blocks */
-    int budget = CORE_MIN(caps->max_compute_shared_memory, GEMV_SHARED_MAX);
-    int xs = CORE_MIN(c.xs, budget / (4 * m)) / 256 * 256;
+    int nacc4 = (c.nr * m + 3) / 4;
+    c.red = c.subgroup ? (c.ks > 1 ? (c.wg / c.team * c.nr * m * (dual ? 2 : 1) + 3) / 4 : 0)
+                       : nacc4 * c.wg * (dual ? 2 : 1);
+    int budget = CORE_MIN(caps->max_compute_shared_memory, GEMV_SHARED_MAX) - 16 * c.red;
+    int xs = CORE_MIN(c.xs, budget * 8 / 9 / (4 * m)) / 256 * 256; /* 1/9 of it spare */
     c.xs = CORE_MAX(256, xs);
     return c;
 }
@@ -231,15 +255,16 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
 {
     bool dual = mc->p != NULL;
     int m = (int)mc->x->ne[1];
-    gemv_cfg c = gemv_config(b->ctx, m);
+    gemv_cfg c = gemv_config(b->ctx, mc->w->dtype, m, dual);
     /* xs holds the slices, then (without subgroups) the partial sums: a vec4
      * of 4 sums per invocation and group of 4 */
-    int nacc4 = (c.nr * m + 3) / 4;
-    int xs_vec4 = CORE_MAX(m * c.xs / 4, c.subgroup ? 0 : nacc4 * c.wg * (dual ? 2 : 1));
-    if (xs_vec4 * 16 > b->ctx->caps.max_compute_shared_memory)
+    /* x's slices and the partial sums (vec4) */
+    int red = c.red;
+    int xs_vec4 = m * (c.xs / 4 + c.xs / 32); /* gemv.glsl's XS4P a column */
+    if ((xs_vec4 + red) * 16 > b->ctx->caps.max_compute_shared_memory)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "GEMV: %d bytes of shared memory needed, the device has %d (m = %d)",
-                       xs_vec4 * 16, b->ctx->caps.max_compute_shared_memory, m);
+                       (xs_vec4 + red) * 16, b->ctx->caps.max_compute_shared_memory, m);
     if (b->k) {
         emit_kernel_local_size(b->k, c.wg, 1, 1);
         if (c.subgroup) {
@@ -249,6 +274,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
         }
         emit_kernel_snippet(b->k, "graph/eltwise");
         emit_kernel_define(b->k, "TEAM", "%du", c.team);
+        emit_kernel_define(b->k, "KSPLIT", "%du", c.ks);
         emit_kernel_define(b->k, "NR", "%du", c.nr);
         emit_kernel_define(b->k, "MCOLS", "%du", m);
         emit_kernel_define(b->k, "XS", "%du", c.xs);
@@ -256,10 +282,13 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
         if (dual)
             emit_kernel_define(b->k, "PAIR", "1");
         emit_kernel_shared(b->k, "vec4", "xs", xs_vec4);
+        if (red)
+            emit_kernel_shared(b->k, "vec4", "xr", red);
         emit_kernel_comment(b->k,
-                            "GEMV (glsl/graph/gemv.glsl): %d rows per workgroup, teams of %d, "
-                            "%s reduction, x in slices of %d",
-                            c.wg / c.team * c.nr, c.team, c.subgroup ? "subgroup" : "shared", c.xs);
+                            "GEMV (glsl/graph/gemv.glsl): %d rows per workgroup of %d, teams of "
+                            "%d, %d per row, %s reduction, x in slices of %d, %d units in flight",
+                            c.wg / c.team / c.ks * c.nr, c.wg, c.team, c.ks,
+                            c.subgroup ? "subgroup" : "shared", c.xs, c.unroll);
     }
     common(b, mc, true);
     if (b->k)
@@ -282,7 +311,8 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
     if (b->k)
         emit_kernel_function_end(b->k);
     kb_line(b, "gemv_main();");
-    dispatch_chunks(b, mc, c.wg / c.team * c.nr, true, 1, mc->x->ne[2] * mc->x->ne[3]);
+    dispatch_chunks(b, mc, c.wg / c.team / c.ks * c.nr, (uint64_t)c.groups, true, 1,
+                    mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
 }
 
@@ -393,7 +423,7 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
             kb_store_out(b, co, av, dual ? pv : NULL);
             kb_line(b, "}");
         }
-    dispatch_chunks(b, mc, TILE, false, (mc->x->ne[1] + TILE - 1) / TILE,
+    dispatch_chunks(b, mc, TILE, 0, false, (mc->x->ne[1] + TILE - 1) / TILE,
                     mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
 }

@@ -7,11 +7,14 @@
  *   KERNELS_WLOAD_VEC4  vec4 NAME4(uint row_byte, uint k4): elements
  *                       4·k4 .. 4·k4+3 (row_byte a multiple of 4);
  *   KERNELS_WLOAD_UNIT  the GEMV's 32-element units (glsl/graph/gemv.glsl):
- *                       `void NAME_wunit(uint row_byte, uint u, out vec4
- *                       q[8], out vec4 ab)` and `uvec2 NAME_wunit_x(uint
- *                       u)`, see glsl/quant/common.glsl; NAME_MINS is
- *                       defined when the runs' values have an offset (ab.y,
- *                       ab.w).
+ *                       `uvec4 NAME_wat(uint u)`, where unit u's block
+ *                       lies in any row (the same for every row: computed
+ *                       once for all the rows a lane reads),
+ *                       `void NAME_wunit(uint row_byte, uvec4 at, uint u,
+ *                       out vec4 q[8], out vec4 ab)` and `uvec2
+ *                       NAME_wunit_x(uint u)`, see glsl/quant/common.glsl;
+ *                       NAME_MINS is defined when the runs' values have an
+ *                       offset (ab.y, ab.w).
  *
  * f32, f16 and bf16 element loaders are written here. The ggml block types
  * are built on the glsl/quant/ snippets (the ones tests/test_quant_gpu.c
@@ -169,7 +172,8 @@ static void snippet_names(const char *text, const char *prefix, sbuf *defs, sbuf
 static void word_macros(sbuf *o, const char *buf, bool as_uvec4)
 {
     if (as_uvec4)
-        sbuf_appendf(o, "#define QW(i) %s[(i) >> 2u][(i) & 3u]\n#define QW4(i) %s[i]\n", buf, buf);
+        sbuf_appendf(o, "#define QW(i) qw_pick(%s[(i) >> 2u], i)\n#define QW4(i) %s[i]\n", buf,
+                     buf);
     else
         sbuf_appendf(o,
                      "#define QW(i) %s[i]\n#define QW4(i) uvec4(%s[4u * (i)], %s[4u * (i) + 1u], "
@@ -184,19 +188,28 @@ static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
 {
     sbuf_appendf(o,
                  "uvec2 %s_wunit_x(uint u) {\n"
-                 "    return uvec2(32u * u, 32u * u + 16u);\n}\n"
-                 "void %s_wunit(uint row_byte, uint u, out vec4 q[8], out vec4 ab) {\n",
-                 fn, fn);
+                 "    return uvec2(32u * u, 32u * u + 16u);\n}\n",
+                 fn);
     if (block)
         sbuf_appendf(o,
-                     "    qblock b = qlocate(row_byte >> 2u, (%s) / QK, 32u * u / QK);\n"
+                     "uvec4 %s_wat(uint u) {\n"
+                     "    qblock b = qlocate(0u, (%s) / QK, 32u * u / QK);\n"
+                     "    return uvec4(b.f0, b.f1, b.f2, b.i);\n}\n"
+                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                     "{\n"
+                     "    uint r = row_byte >> 2u;\n"
+                     "    qblock b = qblock(r + at.x, r + at.y, r + at.z, at.w);\n"
                      "    uint j0 = 32u * u %% QK / 4u;\n"
                      "    for (uint i = 0u; i < 8u; i++) {\n"
                      "        q[i] = dq4(b, j0 + i);\n"
                      "    }\n",
-                     ne0);
+                     fn, ne0, fn);
     else
         sbuf_appendf(o,
+                     "uvec4 %s_wat(uint u) {\n"
+                     "    return uvec4(0u);\n}\n"
+                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                     "{\n"
                      "    for (uint i = 0u; i < 8u; i++) {\n"
                      "        uint k = 32u * u + 4u * i;\n"
                      "        q[i] = vec4(k < (%s) ? %s(row_byte, k) : 0.0,\n"
@@ -204,7 +217,7 @@ static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
                      "                    k + 2u < (%s) ? %s(row_byte, k + 2u) : 0.0,\n"
                      "                    k + 3u < (%s) ? %s(row_byte, k + 3u) : 0.0);\n"
                      "    }\n",
-                     ne0, fn, ne0, fn, ne0, fn, ne0, fn);
+                     fn, fn, ne0, fn, ne0, fn, ne0, fn, ne0, fn);
     sbuf_append(o, "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n");
 }
 
@@ -255,18 +268,26 @@ static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, 
         sbuf_appendf(o,
                      "uvec2 %s_wunit_x(uint u) {\n"
                      "    return uvec2(32u * u, 32u * u + 16u);\n}\n"
-                     "void %s_wunit(uint row_byte, uint u, out vec4 q[8], out vec4 ab) {\n"
+                     "uvec4 %s_wat(uint u) {\n"
+                     "    return uvec4(0u);\n}\n"
+                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                     "{\n"
                      "    punit((row_byte >> 4u) + %du * u, q);\n"
                      "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n",
-                     fn, fn, 2 * esize);
+                     fn, fn, fn, 2 * esize);
     } else if (fast) {
         sbuf_appendf(o,
                      "uvec2 %s_wunit_x(uint u) {\n"
                      "    return (u / QU) * QK + unit_x(u %% QU);\n}\n"
-                     "void %s_wunit(uint row_byte, uint u, out vec4 q[8], out vec4 ab) {\n"
-                     "    unit(qlocate(row_byte >> 2u, (%s) / QK, u / QU), u %% QU, q, ab);\n}\n"
+                     "uvec4 %s_wat(uint u) {\n"
+                     "    qblock b = qlocate(0u, (%s) / QK, u / QU);\n"
+                     "    return uvec4(b.f0, b.f1, b.f2, b.i);\n}\n"
+                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                     "{\n"
+                     "    uint r = row_byte >> 2u;\n"
+                     "    unit(qblock(r + at.x, r + at.y, r + at.z, at.w), u %% QU, q, ab);\n}\n"
                      "#ifdef QMINS\n#define %s_MINS 1\n#endif\n",
-                     fn, fn, ne0, fn);
+                     fn, fn, ne0, fn, fn);
     } else if (what & KERNELS_WLOAD_UNIT) {
         generic_unit(o, fn, ne0, true);
     }
