@@ -516,6 +516,11 @@ typedef struct glesc_compute_stats {
     uint64_t cpu_ns;                       /* host time of the compute call */
     int n_kernel_times;                    /* entries in kernel_times (0 unless timing is on) */
     const glesc_kernel_time *kernel_times; /* owned by the graph, valid until the next compute */
+    /* Kernels whose generator ran to bind this compute's buffers and sizes;
+     * the others replayed what the plan recorded (the same sizes as the
+     * last time): a decode step binds only the kernels that see the longer
+     * cache. */
+    int kernels_bound;
 } glesc_compute_stats;
 
 /* Statistics of the last compute of g. */

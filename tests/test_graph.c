@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <stdio.h>
 
+#include "compute/compute.h"
 #include "core/core.h"
 #include "graph/graph.h"
 #include "test_graph_util.h"
@@ -341,9 +342,8 @@ static glesc_tensor *weight_f16(int64_t k, int64_t n, uint32_t seed)
     return w;
 }
 
-Test(graph, decode_steps_reuse_the_plan)
+static layer layer_new(void)
 {
-    setenv("GLESC_PLAN_VERIFY", "1", 1);
     layer L = {.dim = 64, .d = 16, .h = 4, .hkv = 2, .ff = 96, .ctx = 8};
     L.wq = weight_f16(L.dim, L.h * L.d, 1);
     L.wk = weight_f16(L.dim, L.hkv * L.d, 2);
@@ -358,6 +358,21 @@ Test(graph, decode_steps_reuse_the_plan)
     tg_fill(L.n2, 9, 0.5f, 1.5f);
     L.kc = glesc_weight_new(ctx, GLESC_DTYPE_F16, 2, (int64_t[]){L.hkv * L.d, L.ctx});
     L.vc = glesc_weight_new(ctx, GLESC_DTYPE_F16, 2, (int64_t[]){L.hkv * L.d, L.ctx});
+    return L;
+}
+
+static void layer_free(layer *L)
+{
+    glesc_tensor *ws[] = {L->wq, L->wk, L->wv, L->wo, L->wg, L->wu,
+                          L->wd, L->n1, L->n2, L->kc, L->vc};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(ws); i++)
+        glesc_weight_free(ws[i]);
+}
+
+Test(graph, decode_steps_reuse_the_plan)
+{
+    setenv("GLESC_PLAN_VERIFY", "1", 1);
+    layer L = layer_new();
     glesc_graph *g = glesc_graph_create(ctx);
     for (int pos = 0; pos < 5; pos++) {
         glesc_graph_reset(g);
@@ -379,10 +394,58 @@ Test(graph, decode_steps_reuse_the_plan)
         cr_assert_leq(s.dispatches, 11);
     }
     glesc_graph_destroy(g);
-    glesc_tensor *ws[] = {L.wq, L.wk, L.wv, L.wo, L.wg, L.wu, L.wd, L.n1, L.n2, L.kc, L.vc};
-    for (size_t i = 0; i < CORE_ARRAY_LEN(ws); i++)
-        glesc_weight_free(ws[i]);
+    layer_free(&L);
     unsetenv("GLESC_PLAN_VERIFY");
+}
+
+/* Replay: a reused plan dispatches what it recorded; only the kernels whose
+ * sizes changed (attention over one more cached position) run their
+ * generator. Its results must equal, bit for bit, those of a plan made from
+ * nothing for the same step, with a growing cache. */
+Test(graph, replay_matches_fresh_generation)
+{
+    layer L = layer_new();
+    glesc_graph *g = glesc_graph_create(ctx);
+    int64_t n = L.dim;
+    for (int pos = 0; pos < (int)L.ctx; pos++) {
+        /* replayed (or, on the first steps, new) */
+        glesc_graph_reset(g);
+        glesc_tensor *y = decode_step(g, &L, pos, (uint32_t)(100 + pos));
+        cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        float *replayed = tg_read(y);
+        glesc_compute_stats s;
+        glesc_graph_stats(g, &s);
+        cr_log_info("step %d: %s, %d of %d kernels bound", pos,
+                    s.plan_reused ? "plan reused" : "new plan", s.kernels_bound, s.kernels);
+        if (pos >= 2) { /* the plan of step pos-1, made for one position less */
+            cr_assert(s.plan_reused, "step %d", pos);
+            cr_assert_gt(s.kernels_bound, 0, "step %d: the longer cache must be bound", pos);
+            cr_assert_lt(s.kernels_bound, s.kernels, "step %d: nothing was replayed", pos);
+        }
+        /* the same graph again (the step rewrites the same cache row): all replayed */
+        cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        glesc_graph_stats(g, &s);
+        cr_assert_eq(s.kernels_bound, 0, "step %d: same sizes, yet %d kernels bound", pos,
+                     s.kernels_bound);
+        float *again = tg_read(y);
+        cr_assert_arr_eq(again, replayed, (size_t)n * sizeof *again, "step %d", pos);
+        /* a fresh plan: every kernel generated and bound */
+        compute_plans_drop(ctx);
+        glesc_graph_reset(g);
+        y = decode_step(g, &L, pos, (uint32_t)(100 + pos));
+        cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        glesc_graph_stats(g, &s);
+        cr_assert(!s.plan_reused);
+        cr_assert_eq(s.kernels_bound, s.kernels);
+        float *fresh = tg_read(y);
+        cr_assert_arr_eq(fresh, replayed, (size_t)n * sizeof *fresh,
+                         "step %d: replay and fresh generation differ", pos);
+        free(replayed);
+        free(again);
+        free(fresh);
+    }
+    glesc_graph_destroy(g);
+    layer_free(&L);
 }
 
 /* Every allocation of building and computing a small fused graph fails in
