@@ -184,14 +184,15 @@ typedef struct glesc_caps {
     int max_workgroup_count[3];
     int storage_buffer_offset_alignment;
     int num_program_binary_formats;
-    bool has_subgroup;          /* GL_KHR_shader_subgroup */
-    int subgroup_size;          /* 0 when absent */
-    uint32_t subgroup_stages;   /* GL shader stage bits */
-    uint32_t subgroup_features; /* GLESC_SUBGROUP_* */
-    bool has_timer_query;       /* GL_EXT_disjoint_timer_query */
-    bool has_parallel_compile;  /* GL_KHR_parallel_shader_compile */
-    bool has_buffer_storage;    /* GL_EXT_buffer_storage */
-    bool has_debug;             /* GL_KHR_debug or GLES 3.2 */
+    bool has_subgroup;                   /* GL_KHR_shader_subgroup */
+    int subgroup_size;                   /* 0 when absent */
+    uint32_t subgroup_stages;            /* GL shader stage bits */
+    uint32_t subgroup_features;          /* GLESC_SUBGROUP_* */
+    bool has_timer_query;                /* GL_EXT_disjoint_timer_query */
+    bool has_parallel_compile;           /* GL_KHR_parallel_shader_compile */
+    bool has_buffer_storage;             /* GL_EXT_buffer_storage */
+    bool has_debug;                      /* GL_KHR_debug or GLES 3.2 */
+    int uniform_buffer_offset_alignment; /* GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT */
 } glesc_caps;
 
 /* Capabilities of ctx; the pointer stays valid for the context's life. */

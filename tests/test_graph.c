@@ -448,6 +448,50 @@ Test(graph, replay_matches_fresh_generation)
     layer_free(&L);
 }
 
+/* y = softmax(rms_norm(x) · w): another structure than build_chain. */
+static glesc_tensor *build_norm(glesc_graph *g, int64_t n, int64_t m, uint32_t seed)
+{
+    glesc_tensor *x = tg_input(g, GLESC_DTYPE_F32, 2, (int64_t[]){n, m}, seed, -2, 2);
+    glesc_tensor *w = tg_input(g, GLESC_DTYPE_F32, 1, (int64_t[]){n}, seed + 1, 0.5f, 1.5f);
+    return glesc_softmax(g, glesc_mul(g, glesc_rms_norm(g, x, 1e-6f), w), NULL, 1.0f, false);
+}
+
+/* The executor skips program and buffer binds that would change nothing;
+ * graphs of other structures and sizes, and another context, run in
+ * between must not leave it with a stale idea of what is bound. */
+Test(graph, state_cache_survives_alternating_graphs_and_contexts)
+{
+    glesc_context *ctx2 = test_context(NULL);
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+    glesc_graph *a = glesc_graph_create(ctx), *b = glesc_graph_create(ctx);
+    glesc_graph *c = glesc_graph_create(ctx2);
+    for (int i = 0; i < 6; i++) {
+        int64_t n = i % 2 ? 100 : 33; /* sizes change every other round */
+        glesc_graph_reset(a);
+        glesc_tensor *y = build_chain(a, n, 3, (uint32_t)i);
+        tg_check(a, &y, 1, 1e-10, "chain");
+        glesc_graph_reset(b);
+        glesc_tensor *z = build_norm(b, n + 7, 2, (uint32_t)i + 10);
+        tg_check(b, &z, 1, 1e-10, "norm");
+        /* the same graph again: everything replayed, nothing rebound */
+        tg_check(a, &y, 1, 1e-10, "chain again");
+        cr_assert_eq(glesc_context_make_current(ctx2), GLESC_OK);
+        glesc_graph_reset(c);
+        glesc_tensor *w = build_chain(c, n + 1, 2, (uint32_t)i + 20);
+        tg_check(c, &w, 1, 1e-10, "chain on a second context");
+        cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+        /* the pool deletes its cached buffers: their names may come back */
+        glesc_graph_reset(b);
+        gl_pool_trim(ctx, 0);
+    }
+    glesc_graph_destroy(a);
+    glesc_graph_destroy(b);
+    cr_assert_eq(glesc_context_make_current(ctx2), GLESC_OK);
+    glesc_graph_destroy(c);
+    glesc_context_destroy(ctx2);
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+}
+
 /* Every allocation of building and computing a small fused graph fails in
  * turn: each failure must come back as an error with a message, never a
  * crash, and the context must stay usable. */

@@ -32,6 +32,7 @@ typedef struct compute_rec_disp {
     int32_t bind_chunk[KB_MAX_BIND]; /* which of its chunks */
     uint32_t write_mask;             /* bit i: binding i is written */
     int param0, n_param;             /* its uniforms: the record's params[param0 ..) */
+    uint64_t block;                  /* ... as a block at this offset of the plan's params_buf */
     uint32_t groups[3];
 } compute_rec_disp;
 
@@ -46,6 +47,8 @@ typedef struct compute_record {
     int n_disp, cap_disp;
     gl_param *params;
     int n_params, cap_params;
+    /* its region of the plan's params_buf: [block0, block0 + block_cap) */
+    uint64_t block0, block_cap;
     /* the kernel's bindings (for the statistics) */
     int n_kbind;
     int32_t kbind_node[KB_MAX_BIND];
@@ -76,7 +79,11 @@ struct compute_plan {
     compute_kernel *kernels;
     int n_kernels;
     int *sig_nodes; /* kernel k's: sig_nodes[kernels[k].sig_start ..] */
-    bool built;     /* programs exist */
+    /* The kernels' parameter blocks (a uniform buffer), written when a
+     * kernel records and bound on every replay; params_used bytes taken. */
+    GLuint params_buf;
+    uint64_t params_size, params_used;
+    bool built; /* programs exist */
     char *all_glsl;
     compute_plan *next; /* the cache's list, most recently used first */
 };

@@ -120,8 +120,11 @@ static glesc_status verify_plan(glesc_context *ctx, compute_plan *p, const graph
  * compute whose sizes for that kernel are the same dispatches the record
  * with this compute's buffers; one where they differ (a decode step's
  * attention over one more cached position) runs that kernel's generator in
- * bind mode and records again. GLESC_PLAN_VERIFY=1 runs the generator for
- * every replayed kernel too and fails where the values differ. */
+ * bind mode and records again. A record's uniform values are parameter
+ * blocks in the plan's uniform buffer, written when it records: a replayed
+ * dispatch binds a range and writes nothing. GLESC_PLAN_VERIFY=1 runs the
+ * generator for every replayed kernel too and fails where the values
+ * differ. */
 
 #define SIG_WORDS 13
 
@@ -167,6 +170,58 @@ static int owner_node(glesc_context *ctx, const graph_order_t *ord, const glesc_
                  "kernel %s binds a %s tensor outside the compute order", name,
                  glesc_op_name(o->op));
     return -1;
+}
+
+/* Writes kernel k's parameter blocks into the plan's buffer: into its own
+ * region when they fit, else into a new one at the end (the buffer grows by
+ * doubling, keeping what it holds). */
+static glesc_status record_write_blocks(glesc_context *ctx, compute_plan *p, int k)
+{
+    compute_record *r = &p->kernels[k].rec;
+    uint64_t need = 0;
+    for (int d = 0; d < r->n_disp; d++)
+        if (r->disp[d].n_param)
+            need += gl_param_block_stride(ctx, r->disp[d].n_param);
+    if (need == 0)
+        return GLESC_OK;
+    glesc_status st = GLESC_OK;
+    if (need > r->block_cap) {
+        if (p->params_used + need > p->params_size) {
+            uint64_t size = CORE_MAX(p->params_size * 2, p->params_used + need);
+            size = CORE_MAX(size, (uint64_t)4096);
+            GLuint nb;
+            if ((st = gl_param_buffer_create(ctx, size, &nb)) != GLESC_OK)
+                return st;
+            if (p->params_used &&
+                (st = gl_param_buffer_copy(ctx, p->params_buf, nb, p->params_used)) != GLESC_OK) {
+                gl_param_buffer_destroy(ctx, nb);
+                return st;
+            }
+            gl_param_buffer_destroy(ctx, p->params_buf);
+            p->params_buf = nb;
+            p->params_size = size;
+        }
+        r->block0 = p->params_used;
+        r->block_cap = need;
+        p->params_used += need;
+    }
+    unsigned char *staging = core_malloc((size_t)need);
+    if (!staging)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "parameter blocks");
+    uint64_t off = 0;
+    for (int d = 0; d < r->n_disp; d++) {
+        compute_rec_disp *rd = &r->disp[d];
+        rd->block = r->block0 + off;
+        if (!rd->n_param)
+            continue;
+        uint64_t stride = gl_param_block_stride(ctx, rd->n_param);
+        memset(staging + off, 0, (size_t)stride);
+        gl_param_block_pack(r->params + rd->param0, rd->n_param, staging + off);
+        off += stride;
+    }
+    st = gl_param_buffer_write(ctx, p->params_buf, r->block0, staging, need);
+    core_free(staging);
+    return st;
 }
 
 /* Makes kernel k's record from b (its generator's bind-mode run). */
@@ -236,6 +291,9 @@ static glesc_status record_make(glesc_context *ctx, compute_plan *p, int k,
     }
     r->n_disp = b->n_disp;
     r->n_params = q;
+    glesc_status st = record_write_blocks(ctx, p, k);
+    if (st != GLESC_OK)
+        return st;
     const int *nodes = p->sig_nodes + pk->sig_start;
     for (int j = 0; j < pk->sig_count; j++)
         sig_of(ord->nodes[nodes[j]], r->sig + (size_t)j * SIG_WORDS);
@@ -312,8 +370,9 @@ static glesc_status record_dispatch(glesc_context *ctx, const compute_plan *p, i
             bind[i] =
                 (gl_binding){o->st.chunks[rd->bind_chunk[i]], 0, 0, (rd->write_mask >> i) & 1};
         }
-        glesc_status st = gl_dispatch(ctx, pk->prog, bind, rd->n_bind, r->params + rd->param0,
-                                      rd->n_param, rd->groups);
+        glesc_status st =
+            gl_dispatch_block(ctx, pk->prog, bind, rd->n_bind, rd->n_param ? p->params_buf : 0,
+                              rd->block, gl_param_block_size(rd->n_param), rd->groups);
         if (st != GLESC_OK)
             return st;
     }

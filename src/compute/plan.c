@@ -22,10 +22,11 @@
 
 #define PLAN_CACHE_MAX 256
 
-static void plan_free(compute_plan *p)
+static void plan_free(glesc_context *ctx, compute_plan *p)
 {
     if (!p)
         return;
+    gl_param_buffer_destroy(ctx, p->params_buf);
     if (p->kernels)
         for (int k = 0; k < p->n_kernels; k++) {
             core_free(p->kernels[k].name);
@@ -51,7 +52,7 @@ void compute_plans_drop(glesc_context *ctx)
         return;
     for (compute_plan *p = s->plans, *next; p; p = next) {
         next = p->next;
-        plan_free(p);
+        plan_free(ctx, p);
     }
     s->plans = NULL;
     s->n_plans = 0;
@@ -306,7 +307,7 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
         compute_plan *q = s->plans;
         while (q->next && q->next->next)
             q = q->next;
-        plan_free(q->next);
+        plan_free(ctx, q->next);
         q->next = NULL;
         s->n_plans--;
     }
@@ -314,7 +315,7 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
 
 oom:
     core_free(gks);
-    plan_free(p);
+    plan_free(ctx, p);
     core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph plan: out of memory");
     return NULL;
 }

@@ -672,6 +672,7 @@ GLESC_API void glesc_context_destroy(glesc_context *ctx)
         eglMakeCurrent(ctx->dpy, ctx->surface, ctx->surface, ctx->egl_ctx);
     if (ctx->compute_state_free)
         ctx->compute_state_free(ctx);
+    gl_param_buffer_destroy(ctx, ctx->param_ring);
     gl_program_cache_destroy(ctx);
     gl_pool_destroy(ctx);
     release_display(ctx);
