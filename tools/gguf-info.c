@@ -163,10 +163,10 @@ static void put_value(sbuf *b, const opts *o, gguf_cursor *c, glesc_gguf_type t,
         sbuf_append(b, *gguf_cursor_take(c, 1) ? "true" : "false");
         return;
     case GLESC_GGUF_UINT16:
-        sbuf_appendf(b, "%u", gguf_le16(gguf_cursor_take(c, 2)));
+        sbuf_appendf(b, "%u", core_le16(gguf_cursor_take(c, 2)));
         return;
     case GLESC_GGUF_INT16:
-        sbuf_appendf(b, "%d", (int16_t)gguf_le16(gguf_cursor_take(c, 2)));
+        sbuf_appendf(b, "%d", (int16_t)core_le16(gguf_cursor_take(c, 2)));
         return;
     case GLESC_GGUF_UINT32:
         sbuf_appendf(b, "%lu", (unsigned long)gguf_cursor_u32(c));

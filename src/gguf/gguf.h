@@ -6,7 +6,7 @@
  * the writer on encoded values handed to it.
  *
  * The file format is little-endian whatever the host: every multi-byte field
- * is assembled from bytes, never read through a cast.
+ * is assembled from bytes by core's core_le* readers.
  */
 #ifndef GLESC_GGUF_INTERNAL_H
 #define GLESC_GGUF_INTERNAL_H
@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "glesc_gguf.h"
 
 #define GGUF_MAGIC "GGUF"
@@ -58,44 +59,17 @@ static inline const uint8_t *gguf_cursor_take(gguf_cursor *c, uint64_t n)
     return p;
 }
 
-static inline uint16_t gguf_le16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
-}
-
-static inline uint32_t gguf_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t gguf_le64(const uint8_t *p)
-{
-    return (uint64_t)gguf_le32(p) | (uint64_t)gguf_le32(p + 4) << 32;
-}
-
-static inline void gguf_put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void gguf_put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Reads return 0 after an overrun; check c->overrun after a group of reads. */
 static inline uint32_t gguf_cursor_u32(gguf_cursor *c)
 {
     const uint8_t *p = gguf_cursor_take(c, 4);
-    return p ? gguf_le32(p) : 0;
+    return p ? core_le32(p) : 0;
 }
 
 static inline uint64_t gguf_cursor_u64(gguf_cursor *c)
 {
     const uint8_t *p = gguf_cursor_take(c, 8);
-    return p ? gguf_le64(p) : 0;
+    return p ? core_le64(p) : 0;
 }
 
 /* Bytes of one scalar of type t (0 for STRING, ARRAY and unknown types). */

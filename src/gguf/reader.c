@@ -445,8 +445,8 @@ static glesc_status parse(glesc_gguf *f)
         kv->val_size = c.pos - kv->val_off;
         if (kv->type == GLESC_GGUF_ARRAY) {
             const uint8_t *p = f->data + kv->val_off;
-            kv->arr_type = (glesc_gguf_type)gguf_le32(p);
-            kv->arr_n = gguf_le64(p + 4);
+            kv->arr_type = (glesc_gguf_type)core_le32(p);
+            kv->arr_n = core_le64(p + 4);
             if (kv->arr_type == GLESC_GGUF_STRING && kv->arr_n) {
                 /* n strings took at least 8n validated bytes: the count fits. */
                 kv->str_index = core_calloc((size_t)kv->arr_n, sizeof *kv->str_index);
@@ -457,7 +457,7 @@ static glesc_status parse(glesc_gguf *f)
                 uint64_t pos = kv->val_off + 12;
                 for (uint64_t j = 0; j < kv->arr_n; j++) {
                     kv->str_index[j] = pos;
-                    pos += 8 + gguf_le64(f->data + pos);
+                    pos += 8 + core_le64(f->data + pos);
                 }
             }
         }
@@ -601,7 +601,7 @@ static glesc_status parse(glesc_gguf *f)
         if (kv->type != GLESC_GGUF_UINT32)
             FAIL(GLESC_ERROR_FORMAT, kv->key_off, "key 'general.alignment' is a %s, not a uint32",
                  glesc_gguf_type_name(kv->type));
-        uint32_t a = gguf_le32(f->data + kv->val_off);
+        uint32_t a = core_le32(f->data + kv->val_off);
         if (a == 0 || (a & (a - 1)) != 0)
             FAIL(GLESC_ERROR_FORMAT, kv->val_off,
                  "key 'general.alignment': %u is not a nonzero power of two", (unsigned)a);
@@ -860,32 +860,32 @@ static bool num_decode(glesc_gguf_type t, const uint8_t *p, num *n)
         *n = (num){.kind = NUM_INT, .i = (int8_t)p[0]};
         return true;
     case GLESC_GGUF_UINT16:
-        *n = (num){.kind = NUM_UINT, .u = gguf_le16(p)};
+        *n = (num){.kind = NUM_UINT, .u = core_le16(p)};
         return true;
     case GLESC_GGUF_INT16:
-        *n = (num){.kind = NUM_INT, .i = (int16_t)gguf_le16(p)};
+        *n = (num){.kind = NUM_INT, .i = (int16_t)core_le16(p)};
         return true;
     case GLESC_GGUF_UINT32:
-        *n = (num){.kind = NUM_UINT, .u = gguf_le32(p)};
+        *n = (num){.kind = NUM_UINT, .u = core_le32(p)};
         return true;
     case GLESC_GGUF_INT32:
-        *n = (num){.kind = NUM_INT, .i = (int32_t)gguf_le32(p)};
+        *n = (num){.kind = NUM_INT, .i = (int32_t)core_le32(p)};
         return true;
     case GLESC_GGUF_UINT64:
-        *n = (num){.kind = NUM_UINT, .u = gguf_le64(p)};
+        *n = (num){.kind = NUM_UINT, .u = core_le64(p)};
         return true;
     case GLESC_GGUF_INT64:
-        *n = (num){.kind = NUM_INT, .i = (int64_t)gguf_le64(p)};
+        *n = (num){.kind = NUM_INT, .i = (int64_t)core_le64(p)};
         return true;
     case GLESC_GGUF_FLOAT32: {
-        uint32_t b = gguf_le32(p);
+        uint32_t b = core_le32(p);
         float v;
         memcpy(&v, &b, 4);
         *n = (num){.kind = NUM_FLOAT, .d = v};
         return true;
     }
     case GLESC_GGUF_FLOAT64: {
-        uint64_t b = gguf_le64(p);
+        uint64_t b = core_le64(p);
         double v;
         memcpy(&v, &b, 8);
         *n = (num){.kind = NUM_FLOAT, .d = v};
@@ -1069,7 +1069,7 @@ GLESC_API glesc_status glesc_gguf_get_str(const glesc_gguf *f, const char *key, 
     if (s)
         *s = (const char *)f->data + kv->val_off + 8;
     if (len)
-        *len = (size_t)gguf_le64(f->data + kv->val_off);
+        *len = (size_t)core_le64(f->data + kv->val_off);
     return GLESC_OK;
 }
 
@@ -1124,7 +1124,7 @@ GLESC_API glesc_status glesc_gguf_get_arr_str(const glesc_gguf *f, const char *k
     if (s)
         *s = (const char *)f->data + pos + 8;
     if (len)
-        *len = (size_t)gguf_le64(f->data + pos);
+        *len = (size_t)core_le64(f->data + pos);
     return GLESC_OK;
 }
 
