@@ -50,12 +50,6 @@ typedef struct gguf_tensor {
     uint64_t offset, size;
 } gguf_tensor;
 
-/* Open-addressing hash of names → index; slots hold index + 1 (0 = empty). */
-typedef struct gguf_index {
-    uint64_t *slots;
-    uint64_t mask;
-} gguf_index;
-
 struct glesc_gguf {
     char *name; /* file name for messages */
     const uint8_t *data;
@@ -67,8 +61,8 @@ struct glesc_gguf {
     int64_t n_kv, n_tensors;
     gguf_kv *kv;
     gguf_tensor *tensors;
-    char *names; /* every key and tensor name, NUL-terminated */
-    gguf_index kv_index, tensor_index;
+    char *names;                     /* every key and tensor name, NUL-terminated */
+    core_map kv_index, tensor_index; /* hash of the name → index */
 };
 
 /* ---- Types ---- */
@@ -228,51 +222,38 @@ bool gguf_value_check(gguf_cursor *c, glesc_gguf_type t, int depth, gguf_value_e
 
 /* ---- Name index ---- */
 
-static uint64_t name_hash(const char *s)
-{
-    return core_hash64_bytes(s, strlen(s));
-}
-
-static bool index_init(gguf_index *ix, uint64_t n)
-{
-    uint64_t cap = 16;
-    while (cap < 2 * n)
-        cap *= 2;
-    ix->slots = core_calloc((size_t)cap, sizeof *ix->slots);
-    ix->mask = cap - 1;
-    return ix->slots != NULL;
-}
-
-/* Inserts entry i named s, or returns the index of an earlier entry with
- * the same name (without inserting). -1 when inserted. */
-static int64_t index_insert(gguf_index *ix, const char *s, int64_t i,
+/* The entry named s (hash h) in an index over the names name_of gives, or
+ * -1. */
+static int64_t index_lookup(const core_map *ix, const char *s, uint64_t h,
                             const char *(*name_of)(const glesc_gguf *, int64_t),
                             const glesc_gguf *f)
 {
-    uint64_t h = name_hash(s) & ix->mask;
-    while (ix->slots[h]) {
-        int64_t j = (int64_t)ix->slots[h] - 1;
+    core_map_probe p = core_map_probe_start(ix, h);
+    uint32_t j;
+    while (core_map_probe_next(ix, &p, &j))
         if (strcmp(name_of(f, j), s) == 0)
             return j;
-        h = (h + 1) & ix->mask;
-    }
-    ix->slots[h] = (uint64_t)i + 1;
     return -1;
 }
 
-static int64_t index_find(const gguf_index *ix, const char *s,
+static int64_t index_find(const core_map *ix, const char *s,
                           const char *(*name_of)(const glesc_gguf *, int64_t), const glesc_gguf *f)
 {
-    if (!ix->slots || !s)
-        return -1;
-    uint64_t h = name_hash(s) & ix->mask;
-    while (ix->slots[h]) {
-        int64_t j = (int64_t)ix->slots[h] - 1;
-        if (strcmp(name_of(f, j), s) == 0)
-            return j;
-        h = (h + 1) & ix->mask;
-    }
-    return -1;
+    return s ? index_lookup(ix, s, core_hash64_bytes(s, strlen(s)), name_of, f) : -1;
+}
+
+/* Inserts entry i named s, or returns the index of an earlier entry with
+ * the same name (without inserting). -1 when inserted; the index must have
+ * room for i (core_map_reserve), so inserting cannot fail. */
+static int64_t index_insert(core_map *ix, const char *s, int64_t i,
+                            const char *(*name_of)(const glesc_gguf *, int64_t),
+                            const glesc_gguf *f)
+{
+    uint64_t h = core_hash64_bytes(s, strlen(s));
+    int64_t j = index_lookup(ix, s, h, name_of, f);
+    if (j < 0)
+        core_map_add(ix, h, (uint32_t)i);
+    return j;
 }
 
 static const char *kv_name(const glesc_gguf *f, int64_t i)
@@ -357,8 +338,8 @@ static void reader_free(glesc_gguf *f)
     core_free(f->kv);
     core_free(f->tensors);
     core_free(f->names);
-    core_free(f->kv_index.slots);
-    core_free(f->tensor_index.slots);
+    core_map_free(&f->kv_index);
+    core_map_free(&f->tensor_index);
     if (f->map)
         munmap(f->map, f->map_size);
     core_free(f->name);
@@ -576,7 +557,9 @@ static glesc_status parse(glesc_gguf *f)
         t->name = np;
         np += t->name_len + 1;
     }
-    if (!index_init(&f->kv_index, n_kv) || !index_init(&f->tensor_index, n_tensors))
+    if (n_kv > UINT32_MAX / 4 || n_tensors > UINT32_MAX / 4 ||
+        !core_map_reserve(&f->kv_index, (uint32_t)n_kv) ||
+        !core_map_reserve(&f->tensor_index, (uint32_t)n_tensors))
         FAIL(GLESC_ERROR_OUT_OF_MEMORY, 0, "out of memory for the name indexes");
     for (int64_t i = 0; i < f->n_kv; i++) {
         int64_t j = index_insert(&f->kv_index, f->kv[i].key, i, kv_name, f);

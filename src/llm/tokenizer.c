@@ -15,9 +15,6 @@
 
 #include "llm/llm.h"
 
-/* SentencePiece's space mark, U+2581 "▁". */
-#define SP_MARK "\xe2\x96\x81"
-
 /* ---- String table ---- */
 
 void tok_strtab_init(tok_strtab *t)
@@ -30,53 +27,34 @@ void tok_strtab_free(tok_strtab *t)
     core_free(t->arena);
     core_free(t->off);
     core_free(t->len);
-    core_free(t->slots);
+    core_map_free(&t->map);
     tok_strtab_init(t);
 }
 
-static uint32_t str_hash(const char *s, size_t n)
+static uint64_t str_hash(const char *s, size_t n)
 {
-    uint64_t h = core_hash64_bytes(n ? s : "", n);
-    return (uint32_t)(h ^ (h >> 32));
+    return core_hash64_bytes(n ? s : "", n);
+}
+
+static inline int32_t strtab_lookup(const tok_strtab *t, const char *s, size_t n, uint64_t h)
+{
+    core_map_probe p = core_map_probe_start(&t->map, h);
+    uint32_t id;
+    while (core_map_probe_next(&t->map, &p, &id))
+        if (t->len[id] == n && memcmp(t->arena + t->off[id], s, n) == 0)
+            return (int32_t)id;
+    return -1;
 }
 
 int32_t tok_strtab_find(const tok_strtab *t, const char *s, size_t n)
 {
-    if (!t->slots)
-        return -1;
-    uint32_t i = str_hash(s, n) & t->mask;
-    for (;;) {
-        uint32_t v = t->slots[i];
-        if (v == 0)
-            return -1;
-        uint32_t id = v - 1;
-        if (t->len[id] == n && memcmp(t->arena + t->off[id], s, n) == 0)
-            return (int32_t)id;
-        i = (i + 1) & t->mask;
-    }
-}
-
-static bool strtab_rehash(tok_strtab *t, uint32_t nslots)
-{
-    uint32_t *slots = core_calloc(nslots, sizeof *slots);
-    if (!slots)
-        return false;
-    uint32_t mask = nslots - 1;
-    for (uint32_t id = 0; id < t->n; id++) {
-        uint32_t i = str_hash(t->arena + t->off[id], t->len[id]) & mask;
-        while (slots[i])
-            i = (i + 1) & mask;
-        slots[i] = id + 1;
-    }
-    core_free(t->slots);
-    t->slots = slots;
-    t->mask = mask;
-    return true;
+    return strtab_lookup(t, s, n, str_hash(s, n));
 }
 
 int32_t tok_strtab_intern(tok_strtab *t, const char *s, size_t n, bool *added)
 {
-    int32_t found = tok_strtab_find(t, s, n);
+    uint64_t h = str_hash(s, n);
+    int32_t found = strtab_lookup(t, s, n, h);
     if (found >= 0) {
         if (added)
             *added = false;
@@ -108,22 +86,15 @@ int32_t tok_strtab_intern(tok_strtab *t, const char *s, size_t n, bool *added)
         t->arena = a;
         t->arena_cap = cap;
     }
-    /* Keep the load factor at most 1/2. */
-    if (!t->slots || (size_t)(t->n + 1) * 2 > (size_t)t->mask + 1) {
-        uint32_t nslots = t->slots ? (t->mask + 1) * 2 : 2048;
-        if (!strtab_rehash(t, nslots))
-            return -1;
-    }
+    uint32_t id = t->n;
+    if (!core_map_add(&t->map, h, id))
+        return -1;
     if (n)
         memcpy(t->arena + t->arena_len, s, n);
-    uint32_t id = t->n++;
+    t->n++;
     t->off[id] = (uint32_t)t->arena_len;
     t->len[id] = (uint32_t)n;
     t->arena_len += n;
-    uint32_t i = str_hash(s, n) & t->mask;
-    while (t->slots[i])
-        i = (i + 1) & t->mask;
-    t->slots[i] = id + 1;
     if (added)
         *added = true;
     return (int32_t)id;
@@ -256,27 +227,21 @@ glesc_status tok_set_token(glesc_tokenizer *t, uint32_t id, const char *text, si
     return GLESC_OK;
 }
 
-static bool merges_grow(glesc_tokenizer *t)
+/* Makes merge_result hold rank. */
+static bool merge_result_grow(glesc_tokenizer *t, uint32_t rank)
 {
-    uint32_t nslots = t->merges ? (t->merges_mask + 1) * 2 : 4096;
-    tok_merge_slot *m = core_calloc(nslots, sizeof *m);
-    if (!m)
+    if (rank < t->merge_result_cap)
+        return true;
+    if (rank >= INT32_MAX)
         return false;
-    uint32_t mask = nslots - 1;
-    if (t->merges) {
-        for (uint32_t i = 0; i <= t->merges_mask; i++) {
-            tok_merge_slot s = t->merges[i];
-            if (!s.key)
-                continue;
-            uint32_t j = (uint32_t)core_hash64_bytes(&s.key, sizeof s.key) & mask;
-            while (m[j].key)
-                j = (j + 1) & mask;
-            m[j] = s;
-        }
-    }
-    core_free(t->merges);
-    t->merges = m;
-    t->merges_mask = mask;
+    uint32_t cap = t->merge_result_cap ? t->merge_result_cap : 4096;
+    while (cap <= rank)
+        cap = cap > INT32_MAX / 2 ? INT32_MAX : cap * 2;
+    int32_t *v = core_realloc(t->merge_result, (size_t)cap * sizeof *v);
+    if (!v)
+        return false;
+    t->merge_result = v;
+    t->merge_result_cap = cap;
     return true;
 }
 
@@ -306,30 +271,23 @@ glesc_status tok_add_merge(glesc_tokenizer *t, uint32_t rank, const char *text, 
     if (res < 0)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
                             "tokenizer.ggml.merges entry %u: out of memory", rank);
-    if ((!t->merges || (size_t)(t->n_merges + 1) * 2 > (size_t)t->merges_mask + 1) &&
-        !merges_grow(t))
+    uint64_t key = tok_merge_key(l, r);
+    uint32_t seen;
+    if (core_map_get(&t->merges, key, &seen))
+        return GLESC_OK; /* a repeated pair keeps its first (best) rank */
+    if (!merge_result_grow(t, rank) || !core_map_add(&t->merges, key, rank))
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
                             "tokenizer.ggml.merges entry %u: out of memory", rank);
-    uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1;
-    uint32_t j = (uint32_t)core_hash64_bytes(&key, sizeof key) & t->merges_mask;
-    while (t->merges[j].key) {
-        if (t->merges[j].key == key)
-            return GLESC_OK; /* a repeated pair keeps its first (best) rank */
-        j = (j + 1) & t->merges_mask;
-    }
-    t->merges[j].key = key;
-    t->merges[j].rank = rank;
-    t->merges[j].result = res;
-    t->n_merges++;
+    t->merge_result[rank] = res;
     return GLESC_OK;
 }
 
 /* DeepSeek's special texts use U+FF5C (fullwidth bar). */
 #define FW_BAR "\xef\xbd\x9c"
-#define DS_EOS "<" FW_BAR "end" SP_MARK "of" SP_MARK "sentence" FW_BAR ">"
-#define DS_FIM_BEGIN "<" FW_BAR "fim" SP_MARK "begin" FW_BAR ">"
-#define DS_FIM_HOLE "<" FW_BAR "fim" SP_MARK "hole" FW_BAR ">"
-#define DS_FIM_END "<" FW_BAR "fim" SP_MARK "end" FW_BAR ">"
+#define DS_EOS "<" FW_BAR "end" TOK_SP_MARK "of" TOK_SP_MARK "sentence" FW_BAR ">"
+#define DS_FIM_BEGIN "<" FW_BAR "fim" TOK_SP_MARK "begin" FW_BAR ">"
+#define DS_FIM_HOLE "<" FW_BAR "fim" TOK_SP_MARK "hole" FW_BAR ">"
+#define DS_FIM_END "<" FW_BAR "fim" TOK_SP_MARK "end" FW_BAR ">"
 
 /* Texts llama.cpp recognises as end-of-turn / end-of-generation / FIM
  * tokens; a match that is not a control token becomes one. */
@@ -361,13 +319,13 @@ static const char *const eog_texts[] = {"<|eot_id|>",
                                         NULL};
 static const char *const fim_texts[] = {
     /* prefix */
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", DS_FIM_BEGIN, "<PRE>", SP_MARK "<PRE>",
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", DS_FIM_BEGIN, "<PRE>", TOK_SP_MARK "<PRE>",
     "<|code_prefix|>", "<|prefix|>",
     /* suffix */
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", DS_FIM_HOLE, "<SUF>", SP_MARK "<SUF>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", DS_FIM_HOLE, "<SUF>", TOK_SP_MARK "<SUF>",
     "<|code_suffix|>", "<|suffix|>",
     /* middle */
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", DS_FIM_END, "<MID>", SP_MARK "<MID>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", DS_FIM_END, "<MID>", TOK_SP_MARK "<MID>",
     "<|code_middle|>", "<|middle|>", NULL};
 /* FIM pad / repo / file separator: control tokens that also end generation. */
 static const char *const fim_eog_texts[] = {
@@ -464,7 +422,7 @@ static glesc_status build_pieces(glesc_tokenizer *t)
             if (t->kind == GLESC_TOKENIZER_SPM) {
                 /* "▁" (U+2581) stands for a space. */
                 for (size_t i = 0; i < n; i++) {
-                    if (i + 3 <= n && memcmp(s + i, SP_MARK, 3) == 0) {
+                    if (i + 3 <= n && memcmp(s + i, TOK_SP_MARK, 3) == 0) {
                         sbuf_appendc(&b, ' ');
                         i += 2;
                     } else {
@@ -656,9 +614,9 @@ glesc_status tok_finish(glesc_tokenizer *t, const char *model_name, size_t model
             size_t len;
             const char *s = tok_strtab_str(&t->strs, (int32_t)id, &len);
             for (size_t k = 1; k + 3 <= len; k++) {
-                if (memcmp(s + k, SP_MARK, 3) != 0)
+                if (memcmp(s + k, TOK_SP_MARK, 3) != 0)
                     continue;
-                if (k < 3 || memcmp(s + k - 3, SP_MARK, 3) != 0) {
+                if (k < 3 || memcmp(s + k - 3, TOK_SP_MARK, 3) != 0) {
                     t->spm_split = false;
                     break;
                 }
@@ -696,7 +654,8 @@ GLESC_API void glesc_tokenizer_destroy(glesc_tokenizer *t)
     core_free(t->info);
     core_free(t->pieces);
     core_free(t->piece_off);
-    core_free(t->merges);
+    core_map_free(&t->merges);
+    core_free(t->merge_result);
     core_free(t->specials);
     core_free(t->sp_list[0]);
     core_free(t->sp_list[1]);
@@ -924,14 +883,14 @@ static bool tokenize_text(const glesc_tokenizer *t, const char *text, size_t len
         if (t->kind == GLESC_TOKENIZER_SPM) {
             sbuf_reset(&esc);
             if (t->add_space_prefix && prev_special)
-                sbuf_append(&esc, SP_MARK);
+                sbuf_append(&esc, TOK_SP_MARK);
             size_t r = p;
             while (r < q) {
                 const char *sp = memchr(text + r, ' ', q - r);
                 size_t e = sp ? (size_t)(sp - text) : q;
                 sbuf_appendn(&esc, text + r, e - r);
                 if (sp) {
-                    sbuf_append(&esc, SP_MARK);
+                    sbuf_append(&esc, TOK_SP_MARK);
                     e++;
                 }
                 r = e;

@@ -159,7 +159,7 @@ static bool encode_segment(const glesc_tokenizer *t, const char *text, size_t le
 
 static bool is_space_mark(const char *s, size_t n)
 {
-    return n == 3 && memcmp(s, "\xe2\x96\x81", 3) == 0;
+    return n == 3 && memcmp(s, TOK_SP_MARK, 3) == 0;
 }
 
 bool tok_spm_encode(const glesc_tokenizer *t, const char *text, size_t len, tok_ids *out)
