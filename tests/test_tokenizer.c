@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -965,14 +964,13 @@ Test(tokenizer, every_pre_tokenizer)
 
 /* ---- tools/gguf-run --tokenize ---- */
 
+/* Runs cmd: its exit status, and its stdout in out. */
 static int run_capture(const char *cmd, char *out, size_t cap)
 {
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "popen %s", cmd);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    test_run_result r = test_run(cmd, NULL);
+    snprintf(out, cap, "%s", r.out);
+    test_run_free(&r);
+    return r.status;
 }
 
 Test(tokenizer, gguf_run_tokenize)
