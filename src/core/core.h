@@ -137,8 +137,9 @@ bool core_map_add(core_map *m, uint64_t key, uint32_t value);
 
 /* A lookup in progress: the values stored under one key word, in turn. */
 typedef struct core_map_probe {
+    const core_map_slot *slots;
+    uint32_t mask, pos;
     uint64_t key;
-    uint32_t pos;
 } core_map_probe;
 
 /* The slot a key word's probe starts at. Fibonacci hashing: integer keys
@@ -148,22 +149,26 @@ static inline uint32_t core_map_home(uint64_t key, uint32_t mask)
     return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
 }
 
+/* The one empty slot a probe of a map without slots looks at, so that a
+ * probe needs no test for a missing table. */
+extern const core_map_slot core_map_no_slots[1];
+
 static inline core_map_probe core_map_probe_start(const core_map *m, uint64_t key)
 {
-    return (core_map_probe){key, m->slots ? core_map_home(key, m->mask) : 0};
+    if (!m->slots)
+        return (core_map_probe){core_map_no_slots, 0, 0, key};
+    return (core_map_probe){m->slots, m->mask, core_map_home(key, m->mask), key};
 }
 
 /* The next value stored under the probe's key word: true with *value set,
- * false when there are no more. */
-static inline bool core_map_probe_next(const core_map *m, core_map_probe *p, uint32_t *value)
+ * false when there are no more. The map must not change during a probe. */
+static inline bool core_map_probe_next(core_map_probe *p, uint32_t *value)
 {
-    if (!m->slots)
-        return false;
     for (;;) {
-        const core_map_slot *s = &m->slots[p->pos];
+        const core_map_slot *s = &p->slots[p->pos];
         if (!s->value1)
             return false;
-        p->pos = (p->pos + 1) & m->mask;
+        p->pos = (p->pos + 1) & p->mask;
         if (s->key == p->key) {
             *value = s->value1 - 1;
             return true;
@@ -175,7 +180,7 @@ static inline bool core_map_probe_next(const core_map *m, core_map_probe *p, uin
 static inline bool core_map_get(const core_map *m, uint64_t key, uint32_t *value)
 {
     core_map_probe p = core_map_probe_start(m, key);
-    return core_map_probe_next(m, &p, value);
+    return core_map_probe_next(&p, value);
 }
 
 /* ---- Little-endian fields (p: any alignment) ----

@@ -9,6 +9,8 @@
 #define MAP_MIN_SLOTS 16u
 #define MAP_MAX_SLOTS (1u << 31)
 
+const core_map_slot core_map_no_slots[1];
+
 void core_map_init(core_map *m)
 {
     memset(m, 0, sizeof *m);

@@ -31,7 +31,7 @@ static int64_t index_lookup(const glesc_gguf *f, gguf_table table, const char *n
     const core_map *ix = index_of(f, table);
     core_map_probe p = core_map_probe_start(ix, h);
     uint32_t j;
-    while (core_map_probe_next(ix, &p, &j))
+    while (core_map_probe_next(&p, &j))
         if (strcmp(entry_name(f, table, j), name) == 0)
             return j;
     return -1;

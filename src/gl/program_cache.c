@@ -77,7 +77,7 @@ static gl_program *map_find(const gl_program_cache *c, core_hash128 k)
 {
     core_map_probe probe = core_map_probe_start(&c->map, k.lo);
     uint32_t i;
-    while (core_map_probe_next(&c->map, &probe, &i))
+    while (core_map_probe_next(&probe, &i))
         if (core_hash128_eq(c->progs[i]->key, k))
             return c->progs[i];
     return NULL;
