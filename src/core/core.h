@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "glesc.h"
 
@@ -217,6 +218,30 @@ static inline void core_put_le64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* IEEE-754 binary32 / binary64 fields. */
+static inline float core_le_f32(const uint8_t *p)
+{
+    uint32_t u = core_le32(p);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline double core_le_f64(const uint8_t *p)
+{
+    uint64_t u = core_le64(p);
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
+}
+
+static inline void core_put_le_f32(uint8_t *p, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    core_put_le32(p, u);
 }
 
 /* ---- Random numbers (rng.c): xoshiro256** seeded through splitmix64 ----

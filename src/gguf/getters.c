@@ -6,7 +6,6 @@
  * and the type found.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include "gguf/gguf.h"
 
@@ -45,20 +44,12 @@ static bool num_decode(glesc_gguf_type t, const uint8_t *p, num *n)
     case GLESC_GGUF_INT64:
         *n = (num){.kind = NUM_INT, .i = (int64_t)core_le64(p)};
         return true;
-    case GLESC_GGUF_FLOAT32: {
-        uint32_t b = core_le32(p);
-        float v;
-        memcpy(&v, &b, 4);
-        *n = (num){.kind = NUM_FLOAT, .d = v};
+    case GLESC_GGUF_FLOAT32:
+        *n = (num){.kind = NUM_FLOAT, .d = core_le_f32(p)};
         return true;
-    }
-    case GLESC_GGUF_FLOAT64: {
-        uint64_t b = core_le64(p);
-        double v;
-        memcpy(&v, &b, 8);
-        *n = (num){.kind = NUM_FLOAT, .d = v};
+    case GLESC_GGUF_FLOAT64:
+        *n = (num){.kind = NUM_FLOAT, .d = core_le_f64(p)};
         return true;
-    }
     default:
         return false;
     }

@@ -208,10 +208,8 @@ GLESC_API glesc_status glesc_gguf_writer_set_u64(glesc_gguf_writer *w, const cha
 
 GLESC_API glesc_status glesc_gguf_writer_set_f32(glesc_gguf_writer *w, const char *key, float v)
 {
-    uint32_t bits;
-    memcpy(&bits, &v, 4);
     uint8_t b[4];
-    core_put_le32(b, bits);
+    core_put_le_f32(b, v);
     return set_bytes(w, key, GLESC_GGUF_FLOAT32, b, 4);
 }
 

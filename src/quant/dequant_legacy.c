@@ -26,7 +26,7 @@ void quant_dequant_f32(const void *src, float *dst, int64_t n)
 {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = quant_get_f32(p + 4 * i);
+        dst[i] = core_le_f32(p + 4 * i);
 }
 
 void quant_dequant_f16(const void *src, float *dst, int64_t n)

@@ -19,8 +19,8 @@
 #include "core/core.h"
 #include "quant/quant.h"
 
-/* ---- Field readers and writers (p: any alignment; integers: core_le16,
- * core_le32, core_put_le16, core_put_le32) ---- */
+/* ---- Field readers and writers (p: any alignment; integers and f32:
+ * core_le16, core_le32, core_le_f32 and their core_put_ forms) ---- */
 
 /* A byte as two's-complement int8 (the conversion (int8_t)u is
  * implementation-defined for u > 127; this is not). */
@@ -34,14 +34,6 @@ static inline float quant_get_f16(const uint8_t *p)
     return quant_f16_to_f32(core_le16(p));
 }
 
-static inline float quant_get_f32(const uint8_t *p)
-{
-    uint32_t u = core_le32(p);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* Stores f as f16 and returns the value that was stored (what dequantization
  * will see), so quantizers can requantize against the rounded scale. */
 static inline float quant_put_f16(uint8_t *p, float f)
@@ -49,13 +41,6 @@ static inline float quant_put_f16(uint8_t *p, float f)
     uint16_t h = quant_f32_to_f16(f);
     core_put_le16(p, h);
     return quant_f16_to_f32(h);
-}
-
-static inline void quant_put_f32(uint8_t *p, float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    core_put_le32(p, u);
 }
 
 /* ---- Packed 6-bit scales ----

@@ -79,7 +79,7 @@ void quant_quantize_f32(const float *src, void *dst, int64_t n)
 {
     uint8_t *p = dst;
     for (int64_t i = 0; i < n; i++)
-        quant_put_f32(p + 4 * i, src[i]);
+        core_put_le_f32(p + 4 * i, src[i]);
 }
 
 void quant_quantize_f16(const float *src, void *dst, int64_t n)
@@ -374,7 +374,7 @@ void quant_quantize_q8_k(const float *src, void *dst, int64_t n)
                 q[j] = qround(iscale * src[j], -128, 127);
             d = 1.0f / iscale;
         }
-        quant_put_f32(b, d);
+        core_put_le_f32(b, d);
         for (int j = 0; j < 256; j++)
             b[4 + j] = (uint8_t)(q[j] & 0xff);
         for (int j = 0; j < 16; j++) {
