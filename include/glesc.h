@@ -525,6 +525,25 @@ GLESC_API void glesc_graph_stats(const glesc_graph *g, glesc_compute_stats *out)
  * the plan cache: valid until the next compute on g. For docs and debugging. */
 GLESC_API const char *glesc_graph_last_glsl(const glesc_graph *g);
 
+/* ---- Quantization (CPU) ---- */
+/* Converts n_rows rows of n_per_row floats (src, row after row) into type t,
+ * the rows packed one after the other at dst exactly as a GGUF file stores
+ * them: glesc_dtype_row_bytes(t, n_per_row) bytes per row, any alignment.
+ * Deterministic: the same floats give the same bytes on every host. f32,
+ * f16 and bf16 are converted (round-to-nearest-even); the legacy types
+ * (q4_0 .. q8_1), q8_k and mxfp4 follow ggml's reference quantizers byte for
+ * byte; q2_k .. q6_k, iq4_nl and iq4_xs use round-to-nearest scales (valid
+ * blocks, somewhat larger error than llama-quantize's searched scales).
+ * Returns GLESC_ERROR_INVALID_ARGUMENT when a count is negative, n_per_row
+ * is not a multiple of glesc_dtype_block_size(t), dst_size is smaller than
+ * the rows need, src or dst is NULL while there is work, or (block types) an
+ * input is not finite; GLESC_ERROR_UNSUPPORTED for a type glesc has no
+ * quantizer for. The message (glesc_last_errmsg) names the type, the counts
+ * or the element. Nothing is written on failure; the caller owns src and
+ * dst. */
+GLESC_API glesc_status glesc_quantize(glesc_dtype t, const float *src, int64_t n_rows,
+                                      int64_t n_per_row, void *dst, size_t dst_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -84,6 +84,58 @@ GLESC_API uint64_t glesc_gguf_arr_n(const glesc_gguf *f, int64_t i);
 GLESC_API glesc_status glesc_gguf_kv_raw(const glesc_gguf *f, int64_t i, const void **data,
                                          uint64_t *size);
 
+/* ---- Walking a value: the iterator ----
+ * An iterator hands out the value of one metadata entry piece by piece,
+ * depth first in file order: first the entry's own value; when that is an
+ * array, its elements in order; an element that is itself an array is
+ * followed by its own elements before its next sibling. Every value was
+ * validated when the file was opened, so a walk cannot fail. This is how a
+ * caller reads arrays of strings or arrays of arrays without decoding the
+ * encoded form (glesc_gguf_kv_raw). */
+typedef struct glesc_gguf_iter glesc_gguf_iter;
+
+/* One value met by the iterator. */
+typedef struct glesc_gguf_value {
+    glesc_gguf_type type;
+    int depth;      /* 0: the entry's own value; d > 0: an element of an array at depth d - 1 */
+    uint64_t index; /* the element's position in its array; 0 at depth 0 */
+    union {
+        uint64_t u64; /* UINT8, UINT16, UINT32, UINT64 (zero-extended) */
+        int64_t i64;  /* INT8, INT16, INT32, INT64 (sign-extended) */
+        double f64;   /* FLOAT32 (converted exactly), FLOAT64 */
+        bool b;       /* BOOL */
+        struct {
+            const char *data; /* into the mapping, NOT NUL-terminated; may hold any bytes */
+            uint64_t len;
+        } str; /* STRING */
+        struct {
+            glesc_gguf_type elem_type;
+            uint64_t n; /* elements, handed out by the next calls (none when 0) */
+        } arr;          /* ARRAY */
+    } as;
+} glesc_gguf_value;
+
+/* A new iterator over the value of entry i of f, positioned before it. The
+ * iterator reads f's mapping: destroy it before glesc_gguf_close(f). On
+ * failure *out is NULL: GLESC_ERROR_INVALID_ARGUMENT when f or out is NULL
+ * or i is out of range, GLESC_ERROR_OUT_OF_MEMORY; message in
+ * glesc_last_errmsg(). */
+GLESC_API glesc_status glesc_gguf_iter_create(const glesc_gguf *f, int64_t i,
+                                              glesc_gguf_iter **out);
+/* Fills *out with the next value and returns true; returns false (and
+ * leaves *out untouched) once the entry's value has been handed out whole.
+ * Strings in *out stay valid until glesc_gguf_close(f). */
+GLESC_API bool glesc_gguf_iter_next(glesc_gguf_iter *it, glesc_gguf_value *out);
+/* Skips the elements still to come of the innermost array whose elements
+ * are being handed out (with everything nested in them), so the next call
+ * returns what follows that array. An array's elements are being handed
+ * out from the call that returned the array until the call that returned
+ * its last element (or its last element's last nested value). No-op when
+ * no array is open. */
+GLESC_API void glesc_gguf_iter_skip(glesc_gguf_iter *it);
+/* NULL is a no-op. */
+GLESC_API void glesc_gguf_iter_destroy(glesc_gguf_iter *it);
+
 /* Typed getters by key. GLESC_ERROR_NOT_FOUND when absent, GLESC_ERROR_TYPE
  * (message names the key, expected and actual type) when the stored value
  * cannot be represented: integer getters accept any integer type whose value

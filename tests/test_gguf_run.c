@@ -3,7 +3,7 @@
  * bad input gives a clear message naming the problem and a non-zero exit
  * (1: the file or the run, 2: usage), never a crash; and the outputs
  * (--json, --logits-out, --prompt-ids, seeds, chat on stdin, the demo) are
- * what they promise. Broken models are synthetic (llm/synth.h) so most
+ * what they promise. Broken models are synthetic (tools/common/synth.h) so most
  * cases need no shared files; the rest skip without ../shared.
  */
 #include <criterion/criterion.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "llm/synth.h"
+#include "common/synth.h"
 #include "test_util.h"
 
 /* Runs gguf-run with args (a shell fragment; stdin from input when not
@@ -48,14 +48,14 @@ static void expect_failure(const char *args, int status, const char *const *need
 
 /* A small synthetic model (1 layer, n_embd 64) at a fresh path; mutate
  * fills in the breakage. free() the path. */
-static char *synth(void (*mutate)(llm_synth_params *))
+static char *synth(void (*mutate)(synth_params *))
 {
     char *dir = test_tmpdir();
     char *path = malloc(strlen(dir) + 16);
     sprintf(path, "%s/m.gguf", dir);
     free(dir);
-    llm_synth_params p;
-    llm_synth_params_default(&p);
+    synth_params p;
+    synth_params_default(&p);
     p.n_embd = 64;
     p.n_layer = 1;
     p.n_ff = 96;
@@ -64,7 +64,7 @@ static char *synth(void (*mutate)(llm_synth_params *))
     p.n_ctx = 64;
     if (mutate)
         mutate(&p);
-    cr_assert_eq(llm_synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
     return path;
 }
 
@@ -111,7 +111,7 @@ Test(gguf_run, truncated_file)
     rm(path);
 }
 
-static void skip_ffn_up(llm_synth_params *p)
+static void skip_ffn_up(synth_params *p)
 {
     p->skip_tensor = "blk.0.ffn_up.weight";
 }
@@ -125,7 +125,7 @@ Test(gguf_run, missing_tensor)
     rm(path);
 }
 
-static void bad_k_shape(llm_synth_params *p)
+static void bad_k_shape(synth_params *p)
 {
     p->bad_shape_tensor = "blk.0.attn_k.weight";
 }
@@ -139,7 +139,7 @@ Test(gguf_run, wrong_tensor_shape)
     rm(path);
 }
 
-static void arch_gemma9(llm_synth_params *p)
+static void arch_gemma9(synth_params *p)
 {
     p->arch = "gemma9";
 }

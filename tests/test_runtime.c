@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "glesc_llm.h"
-#include "llm/synth.h"
+#include "common/synth.h"
 #include "test_util.h"
 
 #define CORE_MAX_(a, b) ((a) > (b) ? (a) : (b))
@@ -357,8 +357,8 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     char *dir = test_tmpdir();
     char path[4200];
     snprintf(path, sizeof path, "%s/%s.gguf", dir, arch);
-    llm_synth_params p;
-    llm_synth_params_default(&p);
+    synth_params p;
+    synth_params_default(&p);
     p.arch = arch;
     p.n_embd = 64;
     p.n_layer = 2;
@@ -373,7 +373,7 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     p.n_ctx = 64;
     p.weight_type = GLESC_DTYPE_F32;
     p.seed = 7;
-    cr_assert_eq(llm_synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
 
     glesc_gguf *f;
     cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
+#include "common/json.h"
 #include "glesc.h"
 
 static void usage(FILE *f)
@@ -19,18 +21,10 @@ static void usage(FILE *f)
                "Environment: GLESC_PLATFORM, GLESC_DEVICE, GLESC_CACHE_DIR, GLESC_DEBUG=1.\n");
 }
 
+/* A C string as JSON (NULL as ""), through the tools' one escaper. */
 static void json_str(const char *s)
 {
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
+    tool_json_string(stdout, s ? s : "", s ? strlen(s) : 0);
 }
 
 static const char *features(uint32_t f, char *buf, size_t n)
@@ -66,19 +60,12 @@ int main(int argc, char **argv)
                 opts.device = v;
             } else if (!strcmp(a, "--cache-dir")) {
                 opts.cache_dir = v;
-            } else {
-                int p = -1;
-                for (int k = GLESC_PLATFORM_AUTO; k <= GLESC_PLATFORM_SURFACELESS; k++)
-                    if (!strcmp(v, glesc_platform_name((glesc_platform)k)))
-                        p = k;
-                if (p < 0) {
-                    fprintf(stderr,
-                            "glesc-info: --platform '%s' is not one of auto, gbm, "
-                            "device, surfaceless\n",
-                            v);
-                    return 2;
-                }
-                opts.platform = (glesc_platform)p;
+            } else if (!tool_parse_platform(v, &opts.platform)) {
+                fprintf(stderr,
+                        "glesc-info: --platform '%s' is not one of auto, gbm, device, "
+                        "surfaceless\n",
+                        v);
+                return 2;
             }
         } else {
             fprintf(stderr, "glesc-info: unknown or incomplete argument '%s'\n", a);

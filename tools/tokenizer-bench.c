@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/file.h"
+#include "common/rng.h"
 #include "glesc.h"
 #include "glesc_gguf.h"
 #include "glesc_llm.h"
@@ -19,14 +21,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
 }
 
 /* Sentences of common English words, with capitals, commas, quotes,
@@ -52,7 +46,7 @@ static char *english(size_t size)
     size_t o = 0;
     int in_sentence = 0, sentence_words = 0;
     while (o < size) {
-        const char *w = words[rng_next(&rng) % nw];
+        const char *w = words[tool_rng_next(&rng) % nw];
         size_t k = strlen(w);
         if (in_sentence)
             buf[o++] = ' ';
@@ -60,20 +54,20 @@ static char *english(size_t size)
             buf[o++] = (char)(w[0] >= 'a' && w[0] <= 'z' ? w[0] - 32 : w[0]);
             memcpy(buf + o, w + 1, k - 1);
             o += k - 1;
-        } else if (rng_next(&rng) % 40 == 0) {
-            o += (size_t)snprintf(buf + o, 32, "%u", (unsigned)(rng_next(&rng) % 10000));
+        } else if (tool_rng_next(&rng) % 40 == 0) {
+            o += (size_t)snprintf(buf + o, 32, "%u", (unsigned)(tool_rng_next(&rng) % 10000));
         } else {
             memcpy(buf + o, w, k);
             o += k;
         }
         in_sentence = 1;
         sentence_words++;
-        if (sentence_words > 4 && rng_next(&rng) % 8 == 0) {
-            char p = ",.!?"[rng_next(&rng) % 4 == 0 ? 0 : 1 + rng_next(&rng) % 3];
+        if (sentence_words > 4 && tool_rng_next(&rng) % 8 == 0) {
+            char p = ",.!?"[tool_rng_next(&rng) % 4 == 0 ? 0 : 1 + tool_rng_next(&rng) % 3];
             buf[o++] = p;
             if (p != ',') {
                 /* End of sentence: a space, or now and then a paragraph. */
-                uint64_t r = rng_next(&rng) % 8;
+                uint64_t r = tool_rng_next(&rng) % 8;
                 if (r == 0) {
                     buf[o++] = '\n';
                     buf[o++] = '\n';
@@ -86,25 +80,6 @@ static char *english(size_t size)
         }
     }
     buf[size] = '\0';
-    return buf;
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf)
-        *len = (size_t)n;
     return buf;
 }
 
@@ -137,7 +112,7 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t len = 0;
-    char *text = file ? read_file(file, &len) : english(len = (size_t)(mb * 1e6));
+    char *text = file ? tool_read_file(file, &len) : english(len = (size_t)(mb * 1e6));
     if (!text) {
         fprintf(stderr, "tokenizer-bench: cannot %s %s\n", file ? "read" : "generate",
                 file ? file : "text");

@@ -603,20 +603,6 @@ static void load_ext_fns(glesc_context *ctx)
 #undef LOAD_
 }
 
-static char *default_cache_dir(void)
-{
-    const char *xdg = core_env("XDG_CACHE_HOME");
-    const char *home = core_env("HOME");
-    char buf[4096];
-    if (xdg)
-        snprintf(buf, sizeof buf, "%s/glesc", xdg);
-    else if (home)
-        snprintf(buf, sizeof buf, "%s/.cache/glesc", home);
-    else
-        return NULL;
-    return core_strdup(buf);
-}
-
 GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, glesc_context **out)
 {
     static const glesc_context_options defaults = {0};
@@ -661,16 +647,8 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
     if (ctx->fn.MaxShaderCompilerThreadsKHR)
         ctx->fn.MaxShaderCompilerThreadsKHR(0xffffffffu);
 
-    const char *cache = opts->cache_dir;
-    const char *cenv = core_env("GLESC_CACHE_DIR");
-    if (cenv)
-        cache = cenv;
-    if (cache && !strcmp(cache, "off"))
-        ctx->cache_dir = NULL;
-    else if (cache)
-        ctx->cache_dir = core_strdup(cache);
-    else
-        ctx->cache_dir = default_cache_dir();
+    /* Explicit beats GLESC_CACHE_DIR beats the XDG default. */
+    ctx->cache_dir = core_disk_cache_resolve_dir(opts->cache_dir);
     if ((st = gl_pool_create(ctx, opts->pool_budget ? opts->pool_budget : 256u << 20)) != GLESC_OK)
         goto fail;
     if ((st = gl_program_cache_create(ctx, ctx->cache_dir)) != GLESC_OK)
@@ -692,8 +670,8 @@ GLESC_API void glesc_context_destroy(glesc_context *ctx)
         return;
     if (ctx->dpy != EGL_NO_DISPLAY && ctx->egl_ctx != EGL_NO_CONTEXT)
         eglMakeCurrent(ctx->dpy, ctx->surface, ctx->surface, ctx->egl_ctx);
-    if (ctx->graph_state_free)
-        ctx->graph_state_free(ctx);
+    if (ctx->compute_state_free)
+        ctx->compute_state_free(ctx);
     gl_program_cache_destroy(ctx);
     gl_pool_destroy(ctx);
     release_display(ctx);

@@ -15,6 +15,7 @@
 #include <GLES2/gl2ext.h>
 
 #include "core/core.h"
+#include "core/disk_cache.h"
 
 typedef struct gl_pool gl_pool;
 typedef struct gl_program_cache gl_program_cache;
@@ -47,6 +48,9 @@ struct glesc_context {
     gl_pool *pool;
     gl_program_cache *programs;
     char *cache_dir; /* NULL: disk cache off */
+    /* The cache directory's entries (program binaries, tuning data); NULL
+     * when off or unusable. Opened and closed by program_cache.c. */
+    core_disk_cache *disk_cache;
     /* executor state: barrier epochs (see exec.c) */
     uint64_t ssbo_epoch, update_epoch;
     uint64_t dispatches, barriers;
@@ -59,12 +63,13 @@ struct glesc_context {
      * workgroup size by device take small ones there (its barriers and
      * large workgroups cost more than the parallelism gives). */
     bool cpu_device;
-    /* State of a higher layer that lives as long as the context (the graph
-     * layer's plan cache and trace file). The gl layer cannot call upward, so
-     * that layer registers its destructor here; glesc_context_destroy calls
-     * it first, while the GL context is still current. */
-    void *graph_state;
-    void (*graph_state_free)(glesc_context *ctx);
+    /* State of a higher layer that lives as long as the context (the compute
+     * layer's plan cache, trace file and device profile). The gl layer cannot
+     * call upward, so that layer registers its destructor here;
+     * glesc_context_destroy calls it first, while the GL context is still
+     * current. */
+    void *compute_state;
+    void (*compute_state_free)(glesc_context *ctx);
 };
 
 /* Sets ctx's error with the current EGL error appended, returns GLESC_ERROR_EGL. */
@@ -112,7 +117,6 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
 void gl_pool_release(glesc_context *ctx, gl_buffer *buf);
 /* Deletes cached buffers until at most budget bytes stay cached. */
 void gl_pool_trim(glesc_context *ctx, uint64_t budget);
-void gl_pool_set_budget(glesc_context *ctx, uint64_t budget);
 void gl_pool_stats(const glesc_context *ctx, glesc_stats *st);
 void gl_pool_reset_stats(glesc_context *ctx);
 

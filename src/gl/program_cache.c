@@ -4,72 +4,39 @@
  *
  * Memory: the linked programs in one array, found through a core_map keyed
  * by the XXH3-128 of the source (its low word in the map, both words
- * compared). Disk: one file per program under the cache directory, named by
- * hash(source ‖ GL_VENDOR ‖ GL_RENDERER ‖ GL_VERSION ‖ glesc version ‖ format
- * version), so a driver update or a glesc update never loads a stale binary.
- * Entry layout (little endian):
- *
- *   offset 0   8 bytes  magic "GLESCPB\0"
- *          8   u32      entry format version (CACHE_FORMAT_VERSION)
- *         12   u32      binary format (GLenum from glGetProgramBinary)
- *         16   u64      blob length
- *         24   u64      XXH3-64 of the blob
- *         32   blob
- *
- * Entries are written to a temporary file and renamed, so a reader never sees
- * half a file. A short, corrupt or driver-rejected entry (GL_LINK_STATUS false
- * after glProgramBinary) is deleted and the program compiled again. Nothing on
- * the disk path is fatal: a read-only or missing directory only costs compiles.
+ * compared). Disk: entries of the context's core_disk_cache (see
+ * core/disk_cache.h: full key stored and compared, checksummed, written to a
+ * unique temporary file and renamed, size-capped with LRU eviction). The key
+ * is text, NUL-separated: the source's XXH3-128 (hex), GL_VENDOR,
+ * GL_RENDERER, GL_VERSION, the glesc version, the driver's program binary
+ * formats and the entry format version, so a driver or glesc update never
+ * loads a stale binary. The blob is the binary format (u32, little endian)
+ * followed by the program binary. An entry the driver rejects (GL_LINK_STATUS
+ * false after glProgramBinary) is deleted and the program compiled again;
+ * nothing on the disk path is fatal: an unusable directory only costs compiles.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "gl/gl.h"
 #include "glesc_config.h"
 
-#define CACHE_FORMAT_VERSION 1u
-#define ENTRY_HEADER 32u
-static const char entry_magic[8] = {'G', 'L', 'E', 'S', 'C', 'P', 'B', '\0'};
+/* The blob's layout; part of the key, so a change never reads an old blob. */
+#define CACHE_FORMAT_VERSION 2u
+#define BLOB_HEADER 4u /* the binary format */
 
 struct gl_program_cache {
     gl_program **progs; /* every linked program; records never move */
     uint32_t n_progs, cap_progs;
-    core_map map;      /* key.lo → index in progs */
-    char *dir;         /* NULL: no disk cache */
-    bool disk_ok;      /* the driver offers binary formats */
-    bool warned_write; /* logged one failed write already */
+    core_map map; /* key.lo → index in progs */
+    /* The disk key after the source hash (driver, glesc and format
+     * versions); NULL: no disk entries (cache off, or the driver offers no
+     * binary formats). */
+    char *key_tail;
+    size_t key_tail_len;
     uint64_t compiled, memory_hits, disk_hits, disk_rejects, disk_writes;
 };
-
-/* ---- little-endian helpers ---- */
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* ---- the in-memory map ---- */
 
@@ -101,17 +68,31 @@ static bool map_insert(gl_program_cache *c, gl_program *p)
 
 /* ---- life cycle ---- */
 
-static void mkdir_p(const char *dir)
+/* The constant part of the disk key: everything but the source. */
+static char *make_key_tail(glesc_context *ctx, size_t *len)
 {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(buf, 0755);
-            *p = '/';
-        }
-    mkdir(buf, 0755);
+    sbuf b;
+    sbuf_init(&b);
+    const char *parts[] = {ctx->caps.vendor, ctx->caps.renderer, ctx->caps.version, GLESC_VERSION};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(parts); i++) {
+        sbuf_append(&b, parts[i] ? parts[i] : "");
+        sbuf_appendc(&b, '\0'); /* NUL separates the parts */
+    }
+    GLint n = ctx->caps.num_program_binary_formats;
+    GLint *formats = core_calloc((size_t)n, sizeof *formats);
+    if (!formats) {
+        sbuf_free(&b);
+        return NULL;
+    }
+    glGetIntegerv(GL_PROGRAM_BINARY_FORMATS, formats);
+    sbuf_append(&b, "binary formats");
+    for (GLint i = 0; i < n; i++)
+        sbuf_appendf(&b, " 0x%x", (unsigned)formats[i]);
+    core_free(formats);
+    sbuf_appendc(&b, '\0');
+    sbuf_appendf(&b, "program entry v%u", CACHE_FORMAT_VERSION);
+    *len = b.len;
+    return sbuf_take(&b);
 }
 
 glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir)
@@ -120,12 +101,13 @@ glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir)
     if (!c)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program cache");
     core_map_init(&c->map);
-    c->disk_ok = ctx->caps.num_program_binary_formats > 0;
-    if (dir && c->disk_ok) {
-        c->dir = core_strdup(dir);
-        mkdir_p(dir);
-    }
     ctx->programs = c;
+    glesc_status st = GLESC_OK;
+    if (dir && (st = core_disk_cache_open(dir, 0, &ctx->err, &ctx->disk_cache)) != GLESC_OK)
+        return st;
+    if (ctx->disk_cache && ctx->caps.num_program_binary_formats > 0 &&
+        !(c->key_tail = make_key_tail(ctx, &c->key_tail_len)))
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program cache key");
     return GLESC_OK;
 }
 
@@ -148,155 +130,108 @@ void gl_program_cache_destroy(glesc_context *ctx)
     gl_program_cache_drop_memory(ctx);
     core_free(c->progs);
     core_map_free(&c->map);
-    core_free(c->dir);
+    core_free(c->key_tail);
     core_free(c);
     ctx->programs = NULL;
+    core_disk_cache_close(ctx->disk_cache);
+    ctx->disk_cache = NULL;
 }
 
 /* ---- disk entries ---- */
 
-static core_hash128 disk_key(glesc_context *ctx, const char *source)
+/* The disk key of source (see the top of the file); NULL when disk entries
+ * are off or out of memory. core_free it. */
+static char *disk_key(const gl_program_cache *c, const char *source, size_t *len)
 {
-    core_hasher *h = core_hasher_create();
-    if (!h) /* fall back to the source hash alone: still correct, just less strict */
-        return core_hash128_bytes(source, strlen(source));
-    const char *parts[] = {source, ctx->caps.vendor, ctx->caps.renderer, ctx->caps.version,
-                           GLESC_VERSION};
-    for (size_t i = 0; i < CORE_ARRAY_LEN(parts); i++)
-        core_hasher_update(h, parts[i], strlen(parts[i]) + 1); /* NUL separates the parts */
-    unsigned char fv[4];
-    put_u32(fv, CACHE_FORMAT_VERSION);
-    core_hasher_update(h, fv, 4);
-    core_hash128 k = core_hasher_digest(h);
-    core_hasher_destroy(h);
+    if (!c->key_tail)
+        return NULL;
+    char hex[33];
+    core_hash128_hex(core_hash128_bytes(source, strlen(source)), hex);
+    char *k = core_malloc(33 + c->key_tail_len);
+    if (!k)
+        return NULL;
+    memcpy(k, hex, 33); /* with its NUL */
+    memcpy(k + 33, c->key_tail, c->key_tail_len);
+    *len = 33 + c->key_tail_len;
     return k;
 }
 
 char *gl_program_cache_entry_path(glesc_context *ctx, const char *source)
 {
-    gl_program_cache *c = ctx->programs;
-    if (!c->dir)
-        return NULL;
-    char hex[33];
-    core_hash128_hex(disk_key(ctx, source), hex);
-    sbuf b;
-    sbuf_init(&b);
-    sbuf_appendf(&b, "%s/%s.bin", c->dir, hex);
-    return sbuf_take(&b);
+    size_t len;
+    char *key = disk_key(ctx->programs, source, &len);
+    char *path = key ? core_disk_cache_entry_path(ctx->disk_cache, key, len) : NULL;
+    core_free(key);
+    return path;
 }
 
-/* Tries the disk entry; returns a linked program or 0. Bad entries are
- * deleted and counted as rejects. */
-static GLuint disk_load(glesc_context *ctx, const char *path)
+/* Tries the disk entry for key; returns a linked program or 0. Entries the
+ * disk cache refuses, and binaries the driver refuses, count as rejects. */
+static GLuint disk_load(glesc_context *ctx, const char *key, size_t key_len)
 {
     gl_program_cache *c = ctx->programs;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    core_disk_cache_stats before, after;
+    core_disk_cache_get_stats(ctx->disk_cache, &before);
+    unsigned char *blob;
+    size_t len;
+    bool found = core_disk_cache_get(ctx->disk_cache, key, key_len, (void **)&blob, &len);
+    core_disk_cache_get_stats(ctx->disk_cache, &after);
+    c->disk_rejects += after.rejects - before.rejects;
+    if (!found)
         return 0;
-    unsigned char hdr[ENTRY_HEADER];
-    unsigned char *blob = NULL;
     GLuint prog = 0;
-    const char *why = NULL;
-    long fsize = -1;
-    if (fseek(f, 0, SEEK_END) == 0)
-        fsize = ftell(f);
-    rewind(f);
-    if (fsize < (long)ENTRY_HEADER || fread(hdr, 1, ENTRY_HEADER, f) != ENTRY_HEADER) {
-        why = "shorter than its header";
-        goto reject;
+    const char *why = "shorter than its format word";
+    if (len > BLOB_HEADER && len - BLOB_HEADER <= INT32_MAX) {
+        GLenum format = 0;
+        for (int i = 0; i < 4; i++)
+            format |= (GLenum)blob[i] << (8 * i);
+        if (!(prog = glCreateProgram())) { /* not the entry's fault */
+            core_free(blob);
+            return 0;
+        }
+        glProgramBinary(prog, format, blob + BLOB_HEADER, (GLsizei)(len - BLOB_HEADER));
+        GLint ok = GL_FALSE;
+        glGetProgramiv(prog, GL_LINK_STATUS, &ok);
+        while (glGetError() != GL_NO_ERROR) /* a rejected format raises GL_INVALID_ENUM */
+            ok = GL_FALSE;
+        if (!ok) {
+            glDeleteProgram(prog);
+            prog = 0;
+            why = "the driver rejected the binary";
+        }
     }
-    if (memcmp(hdr, entry_magic, 8) != 0) {
-        why = "bad magic";
-        goto reject;
-    }
-    if (get_u32(hdr + 8) != CACHE_FORMAT_VERSION) {
-        why = "other entry format version";
-        goto reject;
-    }
-    GLenum format = get_u32(hdr + 12);
-    uint64_t len = get_u64(hdr + 16), sum = get_u64(hdr + 24);
-    if (len != (uint64_t)fsize - ENTRY_HEADER || len == 0 || len > (1u << 30)) {
-        why = "length does not match the file";
-        goto reject;
-    }
-    blob = core_malloc((size_t)len);
-    if (!blob) {
-        fclose(f);
-        return 0; /* not the entry's fault */
-    }
-    if (fread(blob, 1, (size_t)len, f) != len) {
-        why = "short read";
-        goto reject;
-    }
-    if (core_hash64_bytes(blob, (size_t)len) != sum) {
-        why = "checksum mismatch";
-        goto reject;
-    }
-    prog = glCreateProgram();
-    glProgramBinary(prog, format, blob, (GLsizei)len);
-    GLint ok = GL_FALSE;
-    glGetProgramiv(prog, GL_LINK_STATUS, &ok);
-    while (glGetError() != GL_NO_ERROR) /* a rejected format raises GL_INVALID_ENUM */
-        ok = GL_FALSE;
-    if (!ok) {
-        glDeleteProgram(prog);
-        prog = 0;
-        why = "the driver rejected the binary";
-        goto reject;
-    }
-    fclose(f);
     core_free(blob);
+    if (!prog) {
+        char *path = core_disk_cache_entry_path(ctx->disk_cache, key, key_len);
+        core_log(CORE_LOG_INFO, "program cache: %s: %s; deleted, recompiling",
+                 path ? path : "entry", why);
+        core_free(path);
+        core_disk_cache_remove(ctx->disk_cache, key, key_len);
+        c->disk_rejects++;
+        return 0;
+    }
     c->disk_hits++;
     return prog;
-
-reject:
-    fclose(f);
-    core_free(blob);
-    core_log(CORE_LOG_INFO, "program cache: %s: %s; deleted, recompiling", path, why);
-    unlink(path);
-    c->disk_rejects++;
-    return 0;
 }
 
-static void disk_store(glesc_context *ctx, GLuint prog, const char *path)
+static void disk_store(glesc_context *ctx, GLuint prog, const char *key, size_t key_len)
 {
     gl_program_cache *c = ctx->programs;
     GLint len = 0;
     glGetProgramiv(prog, GL_PROGRAM_BINARY_LENGTH, &len);
     if (len <= 0)
         return;
-    unsigned char *buf = core_malloc(ENTRY_HEADER + (size_t)len);
+    unsigned char *buf = core_malloc(BLOB_HEADER + (size_t)len);
     if (!buf)
         return;
     GLenum format = 0;
     GLsizei got = 0;
-    glGetProgramBinary(prog, len, &got, &format, buf + ENTRY_HEADER);
-    if (glGetError() != GL_NO_ERROR || got <= 0) {
-        core_free(buf);
-        return;
-    }
-    memcpy(buf, entry_magic, 8);
-    put_u32(buf + 8, CACHE_FORMAT_VERSION);
-    put_u32(buf + 12, format);
-    put_u64(buf + 16, (uint64_t)got);
-    put_u64(buf + 24, core_hash64_bytes(buf + ENTRY_HEADER, (size_t)got));
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(buf, 1, ENTRY_HEADER + (size_t)got, f) == ENTRY_HEADER + (size_t)got;
-    if (f && fclose(f) != 0)
-        ok = false;
-    if (ok && rename(tmp, path) != 0)
-        ok = false;
-    if (!ok) {
-        unlink(tmp);
-        if (!c->warned_write) {
-            core_log(CORE_LOG_INFO, "program cache: cannot write %s (%s); continuing without", path,
-                     strerror(errno));
-            c->warned_write = true;
-        }
-    } else {
-        c->disk_writes++;
+    glGetProgramBinary(prog, len, &got, &format, buf + BLOB_HEADER);
+    if (glGetError() == GL_NO_ERROR && got > 0) {
+        for (int i = 0; i < 4; i++)
+            buf[i] = (unsigned char)(format >> (8 * i));
+        if (core_disk_cache_put(ctx->disk_cache, key, key_len, buf, BLOB_HEADER + (size_t)got))
+            c->disk_writes++;
     }
     core_free(buf);
 }
@@ -405,9 +340,10 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
 {
     gl_program_cache *c = ctx->programs;
     GLuint *pending = core_calloc((size_t)(n > 0 ? n : 1), sizeof *pending);
-    char **paths = core_calloc((size_t)(n > 0 ? n : 1), sizeof *paths);
+    char **keys = core_calloc((size_t)(n > 0 ? n : 1), sizeof *keys);
+    size_t key_len = 0; /* the same for every source */
     glesc_status st = GLESC_OK;
-    if (!pending || !paths) {
+    if (!pending || !keys) {
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program batch");
         goto done;
     }
@@ -425,9 +361,9 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
             dup = pending[j] && !strcmp(sources[j], sources[i]);
         if (dup)
             continue;
-        if (c->dir) {
-            paths[i] = gl_program_cache_entry_path(ctx, sources[i]);
-            GLuint id = paths[i] ? disk_load(ctx, paths[i]) : 0;
+        if (c->key_tail) {
+            keys[i] = disk_key(c, sources[i], &key_len);
+            GLuint id = keys[i] ? disk_load(ctx, keys[i], key_len) : 0;
             if (id) {
                 if (!(out[i] = make_program(ctx, id, key))) {
                     st = ctx->err.status;
@@ -450,8 +386,8 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
             goto done;
         }
         c->compiled++;
-        if (paths[i])
-            disk_store(ctx, id, paths[i]);
+        if (keys[i])
+            disk_store(ctx, id, keys[i], key_len);
         core_hash128 key = core_hash128_bytes(sources[i], strlen(sources[i]));
         if (!(out[i] = make_program(ctx, id, key))) {
             st = ctx->err.status;
@@ -469,11 +405,11 @@ done:
         for (int i = 0; i < n; i++)
             if (pending[i])
                 glDeleteProgram(pending[i]);
-    if (paths)
+    if (keys)
         for (int i = 0; i < n; i++)
-            core_free(paths[i]);
+            core_free(keys[i]);
     core_free(pending);
-    core_free(paths);
+    core_free(keys);
     return st;
 }
 

@@ -1,20 +1,18 @@
 /*
- * synth.c — see synth.h. Weights are drawn like the reference models'
- * (reference/README.md): token_embd ~ N(0, 1), each matrix ~ N(0, 1/fan_in),
- * norms 1 + 0.1·N(0, 1), from a seeded xorshift generator, so a given seed
- * always writes the same file.
+ * synth.c — see synth.h. Only the public API: the GGUF writer, and
+ * glesc_quantize for the matrices' type. Tensors are generated in file
+ * order from one random stream, so a given seed always writes the same file.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "common/rng.h"
+#include "common/synth.h"
 #include "glesc_llm.h"
-#include "llm/synth.h"
-#include "quant/quant.h"
 
-void llm_synth_params_default(llm_synth_params *p)
+void synth_params_default(synth_params *p)
 {
     memset(p, 0, sizeof *p);
     p->arch = "llama";
@@ -26,22 +24,6 @@ void llm_synth_params_default(llm_synth_params *p)
     p->n_ctx = 512;
     p->weight_type = GLESC_DTYPE_F16;
     p->seed = 1;
-}
-
-static double next_uniform(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return ((double)(x >> 11) + 0.5) * 0x1.0p-53;
-}
-
-static float next_normal(uint64_t *s)
-{
-    double u = next_uniform(s), v = next_uniform(s);
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
 }
 
 /* Words whose pieces (with every prefix, so SentencePiece's bigram merges
@@ -74,20 +56,20 @@ static bool vocab_add(vocab *v, const char *s, float score, int type)
         return true;
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 512;
-        char **t = core_realloc(v->text, cap * sizeof *t);
+        char **t = realloc(v->text, cap * sizeof *t);
         if (t)
             v->text = t;
-        float *sc = core_realloc(v->score, cap * sizeof *sc);
+        float *sc = realloc(v->score, cap * sizeof *sc);
         if (sc)
             v->score = sc;
-        int32_t *ty = core_realloc(v->type, cap * sizeof *ty);
+        int32_t *ty = realloc(v->type, cap * sizeof *ty);
         if (ty)
             v->type = ty;
         if (!t || !sc || !ty)
             return false;
         v->cap = cap;
     }
-    char *c = core_strdup(s);
+    char *c = strdup(s);
     if (!c)
         return false;
     v->text[v->n] = c;
@@ -100,10 +82,10 @@ static bool vocab_add(vocab *v, const char *s, float score, int type)
 static void vocab_free(vocab *v)
 {
     for (size_t i = 0; i < v->n; i++)
-        core_free(v->text[i]);
-    core_free(v->text);
-    core_free(v->score);
-    core_free(v->type);
+        free(v->text[i]);
+    free(v->text);
+    free(v->score);
+    free(v->type);
 }
 
 static bool build_vocab(vocab *v)
@@ -123,7 +105,7 @@ static bool build_vocab(vocab *v)
         char t[2] = {*c, 0};
         ok = vocab_add(v, t, score -= 0.01f, GLESC_TOKEN_TYPE_NORMAL);
     }
-    for (size_t w = 0; w < CORE_ARRAY_LEN(words) && ok; w++) {
+    for (size_t w = 0; w < sizeof words / sizeof words[0] && ok; w++) {
         char t[64] = "\xe2\x96\x81";
         size_t len = strlen(words[w]);
         for (size_t k = 1; k <= len && ok; k++) {
@@ -135,7 +117,7 @@ static bool build_vocab(vocab *v)
     return ok;
 }
 
-glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
+glesc_status synth_write(const synth_params *p, const char *path)
 {
     glesc_gguf_writer *w = glesc_gguf_writer_create();
     vocab v = {0};
@@ -184,10 +166,10 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
         int kind;         /* 0 embedding, 1 matrix, 2 norm, 3 bias, 4 rope factors */
     };
     size_t n_specs = 4 + 14 * (size_t)p->n_layer;
-    struct spec *specs = core_calloc(n_specs, sizeof *specs);
-    bufs = core_calloc(n_specs, sizeof *bufs);
+    struct spec *specs = calloc(n_specs, sizeof *specs);
+    bufs = calloc(n_specs, sizeof *bufs);
     if (!specs || !bufs) {
-        core_free(specs);
+        free(specs);
         goto fail;
     }
     size_t k = 0;
@@ -251,43 +233,41 @@ glesc_status llm_synth_write(const llm_synth_params *p, const char *path)
         if (p->bad_shape_tensor && !strcmp(p->bad_shape_tensor, s->name))
             rows++;
         int64_t n = s->ne0 * rows;
-        float *f = core_calloc((size_t)n, sizeof *f);
+        float *f = calloc((size_t)n, sizeof *f);
         glesc_dtype t = s->kind >= 2 ? GLESC_DTYPE_F32 : p->weight_type;
         uint64_t bytes = glesc_dtype_row_bytes(t, s->ne0) * (uint64_t)rows;
-        void *data = core_malloc(bytes ? (size_t)bytes : 1);
+        void *data = malloc(bytes ? (size_t)bytes : 1);
         if (!f || !data) {
-            core_free(f);
-            core_free(data);
-            st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "synth: tensor %s", s->name);
+            free(f);
+            free(data);
+            st = GLESC_ERROR_OUT_OF_MEMORY;
             break;
         }
         float sd = s->kind == 1 ? (float)(1.0 / sqrt((double)s->ne0)) : 1.0f;
         for (int64_t j = 0; j < n; j++)
-            f[j] = s->kind == 4   ? 1.0f + 7.0f * (float)j / (float)CORE_MAX(n - 1, 1)
-                   : s->kind == 2 ? 1.0f + 0.1f * next_normal(&rng)
-                   : s->kind == 3 ? 0.1f * next_normal(&rng)
-                                  : sd * next_normal(&rng);
+            f[j] = s->kind == 4   ? 1.0f + 7.0f * (float)j / (float)(n > 2 ? n - 1 : 1)
+                   : s->kind == 2 ? 1.0f + 0.1f * tool_rng_normal(&rng)
+                   : s->kind == 3 ? 0.1f * tool_rng_normal(&rng)
+                                  : sd * tool_rng_normal(&rng);
         /* The output rows of the byte tokens (ids 3..258) are damped, so a
          * demo's text is mostly word pieces rather than stray bytes. */
         if (!strcmp(s->name, "output.weight"))
             for (int64_t j = 3 * s->ne0; j < 259 * s->ne0 && j < n; j++)
                 f[j] *= 0.1f;
-        st = quant_quantize(t, f, data, n);
-        core_free(f);
+        st = glesc_quantize(t, f, rows, s->ne0, data, (size_t)bytes);
+        free(f);
         bufs[n_bufs++] = data;
         if (st == GLESC_OK)
             st = glesc_gguf_writer_add_tensor(w, s->name, t, s->ne1 ? 2 : 1,
                                               (int64_t[]){s->ne0, rows}, data, bytes);
     }
-    core_free(specs);
+    free(specs);
     if (st == GLESC_OK)
         st = glesc_gguf_writer_write(w, path);
 fail:
-    if (st == GLESC_ERROR_OUT_OF_MEMORY && !*glesc_last_errmsg())
-        core_err_set(NULL, st, "synth: out of memory");
     for (size_t i = 0; i < n_bufs; i++)
-        core_free(bufs[i]);
-    core_free(bufs);
+        free(bufs[i]);
+    free(bufs);
     vocab_free(&v);
     glesc_gguf_writer_destroy(w);
     return st;

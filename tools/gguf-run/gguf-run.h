@@ -1,0 +1,99 @@
+/*
+ * gguf-run.h — what the files of gguf-run share. gguf-run runs a GGUF
+ * language model on the GPU through the public API only: the prompt is
+ * evaluated in one batch, then tokens are sampled one at a time and streamed
+ * to stdout. Flags follow llama.cpp's llama-cli where it has them.
+ *
+ * The files, by job: options.c (usage, flags, prompt escapes and id lists),
+ * main.c (the modes: --tokenize, the demo model, one prompt or a chat; the
+ * context, model, session and sampler), generate.c (evaluating the prompt,
+ * sampling and streaming), chat.c (the multi-turn conversation on stdin),
+ * output.c (the --json object and the summary line).
+ *
+ * Output: the text on stdout (or one JSON object with --json); progress
+ * (only on a terminal), warnings and the one-line summary on stderr. Exit
+ * status 0 on success, 1 when the model or the GPU fails, 2 for bad usage.
+ */
+#ifndef GLESC_TOOLS_GGUF_RUN_H
+#define GLESC_TOOLS_GGUF_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "glesc.h"
+#include "glesc_llm.h"
+
+typedef struct options {
+    const char *model, *prompt, *prompt_file, *prompt_ids, *system, *chat_template;
+    const char *logits_out, *platform, *device, *cache_dir;
+    int escape, no_bos, parse_special, no_display_prompt, tokenize, ignore_eos, chat, json;
+    int verbose;
+    long n_predict, n_ctx;
+    glesc_dtype kv_type;
+    glesc_sampler_params sp;
+    int seed_given;
+} options;
+
+/* A growable byte or id buffer (aborting on out-of-memory would hide the
+ * text produced so far, so failures are reported by the caller). */
+typedef struct buf {
+    char *data;
+    size_t len, cap;
+    int oom;
+} buf;
+
+/* The state of one run: what main.c set up and what generation gathered. */
+typedef struct run {
+    const options *o;
+    glesc_context *ctx;
+    glesc_model *model;
+    glesc_session *sess;
+    glesc_sampler *smp;
+    const glesc_tokenizer *tok;
+    int32_t n_vocab_tok;   /* sampler's vocabulary (the tokenizer's) */
+    int64_t n_vocab_model; /* logits row length */
+    float *logits;         /* one row */
+    FILE *logits_out;
+    buf generated; /* int32 ids */
+    buf text;      /* generated text (for --json) */
+    double prompt_ms, decode_ms, load_ms;
+    size_t prompt_tokens, decode_tokens; /* evaluated */
+    int dispatches_per_token;
+    const char *stop;        /* why generation ended */
+    const char *prompt_text; /* -p / -f text (the first chat message) */
+    size_t prompt_len;
+} run;
+
+/* ---- options.c ---- */
+/* Parses argv into *o (sampling defaults, -1 for -n, a clock seed unless
+ * --seed). Returns -1 to go on, or the exit status (0 after --help, 2 for
+ * bad usage, its message printed). */
+int options_parse(int argc, char **argv, options *o);
+/* llama.cpp's process_escapes, in place; returns the new length. */
+size_t process_escapes(char *s, size_t n);
+/* "1,403, 407" → ids (malloc'ed); NULL (message printed) on a bad list. */
+int32_t *parse_ids(const char *s, size_t *n_out);
+
+/* ---- generate.c ---- */
+void buf_add(buf *b, const void *p, size_t n);
+double ms_since(const struct timespec *t0);
+/* Evaluates ids (the last row into r->logits). 0, or -1 (message printed). */
+int eval_prompt(run *r, const int32_t *ids, size_t n);
+/* Samples up to n_predict tokens and streams them. 0, or -1 on failure. */
+int generate(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, long n_predict,
+             bool eval_last);
+/* One prompt, one continuation: the exit status. */
+int run_once(run *r, const int32_t *ids, size_t n);
+
+/* ---- chat.c ---- */
+/* Multi-turn chat on stdin: the exit status. */
+int chat_loop(run *r);
+
+/* ---- output.c ---- */
+void summary(const run *r);
+void print_json(const run *r, const int32_t *prompt_ids, size_t n_prompt);
+
+#endif

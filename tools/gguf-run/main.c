@@ -1,0 +1,291 @@
+/*
+ * main.c — gguf-run's modes: --tokenize (no GPU), the demo (a synthetic
+ * model written with tools/common/synth.h when no -m is given), one prompt,
+ * or a chat; and the setup they share: context, model, session, sampler.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/args.h"
+#include "common/file.h"
+#include "common/synth.h"
+#include "glesc_gguf.h"
+#include "gguf-run/gguf-run.h"
+
+static void progress(void *user, uint64_t done, uint64_t total)
+{
+    (void)user;
+    fprintf(stderr, "\rgguf-run: loading %3d%%", total ? (int)(done * 100 / total) : 100);
+    if (done >= total)
+        fprintf(stderr, "\r%*s\r", 24, "");
+}
+
+/* Writes the demo model (tools/common/synth.h) to a new file in $TMPDIR. */
+static int demo_model_path(char *path, size_t cap)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    int n = snprintf(path, cap, "%s/glesc-demo-XXXXXX", dir);
+    int fd = n > 0 && (size_t)n < cap ? mkstemp(path) : -1;
+    if (fd < 0) {
+        fprintf(stderr, "gguf-run: demo: cannot create a file in %s: %s\n", dir, strerror(errno));
+        path[0] = 0;
+        return -1;
+    }
+    close(fd);
+    synth_params p;
+    synth_params_default(&p);
+    glesc_status st = synth_write(&p, path);
+    if (st != GLESC_OK) {
+        /* An out-of-memory in synth itself leaves no glesc message. */
+        fprintf(stderr, "gguf-run: demo: writing %s: %s\n", path,
+                *glesc_last_errmsg() ? glesc_last_errmsg() : glesc_status_str(st));
+        unlink(path);
+        path[0] = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* Creates the context and loads the model (with progress on a terminal). */
+static int open_model(run *r, const char *path)
+{
+    const options *o = r->o;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    glesc_context_options co = {0};
+    if (o->platform && !tool_parse_platform(o->platform, &co.platform)) {
+        fprintf(stderr, "gguf-run: --platform: '%s' is not auto, gbm, device, surfaceless\n",
+                o->platform);
+        return 2;
+    }
+    co.device = o->device;
+    co.cache_dir = o->cache_dir;
+    if (glesc_context_create(&co, &r->ctx) != GLESC_OK) {
+        fprintf(stderr, "gguf-run: no GPU context: %s\n", glesc_last_errmsg());
+        return 1;
+    }
+    glesc_model_options mo = {0};
+    if (isatty(2) && !o->json)
+        mo.progress = progress;
+    if (glesc_model_load(r->ctx, path, &mo, &r->model) != GLESC_OK) {
+        if (mo.progress)
+            fprintf(stderr, "\n");
+        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+        return 1;
+    }
+    r->tok = glesc_model_tokenizer(r->model);
+    glesc_model_info mi;
+    glesc_model_get_info(r->model, &mi);
+    r->n_vocab_model = mi.n_vocab;
+    r->n_vocab_tok = glesc_tokenizer_n_vocab(r->tok);
+    glesc_session_options so = {.n_ctx = (int32_t)o->n_ctx, .kv_type = o->kv_type};
+    if (glesc_session_create(r->model, &so, &r->sess) != GLESC_OK) {
+        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+        return 1;
+    }
+    glesc_sampler_params sp = o->sp;
+    if (glesc_sampler_create(&sp, r->n_vocab_tok, &r->smp) != GLESC_OK) {
+        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+        return 2;
+    }
+    r->logits = malloc((size_t)r->n_vocab_model * sizeof *r->logits);
+    if (!r->logits) {
+        fprintf(stderr, "gguf-run: out of memory\n");
+        return 1;
+    }
+    r->load_ms = ms_since(&t0);
+    if (o->verbose) {
+        const glesc_caps *c = glesc_context_caps(r->ctx);
+        fprintf(stderr,
+                "gguf-run: %s (%s): %s, %lld layers, n_embd %lld, heads %lld/%lld, vocab %lld, "
+                "%s weights, %.1f MiB; context %d, KV %s\n"
+                "gguf-run: GPU: %s (%s, %s platform); seed %llu\n",
+                mi.name, path, mi.arch, (long long)mi.n_layer, (long long)mi.n_embd,
+                (long long)mi.n_head, (long long)mi.n_head_kv, (long long)mi.n_vocab,
+                glesc_dtype_name(mi.weight_type), (double)mi.weight_bytes / 1048576.0,
+                (int)glesc_session_n_ctx(r->sess), glesc_dtype_name(o->kv_type), c->renderer,
+                c->version, glesc_platform_name(c->platform), (unsigned long long)sp.seed);
+    }
+    return 0;
+}
+
+static void close_run(run *r)
+{
+    glesc_sampler_destroy(r->smp);
+    glesc_session_destroy(r->sess);
+    glesc_model_destroy(r->model);
+    glesc_context_destroy(r->ctx);
+    free(r->logits);
+    free(r->generated.data);
+    free(r->text.data);
+    if (r->logits_out)
+        fclose(r->logits_out);
+}
+
+/* --tokenize: the prompt's ids on stdout; no GPU, so vocab-only files work. */
+static int tokenize_only(const options *o, const char *text, size_t len)
+{
+    if (!o->model || !text) {
+        fprintf(stderr, "gguf-run: --tokenize needs -m FILE and one of -p TEXT and -f FILE\n");
+        return 2;
+    }
+    int rc = 1;
+    glesc_gguf *f = NULL;
+    glesc_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    unsigned flags = (o->no_bos ? 0 : GLESC_TOKENIZE_ADD_SPECIAL) |
+                     (o->parse_special ? GLESC_TOKENIZE_PARSE_SPECIAL : 0);
+    if (glesc_gguf_open(o->model, &f) != GLESC_OK)
+        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+    else if (glesc_tokenizer_load(f, &tok) != GLESC_OK)
+        fprintf(stderr, "gguf-run: %s: %s\n", o->model, glesc_last_errmsg());
+    else if (glesc_tokenize_alloc(tok, text, len, flags, &ids, &n) != GLESC_OK)
+        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+    else {
+        for (size_t i = 0; i < n; i++)
+            printf("%s%d", i ? " " : "", ids[i]);
+        printf("\n");
+        rc = fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+    }
+    glesc_tokens_free(ids);
+    glesc_tokenizer_destroy(tok);
+    glesc_gguf_close(f);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int prc = options_parse(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
+
+    /* The prompt text (not needed for --prompt-ids or a chat without -p). */
+    char *text = NULL;
+    size_t len = 0;
+    if (o.prompt_file) {
+        text = tool_read_file(o.prompt_file, &len);
+        if (!text) {
+            fprintf(stderr, "gguf-run: cannot read %s: %s\n", o.prompt_file, strerror(errno));
+            return 1;
+        }
+    } else if (o.prompt) {
+        len = strlen(o.prompt);
+        text = malloc(len + 1);
+        if (!text)
+            return 1;
+        memcpy(text, o.prompt, len + 1);
+    }
+    if (text && o.escape)
+        len = process_escapes(text, len);
+
+    if (o.tokenize) {
+        int rc = tokenize_only(&o, text, len);
+        free(text);
+        return rc;
+    }
+
+    run r = {0};
+    r.o = &o;
+    char demo_path[4096] = "";
+    const char *path = o.model;
+    int rc;
+    if (!path) {
+        if ((rc = demo_model_path(demo_path, sizeof demo_path)) != 0) {
+            free(text);
+            return 1;
+        }
+        fprintf(stderr,
+                "gguf-run: no -m given: demo on a synthetic llama model with RANDOM weights "
+                "(real architecture, byte-level vocabulary; its text is gibberish), written to "
+                "%s\n",
+                demo_path);
+        path = demo_path;
+        if (!text && !o.prompt_ids && !o.chat) {
+            static const char demo_prompt[] = "Once upon a time";
+            text = malloc(sizeof demo_prompt);
+            if (!text)
+                return 1;
+            memcpy(text, demo_prompt, sizeof demo_prompt);
+            len = sizeof demo_prompt - 1;
+        }
+        if (o.n_predict < 0)
+            o.n_predict = 64;
+        if (!o.seed_given)
+            o.sp.temperature = 0; /* reproducible demo output */
+    }
+    if (o.logits_out && !(r.logits_out = fopen(o.logits_out, "wb"))) {
+        fprintf(stderr, "gguf-run: --logits-out: cannot create %s: %s\n", o.logits_out,
+                strerror(errno));
+        free(text);
+        return 1;
+    }
+    rc = open_model(&r, path);
+    if (rc)
+        goto done;
+    if (o.chat) {
+        r.prompt_text = text;
+        r.prompt_len = len;
+        rc = chat_loop(&r);
+        goto done;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (o.prompt_ids) {
+        if (!(ids = parse_ids(o.prompt_ids, &n))) {
+            rc = 2;
+            goto done;
+        }
+    } else {
+        unsigned flags = (o.no_bos ? 0 : GLESC_TOKENIZE_ADD_SPECIAL) |
+                         (o.parse_special ? GLESC_TOKENIZE_PARSE_SPECIAL : 0);
+        int32_t *tids = NULL;
+        if (glesc_tokenize_alloc(r.tok, text ? text : "", len, flags, &tids, &n) != GLESC_OK) {
+            fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+            rc = 1;
+            goto done;
+        }
+        ids = malloc((n ? n : 1) * sizeof *ids);
+        if (ids && n)
+            memcpy(ids, tids, n * sizeof *ids);
+        glesc_tokens_free(tids);
+        if (!ids) {
+            rc = 1;
+            goto done;
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "gguf-run: the prompt is empty (and no BOS is added): nothing to "
+                        "evaluate; give -p TEXT\n");
+        free(ids);
+        rc = 2;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= r.n_vocab_tok) {
+            fprintf(stderr, "gguf-run: prompt token %zu: id %d is outside the vocabulary (0..%d)\n",
+                    i, (int)ids[i], (int)r.n_vocab_tok - 1);
+            free(ids);
+            rc = 1;
+            goto done;
+        }
+    rc = run_once(&r, ids, n);
+    free(ids);
+done:
+    if (r.logits_out && fflush(r.logits_out) != 0) {
+        fprintf(stderr, "gguf-run: --logits-out: %s\n", strerror(errno));
+        rc = rc ? rc : 1;
+    }
+    close_run(&r);
+    free(text);
+    if (demo_path[0])
+        unlink(demo_path);
+    return rc;
+}

@@ -1,0 +1,322 @@
+/*
+ * options.c — gguf-run's command line: the usage text, the flags (values
+ * checked through tools/common/args.h), llama.cpp's escape processing for
+ * -e and the --prompt-ids list.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/args.h"
+#include "gguf-run/gguf-run.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: gguf-run [-m FILE] [options]\n"
+                 "\n"
+                 "Runs a GGUF language model (llama, qwen2, qwen3 architectures; f32, f16, bf16\n"
+                 "or quantized weights) on the GPU through OpenGL ES compute. Without -m: a\n"
+                 "demo on a random-weight model written on the fly.\n"
+                 "\n"
+                 "Model and prompt:\n"
+                 "  -m, --model FILE       GGUF model\n"
+                 "  -p, --prompt TEXT      the prompt, verbatim\n"
+                 "  -f, --file FILE        read the prompt from FILE, byte for byte\n"
+                 "  -e, --escape           process \\n \\t \\r \\\\ \\\" \\' \\xNN in the prompt\n"
+                 "  --prompt-ids LIST      the prompt as token ids, e.g. 1,403,407 (no BOS added)\n"
+                 "  --no-bos               do not add BOS/EOS where the vocabulary asks for them\n"
+                 "  --parse-special        turn control tokens written in the prompt into ids\n"
+                 "  --no-display-prompt    do not echo the prompt before the generated text\n"
+                 "  --tokenize             print the prompt's token ids and exit (no GPU needed)\n"
+                 "\n"
+                 "Generation:\n"
+                 "  -n, --n-predict N      tokens to generate (-1: until EOS or the context is\n"
+                 "                         full, the default; 0: only evaluate the prompt)\n"
+                 "  -c, --ctx-size N       context length (0: the model's, at most 4096)\n"
+                 "  --temp T               temperature (0.8; 0 = greedy)\n"
+                 "  --top-k N              top-k (40; 0 = off)\n"
+                 "  --top-p P              top-p (0.95; 1 = off)\n"
+                 "  --min-p P              min-p (0.05; 0 = off)\n"
+                 "  --repeat-penalty F     repetition penalty (1.0 = off)\n"
+                 "  --repeat-last-n N      tokens the penalty looks back at (64)\n"
+                 "  -s, --seed N           random seed (default: from the clock)\n"
+                 "  --ignore-eos           keep generating after an end-of-generation token\n"
+                 "  --kv-type f32|f16      KV cache type (f32)\n"
+                 "\n"
+                 "Chat:\n"
+                 "  -i, --interactive, --chat\n"
+                 "                         multi-turn chat on stdin with the model's template\n"
+                 "                         (-p/-f: the first message; -n: tokens per reply)\n"
+                 "  --system TEXT          system message for the chat\n"
+                 "  --chat-template NAME   llama.cpp's names: chatml, llama2, llama2-sys, llama3,\n"
+                 "                         mistral-v1, mistral-v3, mistral-v7, gemma, phi3,\n"
+                 "                         zephyr, vicuna, deepseek2, ... (default: detected from\n"
+                 "                         the model's tokenizer.chat_template, else chatml)\n"
+                 "\n"
+                 "Output:\n"
+                 "  --json                 one JSON object on stdout: prompt_ids, generated_ids\n"
+                 "                         (with the end-of-generation id that stopped it),\n"
+                 "                         text (the continuation), stop, timings\n"
+                 "  --logits-out FILE      raw little-endian float32 logits, n_vocab per row:\n"
+                 "                         every prompt position, then each generated token's\n"
+                 "                         row (the one it was sampled from)\n"
+                 "  -v, --verbose          model, device and per-step details on stderr\n"
+                 "\n"
+                 "GPU:\n"
+                 "  --platform NAME        auto, gbm, device, surfaceless (or GLESC_PLATFORM)\n"
+                 "  --device DEV           render node path or EGL device index (or GLESC_DEVICE)\n"
+                 "  --cache-dir DIR        program binary cache (\"off\" disables)\n"
+                 "  -h, --help             this text\n");
+}
+
+/* llama.cpp's process_escapes, in place: \n \r \t \' \" \\ \xNN; any other
+ * escape stays as written. Returns the new length. */
+size_t process_escapes(char *s, size_t n)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\\' || i + 1 >= n) {
+            s[o++] = s[i];
+            continue;
+        }
+        char c = s[++i];
+        switch (c) {
+        case 'n':
+            s[o++] = '\n';
+            break;
+        case 'r':
+            s[o++] = '\r';
+            break;
+        case 't':
+            s[o++] = '\t';
+            break;
+        case '\'':
+            s[o++] = '\'';
+            break;
+        case '"':
+            s[o++] = '"';
+            break;
+        case '\\':
+            s[o++] = '\\';
+            break;
+        case 'x': {
+            const char *hexd = "0123456789abcdefABCDEF";
+            if (i + 2 < n && s[i + 1] && s[i + 2] && strchr(hexd, s[i + 1]) &&
+                strchr(hexd, s[i + 2])) {
+                char hex[3] = {s[i + 1], s[i + 2], 0};
+                s[o++] = (char)strtol(hex, NULL, 16);
+                i += 2;
+            } else { /* not a valid \xNN: kept as written */
+                s[o++] = '\\';
+                s[o++] = c;
+            }
+            break;
+        }
+        default:
+            s[o++] = '\\';
+            s[o++] = c;
+        }
+    }
+    return o;
+}
+
+/* "1,403, 407" → ids; NULL (message printed) on a bad list. */
+int32_t *parse_ids(const char *s, size_t *n_out)
+{
+    size_t cap = 16, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    const char *p = s;
+    while (ids) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX) {
+            fprintf(stderr, "gguf-run: --prompt-ids: bad id at '%s'\n", p);
+            free(ids);
+            return NULL;
+        }
+        if (n == cap) {
+            int32_t *ni = realloc(ids, (cap *= 2) * sizeof *ids);
+            if (!ni)
+                free(ids);
+            ids = ni;
+            if (!ids)
+                break;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == ',')
+            p++;
+        else if (*p) {
+            fprintf(stderr, "gguf-run: --prompt-ids: expected ',' at '%s'\n", p);
+            free(ids);
+            return NULL;
+        }
+    }
+    if (ids && n == 0) {
+        fprintf(stderr, "gguf-run: --prompt-ids: no ids\n");
+        free(ids);
+        return NULL;
+    }
+    *n_out = n;
+    return ids;
+}
+
+int options_parse(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n_predict = -1;
+    glesc_sampler_params_default(&o->sp);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+#define NEEDS_VALUE()                                                                              \
+    do {                                                                                           \
+        if (!v)                                                                                    \
+            goto missing;                                                                          \
+        i++;                                                                                       \
+    } while (0)
+#define IS(s) (!strcmp(a, s))
+        if (IS("-h") || IS("--help")) {
+            usage(stdout);
+            return 0;
+        } else if (IS("-m") || IS("--model")) {
+            NEEDS_VALUE();
+            o->model = v;
+        } else if (IS("-p") || IS("--prompt")) {
+            NEEDS_VALUE();
+            o->prompt = v;
+        } else if (IS("-f") || IS("--file")) {
+            NEEDS_VALUE();
+            o->prompt_file = v;
+        } else if (IS("--prompt-ids")) {
+            NEEDS_VALUE();
+            o->prompt_ids = v;
+        } else if (IS("-e") || IS("--escape")) {
+            o->escape = 1;
+        } else if (IS("--tokenize")) {
+            o->tokenize = 1;
+        } else if (IS("--no-bos")) {
+            o->no_bos = 1;
+        } else if (IS("--parse-special")) {
+            o->parse_special = 1;
+        } else if (IS("--no-display-prompt")) {
+            o->no_display_prompt = 1;
+        } else if (IS("-n") || IS("--n-predict")) {
+            NEEDS_VALUE();
+            if (tool_parse_long("gguf-run", a, v, -1, INT32_MAX, &o->n_predict))
+                return 2;
+        } else if (IS("-c") || IS("--ctx-size")) {
+            NEEDS_VALUE();
+            if (tool_parse_long("gguf-run", a, v, 0, INT32_MAX, &o->n_ctx))
+                return 2;
+        } else if (IS("--temp")) {
+            NEEDS_VALUE();
+            if (tool_parse_float("gguf-run", a, v, &o->sp.temperature))
+                return 2;
+        } else if (IS("--top-k")) {
+            NEEDS_VALUE();
+            if (tool_parse_long("gguf-run", a, v, 0, INT32_MAX, &x))
+                return 2;
+            o->sp.top_k = (int32_t)x;
+        } else if (IS("--top-p")) {
+            NEEDS_VALUE();
+            if (tool_parse_float("gguf-run", a, v, &o->sp.top_p))
+                return 2;
+        } else if (IS("--min-p")) {
+            NEEDS_VALUE();
+            if (tool_parse_float("gguf-run", a, v, &o->sp.min_p))
+                return 2;
+        } else if (IS("--repeat-penalty")) {
+            NEEDS_VALUE();
+            if (tool_parse_float("gguf-run", a, v, &o->sp.repeat_penalty))
+                return 2;
+        } else if (IS("--repeat-last-n")) {
+            NEEDS_VALUE();
+            if (tool_parse_long("gguf-run", a, v, 0, 1 << 20, &x))
+                return 2;
+            o->sp.repeat_last_n = (int32_t)x;
+        } else if (IS("-s") || IS("--seed")) {
+            NEEDS_VALUE();
+            char *end;
+            errno = 0;
+            unsigned long long sv = strtoull(v, &end, 10);
+            if (errno || end == v || *end || *v == '-') {
+                fprintf(stderr, "gguf-run: %s: '%s' is not a non-negative integer\n", a, v);
+                return 2;
+            }
+            o->sp.seed = sv;
+            o->seed_given = 1;
+        } else if (IS("--ignore-eos")) {
+            o->ignore_eos = 1;
+        } else if (IS("-i") || IS("--interactive") || IS("--chat") || IS("-cnv") ||
+                   IS("--conversation")) {
+            o->chat = 1;
+        } else if (IS("--system") || IS("-sys")) {
+            NEEDS_VALUE();
+            o->system = v;
+        } else if (IS("--chat-template")) {
+            NEEDS_VALUE();
+            o->chat_template = v;
+        } else if (IS("--kv-type") || IS("-ctk")) {
+            NEEDS_VALUE();
+            if (!strcmp(v, "f32"))
+                o->kv_type = GLESC_DTYPE_F32;
+            else if (!strcmp(v, "f16"))
+                o->kv_type = GLESC_DTYPE_F16;
+            else {
+                fprintf(stderr, "gguf-run: --kv-type: '%s' is not f32 or f16\n", v);
+                return 2;
+            }
+        } else if (IS("--json")) {
+            o->json = 1;
+        } else if (IS("--logits-out")) {
+            NEEDS_VALUE();
+            o->logits_out = v;
+        } else if (IS("--platform")) {
+            NEEDS_VALUE();
+            o->platform = v;
+        } else if (IS("--device")) {
+            NEEDS_VALUE();
+            o->device = v;
+        } else if (IS("--cache-dir")) {
+            NEEDS_VALUE();
+            o->cache_dir = v;
+        } else if (IS("-v") || IS("--verbose")) {
+            o->verbose++;
+        } else {
+            fprintf(stderr, "gguf-run: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        continue;
+    missing:
+        fprintf(stderr, "gguf-run: %s needs a value (see --help)\n", a);
+        return 2;
+#undef NEEDS_VALUE
+#undef IS
+    }
+    if (!o->seed_given) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        o->sp.seed = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec;
+    }
+    if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->prompt_ids != NULL) > 1) {
+        fprintf(stderr, "gguf-run: give at most one of -p, -f and --prompt-ids\n");
+        return 2;
+    }
+    if (o->chat && (o->json || o->logits_out || o->prompt_ids)) {
+        fprintf(stderr, "gguf-run: --chat does not combine with --json, --logits-out or "
+                        "--prompt-ids\n");
+        return 2;
+    }
+    return -1;
+}
