@@ -182,9 +182,7 @@ static GLuint disk_load(glesc_context *ctx, const char *key, size_t key_len)
     GLuint prog = 0;
     const char *why = "shorter than its format word";
     if (len > BLOB_HEADER && len - BLOB_HEADER <= INT32_MAX) {
-        GLenum format = 0;
-        for (int i = 0; i < 4; i++)
-            format |= (GLenum)blob[i] << (8 * i);
+        GLenum format = core_le32(blob);
         if (!(prog = glCreateProgram())) { /* not the entry's fault */
             core_free(blob);
             return 0;
@@ -228,8 +226,7 @@ static void disk_store(glesc_context *ctx, GLuint prog, const char *key, size_t 
     GLsizei got = 0;
     glGetProgramBinary(prog, len, &got, &format, buf + BLOB_HEADER);
     if (glGetError() == GL_NO_ERROR && got > 0) {
-        for (int i = 0; i < 4; i++)
-            buf[i] = (unsigned char)(format >> (8 * i));
+        core_put_le32(buf, format);
         if (core_disk_cache_put(ctx->disk_cache, key, key_len, buf, BLOB_HEADER + (size_t)got))
             c->disk_writes++;
     }
