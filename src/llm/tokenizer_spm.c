@@ -23,8 +23,7 @@ enum { SPM_ID_UNKNOWN = -2 };
 typedef struct spm_bigram {
     float score;
     int32_t left, right;
-    uint32_t size;
-    int32_t id; /* the token of the pair's text */
+    int32_t id; /* the token of the pair's text, whose length is the pair's size */
 } spm_bigram;
 
 /* Max-heap order: higher score first, then the leftmost pair. */
@@ -102,7 +101,7 @@ static void try_add(const glesc_tokenizer *t, const char *text, const spm_sym *s
     int32_t id = find_token(t, text + syms[l].start, size);
     if (id < 0)
         return;
-    heap_push(h, (spm_bigram){t->info[id].score, l, r, size, id});
+    heap_push(h, (spm_bigram){t->info[id].score, l, r, id});
 }
 
 /* One segment: merges, then tokens or byte fallback. syms and h are
@@ -125,7 +124,7 @@ static bool encode_segment(const glesc_tokenizer *t, const char *text, size_t le
         spm_bigram b = heap_pop(h);
         spm_sym *l = &syms[b.left], *r = &syms[b.right];
         /* Skip pairs one of whose symbols has changed since. */
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+        if (l->n == 0 || r->n == 0 || l->n + r->n != t->strs.len[b.id])
             continue;
         l->n += r->n;
         l->id = b.id;
