@@ -255,7 +255,7 @@ void core_rng_seed(core_rng *r, uint64_t seed);
 uint64_t core_rng_next(core_rng *r);
 /* Uniform in [0, 1) with 53 random bits. */
 double core_rng_uniform(core_rng *r);
-/* Standard normal (Box-Muller on two uniforms in (0, 1)). */
+/* Standard normal (Box-Muller; the uniform under the logarithm is never 0). */
 double core_rng_normal(core_rng *r);
 
 /* ---- Logging ---- */
