@@ -134,7 +134,8 @@ typedef struct compute_state {
 compute_state *compute_state_get(glesc_context *ctx);
 /* Forgets every plan: the next compute of any structure plans, generates
  * its GLSL and binds its kernels again (programs stay in the program
- * cache). For tests and benchmarks. */
+ * cache). A graph's last GLSL (glesc_graph_last_glsl) is gone until its
+ * next compute. For tests and benchmarks. */
 void compute_plans_drop(glesc_context *ctx);
 
 /* ---- Executor pieces (exec.c), also used by the profile ---- */
