@@ -6,8 +6,11 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gl/gl.h"
 #include "test_util.h"
@@ -399,4 +402,264 @@ Test(context, adoption_needs_both_handles)
     cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_ERROR_INVALID_ARGUMENT);
     cr_assert_null(ctx);
     cr_assert(strstr(glesc_last_errmsg(), "egl_context"), "%s", glesc_last_errmsg());
+}
+
+/* ---- Choices: explicit beats the environment; a named device is used or
+ * refused, never replaced ---- */
+
+/* Issue 10, defect 8: the options' platform used to lose to GLESC_PLATFORM. */
+Test(context, explicit_platform_beats_the_environment)
+{
+    glesc_context_options o = {.platform = GLESC_PLATFORM_SURFACELESS, .cache_dir = "off"};
+    glesc_context *probe = NULL;
+    if (glesc_context_create(&o, &probe) != GLESC_OK)
+        cr_skip_test("no surfaceless platform here: %s", glesc_last_errmsg());
+    glesc_context_destroy(probe);
+    setenv("GLESC_PLATFORM", "gbm", 1);
+    setenv("GLESC_DEVICE", "/dev/dri/renderD999", 1);
+    glesc_context *ctx = NULL;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_caps *c = glesc_context_caps(ctx);
+    cr_assert_eq(c->platform, GLESC_PLATFORM_SURFACELESS);
+    cr_assert(strstr(c->platform_reason, "options"), "%s", c->platform_reason);
+    glesc_context_destroy(ctx);
+    /* A bad value in the environment does not matter when the option decides. */
+    setenv("GLESC_PLATFORM", "vulkan", 1);
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context_destroy(ctx);
+    /* Not given: the environment decides. */
+    setenv("GLESC_PLATFORM", "surfaceless", 1);
+    cr_assert_eq(glesc_context_create(&(glesc_context_options){.cache_dir = "off"}, &ctx), GLESC_OK,
+                 "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_context_caps(ctx)->platform, GLESC_PLATFORM_SURFACELESS);
+    cr_assert(strstr(glesc_context_caps(ctx)->platform_reason, "GLESC_PLATFORM"));
+    glesc_context_destroy(ctx);
+}
+
+Test(context, explicit_device_beats_the_environment)
+{
+    glesc_context_options o = {
+        .platform = GLESC_PLATFORM_DEVICE, .device = "0", .cache_dir = "off"};
+    glesc_context *ctx = NULL;
+    if (glesc_context_create(&o, &ctx) != GLESC_OK)
+        cr_skip_test("no EGL device 0 here: %s", glesc_last_errmsg());
+    glesc_context_destroy(ctx);
+    setenv("GLESC_DEVICE", "97", 1);
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert(strstr(glesc_context_caps(ctx)->device, "EGL device 0"), "%s",
+              glesc_context_caps(ctx)->device);
+    glesc_context_destroy(ctx);
+    o.device = NULL; /* not given: GLESC_DEVICE's 97 */
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_ERROR_NOT_FOUND);
+    cr_assert(strstr(glesc_last_errmsg(), "97"), "%s", glesc_last_errmsg());
+}
+
+/* Issue 10, defect 9: GLESC_PLATFORM=gbm GLESC_DEVICE=/dev/null reported
+ * "gbm, /dev/null" and ran on Mesa's software rasterizer. */
+Test(context, a_named_device_that_cannot_be_used_is_an_error)
+{
+    setenv("GLESC_PLATFORM", "gbm", 1);
+    setenv("GLESC_DEVICE", "/dev/null", 1);
+    glesc_context *ctx = (glesc_context *)1;
+    glesc_status st = glesc_context_create(NULL, &ctx);
+    cr_assert_neq(st, GLESC_OK, "/dev/null gave a context: %s",
+                  ctx ? glesc_context_caps(ctx)->renderer : "");
+    cr_assert_null(ctx);
+    cr_assert(strstr(glesc_last_errmsg(), "/dev/null"), "%s", glesc_last_errmsg());
+    cr_assert(strstr(glesc_last_errmsg(), "not a DRM render node"), "%s", glesc_last_errmsg());
+    /* The same through the options, and a regular file. */
+    unsetenv("GLESC_PLATFORM");
+    unsetenv("GLESC_DEVICE");
+    char *dir = test_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/renderD128", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    glesc_context_options o = {.device = path};
+    cr_assert_neq(glesc_context_create(&o, &ctx), GLESC_OK);
+    cr_assert(strstr(glesc_last_errmsg(), "not a DRM render node"), "%s", glesc_last_errmsg());
+    remove(path);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(context, caps_say_when_the_renderer_is_software)
+{
+    glesc_context *ctx = test_context(NULL);
+    const glesc_caps *c = glesc_context_caps(ctx);
+    bool cpu = strstr(c->renderer, "llvmpipe") || strstr(c->renderer, "softpipe");
+    cr_assert_eq(c->software, cpu, "%s: software %d", c->renderer, c->software);
+    glesc_context_destroy(ctx);
+}
+
+/* ---- GPU resets ---- */
+
+/* Where EGL offers EGL_EXT_create_context_robustness (Mesa does, llvmpipe
+ * included) the context asks for reset notification. A reset (simulated:
+ * llvmpipe never resets) fails the next wait for the GPU with
+ * GLESC_ERROR_CONTEXT_LOST, every later call too, and the context can still
+ * be destroyed. */
+Test(context, a_reset_loses_the_context)
+{
+    glesc_context *ctx = test_context(NULL);
+    const char *dext = eglQueryString(ctx->dpy, EGL_EXTENSIONS);
+    if (dext && strstr(dext, "EGL_EXT_create_context_robustness")) {
+        cr_assert(glesc_context_caps(ctx)->has_reset_notification);
+        GLint strategy = 0;
+        glGetIntegerv(GL_RESET_NOTIFICATION_STRATEGY, &strategy);
+        cr_assert_eq(strategy, GL_LOSE_CONTEXT_ON_RESET);
+        cr_assert_not_null(ctx->fn.GetGraphicsResetStatus);
+    }
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *x = glesc_tensor_new(g, GLESC_DTYPE_F32, 1, (int64_t[]){4});
+    float v[4] = {1, 2, 3, 4};
+    cr_assert_eq(glesc_tensor_write_f32(x, v, 4), GLESC_OK);
+    glesc_tensor *y = glesc_scale(g, x, 2, 0);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    gl_context_simulate_reset(ctx, GL_GUILTY_CONTEXT_RESET);
+    glesc_status st = glesc_tensor_read_f32(y, v, 4);
+    cr_assert_eq(st, GLESC_ERROR_CONTEXT_LOST, "%s", glesc_status_name(st));
+    cr_assert(strstr(glesc_context_errmsg(ctx), "GL_GUILTY_CONTEXT_RESET"), "%s",
+              glesc_context_errmsg(ctx));
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_ERROR_CONTEXT_LOST);
+    cr_assert(strstr(glesc_context_errmsg(ctx), "lost earlier"), "%s", glesc_context_errmsg(ctx));
+    cr_assert_eq(glesc_tensor_write_f32(x, v, 4), GLESC_ERROR_CONTEXT_LOST);
+    cr_assert_null(glesc_weight_new(ctx, GLESC_DTYPE_F32, 1, (int64_t[]){4}));
+    cr_assert_str_eq(glesc_status_name(GLESC_ERROR_CONTEXT_LOST), "GLESC_ERROR_CONTEXT_LOST");
+    glesc_graph_destroy(g);
+    glesc_context_destroy(ctx);
+}
+
+/* ---- The abort callback ---- */
+
+typedef struct abort_counter {
+    int calls, stop_at;
+} abort_counter;
+
+static bool abort_after(void *user)
+{
+    abort_counter *a = user;
+    return ++a->calls >= a->stop_at;
+}
+
+Test(context, the_abort_callback_stops_a_compute_between_kernels)
+{
+    glesc_context *ctx = test_context(NULL);
+    glesc_graph *g = glesc_graph_create(ctx);
+    /* softmax(x) then a sum: two anchors, two kernels. */
+    glesc_tensor *x = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){8, 2});
+    float v[16];
+    for (int i = 0; i < 16; i++)
+        v[i] = (float)i;
+    cr_assert_eq(glesc_tensor_write_f32(x, v, 16), GLESC_OK);
+    glesc_tensor *y = glesc_reduce(g, GLESC_OP_SUM, glesc_softmax(g, x, NULL, 1.0f, false), 0);
+    abort_counter a = {.stop_at = 3}; /* before compiling, kernel 1, then stop before kernel 2 */
+    glesc_context_set_abort_callback(ctx, abort_after, &a);
+    glesc_status st = glesc_graph_compute(g, &y, 1);
+    cr_assert_eq(st, GLESC_ERROR_CANCELLED, "%s", glesc_status_name(st));
+    cr_assert(strstr(glesc_context_errmsg(ctx), "before kernel 2 of 2"), "%s",
+              glesc_context_errmsg(ctx));
+    cr_assert_eq(a.calls, 3);
+    /* Stopped before compiling anything. */
+    glesc_graph *g2 = glesc_graph_create(ctx);
+    glesc_tensor *x2 = glesc_tensor_new(g2, GLESC_DTYPE_F32, 1, (int64_t[]){8});
+    cr_assert_eq(glesc_tensor_write_f32(x2, v, 8), GLESC_OK);
+    glesc_tensor *y2 = glesc_sqrt(g2, x2);
+    a = (abort_counter){.stop_at = 1};
+    cr_assert_eq(glesc_graph_compute(g2, &y2, 1), GLESC_ERROR_CANCELLED);
+    cr_assert(strstr(glesc_context_errmsg(ctx), "before compiling"), "%s",
+              glesc_context_errmsg(ctx));
+    glesc_graph_destroy(g2);
+    /* Without the callback the same graph computes, right. */
+    glesc_context_set_abort_callback(ctx, NULL, NULL);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    float s[2];
+    cr_assert_eq(glesc_tensor_read_f32(y, s, 2), GLESC_OK);
+    cr_assert_float_eq(s[0], 1.0f, 1e-5f);
+    cr_assert_float_eq(s[1], 1.0f, 1e-5f);
+    glesc_graph_destroy(g);
+    glesc_context_destroy(ctx);
+}
+
+/* ---- Messages and option structs ---- */
+
+/* Issue 10, defect 12: a message outlived the successful calls after it. */
+Test(context, a_success_clears_the_message)
+{
+    setenv("GLESC_PLATFORM", "vulkan", 1);
+    glesc_context *ctx = NULL;
+    cr_assert_neq(glesc_context_create(NULL, &ctx), GLESC_OK);
+    cr_assert_str_neq(glesc_last_errmsg(), "");
+    unsetenv("GLESC_PLATFORM");
+    ctx = test_context(NULL);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *x = glesc_tensor_new(g, GLESC_DTYPE_F32, 1, (int64_t[]){4});
+    float v[4] = {1, 2, 3, 4};
+    cr_assert_eq(glesc_tensor_write_f32(x, v, 3), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_str_neq(glesc_context_errmsg(ctx), "");
+    cr_assert_eq(glesc_tensor_write_f32(x, v, 4), GLESC_OK);
+    cr_assert_str_eq(glesc_context_errmsg(ctx), "");
+    /* A builder's failure is named by the compute it makes fail, also after
+     * successful calls in between. */
+    glesc_tensor *b = glesc_tensor_new(g, GLESC_DTYPE_F32, 1, (int64_t[]){5});
+    glesc_tensor *bad = glesc_add(g, x, b);
+    cr_assert_null(bad);
+    cr_assert(strstr(glesc_context_errmsg(ctx), "broadcast"), "%s", glesc_context_errmsg(ctx));
+    cr_assert_eq(glesc_tensor_write_f32(x, v, 4), GLESC_OK);
+    cr_assert_str_eq(glesc_context_errmsg(ctx), "");
+    cr_assert_eq(glesc_graph_compute(g, &bad, 1), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_context_errmsg(ctx), "broadcast"), "%s", glesc_context_errmsg(ctx));
+    glesc_tensor *y = glesc_sqrt(g, x);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK);
+    cr_assert_str_eq(glesc_context_errmsg(ctx), "");
+    cr_assert_eq(glesc_graph_set_options(g, &(glesc_graph_options){.gemv_max_m = 9}),
+                 GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_eq(glesc_graph_set_options(g, NULL), GLESC_OK);
+    cr_assert_str_eq(glesc_context_errmsg(ctx), "");
+    glesc_graph_destroy(g);
+    glesc_context_destroy(ctx);
+}
+
+/* An option struct carries the size the caller was compiled with: the
+ * library reads only that much (fields a newer header appended are left at
+ * their defaults), and 0 means this header's layout. */
+Test(context, option_structs_carry_their_size)
+{
+    glesc_context_options o;
+    glesc_context_options_init(&o);
+    cr_assert_eq(o.struct_size, sizeof o);
+    cr_assert_null(o.device);
+    cr_assert_eq(o.platform, GLESC_PLATFORM_AUTO);
+    glesc_graph_options go;
+    glesc_graph_options_init(&go);
+    cr_assert_eq(go.struct_size, sizeof go);
+
+    /* A caller compiled before egl_display existed: garbage where the newer
+     * fields would be is not read. */
+    unsigned char buf[sizeof(glesc_context_options) + 64];
+    memset(buf, 0xa5, sizeof buf);
+    glesc_context_options *old = (glesc_context_options *)(void *)buf;
+    size_t old_size = offsetof(glesc_context_options, egl_display);
+    memset(old, 0, old_size);
+    old->struct_size = (uint32_t)old_size;
+    old->cache_dir = "off";
+    glesc_context *ctx = NULL;
+    cr_assert_eq(glesc_context_create(old, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_null(glesc_context_cache_dir(ctx));
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_graph_options *gold = (glesc_graph_options *)(void *)buf;
+    memset(buf, 0xa5, sizeof buf);
+    memset(gold, 0, offsetof(glesc_graph_options, timing));
+    gold->struct_size = (uint32_t)offsetof(glesc_graph_options, timing);
+    cr_assert_eq(glesc_graph_set_options(g, gold), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    glesc_graph_destroy(g);
+    glesc_context_destroy(ctx);
+
+    /* A size that cannot hold even itself is refused. */
+    o.struct_size = 2;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_last_errmsg(), "struct_size"), "%s", glesc_last_errmsg());
 }
