@@ -169,3 +169,33 @@ Test(api, bench_refuses_bad_arguments)
     cr_assert_eq(bench("--types q4_0 --shapes 64x48", err, sizeof err), 2, "%s", err);
     cr_assert(strstr(err, "q4_0's block of 32"), "%s", err);
 }
+
+/* Issue 10, defect 12: glesc_last_errmsg() kept the message of a failure
+ * after later calls succeeded; every call that returns a status resets it. */
+Test(api, a_success_clears_the_threads_message)
+{
+    glesc_gguf_writer *w = glesc_gguf_writer_create();
+    cr_assert_not_null(w);
+    cr_assert_eq(glesc_gguf_writer_set_alignment(w, 3), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_last_errmsg(), "alignment"), "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_gguf_writer_set_alignment(w, 64), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+    glesc_gguf_writer_destroy(w);
+
+    glesc_sampler *s = NULL;
+    glesc_sampler_params p;
+    glesc_sampler_params_default(&p);
+    cr_assert_eq(glesc_sampler_create(&p, 0, &s), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_str_neq(glesc_last_errmsg(), "");
+    cr_assert_eq(glesc_sampler_create(&p, 8, &s), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+    glesc_sampler_destroy(s);
+
+    float x[32] = {0};
+    unsigned char q[64];
+    cr_assert_eq(glesc_quantize(GLESC_DTYPE_Q8_0, x, 1, 30, q, sizeof q),
+                 GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_str_neq(glesc_last_errmsg(), "");
+    cr_assert_eq(glesc_quantize(GLESC_DTYPE_Q8_0, x, 1, 32, q, sizeof q), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+}

@@ -75,6 +75,7 @@ GLESC_API void glesc_sampler_reset(glesc_sampler *s)
 GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
                                             glesc_sampler **out)
 {
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: out is NULL");
     *out = NULL;
