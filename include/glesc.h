@@ -281,7 +281,7 @@ enum {
 typedef struct glesc_caps {
     const char *vendor, *renderer, *version, *glsl_version; /* owned by the context */
     int gl_major, gl_minor;
-    glesc_platform platform;         /* the one actually used */
+    glesc_platform platform;         /* the one used (AUTO for an adopted context) */
     const char *platform_reason;     /* why auto chose it; owned by the context */
     const char *device;              /* render node path or "EGL device N (name)"; may be "" */
     uint64_t max_storage_block_size; /* effective (after the testing override) */

@@ -64,6 +64,8 @@ static int open_model(run *r, const char *path)
                 o->platform);
         return 2;
     }
+    if (o->platform) /* the library takes auto as "not given": --platform auto wins too */
+        unsetenv("GLESC_PLATFORM");
     co.device = o->device;
     co.cache_dir = o->cache_dir;
     if (glesc_context_create(&co, &r->ctx) != GLESC_OK) {
