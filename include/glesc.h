@@ -214,8 +214,9 @@ typedef struct glesc_context_options {
      * surfaces as they are when it is current already. GL state glesc
      * changes and does not restore: the current program (glUseProgram), the
      * GL_SHADER_STORAGE_BUFFER bindings (generic and indexed 0..7), the
-     * GL_COPY_READ_BUFFER and GL_COPY_WRITE_BUFFER bindings (left 0), and
-     * with debug on the KHR_debug callback and GL_DEBUG_OUTPUT_SYNCHRONOUS.
+     * GL_COPY_READ_BUFFER and GL_COPY_WRITE_BUFFER bindings (left 0), the
+     * compiler threads of GL_KHR_parallel_shader_compile (all), and with
+     * debug on the KHR_debug callback and GL_DEBUG_OUTPUT_SYNCHRONOUS.
      * glesc binds whatever it uses before each use, so the application may
      * change any state between glesc calls; it must bind its own state again
      * after them. */
