@@ -365,13 +365,6 @@ static void release_display(glesc_context *ctx)
  * cannot drive, /dev/null included. */
 static glesc_status try_gbm_node(glesc_context *ctx, const char *path, bool named)
 {
-    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = get_platform_display();
-    const char *cext = client_extensions();
-    if (!gpd || !(ext_in(cext, "EGL_KHR_platform_gbm") || ext_in(cext, "EGL_MESA_platform_gbm")))
-        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
-                            "cannot use render node %s: EGL has no GBM platform "
-                            "(EGL_KHR_platform_gbm)",
-                            path);
     ctx->drm_fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
     if (ctx->drm_fd < 0)
         return core_err_set(&ctx->err, GLESC_ERROR_IO, "cannot open render node %s: %s", path,
@@ -391,6 +384,16 @@ static glesc_status try_gbm_node(glesc_context *ctx, const char *path, bool name
     }
     /* Opened non-blocking only so that a FIFO named by mistake cannot hang. */
     fcntl(ctx->drm_fd, F_SETFL, fcntl(ctx->drm_fd, F_GETFL) & ~O_NONBLOCK);
+    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = get_platform_display();
+    const char *cext = client_extensions();
+    if (!gpd || !(ext_in(cext, "EGL_KHR_platform_gbm") || ext_in(cext, "EGL_MESA_platform_gbm"))) {
+        glesc_status st = core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                                       "cannot use render node %s: EGL has no GBM platform "
+                                       "(EGL_KHR_platform_gbm)",
+                                       path);
+        release_display(ctx);
+        return st;
+    }
     ctx->gbm = gbm_create_device(ctx->drm_fd);
     if (!ctx->gbm) {
         glesc_status st =
