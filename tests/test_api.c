@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "glesc_llm.h"
@@ -190,6 +191,28 @@ Test(api, a_success_clears_the_threads_message)
     cr_assert_eq(glesc_sampler_create(&p, 8, &s), GLESC_OK);
     cr_assert_str_eq(glesc_last_errmsg(), "");
     glesc_sampler_destroy(s);
+
+    char path[] = "/tmp/glesc-api-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    w = glesc_gguf_writer_create();
+    cr_assert_eq(glesc_gguf_writer_set_u32(w, "general.alignment", 32), GLESC_OK);
+    cr_assert_eq(glesc_gguf_writer_write(w, path), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_gguf_writer_destroy(w);
+    glesc_gguf *f = NULL;
+    cr_assert_neq(glesc_gguf_open("/nonexistent/x.gguf", &f), GLESC_OK);
+    cr_assert(strstr(glesc_last_errmsg(), "/nonexistent/x.gguf"), "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+    uint32_t a = 0;
+    cr_assert_neq(glesc_gguf_get_u32(f, "no.such.key", &a), GLESC_OK);
+    cr_assert_str_neq(glesc_last_errmsg(), "");
+    cr_assert_eq(glesc_gguf_get_u32(f, "general.alignment", &a), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+    cr_assert_eq(a, 32);
+    glesc_gguf_close(f);
+    remove(path);
 
     float x[32] = {0};
     unsigned char q[64];

@@ -142,6 +142,7 @@ static glesc_status get_num(const glesc_gguf *f, const char *key, const char *wa
 #define INT_GETTER(fn, ctype, wanted, conv)                                                        \
     GLESC_API glesc_status fn(const glesc_gguf *f, const char *key, ctype *out)                    \
     {                                                                                              \
+        core_err_reset(NULL);                                                                      \
         num n = {0};                                                                               \
         const gguf_kv *kv = NULL;                                                                  \
         glesc_status st = get_num(f, key, wanted, true, &n, &kv);                                  \
