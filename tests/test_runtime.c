@@ -369,7 +369,7 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     p.rope_base = base;
     p.rope_linear = linear;
     p.tied_output = tied;
-    p.rope_freqs = with_rope_freqs;
+    p.rope_freqs = with_rope_freqs ? SYNTH_ROPE_FREQS_RAMP : SYNTH_ROPE_FREQS_NONE;
     p.n_ctx = 64;
     p.weight_type = GLESC_DTYPE_F32;
     p.seed = 7;
