@@ -142,6 +142,14 @@ typedef struct glesc_context_options {
     uint64_t max_storage_block_size;
     /* Byte budget of buffers kept cached by the pool (0 = 256 MiB). */
     uint64_t pool_budget;
+    /* Testing aids for the portable path (false / 0 = the driver's): pretend
+     * the device has no GL_KHR_shader_subgroup; cap the invocations per
+     * workgroup (and each workgroup dimension) and the shared memory per
+     * workgroup at these values (a larger value than the driver's is
+     * ignored). GLES 3.1 guarantees 128 invocations and 16 KiB. */
+    bool no_subgroups;
+    int max_compute_invocations;
+    int max_compute_shared_memory;
 } glesc_context_options;
 
 typedef struct glesc_context glesc_context;
