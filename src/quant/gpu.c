@@ -50,6 +50,11 @@ const char *quant_gpu_snippet(glesc_dtype t)
     return l ? l->snippet : NULL;
 }
 
+bool quant_gpu_readable(glesc_dtype t)
+{
+    return layout(t) != NULL;
+}
+
 int quant_gpu_block_elems(glesc_dtype t)
 {
     const gpu_layout *l = layout(t);
