@@ -203,9 +203,36 @@ static int parse_args(int argc, char **argv, options *o)
             flag = false;
         if (flag)
             continue;
-        if (i + 1 >= argc || a[0] != '-') {
+        static const char *const valued[] = {
+            "-m",
+            "--model",
+            "-p",
+            "--n-prompt",
+            "-n",
+            "--n-gen",
+            "-d",
+            "--n-depth",
+            "--kv-type",
+            "-r",
+            "--repetitions",
+            "-b",
+            "--batch-size",
+            "--roofline-mib",
+            "--seed",
+            "--platform",
+            "--device",
+            "--cache-dir",
+        };
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known |= !strcmp(a, valued[k]);
+        if (!known) {
             fprintf(stderr, "gguf-bench: %s '%s' (gguf-bench --help)\n",
-                    a[0] == '-' ? "no value for" : "unexpected argument", a);
+                    a[0] == '-' ? "unknown option" : "unexpected argument", a);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "gguf-bench: %s needs a value (gguf-bench --help)\n", a);
             return 2;
         }
         const char *v = argv[++i];
@@ -264,11 +291,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->platform = v;
         } else if (!strcmp(a, "--device")) {
             o->device = v;
-        } else if (!strcmp(a, "--cache-dir")) {
-            o->cache_dir = v;
         } else {
-            fprintf(stderr, "gguf-bench: unknown option '%s' (gguf-bench --help)\n", a);
-            return 2;
+            o->cache_dir = v; /* --cache-dir, the last of `valued` */
         }
     }
     if (!o->n_models) {
@@ -728,28 +752,27 @@ int main(int argc, char **argv)
         return 1;
     }
     const glesc_caps *caps = glesc_context_caps(ctx);
+    int max_results = o.n_models * o.n_kv * (o.n_p + o.n_n) * o.n_d;
+    result *res = calloc((size_t)max_results, sizeof *res);
+    model_meta *meta = calloc((size_t)o.n_models, sizeof *meta);
+    rc = res && meta ? 0 : 1;
+    /* every file's header first: a wrong path fails before any measuring */
+    for (int mi = 0; mi < o.n_models && !rc; mi++)
+        rc = read_meta(o.models[mi], &meta[mi]);
     glesc_roofline roof = {0};
-    if (o.roofline_mib > 0) {
+    if (!rc && o.roofline_mib > 0) {
         if (o.verbose)
             fprintf(stderr, "gguf-bench: rooflines over %ld MiB\n", o.roofline_mib);
         if (glesc_context_roofline(ctx, (uint64_t)o.roofline_mib << 20, 0, &roof) != GLESC_OK) {
             fprintf(stderr, "gguf-bench: %s\n", glesc_context_errmsg(ctx));
-            glesc_context_destroy(ctx);
-            return 1;
+            rc = 1;
         }
     }
-
-    int max_results = o.n_models * o.n_kv * (o.n_p + o.n_n) * o.n_d;
-    result *res = calloc((size_t)max_results, sizeof *res);
-    model_meta *meta = calloc((size_t)o.n_models, sizeof *meta);
     int n_res = 0;
-    rc = res && meta ? 0 : 1;
     uint64_t rng = o.seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
     if (!o.json && !rc)
         table_header();
     for (int mi = 0; mi < o.n_models && !rc; mi++) {
-        if ((rc = read_meta(o.models[mi], &meta[mi])) != 0)
-            break;
         glesc_model *m;
         double t0 = now_s();
         if (glesc_model_load(ctx, o.models[mi], NULL, &m) != GLESC_OK) {
