@@ -181,14 +181,16 @@ Test(gguf_bench, json_has_every_field)
     run_free(&r);
 }
 
-/* The tables: a row per test (two depths here), the details and rooflines. */
+/* The tables: a row per test (two depths here), the details and rooflines;
+ * the JSON file beside them. */
 Test(gguf_bench, markdown_tables)
 {
     synth("Q8_0", "t.gguf");
     char args[4400];
     snprintf(args, sizeof args,
-             "--cache-dir off -m '%s/t.gguf' -p 8 -n 4 -d 0,8 -r 2 --roofline-mib 1 --kv-type f16",
-             dir);
+             "--cache-dir off -m '%s/t.gguf' -p 8 -n 4 -d 0,8 -r 2 --roofline-mib 1 --kv-type f16 "
+             "--json-file '%s/t.json'",
+             dir, dir);
     run_result r = run("GLESC_GGUF_BENCH", args);
     cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
     cr_log_info("%s", r.out);
@@ -198,6 +200,18 @@ Test(gguf_bench, markdown_tables)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect(strstr(r.out, want[i]), "'%s' not in:\n%s", want[i], r.out);
     run_free(&r);
+    /* --json-file: the same results as JSON beside the tables */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    json_object *root = json_object_from_file(path);
+    cr_assert_not_null(root, "%s does not parse", path);
+    json_object *res = get(root, "results");
+    cr_assert_eq(json_object_array_length(res), 4);
+    cr_expect_str_eq(json_object_get_string(get(json_object_array_get_idx(res, 3), "test")),
+                     "tg4 @ d8");
+    cr_expect_str_eq(json_object_get_string(get(json_object_array_get_idx(res, 3), "kv_type")),
+                     "f16");
+    json_object_put(root);
 }
 
 Test(gguf_bench, bad_usage)

@@ -18,6 +18,7 @@
  *
  * usage: gguf-bench -m FILE [-m FILE ...] [-p 512] [-n 128] [-d 0] [-r 3] [options]
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +79,7 @@ typedef struct options {
     long roofline_mib;
     bool json, portable, profile, warmup, verbose;
     uint64_t seed;
-    const char *platform, *device, *cache_dir;
+    const char *platform, *device, *cache_dir, *json_file;
 } options;
 
 /* What the GGUF file says about the model (llama-bench's columns). */
@@ -144,6 +145,7 @@ static void usage(FILE *out)
             "  --no-warmup           no untimed repetition first\n"
             "  --seed N              the random token ids (default 1)\n"
             "  --json                one JSON object on stdout instead of the tables\n"
+            "  --json-file FILE      the JSON object into FILE as well (with the tables)\n"
             "  --platform P, --device D, --cache-dir DIR|off   as gguf-run's\n"
             "  -v                    progress on stderr\n");
 }
@@ -221,6 +223,7 @@ static int parse_args(int argc, char **argv, options *o)
             "--seed",
             "--platform",
             "--device",
+            "--json-file",
             "--cache-dir",
         };
         bool known = false;
@@ -291,6 +294,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->platform = v;
         } else if (!strcmp(a, "--device")) {
             o->device = v;
+        } else if (!strcmp(a, "--json-file")) {
+            o->json_file = v;
         } else {
             o->cache_dir = v; /* --cache-dir, the last of `valued` */
         }
@@ -627,103 +632,109 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
         printf("weights GB/s: weight bytes a decode step reads × tg's tokens per second.\n");
 }
 
-static void json_kv_str(const char *key, const char *v, bool comma)
+static void json_kv_str(FILE *out, const char *key, const char *v, bool comma)
 {
-    printf("\"%s\": ", key);
+    fprintf(out, "\"%s\": ", key);
     if (v)
-        tool_json_string(stdout, v, strlen(v));
+        tool_json_string(out, v, strlen(v));
     else
-        printf("null");
+        fprintf(out, "null");
     if (comma)
-        printf(", ");
+        fprintf(out, ", ");
 }
 
-static void print_json(const options *o, const glesc_caps *c, const glesc_roofline *roof,
+static void print_json(FILE *out, const options *o, const glesc_caps *c, const glesc_roofline *roof,
                        const result *res, int n)
 {
-    printf("{");
-    json_kv_str("glesc_version", glesc_version(), true);
+    fprintf(out, "{");
+    json_kv_str(out, "glesc_version", glesc_version(), true);
     char date[32];
     time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-    json_kv_str("date", date, true);
-    printf("\"device\": {");
-    json_kv_str("vendor", c->vendor, true);
-    json_kv_str("renderer", c->renderer, true);
-    json_kv_str("gl_version", c->version, true);
-    json_kv_str("platform", glesc_platform_name(c->platform), true);
-    json_kv_str("backend", backend(o), true);
-    printf("\"portable\": %s, \"subgroups\": %s, \"subgroup_size\": %d, "
-           "\"max_compute_invocations\": %d, \"max_compute_shared_memory\": %d, "
-           "\"max_storage_block_size\": %llu}, ",
-           o->portable ? "true" : "false", c->has_subgroup ? "true" : "false", c->subgroup_size,
-           c->max_compute_invocations, c->max_compute_shared_memory,
-           (unsigned long long)c->max_storage_block_size);
+    json_kv_str(out, "date", date, true);
+    fprintf(out, "\"device\": {");
+    json_kv_str(out, "vendor", c->vendor, true);
+    json_kv_str(out, "renderer", c->renderer, true);
+    json_kv_str(out, "gl_version", c->version, true);
+    json_kv_str(out, "platform", glesc_platform_name(c->platform), true);
+    json_kv_str(out, "backend", backend(o), true);
+    fprintf(out,
+            "\"portable\": %s, \"subgroups\": %s, \"subgroup_size\": %d, "
+            "\"max_compute_invocations\": %d, \"max_compute_shared_memory\": %d, "
+            "\"max_storage_block_size\": %llu}, ",
+            o->portable ? "true" : "false", c->has_subgroup ? "true" : "false", c->subgroup_size,
+            c->max_compute_invocations, c->max_compute_shared_memory,
+            (unsigned long long)c->max_storage_block_size);
     if (roof && roof->bytes)
-        printf("\"roofline\": {\"bytes\": %llu, \"local_size\": %d, \"copy_gbps\": %.3f, "
-               "\"read_gbps\": %.3f, \"copy_ns\": %llu, \"read_ns\": %llu}, ",
-               (unsigned long long)roof->bytes, roof->local_size, roof->copy_gbps, roof->read_gbps,
-               (unsigned long long)roof->copy_ns, (unsigned long long)roof->read_ns);
+        fprintf(out,
+                "\"roofline\": {\"bytes\": %llu, \"local_size\": %d, \"copy_gbps\": %.3f, "
+                "\"read_gbps\": %.3f, \"copy_ns\": %llu, \"read_ns\": %llu}, ",
+                (unsigned long long)roof->bytes, roof->local_size, roof->copy_gbps, roof->read_gbps,
+                (unsigned long long)roof->copy_ns, (unsigned long long)roof->read_ns);
     else
-        printf("\"roofline\": null, ");
-    printf("\"results\": [");
+        fprintf(out, "\"roofline\": null, ");
+    fprintf(out, "\"results\": [");
     for (int i = 0; i < n; i++) {
         const result *r = &res[i];
-        printf("%s\n  {", i ? "," : "");
-        json_kv_str("model_filename", r->file, true);
-        json_kv_str("model_desc", r->meta->desc, true);
-        json_kv_str("model_type", r->meta->ftype, true);
-        json_kv_str("arch", r->meta->arch, true);
-        printf("\"model_size\": %llu, \"model_n_params\": %llu, \"weight_bytes_per_token\": %llu, ",
-               (unsigned long long)r->meta->size, (unsigned long long)r->meta->params,
-               (unsigned long long)r->meta->weight_bytes);
-        json_kv_str("backend", backend(o), true);
-        json_kv_str("test", r->test, true);
-        json_kv_str("kv_type", glesc_dtype_name(r->kv), true);
-        printf("\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"n_batch\": %d, \"reps\": %d, ",
-               r->n_prompt, r->n_gen, r->n_depth, r->n_batch, r->reps);
+        fprintf(out, "%s\n  {", i ? "," : "");
+        json_kv_str(out, "model_filename", r->file, true);
+        json_kv_str(out, "model_desc", r->meta->desc, true);
+        json_kv_str(out, "model_type", r->meta->ftype, true);
+        json_kv_str(out, "arch", r->meta->arch, true);
+        fprintf(
+            out,
+            "\"model_size\": %llu, \"model_n_params\": %llu, \"weight_bytes_per_token\": %llu, ",
+            (unsigned long long)r->meta->size, (unsigned long long)r->meta->params,
+            (unsigned long long)r->meta->weight_bytes);
+        json_kv_str(out, "backend", backend(o), true);
+        json_kv_str(out, "test", r->test, true);
+        json_kv_str(out, "kv_type", glesc_dtype_name(r->kv), true);
+        fprintf(out,
+                "\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"n_batch\": %d, \"reps\": %d, ",
+                r->n_prompt, r->n_gen, r->n_depth, r->n_batch, r->reps);
         int tokens = r->n_prompt ? r->n_prompt : r->n_gen;
-        printf("\"samples_ns\": [");
+        fprintf(out, "\"samples_ns\": [");
         for (int k = 0; k < r->reps; k++)
-            printf("%s%llu", k ? ", " : "", (unsigned long long)r->ns[k]);
-        printf("], \"samples_ts\": [");
+            fprintf(out, "%s%llu", k ? ", " : "", (unsigned long long)r->ns[k]);
+        fprintf(out, "], \"samples_ts\": [");
         for (int k = 0; k < r->reps; k++)
-            printf("%s%.3f", k ? ", " : "", (double)tokens / ((double)r->ns[k] * 1e-9));
-        printf("], \"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, ",
-               r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
-        printf("\"dispatches_per_step\": %d, \"kernels_per_step\": %d, ", r->dispatches,
-               r->kernels);
+            fprintf(out, "%s%.3f", k ? ", " : "", (double)tokens / ((double)r->ns[k] * 1e-9));
+        fprintf(out,
+                "], \"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, ",
+                r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
+        fprintf(out, "\"dispatches_per_step\": %d, \"kernels_per_step\": %d, ", r->dispatches,
+                r->kernels);
         if (r->n_gen) {
             double gbps = weight_gbps(r);
-            printf("\"weight_gbps\": %.3f, ", gbps);
+            fprintf(out, "\"weight_gbps\": %.3f, ", gbps);
             if (roof && roof->bytes)
-                printf("\"weight_bw_of_copy\": %.4f, \"weight_bw_of_read\": %.4f, ",
-                       gbps / roof->copy_gbps, gbps / roof->read_gbps);
+                fprintf(out, "\"weight_bw_of_copy\": %.4f, \"weight_bw_of_read\": %.4f, ",
+                        gbps / roof->copy_gbps, gbps / roof->read_gbps);
             else
-                printf("\"weight_bw_of_copy\": null, \"weight_bw_of_read\": null, ");
+                fprintf(out, "\"weight_bw_of_copy\": null, \"weight_bw_of_read\": null, ");
         } else {
-            printf("\"weight_gbps\": null, \"weight_bw_of_copy\": null, "
-                   "\"weight_bw_of_read\": null, ");
+            fprintf(out, "\"weight_gbps\": null, \"weight_bw_of_copy\": null, "
+                         "\"weight_bw_of_read\": null, ");
         }
         if (!r->profiled) {
-            printf("\"profile\": null}");
+            fprintf(out, "\"profile\": null}");
             continue;
         }
-        printf("\"profile\": {\"steps\": %d, \"gpu_ns_per_step\": %llu, \"kinds\": {",
-               r->profile_steps, (unsigned long long)r->gpu_ns);
+        fprintf(out, "\"profile\": {\"steps\": %d, \"gpu_ns_per_step\": %llu, \"kinds\": {",
+                r->profile_steps, (unsigned long long)r->gpu_ns);
         bool first = true;
         for (int k = 0; k < K_N; k++) {
             if (!r->kinds[k].kernels)
                 continue;
-            printf("%s\"%s\": {\"gpu_ns\": %llu, \"kernels\": %d, \"dispatches\": %d}",
-                   first ? "" : ", ", kind_name(k, r->n_gen > 0),
-                   (unsigned long long)r->kinds[k].gpu_ns, r->kinds[k].kernels,
-                   r->kinds[k].dispatches);
+            fprintf(out, "%s\"%s\": {\"gpu_ns\": %llu, \"kernels\": %d, \"dispatches\": %d}",
+                    first ? "" : ", ", kind_name(k, r->n_gen > 0),
+                    (unsigned long long)r->kinds[k].gpu_ns, r->kinds[k].kernels,
+                    r->kinds[k].dispatches);
             first = false;
         }
-        printf("}}}");
+        fprintf(out, "}}}");
     }
-    printf("\n]}\n");
+    fprintf(out, "\n]}\n");
 }
 
 int main(int argc, char **argv)
@@ -811,8 +822,19 @@ int main(int argc, char **argv)
                 }
         glesc_model_destroy(m);
     }
+    if (!rc && o.json_file) {
+        FILE *jf = fopen(o.json_file, "w");
+        if (jf) {
+            print_json(jf, &o, caps, o.roofline_mib > 0 ? &roof : NULL, res, n_res);
+            rc = ferror(jf) | (fclose(jf) != 0);
+        }
+        if (!jf || rc) {
+            fprintf(stderr, "gguf-bench: cannot write %s: %s\n", o.json_file, strerror(errno));
+            rc = 1;
+        }
+    }
     if (!rc && o.json) {
-        print_json(&o, caps, o.roofline_mib > 0 ? &roof : NULL, res, n_res);
+        print_json(stdout, &o, caps, o.roofline_mib > 0 ? &roof : NULL, res, n_res);
     } else if (!rc) {
         detail_table(res, n_res, o.roofline_mib > 0 ? &roof : NULL);
         if (o.roofline_mib > 0)
