@@ -579,7 +579,7 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
         for (int k = 0; k < K_N; k++)
             used[k] |= res[i].kinds[k].kernels > 0;
     }
-    printf("\n| %-30s | %15s | disp/step | GPU ms/step | GPU busy | weights GB/s | of copy | of "
+    printf("\n| %-30s | %15s | disp/step | GPU ms/step | GPU/wall | weights GB/s | of copy | of "
            "read |",
            "model", "test");
     for (int k = 0; k < K_N; k++)
@@ -626,8 +626,10 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
         printf("\n");
     }
     if (any_profile)
-        printf("\nGPU ms/step: per decode step (tg) or per prompt batch (pp), from one extra "
-               "timed step; GPU busy: that time over the step's wall time.\n");
+        printf("\nGPU ms/step: per decode step (tg) or per prompt batch (pp), the sum of its "
+               "kernels' GPU times (each with its dispatch and barrier latency) in one extra "
+               "step timed kernel by kernel; GPU/wall: that sum over the timed runs' wall time "
+               "per step (near or above 100%%: the GPU never waits for the CPU).\n");
     if (any_tg)
         printf("weights GB/s: weight bytes a decode step reads × tg's tokens per second.\n");
 }
