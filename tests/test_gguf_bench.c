@@ -12,43 +12,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/synth.h"
 #include "test_util.h"
 
-typedef struct run_result {
-    int status; /* exit status; 128 + signal when killed */
-    char *out, *err;
-} run_result;
-
-/* Runs the tool in environment variable `env` with args, collecting its
- * output. */
-static run_result run(const char *env, const char *args)
+/* Runs the tool named by environment variable `env` with args (a shell
+ * fragment) and collects its output. */
+static test_run_result run(const char *env, const char *args)
 {
     const char *exe = getenv(env);
     cr_assert(exe && *exe, "%s is not set (run through meson test)", env);
-    char out_path[64], err_path[64], cmd[8192];
-    snprintf(out_path, sizeof out_path, "/tmp/glesc-bench-test-%ld.out", (long)getpid());
-    snprintf(err_path, sizeof err_path, "/tmp/glesc-bench-test-%ld.err", (long)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' %s </dev/null >%s 2>%s", exe, args, out_path, err_path);
-    int st = system(cmd);
-    cr_assert(st != -1, "cannot run %s", cmd);
-    run_result r = {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), NULL, NULL};
-    size_t n;
-    r.out = test_read_file(out_path, &n);
-    r.err = test_read_file(err_path, &n);
-    cr_assert(r.out && r.err);
-    unlink(out_path);
-    unlink(err_path);
-    return r;
-}
-
-static void run_free(run_result *r)
-{
-    free(r->out);
-    free(r->err);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s", exe, args);
+    return test_run(cmd, NULL);
 }
 
 static char *dir;
@@ -75,10 +51,10 @@ static void synth(const char *type, const char *file)
 {
     char args[4400];
     snprintf(args, sizeof args, SMALL "--n-vocab 400 -t %s -o '%s/%s'", type, dir, file);
-    run_result r = run("GLESC_GGUF_SYNTH", args);
+    test_run_result r = run("GLESC_GGUF_SYNTH", args);
     cr_assert_eq(r.status, 0, "gguf-synth %s: %s", args, r.err);
     cr_assert(strstr(r.err, "wrote"), "%s", r.err);
-    run_free(&r);
+    test_run_free(&r);
 }
 
 Test(gguf_bench, synth_every_file_type_runs)
@@ -91,11 +67,11 @@ Test(gguf_bench, synth_every_file_type_runs)
         snprintf(args, sizeof args,
                  "--cache-dir off -m '%s/%s' -p 'Once upon a time' -n 4 --temp 0 --ignore-eos", dir,
                  file);
-        run_result r = run("GLESC_GGUF_RUN", args);
+        test_run_result r = run("GLESC_GGUF_RUN", args);
         cr_log_info("%s: %s", type, r.err);
         cr_expect_eq(r.status, 0, "gguf-run on a %s model: %s", type, r.err);
         cr_expect(strstr(r.err, "decode"), "%s: %s", type, r.err);
-        run_free(&r);
+        test_run_free(&r);
     }
 }
 
@@ -167,10 +143,10 @@ Test(gguf_bench, json_has_every_field)
     char args[4400];
     snprintf(args, sizeof args,
              "--cache-dir off -m '%s/b.gguf' -p 8 -n 4 -r 1 --roofline-mib 1 --json", dir);
-    run_result r = run("GLESC_GGUF_BENCH", args);
+    test_run_result r = run("GLESC_GGUF_BENCH", args);
     cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
     check_json(r.out, false);
-    run_free(&r);
+    test_run_free(&r);
 
     snprintf(args, sizeof args,
              "--cache-dir off -m '%s/b.gguf' -p 8 -n 4 -r 1 --roofline-mib 1 --json --portable",
@@ -178,7 +154,7 @@ Test(gguf_bench, json_has_every_field)
     r = run("GLESC_GGUF_BENCH", args);
     cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
     check_json(r.out, true);
-    run_free(&r);
+    test_run_free(&r);
 }
 
 /* The tables: a row per test (two depths here), the details and rooflines;
@@ -191,7 +167,7 @@ Test(gguf_bench, markdown_tables)
              "--cache-dir off -m '%s/t.gguf' -p 8 -n 4 -d 0,8 -r 2 --roofline-mib 1 --kv-type f16 "
              "--json-file '%s/t.json'",
              dir, dir);
-    run_result r = run("GLESC_GGUF_BENCH", args);
+    test_run_result r = run("GLESC_GGUF_BENCH", args);
     cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
     cr_log_info("%s", r.out);
     const char *want[] = {"| model",      "Q8_0",      "| f16 |",    "pp8 |",
@@ -199,7 +175,7 @@ Test(gguf_bench, markdown_tables)
                           "gemv/gemm ms", "rooflines", " ± "};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect(strstr(r.out, want[i]), "'%s' not in:\n%s", want[i], r.out);
-    run_free(&r);
+    test_run_free(&r);
     /* --json-file: the same results as JSON beside the tables */
     char path[4200];
     snprintf(path, sizeof path, "%s/t.json", dir);
@@ -224,21 +200,21 @@ Test(gguf_bench, bad_usage)
         {"-m x.gguf -r 0", "-r"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        run_result r = run("GLESC_GGUF_BENCH", cases[i].args);
+        test_run_result r = run("GLESC_GGUF_BENCH", cases[i].args);
         cr_expect_eq(r.status, 2, "%s: exit %d: %s", cases[i].args, r.status, r.err);
         cr_expect(strstr(r.err, cases[i].needle), "%s: %s", cases[i].args, r.err);
-        run_free(&r);
+        test_run_free(&r);
     }
-    run_result r = run("GLESC_GGUF_BENCH", "--cache-dir off -m /nonexistent/m.gguf -n 1 -p 0");
+    test_run_result r = run("GLESC_GGUF_BENCH", "--cache-dir off -m /nonexistent/m.gguf -n 1 -p 0");
     cr_expect_eq(r.status, 1, "%s", r.err);
     cr_expect(strstr(r.err, "/nonexistent/m.gguf"), "%s", r.err);
-    run_free(&r);
+    test_run_free(&r);
     r = run("GLESC_GGUF_SYNTH", "tinyllama-9b -o /tmp/x.gguf");
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "tinyllama-1.1b"), "lists the presets: %s", r.err);
-    run_free(&r);
+    test_run_free(&r);
     r = run("GLESC_GGUF_SYNTH", "-t Q3_X -o /tmp/x.gguf");
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "Q4_K_M"), "lists the types: %s", r.err);
-    run_free(&r);
+    test_run_free(&r);
 }
