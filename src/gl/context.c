@@ -871,7 +871,7 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
         st = create_egl(ctx, platform, device, platform_src, device_src);
     if (st != GLESC_OK)
         goto fail;
-    if ((st = gl_caps_query(ctx, o.max_storage_block_size)) != GLESC_OK)
+    if ((st = gl_caps_query(ctx, &o)) != GLESC_OK)
         goto fail;
     load_ext_fns(ctx);
     if (ctx->debug) {

@@ -117,7 +117,7 @@ glesc_status gl_reset_check(glesc_context *ctx, const char *step);
 void gl_context_simulate_reset(glesc_context *ctx, GLenum status);
 
 /* ---- Capabilities (caps.c) ---- */
-glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override);
+glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts);
 /* True when renderer names a CPU implementation (llvmpipe, softpipe, ...). */
 bool gl_renderer_is_software(const char *renderer);
 bool gl_has_extension(const char *name);
