@@ -183,7 +183,8 @@ GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p);
 
 typedef struct glesc_sampler glesc_sampler;
 
-/* A sampler for logits rows of n_vocab floats. On failure *out is NULL and
+/* A sampler for logits rows of n_vocab floats; p NULL: the defaults of
+ * glesc_sampler_params_default. On failure *out is NULL and
  * glesc_last_errmsg() names the bad parameter. */
 GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
                                             glesc_sampler **out);

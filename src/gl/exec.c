@@ -98,6 +98,9 @@ static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
         }
     }
     glDeleteSync(sync);
+    /* The work finished (a lost context signals its fences too): was it reset? */
+    if (st == GLESC_OK)
+        st = gl_reset_check(ctx, "waiting for the GPU");
     return st;
 }
 

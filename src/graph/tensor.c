@@ -222,7 +222,8 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int
 {
     if (!ctx)
         return NULL;
-    if (check_shape(ctx, "glesc_weight_new", dt, ndim, shape, true) != GLESC_OK)
+    if (check_shape(ctx, "glesc_weight_new", dt, ndim, shape, true) != GLESC_OK ||
+        gl_context_bind(ctx, "glesc_weight_new") != GLESC_OK)
         return NULL;
     glesc_tensor *t = tensor_alloc(ctx);
     if (!t)
@@ -259,8 +260,10 @@ GLESC_API void glesc_weight_free(glesc_tensor *t)
 {
     if (!t || !t->persistent)
         return;
-    if (--t->refs <= 0)
+    if (--t->refs <= 0) {
+        gl_context_bind_for_free(t->ctx, "glesc_weight_free");
         graph_free_tensor(t);
+    }
 }
 
 /* ---- storage ---- */
@@ -443,6 +446,7 @@ GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_write: NULL tensor");
     glesc_context *ctx = t->ctx;
+    core_err_reset(&ctx->err);
     if (!is_leaf(t))
         return core_err_set(&ctx->err, GLESC_ERROR_STATE,
                             "glesc_tensor_write: only inputs and persistent tensors can be "
@@ -454,7 +458,9 @@ GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size
                             size, t->name ? " " : "", t->name ? t->name : "",
                             (unsigned long long)graph_host_nbytes(t),
                             graph_dtype_quant(t->dtype) ? " (file layout)" : "");
-    glesc_status st;
+    glesc_status st = gl_context_bind(ctx, "glesc_tensor_write");
+    if (st != GLESC_OK)
+        return st;
     if (!t->st.n_chunks && (st = graph_storage_alloc(t, GL_USAGE_ACTIVATIONS, false)) != GLESC_OK)
         return st;
     st = graph_dtype_quant(t->dtype) ? quant_write(t, src) : graph_storage_write(t, 0, src, size);
@@ -469,6 +475,7 @@ GLESC_API glesc_status glesc_tensor_write_f32(glesc_tensor *t, const float *src,
 {
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_write_f32: NULL");
+    core_err_reset(&t->ctx->err);
     if (n != (size_t)graph_nelements(t) || !src)
         return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_tensor_write_f32: %zu elements given, the tensor holds %lld", n,
@@ -539,6 +546,9 @@ static float elem_f32(glesc_dtype dt, const unsigned char *p)
 static glesc_status tensor_gather(glesc_tensor *t, void *dst, bool as_f32)
 {
     glesc_context *ctx = t->ctx;
+    glesc_status bst = gl_context_bind(ctx, as_f32 ? "glesc_tensor_read_f32" : "glesc_tensor_read");
+    if (bst != GLESC_OK)
+        return bst;
     glesc_tensor *o = t->owner;
     if (!o->live || !o->st.n_chunks)
         return core_err_set(&ctx->err, GLESC_ERROR_STATE,
@@ -586,6 +596,7 @@ GLESC_API glesc_status glesc_tensor_read(glesc_tensor *t, void *dst, size_t size
 {
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_read: NULL tensor");
+    core_err_reset(&t->ctx->err);
     if (size != graph_host_nbytes(t) || !dst)
         return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_tensor_read: %zu bytes asked, the tensor holds %llu%s", size,
@@ -598,6 +609,7 @@ GLESC_API glesc_status glesc_tensor_read_f32(glesc_tensor *t, float *dst, size_t
 {
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_read_f32: NULL");
+    core_err_reset(&t->ctx->err);
     if (n != (size_t)graph_nelements(t) || !dst)
         return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_tensor_read_f32: %zu elements asked, the tensor holds %lld", n,

@@ -160,6 +160,7 @@ static char *gguf_strdup(const glesc_gguf *f, const char *key)
 GLESC_API glesc_status glesc_model_load(glesc_context *ctx, const char *path,
                                         const glesc_model_options *opts, glesc_model **out)
 {
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_model_load: NULL out");
     *out = NULL;
@@ -282,6 +283,7 @@ GLESC_API void glesc_model_get_info(const glesc_model *m, glesc_model_info *out)
 GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_options *opts,
                                             glesc_session **out)
 {
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_session_create: NULL out");
     *out = NULL;
@@ -415,6 +417,7 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
 GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, size_t n,
                                           unsigned flags, float *logits)
 {
+    core_err_reset(NULL);
     if (!s || !ids || n == 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_session_eval: no session or no tokens");
@@ -457,6 +460,7 @@ GLESC_API int32_t glesc_session_n_ctx(const glesc_session *s)
 
 GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n)
 {
+    core_err_reset(NULL);
     if (!s || n < 0 || n > s->n_past)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_session_truncate: %d is not in 0..%d", (int)n,
