@@ -45,7 +45,8 @@ extern "C" {
     X(ERROR_SHAPE, -11, "shape mismatch")                                                          \
     X(ERROR_TYPE, -12, "type mismatch")                                                            \
     X(ERROR_TIMEOUT, -13, "timed out waiting for the GPU")                                         \
-    X(ERROR_STATE, -14, "call not valid in this state")
+    X(ERROR_STATE, -14, "call not valid in this state")                                            \
+    X(ERROR_CANCELLED, -15, "cancelled by a callback")
 
 typedef enum glesc_status {
 #define GLESC_STATUS_ENUM_(name, value, str) GLESC_##name = value,
