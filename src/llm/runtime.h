@@ -73,6 +73,10 @@ glesc_status llm_generate_tokens(glesc_session *s, glesc_sampler *smp,
                                  const glesc_generate_params *p, bool eval_last,
                                  glesc_generate_result *res);
 
+/* ---- estimate.c ---- */
+/* An upper bound of the heap bytes glesc_tokenizer_load(f) keeps. */
+uint64_t llm_tokenizer_host_bytes(const glesc_gguf *f);
+
 /* ---- fd_map.c: a range of an open descriptor, mapped or read ---- */
 typedef struct llm_fd_map {
     const void *data; /* the range's first byte */
