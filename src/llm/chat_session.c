@@ -179,6 +179,30 @@ static glesc_status format(const glesc_chat *c, bool add_ass, char **out)
     return glesc_chat_format(c->tmpl, c->msgs, c->n, add_ass, out);
 }
 
+/* Whether the kept messages and the last one (the new user message) with
+ * the assistant's start fit an empty context. */
+static glesc_status fits_alone(const glesc_chat *c, bool *fits)
+{
+    glesc_chat_message *m = core_calloc(c->keep + 1, sizeof *m);
+    if (!m)
+        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "chat");
+    memcpy(m, c->msgs, c->keep * sizeof *m);
+    m[c->keep] = c->msgs[c->n - 1];
+    char *text = NULL;
+    size_t n = 0;
+    unsigned flags = GLESC_TOKENIZE_PARSE_SPECIAL | (c->no_bos ? 0 : GLESC_TOKENIZE_ADD_SPECIAL);
+    glesc_status st = glesc_chat_format(c->tmpl, m, c->keep + 1, true, &text);
+    if (st == GLESC_OK) {
+        st = glesc_tokenize(c->tok, text, strlen(text), flags, NULL, 0, &n);
+        if (st == GLESC_ERROR_LIMIT || st == GLESC_OK) /* LIMIT: n is the count */
+            st = GLESC_OK;
+    }
+    *fits = n <= (size_t)c->s->n_ctx;
+    glesc_text_free(text);
+    core_free(m);
+    return st;
+}
+
 /* What the chat's token callback collects around the caller's. */
 typedef struct reply_state {
     const glesc_generate_params *p;
@@ -250,12 +274,14 @@ GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
         if (fits)
             break;
         if (attempt > 0 || c->s->n_past == 0 || c->policy == GLESC_CHAT_CONTEXT_FAIL) {
+            bool alone = attempt == 0 && c->s->n_past > 0;
+            if (alone && (st = fits_alone(c, &alone)) != GLESC_OK)
+                goto fail;
             truncate_msgs(c, c->n - 1);
             st = core_err_set(NULL, GLESC_ERROR_LIMIT,
-                              attempt > 0 || c->s->n_past == 0
-                                  ? "the message does not fit the context (%d tokens)"
-                                  : "the conversation fills the context (%d tokens): reset the "
-                                    "chat",
+                              alone ? "the conversation fills the context (%d tokens): reset the "
+                                      "chat"
+                                    : "the message does not fit the context (%d tokens)",
                               n_ctx);
             goto out;
         }
