@@ -232,6 +232,7 @@ static bool on_progress(void *user, uint64_t done, uint64_t total)
 
 Test(load, progress_callback_reports_and_cancels)
 {
+    glesc_set_allocator(counting_alloc, NULL); /* before any object exists */
     ctx = test_context(NULL);
     char *path = write_model("p.gguf", GLESC_DTYPE_F16, NULL);
     glesc_model_options mo;
@@ -251,6 +252,7 @@ Test(load, progress_callback_reports_and_cancels)
 
     glesc_stats before, after;
     glesc_context_stats(ctx, &before);
+    size_t heap0 = heap_live;
     for (int at = 1; at <= calls; at += calls / 3) {
         l = (progress_log){0, at, 0, 0, true};
         m = (glesc_model *)&l;
@@ -264,6 +266,8 @@ Test(load, progress_callback_reports_and_cancels)
         cr_expect_eq(after.pool_live_bytes, before.pool_live_bytes,
                      "cancelled at call %d: %llu GPU bytes still live", at,
                      (unsigned long long)(after.pool_live_bytes - before.pool_live_bytes));
+        cr_expect_eq(heap_live, heap0, "cancelled at call %d: %zd heap bytes still live", at,
+                     (ssize_t)(heap_live - heap0));
     }
     cr_expect_str_eq(glesc_status_name(GLESC_ERROR_CANCELLED), "GLESC_ERROR_CANCELLED");
     unlink(path);
