@@ -362,20 +362,20 @@ static void round_trip(uint32_t alignment)
     /* An array of arrays: [[1, 2], ["x"], [[true]]] encoded by hand. */
     uint8_t nested[128];
     size_t p = 0;
-    gguf_put_le32(nested + p, GLESC_GGUF_ARRAY), p += 4;
-    gguf_put_le64(nested + p, 3), p += 8;
-    gguf_put_le32(nested + p, GLESC_GGUF_UINT8), p += 4;
-    gguf_put_le64(nested + p, 2), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_ARRAY), p += 4;
+    core_put_le64(nested + p, 3), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_UINT8), p += 4;
+    core_put_le64(nested + p, 2), p += 8;
     nested[p++] = 1;
     nested[p++] = 2;
-    gguf_put_le32(nested + p, GLESC_GGUF_STRING), p += 4;
-    gguf_put_le64(nested + p, 1), p += 8;
-    gguf_put_le64(nested + p, 1), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_STRING), p += 4;
+    core_put_le64(nested + p, 1), p += 8;
+    core_put_le64(nested + p, 1), p += 8;
     nested[p++] = 'x';
-    gguf_put_le32(nested + p, GLESC_GGUF_ARRAY), p += 4;
-    gguf_put_le64(nested + p, 1), p += 8;
-    gguf_put_le32(nested + p, GLESC_GGUF_BOOL), p += 4;
-    gguf_put_le64(nested + p, 1), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_ARRAY), p += 4;
+    core_put_le64(nested + p, 1), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_BOOL), p += 4;
+    core_put_le64(nested + p, 1), p += 8;
     nested[p++] = 1;
     cr_assert_eq(glesc_gguf_writer_set_encoded(w, "arr.nested", GLESC_GGUF_ARRAY, nested, p),
                  GLESC_OK, "%s", glesc_last_errmsg());

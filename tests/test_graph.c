@@ -420,22 +420,3 @@ Test(graph, allocation_failures_are_reported)
     tg_check(g, &y, 1, 1e-10, "after OOM sweep");
     glesc_graph_destroy(g);
 }
-
-#include "graph/plan.h"
-
-/* The GEMV/GEMM threshold is measured on the device (or taken from
- * GLESC_GEMV_MAX_M) and lies in 1..8. */
-Test(graph, gemv_threshold_measured)
-{
-    unsetenv("GLESC_GEMV_MAX_M");
-    uint64_t t0 = core_time_ns();
-    int m = graph_tune_gemv_max_m(ctx);
-    cr_log_info("GEMV beats GEMM up to m = %d on %s (measured in %.1f ms)", m,
-                glesc_context_caps(ctx)->renderer, (double)(core_time_ns() - t0) / 1e6);
-    cr_assert(m >= 1 && m <= 8, "threshold %d", m);
-    cr_assert_eq(graph_tune_gemv_max_m(ctx), m, "measured once per context");
-    setenv("GLESC_GEMV_MAX_M", "3", 1);
-    glesc_context *other = test_context(NULL);
-    cr_assert_eq(graph_tune_gemv_max_m(other), 3);
-    glesc_context_destroy(other);
-}

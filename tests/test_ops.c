@@ -424,3 +424,32 @@ Test(ops, concat_and_cpy)
     glesc_graph_destroy(g);
     glesc_weight_free(dst);
 }
+
+#include "kernels/kernels.h"
+
+/* The two halves of the op table agree: graph's semantic row says what kind
+ * an op is, kernels' codegen row must then say how its code is made (an
+ * expression for elementwise ops, a generator for anchors, nothing for
+ * views and leaves); a variant only where there is a generator. */
+Test(ops, codegen_rows_match_the_semantic_rows)
+{
+    for (int op = 0; op < GLESC_OP_COUNT_; op++) {
+        const graph_op_info *sem = graph_op((glesc_op)op);
+        const kernels_codegen *cg = kernels_op((glesc_op)op);
+        const char *name = sem->name;
+        switch (sem->kind) {
+        case GRAPH_KIND_ELTWISE:
+            cr_expect(cg->expr && !cg->gen, "%s: elementwise without an expression", name);
+            cr_expect(cg->expr != kernels_expr_template || cg->glsl, "%s: template without text",
+                      name);
+            break;
+        case GRAPH_KIND_ANCHOR:
+            cr_expect(cg->gen && !cg->expr && !cg->glsl, "%s: anchor without a generator", name);
+            break;
+        default:
+            cr_expect(!cg->gen && !cg->expr && !cg->glsl, "%s: a %s has no code", name,
+                      sem->kind == GRAPH_KIND_VIEW ? "view" : "leaf");
+        }
+        cr_expect(!cg->variant || cg->gen, "%s: a variant without a generator", name);
+    }
+}

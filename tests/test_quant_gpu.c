@@ -2,17 +2,18 @@
  * test_quant_gpu.c — the GPU side of every block format: the glsl/quant/
  * snippets dequantize the repacked blocks exactly as the CPU reference does
  * (bit for bit where the formula is a product; within an ulp where it is a
- * product minus an offset that the GPU may fuse into an fma), and the
- * dequantizing GEMV matches a double-precision CPU product of the
- * dequantized weights on odd shapes.
+ * product minus an offset that the GPU may fuse into an fma). The
+ * dequantize kernel is this test's own: a snippet's dq4 over a whole
+ * buffer, nothing else (the graph's weight loaders use the same snippets;
+ * test_quant_graph.c checks them through glesc_matmul and get_rows).
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "emit/emit.h"
 #include "gl/gl.h"
-#include "kernels/qmatvec.h"
 #include "quant/quant.h"
 #include "test_util.h"
 
@@ -62,6 +63,34 @@ static gl_buffer *upload_repacked(glesc_context *ctx, glesc_dtype t, const void 
     return b;
 }
 
+/* Dequantize kernel of type t: bindings (qw: uint words, outv: vec4), param
+ * n4 (4-element groups); one invocation per group, local size 64, the grid
+ * flattened over x and y. core_free the text. */
+static char *dequant_glsl(glesc_dtype t, core_err *err)
+{
+    const char *snippet = quant_gpu_snippet(t);
+    cr_assert_not_null(snippet, "no GPU layout for %s", glesc_dtype_name(t));
+    emit_kernel *k = emit_kernel_create("dequant");
+    cr_assert_not_null(k);
+    emit_kernel_comment(k, "weights: %s (glsl/%s.glsl)", glesc_dtype_name(t), snippet);
+    emit_kernel_local_size(k, 64, 1, 1);
+    emit_kernel_binding(k, EMIT_UINT, EMIT_READONLY, "qw");
+    emit_kernel_binding(k, EMIT_VEC4, EMIT_WRITEONLY, "outv");
+    emit_kernel_param(k, EMIT_PARAM_UINT, "n4");
+    emit_kernel_define(k, "QW", "qw");
+    emit_kernel_snippet(k, "quant/common");
+    emit_kernel_snippet(k, snippet);
+    emit_kernel_define(k, "QG", "(QK / 4u)");
+    emit_kernel_line(k, "uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * "
+                        "gl_NumWorkGroups.x * WG_SIZE;");
+    emit_kernel_line(k, "if (i < n4) {");
+    emit_kernel_line(k, "outv[i] = dq4((i / QG) * QWORDS, i %% QG);");
+    emit_kernel_line(k, "}");
+    char *glsl = emit_kernel_glsl(k, err);
+    emit_kernel_destroy(k);
+    return glsl;
+}
+
 static const gl_program *program(glesc_context *ctx, char *glsl, core_err *err)
 {
     cr_assert_not_null(glsl, "%s", core_err_msg(err));
@@ -90,7 +119,7 @@ Test(quant_gpu, dequant_matches_cpu_reference)
         gl_buffer *qw = upload_repacked(ctx, t, blocks, n), *out;
         cr_assert_eq(gl_pool_acquire(ctx, n * 4, GL_USAGE_READBACK, &out), GLESC_OK);
         core_err err = {0};
-        const gl_program *p = program(ctx, kern_dequant_glsl(t, &err), &err);
+        const gl_program *p = program(ctx, dequant_glsl(t, &err), &err);
         gl_binding b[2] = {{qw, 0, 0, false}, {out, 0, 0, true}};
         gl_param prm = GL_PARAM_U(n / 4);
         cr_assert_eq(gl_dispatch(ctx, p, b, 2, &prm, 1, (uint32_t[3]){(n / 4 + 63) / 64, 1, 1}),
@@ -123,70 +152,6 @@ Test(quant_gpu, dequant_matches_cpu_reference)
         free(blocks);
         free(ref);
         free(got);
-    }
-    glesc_context_destroy(ctx);
-}
-
-static void gemv_case(glesc_context *ctx, glesc_dtype t, int rows, int K, int m)
-{
-    int64_t n = (int64_t)rows * K;
-    void *blocks = make_blocks(t, n, (uint32_t)(rows * 31 + K + m));
-    float *w = malloc(n * sizeof *w);
-    cr_assert_eq(quant_dequantize(t, blocks, w, n), GLESC_OK);
-    float *x = malloc((size_t)K * m * sizeof *x), *y = malloc((size_t)rows * m * sizeof *y);
-    uint32_t s = 99;
-    for (int i = 0; i < K * m; i++)
-        x[i] = frand(&s);
-    gl_buffer *qw = upload_repacked(ctx, t, blocks, n), *bx, *by;
-    cr_assert_eq(gl_pool_acquire(ctx, (uint64_t)K * m * 4, GL_USAGE_ACTIVATIONS, &bx), GLESC_OK);
-    cr_assert_eq(gl_buffer_upload(ctx, bx, 0, x, (uint64_t)K * m * 4), GLESC_OK);
-    cr_assert_eq(gl_pool_acquire(ctx, (uint64_t)rows * m * 4, GL_USAGE_READBACK, &by), GLESC_OK);
-    core_err err = {0};
-    bool sg = glesc_context_caps(ctx)->has_subgroup &&
-              (glesc_context_caps(ctx)->subgroup_features & GLESC_SUBGROUP_ARITHMETIC);
-    const gl_program *p = program(ctx, kern_qgemv_glsl(t, m, 128, sg, &err), &err);
-    int row_words = K / quant_gpu_block_elems(t) * quant_gpu_block_words(t);
-    gl_param prm[3] = {GL_PARAM_U(K / 4), GL_PARAM_U(rows), GL_PARAM_U(row_words)};
-    gl_binding b[3] = {{qw, 0, 0, false}, {bx, 0, 0, false}, {by, 0, 0, true}};
-    uint32_t gx = rows < 65535 ? (uint32_t)rows : 65535u;
-    cr_assert_eq(gl_dispatch(ctx, p, b, 3, prm, 3, (uint32_t[3]){gx, (rows + gx - 1) / gx, 1}),
-                 GLESC_OK, "%s", glesc_context_errmsg(ctx));
-    cr_assert_eq(gl_buffer_download(ctx, by, 0, y, (uint64_t)rows * m * 4), GLESC_OK);
-    double worst = 0;
-    for (int c = 0; c < m; c++)
-        for (int r = 0; r < rows; r++) {
-            double ref = 0, mag = 0;
-            for (int k = 0; k < K; k++) {
-                ref += (double)w[(int64_t)r * K + k] * x[c * K + k];
-                mag += fabs((double)w[(int64_t)r * K + k] * x[c * K + k]);
-            }
-            worst = fmax(worst, fabs(y[c * rows + r] - ref) / (mag + 1e-30));
-        }
-    cr_log_info("%-7s gemv rows %4d K %4d m %d: worst error %.3g of sum|w*x|", glesc_dtype_name(t),
-                rows, K, m, worst);
-    cr_expect_leq(worst, 2e-6, "%s gemv rows %d m %d: %g", glesc_dtype_name(t), rows, m, worst);
-    gl_pool_release(ctx, qw);
-    gl_pool_release(ctx, bx);
-    gl_pool_release(ctx, by);
-    free(blocks);
-    free(w);
-    free(x);
-    free(y);
-}
-
-Test(quant_gpu, gemv_matches_cpu)
-{
-    glesc_context *ctx = test_context(NULL);
-    for (size_t c = 0; c < CORE_ARRAY_LEN(types); c++) {
-        glesc_dtype t = types[c].t;
-        gemv_case(ctx, t, 7, 512, 2);
-        if (quant_gpu_block_elems(t) == 4)
-            gemv_case(ctx, t, 5, 172, 3); /* K % 32 != 0: the tail loop */
-        if (t == GLESC_DTYPE_Q4_0 || t == GLESC_DTYPE_Q4_K || t == GLESC_DTYPE_F16) {
-            gemv_case(ctx, t, 1, 256, 1);
-            gemv_case(ctx, t, 4097, 256, 1);
-            gemv_case(ctx, t, 33, 768, 7);
-        }
     }
     glesc_context_destroy(ctx);
 }
@@ -235,7 +200,7 @@ Test(quant_gpu, shared_models_dequantize_like_cpu)
             cr_assert_eq(quant_dequantize(ti.type, ti.data, ref, n), GLESC_OK);
             gl_buffer *qw = upload_repacked(ctx, ti.type, ti.data, n), *out;
             cr_assert_eq(gl_pool_acquire(ctx, (uint64_t)n * 4, GL_USAGE_READBACK, &out), GLESC_OK);
-            const gl_program *p = program(ctx, kern_dequant_glsl(ti.type, &err), &err);
+            const gl_program *p = program(ctx, dequant_glsl(ti.type, &err), &err);
             gl_binding b[2] = {{qw, 0, 0, false}, {out, 0, 0, true}};
             gl_param prm = GL_PARAM_U(n / 4);
             uint32_t groups = (uint32_t)((n / 4 + 63) / 64);

@@ -17,7 +17,6 @@
 
 #include "glesc_gguf.h"
 #include "graph/graph.h"
-#include "kernels/kernels.h"
 #include "quant/quant.h"
 #include "test_graph_util.h"
 #include "test_util.h"
@@ -173,6 +172,50 @@ Test(quant_graph, every_type_gemv_and_gemm)
         run_shape(t, k, 7, 2, &worst);
         run_shape(t, k, 67, 64, &worst);
         cr_log_info("%-7s worst %.3g", glesc_dtype_name(t), worst);
+    }
+}
+
+/* The GEMV cases and tolerance (2e-6 of Σ|w·x|) the standalone dequantizing
+ * GEMV was tested with before it was retired (decode runs this one): every
+ * type on 7 rows, plain types with a k that is no multiple of 32, and long,
+ * single-row and wide-m shapes for q4_0, q4_k and f16. */
+static void gemv_case(glesc_dtype t, int64_t rows, int64_t k, int64_t m)
+{
+    qweight q = make_weight(ctx, t, k, rows, (uint32_t)(rows * 31 + k + m));
+    glesc_graph_options o = {.gemv_max_m = 8};
+    glesc_graph *g = glesc_graph_create(ctx);
+    cr_assert_eq(glesc_graph_set_options(g, &o), GLESC_OK);
+    float *x = rand_floats(k * m, 99);
+    glesc_tensor *xt = glesc_tensor_new(g, F32, 2, (int64_t[]){k, m});
+    cr_assert_eq(glesc_tensor_write_f32(xt, x, (size_t)(k * m)), GLESC_OK);
+    glesc_tensor *y = glesc_matmul(g, q.w, xt);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    cr_assert(strstr(glesc_graph_last_glsl(g), "GEMV"), "%s m = %lld ran no GEMV",
+              glesc_dtype_name(t), (long long)m);
+    float *got = tg_read(y);
+    double e = worst_error(q.deq, x, got, k, rows, m);
+    cr_log_info("%-7s gemv rows %4lld K %4lld m %lld: worst error %.3g of sum|w*x|",
+                glesc_dtype_name(t), (long long)rows, (long long)k, (long long)m, e);
+    cr_expect_leq(e, 2e-6, "%s gemv rows %lld m %lld: %g", glesc_dtype_name(t), (long long)rows,
+                  (long long)m, e);
+    free(got);
+    free(x);
+    glesc_graph_destroy(g);
+    free_weight(&q);
+}
+
+Test(quant_graph, gemv_odd_shapes)
+{
+    for (size_t i = 0; i < CORE_ARRAY_LEN(all_types); i++) {
+        glesc_dtype t = all_types[i];
+        gemv_case(t, 7, 512, 2);
+        if (quant_gpu_block_elems(t) == 4)
+            gemv_case(t, 5, 172, 3);
+        if (t == GLESC_DTYPE_Q4_0 || t == GLESC_DTYPE_Q4_K || t == GLESC_DTYPE_F16) {
+            gemv_case(t, 1, 256, 1);
+            gemv_case(t, 4097, 256, 1);
+            gemv_case(t, 33, 768, 7);
+        }
     }
 }
 
@@ -427,7 +470,7 @@ static int check_model(const char *path)
     for (int64_t i = 0; i < glesc_gguf_n_tensors(f); i++) {
         glesc_gguf_tensor_info ti;
         cr_assert_eq(glesc_gguf_tensor(f, i, &ti), GLESC_OK);
-        if (ti.n_dims != 2 || !kernels_wload_find(ti.type))
+        if (ti.n_dims != 2 || !quant_gpu_readable(ti.type))
             continue;
         qweight q = {0};
         q.k = ti.ne[0];

@@ -108,6 +108,7 @@ cmd_test() {
 
     log "clang-format"
     check clang-format bash -c "git ls-files '*.c' '*.h' | xargs clang-format --dry-run -Werror"
+    check layers python3 tools/check-layers.py
 
     if [ "$cross" = 1 ]; then
         log "arm64 cross build (library and tools)"

@@ -1,18 +1,19 @@
 /*
  * glesc-bench — GPU throughput figures: a plain copy kernel (the bandwidth
- * roofline as glesc's shaders see it) and the dequantizing GEMV per weight
- * type, as effective bandwidth (bytes of weights read per second) and as a
- * fraction of the copy bandwidth measured in the same run.
+ * roofline as glesc's shaders see it) and, per weight type, the GEMV that
+ * decode runs: the graph's glesc_matmul with m = 1 on a weight of that type
+ * (glesc_weight_new, written in the file layout), computed again and again
+ * with its cached plan, as effective bandwidth (bytes of weights read per
+ * second) and as a fraction of the copy bandwidth measured in the same run.
+ * The time is the kernel's GPU time from the graph's timing option (CPU time
+ * around glFinish where the driver's timer queries miss compute work, as on
+ * llvmpipe).
  *
- * The same GEMV is also timed through the graph (glesc_weight_new of the
- * type, written in the file layout, and glesc_matmul with m = 1, computed
- * again and again with the cached plan): the "graph" columns give the
- * kernel's GPU time from the graph's timing option (CPU time around
- * glFinish where the driver's timer queries miss compute work, as on
- * llvmpipe), so both paths are compared on the same weights per type.
+ * White-box by design (the copy kernel is emitted and dispatched through
+ * the internal gl/ and emit/ layers): built, not installed.
  *
  * usage: glesc-bench [--iters N] [--types q4_0,q8_0,...] [--shapes 4096x4096,11008x4096]
- *                    [--copy-mib N] [--local N] [--no-graph]
+ *                    [--copy-mib N]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,6 @@
 
 #include "emit/emit.h"
 #include "gl/gl.h"
-#include "kernels/qmatvec.h"
 #include "quant/quant.h"
 
 static const glesc_dtype all_types[] = {
@@ -38,13 +38,11 @@ static int fail(glesc_context *ctx, const char *what)
 }
 
 /* Mean GPU time of iters dispatches (after 3 warm-up runs), in seconds. */
-/* Binding set i % sets is used by the i-th dispatch (b holds sets * nb). */
 static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_binding *b, int nb,
-                         int sets, const gl_param *prm, int np, const uint32_t g[3], int iters,
-                         double *sec)
+                         const gl_param *prm, int np, const uint32_t g[3], int iters, double *sec)
 {
-    for (int i = 0; i < CORE_MAX(3, sets); i++)
-        if (gl_dispatch(ctx, p, b + (i % sets) * nb, nb, prm, np, g) != GLESC_OK)
+    for (int i = 0; i < 3; i++)
+        if (gl_dispatch(ctx, p, b, nb, prm, np, g) != GLESC_OK)
             return -1;
     glFinish();
     uint64_t cpu0 = core_time_ns();
@@ -52,7 +50,7 @@ static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_bindi
     if (gl_timer_begin(ctx, &t) != GLESC_OK)
         return -1;
     for (int i = 0; i < iters; i++)
-        if (gl_dispatch(ctx, p, b + (i % sets) * nb, nb, prm, np, g) != GLESC_OK)
+        if (gl_dispatch(ctx, p, b, nb, prm, np, g) != GLESC_OK)
             return -1;
     if (gl_timer_end(ctx, &t) != GLESC_OK)
         return -1;
@@ -158,8 +156,7 @@ static char *copy_glsl(void)
 
 int main(int argc, char **argv)
 {
-    int iters = 20, local = 128;
-    bool graph = true;
+    int iters = 20;
     uint64_t copy_mib = 0;
     const char *types_arg = NULL, *shapes_arg = "4096x4096,11008x4096";
     for (int i = 1; i < argc; i++) {
@@ -171,13 +168,9 @@ int main(int argc, char **argv)
             shapes_arg = argv[++i];
         else if (!strcmp(argv[i], "--copy-mib") && i + 1 < argc)
             copy_mib = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--local") && i + 1 < argc)
-            local = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--no-graph"))
-            graph = false;
         else {
             fprintf(stderr, "usage: glesc-bench [--iters N] [--types q4_0,...] "
-                            "[--shapes NxK,...] [--copy-mib N] [--local N] [--no-graph]\n");
+                            "[--shapes NxK,...] [--copy-mib N]\n");
             return 2;
         }
     }
@@ -208,8 +201,8 @@ int main(int argc, char **argv)
     uint32_t groups = (uint32_t)((bytes / 16 + 1023) / 1024);
     uint32_t cgx = CORE_MIN(groups, 65535u);
     double sec;
-    if (time_dispatch(ctx, p, cb, 2, 1, &cp, 1, (uint32_t[3]){cgx, (groups + cgx - 1) / cgx, 1},
-                      iters, &sec))
+    if (time_dispatch(ctx, p, cb, 2, &cp, 1, (uint32_t[3]){cgx, (groups + cgx - 1) / cgx, 1}, iters,
+                      &sec))
         return fail(ctx, "copy timing");
     double copy_bw = 2.0 * (double)bytes / sec;
     printf("copy: %.1f MiB in %.1f us: %.1f GB/s (read + write)\n", (double)bytes / 1048576.0,
@@ -217,11 +210,7 @@ int main(int argc, char **argv)
     gl_pool_release(ctx, a);
     gl_pool_release(ctx, b);
 
-    printf("\n%-8s %-11s %10s %10s %9s", "type", "N x K", "us", "GB/s", "of copy");
-    if (graph)
-        printf(" %10s %10s %9s", "graph us", "graph GB/s", "of copy");
-    printf("\n");
-    bool sg = caps->has_subgroup && (caps->subgroup_features & GLESC_SUBGROUP_ARITHMETIC);
+    printf("\n%-8s %-11s %10s %10s %9s\n", "type", "N x K", "us", "GB/s", "of copy");
     for (size_t ti = 0; ti < sizeof all_types / sizeof all_types[0]; ti++) {
         glesc_dtype t = all_types[ti];
         if (types_arg && !strstr(types_arg, glesc_dtype_name(t)))
@@ -246,69 +235,23 @@ int main(int argc, char **argv)
             }
             void *blocks = malloc(glesc_dtype_row_bytes(t, pool_n));
             quant_quantize(t, f, blocks, pool_n);
-            size_t pool_words =
-                (size_t)(pool_n / quant_gpu_block_elems(t)) * (size_t)quant_gpu_block_words(t);
-            uint32_t *pw = malloc(pool_words * 4);
-            quant_gpu_repack(t, blocks, pool_n, pw);
             uint64_t row_words = (uint64_t)K / (uint64_t)quant_gpu_block_elems(t) *
                                  (uint64_t)quant_gpu_block_words(t);
-            uint64_t wbytes = row_words * 4 * (uint64_t)N;
+            uint64_t wbytes = row_words * 4 * (uint64_t)N; /* on the GPU */
             /* Enough copies of the weight that they do not fit in the GPU's
              * last-level cache together (e.g. 50 MB on an H200): each timed
-             * dispatch reads its weights from memory, as decode does. */
+             * compute reads its weights from memory, as decode does. */
             int copies = (int)CORE_MIN(64u, (256ull << 20) / wbytes + 1);
-            gl_buffer *qw[64], *bx, *by;
-            for (int c = 0; c < copies; c++) {
-                if (gl_pool_acquire(ctx, wbytes, GL_USAGE_WEIGHTS, &qw[c]))
-                    return fail(ctx, "gemv buffers");
-                for (uint64_t off = 0; off < wbytes; off += pool_words * 4)
-                    gl_buffer_upload(ctx, qw[c], off, pw, CORE_MIN(pool_words * 4, wbytes - off));
-            }
-            if (gl_pool_acquire(ctx, (uint64_t)K * 4, GL_USAGE_ACTIVATIONS, &bx) ||
-                gl_pool_acquire(ctx, (uint64_t)N * 4 * copies, GL_USAGE_ACTIVATIONS, &by))
-                return fail(ctx, "gemv buffers");
-            gl_buffer_upload(ctx, bx, 0, f, (uint64_t)K * 4);
-            core_err err = {0};
-            char *g = kern_qgemv_glsl(t, 1, local, sg, &err);
-            if (!g || gl_program_get(ctx, g, &p))
-                return fail(ctx, "gemv kernel");
-            core_free(g);
-            gl_param gp[3] = {GL_PARAM_U(K / 4), GL_PARAM_U(N), GL_PARAM_U(row_words)};
-            uint32_t gx = (uint32_t)CORE_MIN(N, 65535);
-            uint32_t grid[3] = {gx, (N + gx - 1) / gx, 1};
-            /* Dispatches cycle through the copies (independent outputs, so no
-             * barriers between them). */
-            gl_binding gb[64 * 3];
-            for (int c = 0; c < copies; c++) {
-                gb[3 * c] = (gl_binding){qw[c], 0, 0, false};
-                gb[3 * c + 1] = (gl_binding){bx, 0, 0, false};
-                gb[3 * c + 2] = (gl_binding){by, (uint64_t)c * N * 4, (uint64_t)N * 4, true};
-            }
-            if (time_dispatch(ctx, p, gb, 3, copies, gp, 3, grid, CORE_MAX(iters, copies), &sec))
-                return fail(ctx, "gemv timing");
+            if (time_graph(ctx, t, N, K, blocks, glesc_dtype_row_bytes(t, pool_n), f, copies,
+                           CORE_MAX(iters, copies), &sec))
+                return fail(ctx, "graph gemv");
             double bw = (double)wbytes / sec;
-            printf("%-8s %5dx%-5d %10.1f %10.1f %8.1f%%", glesc_dtype_name(t), N, K, sec * 1e6,
+            printf("%-8s %5dx%-5d %10.1f %10.1f %8.1f%%\n", glesc_dtype_name(t), N, K, sec * 1e6,
                    bw / 1e9, 100.0 * bw / copy_bw);
             fflush(stdout);
-            for (int c = 0; c < copies; c++)
-                gl_pool_release(ctx, qw[c]);
-            gl_pool_release(ctx, bx);
-            gl_pool_release(ctx, by);
             gl_pool_trim(ctx, 0);
-            if (graph) {
-                double gsec;
-                if (time_graph(ctx, t, N, K, blocks, glesc_dtype_row_bytes(t, pool_n), f, copies,
-                               CORE_MAX(iters, copies), &gsec))
-                    return fail(ctx, "graph gemv");
-                double gbw = (double)wbytes / gsec;
-                printf(" %10.1f %10.1f %8.1f%%", gsec * 1e6, gbw / 1e9, 100.0 * gbw / copy_bw);
-                gl_pool_trim(ctx, 0);
-            }
-            printf("\n");
-            fflush(stdout);
             free(f);
             free(blocks);
-            free(pw);
         }
     }
     glesc_context_destroy(ctx);

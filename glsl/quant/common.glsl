@@ -30,6 +30,19 @@ vec4 int8x4(uint w) {
 float f16lo(uint w) { return unpackHalf2x16(w).x; }
 float f16hi(uint w) { return unpackHalf2x16(w).y; }
 
+// The 6-bit scale (x) and min (y) of sub-block s (0..7) of a q4_k or q5_k
+// block at word b, whose scales[12] are bytes 4..15: sub-blocks 0..3 keep
+// theirs in the low 6 bits of scales[s] and scales[s + 4]; 4..7 in the
+// nibbles of scales[s + 4] with the high 2 bits from the top of scales[s - 4]
+// and scales[s] (ggml's get_scale_min_k4).
+uvec2 scale_min_k4(uint b, uint s) {
+    if (s < 4u) {
+        return uvec2(qbyte(b, 4u + s) & 63u, qbyte(b, 8u + s) & 63u);
+    }
+    return uvec2((qbyte(b, 8u + s) & 0xfu) | ((qbyte(b, s) >> 6) << 4),
+                 (qbyte(b, 8u + s) >> 4) | ((qbyte(b, 4u + s) >> 6) << 4));
+}
+
 // Code-book lookups without indexed constant arrays (which some compilers
 // place in slow local memory): the 16 signed byte values live four to a word.
 float sbyte_of(uvec4 packed_table, uint q) {

@@ -6,16 +6,9 @@
 #define QWORDS 36u
 vec4 dq4(uint b, uint j) {
     uint s = j >> 3; // sub-block
-    uint sc, mn;
-    if (s < 4u) {
-        sc = qbyte(b, 4u + s) & 63u;
-        mn = qbyte(b, 8u + s) & 63u;
-    } else {
-        sc = (qbyte(b, 8u + s) & 0xfu) | ((qbyte(b, s) >> 6) << 4);
-        mn = (qbyte(b, 8u + s) >> 4) | ((qbyte(b, 4u + s) >> 6) << 4);
-    }
+    uvec2 sm = scale_min_k4(b, s);
     uint w = QW[b];
-    float d1 = f16lo(w) * float(sc), m1 = f16hi(w) * float(mn);
+    float d1 = f16lo(w) * float(sm.x), m1 = f16hi(w) * float(sm.y);
     uint c = j >> 4;
     return d1 * nib4(QW[b + 4u + 8u * c + (j & 7u)], (s & 1u) * 4u) - m1;
 }

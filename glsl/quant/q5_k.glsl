@@ -5,16 +5,9 @@
 #define QWORDS 44u
 vec4 dq4(uint b, uint j) {
     uint s = j >> 3;
-    uint sc, mn;
-    if (s < 4u) {
-        sc = qbyte(b, 4u + s) & 63u;
-        mn = qbyte(b, 8u + s) & 63u;
-    } else {
-        sc = (qbyte(b, 8u + s) & 0xfu) | ((qbyte(b, s) >> 6) << 4);
-        mn = (qbyte(b, 8u + s) >> 4) | ((qbyte(b, 4u + s) >> 6) << 4);
-    }
+    uvec2 sm = scale_min_k4(b, s);
     uint w = QW[b];
-    float d1 = f16lo(w) * float(sc), m1 = f16hi(w) * float(mn);
+    float d1 = f16lo(w) * float(sm.x), m1 = f16hi(w) * float(sm.y);
     uint c = j >> 4, l4 = j & 7u;
     uint hw = QW[b + 4u + l4] >> s; // bit s = 2c + (high half)
     vec4 hi = vec4((uvec4(hw) >> uvec4(0u, 8u, 16u, 24u)) & 1u) * 16.0;

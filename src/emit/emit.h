@@ -29,7 +29,6 @@ typedef enum emit_elem {
 
 /* GLSL spelling of an element type ("float", "uvec4"). */
 const char *emit_elem_glsl(emit_elem e);
-size_t emit_elem_size(emit_elem e);
 
 enum emit_access {
     EMIT_READONLY = 1u << 0,
@@ -67,9 +66,6 @@ void emit_kernel_snippet(emit_kernel *k, const char *name);
 /* One statement line of main(); indentation follows braces: a line ending in
  * '{' indents the following lines, a line starting with '}' dedents. */
 void emit_kernel_line(emit_kernel *k, const char *fmt, ...) CORE_PRINTF(2, 3);
-
-int emit_kernel_n_bindings(const emit_kernel *k);
-int emit_kernel_n_params(const emit_kernel *k);
 
 /* The complete shader text (core_free it), or NULL with err set (misuse or
  * out of memory). */

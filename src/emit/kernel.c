@@ -40,23 +40,14 @@ struct emit_kernel {
     char misuse[256]; /* first misuse, reported by emit_kernel_glsl */
 };
 
-static const struct {
-    const char *glsl;
-    size_t size;
-} elems[EMIT_ELEM_COUNT_] = {
-    [EMIT_FLOAT] = {"float", 4},  [EMIT_INT] = {"int", 4},    [EMIT_UINT] = {"uint", 4},
-    [EMIT_VEC2] = {"vec2", 8},    [EMIT_VEC4] = {"vec4", 16}, [EMIT_UVEC2] = {"uvec2", 8},
-    [EMIT_UVEC4] = {"uvec4", 16},
+static const char *const elems[EMIT_ELEM_COUNT_] = {
+    [EMIT_FLOAT] = "float", [EMIT_INT] = "int",     [EMIT_UINT] = "uint",   [EMIT_VEC2] = "vec2",
+    [EMIT_VEC4] = "vec4",   [EMIT_UVEC2] = "uvec2", [EMIT_UVEC4] = "uvec4",
 };
 
 const char *emit_elem_glsl(emit_elem e)
 {
-    return (unsigned)e < EMIT_ELEM_COUNT_ ? elems[e].glsl : "?";
-}
-
-size_t emit_elem_size(emit_elem e)
-{
-    return (unsigned)e < EMIT_ELEM_COUNT_ ? elems[e].size : 0;
+    return (unsigned)e < EMIT_ELEM_COUNT_ ? elems[e] : "?";
 }
 
 static void misuse(emit_kernel *k, const char *fmt, const char *arg)
@@ -278,16 +269,6 @@ void emit_kernel_line(emit_kernel *k, const char *fmt, ...)
     if (n && s[n - 1] == '{')
         k->indent++;
     sbuf_free(&line);
-}
-
-int emit_kernel_n_bindings(const emit_kernel *k)
-{
-    return k->n_bindings;
-}
-
-int emit_kernel_n_params(const emit_kernel *k)
-{
-    return k->n_params;
 }
 
 static const char *param_glsl(emit_param_type t)

@@ -87,7 +87,7 @@ static glesc_status put_kv(glesc_gguf_writer *w, const char *key, glesc_gguf_typ
 {
     /* general.alignment and the writer's alignment are one setting. */
     if (strcmp(key, "general.alignment") == 0) {
-        uint32_t a = val_size == 4 ? gguf_le32(val) : 0;
+        uint32_t a = val_size == 4 ? core_le32(val) : 0;
         if (type != GLESC_GGUF_UINT32 || !is_pow2(a)) {
             core_free(val);
             return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
@@ -158,7 +158,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_alignment(glesc_gguf_writer *w, uin
     w->alignment = alignment;
     wkv *kv = find_kv(w, "general.alignment");
     if (kv)
-        gguf_put_le32(kv->val, alignment);
+        core_put_le32(kv->val, alignment);
     return GLESC_OK;
 }
 
@@ -188,30 +188,28 @@ GLESC_API glesc_status glesc_gguf_writer_set_raw(glesc_gguf_writer *w, const cha
 GLESC_API glesc_status glesc_gguf_writer_set_u32(glesc_gguf_writer *w, const char *key, uint32_t v)
 {
     uint8_t b[4];
-    gguf_put_le32(b, v);
+    core_put_le32(b, v);
     return set_bytes(w, key, GLESC_GGUF_UINT32, b, 4);
 }
 
 GLESC_API glesc_status glesc_gguf_writer_set_i32(glesc_gguf_writer *w, const char *key, int32_t v)
 {
     uint8_t b[4];
-    gguf_put_le32(b, (uint32_t)v);
+    core_put_le32(b, (uint32_t)v);
     return set_bytes(w, key, GLESC_GGUF_INT32, b, 4);
 }
 
 GLESC_API glesc_status glesc_gguf_writer_set_u64(glesc_gguf_writer *w, const char *key, uint64_t v)
 {
     uint8_t b[8];
-    gguf_put_le64(b, v);
+    core_put_le64(b, v);
     return set_bytes(w, key, GLESC_GGUF_UINT64, b, 8);
 }
 
 GLESC_API glesc_status glesc_gguf_writer_set_f32(glesc_gguf_writer *w, const char *key, float v)
 {
-    uint32_t bits;
-    memcpy(&bits, &v, 4);
     uint8_t b[4];
-    gguf_put_le32(b, bits);
+    core_put_le_f32(b, v);
     return set_bytes(w, key, GLESC_GGUF_FLOAT32, b, 4);
 }
 
@@ -237,7 +235,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_str(glesc_gguf_writer *w, const cha
     if (!val)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
                             "gguf writer: key '%s': out of memory for %zu bytes", key, size);
-    gguf_put_le64(val, len);
+    core_put_le64(val, len);
     memcpy(val + 8, v, len);
     return put_kv(w, key, GLESC_GGUF_STRING, val, size);
 }
@@ -275,8 +273,8 @@ GLESC_API glesc_status glesc_gguf_writer_set_arr(glesc_gguf_writer *w, const cha
     if (!val)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
                             "gguf writer: key '%s': out of memory for %zu bytes", key, size);
-    gguf_put_le32(val, (uint32_t)elem_type);
-    gguf_put_le64(val + 4, n);
+    core_put_le32(val, (uint32_t)elem_type);
+    core_put_le64(val + 4, n);
     if (bytes)
         memcpy(val + 12, data, bytes);
     return put_kv(w, key, GLESC_GGUF_ARRAY, val, size);
@@ -305,12 +303,12 @@ GLESC_API glesc_status glesc_gguf_writer_set_arr_str(glesc_gguf_writer *w, const
     if (!val)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
                             "gguf writer: key '%s': out of memory for %zu bytes", key, size);
-    gguf_put_le32(val, GLESC_GGUF_STRING);
-    gguf_put_le64(val + 4, n);
+    core_put_le32(val, GLESC_GGUF_STRING);
+    core_put_le64(val + 4, n);
     size_t pos = 12;
     for (uint64_t i = 0; i < n; i++) {
         size_t len = strlen(strs[i]);
-        gguf_put_le64(val + pos, len);
+        core_put_le64(val + pos, len);
         memcpy(val + pos + 8, strs[i], len);
         pos += 8 + len;
     }
@@ -435,14 +433,14 @@ static void out_bytes(out *o, const void *p, size_t n)
 static void out_u32(out *o, uint32_t v)
 {
     uint8_t b[4];
-    gguf_put_le32(b, v);
+    core_put_le32(b, v);
     out_bytes(o, b, 4);
 }
 
 static void out_u64(out *o, uint64_t v)
 {
     uint8_t b[8];
-    gguf_put_le64(b, v);
+    core_put_le64(b, v);
     out_bytes(o, b, 8);
 }
 

@@ -670,8 +670,8 @@ GLESC_API void glesc_context_destroy(glesc_context *ctx)
         return;
     if (ctx->dpy != EGL_NO_DISPLAY && ctx->egl_ctx != EGL_NO_CONTEXT)
         eglMakeCurrent(ctx->dpy, ctx->surface, ctx->surface, ctx->egl_ctx);
-    if (ctx->graph_state_free)
-        ctx->graph_state_free(ctx);
+    if (ctx->compute_state_free)
+        ctx->compute_state_free(ctx);
     gl_program_cache_destroy(ctx);
     gl_pool_destroy(ctx);
     release_display(ctx);

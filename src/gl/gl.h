@@ -63,12 +63,13 @@ struct glesc_context {
      * workgroup size by device take small ones there (its barriers and
      * large workgroups cost more than the parallelism gives). */
     bool cpu_device;
-    /* State of a higher layer that lives as long as the context (the graph
-     * layer's plan cache and trace file). The gl layer cannot call upward, so
-     * that layer registers its destructor here; glesc_context_destroy calls
-     * it first, while the GL context is still current. */
-    void *graph_state;
-    void (*graph_state_free)(glesc_context *ctx);
+    /* State of a higher layer that lives as long as the context (the compute
+     * layer's plan cache, trace file and device profile). The gl layer cannot
+     * call upward, so that layer registers its destructor here;
+     * glesc_context_destroy calls it first, while the GL context is still
+     * current. */
+    void *compute_state;
+    void (*compute_state_free)(glesc_context *ctx);
 };
 
 /* Sets ctx's error with the current EGL error appended, returns GLESC_ERROR_EGL. */
@@ -116,7 +117,6 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
 void gl_pool_release(glesc_context *ctx, gl_buffer *buf);
 /* Deletes cached buffers until at most budget bytes stay cached. */
 void gl_pool_trim(glesc_context *ctx, uint64_t budget);
-void gl_pool_set_budget(glesc_context *ctx, uint64_t budget);
 void gl_pool_stats(const glesc_context *ctx, glesc_stats *st);
 void gl_pool_reset_stats(glesc_context *ctx);
 

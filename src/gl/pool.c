@@ -176,12 +176,6 @@ void gl_pool_release(glesc_context *ctx, gl_buffer *b)
     gl_pool_trim(ctx, p->budget);
 }
 
-void gl_pool_set_budget(glesc_context *ctx, uint64_t budget)
-{
-    ctx->pool->budget = budget;
-    gl_pool_trim(ctx, budget);
-}
-
 void gl_pool_stats(const glesc_context *ctx, glesc_stats *st)
 {
     const gl_pool *p = ctx->pool;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/order.h"
+#include "graph/graph.h"
 #include "quant/quant.h"
 
 typedef struct host_mem {

@@ -57,12 +57,12 @@ static bool is_inplace_dst(const glesc_tensor *m, int s)
            ((m->op == GLESC_OP_SET_ROWS && s == 0) || (m->op == GLESC_OP_CPY && s == 1));
 }
 
-/* Distinct owners read by kernels a ∪ b, and whether the written owner is
- * among them. Returns the binding count, or -1 on an overlap. */
 /* Distinct tensors one kernel may load (each costs five uniforms; see
  * KB_MAX_LEAF in kernels.h, which also holds the kernel's own inputs). */
 #define FUSE_MAX_LOADS 16
 
+/* Distinct owners read by kernels a ∪ b, and whether the written owner is
+ * among them. Returns the binding count, or -1 on an overlap. */
 static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
 {
     glesc_tensor *seen[64], *loads[FUSE_MAX_LOADS];
@@ -102,29 +102,6 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
         }
     }
     return n_seen + 1;
-}
-
-int graph_kernel_bindings(glesc_tensor **order, int n, int id)
-{
-    int *next = core_calloc((size_t)n + 1, sizeof *next);
-    if (!next)
-        return -1;
-    fk k = {.head = -1, .tail = -1};
-    for (int i = 0; i < n; i++) {
-        next[i] = -1;
-        if (order[i]->kernel != id)
-            continue;
-        if (k.tail >= 0)
-            next[k.tail] = i;
-        else
-            k.head = i;
-        k.tail = i;
-        k.out = order[i];
-    }
-    fuse_state fs = {order, n, &k, next, 0};
-    int r = count_bindings(&fs, 0, -1, k.out ? k.out->owner : NULL);
-    core_free(next);
-    return r;
 }
 
 /* Does kernel k contain a node that reads its sources at other coordinates? */

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "graph/graph.h"
-#include "graph/order.h"
 
 static void default_options(glesc_graph_options *o)
 {

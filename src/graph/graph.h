@@ -1,20 +1,11 @@
 /*
- * graph.h — the graph layer: tensors (type, shape, byte strides, views,
- * storage split into row chunks), the lazy op graph, the one op table, the
- * fusion pass, plans (order, kernels, buffer lifetimes) with their cache,
- * and the executor.
- *
- * How a compute goes (exec.c): order the nodes the outputs need (DFS,
- * sources first) → hash the structure (ops, types, shape pattern, not the
- * sizes) → take the cached plan of that hash, or build one: fuse nodes into
- * kernels (fuse.c), note when each buffer is last used, generate every
- * kernel's GLSL (src/kernels/) and compile them in one batch → run the
- * kernels: the same generators run again in "bind" mode, which emits no
- * text and only collects buffers, sizes and strides as uniforms.
- *
- * The kernel generators (src/kernels/) read this header's node struct; the
- * graph layer calls them through the op table. That is the one upward
- * reference between the two folders, and it is read-only.
+ * graph.h — the graph layer, glesc's IR: tensors (type, shape, byte
+ * strides, views, storage split into row chunks), the lazy op graph, the op
+ * table's semantic rows (what each op means: arity, kind, shape rule, CPU
+ * reference, fusion capabilities), the compute order, the fusion pass and
+ * the CPU evaluator. No code generation: src/kernels/ reads this IR to
+ * write GLSL, and src/compute/ plans and runs it (glesc_graph_compute).
+ * Nothing here includes a layer above (kernels, compute).
  */
 #ifndef GLESC_GRAPH_H
 #define GLESC_GRAPH_H
@@ -67,8 +58,6 @@ struct glesc_tensor {
     bool is_output;
     bool live; /* owners: memory holds current values */
 };
-
-typedef struct graph_plan graph_plan;
 
 struct glesc_graph {
     glesc_context *ctx;
@@ -129,8 +118,6 @@ typedef enum graph_kind {
     GRAPH_KIND_ANCHOR,  /* its own kernel generator; may take prologue/epilogue */
 } graph_kind;
 
-typedef struct kb kb; /* kernels/kernels.h */
-
 typedef struct graph_op_info {
     const char *name;
     int arity; /* sources; optional ones (a mask) may be NULL */
@@ -145,13 +132,7 @@ typedef struct graph_op_info {
     /* Scalar references for the elementwise rows (double precision). */
     double (*f1)(double x, const float *fp);
     double (*f2)(double a, double b);
-    /* Elementwise rows: the GLSL expression, "$0"/"$1" for the sources'
-     * values and "$p0".. for float params; or expr for ops that read their
-     * sources at other coordinates (rope, concat). */
-    const char *glsl;
-    void (*expr)(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
-    /* Anchor rows: the kernel generator (build and bind modes, see kb). */
-    glesc_status (*gen)(kb *b);
+    /* Fusion capabilities (fuse.c). */
     unsigned prologue; /* bit i: source i may be an elementwise chain computed in place */
     bool epilogue;     /* consumers may be computed on the result before it is stored */
     bool inplace;      /* writes into source 0 (set_rows) or 1 (cpy) */
@@ -159,16 +140,28 @@ typedef struct graph_op_info {
      * element, concat's halves): it cannot be in an anchor's epilogue,
      * where the anchor's value exists only at the anchor's coordinates. */
     bool remaps;
-    /* Shape-dependent code choices (a structure hash input), or NULL. */
-    uint32_t (*variant)(const glesc_tensor *t, const glesc_graph_options *o);
 } graph_op_info;
 
-extern const graph_op_info graph_ops[GLESC_OP_COUNT_];
 const graph_op_info *graph_op(glesc_op op);
+/* Sets ctx's error to "glesc_<t's op>: <fmt>" and returns st (shape rules,
+ * view builders). */
+glesc_status graph_op_fail(const glesc_tensor *t, glesc_status st, const char *fmt, ...)
+    CORE_PRINTF(3, 4);
+/* t's shape "[4, 3]" in a buffer that lives to the end of the enclosing
+ * block: for messages. */
+#define GRAPH_SH(t) graph_shape_str((t), (char[64]){0}, 64)
+
+/* ---- Node creation (builders.c, views.c) ---- */
 /* Creates a node of op with sources and params, runs the shape rule; NULL on
  * error (message set) or when a source is NULL (message kept). */
 glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, int n_src,
                          const int32_t *ip, int n_ip, const float *fp, int n_fp);
+/* Checks source i of a new op node: of g's graph and context (g then holds a
+ * persistent one), and quantized only as matmul's W or get_rows' table
+ * (source 0). Sets the message on failure. */
+glesc_status graph_check_source(glesc_graph *g, glesc_op op, int i, glesc_tensor *s);
+/* Unlinks and frees t, g's newest tensor (a node whose shape rule failed). */
+void graph_drop_newest(glesc_graph *g, glesc_tensor *t);
 
 /* ---- CPU reference evaluation (cpu.c) ----
  * Evaluates outs with the op table's CPU references (leaves read from their
@@ -176,7 +169,7 @@ glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, 
  * contiguous floats of outs[i] (free() them). For tests and debugging. */
 glesc_status graph_cpu_eval(glesc_graph *g, glesc_tensor *const *outs, int n, float **results);
 
-/* ---- Kernels of a plan (fuse.c) ---- */
+/* ---- Fusion (fuse.c): which nodes one kernel computes ---- */
 typedef struct graph_kernel {
     glesc_tensor *anchor;  /* ANCHOR node, or NULL for a pure elementwise kernel */
     glesc_tensor *partner; /* second matmul sharing the anchor's activation, or NULL */
@@ -189,13 +182,18 @@ typedef struct graph_kernel {
  * fusion off, one kernel per node. max_bindings bounds a fused kernel. */
 void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
                 int *n_kernels);
-/* Distinct memory owners a kernel made of nodes with kernel == id reads or
- * writes (its storage bindings). */
-int graph_kernel_bindings(glesc_tensor **order, int n, int id);
 
-/* ---- Plans and execution (plan.c, exec.c) ---- */
-/* The context's plan cache and trace state (created on first use). */
-typedef struct graph_ctx_state graph_ctx_state;
-graph_ctx_state *graph_ctx(glesc_context *ctx);
+/* ---- The compute order (graph.c) ----
+ * Shared by the CPU evaluator and compute's executor. */
+typedef struct graph_order_t {
+    glesc_tensor **nodes; /* sources before consumers; nodes[i]->order == i */
+    int n;
+} graph_order_t;
+
+/* Orders what outs[0..n) need (every tensor reached, leaves included). */
+glesc_status graph_order(glesc_graph *g, glesc_tensor *const *outs, int n, graph_order_t *o);
+void graph_order_free(graph_order_t *o);
+/* Gives back the memory of the last compute's outputs. */
+void graph_release_kept(glesc_graph *g);
 
 #endif /* GLESC_GRAPH_H */

@@ -1,38 +1,34 @@
 /*
- * ops.c — the one op table (name, arity, kind, shape rule, CPU reference,
- * GLSL expression or kernel generator, fusion capabilities) and the public
- * builders, which only record a node and run its shape rule.
+ * ops.c — the op table's semantic rows (name, arity, kind, shape rule, CPU
+ * reference, fusion capabilities) and the shape rules themselves: what each
+ * op accepts and what it makes. The builders that create nodes are in
+ * builders.c (ops) and views.c (views); how an op's code is made is the
+ * kernels layer's own row (src/kernels/codegen.c).
  *
  * Adding an op: a GLESC_OP_ value in glesc.h, a row here (the
  * _Static_assert below keeps the table complete), a reference in ref.c, and
- * either a GLSL expression (elementwise: it fuses with no further work) or a
- * generator in src/kernels/.
+ * a codegen row: either a GLSL expression (elementwise: it fuses with no
+ * further work) or a generator in src/kernels/.
  */
-#include <math.h>
 #include <string.h>
 
 #include "graph/graph.h"
 #include "graph/ref.h"
-#include "kernels/kernels.h"
+#include "quant/quant.h"
 
-static glesc_status fail(const glesc_tensor *t, glesc_status st, const char *fmt, ...)
-    CORE_PRINTF(3, 4);
-
-static glesc_status fail(const glesc_tensor *t, glesc_status st, const char *fmt, ...)
+glesc_status graph_op_fail(const glesc_tensor *t, glesc_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     sbuf b;
     sbuf_init(&b);
-    sbuf_appendf(&b, "glesc_%s: ", graph_ops[t->op].name);
+    sbuf_appendf(&b, "glesc_%s: ", graph_op(t->op)->name);
     sbuf_appendv(&b, fmt, ap);
     va_end(ap);
     core_err_set(&t->ctx->err, st, "%s", sbuf_str(&b) ? sbuf_str(&b) : "out of memory");
     sbuf_free(&b);
     return st;
 }
-
-#define SH(t) graph_shape_str((t), (char[64]){0}, 64)
 
 static int max_ndim(const glesc_tensor *a, const glesc_tensor *b)
 {
@@ -61,8 +57,8 @@ static glesc_status shape_unary(glesc_tensor *t)
     if (t->op == GLESC_OP_CAST) {
         dt = (glesc_dtype)t->ip[0];
         if (!graph_dtype_ok(dt))
-            return fail(t, GLESC_ERROR_TYPE, "cannot cast to %s",
-                        glesc_dtype_name(dt) ? glesc_dtype_name(dt) : "(unknown type)");
+            return graph_op_fail(t, GLESC_ERROR_TYPE, "cannot cast to %s",
+                                 glesc_dtype_name(dt) ? glesc_dtype_name(dt) : "(unknown type)");
     }
     same_as(t, t->src[0], dt);
     return GLESC_OK;
@@ -73,7 +69,8 @@ static glesc_status shape_binary(glesc_tensor *t)
     const glesc_tensor *a = t->src[0], *b = t->src[1];
     for (int d = 0; d < 4; d++) {
         if (a->ne[d] != b->ne[d] && a->ne[d] != 1 && b->ne[d] != 1)
-            return fail(t, GLESC_ERROR_SHAPE, "shapes %s and %s do not broadcast", SH(a), SH(b));
+            return graph_op_fail(t, GLESC_ERROR_SHAPE, "shapes %s and %s do not broadcast",
+                                 GRAPH_SH(a), GRAPH_SH(b));
         t->ne[d] = CORE_MAX(a->ne[d], b->ne[d]);
     }
     t->ndim = max_ndim(a, b);
@@ -85,8 +82,8 @@ static glesc_status shape_reduce(glesc_tensor *t)
 {
     int ax = t->ip[0];
     if (ax < 0 || ax > 3)
-        return fail(t, GLESC_ERROR_INVALID_ARGUMENT, "axis %d of a tensor %s is not 0..3", ax,
-                    SH(t->src[0]));
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT, "axis %d of a tensor %s is not 0..3",
+                             ax, GRAPH_SH(t->src[0]));
     same_as(t, t->src[0], t->op == GLESC_OP_ARGMAX ? GLESC_DTYPE_I32 : GLESC_DTYPE_F32);
     t->ne[ax] = 1;
     return GLESC_OK;
@@ -97,7 +94,8 @@ static glesc_status broadcasts_to(const glesc_tensor *t, const glesc_tensor *m,
 {
     for (int d = 0; d < 4; d++)
         if (m->ne[d] != x->ne[d] && m->ne[d] != 1)
-            return fail(t, GLESC_ERROR_SHAPE, "%s %s does not broadcast to %s", what, SH(m), SH(x));
+            return graph_op_fail(t, GLESC_ERROR_SHAPE, "%s %s does not broadcast to %s", what,
+                                 GRAPH_SH(m), GRAPH_SH(x));
     return GLESC_OK;
 }
 
@@ -120,27 +118,28 @@ static glesc_status shape_matmul(glesc_tensor *t)
 {
     const glesc_tensor *w = t->src[0], *x = t->src[1];
     if (w->ne[0] != x->ne[0])
-        return fail(t, GLESC_ERROR_SHAPE,
-                    "shapes %s and %s: W [k, n] and X [k, m] must agree in k (dimension 0)", SH(w),
-                    SH(x));
+        return graph_op_fail(
+            t, GLESC_ERROR_SHAPE,
+            "shapes %s and %s: W [k, n] and X [k, m] must agree in k (dimension 0)", GRAPH_SH(w),
+            GRAPH_SH(x));
     if (x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3])
-        return fail(t, GLESC_ERROR_SHAPE,
-                    "shapes %s and %s: X's batch dimensions must be multiples of W's", SH(w),
-                    SH(x));
-    const kernels_wload *wl = kernels_wload_find(w->dtype);
-    if (!wl)
-        return fail(t, GLESC_ERROR_UNSUPPORTED, "no matmul kernel reads %s weights",
-                    glesc_dtype_name(w->dtype));
-    if (w->ne[0] % wl->block)
-        return fail(t, GLESC_ERROR_SHAPE, "k = %lld is not a multiple of %s's block of %d",
-                    (long long)w->ne[0], glesc_dtype_name(w->dtype), wl->block);
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "shapes %s and %s: X's batch dimensions must be multiples of W's",
+                             GRAPH_SH(w), GRAPH_SH(x));
+    if (!quant_gpu_readable(w->dtype))
+        return graph_op_fail(t, GLESC_ERROR_UNSUPPORTED, "no matmul kernel reads %s weights",
+                             glesc_dtype_name(w->dtype));
+    int block = quant_type(w->dtype)->block_size;
+    if (w->ne[0] % block)
+        return graph_op_fail(t, GLESC_ERROR_SHAPE, "k = %lld is not a multiple of %s's block of %d",
+                             (long long)w->ne[0], glesc_dtype_name(w->dtype), block);
     if (!graph_dtype_quant(w->dtype) && w->nb[0] != (int64_t)graph_dtype_size(w->dtype))
-        return fail(t, GLESC_ERROR_UNSUPPORTED,
-                    "W %s must be contiguous along dimension 0 (make it so with glesc_cont)",
-                    SH(w));
+        return graph_op_fail(
+            t, GLESC_ERROR_UNSUPPORTED,
+            "W %s must be contiguous along dimension 0 (make it so with glesc_cont)", GRAPH_SH(w));
     if (!is_float(x->dtype))
-        return fail(t, GLESC_ERROR_TYPE, "X must be f32, f16 or bf16, not %s",
-                    glesc_dtype_name(x->dtype));
+        return graph_op_fail(t, GLESC_ERROR_TYPE, "X must be f32, f16 or bf16, not %s",
+                             glesc_dtype_name(x->dtype));
     t->dtype = GLESC_DTYPE_F32;
     t->ne[0] = w->ne[1];
     t->ne[1] = x->ne[1];
@@ -154,20 +153,20 @@ static glesc_status shape_get_rows(glesc_tensor *t)
 {
     const glesc_tensor *a = t->src[0], *b = t->src[1];
     if (b->dtype != GLESC_DTYPE_I32)
-        return fail(t, GLESC_ERROR_TYPE, "row indices must be i32, not %s",
-                    glesc_dtype_name(b->dtype));
+        return graph_op_fail(t, GLESC_ERROR_TYPE, "row indices must be i32, not %s",
+                             glesc_dtype_name(b->dtype));
     if (b->ne[3] != 1 || (a->ne[2] != 1 && a->ne[2] != b->ne[1]) ||
         (a->ne[3] != 1 && a->ne[3] != b->ne[2]))
-        return fail(t, GLESC_ERROR_SHAPE,
-                    "table %s and indices %s: indices are [n, b2, b3] with the table's "
-                    "dimensions 2 and 3 equal to b2 and b3 (or 1)",
-                    SH(a), SH(b));
-    if (!kernels_wload_find(a->dtype) ||
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "table %s and indices %s: indices are [n, b2, b3] with the table's "
+                             "dimensions 2 and 3 equal to b2 and b3 (or 1)",
+                             GRAPH_SH(a), GRAPH_SH(b));
+    if (!quant_gpu_readable(a->dtype) ||
         (!graph_dtype_quant(a->dtype) && a->nb[0] != (int64_t)graph_dtype_size(a->dtype)))
-        return fail(t, GLESC_ERROR_UNSUPPORTED,
-                    "table %s %s must be f32, f16, bf16 or a quantized weight type, and "
-                    "contiguous along dimension 0",
-                    SH(a), glesc_dtype_name(a->dtype));
+        return graph_op_fail(t, GLESC_ERROR_UNSUPPORTED,
+                             "table %s %s must be f32, f16, bf16 or a quantized weight type, and "
+                             "contiguous along dimension 0",
+                             GRAPH_SH(a), glesc_dtype_name(a->dtype));
     t->dtype = GLESC_DTYPE_F32;
     t->ne[0] = a->ne[0];
     t->ne[1] = b->ne[0];
@@ -198,21 +197,22 @@ static glesc_status shape_set_rows(glesc_tensor *t)
 {
     const glesc_tensor *dst = t->src[0], *s = t->src[1], *ix = t->src[2];
     if (ix->dtype != GLESC_DTYPE_I32)
-        return fail(t, GLESC_ERROR_TYPE, "row indices must be i32, not %s",
-                    glesc_dtype_name(ix->dtype));
+        return graph_op_fail(t, GLESC_ERROR_TYPE, "row indices must be i32, not %s",
+                             glesc_dtype_name(ix->dtype));
     if (dst->ne[0] != s->ne[0] || dst->ne[2] != s->ne[2] || dst->ne[3] != s->ne[3])
-        return fail(t, GLESC_ERROR_SHAPE,
-                    "destination %s and rows %s must agree in dimensions 0, 2 and 3", SH(dst),
-                    SH(s));
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "destination %s and rows %s must agree in dimensions 0, 2 and 3",
+                             GRAPH_SH(dst), GRAPH_SH(s));
     if (ix->ne[0] != s->ne[1] || (ix->ne[1] != 1 && ix->ne[1] != s->ne[2]) ||
         (ix->ne[2] != 1 && ix->ne[2] != s->ne[3]) || ix->ne[3] != 1)
-        return fail(t, GLESC_ERROR_SHAPE,
-                    "indices %s do not match rows %s (indices are [n, b2, b3], b2/b3 may be 1)",
-                    SH(ix), SH(s));
+        return graph_op_fail(
+            t, GLESC_ERROR_SHAPE,
+            "indices %s do not match rows %s (indices are [n, b2, b3], b2/b3 may be 1)",
+            GRAPH_SH(ix), GRAPH_SH(s));
     if (!is_float(dst->dtype) || has_zero_stride(dst))
-        return fail(t, GLESC_ERROR_TYPE,
-                    "destination %s must be f32, f16 or bf16 without broadcast dimensions",
-                    SH(dst));
+        return graph_op_fail(t, GLESC_ERROR_TYPE,
+                             "destination %s must be f32, f16 or bf16 without broadcast dimensions",
+                             GRAPH_SH(dst));
     alias(t, dst);
     return GLESC_OK;
 }
@@ -222,11 +222,12 @@ static glesc_status shape_concat(glesc_tensor *t)
     const glesc_tensor *a = t->src[0], *b = t->src[1];
     int dim = t->ip[0];
     if (dim < 0 || dim > 3)
-        return fail(t, GLESC_ERROR_INVALID_ARGUMENT, "dimension %d is not 0..3", dim);
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT, "dimension %d is not 0..3", dim);
     for (int d = 0; d < 4; d++)
         if (d != dim && a->ne[d] != b->ne[d])
-            return fail(t, GLESC_ERROR_SHAPE, "shapes %s and %s differ outside dimension %d", SH(a),
-                        SH(b), dim);
+            return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                                 "shapes %s and %s differ outside dimension %d", GRAPH_SH(a),
+                                 GRAPH_SH(b), dim);
     same_as(t, a, GLESC_DTYPE_F32);
     t->ne[dim] = a->ne[dim] + b->ne[dim];
     t->ndim = CORE_MAX(max_ndim(a, b), dim + 1);
@@ -237,11 +238,12 @@ static glesc_status shape_cpy(glesc_tensor *t)
 {
     const glesc_tensor *s = t->src[0], *dst = t->src[1];
     if (!graph_same_shape(s, dst))
-        return fail(t, GLESC_ERROR_SHAPE, "source %s and destination %s differ", SH(s), SH(dst));
+        return graph_op_fail(t, GLESC_ERROR_SHAPE, "source %s and destination %s differ",
+                             GRAPH_SH(s), GRAPH_SH(dst));
     if (has_zero_stride(dst))
-        return fail(t, GLESC_ERROR_INVALID_ARGUMENT,
-                    "destination %s is a broadcast view (stride 0): elements would collide",
-                    SH(dst));
+        return graph_op_fail(
+            t, GLESC_ERROR_INVALID_ARGUMENT,
+            "destination %s is a broadcast view (stride 0): elements would collide", GRAPH_SH(dst));
     alias(t, dst);
     return GLESC_OK;
 }
@@ -251,21 +253,23 @@ static glesc_status shape_rope(glesc_tensor *t)
     const glesc_tensor *x = t->src[0], *p = t->src[1];
     int n_dims = t->ip[0], mode = t->ip[1];
     if (p->dtype != GLESC_DTYPE_I32 || p->ne[0] != x->ne[2] || p->ne[1] * p->ne[2] * p->ne[3] != 1)
-        return fail(t, GLESC_ERROR_SHAPE,
-                    "positions %s %s must be i32 [n_tokens] for x %s (n_tokens is x's "
-                    "dimension 2)",
-                    SH(p), glesc_dtype_name(p->dtype), SH(x));
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "positions %s %s must be i32 [n_tokens] for x %s (n_tokens is x's "
+                             "dimension 2)",
+                             GRAPH_SH(p), glesc_dtype_name(p->dtype), GRAPH_SH(x));
     if (n_dims <= 0 || n_dims % 2 || n_dims > x->ne[0])
-        return fail(t, GLESC_ERROR_INVALID_ARGUMENT,
-                    "n_dims %d must be even and at most the head size %lld (x %s)", n_dims,
-                    (long long)x->ne[0], SH(x));
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                             "n_dims %d must be even and at most the head size %lld (x %s)", n_dims,
+                             (long long)x->ne[0], GRAPH_SH(x));
     if (mode != GLESC_ROPE_NORMAL && mode != GLESC_ROPE_NEOX)
-        return fail(t, GLESC_ERROR_INVALID_ARGUMENT, "mode %d is not normal (0) or neox (2)", mode);
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                             "mode %d is not normal (0) or neox (2)", mode);
     const glesc_tensor *ff = t->n_src > 2 ? t->src[2] : NULL;
     if (ff && (ff->dtype != GLESC_DTYPE_F32 || ff->ne[0] != n_dims / 2 ||
                ff->ne[1] * ff->ne[2] * ff->ne[3] != 1))
-        return fail(t, GLESC_ERROR_SHAPE, "frequency factors %s %s must be f32 [n_dims / 2 = %d]",
-                    SH(ff), glesc_dtype_name(ff->dtype), n_dims / 2);
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "frequency factors %s %s must be f32 [n_dims / 2 = %d]", GRAPH_SH(ff),
+                             glesc_dtype_name(ff->dtype), n_dims / 2);
     same_as(t, x, GLESC_DTYPE_F32);
     return GLESC_OK;
 }
@@ -277,28 +281,28 @@ static glesc_status shape_attention(glesc_tensor *t)
     const glesc_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *m = t->src[3];
     if (q->ne[0] != k->ne[0] || k->ne[1] != v->ne[1] || k->ne[2] != v->ne[2] || q->ne[3] != 1 ||
         k->ne[3] != 1 || v->ne[3] != 1)
-        return fail(t, GLESC_ERROR_SHAPE,
-                    "q %s, k %s, v %s: want q [d, n_q, n_head], k [d, n_kv, n_head_kv], "
-                    "v [d_v, n_kv, n_head_kv]",
-                    SH(q), SH(k), SH(v));
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "q %s, k %s, v %s: want q [d, n_q, n_head], k [d, n_kv, n_head_kv], "
+                             "v [d_v, n_kv, n_head_kv]",
+                             GRAPH_SH(q), GRAPH_SH(k), GRAPH_SH(v));
     if (q->ne[2] % k->ne[2])
-        return fail(t, GLESC_ERROR_SHAPE,
-                    "q %s and k %s: n_head %lld is not a multiple of n_head_kv %lld", SH(q), SH(k),
-                    (long long)q->ne[2], (long long)k->ne[2]);
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "q %s and k %s: n_head %lld is not a multiple of n_head_kv %lld",
+                             GRAPH_SH(q), GRAPH_SH(k), (long long)q->ne[2], (long long)k->ne[2]);
     if (q->ne[0] > ATTN_MAX_D || v->ne[0] > ATTN_MAX_D)
-        return fail(t, GLESC_ERROR_UNSUPPORTED, "head size %lld above %d",
-                    (long long)CORE_MAX(q->ne[0], v->ne[0]), ATTN_MAX_D);
+        return graph_op_fail(t, GLESC_ERROR_UNSUPPORTED, "head size %lld above %d",
+                             (long long)CORE_MAX(q->ne[0], v->ne[0]), ATTN_MAX_D);
     if (m) {
         if (m->ne[0] != k->ne[1] || (m->ne[1] != 1 && m->ne[1] != q->ne[1]) ||
             (m->ne[2] != 1 && m->ne[2] != q->ne[2]) || m->ne[3] != 1)
-            return fail(t, GLESC_ERROR_SHAPE,
-                        "mask %s does not broadcast to [n_kv, n_q] = "
-                        "[%lld, %lld]",
-                        SH(m), (long long)k->ne[1], (long long)q->ne[1]);
+            return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                                 "mask %s does not broadcast to [n_kv, n_q] = "
+                                 "[%lld, %lld]",
+                                 GRAPH_SH(m), (long long)k->ne[1], (long long)q->ne[1]);
     }
     for (int i = 0; i < 4; i++)
         if (t->src[i] && !is_float(t->src[i]->dtype))
-            return fail(t, GLESC_ERROR_TYPE, "inputs must be f32, f16 or bf16");
+            return graph_op_fail(t, GLESC_ERROR_TYPE, "inputs must be f32, f16 or bf16");
     t->dtype = GLESC_DTYPE_F32;
     t->ne[0] = v->ne[0];
     t->ne[1] = q->ne[2];
@@ -313,22 +317,6 @@ static glesc_status shape_view(glesc_tensor *t)
     return GLESC_OK; /* views are checked by their builders */
 }
 
-/* ---- variants: shape-dependent code choices ---- */
-
-/* GEMV specialized for the exact m (1 .. gemv_max_m), or 0 for GEMM; bit
- * 16: the weight is read 4 elements at a time (kernels_wload_vec4) */
-static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options *o)
-{
-    int64_t m = t->src[1]->ne[1];
-    return (m <= o->gemv_max_m ? (uint32_t)m : 0u) |
-           (kernels_wload_vec4(t->src[0]) ? 1u << 16 : 0u);
-}
-
-static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_options *o)
-{
-    return (uint32_t)((t->src[2]->ne[0] + 63) / 64); /* accumulators per thread */
-}
-
 /* ---- the table ---- */
 
 #define LEAF(nm)                                                                                   \
@@ -339,62 +327,62 @@ static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_optio
     {                                                                                              \
         .name = nm, .arity = 1, .kind = GRAPH_KIND_VIEW, .shape = shape_view                       \
     }
-#define UNARY(nm, fn, g)                                                                           \
+#define UNARY(nm, fn)                                                                              \
     {                                                                                              \
         .name = nm, .arity = 1, .kind = GRAPH_KIND_ELTWISE, .shape = shape_unary,                  \
-        .cpu = ref_unary, .f1 = fn, .glsl = g, .expr = kernels_expr_template                       \
+        .cpu = ref_unary, .f1 = fn                                                                 \
     }
-#define BINARY(nm, fn, g)                                                                          \
+#define BINARY(nm, fn)                                                                             \
     {                                                                                              \
         .name = nm, .arity = 2, .kind = GRAPH_KIND_ELTWISE, .shape = shape_binary,                 \
-        .cpu = ref_binary, .f2 = fn, .glsl = g, .expr = kernels_expr_template                      \
+        .cpu = ref_binary, .f2 = fn                                                                \
     }
 #define REDUCE(nm)                                                                                 \
     {                                                                                              \
         .name = nm, .arity = 1, .kind = GRAPH_KIND_ANCHOR, .shape = shape_reduce,                  \
-        .cpu = ref_reduce, .gen = kernels_gen_reduce, .prologue = 1, .epilogue = true              \
+        .cpu = ref_reduce, .prologue = 1, .epilogue = true                                         \
     }
 
-const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
+/* Positional: one row per glesc_op in enum order; the length is checked. */
+static const graph_op_info ops[] = {
     LEAF("none"),
     VIEW("reshape"),
     VIEW("view"),
     VIEW("permute"),
     VIEW("broadcast"),
-    UNARY("neg", ref_neg, "(-$0)"),
-    UNARY("abs", ref_abs, "abs($0)"),
-    UNARY("sqr", ref_sqr, "($0 * $0)"),
-    UNARY("sqrt", ref_sqrt, "sqrt($0)"),
-    UNARY("rsqrt", ref_rsqrt, "inversesqrt($0)"),
-    UNARY("exp", ref_exp, "exp($0)"),
-    UNARY("log", ref_log, "log($0)"),
-    UNARY("sin", ref_sin, "sin($0)"),
-    UNARY("cos", ref_cos, "cos($0)"),
-    UNARY("tanh", ref_tanh, "op_tanh($0)"),
-    UNARY("sigmoid", ref_sigmoid, "op_sigmoid($0)"),
-    UNARY("relu", ref_relu, "max($0, 0.0)"),
-    UNARY("gelu", ref_gelu, "op_gelu($0)"),
-    UNARY("gelu_erf", ref_gelu_erf, "op_gelu_erf($0)"),
-    UNARY("silu", ref_silu, "op_silu($0)"),
-    UNARY("softplus", ref_softplus, "op_softplus($0)"),
-    UNARY("step", ref_step, "op_step($0)"),
-    UNARY("scale", ref_scale, "($0 * $p0 + $p1)"),
-    UNARY("clamp", ref_clamp, "clamp($0, $p0, $p1)"),
+    UNARY("neg", ref_neg),
+    UNARY("abs", ref_abs),
+    UNARY("sqr", ref_sqr),
+    UNARY("sqrt", ref_sqrt),
+    UNARY("rsqrt", ref_rsqrt),
+    UNARY("exp", ref_exp),
+    UNARY("log", ref_log),
+    UNARY("sin", ref_sin),
+    UNARY("cos", ref_cos),
+    UNARY("tanh", ref_tanh),
+    UNARY("sigmoid", ref_sigmoid),
+    UNARY("relu", ref_relu),
+    UNARY("gelu", ref_gelu),
+    UNARY("gelu_erf", ref_gelu_erf),
+    UNARY("silu", ref_silu),
+    UNARY("softplus", ref_softplus),
+    UNARY("step", ref_step),
+    UNARY("scale", ref_scale),
+    UNARY("clamp", ref_clamp),
     {.name = "cast",
      .arity = 1,
      .kind = GRAPH_KIND_ELTWISE,
      .shape = shape_unary,
      .cpu = ref_unary,
-     .f1 = ref_ident,
-     .expr = kernels_expr_cast},
-    UNARY("cont", ref_ident, "$0"),
-    BINARY("add", ref_add, "($0 + $1)"),
-    BINARY("sub", ref_sub, "($0 - $1)"),
-    BINARY("mul", ref_mul, "($0 * $1)"),
-    BINARY("div", ref_div, "($0 / $1)"),
-    BINARY("max", ref_max, "max($0, $1)"),
-    BINARY("min", ref_min, "min($0, $1)"),
-    BINARY("pow", ref_pow, "op_pow($0, $1)"),
+     .f1 = ref_ident},
+    UNARY("cont", ref_ident),
+    BINARY("add", ref_add),
+    BINARY("sub", ref_sub),
+    BINARY("mul", ref_mul),
+    BINARY("div", ref_div),
+    BINARY("max", ref_max),
+    BINARY("min", ref_min),
+    BINARY("pow", ref_pow),
     REDUCE("sum"),
     REDUCE("mean"),
     REDUCE("reduce_max"),
@@ -405,7 +393,6 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_softmax,
      .cpu = ref_softmax,
-     .gen = kernels_gen_softmax,
      .prologue = 1,
      .epilogue = true},
     {.name = "rms_norm",
@@ -413,7 +400,6 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_norm,
      .cpu = ref_rms_norm,
-     .gen = kernels_gen_norm,
      .prologue = 1,
      .epilogue = true},
     {.name = "layer_norm",
@@ -421,7 +407,6 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_norm,
      .cpu = ref_layer_norm,
-     .gen = kernels_gen_norm,
      .prologue = 1,
      .epilogue = true},
     {.name = "matmul",
@@ -429,23 +414,19 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_matmul,
      .cpu = ref_matmul,
-     .gen = kernels_gen_matmul,
      .prologue = 1u << 1, /* the activation */
-     .epilogue = true,
-     .variant = variant_matmul},
+     .epilogue = true},
     {.name = "get_rows",
      .arity = 2,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_get_rows,
      .cpu = ref_get_rows,
-     .gen = kernels_gen_get_rows,
      .epilogue = true},
     {.name = "set_rows",
      .arity = 3,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_set_rows,
      .cpu = ref_set_rows,
-     .gen = kernels_gen_set_rows,
      .prologue = 1u << 1,
      .inplace = true},
     {.name = "concat",
@@ -453,464 +434,34 @@ const graph_op_info graph_ops[GLESC_OP_COUNT_] = {
      .kind = GRAPH_KIND_ELTWISE,
      .shape = shape_concat,
      .cpu = ref_concat,
-     .expr = kernels_expr_concat,
      .remaps = true},
     {.name = "cpy",
      .arity = 2,
      .kind = GRAPH_KIND_ELTWISE,
      .shape = shape_cpy,
      .cpu = ref_cpy,
-     .glsl = "$0",
-     .expr = kernels_expr_template,
      .inplace = true},
     {.name = "rope",
      .arity = 3, /* x, positions, optional frequency factors */
      .kind = GRAPH_KIND_ELTWISE,
      .shape = shape_rope,
      .cpu = ref_rope,
-     .expr = kernels_expr_rope,
      .remaps = true},
     {.name = "attention",
      .arity = 4,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_attention,
      .cpu = ref_attention,
-     .gen = kernels_gen_attention,
-     .prologue = 1,
-     .variant = variant_attention},
+     .prologue = 1},
 };
-_Static_assert(CORE_ARRAY_LEN(graph_ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
+_Static_assert(CORE_ARRAY_LEN(ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
 
 const graph_op_info *graph_op(glesc_op op)
 {
-    return &graph_ops[op];
+    return &ops[op];
 }
 
 GLESC_API const char *glesc_op_name(glesc_op op)
 {
-    return (unsigned)op < GLESC_OP_COUNT_ ? graph_ops[op].name : NULL;
-}
-
-/* ---- node creation ---- */
-
-static glesc_status check_source(glesc_graph *g, glesc_op op, glesc_tensor *s)
-{
-    if (s->g && s->g != g)
-        return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_%s: a source belongs to another graph", graph_ops[op].name);
-    if (s->ctx != g->ctx)
-        return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_%s: a source belongs to another context", graph_ops[op].name);
-    if (s->persistent)
-        return graph_hold(g, s);
-    return GLESC_OK;
-}
-
-/* Quantized tensors are read only through weight loaders (matmul's W,
- * get_rows' table): no other kernel decodes blocks. */
-static void quant_source_fail(glesc_graph *g, glesc_op op, const glesc_tensor *s)
-{
-    char sh[64];
-    core_err_set(&g->ctx->err, GLESC_ERROR_TYPE,
-                 "glesc_%s: the %s tensor %s%s%s%s is quantized: it can only be the weight of "
-                 "matmul or the table of get_rows, used whole (no views)",
-                 graph_ops[op].name, glesc_dtype_name(s->dtype), s->name ? "'" : "",
-                 s->name ? s->name : "", s->name ? "' " : "", graph_shape_str(s, sh, sizeof sh));
-}
-
-/* Unlinks and frees the newest tensor of g (a node whose shape rule failed). */
-static void drop_newest(glesc_graph *g, glesc_tensor *t)
-{
-    g->tensors = t->next;
-    graph_free_tensor(t);
-}
-
-glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, int n_src,
-                         const int32_t *ip, int n_ip, const float *fp, int n_fp)
-{
-    if (!g)
-        return NULL;
-    const graph_op_info *info = &graph_ops[op];
-    for (int i = 0; i < n_src; i++) {
-        if (!src[i]) {
-            /* Optional sources (softmax's and attention's masks) may be NULL. */
-            bool optional =
-                (op == GLESC_OP_SOFTMAX && i == 1) || (op == GLESC_OP_ATTENTION && i == 3);
-            if (!optional)
-                return NULL; /* an earlier builder failed: keep its message */
-            continue;
-        }
-        if (check_source(g, op, src[i]) != GLESC_OK)
-            return NULL;
-        if (graph_dtype_quant(src[i]->dtype) &&
-            !(i == 0 && (op == GLESC_OP_MATMUL || op == GLESC_OP_GET_ROWS))) {
-            quant_source_fail(g, op, src[i]);
-            return NULL;
-        }
-    }
-    glesc_tensor *t = graph_tensor_alloc(g);
-    if (!t)
-        return NULL;
-    t->op = op;
-    t->n_src = n_src;
-    for (int i = 0; i < n_src; i++)
-        t->src[i] = src[i];
-    for (int i = 0; i < n_ip; i++)
-        t->ip[i] = ip[i];
-    for (int i = 0; i < n_fp; i++)
-        t->fp[i] = fp[i];
-    if (info->shape(t) != GLESC_OK) {
-        drop_newest(g, t);
-        return NULL;
-    }
-    if (t->owner == t)
-        graph_set_contiguous(t);
-    return t;
-}
-
-/* ---- builders ---- */
-
-GLESC_API glesc_tensor *glesc_unary(glesc_graph *g, glesc_op op, glesc_tensor *x)
-{
-    if (g && (op < GLESC_OP_NEG || op > GLESC_OP_STEP)) {
-        core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                     "glesc_unary: %s is not a parameterless unary op",
-                     glesc_op_name(op) ? glesc_op_name(op) : "(unknown op)");
-        return NULL;
-    }
-    return graph_node(g, op, &x, 1, NULL, 0, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_binary(glesc_graph *g, glesc_op op, glesc_tensor *a, glesc_tensor *b)
-{
-    if (g && (op < GLESC_OP_ADD || op > GLESC_OP_POW)) {
-        core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                     "glesc_binary: %s is not a binary op",
-                     glesc_op_name(op) ? glesc_op_name(op) : "(unknown op)");
-        return NULL;
-    }
-    glesc_tensor *s[2] = {a, b};
-    return graph_node(g, op, s, 2, NULL, 0, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_neg(glesc_graph *g, glesc_tensor *x)
-{
-    return glesc_unary(g, GLESC_OP_NEG, x);
-}
-GLESC_API glesc_tensor *glesc_exp(glesc_graph *g, glesc_tensor *x)
-{
-    return glesc_unary(g, GLESC_OP_EXP, x);
-}
-GLESC_API glesc_tensor *glesc_silu(glesc_graph *g, glesc_tensor *x)
-{
-    return glesc_unary(g, GLESC_OP_SILU, x);
-}
-GLESC_API glesc_tensor *glesc_gelu(glesc_graph *g, glesc_tensor *x)
-{
-    return glesc_unary(g, GLESC_OP_GELU, x);
-}
-GLESC_API glesc_tensor *glesc_relu(glesc_graph *g, glesc_tensor *x)
-{
-    return glesc_unary(g, GLESC_OP_RELU, x);
-}
-GLESC_API glesc_tensor *glesc_tanh(glesc_graph *g, glesc_tensor *x)
-{
-    return glesc_unary(g, GLESC_OP_TANH, x);
-}
-GLESC_API glesc_tensor *glesc_sigmoid(glesc_graph *g, glesc_tensor *x)
-{
-    return glesc_unary(g, GLESC_OP_SIGMOID, x);
-}
-GLESC_API glesc_tensor *glesc_sqrt(glesc_graph *g, glesc_tensor *x)
-{
-    return glesc_unary(g, GLESC_OP_SQRT, x);
-}
-GLESC_API glesc_tensor *glesc_add(glesc_graph *g, glesc_tensor *a, glesc_tensor *b)
-{
-    return glesc_binary(g, GLESC_OP_ADD, a, b);
-}
-GLESC_API glesc_tensor *glesc_sub(glesc_graph *g, glesc_tensor *a, glesc_tensor *b)
-{
-    return glesc_binary(g, GLESC_OP_SUB, a, b);
-}
-GLESC_API glesc_tensor *glesc_mul(glesc_graph *g, glesc_tensor *a, glesc_tensor *b)
-{
-    return glesc_binary(g, GLESC_OP_MUL, a, b);
-}
-GLESC_API glesc_tensor *glesc_div(glesc_graph *g, glesc_tensor *a, glesc_tensor *b)
-{
-    return glesc_binary(g, GLESC_OP_DIV, a, b);
-}
-
-GLESC_API glesc_tensor *glesc_scale(glesc_graph *g, glesc_tensor *x, float s, float b)
-{
-    float fp[2] = {s, b};
-    return graph_node(g, GLESC_OP_SCALE, &x, 1, NULL, 0, fp, 2);
-}
-
-GLESC_API glesc_tensor *glesc_clamp(glesc_graph *g, glesc_tensor *x, float lo, float hi)
-{
-    float fp[2] = {lo, hi};
-    return graph_node(g, GLESC_OP_CLAMP, &x, 1, NULL, 0, fp, 2);
-}
-
-GLESC_API glesc_tensor *glesc_cast(glesc_graph *g, glesc_tensor *x, glesc_dtype t)
-{
-    int32_t ip = (int32_t)t;
-    return graph_node(g, GLESC_OP_CAST, &x, 1, &ip, 1, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_cont(glesc_graph *g, glesc_tensor *x)
-{
-    return graph_node(g, GLESC_OP_CONT, &x, 1, NULL, 0, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_reduce(glesc_graph *g, glesc_op op, glesc_tensor *x, int axis)
-{
-    if (g && (op < GLESC_OP_SUM || op > GLESC_OP_ARGMAX)) {
-        core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                     "glesc_reduce: %s is not a reduction",
-                     glesc_op_name(op) ? glesc_op_name(op) : "(unknown op)");
-        return NULL;
-    }
-    int32_t ip = axis;
-    return graph_node(g, op, &x, 1, &ip, 1, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_softmax(glesc_graph *g, glesc_tensor *x, glesc_tensor *mask,
-                                      float scale, bool causal)
-{
-    if (!x)
-        return NULL;
-    glesc_tensor *s[2] = {x, mask};
-    int32_t ip = causal;
-    return graph_node(g, GLESC_OP_SOFTMAX, s, 2, &ip, 1, &scale, 1);
-}
-
-GLESC_API glesc_tensor *glesc_rms_norm(glesc_graph *g, glesc_tensor *x, float eps)
-{
-    return graph_node(g, GLESC_OP_RMS_NORM, &x, 1, NULL, 0, &eps, 1);
-}
-
-GLESC_API glesc_tensor *glesc_layer_norm(glesc_graph *g, glesc_tensor *x, float eps)
-{
-    return graph_node(g, GLESC_OP_LAYER_NORM, &x, 1, NULL, 0, &eps, 1);
-}
-
-GLESC_API glesc_tensor *glesc_matmul(glesc_graph *g, glesc_tensor *w, glesc_tensor *x)
-{
-    glesc_tensor *s[2] = {w, x};
-    return graph_node(g, GLESC_OP_MATMUL, s, 2, NULL, 0, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_get_rows(glesc_graph *g, glesc_tensor *table, glesc_tensor *rows)
-{
-    glesc_tensor *s[2] = {table, rows};
-    return graph_node(g, GLESC_OP_GET_ROWS, s, 2, NULL, 0, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_set_rows(glesc_graph *g, glesc_tensor *dst, glesc_tensor *src,
-                                       glesc_tensor *idx)
-{
-    glesc_tensor *s[3] = {dst, src, idx};
-    return graph_node(g, GLESC_OP_SET_ROWS, s, 3, NULL, 0, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_concat(glesc_graph *g, glesc_tensor *a, glesc_tensor *b, int dim)
-{
-    glesc_tensor *s[2] = {a, b};
-    int32_t ip = dim;
-    return graph_node(g, GLESC_OP_CONCAT, s, 2, &ip, 1, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_cpy(glesc_graph *g, glesc_tensor *src, glesc_tensor *dst)
-{
-    glesc_tensor *s[2] = {src, dst};
-    return graph_node(g, GLESC_OP_CPY, s, 2, NULL, 0, NULL, 0);
-}
-
-GLESC_API glesc_tensor *glesc_rope(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos, int n_dims,
-                                   glesc_rope_mode mode, float freq_base, float freq_scale)
-{
-    glesc_tensor *s[2] = {x, pos};
-    int32_t ip[2] = {n_dims, (int32_t)mode};
-    float fp[2] = {freq_base, freq_scale};
-    return graph_node(g, GLESC_OP_ROPE, s, 2, ip, 2, fp, 2);
-}
-
-GLESC_API glesc_tensor *glesc_rope_ext(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
-                                       glesc_tensor *freq_factors, int n_dims, glesc_rope_mode mode,
-                                       float freq_base, float freq_scale)
-{
-    if (!freq_factors)
-        return glesc_rope(g, x, pos, n_dims, mode, freq_base, freq_scale);
-    glesc_tensor *s[3] = {x, pos, freq_factors};
-    int32_t ip[2] = {n_dims, (int32_t)mode};
-    float fp[2] = {freq_base, freq_scale};
-    return graph_node(g, GLESC_OP_ROPE, s, 3, ip, 2, fp, 2);
-}
-
-GLESC_API glesc_tensor *glesc_attention(glesc_graph *g, glesc_tensor *q, glesc_tensor *k,
-                                        glesc_tensor *v, glesc_tensor *mask, float scale,
-                                        bool causal)
-{
-    if (!q || !k || !v)
-        return NULL;
-    glesc_tensor *s[4] = {q, k, v, mask};
-    int32_t ip = causal;
-    return graph_node(g, GLESC_OP_ATTENTION, s, 4, &ip, 1, &scale, 1);
-}
-
-/* ---- views ---- */
-
-static glesc_tensor *view_node(glesc_graph *g, glesc_op op, glesc_tensor *x)
-{
-    if (!g || !x)
-        return NULL;
-    if (check_source(g, op, x) != GLESC_OK)
-        return NULL;
-    if (graph_dtype_quant(x->dtype)) {
-        quant_source_fail(g, op, x);
-        return NULL;
-    }
-    glesc_tensor *t = graph_tensor_alloc(g);
-    if (!t)
-        return NULL;
-    t->op = op;
-    t->n_src = 1;
-    t->src[0] = x;
-    t->dtype = x->dtype;
-    t->owner = x->owner;
-    t->offs = x->offs;
-    return t;
-}
-
-static glesc_tensor *view_fail(glesc_graph *g, glesc_tensor *t)
-{
-    drop_newest(g, t);
-    return NULL;
-}
-
-static bool shape_ok(glesc_tensor *t, int ndim, const int64_t *shape)
-{
-    if (ndim < 1 || ndim > 4 || !shape)
-        return fail(t, GLESC_ERROR_INVALID_ARGUMENT, "ndim %d is not 1..4", ndim), false;
-    for (int d = 0; d < 4; d++) {
-        t->ne[d] = d < ndim ? shape[d] : 1;
-        if (t->ne[d] < 1)
-            return fail(t, GLESC_ERROR_SHAPE, "dimension %d has size %lld", d, (long long)t->ne[d]),
-                   false;
-    }
-    t->ndim = ndim;
-    return true;
-}
-
-GLESC_API glesc_tensor *glesc_reshape(glesc_graph *g, glesc_tensor *x, int ndim,
-                                      const int64_t *shape)
-{
-    glesc_tensor *t = view_node(g, GLESC_OP_RESHAPE, x);
-    if (!t)
-        return NULL;
-    if (!shape_ok(t, ndim, shape))
-        return view_fail(g, t);
-    if (graph_nelements(t) != graph_nelements(x)) {
-        fail(t, GLESC_ERROR_SHAPE, "shapes %s and %s hold different numbers of elements", SH(x),
-             SH(t));
-        return view_fail(g, t);
-    }
-    if (!graph_is_contiguous(x)) {
-        fail(t, GLESC_ERROR_SHAPE, "source %s is not contiguous (use glesc_cont first)", SH(x));
-        return view_fail(g, t);
-    }
-    uint64_t offs = x->offs;
-    graph_set_contiguous(t);
-    t->offs = offs;
-    return t;
-}
-
-GLESC_API glesc_tensor *glesc_permute(glesc_graph *g, glesc_tensor *x, const int perm[4])
-{
-    glesc_tensor *t = view_node(g, GLESC_OP_PERMUTE, x);
-    if (!t)
-        return NULL;
-    int seen = 0;
-    for (int i = 0; i < 4; i++)
-        if (perm[i] >= 0 && perm[i] < 4)
-            seen |= 1 << perm[i];
-    if (seen != 15) {
-        fail(t, GLESC_ERROR_INVALID_ARGUMENT, "(%d, %d, %d, %d) is not a permutation of 0..3",
-             perm[0], perm[1], perm[2], perm[3]);
-        return view_fail(g, t);
-    }
-    int nd = 1;
-    for (int i = 0; i < 4; i++) {
-        t->ne[perm[i]] = x->ne[i];
-        t->nb[perm[i]] = x->nb[i];
-        t->ip[i] = perm[i];
-        if (x->ne[i] > 1 || i < x->ndim)
-            nd = CORE_MAX(nd, perm[i] + 1);
-    }
-    t->ndim = nd;
-    return t;
-}
-
-GLESC_API glesc_tensor *glesc_transpose(glesc_graph *g, glesc_tensor *x)
-{
-    static const int perm[4] = {1, 0, 2, 3};
-    return glesc_permute(g, x, perm);
-}
-
-GLESC_API glesc_tensor *glesc_view(glesc_graph *g, glesc_tensor *x, int ndim, const int64_t *shape,
-                                   const size_t *nb, size_t offset)
-{
-    glesc_tensor *t = view_node(g, GLESC_OP_VIEW, x);
-    if (!t)
-        return NULL;
-    if (!shape_ok(t, ndim, shape))
-        return view_fail(g, t);
-    size_t es = graph_dtype_size(x->dtype);
-    t->nb[0] = (int64_t)es;
-    int64_t prev = (int64_t)es * t->ne[0];
-    for (int d = 1; d < 4; d++) {
-        t->nb[d] = d < ndim ? (int64_t)nb[d] : prev;
-        prev = t->nb[d] * t->ne[d];
-    }
-    uint64_t last = offset + es;
-    for (int d = 0; d < 4; d++) {
-        if (t->nb[d] % (int64_t)es) {
-            fail(t, GLESC_ERROR_INVALID_ARGUMENT,
-                 "stride nb[%d] = %lld is not a multiple of "
-                 "the element size %zu",
-                 d, (long long)t->nb[d], es);
-            return view_fail(g, t);
-        }
-        last += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
-    }
-    if (offset % es || !graph_is_contiguous(x) || last > graph_nbytes(x)) {
-        fail(t, GLESC_ERROR_SHAPE,
-             "view %s at byte offset %zu (last byte %llu) does not fit the contiguous %s of "
-             "%llu bytes",
-             SH(t), offset, (unsigned long long)last, SH(x), (unsigned long long)graph_nbytes(x));
-        return view_fail(g, t);
-    }
-    t->offs = x->offs + offset;
-    return t;
-}
-
-GLESC_API glesc_tensor *glesc_broadcast(glesc_graph *g, glesc_tensor *x, int ndim,
-                                        const int64_t *shape)
-{
-    glesc_tensor *t = view_node(g, GLESC_OP_BROADCAST, x);
-    if (!t)
-        return NULL;
-    if (!shape_ok(t, ndim, shape))
-        return view_fail(g, t);
-    for (int d = 0; d < 4; d++) {
-        if (x->ne[d] != t->ne[d] && x->ne[d] != 1) {
-            fail(t, GLESC_ERROR_SHAPE, "shape %s does not broadcast to %s", SH(x), SH(t));
-            return view_fail(g, t);
-        }
-        t->nb[d] = x->ne[d] == t->ne[d] ? x->nb[d] : 0;
-    }
-    return t;
+    return (unsigned)op < GLESC_OP_COUNT_ ? ops[op].name : NULL;
 }

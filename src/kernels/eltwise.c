@@ -41,7 +41,7 @@ static void fparam_name(kb *b, const glesc_tensor *t, int i, char name[16])
 
 void kernels_expr_template(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out)
 {
-    const char *tpl = graph_op(t->op)->glsl;
+    const char *tpl = kernels_op(t->op)->glsl;
     char vals[GRAPH_MAX_SRC][16] = {{0}};
     char pnames[GRAPH_MAX_FP][16] = {{0}};
     bool have_v[GRAPH_MAX_SRC] = {0}, have_p[GRAPH_MAX_FP] = {0};

@@ -30,11 +30,6 @@ void kb_free(kb *b)
     b->disp = NULL;
 }
 
-bool kb_building(const kb *b)
-{
-    return b->k != NULL;
-}
-
 glesc_status kb_fail(kb *b, glesc_status st, const char *fmt, ...)
 {
     if (b->st != GLESC_OK)
@@ -206,7 +201,9 @@ static size_t owner_esize(const glesc_tensor *t)
     return graph_dtype_size(t->owner->dtype);
 }
 
-int kb_leaf(kb *b, const glesc_tensor *t)
+/* Sets up t's (a leaf's) binding and offset/stride uniforms "l<i>_o",
+ * "l<i>_s0".. once per kernel; returns i. */
+static int kb_leaf(kb *b, const glesc_tensor *t)
 {
     for (int i = 0; i < b->n_leaf; i++)
         if (b->leaf[i].t == t)
@@ -242,13 +239,6 @@ static void index_expr(sbuf *out, const char *prefix, const char *const c[4])
         if (strcmp(c[d], "0u") != 0)
             sbuf_appendf(out, " + %s * %s_s%d", c[d], prefix, d);
     sbuf_append(out, ")");
-}
-
-void kb_leaf_index(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out)
-{
-    char prefix[16];
-    snprintf(prefix, sizeof prefix, "l%d", kb_leaf(b, t));
-    index_expr(out, prefix, c);
 }
 
 static void load_leaf(kb *b, const glesc_tensor *t, const char *const c[4], const char *var)
@@ -369,14 +359,14 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
         view_expr(b, t, c, out);
         b->depth--;
     } else if (kb_is_member(b, t)) {
-        const graph_op_info *info = graph_op(t->op);
         sbuf e;
         sbuf_init(&e);
         b->depth++;
-        info->expr(b, t, c, &e);
+        kernels_op(t->op)->expr(b, t, c, &e);
         b->depth--;
         kb_var(b, out);
-        kb_line(b, "float %s = %s; // %s", out, sbuf_str(&e) ? sbuf_str(&e) : "0.0", info->name);
+        kb_line(b, "float %s = %s; // %s", out, sbuf_str(&e) ? sbuf_str(&e) : "0.0",
+                graph_op(t->op)->name);
         sbuf_free(&e);
     } else {
         if (t->kernel == b->gk->id && graph_op(t->op)->kind != GRAPH_KIND_ELTWISE)

@@ -1,6 +1,9 @@
 /*
- * kernels.h — kernel generators, one per op family, and the builder they
- * write through (kb).
+ * kernels.h — the kernels layer: code generation from the IR (src/graph/).
+ * Its own codegen row per op (codegen.c: expression or generator, variant),
+ * the kernel generators, one per op family, the weight loaders (wload.c),
+ * and the builder they all write through (kb). It generates and binds; the
+ * compute layer above decides what runs and dispatches it.
  *
  * Two modes, one code path. A generator runs once in build mode (kb.k is an
  * emit_kernel) to produce GLSL, and again for every compute in bind mode
@@ -10,8 +13,8 @@
  * bindings a program was built with are exactly the ones bound later; the
  * rule that keeps this true: a generator may branch only on what the
  * structure hash covers (ops, types, integer params, which dimensions are 1,
- * which shapes are equal, the op's variant() and the graph options), never
- * on a size. Sizes, strides and offsets go into uniforms.
+ * which shapes are equal, the op's variant (kernels_variant) and the graph
+ * options), never on a size. Sizes, strides and offsets go into uniforms.
  *
  * Fusion reaches a generator through kb_expr: the value of any tensor at
  * given coordinates. For a member of the kernel (an elementwise node fused
@@ -40,7 +43,7 @@ typedef struct kb_dispatch {
     uint32_t groups[3];
 } kb_dispatch;
 
-struct kb {
+typedef struct kb {
     glesc_context *ctx;
     const graph_kernel *gk;
     emit_kernel *k;  /* build mode; NULL in bind mode */
@@ -74,14 +77,13 @@ struct kb {
     /* dispatches recorded in bind mode */
     kb_dispatch *disp;
     int n_disp, cap_disp;
-};
+} kb;
 
 /* Sets up b for kernel gk; k NULL = bind mode. */
 void kb_init(kb *b, glesc_context *ctx, const graph_kernel *gk, emit_kernel *k, int max_bind);
 void kb_free(kb *b);
 /* Records a failure (first one wins) and returns it. */
 glesc_status kb_fail(kb *b, glesc_status st, const char *fmt, ...) CORE_PRINTF(3, 4);
-bool kb_building(const kb *b);
 
 /* A statement of main() (build mode only). */
 void kb_line(kb *b, const char *fmt, ...) CORE_PRINTF(2, 3);
@@ -113,10 +115,6 @@ void kb_dispatch_1d(kb *b, uint64_t total);
 const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16]);
 /* A GLSL int expression: t's element at c (t an i32 leaf, not fused). */
 const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], char buf[16]);
-/* Element index expression of t (a leaf) at c, and its binding; sets up
- * the leaf's offset/stride uniforms. */
-int kb_leaf(kb *b, const glesc_tensor *t);
-void kb_leaf_index(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 /* Stores value at coordinates c of the kernel's out node (into its owner's
  * memory, with its strides; f16/bf16 through atomics so neighbours in one
  * word do not race). With anchor_var set, value is the anchor's and the
@@ -129,6 +127,28 @@ void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of, 
                          const char *name);
 /* Is t computed inside this kernel (a fused member, not the anchors)? */
 bool kb_is_member(const kb *b, const glesc_tensor *t);
+
+/* ---- The codegen table (codegen.c) ----
+ * How each op's code is made; graph's table (graph_op) holds what the op
+ * means. Elementwise rows: a GLSL expression template ("$0"/"$1" the
+ * sources' values, "$p0".. the float params) read by
+ * kernels_expr_template, or an expression writer of their own. Anchor
+ * rows: the kernel generator (build and bind modes), and a variant where
+ * the code depends on shapes. */
+typedef struct kernels_codegen {
+    const char *glsl;
+    void (*expr)(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+    glesc_status (*gen)(kb *b);
+    /* Shape-dependent code choices: an input of the structure hash
+     * (compute's plan key), so a generator may branch on it. NULL: none. */
+    uint32_t (*variant)(const glesc_tensor *t, const glesc_graph_options *o);
+} kernels_codegen;
+
+const kernels_codegen *kernels_op(glesc_op op);
+/* Runs b's kernel generator: its anchor's, or the elementwise one. */
+glesc_status kernels_gen(kb *b);
+/* t's variant under options o (0 for ops without one). */
+uint32_t kernels_variant(const glesc_tensor *t, const glesc_graph_options *o);
 
 /* ---- Generators (one per op family) ---- */
 glesc_status kernels_gen_eltwise(kb *b); /* pure elementwise kernels (no anchor) */
@@ -153,21 +173,13 @@ void kernels_expr_cast(kb *b, const glesc_tensor *t, const char *const c[4], sbu
  * `vec4 NAME4(uint row_byte, uint k4)` returning elements 4·k4 .. 4·k4+3.
  * The ggml block types (q4_0 .. mxfp4) are built on the glsl/quant/
  * snippets; their rows are GPU blocks (quant_gpu_repack), row_byte the
- * row's first byte on the GPU. */
-typedef struct kernels_wload {
-    glesc_dtype dtype;
-    emit_elem elem; /* element type of the binding */
-    int block;      /* k must be a multiple of it (1 for plain types) */
-    /* GLSL text of the loader for binding buf named fn (plain types; NULL
-     * for block types, which come from their snippet). */
-    void (*emit)(sbuf *out, const char *fn, const char *buf, bool vec4);
-} kernels_wload;
-/* The loader of dtype, or NULL when matmul cannot read it. */
-const kernels_wload *kernels_wload_find(glesc_dtype t);
+ * row's first byte on the GPU. Which types have a loader is
+ * quant_gpu_readable's answer. */
 /* Can w be read 4 elements at a time (NAME4)? ne0 % 4 == 0 and every row
  * starts on a word. Depends only on what a matmul's variant hashes. */
 bool kernels_wload_vec4(const glesc_tensor *w);
-/* Declares the loader fn (and fn4 when vec4) for binding buf in b. */
-void kernels_wload_emit(kb *b, const kernels_wload *wl, const char *fn, const char *buf, bool vec4);
+/* Declares the loader fn (and fn4 when vec4) of weight type t for binding
+ * buf in b; fails (kb_fail) for a type quant_gpu_readable refuses. */
+void kernels_wload_emit(kb *b, glesc_dtype t, const char *fn, const char *buf, bool vec4);
 
 #endif /* GLESC_KERNELS_H */

@@ -64,7 +64,6 @@ static glesc_status check_chunks(kb *b, const glesc_tensor *w)
 static void common(kb *b, mm_ctx *mc)
 {
     const glesc_tensor *w = mc->w, *x = mc->x, *a = mc->a;
-    const kernels_wload *wl = kernels_wload_find(w->dtype);
     check_chunks(b, w);
     mc->n_chunks = CORE_MAX(1, w->owner->st.n_chunks);
     mc->chunk_rows = mc->n_chunks > 1 ? w->owner->st.chunk_rows : w->ne[1];
@@ -73,7 +72,7 @@ static void common(kb *b, mm_ctx *mc)
     mc->wb = kb_binding(b, w->owner, 0, false);
     char buf[16];
     snprintf(buf, sizeof buf, "t%d", mc->wb);
-    kernels_wload_emit(b, wl, "load_w", buf, mc->vec4);
+    kernels_wload_emit(b, w->dtype, "load_w", buf, mc->vec4);
     if (mc->p) {
         const glesc_tensor *w2 = mc->p->src[0];
         check_chunks(b, w2);
@@ -81,7 +80,7 @@ static void common(kb *b, mm_ctx *mc)
             kb_fail(b, GLESC_ERROR_UNSUPPORTED, "matmul pair: weights chunked differently");
         mc->wb2 = kb_binding(b, w2->owner, 0, false);
         snprintf(buf, sizeof buf, "t%d", mc->wb2);
-        kernels_wload_emit(b, kernels_wload_find(w2->dtype), "load_u", buf, mc->vec4);
+        kernels_wload_emit(b, w2->dtype, "load_u", buf, mc->vec4);
     }
     kb_param_u(b, "K", (uint64_t)w->ne[0]);
     kb_param_u(b, "M", (uint64_t)x->ne[1]);
@@ -410,7 +409,7 @@ glesc_status kernels_gen_matmul(kb *b)
     if (mc.x->ne[2] * mc.x->ne[3] > 65535)
         return kb_fail(b, GLESC_ERROR_LIMIT, "matmul: %lld batches exceed 65535",
                        (long long)(mc.x->ne[2] * mc.x->ne[3]));
-    /* the same test as the op's variant (ops.c), which the plan hash covers */
+    /* the same test as the op's variant (codegen.c), which the plan hash covers */
     int mmax = b->opts && b->opts->gemv_max_m ? b->opts->gemv_max_m : 8;
     if (mc.x->ne[1] <= mmax)
         return gen_gemv(b, &mc);

@@ -66,35 +66,6 @@ static void emit_bf16(sbuf *o, const char *fn, const char *buf, bool vec4)
                      fn, buf, buf);
 }
 
-static const kernels_wload loaders[] = {
-    {GLESC_DTYPE_F32, EMIT_FLOAT, 1, emit_f32},
-    {GLESC_DTYPE_F16, EMIT_UINT, 1, emit_f16},
-    {GLESC_DTYPE_BF16, EMIT_UINT, 1, emit_bf16},
-    /* block types: emit NULL, built from glsl/quant/ (quant_emit) */
-    {GLESC_DTYPE_Q4_0, EMIT_UINT, 32, NULL},
-    {GLESC_DTYPE_Q4_1, EMIT_UINT, 32, NULL},
-    {GLESC_DTYPE_Q5_0, EMIT_UINT, 32, NULL},
-    {GLESC_DTYPE_Q5_1, EMIT_UINT, 32, NULL},
-    {GLESC_DTYPE_Q8_0, EMIT_UINT, 32, NULL},
-    {GLESC_DTYPE_Q8_1, EMIT_UINT, 32, NULL},
-    {GLESC_DTYPE_Q2_K, EMIT_UINT, 256, NULL},
-    {GLESC_DTYPE_Q3_K, EMIT_UINT, 256, NULL},
-    {GLESC_DTYPE_Q4_K, EMIT_UINT, 256, NULL},
-    {GLESC_DTYPE_Q5_K, EMIT_UINT, 256, NULL},
-    {GLESC_DTYPE_Q6_K, EMIT_UINT, 256, NULL},
-    {GLESC_DTYPE_IQ4_NL, EMIT_UINT, 32, NULL},
-    {GLESC_DTYPE_IQ4_XS, EMIT_UINT, 256, NULL},
-    {GLESC_DTYPE_MXFP4, EMIT_UINT, 32, NULL},
-};
-
-const kernels_wload *kernels_wload_find(glesc_dtype t)
-{
-    for (size_t i = 0; i < CORE_ARRAY_LEN(loaders); i++)
-        if (loaders[i].dtype == t)
-            return &loaders[i];
-    return NULL;
-}
-
 bool kernels_wload_vec4(const glesc_tensor *w)
 {
     if (w->ne[0] % 4)
@@ -194,25 +165,41 @@ static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, 
     return true;
 }
 
-void kernels_wload_emit(kb *b, const kernels_wload *wl, const char *fn, const char *buf, bool vec4)
+/* The writer of a plain type's loader; NULL for the block types. */
+typedef void (*plain_loader)(sbuf *o, const char *fn, const char *buf, bool vec4);
+static plain_loader plain_loader_of(glesc_dtype t)
+{
+    switch (t) {
+    case GLESC_DTYPE_F32:
+        return emit_f32;
+    case GLESC_DTYPE_F16:
+        return emit_f16;
+    case GLESC_DTYPE_BF16:
+        return emit_bf16;
+    default:
+        return NULL;
+    }
+}
+
+void kernels_wload_emit(kb *b, glesc_dtype t, const char *fn, const char *buf, bool vec4)
 {
     if (!b->k)
         return;
+    plain_loader plain = plain_loader_of(t);
     sbuf s;
     sbuf_init(&s);
-    bool ok = true;
-    if (wl->emit) {
+    bool ok = quant_gpu_readable(t);
+    if (ok && plain) {
         emit_kernel_snippet(b->k, "common/f16");
-        wl->emit(&s, fn, buf, vec4);
-    } else {
-        ok = quant_emit(&s, wl->dtype, fn, buf, vec4);
+        plain(&s, fn, buf, vec4);
+    } else if (ok) {
+        ok = quant_emit(&s, t, fn, buf, vec4);
     }
     if (!ok)
         kb_fail(b, GLESC_ERROR_UNSUPPORTED, "weight loader %s: no GLSL snippet for %s", fn,
-                glesc_dtype_name(wl->dtype));
+                glesc_dtype_name(t) ? glesc_dtype_name(t) : "(unknown type)");
     else if (!sbuf_str(&s))
-        kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "weight loader %s (%s)", fn,
-                glesc_dtype_name(wl->dtype));
+        kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "weight loader %s (%s)", fn, glesc_dtype_name(t));
     else
         emit_kernel_helper(b->k, fn, sbuf_str(&s));
     sbuf_free(&s);

@@ -70,6 +70,12 @@ extern const int8_t quant_mxfp4_values[16];
  * the GLSL snippet glsl/<quant_gpu_snippet(t)>.glsl. Functions return
  * 0 / NULL for types without a GPU path. */
 const char *quant_gpu_snippet(glesc_dtype t);
+/* Can a GPU kernel read a tensor of type t as weights (matmul's W,
+ * get_rows' table)? Exactly the types with a GPU layout: f32, f16, bf16
+ * and q4_0 .. mxfp4 (not q8_k, the iq1/iq2/iq3 and ternary types). A row
+ * of such a weight holds a whole number of the type's blocks
+ * (quant_type(t)->block_size elements; 1 for the plain types). */
+bool quant_gpu_readable(glesc_dtype t);
 int quant_gpu_block_elems(glesc_dtype t);
 int quant_gpu_block_words(glesc_dtype t);
 /* Repacks n elements (a multiple of quant_gpu_block_elems) from the file

@@ -1,5 +1,6 @@
 /*
- * exec.c — glesc_graph_compute: order → structure hash → cached plan or a
+ * exec.c — glesc_graph_compute: the device profile on entry where the
+ * graph depends on it (profile.c) → order → structure hash → cached plan or a
  * new one (fusion, lifetimes, GLSL for every kernel, one batch compile) →
  * run: each kernel's generator in bind mode collects this compute's buffers
  * and uniforms, gl_dispatch places barriers from buffer epochs, memory goes
@@ -9,16 +10,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "graph/plan.h"
-#include "kernels/kernels.h"
+#include "compute/compute.h"
 
-static glesc_status (*generator(const graph_kernel *gk))(kb *)
+int compute_max_bindings(const glesc_context *ctx)
 {
-    return gk->anchor ? graph_op(gk->anchor->op)->gen : kernels_gen_eltwise;
+    return CORE_MIN(ctx->caps.max_compute_storage_blocks, KB_MAX_BIND);
 }
 
-/* Generates the GLSL of one kernel (build mode). */
-static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, const char *name,
+glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
                                  int max_bind, const glesc_graph_options *opts, char **out)
 {
     *out = NULL;
@@ -30,7 +29,7 @@ static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, con
     kb b;
     kb_init(&b, ctx, gk, k, max_bind);
     b.opts = opts;
-    glesc_status st = generator(gk)(&b);
+    glesc_status st = kernels_gen(&b);
     if (st == GLESC_OK) {
         *out = emit_kernel_glsl(k, &ctx->err);
         if (!*out)
@@ -43,7 +42,15 @@ static glesc_status build_source(glesc_context *ctx, const graph_kernel *gk, con
     return st;
 }
 
-static glesc_status build_programs(glesc_context *ctx, graph_plan *p, const graph_order_t *ord,
+glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,
+                                 const glesc_graph_options *opts, kb *b)
+{
+    kb_init(b, ctx, gk, NULL, max_bind);
+    b->opts = opts;
+    return kernels_gen(b);
+}
+
+static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const graph_order_t *ord,
                                    int max_bind, const glesc_graph_options *opts)
 {
     int nk = p->n_kernels;
@@ -55,10 +62,10 @@ static glesc_status build_programs(glesc_context *ctx, graph_plan *p, const grap
         goto done;
     }
     for (int k = 0; k < nk && st == GLESC_OK; k++) {
-        graph_kernel gk = graph_plan_kernel(p, ord, k);
-        plan_kernel *pk = &p->kernels[k];
+        graph_kernel gk = compute_plan_kernel(p, ord, k);
+        compute_kernel *pk = &p->kernels[k];
         if (!pk->glsl)
-            st = build_source(ctx, &gk, pk->name, max_bind, opts, &pk->glsl);
+            st = compute_kernel_glsl(ctx, &gk, pk->name, max_bind, opts, &pk->glsl);
         srcs[k] = pk->glsl;
     }
     if (st == GLESC_OK && nk > 0)
@@ -83,13 +90,13 @@ done:
 /* GLESC_PLAN_VERIFY=1: regenerate a reused plan's GLSL and compare. A
  * difference means a generator branched on something the structure hash
  * does not cover. */
-static glesc_status verify_plan(glesc_context *ctx, graph_plan *p, const graph_order_t *ord,
+static glesc_status verify_plan(glesc_context *ctx, compute_plan *p, const graph_order_t *ord,
                                 int max_bind, const glesc_graph_options *opts)
 {
     for (int k = 0; k < p->n_kernels; k++) {
-        graph_kernel gk = graph_plan_kernel(p, ord, k);
+        graph_kernel gk = compute_plan_kernel(p, ord, k);
         char *src;
-        glesc_status st = build_source(ctx, &gk, p->kernels[k].name, max_bind, opts, &src);
+        glesc_status st = compute_kernel_glsl(ctx, &gk, p->kernels[k].name, max_bind, opts, &src);
         if (st != GLESC_OK)
             return st;
         bool same = !strcmp(src, p->kernels[k].glsl);
@@ -103,7 +110,7 @@ static glesc_status verify_plan(glesc_context *ctx, graph_plan *p, const graph_o
     return GLESC_OK;
 }
 
-static void trace_open(graph_ctx_state *s, uint64_t t0)
+static void trace_open(compute_state *s, uint64_t t0)
 {
     if (s->trace_tried)
         return;
@@ -120,7 +127,7 @@ static void trace_open(graph_ctx_state *s, uint64_t t0)
     fputs("{\"traceEvents\":[\n", s->trace);
 }
 
-static void trace_event(graph_ctx_state *s, const char *name, int tid, uint64_t ts_ns,
+static void trace_event(compute_state *s, const char *name, int tid, uint64_t ts_ns,
                         uint64_t dur_ns, const char *args)
 {
     fprintf(s->trace,
@@ -185,15 +192,37 @@ static void count_consumers(const graph_order_t *ord, glesc_tensor *const *outs,
         outs[i]->is_output = true;
 }
 
+/* Does g hold a matmul whose kernel depends on the GEMV threshold? */
+static bool needs_gemv_threshold(const glesc_graph *g)
+{
+    for (const glesc_tensor *t = g->tensors; t; t = t->next)
+        if (t->op == GLESC_OP_MATMUL && t->src[1]->ne[1] >= 2 && t->src[1]->ne[1] <= 8)
+            return true;
+    return false;
+}
+
 GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *outs, int n)
 {
     if (!g)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_graph_compute: NULL graph");
     glesc_context *ctx = g->ctx;
-    uint64_t t_start = core_time_ns();
     glesc_status st = check_outputs(g, outs, n);
     if (st != GLESC_OK)
         return st;
+    glesc_graph_options opts = g->opts;
+    if (!opts.gemv_max_m) {
+        /* Only a matmul with 2..8 activation columns depends on the GEMV
+         * threshold: take the device profile then (measured the first time),
+         * before anything of this compute happens. */
+        opts.gemv_max_m = 8;
+        if (needs_gemv_threshold(g)) {
+            const compute_profile *prof = compute_profile_get(ctx);
+            if (!prof)
+                return ctx->err.status;
+            opts.gemv_max_m = prof->gemv_max_m;
+        }
+    }
+    uint64_t t_start = core_time_ns(); /* the compute's own time, without the profile's */
     graph_release_kept(g);
     memset(&g->stats, 0, sizeof g->stats);
     g->n_ktimes = 0;
@@ -218,22 +247,9 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
         g->stats.views += kind == GRAPH_KIND_VIEW;
     }
 
-    glesc_graph_options opts = g->opts;
-    if (!opts.gemv_max_m) {
-        /* Only a matmul with 2..8 activation columns depends on the
-         * threshold: measure it then, not for every graph. */
-        opts.gemv_max_m = 8;
-        for (int i = 0; i < ord.n; i++) {
-            const glesc_tensor *t = ord.nodes[i];
-            if (t->op == GLESC_OP_MATMUL && t->src[1]->ne[1] >= 2 && t->src[1]->ne[1] <= 8) {
-                opts.gemv_max_m = graph_tune_gemv_max_m(ctx);
-                break;
-            }
-        }
-    }
     bool fusion = opts.fusion > 0 || (opts.fusion == 0 && !core_env_flag("GLESC_NO_FUSION"));
-    int max_bind = CORE_MIN(ctx->caps.max_compute_storage_blocks, KB_MAX_BIND);
-    graph_ctx_state *cs = graph_ctx(ctx);
+    int max_bind = compute_max_bindings(ctx);
+    compute_state *cs = compute_state_get(ctx);
     if (!cs) {
         graph_order_free(&ord);
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph state");
@@ -243,16 +259,16 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
 
     glesc_stats cst0, cst1;
     glesc_context_stats(ctx, &cst0);
-    core_hash128 key = graph_plan_key(&ord, &opts, fusion, max_bind);
-    graph_plan *p = graph_plan_find(ctx, key);
-    /* graph_plan_key only reads the options; variants read gemv_max_m */
+    core_hash128 key = compute_plan_key(&ord, &opts, fusion, max_bind);
+    compute_plan *p = compute_plan_find(ctx, key);
+    /* compute_plan_key only reads the options; variants read gemv_max_m */
     if (p) {
-        graph_plan_apply(p, &ord);
+        compute_plan_apply(p, &ord);
         g->stats.plan_reused = p->built;
         if (p->built && core_env_flag("GLESC_PLAN_VERIFY"))
             st = verify_plan(ctx, p, &ord, max_bind, &opts);
     } else {
-        p = graph_plan_create(ctx, key, &ord, fusion, max_bind);
+        p = compute_plan_create(ctx, key, &ord, fusion, max_bind);
         if (!p)
             st = ctx->err.status;
     }
@@ -275,8 +291,8 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     /* run */
     uint64_t t_gpu0 = core_time_ns();
     for (int k = 0; st == GLESC_OK && k < p->n_kernels; k++) {
-        graph_kernel gk = graph_plan_kernel(p, &ord, k);
-        plan_kernel *pk = &p->kernels[k];
+        graph_kernel gk = compute_plan_kernel(p, &ord, k);
+        compute_kernel *pk = &p->kernels[k];
         glesc_tensor *o = gk.out->owner;
         if (!o->live) {
             st = graph_storage_alloc(o, GL_USAGE_ACTIVATIONS, false);
@@ -286,9 +302,7 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
             }
         }
         kb b;
-        kb_init(&b, ctx, &gk, NULL, max_bind);
-        b.opts = &opts;
-        st = generator(&gk)(&b);
+        st = compute_kernel_bind(ctx, &gk, max_bind, &opts, &b);
         if (st != GLESC_OK)
             core_err_prefix(&ctx->err, "kernel %s", pk->name);
         if (st == GLESC_OK && timers)

@@ -1,14 +1,15 @@
 /*
  * plan.c — the planner: the structure hash, plans (fusion, buffer
- * lifetimes) and their cache on the context.
+ * lifetimes) and their cache on the context, which lives in the context's
+ * compute state (with the trace file and the device profile).
  *
  * The hash covers everything a kernel's text or the fusion decisions may
  * depend on: per node in order its op, type, rank, sources (by order
  * index), owner, integer params, whether it is an output or persistent,
  * which dimensions are 1, whether it has its sources' shapes, and the op's
- * variant; plus the options. Sizes are left out on purpose: a decode step
- * with one more cached position is the same structure, and reuses the plan
- * and its programs with new uniforms.
+ * codegen variant (kernels_variant); plus the options. Sizes are left out
+ * on purpose: a decode step with one more cached position is the same
+ * structure, and reuses the plan and its programs with new uniforms.
  *
  * Lifetimes: the memory of an intermediate goes back to the pool right
  * after the last kernel that reads it (views and in-place writes count as
@@ -17,12 +18,11 @@
  */
 #include <string.h>
 
-#include "gl/gl.h"
-#include "graph/plan.h"
+#include "compute/compute.h"
 
 #define PLAN_CACHE_MAX 256
 
-static void plan_free(graph_plan *p)
+static void plan_free(compute_plan *p)
 {
     if (!p)
         return;
@@ -42,10 +42,10 @@ static void plan_free(graph_plan *p)
 
 static void state_free(glesc_context *ctx)
 {
-    graph_ctx_state *s = ctx->graph_state;
+    compute_state *s = ctx->compute_state;
     if (!s)
         return;
-    for (graph_plan *p = s->plans, *next; p; p = next) {
+    for (compute_plan *p = s->plans, *next; p; p = next) {
         next = p->next;
         plan_free(p);
     }
@@ -54,21 +54,21 @@ static void state_free(glesc_context *ctx)
         fclose(s->trace);
     }
     core_free(s);
-    ctx->graph_state = NULL;
+    ctx->compute_state = NULL;
 }
 
-graph_ctx_state *graph_ctx(glesc_context *ctx)
+compute_state *compute_state_get(glesc_context *ctx)
 {
-    if (!ctx->graph_state) {
-        ctx->graph_state = core_calloc(1, sizeof(graph_ctx_state));
-        if (ctx->graph_state)
-            ctx->graph_state_free = state_free;
+    if (!ctx->compute_state) {
+        ctx->compute_state = core_calloc(1, sizeof(compute_state));
+        if (ctx->compute_state)
+            ctx->compute_state_free = state_free;
     }
-    return ctx->graph_state;
+    return ctx->compute_state;
 }
 
-core_hash128 graph_plan_key(const graph_order_t *ord, const glesc_graph_options *o, bool fusion,
-                            int max_bindings)
+core_hash128 compute_plan_key(const graph_order_t *ord, const glesc_graph_options *o, bool fusion,
+                              int max_bindings)
 {
     core_hasher *h = core_hasher_create();
     if (!h)
@@ -98,7 +98,7 @@ core_hash128 graph_plan_key(const graph_order_t *ord, const glesc_graph_options 
         }
         rec[r++] = ones;
         rec[r++] = same;
-        rec[r++] = info->variant ? (int32_t)info->variant(t, o) : 0;
+        rec[r++] = (int32_t)kernels_variant(t, o);
         if (t->op != GLESC_OP_NONE)
             for (int p = 0; p < GRAPH_MAX_IP; p++)
                 rec[r++] = t->ip[p];
@@ -115,13 +115,13 @@ core_hash128 graph_plan_key(const graph_order_t *ord, const glesc_graph_options 
     return key;
 }
 
-graph_plan *graph_plan_find(glesc_context *ctx, core_hash128 key)
+compute_plan *compute_plan_find(glesc_context *ctx, core_hash128 key)
 {
-    graph_ctx_state *s = graph_ctx(ctx);
+    compute_state *s = compute_state_get(ctx);
     if (!s)
         return NULL;
-    graph_plan *prev = NULL;
-    for (graph_plan *p = s->plans; p; prev = p, p = p->next) {
+    compute_plan *prev = NULL;
+    for (compute_plan *p = s->plans; p; prev = p, p = p->next) {
         if (!core_hash128_eq(p->key, key))
             continue;
         if (prev) { /* move to the front */
@@ -151,12 +151,12 @@ static char *kernel_name(const graph_order_t *ord, const graph_kernel *gk)
     return sbuf_take(&b);
 }
 
-graph_plan *graph_plan_create(glesc_context *ctx, core_hash128 key, const graph_order_t *ord,
-                              bool fusion, int max_bindings)
+compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const graph_order_t *ord,
+                                  bool fusion, int max_bindings)
 {
-    graph_ctx_state *s = graph_ctx(ctx);
+    compute_state *s = compute_state_get(ctx);
     int n = ord->n;
-    graph_plan *p = core_calloc(1, sizeof *p);
+    compute_plan *p = core_calloc(1, sizeof *p);
     graph_kernel *gks = core_calloc((size_t)n + 1, sizeof *gks);
     if (!s || !p || !gks)
         goto oom;
@@ -176,7 +176,7 @@ graph_plan *graph_plan_create(glesc_context *ctx, core_hash128 key, const graph_
     }
     for (int k = 0; k < nk; k++) {
         const graph_kernel *gk = &gks[k];
-        plan_kernel *pk = &p->kernels[k];
+        compute_kernel *pk = &p->kernels[k];
         pk->anchor = gk->anchor ? gk->anchor->order : -1;
         pk->partner = gk->partner ? gk->partner->order : -1;
         pk->out = gk->out->order;
@@ -226,7 +226,7 @@ graph_plan *graph_plan_create(glesc_context *ctx, core_hash128 key, const graph_
     p->next = s->plans;
     s->plans = p;
     if (++s->n_plans > PLAN_CACHE_MAX) {
-        graph_plan *q = s->plans;
+        compute_plan *q = s->plans;
         while (q->next && q->next->next)
             q = q->next;
         plan_free(q->next);
@@ -242,15 +242,15 @@ oom:
     return NULL;
 }
 
-void graph_plan_apply(const graph_plan *p, const graph_order_t *ord)
+void compute_plan_apply(const compute_plan *p, const graph_order_t *ord)
 {
     for (int i = 0; i < ord->n; i++)
         ord->nodes[i]->kernel = p->node_kernel[i];
 }
 
-graph_kernel graph_plan_kernel(const graph_plan *p, const graph_order_t *ord, int k)
+graph_kernel compute_plan_kernel(const compute_plan *p, const graph_order_t *ord, int k)
 {
-    const plan_kernel *pk = &p->kernels[k];
+    const compute_kernel *pk = &p->kernels[k];
     return (graph_kernel){
         pk->anchor >= 0 ? ord->nodes[pk->anchor] : NULL,
         pk->partner >= 0 ? ord->nodes[pk->partner] : NULL,

@@ -1,0 +1,162 @@
+/*
+ * views.c — the view builders: reshape, permute/transpose, view (shape,
+ * strides, byte offset) and broadcast (stride 0). A view never copies: it
+ * shares its source's owner and only sets its own shape, strides and
+ * offset, which every kernel reads as uniforms. Quantized tensors have no
+ * views (they are read whole, by the weight loaders).
+ */
+#include "graph/graph.h"
+
+static glesc_tensor *view_node(glesc_graph *g, glesc_op op, glesc_tensor *x)
+{
+    if (!g || !x)
+        return NULL;
+    if (graph_check_source(g, op, 0, x) != GLESC_OK)
+        return NULL; /* a quantized x is refused here */
+    glesc_tensor *t = graph_tensor_alloc(g);
+    if (!t)
+        return NULL;
+    t->op = op;
+    t->n_src = 1;
+    t->src[0] = x;
+    t->dtype = x->dtype;
+    t->owner = x->owner;
+    t->offs = x->offs;
+    return t;
+}
+
+static glesc_tensor *view_fail(glesc_graph *g, glesc_tensor *t)
+{
+    graph_drop_newest(g, t);
+    return NULL;
+}
+
+static bool shape_ok(glesc_tensor *t, int ndim, const int64_t *shape)
+{
+    if (ndim < 1 || ndim > 4 || !shape)
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT, "ndim %d is not 1..4", ndim), false;
+    for (int d = 0; d < 4; d++) {
+        t->ne[d] = d < ndim ? shape[d] : 1;
+        if (t->ne[d] < 1)
+            return graph_op_fail(t, GLESC_ERROR_SHAPE, "dimension %d has size %lld", d,
+                                 (long long)t->ne[d]),
+                   false;
+    }
+    t->ndim = ndim;
+    return true;
+}
+
+GLESC_API glesc_tensor *glesc_reshape(glesc_graph *g, glesc_tensor *x, int ndim,
+                                      const int64_t *shape)
+{
+    glesc_tensor *t = view_node(g, GLESC_OP_RESHAPE, x);
+    if (!t)
+        return NULL;
+    if (!shape_ok(t, ndim, shape))
+        return view_fail(g, t);
+    if (graph_nelements(t) != graph_nelements(x)) {
+        graph_op_fail(t, GLESC_ERROR_SHAPE, "shapes %s and %s hold different numbers of elements",
+                      GRAPH_SH(x), GRAPH_SH(t));
+        return view_fail(g, t);
+    }
+    if (!graph_is_contiguous(x)) {
+        graph_op_fail(t, GLESC_ERROR_SHAPE, "source %s is not contiguous (use glesc_cont first)",
+                      GRAPH_SH(x));
+        return view_fail(g, t);
+    }
+    uint64_t offs = x->offs;
+    graph_set_contiguous(t);
+    t->offs = offs;
+    return t;
+}
+
+GLESC_API glesc_tensor *glesc_permute(glesc_graph *g, glesc_tensor *x, const int perm[4])
+{
+    glesc_tensor *t = view_node(g, GLESC_OP_PERMUTE, x);
+    if (!t)
+        return NULL;
+    int seen = 0;
+    for (int i = 0; i < 4; i++)
+        if (perm[i] >= 0 && perm[i] < 4)
+            seen |= 1 << perm[i];
+    if (seen != 15) {
+        graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                      "(%d, %d, %d, %d) is not a permutation of 0..3", perm[0], perm[1], perm[2],
+                      perm[3]);
+        return view_fail(g, t);
+    }
+    int nd = 1;
+    for (int i = 0; i < 4; i++) {
+        t->ne[perm[i]] = x->ne[i];
+        t->nb[perm[i]] = x->nb[i];
+        t->ip[i] = perm[i];
+        if (x->ne[i] > 1 || i < x->ndim)
+            nd = CORE_MAX(nd, perm[i] + 1);
+    }
+    t->ndim = nd;
+    return t;
+}
+
+GLESC_API glesc_tensor *glesc_transpose(glesc_graph *g, glesc_tensor *x)
+{
+    static const int perm[4] = {1, 0, 2, 3};
+    return glesc_permute(g, x, perm);
+}
+
+GLESC_API glesc_tensor *glesc_view(glesc_graph *g, glesc_tensor *x, int ndim, const int64_t *shape,
+                                   const size_t *nb, size_t offset)
+{
+    glesc_tensor *t = view_node(g, GLESC_OP_VIEW, x);
+    if (!t)
+        return NULL;
+    if (!shape_ok(t, ndim, shape))
+        return view_fail(g, t);
+    size_t es = graph_dtype_size(x->dtype);
+    t->nb[0] = (int64_t)es;
+    int64_t prev = (int64_t)es * t->ne[0];
+    for (int d = 1; d < 4; d++) {
+        t->nb[d] = d < ndim ? (int64_t)nb[d] : prev;
+        prev = t->nb[d] * t->ne[d];
+    }
+    uint64_t last = offset + es;
+    for (int d = 0; d < 4; d++) {
+        if (t->nb[d] % (int64_t)es) {
+            graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                          "stride nb[%d] = %lld is not a multiple of "
+                          "the element size %zu",
+                          d, (long long)t->nb[d], es);
+            return view_fail(g, t);
+        }
+        last += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
+    }
+    if (offset % es || !graph_is_contiguous(x) || last > graph_nbytes(x)) {
+        graph_op_fail(
+            t, GLESC_ERROR_SHAPE,
+            "view %s at byte offset %zu (last byte %llu) does not fit the contiguous %s of "
+            "%llu bytes",
+            GRAPH_SH(t), offset, (unsigned long long)last, GRAPH_SH(x),
+            (unsigned long long)graph_nbytes(x));
+        return view_fail(g, t);
+    }
+    t->offs = x->offs + offset;
+    return t;
+}
+
+GLESC_API glesc_tensor *glesc_broadcast(glesc_graph *g, glesc_tensor *x, int ndim,
+                                        const int64_t *shape)
+{
+    glesc_tensor *t = view_node(g, GLESC_OP_BROADCAST, x);
+    if (!t)
+        return NULL;
+    if (!shape_ok(t, ndim, shape))
+        return view_fail(g, t);
+    for (int d = 0; d < 4; d++) {
+        if (x->ne[d] != t->ne[d] && x->ne[d] != 1) {
+            graph_op_fail(t, GLESC_ERROR_SHAPE, "shape %s does not broadcast to %s", GRAPH_SH(x),
+                          GRAPH_SH(t));
+            return view_fail(g, t);
+        }
+        t->nb[d] = x->ne[d] == t->ne[d] ? x->nb[d] : 0;
+    }
+    return t;
+}

@@ -1,0 +1,108 @@
+/*
+ * codegen.c — the code generation half of the op table: per glesc_op, how
+ * its kernel code is made. Elementwise ops give a GLSL expression template
+ * ("$0"/"$1" the sources' values, "$p0".. the float params) or an
+ * expression writer (ops that read their sources at other coordinates or
+ * round: cast, rope, concat); anchors give their kernel generator and,
+ * where the code depends on shapes, a variant (a structure-hash input).
+ *
+ * The semantic half (name, arity, kind, shape rule, CPU reference, fusion
+ * flags) is graph's table (src/graph/ops.c); this one reads the IR and is
+ * kept complete by its own _Static_assert.
+ */
+#include "kernels/kernels.h"
+
+/* ---- variants: shape-dependent code choices ---- */
+
+/* GEMV specialized for the exact m (1 .. gemv_max_m), or 0 for GEMM; bit
+ * 16: the weight is read 4 elements at a time (kernels_wload_vec4) */
+static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options *o)
+{
+    int64_t m = t->src[1]->ne[1];
+    return (m <= o->gemv_max_m ? (uint32_t)m : 0u) |
+           (kernels_wload_vec4(t->src[0]) ? 1u << 16 : 0u);
+}
+
+static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_options *o)
+{
+    return (uint32_t)((t->src[2]->ne[0] + 63) / 64); /* accumulators per thread */
+}
+
+/* ---- the table ---- */
+
+#define EXPR(g)                                                                                    \
+    {                                                                                              \
+        .glsl = g, .expr = kernels_expr_template                                                   \
+    }
+
+/* Views and leaves have no code (their rows stay empty); tests/test_ops.c
+ * checks every elementwise op has an expression and every anchor a
+ * generator. The array's length is the highest op named + 1. */
+static const kernels_codegen rows[] = {
+    [GLESC_OP_NEG] = EXPR("(-$0)"),
+    [GLESC_OP_ABS] = EXPR("abs($0)"),
+    [GLESC_OP_SQR] = EXPR("($0 * $0)"),
+    [GLESC_OP_SQRT] = EXPR("sqrt($0)"),
+    [GLESC_OP_RSQRT] = EXPR("inversesqrt($0)"),
+    [GLESC_OP_EXP] = EXPR("exp($0)"),
+    [GLESC_OP_LOG] = EXPR("log($0)"),
+    [GLESC_OP_SIN] = EXPR("sin($0)"),
+    [GLESC_OP_COS] = EXPR("cos($0)"),
+    [GLESC_OP_TANH] = EXPR("op_tanh($0)"),
+    [GLESC_OP_SIGMOID] = EXPR("op_sigmoid($0)"),
+    [GLESC_OP_RELU] = EXPR("max($0, 0.0)"),
+    [GLESC_OP_GELU] = EXPR("op_gelu($0)"),
+    [GLESC_OP_GELU_ERF] = EXPR("op_gelu_erf($0)"),
+    [GLESC_OP_SILU] = EXPR("op_silu($0)"),
+    [GLESC_OP_SOFTPLUS] = EXPR("op_softplus($0)"),
+    [GLESC_OP_STEP] = EXPR("op_step($0)"),
+    [GLESC_OP_SCALE] = EXPR("($0 * $p0 + $p1)"),
+    [GLESC_OP_CLAMP] = EXPR("clamp($0, $p0, $p1)"),
+    [GLESC_OP_CAST] = {.expr = kernels_expr_cast},
+    [GLESC_OP_CONT] = EXPR("$0"),
+    [GLESC_OP_ADD] = EXPR("($0 + $1)"),
+    [GLESC_OP_SUB] = EXPR("($0 - $1)"),
+    [GLESC_OP_MUL] = EXPR("($0 * $1)"),
+    [GLESC_OP_DIV] = EXPR("($0 / $1)"),
+    [GLESC_OP_MAX] = EXPR("max($0, $1)"),
+    [GLESC_OP_MIN] = EXPR("min($0, $1)"),
+    [GLESC_OP_POW] = EXPR("op_pow($0, $1)"),
+    [GLESC_OP_SUM] = {.gen = kernels_gen_reduce},
+    [GLESC_OP_MEAN] = {.gen = kernels_gen_reduce},
+    [GLESC_OP_REDUCE_MAX] = {.gen = kernels_gen_reduce},
+    [GLESC_OP_REDUCE_MIN] = {.gen = kernels_gen_reduce},
+    [GLESC_OP_ARGMAX] = {.gen = kernels_gen_reduce},
+    [GLESC_OP_SOFTMAX] = {.gen = kernels_gen_softmax},
+    [GLESC_OP_RMS_NORM] = {.gen = kernels_gen_norm},
+    [GLESC_OP_LAYER_NORM] = {.gen = kernels_gen_norm},
+    [GLESC_OP_MATMUL] = {.gen = kernels_gen_matmul, .variant = variant_matmul},
+    [GLESC_OP_GET_ROWS] = {.gen = kernels_gen_get_rows},
+    [GLESC_OP_SET_ROWS] = {.gen = kernels_gen_set_rows},
+    [GLESC_OP_CONCAT] = {.expr = kernels_expr_concat},
+    /* the value; the kernel stores it into the destination's memory */
+    [GLESC_OP_CPY] = EXPR("$0"),
+    [GLESC_OP_ROPE] = {.expr = kernels_expr_rope},
+    [GLESC_OP_ATTENTION] = {.gen = kernels_gen_attention, .variant = variant_attention},
+};
+_Static_assert(CORE_ARRAY_LEN(rows) == GLESC_OP_COUNT_, "one codegen row per glesc_op");
+
+const kernels_codegen *kernels_op(glesc_op op)
+{
+    return &rows[op];
+}
+
+glesc_status kernels_gen(kb *b)
+{
+    if (!b->gk->anchor)
+        return kernels_gen_eltwise(b);
+    glesc_status (*gen)(kb *) = rows[b->gk->anchor->op].gen;
+    if (!gen)
+        return kb_fail(b, GLESC_ERROR_STATE, "no kernel generator for %s",
+                       glesc_op_name(b->gk->anchor->op));
+    return gen(b);
+}
+
+uint32_t kernels_variant(const glesc_tensor *t, const glesc_graph_options *o)
+{
+    return rows[t->op].variant ? rows[t->op].variant(t, o) : 0;
+}
