@@ -456,3 +456,39 @@ Test(load, estimate_tokenizer_heap_on_real_vocabularies)
         free(path);
     }
 }
+
+/* glesc_weight_gpu_bytes is what glesc_weight_new takes from the pool. */
+Test(load, weight_gpu_bytes_is_what_a_weight_takes)
+{
+    glesc_context_options co = {0};
+    co.cache_dir = "off";
+    co.max_storage_block_size = 1 << 16;
+    cr_assert_eq(glesc_context_create(&co, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    static const struct {
+        glesc_dtype t;
+        int64_t ne0, ne1;
+    } cases[] = {{GLESC_DTYPE_F32, 7, 1},       {GLESC_DTYPE_F16, 4096, 3},
+                 {GLESC_DTYPE_Q4_0, 256, 1000}, {GLESC_DTYPE_Q6_K, 512, 200},
+                 {GLESC_DTYPE_BF16, 100, 1000}, {GLESC_DTYPE_Q8_0, 64, 5000}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int64_t shape[2] = {cases[i].ne0, cases[i].ne1};
+        uint64_t predicted = glesc_weight_gpu_bytes(ctx, cases[i].t, 2, shape);
+        glesc_stats before, after;
+        glesc_context_stats(ctx, &before);
+        glesc_tensor *w = glesc_weight_new(ctx, cases[i].t, 2, shape);
+        cr_assert_not_null(w, "%s", glesc_context_errmsg(ctx));
+        glesc_context_stats(ctx, &after);
+        cr_expect_eq(predicted, after.pool_live_bytes - before.pool_live_bytes,
+                     "%s [%lld, %lld]: predicted %llu, took %llu", glesc_dtype_name(cases[i].t),
+                     (long long)shape[0], (long long)shape[1], (unsigned long long)predicted,
+                     (unsigned long long)(after.pool_live_bytes - before.pool_live_bytes));
+        glesc_weight_free(w);
+    }
+    /* Refused shapes and types give 0; without a context nothing is split. */
+    cr_expect_eq(glesc_weight_gpu_bytes(ctx, GLESC_DTYPE_Q4_0, 2, (int64_t[]){33, 2}), 0);
+    cr_expect_eq(glesc_weight_gpu_bytes(ctx, GLESC_DTYPE_IQ2_XXS, 2, (int64_t[]){256, 2}), 0);
+    cr_expect_eq(glesc_weight_gpu_bytes(ctx, GLESC_DTYPE_F32, 0, NULL), 0);
+    cr_expect_eq(glesc_weight_gpu_bytes(ctx, GLESC_DTYPE_F32, 1, (int64_t[]){1 << 15}), 0,
+                 "a row beyond the limit cannot be split");
+    cr_expect_eq(glesc_weight_gpu_bytes(NULL, GLESC_DTYPE_F32, 1, (int64_t[]){1 << 15}), 1 << 17);
+}

@@ -2,13 +2,11 @@
  * estimate.c — glesc_model_estimate: the memory a model and one session of
  * it will take, from a GGUF file's metadata and tensor table alone.
  *
- * GPU bytes follow the allocation path exactly: a persistent tensor's bytes
- * are its GPU rows (graph_row_bytes: block types repacked to whole 32-bit
- * words) rounded to a word, split into chunks of whole rows beyond the
- * storage-block limit (graph_storage_alloc), and every buffer is rounded up
- * to the pool's size class (gl_pool_acquire). The tests compare the weights
- * and the KV cache with what a load and a session then take, byte for byte,
- * so a change to either path shows up there.
+ * GPU bytes are the engine's own answer for each tensor
+ * (glesc_weight_gpu_bytes: block types repacked to whole 32-bit words,
+ * split into row chunks beyond the storage-block limit, every buffer rounded
+ * up to the pool's size class). The tests compare the weights and the KV
+ * cache with what a load and a session then take, byte for byte.
  *
  * The activations of a step are bounded from the graph of forward.c: every
  * intermediate tensor of one layer, the step's inputs and its output head,
@@ -19,46 +17,14 @@
  */
 #include <string.h>
 
-#include "gl/gl.h"
-#include "graph/graph.h"
 #include "llm/llm.h"
 #include "llm/runtime.h"
 
-/* GPU bytes of a persistent tensor [ne0, ne1] of type t (as
- * graph_storage_alloc and gl_pool_acquire allocate it); 0 when it cannot be
- * split to fit the limit. */
-static uint64_t tensor_gpu_bytes(glesc_dtype t, int64_t ne0, int64_t ne1, uint64_t limit)
+/* GPU bytes of a tensor [ne0, ne1] of type t on ctx (a persistent one, or
+ * an activation: the same pool buffers when it fits one). */
+static uint64_t gpu_bytes(const glesc_context *ctx, glesc_dtype t, int64_t ne0, int64_t ne1)
 {
-    uint64_t row = graph_row_bytes(t, ne0);
-    uint64_t bytes = (row * (uint64_t)ne1 + 3) & ~(uint64_t)3;
-    if (bytes <= limit) {
-        uint64_t cls = gl_pool_size_class(bytes);
-        return cls > limit ? limit : cls;
-    }
-    if (row > limit || row % 4)
-        return 0;
-    uint64_t chunk_rows = limit / row, total = 0;
-    for (uint64_t done = 0; done < (uint64_t)ne1; done += chunk_rows) {
-        uint64_t sz = CORE_MIN(chunk_rows, (uint64_t)ne1 - done) * row;
-        uint64_t cls = gl_pool_size_class(sz);
-        total += cls > limit ? limit : cls;
-    }
-    return total;
-}
-
-/* A pool buffer of n f32 (or i32) elements. */
-static uint64_t act_bytes(int64_t n)
-{
-    return gl_pool_size_class((uint64_t)n * 4);
-}
-
-/* The capacity a buffer that starts at start and doubles reaches for need. */
-static uint64_t doubled(uint64_t need, uint64_t start)
-{
-    uint64_t c = start;
-    while (c < need)
-        c *= 2;
-    return c;
+    return glesc_weight_gpu_bytes(ctx, t, 2, (int64_t[]){ne0, ne1});
 }
 
 /* Count and total bytes of the string array key (0, 0 when absent). */
@@ -77,17 +43,85 @@ static void string_array(const glesc_gguf *f, const char *key, uint64_t *n, uint
     }
 }
 
-/* Host bytes the tokenizer keeps, following its containers' growth
- * (tokenizer.c): the string table (token texts and, for BPE, each merge's
- * halves and result: at most three new strings of at most twice the merge's
- * bytes), its open-addressing slots (load factor at most a half), per-token
- * records and pieces, the merge table, the special-token lists, and for BPE
- * the compiled pre-tokenizer regexes (an allowance: pcre2 sizes them). */
+/* Adds the string s[0..len) to seen (by its 64-bit hash) when it is new,
+ * counting it. false on out-of-memory. */
+static bool see(core_map *seen, const char *s, size_t len, uint64_t *count, uint64_t *bytes)
+{
+    uint64_t h = core_hash64_bytes(s, len);
+    uint32_t v;
+    if (core_map_get(seen, h, &v))
+        return true;
+    (*count)++;
+    *bytes += len;
+    return core_map_add(seen, h, 0);
+}
+
+/* The strings BPE merges add to the tokenizer's string table: each merge
+ * "left right" interns its halves and their concatenation (tok_add_merge),
+ * which in real vocabularies are tokens already. Counted exactly (strings
+ * told apart by 64-bit hashes); where the scratch set cannot be had, the
+ * bound of three new strings per merge. */
+static void merge_strings(const glesc_gguf *f, uint64_t n, uint64_t n_merges, uint64_t merge_text,
+                          uint64_t *count, uint64_t *bytes)
+{
+    *count = 3 * n_merges;
+    *bytes = 2 * merge_text;
+    if (!n_merges || n + 3 * n_merges > ((uint64_t)1 << 29))
+        return;
+    core_map seen;
+    core_map_init(&seen);
+    uint64_t c = 0, b = 0, tok_c = 0, tok_b = 0;
+    bool ok = true;
+    for (uint64_t k = 0; k < n && ok; k++) {
+        const char *s;
+        size_t len;
+        if (glesc_gguf_get_arr_str(f, "tokenizer.ggml.tokens", k, &s, &len) == GLESC_OK)
+            ok = see(&seen, s, len, &tok_c, &tok_b);
+    }
+    char stack[512];
+    for (uint64_t k = 0; k < n_merges && ok; k++) {
+        const char *s;
+        size_t len;
+        if (glesc_gguf_get_arr_str(f, "tokenizer.ggml.merges", k, &s, &len) != GLESC_OK)
+            continue;
+        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+        if (!sp)
+            continue; /* the load refuses it */
+        size_t nl = (size_t)(sp - s), nr = len - nl - 1;
+        char *cat = nl + nr <= sizeof stack ? stack : core_malloc(nl + nr);
+        if (!cat) {
+            ok = false;
+            break;
+        }
+        memcpy(cat, s, nl);
+        memcpy(cat + nl, sp + 1, nr);
+        ok = see(&seen, s, nl, &c, &b) && see(&seen, sp + 1, nr, &c, &b) &&
+             see(&seen, cat, nl + nr, &c, &b);
+        if (cat != stack)
+            core_free(cat);
+    }
+    core_map_free(&seen);
+    if (ok) {
+        *count = c;
+        *bytes = b;
+    }
+}
+
+/* Host bytes the tokenizer keeps, bounded from the growth of its
+ * containers (tokenizer.c, tokenizer_strtab.c) rather than their exact
+ * types: arrays that double (so at most twice what they hold, from a first
+ * size), hash maps of 16-byte slots at most half full (so at most four
+ * slots per entry). Strings are the token texts and what merges add; per
+ * token a record, a piece offset, the piece and an end-of-generation flag;
+ * per merge a map entry and a result id; the special-token lists; for BPE
+ * an allowance for the compiled pre-tokenizer regexes (pcre2 sizes them).
+ * The tests hold this against what real vocabularies take. */
 uint64_t llm_tokenizer_host_bytes(const glesc_gguf *f)
 {
-    uint64_t n, text, n_merges, merge_text;
+    uint64_t n, text, n_merges, merge_text, new_strings, new_bytes;
     string_array(f, "tokenizer.ggml.tokens", &n, &text);
     string_array(f, "tokenizer.ggml.merges", &n_merges, &merge_text);
+    merge_strings(f, n, n_merges, merge_text, &new_strings, &new_bytes);
     uint64_t n_special = n; /* unless the token types say fewer */
     glesc_gguf_type et;
     uint64_t nt;
@@ -96,27 +130,25 @@ uint64_t llm_tokenizer_host_bytes(const glesc_gguf *f)
         et == GLESC_GGUF_INT32 && nt == n) {
         n_special = 0;
         for (uint64_t k = 0; k < n; k++) {
-            int32_t t;
-            memcpy(&t, (const char *)types + 4 * k, 4); /* little-endian hosts */
+            int32_t t = (int32_t)core_le32((const uint8_t *)types + 4 * k);
             n_special += t == GLESC_TOKEN_TYPE_UNKNOWN || t == GLESC_TOKEN_TYPE_CONTROL ||
                          t == GLESC_TOKEN_TYPE_USER_DEFINED;
         }
     }
-    uint64_t strings = n + 3 * n_merges, arena = text + 2 * merge_text;
+    uint64_t strings = n + new_strings, arena = text + new_bytes;
     uint64_t bytes = sizeof(glesc_tokenizer);
-    bytes += doubled(arena, 65536);
-    bytes += 2 * doubled(strings, 1024) * sizeof(uint32_t);
-    bytes += doubled(2 * strings + 2, 2048) * sizeof(uint32_t);
-    bytes += n * sizeof(tok_info) + (n + 1) * sizeof(uint32_t) + n; /* info, piece_off, eog */
-    bytes += doubled(text + 1, 64);                                 /* pieces */
-    if (n_merges)
-        bytes += doubled(2 * n_merges + 2, 4096) * sizeof(tok_merge_slot);
-    bytes += 3 * n_special * sizeof(int32_t); /* specials, their per-byte lists */
-    if (n_merges)
-        bytes += 256 * 1024;
-    /* Slack for what the tokenizer adds around these (small lists, the
-     * decoder's tables): a sixteenth. */
-    return bytes + bytes / 16 + 4096;
+    bytes += 2 * arena + 65536;              /* the string arena */
+    bytes += 2 * 2 * 4 * strings + 8192;     /* offsets and lengths */
+    bytes += 4 * 16 * strings + 32768;       /* the string map */
+    bytes += n * (sizeof(tok_info) + 4 + 1); /* records, piece offsets, flags */
+    bytes += 2 * text + 128;                 /* pieces */
+    if (n_merges) {
+        bytes += 4 * 16 * n_merges + 65536; /* the merge map */
+        bytes += 2 * 4 * n_merges + 16384;  /* merge results by rank */
+        bytes += 256 * 1024;                /* the pre-tokenizer's regexes */
+    }
+    bytes += 3 * 4 * n_special; /* specials, their per-byte lists */
+    return bytes;
 }
 
 GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const glesc_gguf *f,
@@ -149,7 +181,6 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
     if (o.n_batch == 0)
         o.n_batch = 256;
     o.n_batch = CORE_MIN(o.n_batch, o.n_ctx);
-    uint64_t limit = ctx ? glesc_context_caps(ctx)->max_storage_block_size : UINT64_MAX;
 
     int n_req;
     llm_tensor_req *req = llm_tensor_reqs(&hp, &n_req);
@@ -163,14 +194,14 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
         glesc_gguf_tensor_info t;
         glesc_gguf_tensor(f, ti, &t);
         bool vector = req[r].n_dims == 1; /* uploaded as f32 */
-        uint64_t b = vector ? tensor_gpu_bytes(GLESC_DTYPE_F32, t.ne[0], 1, limit)
-                            : tensor_gpu_bytes(t.type, t.ne[0], t.ne[1], limit);
+        uint64_t b = vector ? gpu_bytes(ctx, GLESC_DTYPE_F32, t.ne[0], 1)
+                            : gpu_bytes(ctx, t.type, t.ne[0], t.ne[1]);
         if (b == 0) {
             st = core_err_set(NULL, GLESC_ERROR_LIMIT,
-                              "%s: tensor '%s' (%s, [%lld, %lld]): a row does not fit the "
-                              "device's storage-block limit of %llu bytes",
+                              "%s: tensor '%s' (%s, [%lld, %lld]) cannot be stored on this "
+                              "device: a row exceeds its storage-block limit",
                               name, req[r].name, glesc_dtype_name(t.type), (long long)t.ne[0],
-                              (long long)t.ne[1], (unsigned long long)limit);
+                              (long long)t.ne[1]);
             break;
         }
         out->weight_bytes += b;
@@ -183,7 +214,7 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
     }
 
     int64_t kv_dim = hp.n_head_kv * hp.head_dim;
-    out->kv_bytes = 2 * (uint64_t)hp.n_layer * tensor_gpu_bytes(o.kv_type, kv_dim, o.n_ctx, limit);
+    out->kv_bytes = 2 * (uint64_t)hp.n_layer * gpu_bytes(ctx, o.kv_type, kv_dim, o.n_ctx);
 
     /* One step of n tokens: the inputs (ids, positions), the residual and
      * the norms [n_embd, n] (four live across a layer), q and the attention
@@ -191,15 +222,16 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
      * [n_ff, n], and the head's norm and logits (every row, the most a step
      * reads back). */
     int64_t n = o.n_batch, q_dim = hp.n_head * hp.head_dim;
-    out->scratch_bytes = 2 * act_bytes(n) + 5 * act_bytes(hp.n_embd * n) +
-                         2 * act_bytes(q_dim * n) + 2 * act_bytes(kv_dim * n) +
-                         2 * act_bytes(hp.n_ff * n) + act_bytes(hp.n_vocab * n);
+    const glesc_dtype t = GLESC_DTYPE_F32;
+    out->scratch_bytes = 2 * gpu_bytes(ctx, t, n, 1) + 5 * gpu_bytes(ctx, t, hp.n_embd, n) +
+                         2 * gpu_bytes(ctx, t, q_dim, n) + 2 * gpu_bytes(ctx, t, kv_dim, n) +
+                         2 * gpu_bytes(ctx, t, hp.n_ff, n) + gpu_bytes(ctx, t, hp.n_vocab, n);
     out->gpu_bytes = out->weight_bytes + out->kv_bytes + out->scratch_bytes;
 
-    /* Host: the tokenizer, the model and its tensor records (each with one
-     * pool buffer record, its chunks list and its name), the session's
-     * cache records, graph and logits row. */
-    uint64_t per_tensor = sizeof(glesc_tensor) + sizeof(gl_buffer) + 2 * sizeof(void *) + 64;
+    /* Host: the tokenizer, the model and its tensor records (an allowance
+     * of 1 KiB each for the tensor, its pool buffer records and its name),
+     * the session's cache records, graph and logits row. */
+    uint64_t per_tensor = 1024;
     out->host_bytes = llm_tokenizer_host_bytes(f) + sizeof(glesc_model) +
                       (uint64_t)hp.n_layer * sizeof(llm_layer) + (uint64_t)n_tensors * per_tensor +
                       4096 /* name, template, slack */ + sizeof(glesc_session) +
