@@ -12,7 +12,8 @@
  * that callback), and holds a chat over several turns (one reply stopped by
  * the callback, as a user's Ctrl-C would stop it). Any failure prints the
  * library's message and exits 1. The tests run it on a synthetic model
- * (tests/embed_example.sh), so the text it prints is gibberish.
+ * (tests/embed_example.sh: gguf-synth writes it), so the text it prints is
+ * gibberish.
  */
 #include <fcntl.h>
 #include <stdio.h>

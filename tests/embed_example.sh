@@ -1,13 +1,14 @@
 #!/bin/sh
-# embed_example.sh BUILD_ROOT SOURCE_ROOT SYNTH_MODEL CC SANITIZE — the
+# embed_example.sh BUILD_ROOT SOURCE_ROOT GGUF_SYNTH CC CC_ARGS — the
 # embedding example (examples/embed.c) as an application builds it: the
 # current build installed into a temporary root (meson install --destdir),
 # the example compiled with that root's pkg-config flags only (so it sees the
-# installed headers, never include/ of the source tree) and run on a
-# synthetic model. SANITIZE is the build's b_sanitize ("none" or e.g.
-# "address,undefined"): a sanitized library needs a sanitized program.
+# installed headers, never include/ of the source tree) and run on a small
+# random-weight model written by gguf-synth. CC_ARGS are what an
+# instrumented build needs its programs built with (-fsanitize=...,
+# --coverage), possibly empty.
 set -eu
-build=$1 src=$2 synth=$3 cc=$4 sanitize=$5
+build=$1 src=$2 synth=$3 cc=$4 cc_args=$5
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/glesc-embed-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -28,11 +29,10 @@ case "$cflags" in
 *"$tmp/root"*) ;;
 *) echo "embed_example: pkg-config --cflags glesc does not point into the install: $cflags"; exit 1 ;;
 esac
-san=
-[ "$sanitize" = none ] || san="-fsanitize=$sanitize"
-echo "\$ cc -std=c11 -Wall -Wextra -Wpedantic -Werror $san embed.c $cflags $libs"
+echo "\$ cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cc_args embed.c $cflags $libs"
 # shellcheck disable=SC2086 # the flags are word lists
-$cc -std=c11 -Wall -Wextra -Wpedantic -Werror $san "$src/examples/embed.c" $cflags $libs \
+$cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cc_args "$src/examples/embed.c" $cflags $libs \
     -Wl,-rpath,"$libdir" -o "$tmp/embed"
-"$synth" "$tmp/model.gguf"
+"$synth" -o "$tmp/model.gguf" -t Q8_0 --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 \
+    --n-ff 128 --n-ctx 512 --threads 1 >/dev/null
 GLESC_CACHE_DIR=off "$tmp/embed" "$tmp/model.gguf"
