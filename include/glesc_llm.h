@@ -615,8 +615,8 @@ GLESC_API glesc_chat_template glesc_chat_get_template(const glesc_chat *c);
  * in a conversation that starts over, or (GLESC_CHAT_CONTEXT_FAIL) when the
  * conversation is full; the message is then not added and the chat is as
  * before (or started over, when that was tried). Any other failure (an eval,
- * out of memory) starts the conversation over as glesc_chat_reset does, so
- * the chat stays usable. */
+ * out of memory) starts the conversation over (the system message kept, the
+ * cache emptied; smp is left as it is), so the chat stays usable. */
 GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
                                        const glesc_generate_params *p, glesc_generate_result *res);
 /* Forgets the conversation but the system message: the history, the cache
