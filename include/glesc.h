@@ -503,6 +503,15 @@ GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype t, int ndim
  * NULL on error (message in ctx). */
 GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype t, int ndim,
                                          const int64_t *shape);
+/* GPU bytes a persistent tensor of type t and shape takes on ctx, as
+ * glesc_weight_new allocates it: block types repacked to whole 32-bit
+ * words, split into row chunks beyond the storage-block limit, each buffer
+ * rounded up to the buffer pool's size class. ctx may be NULL (no
+ * storage-block limit). 0 when glesc_weight_new would refuse the type or
+ * shape, or a row does not fit the limit. For memory planning (see
+ * glesc_model_estimate). */
+GLESC_API uint64_t glesc_weight_gpu_bytes(const glesc_context *ctx, glesc_dtype t, int ndim,
+                                          const int64_t *shape);
 /* Drops the caller's reference to a persistent tensor; its memory goes when
  * no graph uses it any more. NULL is a no-op. Only for glesc_weight_new's
  * tensors. */

@@ -155,12 +155,12 @@ glesc_status graph_hold(glesc_graph *g, glesc_tensor *t)
     return GLESC_OK;
 }
 
-static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype dt, int ndim,
+static glesc_status check_shape(core_err *err, const char *fn, glesc_dtype dt, int ndim,
                                 const int64_t *shape, bool weight)
 {
     if (!graph_dtype_ok(dt) && !(weight && graph_dtype_quant(dt)))
         return core_err_set(
-            &ctx->err, GLESC_ERROR_TYPE,
+            err, GLESC_ERROR_TYPE,
             weight ? "%s: type %s is not a tensor type (f32, f16, bf16, i32, or a "
                      "block type with a GPU layout: q4_0, q4_1, q5_0, q5_1, q8_0, "
                      "q8_1, q2_k .. q6_k, iq4_nl, iq4_xs, mxfp4)"
@@ -168,7 +168,7 @@ static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype 
                      "quantized types are weights: glesc_weight_new)",
             fn, glesc_dtype_name(dt) ? glesc_dtype_name(dt) : "(unknown)");
     if (ndim < 1 || ndim > 4 || !shape)
-        return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+        return core_err_set(err, GLESC_ERROR_INVALID_ARGUMENT,
                             "%s: ndim %d is not 1..4 (or no shape)", fn, ndim);
     if (graph_dtype_quant(dt) && shape[0] % quant_gpu_block_elems(dt)) {
         sbuf sh;
@@ -176,7 +176,7 @@ static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype 
         for (int d = 0; d < ndim; d++)
             sbuf_appendf(&sh, "%s%lld", d ? ", " : "", (long long)shape[d]);
         glesc_status st = core_err_set(
-            &ctx->err, GLESC_ERROR_SHAPE,
+            err, GLESC_ERROR_SHAPE,
             "%s: %s tensor [%s]: the row length %lld is not a multiple of %s's block of %d", fn,
             glesc_dtype_name(dt), sbuf_str(&sh) ? sbuf_str(&sh) : "?", (long long)shape[0],
             glesc_dtype_name(dt), quant_gpu_block_elems(dt));
@@ -186,7 +186,7 @@ static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype 
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 1 || shape[d] > ((int64_t)1 << 40) / n)
-            return core_err_set(&ctx->err, GLESC_ERROR_SHAPE,
+            return core_err_set(err, GLESC_ERROR_SHAPE,
                                 "%s: dimension %d has size %lld (must be 1 .. 2^40 in all)", fn, d,
                                 (long long)shape[d]);
         n *= shape[d];
@@ -208,7 +208,7 @@ GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype dt, int ndi
 {
     if (!g)
         return NULL;
-    if (check_shape(g->ctx, "glesc_tensor_new", dt, ndim, shape, false) != GLESC_OK)
+    if (check_shape(&g->ctx->err, "glesc_tensor_new", dt, ndim, shape, false) != GLESC_OK)
         return NULL;
     glesc_tensor *t = graph_tensor_alloc(g);
     if (!t)
@@ -222,7 +222,7 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int
 {
     if (!ctx)
         return NULL;
-    if (check_shape(ctx, "glesc_weight_new", dt, ndim, shape, true) != GLESC_OK ||
+    if (check_shape(&ctx->err, "glesc_weight_new", dt, ndim, shape, true) != GLESC_OK ||
         gl_context_bind(ctx, "glesc_weight_new") != GLESC_OK)
         return NULL;
     glesc_tensor *t = tensor_alloc(ctx);
@@ -246,6 +246,34 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int
     t->written = true;
     t->live = true;
     return t;
+}
+
+GLESC_API uint64_t glesc_weight_gpu_bytes(const glesc_context *ctx, glesc_dtype dt, int ndim,
+                                          const int64_t *shape)
+{
+    core_err err = {0};
+    glesc_status st = check_shape(&err, "glesc_weight_gpu_bytes", dt, ndim, shape, true);
+    core_err_clear(&err);
+    if (st != GLESC_OK)
+        return 0;
+    glesc_tensor t = {0};
+    set_shape(&t, dt, ndim, shape);
+    /* As graph_storage_alloc splits it and gl_pool_acquire rounds it. */
+    uint64_t limit = ctx ? ctx->caps.max_storage_block_size : UINT64_MAX;
+    uint64_t bytes = (graph_nbytes(&t) + 3) & ~(uint64_t)3;
+    uint64_t row_bytes = (uint64_t)t.nb[1], rows = (uint64_t)(t.ne[1] * t.ne[2] * t.ne[3]);
+    uint64_t chunk_rows = rows;
+    if (bytes > limit) {
+        if (row_bytes > limit || row_bytes % 4)
+            return 0;
+        chunk_rows = limit / row_bytes;
+    }
+    uint64_t total = 0;
+    for (uint64_t done = 0; done < rows; done += chunk_rows) {
+        uint64_t sz = bytes > limit ? CORE_MIN(chunk_rows, rows - done) * row_bytes : bytes;
+        total += CORE_MIN(gl_pool_size_class(sz), limit);
+    }
+    return total;
 }
 
 void graph_free_tensor(glesc_tensor *t)

@@ -16,12 +16,13 @@
 #include "glesc_gguf.h"
 #include "gguf-run/gguf-run.h"
 
-static void progress(void *user, uint64_t done, uint64_t total)
+static bool progress(void *user, uint64_t done, uint64_t total)
 {
     (void)user;
     fprintf(stderr, "\rgguf-run: loading %3d%%", total ? (int)(done * 100 / total) : 100);
     if (done >= total)
         fprintf(stderr, "\r%*s\r", 24, "");
+    return false; /* never cancels */
 }
 
 /* Writes the demo model (tools/common/synth.h) to a new file in $TMPDIR. */
