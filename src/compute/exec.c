@@ -432,7 +432,7 @@ static glesc_status check_outputs(glesc_graph *g, glesc_tensor *const *outs, int
         if (!outs[i])
             return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                                 "glesc_graph_compute: output %d is NULL (a builder failed: %s)", i,
-                                core_err_msg(&g->ctx->err));
+                                core_err_last_failure(&g->ctx->err));
         if ((outs[i]->g && outs[i]->g != g) || outs[i]->ctx != g->ctx)
             return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                                 "glesc_graph_compute: output %d belongs to another graph", i);
@@ -461,6 +461,19 @@ static void count_consumers(const graph_order_t *ord, glesc_tensor *const *outs,
         outs[i]->is_output = true;
 }
 
+/* Does the context's abort callback (glesc_context_set_abort_callback) ask
+ * to stop? On an adopted context the callback is application code that may
+ * bind its own GL state: the executor's bind cache forgets what it knew. */
+static bool abort_requested(glesc_context *ctx)
+{
+    if (!ctx->abort_fn)
+        return false;
+    bool stop = ctx->abort_fn(ctx->abort_user);
+    if (ctx->adopted)
+        gl_bound_reset(ctx);
+    return stop;
+}
+
 /* Does g hold a matmul whose kernel depends on the GEMV threshold? */
 static bool needs_gemv_threshold(const glesc_graph *g)
 {
@@ -477,6 +490,9 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     glesc_context *ctx = g->ctx;
     glesc_status st = check_outputs(g, outs, n);
     if (st != GLESC_OK)
+        return st;
+    core_err_reset(&ctx->err);
+    if ((st = gl_context_bind(ctx, "glesc_graph_compute")) != GLESC_OK)
         return st;
     glesc_graph_options opts = g->opts;
     if (!opts.gemv_max_m) {
@@ -543,7 +559,13 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
             st = ctx->err.status;
     }
     if (st == GLESC_OK && !p->built) {
-        st = build_programs(ctx, p, &ord, max_bind, &opts);
+        if (abort_requested(ctx))
+            st = core_err_set(&ctx->err, GLESC_ERROR_CANCELLED,
+                              "glesc_graph_compute: cancelled by the abort callback before "
+                              "compiling the plan's %d kernels",
+                              p->n_kernels);
+        else
+            st = build_programs(ctx, p, &ord, max_bind, &opts);
         g->stats.glsl_built = p->n_kernels;
     }
     g->last_glsl = p ? p->all_glsl : NULL;
@@ -563,6 +585,13 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     for (int k = 0; st == GLESC_OK && k < p->n_kernels; k++) {
         graph_kernel gk = compute_plan_kernel(p, &ord, k);
         compute_kernel *pk = &p->kernels[k];
+        if (abort_requested(ctx)) {
+            st = core_err_set(&ctx->err, GLESC_ERROR_CANCELLED,
+                              "glesc_graph_compute: cancelled by the abort callback before "
+                              "kernel %d of %d (%s)",
+                              k + 1, p->n_kernels, pk->name);
+            break;
+        }
         glesc_tensor *o = gk.out->owner;
         if (!o->live) {
             st = graph_storage_alloc(o, GL_USAGE_ACTIVATIONS, false);

@@ -1,7 +1,9 @@
 /*
  * caps.c — what the context offers: versions, compute limits, the storage
  * block limit that decides tensor splitting, binary formats and the optional
- * extensions glesc may use.
+ * extensions glesc may use; the context options' testing overrides lower
+ * them (a smaller storage block, no subgroups, fewer invocations and less
+ * shared memory: the portable path on a big GPU).
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,13 +22,25 @@ bool gl_has_extension(const char *name)
     return false;
 }
 
+bool gl_renderer_is_software(const char *r)
+{
+    return r && (strstr(r, "llvmpipe") || strstr(r, "softpipe") || strstr(r, "SwiftShader") ||
+                 strstr(r, "Software Rasterizer"));
+}
+
 static char *dup_gl_string(GLenum name)
 {
     const char *s = (const char *)glGetString(name);
     return core_strdup(s ? s : "");
 }
 
-glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override)
+/* v lowered to cap when cap is set (> 0) and smaller. */
+static int cap_int(int v, int cap)
+{
+    return cap > 0 && cap < v ? cap : v;
+}
+
+glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts)
 {
     glesc_caps *c = &ctx->caps;
     c->vendor = dup_gl_string(GL_VENDOR);
@@ -44,15 +58,19 @@ glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override)
     glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &ssbo);
     c->driver_max_storage_block_size = (uint64_t)ssbo;
     c->max_storage_block_size = (uint64_t)ssbo;
-    if (storage_block_override && storage_block_override < c->max_storage_block_size)
-        c->max_storage_block_size = storage_block_override;
+    if (opts->max_storage_block_size && opts->max_storage_block_size < c->max_storage_block_size)
+        c->max_storage_block_size = opts->max_storage_block_size;
     glGetIntegerv(GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, &c->max_compute_storage_blocks);
     glGetIntegerv(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, &c->max_compute_shared_memory);
     glGetIntegerv(GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, &c->max_compute_invocations);
     for (GLuint i = 0; i < 3; i++) {
         glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_SIZE, i, &c->max_workgroup_size[i]);
         glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, i, &c->max_workgroup_count[i]);
+        c->max_workgroup_size[i] = cap_int(c->max_workgroup_size[i], opts->max_compute_invocations);
     }
+    c->max_compute_invocations = cap_int(c->max_compute_invocations, opts->max_compute_invocations);
+    c->max_compute_shared_memory =
+        cap_int(c->max_compute_shared_memory, opts->max_compute_shared_memory);
     glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &c->storage_buffer_offset_alignment);
     if (c->storage_buffer_offset_alignment <= 0)
         c->storage_buffer_offset_alignment = 256;
@@ -61,7 +79,7 @@ glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override)
         c->uniform_buffer_offset_alignment = 256;
     glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &c->num_program_binary_formats);
 
-    c->has_subgroup = gl_has_extension("GL_KHR_shader_subgroup");
+    c->has_subgroup = !opts->no_subgroups && gl_has_extension("GL_KHR_shader_subgroup");
     if (c->has_subgroup) {
         GLint v = 0;
         glGetIntegerv(GL_SUBGROUP_SIZE_KHR, &v);
@@ -76,10 +94,21 @@ glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override)
     }
     c->has_timer_query = gl_has_extension("GL_EXT_disjoint_timer_query");
     ctx->timer_cpu = c->renderer && strstr(c->renderer, "llvmpipe") != NULL;
-    ctx->cpu_device = c->renderer && (strstr(c->renderer, "llvmpipe") != NULL ||
-                                      strstr(c->renderer, "softpipe") != NULL);
+    c->software = gl_renderer_is_software(c->renderer);
+    ctx->cpu_device = c->software;
     c->has_parallel_compile = gl_has_extension("GL_KHR_parallel_shader_compile");
     c->has_buffer_storage = gl_has_extension("GL_EXT_buffer_storage");
     c->has_debug = (c->gl_major == 3 && c->gl_minor >= 2) || gl_has_extension("GL_KHR_debug");
+    /* Resets are reported only when the context was made with (or, adopted,
+     * has) the lose-context-on-reset strategy. GL_RESET_NOTIFICATION_STRATEGY
+     * exists from GLES 3.2 and in GL_KHR/EXT_robustness (the same value). */
+    bool robustness = (c->gl_major == 3 && c->gl_minor >= 2) ||
+                      gl_has_extension("GL_KHR_robustness") ||
+                      gl_has_extension("GL_EXT_robustness");
+    if (robustness) {
+        GLint strategy = 0;
+        glGetIntegerv(GL_RESET_NOTIFICATION_STRATEGY, &strategy);
+        c->has_reset_notification = strategy == GL_LOSE_CONTEXT_ON_RESET;
+    }
     return gl_check(ctx, "capability query");
 }

@@ -98,6 +98,9 @@ static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
         }
     }
     glDeleteSync(sync);
+    /* The work finished (a lost context signals its fences too): was it reset? */
+    if (st == GLESC_OK)
+        st = gl_reset_check(ctx, "waiting for the GPU");
     return st;
 }
 
@@ -207,8 +210,11 @@ glesc_status gl_param_buffer_copy(glesc_context *ctx, GLuint from, GLuint to, ui
  * a bind that would change nothing. Only the executor binds these points,
  * so the cache stays true as long as a deleted buffer is forgotten
  * (gl_bound_forget: deleting unbinds it, and GL may hand its name to the
- * next buffer). A program stays current while it is deleted, so its name
- * cannot come back while the cache holds it. */
+ * next buffer) and, on a context adopted from an application, everything
+ * is forgotten whenever the application may have run GL code (each glesc
+ * call's entry, the abort callback: gl_bound_reset). A program stays
+ * current while it is deleted, so its name cannot come back while the
+ * cache holds it. */
 
 void gl_bound_forget(glesc_context *ctx, GLuint buf)
 {
@@ -217,6 +223,11 @@ void gl_bound_forget(glesc_context *ctx, GLuint buf)
             ctx->bound.ssbo[i] = (gl_bound){0, 0, 0};
     if (ctx->bound.params.buf == buf)
         ctx->bound.params = (gl_bound){0, 0, 0};
+}
+
+void gl_bound_reset(glesc_context *ctx)
+{
+    memset(&ctx->bound, 0, sizeof ctx->bound);
 }
 
 static void bind_range(GLenum target, GLuint index, gl_bound *cache, GLuint buf, uint64_t offset,

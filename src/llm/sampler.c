@@ -47,7 +47,15 @@ GLESC_API void glesc_sampler_reset(glesc_sampler *s)
 GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
                                             glesc_sampler **out)
 {
+    core_err_reset(NULL);
+    if (!out)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: out is NULL");
     *out = NULL;
+    glesc_sampler_params defaults; /* p NULL: llama.cpp's defaults, as other options */
+    if (!p) {
+        glesc_sampler_params_default(&defaults);
+        p = &defaults;
+    }
     if (n_vocab <= 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: n_vocab %d",
                             (int)n_vocab);
