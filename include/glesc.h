@@ -222,6 +222,7 @@ typedef struct glesc_context_options {
      * surfaces as they are when it is current already. GL state glesc
      * changes and does not restore: the current program (glUseProgram), the
      * GL_SHADER_STORAGE_BUFFER bindings (generic and indexed 0..7), the
+     * GL_UNIFORM_BUFFER bindings (generic and indexed 0), the
      * GL_COPY_READ_BUFFER and GL_COPY_WRITE_BUFFER bindings (left 0), the
      * compiler threads of GL_KHR_parallel_shader_compile (all), and with
      * debug on the KHR_debug callback and GL_DEBUG_OUTPUT_SYNCHRONOUS.
@@ -317,6 +318,7 @@ typedef struct glesc_caps {
      * having, GL_LOSE_CONTEXT_ON_RESET): work on a lost context then fails with
      * GLESC_ERROR_CONTEXT_LOST. Without it a reset may go unnoticed. */
     bool has_reset_notification;
+    int uniform_buffer_offset_alignment; /* GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT */
 } glesc_caps;
 
 /* Capabilities of ctx; the pointer stays valid for the context's life. */
@@ -680,6 +682,11 @@ typedef struct glesc_compute_stats {
     uint64_t cpu_ns;                       /* host time of the compute call */
     int n_kernel_times;                    /* entries in kernel_times (0 unless timing is on) */
     const glesc_kernel_time *kernel_times; /* owned by the graph, valid until the next compute */
+    /* Kernels whose generator ran to bind this compute's buffers and sizes;
+     * the others replayed what the plan recorded (the same sizes as the
+     * last time): a decode step binds only the kernels that see the longer
+     * cache. */
+    int kernels_bound;
 } glesc_compute_stats;
 
 /* Statistics of the last compute of g. */

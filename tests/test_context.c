@@ -380,6 +380,24 @@ static void app_egl_check_at(const app_egl *a, int line)
     cr_assert_eq(glGetError(), GL_NO_ERROR);
 }
 
+/* The app binds state of its own where glesc binds (program, storage and
+ * uniform binding points), as a renderer sharing the context would; glesc
+ * must not take it for its own bindings of the last call. */
+static GLuint app_egl_bind_own_state(void)
+{
+    GLuint buf;
+    glGenBuffers(1, &buf);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, buf);
+    glBufferData(GL_COPY_WRITE_BUFFER, 4096, NULL, GL_DYNAMIC_DRAW);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    for (GLuint i = 0; i < 8; i++)
+        glBindBufferRange(GL_SHADER_STORAGE_BUFFER, i, buf, 0, 4096);
+    glBindBufferRange(GL_UNIFORM_BUFFER, 0, buf, 0, 256);
+    glUseProgram(0);
+    cr_assert_eq(glGetError(), GL_NO_ERROR);
+    return buf;
+}
+
 Test(context, adopts_the_applications_context)
 {
     app_egl a = app_egl_create();
@@ -396,7 +414,9 @@ Test(context, adopts_the_applications_context)
     cr_assert(strstr(glesc_context_caps(ctx)->platform_reason, "adopted"));
     cr_assert_eq(compute_on(ctx), GLESC_OK, "%s", glesc_context_errmsg(ctx));
     app_egl_check(&a); /* the app's calls between glesc's */
+    GLuint app_buf = app_egl_bind_own_state();
     cr_assert_eq(compute_on(ctx), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    glDeleteBuffers(1, &app_buf);
     glesc_context_destroy(ctx);
     /* Still current (it was, before the destroy), still the app's, working. */
     app_egl_check(&a);

@@ -74,6 +74,9 @@ glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts
     glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &c->storage_buffer_offset_alignment);
     if (c->storage_buffer_offset_alignment <= 0)
         c->storage_buffer_offset_alignment = 256;
+    glGetIntegerv(GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT, &c->uniform_buffer_offset_alignment);
+    if (c->uniform_buffer_offset_alignment <= 0)
+        c->uniform_buffer_offset_alignment = 256;
     glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &c->num_program_binary_formats);
 
     c->has_subgroup = !opts->no_subgroups && gl_has_extension("GL_KHR_shader_subgroup");

@@ -924,8 +924,13 @@ glesc_status gl_context_bind(glesc_context *ctx, const char *call)
                             "%s: the GPU context was lost earlier; destroy it and create a new one",
                             call);
     EGLint e = EGL_SUCCESS;
-    if (bind_raw(ctx, &e))
+    if (bind_raw(ctx, &e)) {
+        /* an application that shares its context may have bound its own
+         * program and buffers since glesc's last call */
+        if (ctx->adopted)
+            gl_bound_reset(ctx);
         return GLESC_OK;
+    }
     if (e == EGL_BAD_ACCESS)
         return core_err_set(&ctx->err, GLESC_ERROR_STATE,
                             "%s: the context is current on another thread (a context is used by "
@@ -971,6 +976,7 @@ GLESC_API void glesc_context_destroy(glesc_context *ctx)
         gl_context_bind_for_free(ctx, "glesc_context_destroy");
     if (ctx->compute_state_free)
         ctx->compute_state_free(ctx);
+    gl_param_buffer_destroy(ctx, ctx->param_ring);
     gl_program_cache_destroy(ctx);
     gl_pool_destroy(ctx);
     /* An adopted context that was current before stays current (it is the

@@ -591,7 +591,9 @@ static glesc_status tensor_gather(glesc_tensor *t, void *dst, bool as_f32)
     uint64_t lo = t->offs, hi = t->offs + es;
     for (int d = 0; d < 4; d++)
         hi += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
-    if (graph_is_contiguous(t) && !as_f32)
+    /* contiguous and already in the asked form (raw bytes, or f32 as f32):
+     * one read of exactly its range, no staging copy, no conversion */
+    if (graph_is_contiguous(t) && (!as_f32 || t->dtype == GLESC_DTYPE_F32))
         return graph_storage_read(o, lo, dst, (uint64_t)n * es);
     unsigned char *raw = core_malloc((size_t)(hi - lo));
     if (!raw)
