@@ -3,9 +3,11 @@
  * stories260K reproduces llama.cpp's 48 tokens for both reference prompts,
  * decode steps reuse one plan (nothing generated or compiled from the second
  * decode step on), prefill in several batches equals one batch, and
- * truncating the session re-evaluates the same logits; and each architecture
+ * truncating the session re-evaluates the same logits, replayed decode steps
+ * equal freshly planned ones bit for bit; and each architecture
  * (llama, qwen2, qwen3; tied heads, linear RoPE scaling, wide heads) against
- * a double-precision CPU forward pass on synthetic models.
+ * a double-precision CPU forward pass on synthetic models; per-kernel GPU
+ * times of a session created with timing.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -14,8 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "glesc_llm.h"
 #include "common/synth.h"
+#include "compute/compute.h"
+#include "glesc_llm.h"
 #include "test_util.h"
 
 #define CORE_MAX_(a, b) ((a) > (b) ? (a) : (b))
@@ -99,6 +102,52 @@ Test(runtime, stories260k_greedy_matches_llama_cpp)
     glesc_session_destroy(s);
     glesc_model_destroy(m);
     unsetenv("GLESC_PLAN_VERIFY");
+    free(path);
+}
+
+/* Decode steps replay their plan's records (only the attention kernels,
+ * which see one more cached position, are bound again); a second context
+ * forgets its plans before every step, so each of its steps is generated
+ * and bound from nothing. Every step's logits must be equal, bit for bit. */
+Test(runtime, decode_replay_equals_fresh_plans)
+{
+    TEST_REQUIRE_SHARED(path, "models/stories260K.gguf");
+    glesc_context *fresh_ctx = test_context(NULL);
+    glesc_model *fm = NULL;
+    cr_assert_eq(glesc_model_load(fresh_ctx, path, NULL, &fm), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_session *s, *fs;
+    glesc_session_options o = {.n_ctx = 64};
+    cr_assert_eq(glesc_session_create(fm, &o, &fs), GLESC_OK, "%s", glesc_last_errmsg());
+    /* each context's objects are made while it is current */
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+    glesc_model *m = load(path);
+    cr_assert_eq(glesc_session_create(m, &o, &s), GLESC_OK, "%s", glesc_last_errmsg());
+    int32_t V = glesc_tokenizer_n_vocab(glesc_model_tokenizer(m));
+    float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+    int32_t id = 1;
+    for (int step = 0; step < 40; step++) {
+        cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+        cr_assert_eq(glesc_session_eval(s, &id, 1, 0, a), GLESC_OK, "%s", glesc_last_errmsg());
+        glesc_eval_stats st;
+        glesc_session_last_stats(s, &st);
+        cr_assert_eq(glesc_context_make_current(fresh_ctx), GLESC_OK);
+        compute_plans_drop(fresh_ctx);
+        cr_assert_eq(glesc_session_eval(fs, &id, 1, 0, b), GLESC_OK, "%s", glesc_last_errmsg());
+        cr_assert_arr_eq(a, b, (size_t)V * sizeof *a, "step %d: replayed and fresh logits differ",
+                         step);
+        if (step >= 2)
+            cr_assert(st.plan_reused, "step %d", step);
+        id = argmax(a, V);
+    }
+    free(a);
+    free(b);
+    glesc_session_destroy(s);
+    glesc_model_destroy(m);
+    cr_assert_eq(glesc_context_make_current(fresh_ctx), GLESC_OK);
+    glesc_session_destroy(fs);
+    glesc_model_destroy(fm);
+    glesc_context_destroy(fresh_ctx);
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
     free(path);
 }
 
@@ -369,11 +418,11 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     p.rope_base = base;
     p.rope_linear = linear;
     p.tied_output = tied;
-    p.rope_freqs = with_rope_freqs;
+    p.rope_freqs = with_rope_freqs ? SYNTH_ROPE_FREQS_RAMP : SYNTH_ROPE_FREQS_NONE;
     p.n_ctx = 64;
     p.weight_type = GLESC_DTYPE_F32;
     p.seed = 7;
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
 
     glesc_gguf *f;
     cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
@@ -458,4 +507,54 @@ Test(runtime, qwen3_matches_cpu_reference)
 Test(runtime, f16_cache_stays_close)
 {
     arch_case("qwen3", 32, 1000000.0f, 0, false, GLESC_DTYPE_F16, 2e-2);
+}
+
+/* A session created with timing reports one GPU time per kernel of its last
+ * graph, as many as the eval's statistics count; without timing none. */
+Test(runtime, kernel_times_with_timing)
+{
+    char *dir = test_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/timed.gguf", dir);
+    synth_params p;
+    synth_params_default(&p);
+    p.n_embd = 64;
+    p.n_layer = 1;
+    p.n_ff = 96;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ctx = 32;
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
+    glesc_model *m = load(path);
+    glesc_session *timed, *plain;
+    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.timing = true}, &timed),
+                 GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_create(m, NULL, &plain), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_kernel_time *kt = NULL;
+    cr_assert_eq(glesc_session_kernel_times(timed, &kt), 0, "nothing evaluated yet");
+    cr_assert_null(kt);
+    int32_t ids[3] = {1, 300, 301};
+    for (int step = 0; step < 2; step++) {
+        cr_assert_eq(glesc_session_eval(timed, step ? &ids[2] : ids, step ? 1 : 2, 0, NULL),
+                     GLESC_OK, "%s", glesc_last_errmsg());
+        glesc_eval_stats es;
+        glesc_session_last_stats(timed, &es);
+        int n = glesc_session_kernel_times(timed, &kt);
+        cr_assert_eq(n, es.kernels);
+        int dispatches = 0;
+        for (int k = 0; k < n; k++) {
+            cr_assert(kt[k].name && *kt[k].name);
+            dispatches += kt[k].dispatches;
+        }
+        cr_assert_eq(dispatches, es.dispatches);
+    }
+    cr_assert_eq(glesc_session_eval(plain, ids, 2, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_kernel_times(plain, &kt), 0);
+    cr_assert_null(kt);
+    glesc_session_destroy(timed);
+    glesc_session_destroy(plain);
+    glesc_model_destroy(m);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
 }

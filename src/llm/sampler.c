@@ -2,7 +2,8 @@
  * sampler.c — logits to a token id: repetition penalty, top-k, top-p, min-p,
  * temperature and a seeded draw, in llama.cpp's order. The only CPU math of
  * a decode step besides tokenization, so it avoids sorting the whole
- * vocabulary when top-k bounds the candidates (a heap keeps the k best).
+ * vocabulary when top-k bounds the candidates (a heap keeps the k best),
+ * and greedy sampling (temperature 0 or top-k 1) is one argmax pass.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ struct glesc_sampler {
     float *penalized; /* n_vocab scratch, used when the penalty is on */
     int32_t *history; /* ring of the last repeat_last_n accepted tokens */
     int32_t n_history, history_pos;
-    uint64_t rng[4]; /* xoshiro256** */
+    core_rng rng;
 };
 
 GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p)
@@ -37,45 +38,24 @@ GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p)
     p->seed = 0;
 }
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double next_uniform(glesc_sampler *s)
-{
-    uint64_t *r = s->rng;
-    uint64_t result = rotl(r[1] * 5, 7) * 9, t = r[1] << 17;
-    r[2] ^= r[0];
-    r[3] ^= r[1];
-    r[1] ^= r[2];
-    r[0] ^= r[3];
-    r[2] ^= t;
-    r[3] = rotl(r[3], 45);
-    return (double)(result >> 11) * 0x1.0p-53;
-}
-
 GLESC_API void glesc_sampler_reset(glesc_sampler *s)
 {
-    uint64_t x = s->p.seed;
-    for (int i = 0; i < 4; i++)
-        s->rng[i] = splitmix64(&x);
+    core_rng_seed(&s->rng, s->p.seed);
     s->n_history = s->history_pos = 0;
 }
 
 GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
                                             glesc_sampler **out)
 {
+    core_err_reset(NULL);
+    if (!out)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: out is NULL");
     *out = NULL;
+    glesc_sampler_params defaults; /* p NULL: llama.cpp's defaults, as other options */
+    if (!p) {
+        glesc_sampler_params_default(&defaults);
+        p = &defaults;
+    }
     if (n_vocab <= 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: n_vocab %d",
                             (int)n_vocab);
@@ -202,15 +182,29 @@ static int32_t select_top(glesc_sampler *s, const float *logits, int32_t k)
     return k;
 }
 
+/* The highest logit's id, ties to the lowest: one pass, no candidates. */
+static int32_t argmax(const float *l, int32_t n)
+{
+    int32_t best = 0;
+    float v = l[0];
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > v) {
+            v = l[i];
+            best = i;
+        }
+    return best;
+}
+
 GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits)
 {
     const float *l = apply_penalty(s, logits);
-    if (s->p.temperature <= 0.0f) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < s->n_vocab; i++)
-            if (l[i] > l[best])
-                best = i;
-        return best;
+    if (s->p.temperature <= 0.0f)
+        return argmax(l, s->n_vocab);
+    if (s->p.top_k == 1) {
+        /* greedy as well; the draw the chain below would make still
+         * happens, so the random stream does not depend on this shortcut */
+        core_rng_uniform(&s->rng);
+        return argmax(l, s->n_vocab);
     }
     int32_t k = s->p.top_k > 0 ? CORE_MIN(s->p.top_k, s->n_vocab) : s->n_vocab;
     int32_t n = select_top(s, l, k);
@@ -241,7 +235,7 @@ GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits)
     double total = 0;
     for (int32_t i = 0; i < n; i++)
         total += exp(((double)c[i].logit - c[0].logit) / s->p.temperature);
-    double r = next_uniform(s) * total, acc = 0;
+    double r = core_rng_uniform(&s->rng) * total, acc = 0;
     for (int32_t i = 0; i < n; i++) {
         acc += exp(((double)c[i].logit - c[0].logit) / s->p.temperature);
         if (r < acc)

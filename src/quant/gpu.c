@@ -131,8 +131,7 @@ static void convert_row(const gpu_layout *l, int64_t nb, int file_bytes, uint8_t
         int cnt = (int)CORE_MIN((int64_t)l->g, nb - g0), words = group_bytes(l, cnt) / 4;
         if (!to_gpu)
             for (int w = 0; w < words; w++)
-                for (int k = 0; k < 4; k++)
-                    img[4 * w + k] = (uint8_t)(gpu[w] >> (8 * k));
+                core_put_le32(img + 4 * w, gpu[w]);
         uint8_t *p = img;
         for (int f = 0; f < l->nf; f++) {
             int fb = l->f[f].bytes, arr = round_up(cnt * fb, l->align);
@@ -149,8 +148,7 @@ static void convert_row(const gpu_layout *l, int64_t nb, int file_bytes, uint8_t
         }
         if (to_gpu)
             for (int w = 0; w < words; w++)
-                gpu[w] = (uint32_t)img[4 * w] | (uint32_t)img[4 * w + 1] << 8 |
-                         (uint32_t)img[4 * w + 2] << 16 | (uint32_t)img[4 * w + 3] << 24;
+                gpu[w] = core_le32(img + 4 * w);
         gpu += words;
     }
 }
