@@ -249,6 +249,31 @@ Test(quant_graph, gemv_long_rows_and_portable_path)
     glesc_context_destroy(portable);
 }
 
+/* The GEMV's other shapes (GLESC_GEMV, read when a kernel is generated:
+ * a new context per setting, so no plan of another is reused): row groups
+ * split over two teams, workgroups looping over blocks of rows, one or four
+ * units in flight, one or four rows a team, the shared-memory reduction. */
+Test(quant_graph, gemv_shapes_of_the_tuning_knob)
+{
+    static const char *const knobs[] = {"ks=2", "groups=3", "unroll=4,nr=4", "unroll=1,nr=1",
+                                        "subgroup=0,ks=2,groups=2"};
+    static const glesc_dtype types[] = {GLESC_DTYPE_F16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_K,
+                                        GLESC_DTYPE_Q6_K};
+    glesc_context *saved = ctx;
+    for (size_t k = 0; k < CORE_ARRAY_LEN(knobs); k++) {
+        setenv("GLESC_GEMV", knobs[k], 1);
+        ctx = test_context(NULL);
+        cr_log_info("GLESC_GEMV=%s", knobs[k]);
+        for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+            gemv_case(types[i], 67, 1024, 1);
+            gemv_case(types[i], 19, 768, 3);
+        }
+        glesc_context_destroy(ctx);
+    }
+    ctx = saved;
+    unsetenv("GLESC_GEMV");
+}
+
 /* The full shape list for the types models use most. */
 static void full_shapes(glesc_dtype t)
 {

@@ -248,11 +248,11 @@ void gemv_main() {
     }
     memoryBarrierShared();
     barrier();
-    if (lid < NGROUP * NACC) {
-        uint gi = lid / NACC, i = lid % NACC;
+    for (uint j = lid; j < NGROUP * NACC; j += WG_SIZE) {
+        uint gi = j / NACC, i = j % NACC;
         float t = 0.0, t2 = 0.0;
         for (uint p = 0u; p < KSPLIT; p++) {
-            uint f = lid * KSPLIT + p;
+            uint f = j * KSPLIT + p;
             t += xr[f >> 2u][f & 3u];
 #ifdef PAIR
             f += NTEAM * NACC;
@@ -276,8 +276,8 @@ void gemv_main() {
     }
     memoryBarrierShared();
     barrier();
-    if (lid < NGROUP * NACC) {
-        uint gi = lid / NACC, i = lid % NACC;
+    for (uint j = lid; j < NGROUP * NACC; j += WG_SIZE) { // one invocation a sum
+        uint gi = j / NACC, i = j % NACC;
         float s = 0.0, s2 = 0.0;
         for (uint l = 0u; l < TEAM * KSPLIT; l++) {
             s += xr[(i / 4u) * WG_SIZE + gi * TEAM * KSPLIT + l][i & 3u];

@@ -405,8 +405,8 @@ static int64_t quant_step_rows(const glesc_tensor *t)
     return CORE_MAX((int64_t)1, (int64_t)((4u << 20) / graph_row_bytes(t->dtype, t->ne[0])));
 }
 
-/* Quantized rows from the file layout: repacked to GPU blocks (word-aligned
- * quants, see quant/gpu.c) a few MiB of rows at a time, then uploaded; the
+/* Quantized rows from the file layout: repacked to GPU rows (grouped fields,
+ * aligned quants, see quant/gpu.c) a few MiB of rows at a time, then uploaded; the
  * upload walks chunk boundaries like any other write (chunks hold whole
  * rows). */
 static glesc_status quant_write(glesc_tensor *t, const void *src)

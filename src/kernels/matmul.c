@@ -221,10 +221,13 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
     c.subgroup = caps->has_subgroup && (caps->subgroup_features & GLESC_SUBGROUP_ARITHMETIC) &&
                  caps->subgroup_size >= 4 && caps->subgroup_size <= c.wg &&
                  c.wg % caps->subgroup_size == 0;
-    c.team = c.subgroup ? caps->subgroup_size : CORE_MIN(ctx->cpu_device ? 16 : 32, c.wg);
+    /* llvmpipe runs a workgroup's invocations as SIMD loops on one thread
+     * and pays per workgroup: 64 rows of short teams there (the demo's
+     * 256-wide GEMVs ran 2.5x faster than with 8 rows of teams of 16) */
+    c.team = c.subgroup ? caps->subgroup_size : CORE_MIN(ctx->cpu_device ? 4 : 32, c.wg);
     c.ks = 1;
     c.groups = GEMV_GROUPS;
-    c.nr = m == 1 ? 2 : 1;
+    c.nr = ctx->cpu_device ? (m == 1 ? 4 : 2) : m == 1 ? 2 : 1;
     /* two units of each row in flight where a unit is decoded from few
      * bytes; the plain types' units are 64 or 128 bytes already (on an
      * H200 one unit ran 5-8% faster there, two 2-4% faster for q4_0, q8_0) */
@@ -240,15 +243,28 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
     c.ks = pow2_floor(CORE_MAX(1, CORE_MIN(c.ks, c.wg / c.team)));
     c.unroll = c.unroll >= 4 ? 4 : c.unroll >= 2 ? 2 : 1; /* gemv.glsl's steps */
     c.groups = CORE_MAX(0, c.groups);
-    /* x slices: what shared memory holds for every column, in whole
-     * 256-element blocks */
-    int nacc4 = (c.nr * m + 3) / 4;
-    c.red = c.subgroup ? (c.ks > 1 ? (c.wg / c.team * c.nr * m * (dual ? 2 : 1) + 3) / 4 : 0)
-                       : nacc4 * c.wg * (dual ? 2 : 1);
-    int budget = CORE_MIN(caps->max_compute_shared_memory, GEMV_SHARED_MAX) - 16 * c.red;
-    int xs = CORE_MIN(c.xs, budget * 8 / 9 / (4 * m)) / 256 * 256; /* 1/9 of it spare */
-    c.xs = CORE_MAX(256, xs);
-    return c;
+    /* Shared memory: the partial sums, then x slices of what is left for
+     * every column, in whole 256-element blocks (and 1/9 spare, gemv.glsl's
+     * padding). Where not even one block fits (16 KiB, many columns, the
+     * pair), fewer rows a team, then smaller workgroups, until it does. */
+    int limit = CORE_MIN(caps->max_compute_shared_memory, GEMV_SHARED_MAX);
+    for (;;) {
+        int nacc4 = (c.nr * m + 3) / 4;
+        c.red = c.subgroup ? (c.ks > 1 ? (c.wg / c.team * c.nr * m * (dual ? 2 : 1) + 3) / 4 : 0)
+                           : nacc4 * c.wg * (dual ? 2 : 1);
+        int budget = limit - 16 * c.red;
+        int xs = CORE_MIN(c.xs, budget * 8 / 9 / (4 * m)) / 256 * 256;
+        if (xs >= 256 || (c.nr == 1 && c.wg <= c.team)) {
+            c.xs = CORE_MAX(256, xs); /* gen_gemv reports a device that is too small */
+            return c;
+        }
+        if (c.nr > 1) {
+            c.nr /= 2;
+        } else {
+            c.wg /= 2;
+            c.ks = CORE_MAX(1, CORE_MIN(c.ks, c.wg / c.team));
+        }
+    }
 }
 
 static glesc_status gen_gemv(kb *b, mm_ctx *mc)
