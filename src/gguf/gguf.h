@@ -125,6 +125,7 @@ struct glesc_gguf {
     uint64_t size;
     void *map; /* mmap base, or NULL for open_memory */
     size_t map_size;
+    int fd; /* the file, for glesc_gguf_tensor_read; -1 for open_memory */
     uint32_t version, alignment;
     uint64_t data_offset;
     int64_t n_kv, n_tensors;
