@@ -45,7 +45,8 @@ extern "C" {
     X(ERROR_SHAPE, -11, "shape mismatch")                                                          \
     X(ERROR_TYPE, -12, "type mismatch")                                                            \
     X(ERROR_TIMEOUT, -13, "timed out waiting for the GPU")                                         \
-    X(ERROR_STATE, -14, "call not valid in this state")
+    X(ERROR_STATE, -14, "call not valid in this state")                                            \
+    X(ERROR_NUMERIC, -17, "non-finite values (NaN or infinity) in a result")
 
 typedef enum glesc_status {
 #define GLESC_STATUS_ENUM_(name, value, str) GLESC_##name = value,

@@ -200,7 +200,7 @@ Test(gguf_run, bad_usage)
         {"--chat-template nosuch --chat", "not a known template", 2},
         {"-c", "needs a value", 2},
         {"--platform nope -p hi", "--platform", 2},
-        {"--top-p 0 -p hi", "top_p", 2},
+        {"--top-p -1 -p hi", "top_p -1 must be at least 0", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(args, sizeof args, "-m '%s' %s", path, cases[i].args);
