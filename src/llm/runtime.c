@@ -215,7 +215,10 @@ GLESC_API glesc_status glesc_model_load(glesc_context *ctx, const char *path,
     if ((st = llm_tensors_check(f, path, &m->hp)) != GLESC_OK)
         goto fail;
     if ((st = glesc_tokenizer_load(f, &m->tok)) != GLESC_OK) {
-        core_err_prefix(NULL, "%s", path);
+        /* The tokenizer's own messages name the key; those of the GGUF
+         * getters it calls start with the file already. */
+        if (strncmp(glesc_last_errmsg(), path, strlen(path)) != 0)
+            core_err_prefix(NULL, "%s", path);
         goto fail;
     }
     if (glesc_tokenizer_n_vocab(m->tok) > m->hp.n_vocab) {

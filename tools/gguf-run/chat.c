@@ -1,7 +1,8 @@
 /*
  * chat.c — gguf-run's multi-turn chat on stdin: messages formatted with the
  * model's (or the named) chat template, the KV cache kept between turns so
- * each turn evaluates only the text the template adds.
+ * each turn evaluates only the text the template adds. Ctrl-C stops a reply
+ * (main.c's handler sets the flag generate() checks per token).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,42 +44,51 @@ static void chat_truncate(chat *c, size_t keep)
         free((char *)c->msgs[--c->n].content);
 }
 
-/* One line from stdin ("\" at the end continues it on the next line);
- * NULL at the end of input. */
-static char *read_message(size_t *len)
+/* One message from stdin: a line ("\\" at its end continues it on the next
+ * line), at most CHAT_MESSAGE_MAX bytes, into *msg (malloc'ed,
+ * NUL-terminated). 1 for a message, 0 at the end of input, -1 (message
+ * printed) when it is longer than the limit, out of memory or stdout fails. */
+static int read_message(char **msg, size_t *len)
 {
     buf b = {0};
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    bool tty = isatty(0);
-    if (tty) {
-        fputs("\n> ", stdout);
-        fflush(stdout);
-    }
-    while ((n = getline(&line, &cap, stdin)) >= 0) {
-        if (n > 0 && line[n - 1] == '\n')
-            n--;
-        if (n > 0 && line[n - 1] == '\\') {
-            buf_add(&b, line, (size_t)n - 1);
-            buf_add(&b, "\n", 1);
+    if (isatty(0) && (!out_write("\n> ", 3) || !out_flush()))
+        return -1;
+    int c = EOF;
+    bool any = false;
+    while ((c = getchar()) != EOF) {
+        any = true;
+        if (c == '\n' && b.len > 0 && b.data[b.len - 1] == '\\') {
+            b.data[b.len - 1] = '\n'; /* continued */
             continue;
         }
-        buf_add(&b, line, (size_t)n);
-        break;
+        if (c == '\n')
+            break;
+        if (b.len == CHAT_MESSAGE_MAX) {
+            fprintf(stderr,
+                    "gguf-run: a chat message on stdin is longer than %zu bytes (1 MiB), the "
+                    "limit\n",
+                    CHAT_MESSAGE_MAX);
+            free(b.data);
+            return -1;
+        }
+        char ch = (char)c;
+        buf_add(&b, &ch, 1);
     }
-    free(line);
-    if ((n < 0 && b.len == 0) || b.oom) {
+    if (!any) {
         free(b.data);
-        return NULL;
+        return 0;
     }
+    if (c == EOF && b.len > 0 && b.data[b.len - 1] == '\\')
+        b.data[b.len - 1] = '\n'; /* continued, then the input ended */
     buf_add(&b, "", 1);
     if (b.oom) {
+        fprintf(stderr, "gguf-run: out of memory for a chat message\n");
         free(b.data);
-        return NULL;
+        return -1;
     }
+    *msg = b.data;
     *len = b.len - 1;
-    return b.data;
+    return 1;
 }
 
 /* Tokenizes text (special tokens parsed; BOS when the session is empty) and
@@ -112,6 +122,37 @@ static char *chat_text(glesc_chat_template t, const chat *c, bool add_ass)
     return s;
 }
 
+/* A system message with which not even an empty message fits the context
+ * would fail every turn: refused once. 0, or 1 (message printed). */
+static int check_system(run *r, glesc_chat_template t)
+{
+    if (!r->o->system)
+        return 0;
+    glesc_chat_message m[2] = {{"system", r->o->system}, {"user", ""}};
+    chat c = {m, 2, 2};
+    char *text = chat_text(t, &c, true);
+    if (!text)
+        return 1;
+    unsigned flags = GLESC_TOKENIZE_PARSE_SPECIAL | (r->o->no_bos ? 0 : GLESC_TOKENIZE_ADD_SPECIAL);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    glesc_status st = glesc_tokenize_alloc(r->tok, text, strlen(text), flags, &ids, &n);
+    free(text);
+    glesc_tokens_free(ids);
+    if (st != GLESC_OK) {
+        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+        return 1;
+    }
+    int32_t n_ctx = glesc_session_n_ctx(r->sess);
+    if (n < (size_t)n_ctx)
+        return 0;
+    fprintf(stderr,
+            "gguf-run: the system message takes %zu tokens with the template's text, and the "
+            "context holds %d: no message fits after it; use a larger -c or a shorter --system\n",
+            n, (int)n_ctx);
+    return 1;
+}
+
 /* Multi-turn chat on stdin. The KV cache keeps the conversation: each turn
  * evaluates only the text the template adds (the user's message and the
  * assistant's start), then the reply is generated; after it the template's
@@ -143,6 +184,8 @@ int chat_loop(run *r)
             t = GLESC_CHAT_CHATML;
         }
     }
+    if (check_system(r, t))
+        return 1;
     if (isatty(0))
         fprintf(stderr,
                 "gguf-run: chat (%s template). Enter a message; end a line with \\ to continue "
@@ -173,19 +216,31 @@ int chat_loop(run *r)
         size_t len = 0;
         if (pending) {
             msg = malloc(r->prompt_len + 1);
-            if (msg) {
-                memcpy(msg, r->prompt_text, r->prompt_len);
-                msg[r->prompt_len] = 0;
-                len = r->prompt_len;
-                if (!o->json)
-                    printf("> %s\n", msg);
+            if (!msg) {
+                rc = 1;
+                goto done;
+            }
+            memcpy(msg, r->prompt_text, r->prompt_len);
+            msg[r->prompt_len] = 0;
+            len = r->prompt_len;
+            if (!out_printf("> %s\n", msg)) {
+                rc = 1;
+                goto done;
             }
             pending = false;
         } else {
-            msg = read_message(&len);
+            int got = read_message(&msg, &len);
+            if (got < 0) {
+                rc = 1;
+                goto done;
+            }
+            if (got == 0) {
+                /* Ctrl-D: the summary goes below the prompt, not on its line */
+                if (isatty(0) && !out_write("\n", 1))
+                    rc = 1;
+                break;
+            }
         }
-        if (!msg)
-            break;
         if (!strcmp(msg, "/reset")) {
             chat_truncate(&c, keep);
             glesc_session_truncate(r->sess, 0);
@@ -241,13 +296,14 @@ int chat_loop(run *r)
         glesc_decoder_reset(dec);
         r->text.len = 0;
         size_t gen_before = r->generated.len;
-        if (generate(r, NULL, dec, o->n_predict, true)) {
+        chat_sigint_reply(true); /* Ctrl-C now stops the reply */
+        int g = generate(r, NULL, dec, o->n_predict, true);
+        chat_sigint_reply(false);
+        if (g || !out_write("\n", 1) || !out_flush()) {
             rc = 1;
             goto done;
         }
-        if (!o->json)
-            printf("\n");
-        fflush(stdout);
+        verbose_flush(r);
         if (chat_push(&c, "assistant", r->text.data ? r->text.data : "", r->text.len)) {
             rc = 1;
             goto done;
@@ -310,6 +366,8 @@ done:
     chat_truncate(&c, 0);
     free(c.msgs);
     glesc_decoder_destroy(dec);
-    summary(r);
+    verbose_flush(r);
+    if (!rc)
+        summary(r);
     return rc;
 }

@@ -52,40 +52,48 @@ static int write_rows(run *r, const float *rows, size_t n_rows)
 }
 
 /* Feeds id to the text decoder (the continuation, for --json's text) and to
- * the output decoder (stdout; NULL: stdout gets the text decoder's bytes). */
-static void emit(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, int32_t id, bool flush)
+ * the output decoder (stdout; NULL: stdout gets the text decoder's bytes).
+ * false when stdout cannot be written. */
+static bool emit(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, int32_t id, bool flush)
 {
     const char *piece;
     size_t len;
+    bool show = !r->o->json;
     glesc_status st = flush ? glesc_decoder_flush(text_dec, &piece, &len)
                             : glesc_decoder_feed(text_dec, id, &piece, &len);
     if (st == GLESC_OK && len) {
         buf_add(&r->text, piece, len);
-        if (!out_dec && !r->o->json)
-            fwrite(piece, 1, len, stdout);
+        if (!out_dec && show && !out_write(piece, len))
+            return false;
     }
     if (out_dec) {
         st = flush ? glesc_decoder_flush(out_dec, &piece, &len)
                    : glesc_decoder_feed(out_dec, id, &piece, &len);
-        if (st == GLESC_OK && len && !r->o->json)
-            fwrite(piece, 1, len, stdout);
+        if (st == GLESC_OK && len && show && !out_write(piece, len))
+            return false;
     }
-    if (!r->o->json)
-        fflush(stdout);
+    return !show || out_flush();
+}
+
+/* Whether n more tokens fit the context; a message says why not. */
+static bool prompt_fits(run *r, size_t n)
+{
+    int32_t free_pos = glesc_session_n_ctx(r->sess) - glesc_session_n_past(r->sess);
+    if (n <= (size_t)free_pos)
+        return true;
+    fprintf(stderr,
+            "gguf-run: the prompt has %zu tokens but the context has room for %d more "
+            "(of %d): use a larger -c or a shorter prompt\n",
+            n, (int)free_pos, (int)glesc_session_n_ctx(r->sess));
+    return false;
 }
 
 /* Evaluates ids and leaves the last row in r->logits; with --logits-out
  * writes every row. */
 int eval_prompt(run *r, const int32_t *ids, size_t n)
 {
-    int32_t free_pos = glesc_session_n_ctx(r->sess) - glesc_session_n_past(r->sess);
-    if (n > (size_t)free_pos) {
-        fprintf(stderr,
-                "gguf-run: the prompt has %zu tokens but the context has room for %d more "
-                "(of %d): use a larger -c or a shorter prompt\n",
-                n, (int)free_pos, (int)glesc_session_n_ctx(r->sess));
+    if (!prompt_fits(r, n))
         return -1;
-    }
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     float *all = NULL;
@@ -124,10 +132,11 @@ int eval_prompt(run *r, const int32_t *ids, size_t n)
 }
 
 /* Samples up to n_predict tokens (< 0: until EOG or a full context) from
- * r->logits on, streaming them (see emit). Returns 0, or -1 on failure.
- * Every sampled token but an end-of-generation one is evaluated, so the
- * session holds it and r->logits has the next row; the n_predict-th one
- * only with eval_last (a chat continues after it). */
+ * r->logits on, streaming them (see emit), or until *r->stop_flag is set.
+ * Returns 0, or -1 on failure (a failed write of stdout included). Every
+ * sampled token but an end-of-generation one is evaluated, so the session
+ * holds it and r->logits has the next row; the n_predict-th one (or the one
+ * the stop flag ended on) only with eval_last (a chat continues after it). */
 int generate(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, long n_predict,
              bool eval_last)
 {
@@ -151,8 +160,9 @@ int generate(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, long n_pre
             r->decode_ms += ms_since(&t0);
             break;
         }
-        emit(r, out_dec, text_dec, id, false);
-        bool last = n_predict >= 0 && i + 1 == n_predict;
+        if (!emit(r, out_dec, text_dec, id, false))
+            return -1;
+        bool last = (n_predict >= 0 && i + 1 == n_predict) || (r->stop_flag && *r->stop_flag);
         if (last && !eval_last) { /* nothing will be sampled from its row */
             r->decode_ms += ms_since(&t0);
             break;
@@ -176,21 +186,25 @@ int generate(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, long n_pre
         glesc_session_last_stats(r->sess, &es);
         r->dispatches_per_token = es.dispatches;
         if (o->verbose > 1)
-            fprintf(stderr, "[%d: %s plan, %d dispatches, %.2f ms]", (int)id,
-                    es.plan_reused ? "reused" : "new", es.dispatches, (double)es.ns / 1e6);
+            verbose_line(r, "gguf-run: decode step %zu: token %d, %s plan, %d dispatches, %.2f ms",
+                         r->decode_tokens, (int)id, es.plan_reused ? "reused" : "new",
+                         es.dispatches, (double)es.ns / 1e6);
         if (last)
             break;
     }
-    emit(r, out_dec, text_dec, 0, true);
-    return 0;
+    return emit(r, out_dec, text_dec, 0, true) ? 0 : -1;
 }
 
-/* One prompt, one continuation. */
+/* One prompt, one continuation. The prompt is evaluated before it is
+ * echoed: one that does not fit is refused before anything is printed, and
+ * -v's line about it does not land inside the text. */
 int run_once(run *r, const int32_t *ids, size_t n)
 {
     const options *o = r->o;
     glesc_decoder *out_dec = NULL, *text_dec = NULL;
     bool echo = !o->json && !o->no_display_prompt;
+    if (!prompt_fits(r, n))
+        return 1;
     /* The echo and the continuation on stdout go through one decoder, so
      * the space between them comes out as the model sees it; the text of
      * --json is the continuation alone, with its leading space. */
@@ -200,25 +214,27 @@ int run_once(run *r, const int32_t *ids, size_t n)
         glesc_decoder_destroy(out_dec);
         return 1;
     }
-    for (size_t i = 0; echo && i < n; i++) {
+    r->stop = "length"; /* -n 0: the length limit ends it at once */
+    int rc = eval_prompt(r, ids, n) ? 1 : 0;
+    for (size_t i = 0; !rc && echo && i < n; i++) {
         const char *piece;
         size_t len;
-        if (glesc_decoder_feed(out_dec, ids[i], &piece, &len) == GLESC_OK && len)
-            fwrite(piece, 1, len, stdout);
+        if (glesc_decoder_feed(out_dec, ids[i], &piece, &len) == GLESC_OK && len &&
+            !out_write(piece, len))
+            rc = 1;
     }
-    if (echo)
-        fflush(stdout);
-    int rc = eval_prompt(r, ids, n) ? 1 : 0;
+    if (!rc && echo && !out_flush())
+        rc = 1;
     if (!rc && o->n_predict != 0)
         rc = generate(r, out_dec, text_dec, o->n_predict, false) ? 1 : 0;
     glesc_decoder_destroy(out_dec);
     glesc_decoder_destroy(text_dec);
-    if (!o->json) {
-        printf("\n");
-        fflush(stdout);
-    }
-    if (o->json && !rc)
-        print_json(r, ids, n);
-    summary(r);
+    if (!o->json && (!out_write("\n", 1) || !out_flush()))
+        rc = 1;
+    verbose_flush(r);
+    if (o->json && !rc && !print_json(r, ids, n))
+        rc = 1;
+    if (!rc)
+        summary(r);
     return rc;
 }
