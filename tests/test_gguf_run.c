@@ -72,7 +72,7 @@ static char *synth(void (*mutate)(synth_params *))
     p.n_ctx = 64;
     if (mutate)
         mutate(&p);
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     return path;
 }
 

@@ -8,7 +8,9 @@
  *
  * Tensor data is not copied: add_tensor keeps the caller's pointer until
  * glesc_gguf_writer_write, so large weights go from the caller's memory
- * straight to the file.
+ * straight to the file; add_tensor_fn's tensors are produced by the caller's
+ * callback while the file is written, one at a time, so a model larger than
+ * memory can be generated tensor by tensor.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,7 +33,9 @@ typedef struct wtensor {
     glesc_dtype type;
     int n_dims;
     int64_t ne[GGUF_MAX_DIMS];
-    const void *data; /* caller's; NULL writes zeros */
+    const void *data; /* caller's; NULL writes zeros (unless fill is set) */
+    glesc_gguf_fill_fn fill;
+    void *fill_user;
     uint64_t size;
 } wtensor;
 
@@ -340,9 +344,9 @@ GLESC_API glesc_status glesc_gguf_writer_set_encoded(glesc_gguf_writer *w, const
     return set_bytes(w, key, type, data, (size_t)size);
 }
 
-GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const char *name,
-                                                    glesc_dtype type, int n_dims, const int64_t *ne,
-                                                    const void *data, uint64_t size)
+/* add_tensor and add_tensor_fn: t holds the data source (data or fill). */
+static glesc_status add_tensor(glesc_gguf_writer *w, const char *name, glesc_dtype type, int n_dims,
+                               const int64_t *ne, wtensor t)
 {
     if (!w || !name || !*name || !ne)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
@@ -360,7 +364,9 @@ GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const 
             return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                                 "gguf writer: tensor '%s' was already added", name);
     }
-    wtensor t = {.type = type, .n_dims = n_dims, .data = data, .size = size};
+    t.type = type;
+    t.n_dims = n_dims;
+    uint64_t size = t.size;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         t.ne[d] = d < n_dims ? ne[d] : 1;
         if (t.ne[d] <= 0) /* the reader refuses an empty dimension too */
@@ -408,6 +414,26 @@ GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const 
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "gguf writer: out of memory");
     w->t[w->n_t++] = t;
     return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const char *name,
+                                                    glesc_dtype type, int n_dims, const int64_t *ne,
+                                                    const void *data, uint64_t size)
+{
+    return add_tensor(w, name, type, n_dims, ne, (wtensor){.data = data, .size = size});
+}
+
+GLESC_API glesc_status glesc_gguf_writer_add_tensor_fn(glesc_gguf_writer *w, const char *name,
+                                                       glesc_dtype type, int n_dims,
+                                                       const int64_t *ne, uint64_t size,
+                                                       glesc_gguf_fill_fn fill, void *user)
+{
+    if (!fill)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "gguf writer: add_tensor_fn: tensor '%s': NULL callback",
+                            name ? name : "(null)");
+    return add_tensor(w, name, type, n_dims, ne,
+                      (wtensor){.fill = fill, .fill_user = user, .size = size});
 }
 
 /* ---- Writing ---- */
@@ -515,13 +541,32 @@ GLESC_API glesc_status glesc_gguf_writer_write(glesc_gguf_writer *w, const char 
     uint64_t data_start = o.pos;
     for (size_t i = 0; i < w->n_t && has_data && !o.failed; i++) {
         const wtensor *t = &w->t[i];
-        if (t->data)
+        if (t->fill && t->size) {
+            void *buf = core_malloc((size_t)t->size);
+            if (!buf) {
+                st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
+                                  "gguf writer: tensor '%s': %llu bytes", t->name,
+                                  (unsigned long long)t->size);
+                break;
+            }
+            st = t->fill(t->fill_user, t->name, buf, t->size);
+            if (st == GLESC_OK)
+                out_bytes(&o, buf, (size_t)t->size);
+            core_free(buf);
+            if (st != GLESC_OK)
+                break;
+        } else if (t->data)
             out_bytes(&o, t->data, (size_t)t->size);
         else
             out_zeros(&o, t->size);
         /* Every tensor, the last one too, is padded to the alignment (as
          * ggml's writer does). */
         out_zeros(&o, align_up(o.pos - data_start, w->alignment) - (o.pos - data_start));
+    }
+    if (st != GLESC_OK) { /* a callback's failure or no memory for its tensor */
+        fclose(o.fp);
+        remove(tmp_path);
+        goto done;
     }
     if (o.failed || fflush(o.fp) != 0 || fsync(fileno(o.fp)) != 0) {
         st = core_err_set(NULL, GLESC_ERROR_IO, "%s: write failed at byte %llu: %s", tmp_path,
