@@ -829,7 +829,7 @@ Test(gguf_run, verbose_lines_stay_out_of_the_text, .timeout = 300)
     cr_assert_not_null(eol, "%s", t.out);
     char *line = strndup(text, (size_t)(eol - text));
     cr_expect(!strstr(line, "gguf-run") && !strchr(line, '['), "the text line holds: %s", line);
-    cr_expect(strstr(eol, "gguf-run: decode step 1: token"), "%s", t.out);
+    cr_expect(strstr(eol, "gguf-run: decode step: token"), "%s", t.out);
     cr_expect(strstr(t.out, "gguf-run: prompt: ") < text, "%s", t.out);
     free(line);
     free(t.out);

@@ -95,6 +95,7 @@ static glesc_status open_common(glesc_gguf *f, glesc_gguf **out)
 GLESC_API glesc_status glesc_gguf_open_memory(const void *data, size_t size, const char *name,
                                               glesc_gguf **out)
 {
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_gguf_open_memory: out is NULL");
@@ -121,6 +122,7 @@ GLESC_API glesc_status glesc_gguf_open_memory(const void *data, size_t size, con
 
 GLESC_API glesc_status glesc_gguf_open(const char *path, glesc_gguf **out)
 {
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_gguf_open: out is NULL");
     *out = NULL;
@@ -251,6 +253,7 @@ GLESC_API uint64_t glesc_gguf_arr_n(const glesc_gguf *f, int64_t i)
 GLESC_API glesc_status glesc_gguf_kv_raw(const glesc_gguf *f, int64_t i, const void **data,
                                          uint64_t *size)
 {
+    core_err_reset(NULL);
     const gguf_kv *kv = kv_at(f, i);
     if (!kv || !data || !size)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
@@ -276,6 +279,7 @@ GLESC_API int64_t glesc_gguf_find_tensor(const glesc_gguf *f, const char *name)
 GLESC_API glesc_status glesc_gguf_tensor(const glesc_gguf *f, int64_t i,
                                          glesc_gguf_tensor_info *out)
 {
+    core_err_reset(NULL);
     if (!f || !out || i < 0 || i >= f->n_tensors)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "%s: tensor index %lld is out of range (%lld tensors)",
@@ -314,6 +318,7 @@ static int64_t pread_full(int fd, void *dst, uint64_t n, uint64_t off)
 GLESC_API glesc_status glesc_gguf_tensor_read(const glesc_gguf *f, int64_t i, uint64_t offset,
                                               void *dst, uint64_t n)
 {
+    core_err_reset(NULL);
     if (!f || i < 0 || i >= f->n_tensors || (!dst && n))
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "%s: glesc_gguf_tensor_read: tensor index %lld out of range (%lld "
