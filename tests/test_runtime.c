@@ -7,14 +7,16 @@
  * equal freshly planned ones bit for bit; and each architecture
  * (llama, qwen2, qwen3; tied heads, linear RoPE scaling, wide heads) against
  * a double-precision CPU forward pass on synthetic models; per-kernel GPU
- * times of a session created with timing; a model file truncated while it
- * loads and a NaN weight are errors, never a crash or a silent wrong answer.
+ * times of a session created with timing; a model file (or a descriptor's
+ * range) truncated while it loads and a NaN weight are errors, never a
+ * crash or a silent wrong answer.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -623,6 +625,38 @@ Test(runtime, model_file_truncated_while_loading)
     const char *msg = glesc_last_errmsg();
     cr_log_info("%s", msg);
     cr_expect(strstr(msg, path) && strstr(msg, "truncated"), "%s", msg);
+    rm_model(path);
+}
+
+/* The same from a descriptor: the model at an offset inside a larger file
+ * (an Android asset's layout), mapped by glesc_model_load_fd, whose upload
+ * reads the tensors from the descriptor with pread too. */
+Test(runtime, model_fd_truncated_while_loading)
+{
+    char *path = small_model();
+    size_t size;
+    void *bytes = test_read_file(path, &size);
+    cr_assert_not_null(bytes);
+    /* 4096 bytes of something else, then the model */
+    FILE *fp = fopen(path, "wb");
+    cr_assert_not_null(fp);
+    for (int i = 0; i < 4096; i++)
+        fputc('x', fp);
+    cr_assert_eq(fwrite(bytes, 1, size, fp), size);
+    cr_assert_eq(fclose(fp), 0);
+    free(bytes);
+    int fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    shrink s = {path, (off_t)(4096 + size / 2), 0};
+    glesc_model_options o = {.progress = shrink_file, .progress_user = &s};
+    glesc_model *m = (glesc_model *)1;
+    cr_assert_eq(glesc_model_load_fd(ctx, fd, 4096, size, "asset", &o, &m), GLESC_ERROR_IO, "%s",
+                 glesc_last_errmsg());
+    cr_assert_null(m);
+    const char *msg = glesc_last_errmsg();
+    cr_log_info("%s", msg);
+    cr_expect(strstr(msg, "asset: tensor '") && strstr(msg, "truncated"), "%s", msg);
+    close(fd);
     rm_model(path);
 }
 

@@ -75,7 +75,7 @@ static void reader_free(glesc_gguf *f)
     core_map_free(&f->tensor_index);
     if (f->map)
         munmap(f->map, f->map_size);
-    if (f->fd >= 0)
+    if (f->fd >= 0 && f->own_fd)
         close(f->fd);
     core_free(f->name);
     core_free(f);
@@ -157,6 +157,7 @@ GLESC_API glesc_status glesc_gguf_open(const char *path, glesc_gguf **out)
         goto fail;
     }
     f->fd = fd; /* kept for glesc_gguf_tensor_read; reader_free closes it */
+    f->own_fd = true;
     fd = -1;
     if (!(f->name = core_strdup(path))) {
         st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
@@ -187,6 +188,13 @@ fail:
 GLESC_API void glesc_gguf_close(glesc_gguf *f)
 {
     reader_free(f);
+}
+
+void gguf_reader_pread_from(glesc_gguf *f, int fd, uint64_t offset)
+{
+    f->fd = fd;
+    f->fd_offset = offset;
+    f->own_fd = false;
 }
 
 /* ---- Accessors ---- */
@@ -336,21 +344,21 @@ GLESC_API glesc_status glesc_gguf_tensor_read(const glesc_gguf *f, int64_t i, ui
         memcpy(dst, f->data + pos, (size_t)n);
         return GLESC_OK;
     }
-    int64_t got = pread_full(f->fd, dst, n, pos);
+    uint64_t at = f->fd_offset + pos; /* in the file */
+    int64_t got = pread_full(f->fd, dst, n, at);
     if (got < 0)
         return core_err_set(
             NULL, GLESC_ERROR_IO, "%s: tensor '%s': reading %llu bytes at offset %llu: %s", f->name,
-            t->name, (unsigned long long)n, (unsigned long long)pos, strerror(errno));
+            t->name, (unsigned long long)n, (unsigned long long)at, strerror(errno));
     if ((uint64_t)got < n) {
         struct stat sb;
         unsigned long long now = fstat(f->fd, &sb) == 0 ? (unsigned long long)sb.st_size : 0;
         return core_err_set(NULL, GLESC_ERROR_IO,
                             "%s: tensor '%s': the file now ends at byte %llu, before the end of "
-                            "the tensor's data (bytes %llu..%llu); it was %llu bytes when "
-                            "opened: it was truncated or rewritten while in use",
-                            f->name, t->name, now, (unsigned long long)(pos - offset),
-                            (unsigned long long)(pos - offset + t->size),
-                            (unsigned long long)f->size);
+                            "the tensor's data (bytes %llu..%llu of the file): it was truncated "
+                            "or rewritten while in use",
+                            f->name, t->name, now, (unsigned long long)(at - offset),
+                            (unsigned long long)(at - offset + t->size));
     }
     return GLESC_OK;
 }

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gguf/gguf.h"
 #include "llm/runtime.h"
 #include "quant/quant.h"
 
@@ -330,8 +331,13 @@ GLESC_API glesc_status glesc_model_load_fd(glesc_context *ctx, int fd, uint64_t 
     if ((st = llm_fd_map_open(fd, offset, size, name, &map)) != GLESC_OK)
         return st;
     glesc_gguf *f = NULL;
-    if ((st = glesc_gguf_open_memory(map.data, map.size, name, &f)) == GLESC_OK)
+    if ((st = glesc_gguf_open_memory(map.data, map.size, name, &f)) == GLESC_OK) {
+        /* Mapped: the upload reads the tensors from fd with pread, so a
+         * file truncated while it loads is an error, not a SIGBUS. */
+        if (map.base)
+            gguf_reader_pread_from(f, fd, offset);
         st = load_gguf(ctx, f, name, opts, out);
+    }
     glesc_gguf_close(f);
     llm_fd_map_close(&map);
     return st;
