@@ -344,16 +344,71 @@ Test(fuse, gate_up_silu_mul_is_one_dispatch)
 
 static glesc_tensor *norm_qkv(glesc_graph *g, glesc_tensor **x, int *n)
 {
-    /* rms_norm·w, then the product: two kernels (the norm's epilogue and the matmul) */
-    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, 2}, 27, -1, 1);
+    /* rms_norm·w, then the product: the norm is the matmul's reduction
+     * prologue (its squares summed in the matmul's k loop) */
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, mm_m}, 27, -1, 1);
     glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){64}, 28, 0.5f, 1.5f);
     glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){64, 48}, 29, -1, 1);
     return glesc_matmul(g, w, glesc_mul(g, glesc_rms_norm(g, a, 1e-6f), nw));
 }
 
-Test(fuse, norm_then_matmul_is_two_dispatches)
+static glesc_tensor *res_norm_gate_up(glesc_graph *g, glesc_tensor **x, int *n)
 {
-    fused_vs_unfused("W·(rms_norm(x)·w)", norm_qkv, 2, 1e-9);
+    /* (x + r) → rms_norm·w → silu(Wg·h)·(Wu·h): h has two consumers, both
+     * in the gate/up kernel; the residual add is recomputed there too */
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){96, mm_m}, 41, -1, 1);
+    glesc_tensor *r = tg_input(g, F32, 2, (int64_t[]){96, mm_m}, 42, -1, 1);
+    glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){96}, 43, 0.5f, 1.5f);
+    glesc_tensor *wg = tg_input(g, F16, 2, (int64_t[]){96, 72}, 44, -1, 1);
+    glesc_tensor *wu = tg_input(g, F16, 2, (int64_t[]){96, 72}, 45, -1, 1);
+    glesc_tensor *h = glesc_mul(g, glesc_rms_norm(g, glesc_add(g, a, r), 1e-5f), nw);
+    return glesc_mul(g, glesc_silu(g, glesc_matmul(g, wg, h)), glesc_matmul(g, wu, h));
+}
+
+Test(fuse, norm_folds_into_matmul)
+{
+    mm_m = 1; /* GEMV */
+    fused_vs_unfused("W·(rms_norm(x)·w), m=1", norm_qkv, 1, 1e-9);
+    mm_m = 2;
+    fused_vs_unfused("W·(rms_norm(x)·w), m=2", norm_qkv, 1, 1e-9);
+    mm_m = 37; /* GEMM: a partial tile */
+    fused_vs_unfused("W·(rms_norm(x)·w), m=37", norm_qkv, 1, 1e-9);
+    mm_m = 1;
+    fused_vs_unfused("gate/up of rms_norm(x + r)·w, m=1", res_norm_gate_up, 1, 1e-9);
+    mm_m = 70;
+    fused_vs_unfused("gate/up of rms_norm(x + r)·w, m=70", res_norm_gate_up, 1, 1e-9);
+}
+
+static glesc_tensor *norm_nonlinear(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* rms_norm(x)·w + b is not linear in the norm: the scale cannot be
+     * applied after the product, so the norm keeps its own kernel */
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, 1}, 46, -1, 1);
+    glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){64}, 47, 0.5f, 1.5f);
+    glesc_tensor *nb = tg_input(g, F32, 1, (int64_t[]){64}, 48, -1, 1);
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){64, 48}, 49, -1, 1);
+    return glesc_matmul(g, w, glesc_add(g, glesc_mul(g, glesc_rms_norm(g, a, 1e-6f), nw), nb));
+}
+
+Test(fuse, norm_with_a_nonlinear_epilogue_keeps_its_kernel)
+{
+    fused_vs_unfused("W·(rms_norm(x)·w + b)", norm_nonlinear, 2, 1e-9);
+}
+
+Test(fuse, norm_read_outside_the_matmul_keeps_its_kernel)
+{
+    /* h = rms_norm(x)·w feeds the matmul and is also added to its result:
+     * h must exist in memory, so the norm is not folded */
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, 1}, 50, -1, 1);
+    glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){64}, 51, 0.5f, 1.5f);
+    glesc_tensor *w = tg_input(g, F16, 2, (int64_t[]){64, 64}, 52, -1, 1);
+    glesc_tensor *h = glesc_mul(g, glesc_rms_norm(g, a, 1e-6f), nw);
+    glesc_tensor *y = glesc_add(g, glesc_matmul(g, w, h), h);
+    cr_assert_eq(kernels_of(g, &y, 1), 2);
+    tg_check(g, &y, 1, 1e-9, "W·h + h");
+    glesc_graph_destroy(g);
 }
 
 /* ---- rope and the KV-cache write ---- */

@@ -48,6 +48,7 @@ typedef struct fuse_state {
     fk *k;
     int *next;
     int max_bindings;
+    int nk; /* kernels created (k[0..nk)), dead ones included */
 } fuse_state;
 
 static bool is_inplace_dst(const glesc_tensor *m, int s)
@@ -209,6 +210,113 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     KP->alive = false;
 }
 
+/* Does t (a member of kernel k, or outside it) depend on node x within k? */
+static bool depends_in(const glesc_tensor *t, const glesc_tensor *x, int k)
+{
+    if (t == x)
+        return true;
+    if (!t || t->kernel != k)
+        return false;
+    for (int s = 0; s < t->n_src; s++)
+        if (depends_in(t->src[s], x, k))
+            return true;
+    return false;
+}
+
+/* Is every member of kernel k that depends on the norm nrm linear in it? */
+static bool linear_in(fuse_state *fs, int k, const glesc_tensor *nrm)
+{
+    for (int i = fs->k[k].head; i >= 0; i = fs->next[i]) {
+        const glesc_tensor *m = fs->order[i];
+        if (m == nrm || !depends_in(m, nrm, k))
+            continue;
+        switch (m->op) {
+        case GLESC_OP_MUL:
+            if (depends_in(m->src[0], nrm, k) == depends_in(m->src[1], nrm, k))
+                return false;
+            break;
+        case GLESC_OP_DIV:
+            if (depends_in(m->src[1], nrm, k))
+                return false;
+            break;
+        case GLESC_OP_NEG:
+        case GLESC_OP_CONT:
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Is every consumer of x one of kernel k's anchors, reading x where it
+ * takes a norm prologue? (The norm's value exists only where the anchor
+ * loads that source: not in its epilogue, not in another kernel.) */
+static bool only_norm_consumers(fuse_state *fs, const glesc_tensor *x, int k)
+{
+    const fk *K = &fs->k[k];
+    for (int i = x->order + 1; i < fs->n; i++) {
+        const glesc_tensor *c = fs->order[i];
+        for (int s = 0; s < c->n_src; s++)
+            if (c->src[s] == x && ((c != K->anchor && c != K->partner) ||
+                                   !((graph_op(c->op)->norm_prologue >> s) & 1u)))
+                return false;
+    }
+    return true;
+}
+
+/* Moves kernel kp's members into kc (kc keeps its anchors and out). */
+static void absorb(fuse_state *fs, int kp, int kc)
+{
+    fk *KP = &fs->k[kp], *KC = &fs->k[kc];
+    for (int i = KP->head; i >= 0; i = fs->next[i])
+        fs->order[i]->kernel = kc;
+    fs->next[KC->tail] = KP->head;
+    KC->tail = KP->tail;
+    KP->alive = false;
+}
+
+/*
+ * Reduction prologues: a kernel that computes a row norm (rms_norm with
+ * its linear epilogue, e.g. ·w, and its elementwise prologue, e.g. x + r)
+ * whose output only the anchors of C's kernel read, each on a source
+ * where it takes a norm prologue, joins C: C loads the norm's input, sums
+ * its squares along the row itself and applies the scale (docs/graph.md).
+ * The output may have several consumers, as long as all are anchors of C's
+ * kernel (q, k and v of one grouped matmul; gate and up), so this runs
+ * after the other merges.
+ */
+static void fold_norms(fuse_state *fs)
+{
+    for (int kc = 0; kc < fs->nk; kc++) {
+        fk *KC = &fs->k[kc];
+        if (!KC->alive || !KC->anchor)
+            continue;
+        const glesc_tensor *a = KC->anchor;
+        const graph_op_info *ia = graph_op(a->op);
+        for (int s = 0; s < a->n_src; s++) {
+            glesc_tensor *x = a->src[s];
+            if (!((ia->norm_prologue >> s) & 1u) || !x || x->kernel < 0 || x->kernel == kc)
+                continue;
+            int kp = x->kernel;
+            fk *KP = &fs->k[kp];
+            const glesc_tensor *nrm = KP->anchor;
+            if (!KP->alive || !nrm || !graph_op(nrm->op)->row_scale || KP->partner ||
+                KP->out != x || x->is_output || x->owner != x || !graph_same_shape(nrm, x) ||
+                !only_norm_consumers(fs, x, kc))
+                continue;
+            if (ia->norm_deferred && !linear_in(fs, kp, nrm))
+                continue;
+            if (a->op == GLESC_OP_MATMUL && members(fs, kp) - 1 > MATMUL_PROLOGUE_MAX)
+                continue;
+            int nb = count_bindings(fs, kp, kc, KC->out->owner);
+            if (nb < 0 || nb > fs->max_bindings)
+                continue;
+            absorb(fs, kp, kc);
+        }
+    }
+}
+
 void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
                 int *n_kernels)
 {
@@ -245,7 +353,7 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
         core_free(remap);
         return;
     }
-    fuse_state fs = {order, n, k, next, max_bindings};
+    fuse_state fs = {order, n, k, next, max_bindings, nk};
     if (fusion)
         for (int i = 0; i < n; i++) {
             glesc_tensor *c = order[i];
@@ -253,6 +361,8 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
                 if (c->src[s])
                     try_merge(&fs, c->src[s], c, s);
         }
+    if (fusion)
+        fold_norms(&fs);
     /* Surviving kernels in the order of their out nodes; renumber. */
     int out_n = 0;
     for (int i = 0; i < n; i++) {

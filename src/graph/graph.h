@@ -140,6 +140,20 @@ typedef struct graph_op_info {
      * element, concat's halves): it cannot be in an anchor's epilogue,
      * where the anchor's value exists only at the anchor's coordinates. */
     bool remaps;
+    /* A row norm (rms_norm): its value is its input times a scale that
+     * depends only on the row (1/rms along dimension 0). An anchor that
+     * takes a norm prologue may fold it, with its epilogue, into the
+     * loading of its source and compute the row's sum of squares itself
+     * (a reduction prologue, fuse.c). */
+    bool row_scale;
+    /* bit i: source i may be the output of a folded row norm. */
+    unsigned norm_prologue;
+    /* The anchor is linear in that source along the norm's row and applies
+     * the scale to its own result (matmul: W·(x∘g·s) = s·(W·(x∘g)), the
+     * squares summed in its own k loop): the path from the norm to the
+     * source must be linear in the norm. Without it the norm's scale is
+     * computed where its value is loaded (a loop over the row). */
+    bool norm_deferred;
 } graph_op_info;
 
 const graph_op_info *graph_op(glesc_op op);

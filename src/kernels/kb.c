@@ -295,9 +295,50 @@ const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], ch
 
 bool kb_is_member(const kb *b, const glesc_tensor *t)
 {
-    graph_kind kind = graph_op(t->op)->kind;
+    const graph_op_info *info = graph_op(t->op);
     return t->kernel == b->gk->id && t != b->gk->anchor && t != b->gk->partner &&
-           (kind == GRAPH_KIND_ELTWISE || kind == GRAPH_KIND_VIEW);
+           (info->kind == GRAPH_KIND_ELTWISE || info->kind == GRAPH_KIND_VIEW || info->row_scale);
+}
+
+const glesc_tensor *kb_row_norm(const kb *b, const glesc_tensor *src)
+{
+    if (!src || !kb_is_member(b, src))
+        return NULL;
+    if (graph_op(src->op)->row_scale)
+        return src;
+    for (int s = 0; s < src->n_src; s++) {
+        const glesc_tensor *n = kb_row_norm(b, src->src[s]);
+        if (n)
+            return n;
+    }
+    return NULL;
+}
+
+void kb_row_norm_scale(kb *b, const glesc_tensor *norm, const char *var, const char *sq,
+                       const char *len)
+{
+    if (!b->norm_eps_declared) {
+        kb_param_f(b, "rn_eps", norm->fp[0]);
+        b->norm_eps_declared = true;
+    }
+    kb_line(b, "float %s = inversesqrt(%s / float(%s) + rn_eps);", var, sq, len);
+}
+
+/* A folded row norm's value at c: its input, with the scale deferred to the
+ * anchor (see kb_row_norm). */
+static const char *norm_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
+{
+    if (!graph_op(b->gk->anchor->op)->norm_deferred) {
+        kb_fail(b, GLESC_ERROR_STATE, "%s folded into %s, which does not apply its scale",
+                glesc_op_name(t->op), glesc_op_name(b->gk->anchor->op));
+        return out;
+    }
+    b->depth++;
+    kb_expr(b, t->src[0], c, out);
+    b->depth--;
+    snprintf(b->norm_in, sizeof b->norm_in, "%s", out);
+    b->norm_evals++;
+    return out;
 }
 
 /* A reshape or permute inside the kernel: the source's value at the
@@ -345,8 +386,10 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
         snprintf(out, 16, "%s", b->partner_var);
         return out;
     }
-    if (b->depth == 0)
+    if (b->depth == 0) {
         b->n_memo = 0;
+        b->norm_evals = 0;
+    }
     char key[96];
     snprintf(key, sizeof key, "%s,%s,%s,%s", c[0], c[1], c[2], c[3]);
     for (int i = 0; i < b->n_memo; i++)
@@ -354,7 +397,9 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
             snprintf(out, 16, "%s", b->memo[i].var);
             return out;
         }
-    if (kb_is_member(b, t) && graph_op(t->op)->kind == GRAPH_KIND_VIEW) {
+    if (kb_is_member(b, t) && graph_op(t->op)->row_scale) {
+        norm_expr(b, t, c, out);
+    } else if (kb_is_member(b, t) && graph_op(t->op)->kind == GRAPH_KIND_VIEW) {
         b->depth++;
         view_expr(b, t, c, out);
         b->depth--;

@@ -73,6 +73,11 @@ typedef struct kb {
     } memo[KB_MAX_MEMO];
     int n_memo, depth;
     const char *anchor_var, *partner_var; /* epilogue: the anchors' values */
+    /* reduction prologue (deferred): the variable holding the folded
+     * norm's input at the coordinates of the last kb_expr that reached it */
+    char norm_in[16];
+    int norm_evals; /* how often the current kb_expr reached the norm */
+    bool norm_eps_declared;
     int n_var, n_fparam;
     /* dispatches recorded in bind mode */
     kb_dispatch *disp;
@@ -127,6 +132,19 @@ void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of, 
                          const char *name);
 /* Is t computed inside this kernel (a fused member, not the anchors)? */
 bool kb_is_member(const kb *b, const glesc_tensor *t);
+
+/* Reduction prologue: a row norm (rms_norm) folded into the loading of
+ * source src (fuse.c). kb_row_norm returns that norm member, or NULL.
+ * Where the anchor's op table row says norm_deferred (matmul), kb_expr
+ * evaluates the norm as its input, unscaled, and leaves the variable
+ * holding that input in b->norm_in: the generator sums its squares over
+ * the row (its own k loop reads all of it) and scales its result with
+ * kb_row_norm_scale. */
+const glesc_tensor *kb_row_norm(const kb *b, const glesc_tensor *src);
+/* `float var = inversesqrt(sq / float(len) + eps);` with the norm's eps a
+ * uniform (declared once per kernel). */
+void kb_row_norm_scale(kb *b, const glesc_tensor *norm, const char *var, const char *sq,
+                       const char *len);
 
 /* ---- The codegen table (codegen.c) ----
  * How each op's code is made; graph's table (graph_op) holds what the op

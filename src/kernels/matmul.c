@@ -131,6 +131,20 @@ static void dispatch_chunks(kb *b, const mm_ctx *mc,
     }
 }
 
+/* Reduction prologue: adds the square of the norm's input, just loaded by
+ * kb_expr for column m, to that column's sum sq<m>. */
+static void norm_square(kb *b, const glesc_tensor *nrm, int m)
+{
+    if (!nrm)
+        return;
+    if (b->norm_evals != 1)
+        kb_fail(b, GLESC_ERROR_STATE,
+                "matmul: the folded norm's input is read %d times per "
+                "element",
+                b->norm_evals);
+    kb_line(b, "sq%d += %s * %s;", m, b->norm_in, b->norm_in);
+}
+
 static uint32_t gemv_groups(int64_t rows, uint32_t g[2])
 {
     uint64_t wgs = ((uint64_t)rows + GEMV_ROWS - 1) / GEMV_ROWS;
@@ -152,7 +166,11 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
      * in registers (an array indexed by a runtime m goes to scratch memory;
      * on llvmpipe that made this kernel 5x slower). */
     int m_n = (int)mc->x->ne[1];
-    int nacc = GEMV_ROWS * m_n * (dual ? 2 : 1);
+    /* a folded rms_norm (reduction prologue): the squares of each column's
+     * input are one more sum per column, reduced with the dot products */
+    const glesc_tensor *nrm = kb_row_norm(b, mc->x);
+    int ndot = GEMV_ROWS * m_n * (dual ? 2 : 1);
+    int nacc = ndot + (nrm ? m_n : 0);
     /* the largest workgroup whose sums fit the shared array (m and the pair
      * are in the plan hash, so is this) */
     int wg = b->ctx->cpu_device ? GEMV_WG_MAX_CPU : GEMV_WG_MAX;
@@ -196,6 +214,8 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
             if (dual)
                 kb_line(b, "float p%d_%d = 0.0;", r, m);
         }
+    for (int m = 0; nrm && m < m_n; m++)
+        kb_line(b, "float sq%d = 0.0;", m);
     if (mc->vec4) {
         /* 4 consecutive k per step: one dq4 decodes them together (the
          * scalar loader would decode a quantized group once per element) */
@@ -209,6 +229,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
                 snprintf(kc[j], sizeof kc[j], "k_%d", j);
                 const char *cx[4] = {kc[j], mc_, "b2", "b3"};
                 kb_expr(b, mc->x, cx, xv[j]);
+                norm_square(b, nrm, m);
             }
             kb_line(b, "vec4 x%d = vec4(%s, %s, %s, %s);", m, xv[0], xv[1], xv[2], xv[3]);
         }
@@ -231,6 +252,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
             snprintf(mc_, sizeof mc_, "%du", m);
             const char *cx[4] = {"k", mc_, "b2", "b3"};
             kb_expr(b, mc->x, cx, xv);
+            norm_square(b, nrm, m);
             kb_line(b, "float x%d = %s;", m, xv);
         }
         for (int r = 0; r < GEMV_ROWS; r++) {
@@ -254,6 +276,8 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
             if (dual)
                 kb_line(b, "part[%du * WG_SIZE + lid] = p%d_%d;", (GEMV_ROWS + r) * m_n + m, r, m);
         }
+    for (int m = 0; nrm && m < m_n; m++)
+        kb_line(b, "part[%du * WG_SIZE + lid] = sq%d;", ndot + m, m);
     kb_line(b, "memoryBarrierShared();");
     kb_line(b, "barrier();");
     kb_line(b, "for (uint s = WG_SIZE / 2u; s > 0u; s >>= 1u) {");
@@ -273,6 +297,14 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
     kb_line(b, "float dot = part[(r * MCOLS + m) * WG_SIZE];");
     if (dual)
         kb_line(b, "float dot2 = part[((ROWS + r) * MCOLS + m) * WG_SIZE];");
+    if (nrm) {
+        /* W·(x∘g·s) = s·(W·(x∘g)): the norm's scale of column m */
+        kb_line(b, "float sq = part[(%du + m) * WG_SIZE];", ndot);
+        kb_row_norm_scale(b, nrm, "rs", "sq", "K");
+        kb_line(b, "dot *= rs;");
+        if (dual)
+            kb_line(b, "dot2 *= rs;");
+    }
     const char *co[4] = {"n", "m", "b2", "b3"};
     kb_store_out(b, co, "dot", dual ? "dot2" : NULL);
     kb_line(b, "}");
@@ -290,6 +322,7 @@ static uint32_t gemm_groups(int64_t rows, uint32_t g[2])
 static glesc_status gen_gemm(kb *b, mm_ctx *mc)
 {
     bool dual = mc->p != NULL;
+    const glesc_tensor *nrm = kb_row_norm(b, mc->x);
     if (b->k) {
         emit_kernel_local_size(b->k, 16, 16, 1);
         emit_kernel_snippet(b->k, "graph/eltwise");
@@ -317,6 +350,8 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
             if (dual)
                 kb_line(b, "float p%d%d = 0.0;", i, j);
         }
+    if (nrm)
+        kb_line(b, "vec4 sqv = vec4(0.0); // a folded norm's squares of columns ty + 16·jj");
     kb_line(b, "for (uint k0 = 0u; k0 < K; k0 += TK) {");
     if (mc->vec4) {
         /* W: 4 consecutive k per invocation (K % 4 == 0: a group is all in
@@ -339,7 +374,14 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
         kb_line(b, "}");
     }
     /* consecutive invocations read consecutive k of a row: contiguous loads */
-    kb_line(b, "for (uint i = lid; i < TILE * TK; i += WG_SIZE) {");
+    if (nrm) {
+        /* iteration jj loads column ty + 16·jj (i = lid + jj·WG_SIZE, TK = 16 =
+         * the x extent of the workgroup): the columns this invocation stores */
+        kb_line(b, "for (uint jj = 0u; jj < TILE * TK / WG_SIZE; jj++) {");
+        kb_line(b, "uint i = lid + jj * WG_SIZE;");
+    } else {
+        kb_line(b, "for (uint i = lid; i < TILE * TK; i += WG_SIZE) {");
+    }
     kb_line(b, "uint kk = i %% TK;");
     kb_line(b, "uint r = i / TK;");
     kb_line(b, "uint k = k0 + kk;");
@@ -357,6 +399,12 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
     const char *cx[4] = {"k", "m", "b2", "b3"};
     char xv[16];
     kb_expr(b, mc->x, cx, xv);
+    if (nrm) {
+        if (b->norm_evals != 1)
+            kb_fail(b, GLESC_ERROR_STATE, "matmul: the folded norm's input is read %d times",
+                    b->norm_evals);
+        kb_line(b, "sqv[jj] += %s * %s;", b->norm_in, b->norm_in);
+    }
     kb_line(b, "xv = %s;", xv);
     kb_line(b, "}");
     kb_line(b, "xs[kk * TILE + r] = xv;");
@@ -381,6 +429,25 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
     kb_line(b, "memoryBarrierShared();");
     kb_line(b, "barrier();");
     kb_line(b, "}");
+    if (nrm) {
+        /* the 16 invocations of a row ty hold partial sums of the same
+         * columns: add them up through xs (free after the last barrier) */
+        kb_line(b, "for (uint jj = 0u; jj < 4u; jj++) {");
+        kb_line(b, "xs[(ty + 16u * jj) * 16u + tx] = sqv[jj];");
+        kb_line(b, "}");
+        kb_line(b, "memoryBarrierShared();");
+        kb_line(b, "barrier();");
+        for (int j = 0; j < 4; j++) {
+            kb_line(b, "float sq%d = 0.0;", j);
+            kb_line(b, "for (uint t = 0u; t < 16u; t++) {");
+            kb_line(b, "sq%d += xs[(ty + %du) * 16u + t];", j, 16 * j);
+            kb_line(b, "}");
+            char rs[8], sq[8];
+            snprintf(rs, sizeof rs, "rs%d", j);
+            snprintf(sq, sizeof sq, "sq%d", j);
+            kb_row_norm_scale(b, nrm, rs, sq, "K");
+        }
+    }
     /* stores: one block per accumulator, each with the fused epilogue */
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
@@ -390,6 +457,14 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
             char av[16], pv[16];
             snprintf(av, sizeof av, "a%d%d", i, j);
             snprintf(pv, sizeof pv, "p%d%d", i, j);
+            if (nrm) { /* W·(x∘g·s) = s·(W·(x∘g)) */
+                kb_line(b, "float sa = a%d%d * rs%d;", i, j, j);
+                snprintf(av, sizeof av, "sa");
+                if (dual) {
+                    kb_line(b, "float sp = p%d%d * rs%d;", i, j, j);
+                    snprintf(pv, sizeof pv, "sp");
+                }
+            }
             const char *co[4] = {"n", "m", "b2", "b3"};
             kb_store_out(b, co, av, dual ? pv : NULL);
             kb_line(b, "}");
