@@ -229,15 +229,16 @@ Test(fuse, binding_limit_splits_wide_kernels)
     glesc_graph *g = glesc_graph_create(ctx);
     tg_fusion(g, 1);
     glesc_tensor *y = NULL;
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 20; i++) {
         glesc_tensor *x = tg_input(g, F32, 1, (int64_t[]){77}, (uint32_t)i, -1, 1);
         y = y ? glesc_add(g, y, x) : x;
     }
-    /* 12 inputs + 1 output > 8 bindings: at least two kernels, each within the limit */
+    /* 20 inputs + 1 output > 16 bindings (at most, and at most what the
+     * device allows): at least two kernels, each within the limit */
     int k = kernels_of(g, &y, 1);
     cr_assert_geq(k, 2);
     cr_assert_leq(k, 3);
-    tg_check(g, &y, 1, 1e-12, "12-input sum");
+    tg_check(g, &y, 1, 1e-12, "20-input sum");
     glesc_graph_destroy(g);
 }
 
@@ -408,6 +409,62 @@ Test(fuse, norm_read_outside_the_matmul_keeps_its_kernel)
     glesc_tensor *y = glesc_add(g, glesc_matmul(g, w, h), h);
     cr_assert_eq(kernels_of(g, &y, 1), 2);
     tg_check(g, &y, 1, 1e-9, "W·h + h");
+    glesc_graph_destroy(g);
+}
+
+/* ---- grouped matmuls ---- */
+
+static bool qkv_norm;
+
+static glesc_tensor *qkv_group(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* q, k and v of one activation (optionally rms_norm·w of it): one
+     * kernel whose workgroups pick their matmul by row range; different
+     * row counts, weight types and epilogues */
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, mm_m}, 53, -1, 1);
+    glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){64}, 54, 0.5f, 1.5f);
+    glesc_tensor *h = qkv_norm ? glesc_mul(g, glesc_rms_norm(g, a, 1e-5f), nw) : a;
+    glesc_tensor *wq = tg_input(g, F16, 2, (int64_t[]){64, 96}, 55, -1, 1);
+    glesc_tensor *wk = tg_input(g, F32, 2, (int64_t[]){64, 32}, 56, -1, 1);
+    glesc_tensor *wv = tg_input(g, F16, 2, (int64_t[]){64, 36}, 57, -1, 1);
+    glesc_tensor *bq = tg_input(g, F32, 1, (int64_t[]){96}, 58, -1, 1);
+    glesc_tensor *bv = tg_input(g, F32, 1, (int64_t[]){36}, 59, -1, 1);
+    x[0] = glesc_matmul(g, wk, h);
+    x[1] = glesc_silu(g, glesc_add(g, glesc_matmul(g, wv, h), bv));
+    *n = 2;
+    return glesc_add(g, glesc_matmul(g, wq, h), bq);
+}
+
+Test(fuse, qkv_matmuls_of_one_activation_are_one_dispatch)
+{
+    for (int nrm = 0; nrm <= 1; nrm++) {
+        qkv_norm = nrm;
+        mm_m = 1;
+        fused_vs_unfused(nrm ? "q, k, v of rms_norm(x)·w, m=1" : "q, k, v of x, m=1", qkv_group, 1,
+                         1e-9);
+        mm_m = 3;
+        fused_vs_unfused(nrm ? "q, k, v of rms_norm(x)·w, m=3" : "q, k, v of x, m=3", qkv_group, 1,
+                         1e-9);
+        mm_m = 70; /* GEMM */
+        fused_vs_unfused(nrm ? "q, k, v of rms_norm(x)·w, m=70" : "q, k, v of x, m=70", qkv_group,
+                         1, 1e-9);
+    }
+    qkv_norm = false;
+}
+
+Test(fuse, matmul_reading_its_siblings_result_is_not_grouped)
+{
+    /* Wb·x + Wa·x with weights of two types (no gate/up pair): Wa·x is
+     * computed by another workgroup, so b's kernel cannot join a's */
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, 1}, 60, -1, 1);
+    glesc_tensor *wa = tg_input(g, F16, 2, (int64_t[]){64, 48}, 61, -1, 1);
+    glesc_tensor *wb = tg_input(g, F32, 2, (int64_t[]){64, 48}, 62, -1, 1);
+    glesc_tensor *ya = glesc_matmul(g, wa, a);
+    glesc_tensor *outs[2] = {glesc_add(g, glesc_matmul(g, wb, a), ya), ya};
+    cr_assert_eq(kernels_of(g, outs, 2), 2);
+    tg_check(g, outs, 2, 1e-9, "Wb·x + Wa·x");
     glesc_graph_destroy(g);
 }
 

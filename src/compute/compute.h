@@ -23,10 +23,11 @@
 #include "kernels/kernels.h"
 
 typedef struct compute_kernel {
-    int anchor, partner, out; /* order indices, -1 for none */
-    char *name;               /* "rms_norm+mul" */
-    char *glsl;               /* the generated source (kept for docs and verification) */
-    const gl_program *prog;   /* owned by the program cache */
+    int anchor, partner, out;                              /* order indices, -1 for none */
+    int sib[GRAPH_MAX_SIB], sib_out[GRAPH_MAX_SIB], n_sib; /* a grouped matmul's others */
+    char *name;                                            /* "rms_norm+mul" */
+    char *glsl;             /* the generated source (kept for docs and verification) */
+    const gl_program *prog; /* owned by the program cache */
 } compute_kernel;
 
 typedef struct compute_plan compute_plan;

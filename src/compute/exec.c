@@ -293,14 +293,22 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     for (int k = 0; st == GLESC_OK && k < p->n_kernels; k++) {
         graph_kernel gk = compute_plan_kernel(p, &ord, k);
         compute_kernel *pk = &p->kernels[k];
-        glesc_tensor *o = gk.out->owner;
-        if (!o->live) {
-            st = graph_storage_alloc(o, GL_USAGE_ACTIVATIONS, false);
-            if (st != GLESC_OK) {
-                core_err_prefix(&ctx->err, "glesc_graph_compute: result of %s", pk->name);
-                break;
+        /* the stored nodes' memory: the out's, and a grouped matmul's others */
+        glesc_tensor *outs_k[1 + GRAPH_MAX_SIB];
+        int n_outs = 0;
+        outs_k[n_outs++] = gk.out;
+        for (int j = 0; j < gk.n_sib; j++)
+            outs_k[n_outs++] = gk.sib_out[j];
+        for (int j = 0; j < n_outs && st == GLESC_OK; j++) {
+            glesc_tensor *o = outs_k[j]->owner;
+            if (!o->live) {
+                st = graph_storage_alloc(o, GL_USAGE_ACTIVATIONS, false);
+                if (st != GLESC_OK)
+                    core_err_prefix(&ctx->err, "glesc_graph_compute: result of %s", pk->name);
             }
         }
+        if (st != GLESC_OK)
+            break;
         kb b;
         st = compute_kernel_bind(ctx, &gk, max_bind, &opts, &b);
         if (st != GLESC_OK)
@@ -317,12 +325,14 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
         if (st == GLESC_OK && timers)
             st = gl_timer_end(ctx, &timers[k]);
         if (st == GLESC_OK) {
-            o->live = true;
             g->stats.dispatches += b.n_disp;
             for (int i = 0; i < b.n_bind; i++)
                 if (!b.bind[i].write)
                     g->stats.bytes_read += b.bind[i].owner->st.bytes;
-            g->stats.bytes_written += graph_nbytes(gk.out);
+            for (int j = 0; j < n_outs; j++) {
+                outs_k[j]->owner->live = true;
+                g->stats.bytes_written += graph_nbytes(outs_k[j]);
+            }
             if (timers) {
                 g->ktimes[k].name = pk->name;
                 g->ktimes[k].dispatches = b.n_disp;

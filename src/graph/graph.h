@@ -184,16 +184,25 @@ void graph_drop_newest(glesc_graph *g, glesc_tensor *t);
 glesc_status graph_cpu_eval(glesc_graph *g, glesc_tensor *const *outs, int n, float **results);
 
 /* ---- Fusion (fuse.c): which nodes one kernel computes ---- */
+#define GRAPH_MAX_SIB 3 /* a grouped matmul: the anchor and up to 3 siblings */
+
 typedef struct graph_kernel {
     glesc_tensor *anchor;  /* ANCHOR node, or NULL for a pure elementwise kernel */
     glesc_tensor *partner; /* second matmul sharing the anchor's activation, or NULL */
     glesc_tensor *out;     /* the node the kernel stores */
+    /* A grouped matmul: more matmuls of the anchor's activation, each with
+     * its own weight, epilogue and stored node sib_out[i]; workgroups pick
+     * one by output row range. */
+    glesc_tensor *sib[GRAPH_MAX_SIB], *sib_out[GRAPH_MAX_SIB];
+    int n_sib;
     int id;
 } graph_kernel;
 
 /* Assigns every ELTWISE/ANCHOR node of order[0..n) to a kernel (t->kernel)
- * and fills kernels[] (at most n) in execution order; *n_kernels. With
- * fusion off, one kernel per node. max_bindings bounds a fused kernel. */
+ * and fills kernels[] (at most n) in execution order (each at its first
+ * stored node; every kernel reads only what earlier kernels store);
+ * *n_kernels. With fusion off, one kernel per node. max_bindings bounds a
+ * fused kernel (reads and writes). */
 void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
                 int *n_kernels);
 

@@ -296,8 +296,12 @@ const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], ch
 bool kb_is_member(const kb *b, const glesc_tensor *t)
 {
     const graph_op_info *info = graph_op(t->op);
-    return t->kernel == b->gk->id && t != b->gk->anchor && t != b->gk->partner &&
-           (info->kind == GRAPH_KIND_ELTWISE || info->kind == GRAPH_KIND_VIEW || info->row_scale);
+    if (t->kernel != b->gk->id || t == b->gk->anchor || t == b->gk->partner)
+        return false;
+    for (int i = 0; i < b->gk->n_sib; i++)
+        if (t == b->gk->sib[i])
+            return false;
+    return info->kind == GRAPH_KIND_ELTWISE || info->kind == GRAPH_KIND_VIEW || info->row_scale;
 }
 
 const glesc_tensor *kb_row_norm(const kb *b, const glesc_tensor *src)
@@ -378,7 +382,7 @@ static const char *view_expr(kb *b, const glesc_tensor *t, const char *const c[4
 
 const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
 {
-    if (t == b->gk->anchor && b->anchor_var) {
+    if (t == b->cur_anchor && b->anchor_var) {
         snprintf(out, 16, "%s", b->anchor_var);
         return out;
     }
@@ -431,43 +435,43 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
 
 /* ---- stores ---- */
 
-void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
-                  const char *partner_value)
+/* Stores out (the kernel's out, or sibling `which`'s: which > 0) at c,
+ * after its epilogue over anchor's value; its offset and strides are the
+ * uniforms "o_o", "o_s0".. (or "o<which>_o"..), declared once. */
+static void store_node(kb *b, int which, const glesc_tensor *out, const glesc_tensor *anchor,
+                       const char *const c[4], const char *anchor_value, const char *partner_value)
 {
-    const glesc_tensor *out = b->gk->out;
+    b->cur_anchor = anchor;
     b->anchor_var = anchor_value;
     b->partner_var = partner_value;
     char val[16];
     kb_expr(b, out, c, val);
     b->anchor_var = b->partner_var = NULL;
+    b->cur_anchor = NULL;
     glesc_tensor *o = out->owner;
     int bi = kb_binding(b, o, 0, true);
     if (o->st.n_chunks > 1)
         kb_fail(b, GLESC_ERROR_UNSUPPORTED, "cannot write a tensor split into chunks");
     size_t es = graph_dtype_size(o->dtype);
-    /* The store's offset and strides are declared once per kernel. */
-    bool declared = false;
-    for (int i = 0; i < b->n_leaf; i++)
-        if (b->leaf[i].t == NULL)
-            declared = true;
-    if (!declared) {
-        if (b->n_leaf >= KB_MAX_LEAF) {
-            kb_fail(b, GLESC_ERROR_LIMIT, "kernel reads more than %d tensors", KB_MAX_LEAF);
-            return;
+    char prefix[8], name[16];
+    if (which)
+        snprintf(prefix, sizeof prefix, "o%d", which);
+    else
+        snprintf(prefix, sizeof prefix, "o");
+    if (!b->out_declared[which]) {
+        b->out_declared[which] = true;
+        snprintf(name, sizeof name, "%s_o", prefix);
+        kb_param_u(b, name, out->offs / es);
+        for (int d = 0; d < 4; d++) {
+            snprintf(name, sizeof name, "%s_s%d", prefix, d);
+            kb_param_u(b, name, out->ne[d] == 1 ? 0 : (uint64_t)out->nb[d] / es);
         }
-        b->leaf[b->n_leaf].t = NULL; /* marks the output's uniforms */
-        b->leaf[b->n_leaf].binding = bi;
-        b->leaf[b->n_leaf].param = kb_param_u(b, "o_o", out->offs / es);
-        b->n_leaf++;
-        static const char *names[4] = {"o_s0", "o_s1", "o_s2", "o_s3"};
-        for (int d = 0; d < 4; d++)
-            kb_param_u(b, names[d], out->ne[d] == 1 ? 0 : (uint64_t)out->nb[d] / es);
     }
     if (!b->k)
         return;
     sbuf idx;
     sbuf_init(&idx);
-    index_expr(&idx, "o", c);
+    index_expr(&idx, prefix, c);
     const char *ix = sbuf_str(&idx) ? sbuf_str(&idx) : "0u";
     switch (o->dtype) {
     case GLESC_DTYPE_F32:
@@ -498,6 +502,21 @@ void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
         kb_fail(b, GLESC_ERROR_UNSUPPORTED, "no store for %s", glesc_dtype_name(o->dtype));
     }
     sbuf_free(&idx);
+}
+
+void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
+                  const char *partner_value)
+{
+    store_node(b, 0, b->gk->out, b->gk->anchor, c, anchor_value, partner_value);
+}
+
+void kb_store_sib(kb *b, int i, const char *const c[4], const char *value)
+{
+    if (i < 0 || i >= b->gk->n_sib) {
+        kb_fail(b, GLESC_ERROR_STATE, "kernel has no sibling %d", i);
+        return;
+    }
+    store_node(b, i + 1, b->gk->sib_out[i], b->gk->sib[i], c, value, NULL);
 }
 
 void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *t, const char *prefix,

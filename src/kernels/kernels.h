@@ -30,7 +30,10 @@
 #include "emit/emit.h"
 #include "graph/graph.h"
 
-#define KB_MAX_BIND 8
+/* Storage buffers one kernel may bind (min with the device's
+ * GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, which GLES guarantees only 4 of):
+ * a grouped q/k/v matmul with biases and its folded norm needs 11. */
+#define KB_MAX_BIND 16
 #define KB_MAX_PARAM 160
 #define KB_MAX_LEAF 24
 #define KB_MAX_MEMO 64
@@ -73,6 +76,8 @@ typedef struct kb {
     } memo[KB_MAX_MEMO];
     int n_memo, depth;
     const char *anchor_var, *partner_var; /* epilogue: the anchors' values */
+    const glesc_tensor *cur_anchor;       /* whose value anchor_var holds */
+    bool out_declared[1 + GRAPH_MAX_SIB]; /* the stores' uniforms */
     /* reduction prologue (deferred): the variable holding the folded
      * norm's input at the coordinates of the last kb_expr that reached it */
     char norm_in[16];
@@ -126,6 +131,9 @@ const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], ch
  * epilogue (the fused consumers up to out) is applied first. */
 void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
                   const char *partner_value);
+/* The same for sibling i of a grouped matmul (gk->sib[i]'s value, stored
+ * into gk->sib_out[i] after its own epilogue). */
+void kb_store_sib(kb *b, int i, const char *const c[4], const char *value);
 /* Splits a flat index variable into coordinates of shape ne (uniform names
  * prefix0..3), declaring uint variables name0..name3. */
 void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of, const char *prefix,
