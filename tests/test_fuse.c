@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "test_graph_util.h"
@@ -523,6 +524,106 @@ static glesc_tensor *rope_attention(glesc_graph *g, glesc_tensor **x, int *n)
 Test(fuse, rope_into_attention_is_one_dispatch)
 {
     fused_vs_unfused("attention(permute(rope(q)), k, v)", rope_attention, 1, 1e-9);
+}
+
+/* A decoder layer's attention as the runtime builds it: new keys (rope'd;
+ * with qwen3's per-head norms first) and values written into f16/f32 caches
+ * at the given positions, attention over the first n_kv cache rows. With
+ * fusion the writes (and the norms) are part of the attention kernel. */
+typedef struct kv_case {
+    int64_t d, h, hkv, t, ctx, n_kv;
+    int32_t pos[4];
+    bool norms;
+    glesc_dtype kv;
+} kv_case;
+
+static glesc_tensor *cache_view(glesc_graph *g, glesc_tensor *c, const kv_case *kc)
+{
+    size_t es = kc->kv == F32 ? 4 : 2;
+    static const int perm[4] = {0, 2, 1, 3};
+    glesc_tensor *v =
+        glesc_view(g, c, 3, (int64_t[]){kc->d, kc->hkv, kc->n_kv},
+                   (size_t[]){0, (size_t)kc->d * es, (size_t)(kc->d * kc->hkv) * es}, 0);
+    return glesc_permute(g, v, perm);
+}
+
+static void kv_run(const kv_case *kc, int fusion, glesc_tensor *kcache, glesc_tensor *vcache,
+                   float **out, float **kout, float **vout, int *dispatches)
+{
+    tg_fill(kcache, 80, -1, 1);
+    tg_fill(vcache, 81, -1, 1);
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, fusion);
+    int64_t d = kc->d, t = kc->t;
+    glesc_tensor *q = tg_input(g, F32, 3, (int64_t[]){d, kc->h, t}, 82, -1, 1);
+    glesc_tensor *k = tg_input(g, F32, 3, (int64_t[]){d, kc->hkv, t}, 83, -1, 1);
+    glesc_tensor *v = tg_input(g, F32, 2, (int64_t[]){d * kc->hkv, t}, 84, -1, 1);
+    glesc_tensor *pos = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){t});
+    cr_assert_eq(glesc_tensor_write(pos, kc->pos, (size_t)t * 4), GLESC_OK);
+    if (kc->norms) {
+        glesc_tensor *qn = tg_input(g, F32, 1, (int64_t[]){d}, 85, 0.5f, 1.5f);
+        glesc_tensor *kn = tg_input(g, F32, 1, (int64_t[]){d}, 86, 0.5f, 1.5f);
+        q = glesc_mul(g, glesc_rms_norm(g, q, 1e-6f), qn);
+        k = glesc_mul(g, glesc_rms_norm(g, k, 1e-6f), kn);
+    }
+    q = glesc_rope(g, q, pos, (int)d, GLESC_ROPE_NEOX, 10000, 1);
+    k = glesc_rope(g, k, pos, (int)d, GLESC_ROPE_NEOX, 10000, 1);
+    glesc_tensor *ks =
+        glesc_set_rows(g, kcache, glesc_reshape(g, k, 2, (int64_t[]){d * kc->hkv, t}), pos);
+    glesc_tensor *vs = glesc_set_rows(g, vcache, v, pos);
+    static const int perm[4] = {0, 2, 1, 3};
+    glesc_tensor *y = glesc_attention(g, glesc_permute(g, q, perm), cache_view(g, ks, kc),
+                                      cache_view(g, vs, kc), NULL, 1.0f / sqrtf((float)d), true);
+    cr_assert_not_null(y, "%s", glesc_context_errmsg(ctx));
+    tg_check(g, &y, 1, 1e-9,
+             kc->norms ? "normed k/v cache write + attention" : "k/v cache write + attention");
+    glesc_compute_stats st;
+    glesc_graph_stats(g, &st);
+    *dispatches = st.dispatches;
+    *out = tg_read(y);
+    *kout = tg_read(kcache);
+    *vout = tg_read(vcache);
+    glesc_graph_destroy(g);
+}
+
+Test(fuse, cache_writes_join_the_attention)
+{
+    static const kv_case cases[] = {
+        {32, 4, 2, 1, 16, 8, {7}, false, F16},       /* decode */
+        {16, 4, 1, 3, 12, 9, {6, 7, 8}, false, F32}, /* prefill of 3 */
+        {16, 4, 2, 3, 12, 9, {6, 2, 8}, false, F16}, /* positions out of order: the search */
+        {32, 8, 2, 1, 300, 260, {259}, false, F32},  /* the new row in the last split */
+        {32, 4, 2, 2, 16, 10, {8, 9}, true, F16},    /* per-head q/k norms (qwen3) */
+        {16, 2, 2, 1, 8, 1, {0}, true, F32},         /* the first token */
+    };
+    for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
+        const kv_case *kc = &cases[i];
+        glesc_tensor *kcache =
+            glesc_weight_new(ctx, kc->kv, 2, (int64_t[]){kc->d * kc->hkv, kc->ctx});
+        glesc_tensor *vcache =
+            glesc_weight_new(ctx, kc->kv, 2, (int64_t[]){kc->d * kc->hkv, kc->ctx});
+        float *y[2], *kk[2], *vv[2];
+        int disp[2];
+        for (int pass = 0; pass < 2; pass++)
+            kv_run(kc, pass ? 1 : -1, kcache, vcache, &y[pass], &kk[pass], &vv[pass], &disp[pass]);
+        int64_t ny = kc->d * kc->h * kc->t, nc = kc->d * kc->hkv * kc->ctx;
+        double e = tg_nmse(y[1], y[0], ny);
+        cr_log_info("case %zu: %d dispatches fused, %d unfused; fused vs unfused NMSE %.3g", i,
+                    disp[1], disp[0], e);
+        cr_assert_leq(e, 1e-12, "case %zu: attention differs: %g", i, e);
+        /* the same rows written (a norm summed in another order may round
+         * differently in f32) */
+        cr_assert_leq(tg_nmse(kk[1], kk[0], nc), 1e-12, "case %zu: k cache differs", i);
+        cr_assert_eq(memcmp(vv[0], vv[1], (size_t)nc * 4), 0, "case %zu: v cache differs", i);
+        cr_assert_eq(disp[1], 1, "case %zu: %d dispatches", i, disp[1]);
+        for (int pass = 0; pass < 2; pass++) {
+            free(y[pass]);
+            free(kk[pass]);
+            free(vv[pass]);
+        }
+        glesc_weight_free(kcache);
+        glesc_weight_free(vcache);
+    }
 }
 
 static glesc_tensor *mm_prologue(glesc_graph *g, glesc_tensor **x, int *n)

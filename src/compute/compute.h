@@ -86,6 +86,7 @@ typedef struct compute_state {
     uint64_t trace_t0;
     compute_profile profile; /* valid when profiled */
     bool profiled;
+    gl_buffer *scratch; /* kernels' scratch (kb_scratch): counters at zero between dispatches */
 } compute_state;
 
 /* The context's state, created on first use; NULL on out-of-memory. */
@@ -98,6 +99,9 @@ int compute_max_bindings(const glesc_context *ctx);
  * (core_free it); the message names the kernel on failure. */
 glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
                                  int max_bind, const glesc_graph_options *opts, char **out);
+/* Fills in the scratch buffer of dispatch d (kb_scratch) if it has one:
+ * the context's, grown (zero-filled) to d->scratch_bytes where needed. */
+glesc_status compute_scratch_bind(glesc_context *ctx, kb_dispatch *d);
 /* Runs kernel gk's generator in bind mode on b (kb_free it in any case): its
  * dispatches, with this compute's buffers and uniforms, are in b->disp. */
 glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,

@@ -50,6 +50,31 @@ glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int
     return kernels_gen(b);
 }
 
+glesc_status compute_scratch_bind(glesc_context *ctx, kb_dispatch *d)
+{
+    if (d->scratch_bind < 0)
+        return GLESC_OK;
+    compute_state *cs = compute_state_get(ctx);
+    if (!cs)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "kernel scratch");
+    uint64_t need = CORE_MAX(d->scratch_bytes, 4096);
+    if (!cs->scratch || cs->scratch->size < need) {
+        gl_pool_release(ctx, cs->scratch);
+        cs->scratch = NULL;
+        glesc_status st = gl_pool_acquire(ctx, need, GL_USAGE_ACTIVATIONS, &cs->scratch);
+        if (st == GLESC_OK)
+            st = gl_buffer_clear(ctx, cs->scratch, 0, cs->scratch->size);
+        if (st != GLESC_OK) {
+            gl_pool_release(ctx, cs->scratch);
+            cs->scratch = NULL;
+            core_err_prefix(&ctx->err, "kernel scratch of %llu bytes", (unsigned long long)need);
+            return st;
+        }
+    }
+    d->bind[d->scratch_bind].buf = cs->scratch;
+    return GLESC_OK;
+}
+
 static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const graph_order_t *ord,
                                    int max_bind, const glesc_graph_options *opts)
 {
@@ -317,8 +342,10 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
             st = gl_timer_begin(ctx, &timers[k]);
         for (int d = 0; st == GLESC_OK && d < b.n_disp; d++) {
             kb_dispatch *ds = &b.disp[d];
-            st = gl_dispatch(ctx, pk->prog, ds->bind, ds->n_bind, ds->param, ds->n_param,
-                             ds->groups);
+            st = compute_scratch_bind(ctx, ds);
+            if (st == GLESC_OK)
+                st = gl_dispatch(ctx, pk->prog, ds->bind, ds->n_bind, ds->param, ds->n_param,
+                                 ds->groups);
             if (st != GLESC_OK)
                 core_err_prefix(&ctx->err, "kernel %s", pk->name);
         }

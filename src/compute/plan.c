@@ -53,6 +53,7 @@ static void state_free(glesc_context *ctx)
         fputs("\n]}\n", s->trace);
         fclose(s->trace);
     }
+    gl_pool_release(ctx, s->scratch);
     core_free(s);
     ctx->compute_state = NULL;
 }

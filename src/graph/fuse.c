@@ -117,7 +117,11 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *const *wri
             }
         }
     }
-    return n_seen + n_written;
+    int extra = 0;
+    for (int j = 0; j < 2; j++)
+        if (ks[j] >= 0 && fs->k[ks[j]].anchor)
+            extra += graph_op(fs->k[ks[j]].anchor->op)->extra_bindings;
+    return n_seen + n_written + extra;
 }
 
 /* Does kernel k contain a node that reads its sources at other coordinates? */
@@ -305,36 +309,113 @@ static void absorb(fuse_state *fs, int kp, int kc)
 
 /*
  * Reduction prologues: a kernel that computes a row norm (rms_norm with
- * its linear epilogue, e.g. ·w, and its elementwise prologue, e.g. x + r)
- * whose output only the anchors of C's kernel read, each on a source
- * where it takes a norm prologue, joins C: C loads the norm's input, sums
- * its squares along the row itself and applies the scale (docs/graph.md).
- * The output may have several consumers, as long as all are anchors of C's
- * kernel (q, k and v of one grouped matmul; gate and up), so this runs
- * after the other merges.
+ * its epilogue, e.g. ·w, and its elementwise prologue, e.g. x + r) whose
+ * output only kernel C reads joins C, if C's anchor takes a norm prologue
+ * (docs/graph.md). Where the anchor applies the scale to its own result
+ * (matmul: it sums the squares of the norm's input in its k loop) only its
+ * anchors may read the output, on a source where they take the norm, and
+ * the path from the norm must be linear; elsewhere (attention: qwen3's
+ * per-head q and k norms before rope) the scale is computed where the
+ * value is loaded, a loop over the row. The output may have several
+ * consumers (q, k and v of one grouped matmul; gate and up), as long as all
+ * are in C, so this runs after the other merges.
  */
 static void fold_norms(fuse_state *fs)
+{
+    for (int kp = 0; kp < fs->nk; kp++) {
+        fk *KP = &fs->k[kp];
+        const glesc_tensor *nrm = KP->anchor, *x = KP->out;
+        if (!KP->alive || !nrm || !graph_op(nrm->op)->row_scale || KP->partner || KP->n_sib ||
+            x->is_output || x->owner != x || !graph_same_shape(nrm, x))
+            continue;
+        /* the kernel computing x's consumers (all in one) */
+        int kc = -1;
+        bool one = true;
+        for (int i = x->order + 1; i < fs->n; i++)
+            for (int s = 0; s < fs->order[i]->n_src; s++)
+                if (fs->order[i]->src[s] == x) {
+                    one &= fs->order[i]->kernel >= 0 && (kc < 0 || fs->order[i]->kernel == kc);
+                    kc = fs->order[i]->kernel;
+                }
+        if (!one || kc < 0 || kc == kp || !fs->k[kc].alive || !fs->k[kc].anchor)
+            continue;
+        fk *KC = &fs->k[kc];
+        const graph_op_info *ia = graph_op(KC->anchor->op);
+        if (!ia->norm_prologue)
+            continue;
+        if (ia->norm_deferred) {
+            /* the scale is applied to the anchor's result: only the
+             * anchors may read x, linearly, where they take the norm */
+            if (!only_norm_consumers(fs, x, kc) || !linear_in(fs, kp, nrm))
+                continue;
+            if (KC->anchor->op == GLESC_OP_MATMUL && members(fs, kp) - 1 > MATMUL_PROLOGUE_MAX)
+                continue;
+        } else {
+            /* the scale is computed where the value is loaded: any member
+             * of the kernel may read x, and the anchor on a source where it
+             * takes a norm */
+            bool ok = true;
+            for (int i = x->order + 1; i < fs->n; i++) {
+                const glesc_tensor *c = fs->order[i];
+                for (int s = 0; s < c->n_src; s++)
+                    if (c->src[s] == x && is_anchor_of(KC, c))
+                        ok &= (graph_op(c->op)->norm_prologue >> s) & 1u;
+            }
+            if (!ok)
+                continue;
+        }
+        glesc_tensor *w[1 + GRAPH_MAX_SIB];
+        int nw = written_by(KC, w);
+        int nb = count_bindings(fs, kp, kc, w, nw);
+        if (nb < 0 || nb > fs->max_bindings)
+            continue;
+        absorb(fs, kp, kc);
+    }
+}
+
+static int kpos(const fuse_state *fs, int k);
+
+/* Does any kernel other than ka and kb, running at a position in (lo,
+ * hi), read or write memory of owner o? */
+static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int ka, int kb, int lo,
+                               int hi);
+
+/*
+ * Fused row writes: a set_rows (with its prologue, e.g. rope(k)) whose
+ * result only an anchor that takes it (attention's k and v) reads, through
+ * views, joins that anchor's kernel: the kernel writes the new rows itself
+ * and computes them wherever it reads them (kb_row_writes_begin), so the
+ * KV-cache write costs no dispatch of its own. The destination must be a
+ * 2-D tensor of its own (a leaf: a cache), and no kernel in between may
+ * touch it, since the write moves to the reader's position.
+ */
+static void fold_row_writes(fuse_state *fs)
 {
     for (int kc = 0; kc < fs->nk; kc++) {
         fk *KC = &fs->k[kc];
         if (!KC->alive || !KC->anchor)
             continue;
         const glesc_tensor *a = KC->anchor;
-        const graph_op_info *ia = graph_op(a->op);
+        unsigned bits = graph_op(a->op)->row_write_prologue;
         for (int s = 0; s < a->n_src; s++) {
-            glesc_tensor *x = a->src[s];
-            if (!((ia->norm_prologue >> s) & 1u) || !x || x->kernel < 0 || x->kernel == kc)
+            const glesc_tensor *x = a->src[s];
+            if (!((bits >> s) & 1u) || !x)
+                continue;
+            bool ok = true;
+            while (x && graph_op(x->op)->kind == GRAPH_KIND_VIEW) {
+                ok &= x->n_consumers == 1 && !x->is_output && x->kernel < 0;
+                x = x->src[0];
+            }
+            if (!ok || !x || x->op != GLESC_OP_SET_ROWS || x->kernel < 0 || x->kernel == kc)
                 continue;
             int kp = x->kernel;
             fk *KP = &fs->k[kp];
-            const glesc_tensor *nrm = KP->anchor;
-            if (!KP->alive || !nrm || !graph_op(nrm->op)->row_scale || KP->partner ||
-                KP->out != x || x->is_output || x->owner != x || !graph_same_shape(nrm, x) ||
-                !only_norm_consumers(fs, x, kc))
+            const glesc_tensor *dst = x->src[0], *idx = x->src[2];
+            if (!KP->alive || KP->anchor != x || KP->out != x || KP->partner || KP->n_sib ||
+                x->n_consumers != 1 || x->is_output || dst->op != GLESC_OP_NONE ||
+                dst->ne[2] * dst->ne[3] != 1 || idx->ne[1] * idx->ne[2] * idx->ne[3] != 1)
                 continue;
-            if (ia->norm_deferred && !linear_in(fs, kp, nrm))
-                continue;
-            if (a->op == GLESC_OP_MATMUL && members(fs, kp) - 1 > MATMUL_PROLOGUE_MAX)
+            if (owner_used_between(fs, dst->owner, kp, kc, kpos(fs, kp), kpos(fs, kc)))
                 continue;
             glesc_tensor *w[1 + GRAPH_MAX_SIB];
             int nw = written_by(KC, w);
@@ -390,6 +471,25 @@ static bool can_run_together(fuse_state *fs, int ka, int kb, int pos)
         }
     }
     return true;
+}
+
+static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int ka, int kb, int lo,
+                               int hi)
+{
+    for (int i = 0; i < fs->n; i++) {
+        const glesc_tensor *t = fs->order[i];
+        if (t->kernel < 0 || t->kernel == ka || t->kernel == kb)
+            continue;
+        int p = kpos(fs, t->kernel);
+        if (p <= lo || p >= hi)
+            continue;
+        if (t->owner == o)
+            return true;
+        for (int s = 0; s < t->n_src; s++)
+            if (t->src[s] && t->src[s]->owner == o)
+                return true;
+    }
+    return false;
 }
 
 /* May kernel kb's matmul join kernel ka's as a sibling? */
@@ -490,6 +590,7 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
                     try_merge(&fs, c->src[s], c, s);
         }
     if (fusion) {
+        fold_row_writes(&fs);
         group_matmuls(&fs);
         fold_norms(&fs);
     }

@@ -154,6 +154,13 @@ typedef struct graph_op_info {
      * source must be linear in the norm. Without it the norm's scale is
      * computed where its value is loaded (a loop over the row). */
     bool norm_deferred;
+    /* bit i: source i may be (a view of) the result of a set_rows whose
+     * write this anchor's kernel then does itself (fuse.c: a KV-cache write
+     * inside the attention that reads the cache). */
+    unsigned row_write_prologue;
+    /* Storage buffers the anchor's kernel binds besides tensors (attention:
+     * the scratch of its split combine). */
+    int extra_bindings;
 } graph_op_info;
 
 const graph_op_info *graph_op(glesc_op op);

@@ -455,7 +455,10 @@ static const graph_op_info ops[] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_attention,
      .cpu = ref_attention,
-     .prologue = 1},
+     .prologue = 1,
+     .row_write_prologue = 1u << 1 | 1u << 2, /* k, v: new cache rows */
+     .norm_prologue = 1u | 1u << 1 | 1u << 2, /* per-head q/k norms, computed inline */
+     .extra_bindings = 1},
 };
 _Static_assert(CORE_ARRAY_LEN(ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
 

@@ -38,12 +38,18 @@
 #define KB_MAX_LEAF 24
 #define KB_MAX_MEMO 64
 
+#define KB_MAX_RW 4 /* fused row writes (set_rows members) per kernel */
+
 typedef struct kb_dispatch {
     gl_binding bind[KB_MAX_BIND];
     int n_bind;
     gl_param param[KB_MAX_PARAM];
     int n_param;
     uint32_t groups[3];
+    /* binding bind[scratch_bind] is the executor's scratch buffer of at
+     * least scratch_bytes (kb_scratch; its buf is NULL here); -1: none */
+    int scratch_bind;
+    uint64_t scratch_bytes;
 } kb_dispatch;
 
 typedef struct kb {
@@ -55,11 +61,20 @@ typedef struct kb {
     const glesc_graph_options *opts; /* effective options of the compute (may be NULL) */
     /* storage bindings of the kernel: owner tensor and chunk */
     struct {
-        glesc_tensor *owner;
+        glesc_tensor *owner; /* NULL: the scratch buffer */
         int chunk;
         bool write;
+        bool rw; /* a fused row write's destination: read and written */
     } bind[KB_MAX_BIND];
     int n_bind;
+    /* fused row writes: set_rows members (kb_row_writes_begin) */
+    struct {
+        const glesc_tensor *w; /* the set_rows node */
+        int binding, idx_leaf;
+    } rw[KB_MAX_RW];
+    int n_rw;
+    int scratch_bind; /* -1: none */
+    uint64_t scratch_bytes;
     gl_param param[KB_MAX_PARAM];
     int n_param;
     /* tensors loaded through kb_expr/kb_load: their binding and first param */
@@ -138,6 +153,29 @@ void kb_store_sib(kb *b, int i, const char *const c[4], const char *value);
  * prefix0..3), declaring uint variables name0..name3. */
 void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of, const char *prefix,
                          const char *name);
+/* Fused row writes (fuse.c: a set_rows whose result only this kernel's
+ * anchor reads, through views, e.g. new keys and values into a KV cache
+ * written by the attention that reads the cache). kb_row_writes_begin,
+ * called first in main(), binds each destination for reading and writing
+ * and finds whether the row indices are consecutive. From then on a load
+ * of that memory through kb_expr looks its row up among the rows written:
+ * a written row's value is computed from the set_rows source (in
+ * registers), any other row is read from memory, so no invocation ever
+ * reads a row another one writes. kb_row_writes_store emits the writes:
+ * the source's elements id, id + stride, ... (GLSL uint expressions; the
+ * generator makes them cover the whole source once per dispatch). */
+void kb_row_writes_begin(kb *b);
+void kb_row_writes_store(kb *b, const char *id, const char *stride);
+
+/* A coherent uint buffer for work across workgroups (a last-workgroup
+ * combine): the executor supplies one per context, zero-filled when it
+ * grows. Its first KB_SCRATCH_COUNTERS words are counters, zero between
+ * dispatches (a kernel that counts in one puts it back to zero); the words
+ * after them are free space for the dispatch. bytes: the free space this
+ * compute needs. Returns its binding index ("t<i>"). */
+#define KB_SCRATCH_COUNTERS 1024
+int kb_scratch(kb *b, uint64_t bytes);
+
 /* Is t computed inside this kernel (a fused member, not the anchors)? */
 bool kb_is_member(const kb *b, const glesc_tensor *t);
 
@@ -185,6 +223,9 @@ glesc_status kernels_gen_matmul(kb *b);
 glesc_status kernels_gen_get_rows(kb *b);
 glesc_status kernels_gen_set_rows(kb *b);
 glesc_status kernels_gen_attention(kb *b);
+/* Attention's code choices from its shapes (the op's variant): query heads
+ * per workgroup, keys per tile, output accumulators per invocation. */
+uint32_t kernels_attention_variant(const glesc_tensor *t);
 
 /* Expression helpers of the elementwise rows. */
 void kernels_expr_template(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
