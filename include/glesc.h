@@ -142,6 +142,14 @@ typedef struct glesc_context_options {
     uint64_t max_storage_block_size;
     /* Byte budget of buffers kept cached by the pool (0 = 256 MiB). */
     uint64_t pool_budget;
+    /* Testing aids for the portable path (false / 0 = the driver's): pretend
+     * the device has no GL_KHR_shader_subgroup; cap the invocations per
+     * workgroup (and each workgroup dimension) and the shared memory per
+     * workgroup at these values (a larger value than the driver's is
+     * ignored). GLES 3.1 guarantees 128 invocations and 16 KiB. */
+    bool no_subgroups;
+    int max_compute_invocations;
+    int max_compute_shared_memory;
 } glesc_context_options;
 
 typedef struct glesc_context glesc_context;
@@ -214,6 +222,25 @@ GLESC_API void glesc_context_stats(const glesc_context *ctx, glesc_stats *out);
 GLESC_API void glesc_context_reset_stats(glesc_context *ctx);
 /* The program cache directory in use, or NULL when disk caching is off. Owned by ctx. */
 GLESC_API const char *glesc_context_cache_dir(const glesc_context *ctx);
+
+/* ---- Memory bandwidth as glesc's shaders reach it (the rooflines) ---- */
+typedef struct glesc_roofline {
+    uint64_t bytes;            /* the buffer each kernel read */
+    int local_size;            /* invocations per workgroup (from the caps, at most 256) */
+    double copy_gbps;          /* copy kernel: bytes read + bytes written per ns (GB/s) */
+    double read_gbps;          /* read-only kernel (a sum): bytes read per ns (GB/s) */
+    uint64_t copy_ns, read_ns; /* median time of one run of each */
+} glesc_roofline;
+
+/* Measures two plain kernels over one buffer of `bytes` (0: 256 MiB; at most
+ * the storage-block limit; rounded down to whole workgroups): a vec4 copy
+ * and a read-only vec4 sum, each run `iters` times (0: 20) after a warm-up
+ * and timed on the GPU (CPU time around glFinish where timer queries do not
+ * measure compute work, as on llvmpipe); *out gets the medians. A kernel
+ * that streams weights (a GEMV, a decode step) is set against read_gbps.
+ * Takes about 3 × bytes of pool memory for the call. */
+GLESC_API glesc_status glesc_context_roofline(glesc_context *ctx, uint64_t bytes, int iters,
+                                              glesc_roofline *out);
 
 /* ======================================================================
  * Tensors and the lazy operation graph.

@@ -226,6 +226,23 @@ GLESC_API glesc_status glesc_gguf_writer_set_arr_str(glesc_gguf_writer *w, const
 GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const char *name,
                                                     glesc_dtype type, int n_dims, const int64_t *ne,
                                                     const void *data, uint64_t size);
+/* Produces the bytes of a tensor added with glesc_gguf_writer_add_tensor_fn
+ * while glesc_gguf_writer_write runs: fills dst with exactly size bytes
+ * (the tensor in file layout). Called once per such tensor, in the order of
+ * addition, on the thread that called glesc_gguf_writer_write; dst is the
+ * writer's and is valid only during the call. A status other than GLESC_OK
+ * stops the write: no file is created, glesc_gguf_writer_write returns that
+ * status and leaves glesc_last_errmsg() as the callback left it. */
+typedef glesc_status (*glesc_gguf_fill_fn)(void *user, const char *name, void *dst, uint64_t size);
+/* As glesc_gguf_writer_add_tensor, with the bytes produced by fill(user, ...)
+ * during glesc_gguf_writer_write instead of read from the caller's memory,
+ * so a model can be generated and written tensor by tensor without holding
+ * it whole (the writer holds one tensor at a time). (Added to the original
+ * API.) */
+GLESC_API glesc_status glesc_gguf_writer_add_tensor_fn(glesc_gguf_writer *w, const char *name,
+                                                       glesc_dtype type, int n_dims,
+                                                       const int64_t *ne, uint64_t size,
+                                                       glesc_gguf_fill_fn fill, void *user);
 /* Writes the file (to path.tmp, then renamed). Errors in glesc_last_errmsg(). */
 GLESC_API glesc_status glesc_gguf_writer_write(glesc_gguf_writer *w, const char *path);
 

@@ -262,6 +262,9 @@ typedef struct glesc_session_options {
     glesc_dtype kv_type;
     /* Most tokens one graph evaluates (longer inputs are split); 0: 256. */
     int32_t n_batch;
+    /* Measure each kernel's GPU time (glesc_session_kernel_times); costs a
+     * timer query per kernel, so leave it off where speed is measured. */
+    bool timing;
 } glesc_session_options;
 
 /* A session over m with an empty KV cache. opts may be NULL. The model must
@@ -303,6 +306,11 @@ typedef struct glesc_eval_stats {
 
 /* Statistics of the last glesc_session_eval. */
 GLESC_API void glesc_session_last_stats(const glesc_session *s, glesc_eval_stats *out);
+/* The kernels of the last glesc_session_eval's graph (its last graph when
+ * the input was split), in dispatch order, with their GPU times: the count,
+ * and *out (owned by the session, valid until its next eval). 0 and NULL
+ * unless the session was created with timing. */
+GLESC_API int glesc_session_kernel_times(const glesc_session *s, const glesc_kernel_time **out);
 
 /* ---- Chat templates ----
  * llama.cpp's built-in chat formats (llama-chat.cpp), chosen by name or

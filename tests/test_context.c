@@ -107,6 +107,41 @@ Test(context, storage_limit_override)
     glesc_context_destroy(ctx);
 }
 
+/* The portable path's overrides (gguf-bench --portable) lower the caps;
+ * values above the driver's change nothing. */
+Test(context, portable_overrides)
+{
+    glesc_context_options o = {.cache_dir = "off",
+                               .max_storage_block_size = 128u << 20,
+                               .no_subgroups = true,
+                               .max_compute_invocations = 128,
+                               .max_compute_shared_memory = 16384};
+    glesc_context *ctx = NULL;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_caps *c = glesc_context_caps(ctx);
+    cr_assert_not(c->has_subgroup);
+    cr_assert_eq(c->max_compute_invocations, 128);
+    cr_assert_eq(c->max_compute_shared_memory, 16384);
+    for (int i = 0; i < 3; i++)
+        cr_assert_leq(c->max_workgroup_size[i], 128);
+    cr_assert_leq(c->max_storage_block_size, 128u << 20);
+    glesc_context_destroy(ctx);
+
+    glesc_context_options big = {.cache_dir = "off",
+                                 .max_compute_invocations = 1 << 30,
+                                 .max_compute_shared_memory = 1 << 30};
+    glesc_context *ref = test_context(NULL);
+    cr_assert_eq(glesc_context_create(&big, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_caps *r = glesc_context_caps(ref);
+    c = glesc_context_caps(ctx);
+    cr_assert_eq(c->max_compute_invocations, r->max_compute_invocations);
+    cr_assert_eq(c->max_compute_shared_memory, r->max_compute_shared_memory);
+    cr_assert_eq(c->max_workgroup_size[0], r->max_workgroup_size[0]);
+    cr_assert_eq(c->has_subgroup, r->has_subgroup);
+    glesc_context_destroy(ctx);
+    glesc_context_destroy(ref);
+}
+
 /* Two contexts at once share an EGL display; destroying one must leave the
  * other working. */
 Test(context, two_contexts)

@@ -3,8 +3,9 @@
  * malformed-file corpus (tests/gguf_corpus, one defect per file: expected
  * status and a piece of the message), round trips of every value type,
  * nested and string arrays and tensors of several types at alignments 32 and
- * 64, the typed getters' conversions and errors, writer argument checks, and
- * every allocation failure during open.
+ * 64, tensors produced by callbacks while the file is written, the typed
+ * getters' conversions and errors, writer argument checks, and every
+ * allocation failure during open.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -362,20 +363,20 @@ static void round_trip(uint32_t alignment)
     /* An array of arrays: [[1, 2], ["x"], [[true]]] encoded by hand. */
     uint8_t nested[128];
     size_t p = 0;
-    gguf_put_le32(nested + p, GLESC_GGUF_ARRAY), p += 4;
-    gguf_put_le64(nested + p, 3), p += 8;
-    gguf_put_le32(nested + p, GLESC_GGUF_UINT8), p += 4;
-    gguf_put_le64(nested + p, 2), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_ARRAY), p += 4;
+    core_put_le64(nested + p, 3), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_UINT8), p += 4;
+    core_put_le64(nested + p, 2), p += 8;
     nested[p++] = 1;
     nested[p++] = 2;
-    gguf_put_le32(nested + p, GLESC_GGUF_STRING), p += 4;
-    gguf_put_le64(nested + p, 1), p += 8;
-    gguf_put_le64(nested + p, 1), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_STRING), p += 4;
+    core_put_le64(nested + p, 1), p += 8;
+    core_put_le64(nested + p, 1), p += 8;
     nested[p++] = 'x';
-    gguf_put_le32(nested + p, GLESC_GGUF_ARRAY), p += 4;
-    gguf_put_le64(nested + p, 1), p += 8;
-    gguf_put_le32(nested + p, GLESC_GGUF_BOOL), p += 4;
-    gguf_put_le64(nested + p, 1), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_ARRAY), p += 4;
+    core_put_le64(nested + p, 1), p += 8;
+    core_put_le32(nested + p, GLESC_GGUF_BOOL), p += 4;
+    core_put_le64(nested + p, 1), p += 8;
     nested[p++] = 1;
     cr_assert_eq(glesc_gguf_writer_set_encoded(w, "arr.nested", GLESC_GGUF_ARRAY, nested, p),
                  GLESC_OK, "%s", glesc_last_errmsg());
@@ -711,5 +712,84 @@ Test(gguf, writer_no_data_no_padding)
     cr_assert_eq(ti.size, 0);
     glesc_gguf_close(f);
     unlink(path);
+    free(path);
+}
+
+/* add_tensor_fn: each callback runs once, in the order of addition, with the
+ * tensor's name and size, and its bytes land where add_tensor's would. */
+typedef struct fill_log {
+    int calls;
+    char names[4][8];
+    glesc_status fail_with; /* returned by the call named "t1" */
+} fill_log;
+
+static glesc_status fill_pattern(void *user, const char *name, void *dst, uint64_t size)
+{
+    fill_log *log = user;
+    if (log->calls < 4)
+        snprintf(log->names[log->calls], sizeof log->names[0], "%s", name);
+    log->calls++;
+    if (log->fail_with && !strcmp(name, "t1"))
+        return log->fail_with;
+    for (uint64_t i = 0; i < size; i++)
+        ((uint8_t *)dst)[i] = (uint8_t)(i * 3 + (uint64_t)name[1]);
+    return GLESC_OK;
+}
+
+Test(gguf, writer_tensor_callbacks)
+{
+    glesc_gguf_writer *w = glesc_gguf_writer_create();
+    fill_log log = {0};
+    const int64_t ne0[2] = {64, 3}, ne1[1] = {7};
+    const float mid[2] = {1.5f, -2.0f};
+    cr_assert_eq(glesc_gguf_writer_add_tensor_fn(w, "t0", GLESC_DTYPE_Q8_0, 2, ne0, 3 * 2 * 34,
+                                                 fill_pattern, &log),
+                 GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(
+        glesc_gguf_writer_add_tensor(w, "mid", GLESC_DTYPE_F32, 1, (int64_t[]){2}, mid, sizeof mid),
+        GLESC_OK);
+    cr_assert_eq(
+        glesc_gguf_writer_add_tensor_fn(w, "t1", GLESC_DTYPE_F16, 1, ne1, 14, fill_pattern, &log),
+        GLESC_OK);
+    /* the size is checked as add_tensor checks it; a callback is required */
+    cr_assert_eq(
+        glesc_gguf_writer_add_tensor_fn(w, "t2", GLESC_DTYPE_F16, 1, ne1, 15, fill_pattern, &log),
+        GLESC_ERROR_SHAPE);
+    cr_assert_eq(glesc_gguf_writer_add_tensor_fn(w, "t3", GLESC_DTYPE_F16, 1, ne1, 14, NULL, NULL),
+                 GLESC_ERROR_INVALID_ARGUMENT);
+    char *path = tmp_file("fill");
+    cr_assert_eq(glesc_gguf_writer_write(w, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(log.calls, 2);
+    cr_assert_str_eq(log.names[0], "t0");
+    cr_assert_str_eq(log.names[1], "t1");
+
+    glesc_gguf *f = NULL;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+    for (int64_t i = 0; i < 3; i++) {
+        glesc_gguf_tensor_info ti;
+        cr_assert_eq(glesc_gguf_tensor(f, i, &ti), GLESC_OK);
+        const uint8_t *b = ti.data;
+        if (i == 1) {
+            cr_assert_eq(memcmp(b, mid, sizeof mid), 0);
+            continue;
+        }
+        cr_assert_eq(ti.size, i == 0 ? 204u : 14u);
+        for (uint64_t k = 0; k < ti.size; k++)
+            cr_assert_eq(b[k], (uint8_t)(k * 3 + (uint64_t)ti.name[1]), "%s byte %llu", ti.name,
+                         (unsigned long long)k);
+    }
+    glesc_gguf_close(f);
+    unlink(path);
+
+    /* A failing callback stops the write with its status: no file, no
+     * temporary file. */
+    log = (fill_log){.fail_with = GLESC_ERROR_IO};
+    cr_assert_eq(glesc_gguf_writer_write(w, path), GLESC_ERROR_IO);
+    cr_assert_eq(log.calls, 2);
+    cr_assert_eq(access(path, F_OK), -1);
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    cr_assert_eq(access(tmp, F_OK), -1);
+    glesc_gguf_writer_destroy(w);
     free(path);
 }

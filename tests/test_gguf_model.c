@@ -193,7 +193,7 @@ Test(gguf_model, vocab_files)
             const char *s;
             size_t len;
             cr_assert_eq(glesc_gguf_get_arr_str(f, "tokenizer.ggml.tokens", i, &s, &len), GLESC_OK);
-            cr_assert_eq(len, gguf_le64(p));
+            cr_assert_eq(len, core_le64(p));
             cr_assert_eq((const uint8_t *)s, p + 8);
             p += 8 + len;
         }

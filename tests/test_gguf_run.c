@@ -12,69 +12,38 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/synth.h"
 #include "test_util.h"
 
-typedef struct run_result {
-    int status; /* exit status; 128 + signal when killed */
-    char *out, *err;
-} run_result;
-
 /* Runs gguf-run with args (a shell fragment; stdin from input when not
  * NULL) and collects its output. */
-static run_result run_with(const char *args, const char *input)
+static test_run_result run_with(const char *args, const char *input)
 {
     const char *exe = getenv("GLESC_GGUF_RUN");
     cr_assert(exe && *exe, "GLESC_GGUF_RUN is not set (run through meson test)");
-    char out_path[64], err_path[64], in_path[64], cmd[16384];
-    snprintf(out_path, sizeof out_path, "/tmp/glesc-gguf-run-%ld.out", (long)getpid());
-    snprintf(err_path, sizeof err_path, "/tmp/glesc-gguf-run-%ld.err", (long)getpid());
-    snprintf(in_path, sizeof in_path, "/tmp/glesc-gguf-run-%ld.in", (long)getpid());
-    FILE *f = fopen(in_path, "w");
-    cr_assert_not_null(f);
-    if (input)
-        fputs(input, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "'%s' --cache-dir off %s <%s >%s 2>%s", exe, args, in_path, out_path,
-             err_path);
-    int st = system(cmd);
-    cr_assert(st != -1, "cannot run %s", cmd);
-    run_result r = {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), NULL, NULL};
-    size_t n;
-    r.out = test_read_file(out_path, &n);
-    r.err = test_read_file(err_path, &n);
-    cr_assert(r.out && r.err);
-    unlink(out_path);
-    unlink(err_path);
-    unlink(in_path);
-    return r;
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' --cache-dir off %s", exe, args);
+    return test_run(cmd, input);
 }
 
-static run_result run(const char *args)
+static test_run_result run(const char *args)
 {
     return run_with(args, NULL);
-}
-
-static void run_free(run_result *r)
-{
-    free(r->out);
-    free(r->err);
 }
 
 /* Expects exit status `status` and every needle in stderr. */
 static void expect_failure(const char *args, int status, const char *const *needles)
 {
-    run_result r = run(args);
+    test_run_result r = run(args);
     cr_log_info("gguf-run %s\n  -> %d: %s", args, r.status, r.err);
     cr_expect_eq(r.status, status, "gguf-run %s: exit %d, expected %d; stderr: %s", args, r.status,
                  status, r.err);
     for (const char *const *n = needles; *n; n++)
         cr_expect(strstr(r.err, *n) != NULL, "gguf-run %s: '%s' not in stderr: %s", args, *n,
                   r.err);
-    run_free(&r);
+    test_run_free(&r);
 }
 
 /* A small synthetic model (1 layer, n_embd 64) at a fresh path; mutate
@@ -95,7 +64,7 @@ static char *synth(void (*mutate)(synth_params *))
     p.n_ctx = 64;
     if (mutate)
         mutate(&p);
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     return path;
 }
 
@@ -201,7 +170,7 @@ Test(gguf_run, quantized_weights_are_refused_or_run)
     TEST_REQUIRE_SHARED(model, "reference/models/tiny-q8_0.gguf");
     char args[4200];
     snprintf(args, sizeof args, "-m '%s' -p hi -n 2 --temp 0", model);
-    run_result r = run(args);
+    test_run_result r = run(args);
     cr_log_info("q8_0: exit %d: %s", r.status, r.err);
     /* Quantized weights run; a build without a loader for the type must
      * refuse clearly, naming the tensor and type. */
@@ -209,7 +178,7 @@ Test(gguf_run, quantized_weights_are_refused_or_run)
         cr_expect_eq(r.status, 1);
         cr_expect(strstr(r.err, "q8_0") && strstr(r.err, "token_embd.weight"), "%s", r.err);
     }
-    run_free(&r);
+    test_run_free(&r);
     free(model);
 }
 
@@ -244,12 +213,12 @@ Test(gguf_run, bad_usage)
 
 Test(gguf_run, demo_without_a_model)
 {
-    run_result r = run("-n 4");
+    test_run_result r = run("-n 4");
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.err, "RANDOM weights"), "%s", r.err);
     cr_expect(strstr(r.err, "tok/s") && strstr(r.err, "dispatches/token"), "%s", r.err);
     cr_expect(strncmp(r.out, "Once upon a time", 16) == 0, "%s", r.out);
-    run_free(&r);
+    test_run_free(&r);
 }
 
 static const int once_greedy[8] = {432, 383, 286, 261, 376, 298, 315, 421};
@@ -259,7 +228,7 @@ Test(gguf_run, json_output)
     TEST_REQUIRE_SHARED(model, "models/stories260K.gguf");
     char args[4200];
     snprintf(args, sizeof args, "-m '%s' -p 'Once upon a time' -n 8 --temp 0 --json", model);
-    run_result r = run(args);
+    test_run_result r = run(args);
     cr_assert_eq(r.status, 0, "%s", r.err);
     json_object *o = json_tokener_parse(r.out);
     cr_assert_not_null(o, "not JSON: %s", r.out);
@@ -277,7 +246,7 @@ Test(gguf_run, json_output)
     cr_expect(json_object_object_get_ex(tm, "decode_tok_per_s", &v));
     cr_expect(json_object_object_get_ex(tm, "dispatches_per_token", &v));
     json_object_put(o);
-    run_free(&r);
+    test_run_free(&r);
     free(model);
 }
 
@@ -293,12 +262,12 @@ Test(gguf_run, json_escapes_control_characters_and_bad_utf8)
              "-m '%s' --prompt-ids 1,37,95,13,12,258 -n 24 --temp 1.5 --top-k 0 --top-p 1 "
              "--min-p 0 --seed 3 --json",
              path);
-    run_result r = run(args);
+    test_run_result r = run(args);
     cr_assert_eq(r.status, 0, "%s", r.err);
     json_object *o = json_tokener_parse(r.out);
     cr_expect_not_null(o, "not JSON: %s", r.out);
     json_object_put(o);
-    run_free(&r);
+    test_run_free(&r);
     rm(path);
 }
 
@@ -311,7 +280,7 @@ Test(gguf_run, logits_out_and_prompt_ids)
     snprintf(args, sizeof args,
              "-m '%s' --prompt-ids 1,403,407,261,378 -n 3 --temp 0 --json --logits-out '%s'", model,
              lpath);
-    run_result r = run(args);
+    test_run_result r = run(args);
     cr_assert_eq(r.status, 0, "%s", r.err);
     size_t n;
     float *l = test_read_file(lpath, &n);
@@ -331,7 +300,7 @@ Test(gguf_run, logits_out_and_prompt_ids)
     cr_expect(strstr(r.out, "\"generated_ids\": [432, 383, 286]"), "%s", r.out);
     cr_expect(strstr(r.out, "\"prompt_ids\": [1, 403, 407, 261, 378]"), "%s", r.out);
     free(l);
-    run_free(&r);
+    test_run_free(&r);
     /* -n 0: only the prompt */
     snprintf(args, sizeof args, "-m '%s' -p 'Once upon a time' -n 0 --logits-out '%s'", model,
              lpath);
@@ -340,7 +309,7 @@ Test(gguf_run, logits_out_and_prompt_ids)
     l = test_read_file(lpath, &n);
     cr_expect_eq(n, 5 * 512 * sizeof(float));
     free(l);
-    run_free(&r);
+    test_run_free(&r);
     unlink(lpath);
     rmdir(dir);
     free(dir);
@@ -355,12 +324,12 @@ Test(gguf_run, seeds_repeat_and_differ)
     for (int i = 0; i < 3; i++) {
         snprintf(args, sizeof args, "-m '%s' -p 'once upon' -n 12 --temp 1.0 --seed %d --json",
                  path, i < 2 ? 42 : 43);
-        run_result r = run(args);
+        test_run_result r = run(args);
         cr_assert_eq(r.status, 0, "%s", r.err);
         char *g = strstr(r.out, "\"generated_ids\"");
         cr_assert_not_null(g);
         outs[i] = strndup(g, (size_t)(strchr(g, ']') - g));
-        run_free(&r);
+        test_run_free(&r);
     }
     cr_expect_str_eq(outs[0], outs[1], "same seed, same tokens");
     cr_expect_str_neq(outs[0], outs[2], "another seed, other tokens");
@@ -374,13 +343,13 @@ Test(gguf_run, escapes)
     TEST_REQUIRE_SHARED(model, "models/stories260K.gguf");
     char args[4200];
     snprintf(args, sizeof args, "-m '%s' --tokenize -e -p 'a\\nb\\x41\\q'", model);
-    run_result a = run(args);
+    test_run_result a = run(args);
     snprintf(args, sizeof args, "-m '%s' --tokenize -p \"$(printf 'a\\nbA\\\\q')\"", model);
-    run_result b = run(args);
+    test_run_result b = run(args);
     cr_expect_eq(a.status, 0, "%s", a.err);
     cr_expect_str_eq(a.out, b.out);
-    run_free(&a);
-    run_free(&b);
+    test_run_free(&a);
+    test_run_free(&b);
     free(model);
 }
 
@@ -391,7 +360,7 @@ Test(gguf_run, chat_on_stdin)
     snprintf(args, sizeof args,
              "-m '%s' --chat --chat-template chatml --system 'Tell stories.' -n 6 --temp 0 -v",
              model);
-    run_result r = run_with(args, "Once upon a time\nThe dog\n");
+    test_run_result r = run_with(args, "Once upon a time\nThe dog\n");
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_log_info("chat stdout: %s\nstderr: %s", r.out, r.err);
     /* two turns; the second evaluates only its new text */
@@ -407,6 +376,6 @@ Test(gguf_run, chat_on_stdin)
     }
     cr_expect_geq(prompts, 3, "%s", r.err);
     cr_expect_lt(second, first, "turn 2 evaluated %zu tokens, turn 1 %zu", second, first);
-    run_free(&r);
+    test_run_free(&r);
     free(model);
 }

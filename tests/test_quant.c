@@ -12,28 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "quant/quant.h"
 
-/* ---- Deterministic random numbers (splitmix64) ---- */
-static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+/* ---- Deterministic random numbers: core's generator, seeded before each
+ * test (Criterion runs each test in a process of its own) ---- */
+static core_rng rng;
 
-static uint64_t rng_u64(void)
+static void rng_init(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
+    core_rng_seed(&rng, 1);
 }
 
-static double rng_uniform(void) /* (0, 1) */
-{
-    return ((double)(rng_u64() >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float rng_normal(void)
-{
-    return (float)(sqrt(-2.0 * log(rng_uniform())) * cos(6.283185307179586 * rng_uniform()));
-}
+TestSuite(quant, .init = rng_init);
 
 static uint32_t f32_bits(float f)
 {
@@ -130,8 +121,8 @@ Test(quant, f16_rounding_vs_double_reference)
     /* Random floats from well below the smallest subnormal (2^-24) to past
      * the overflow threshold, random mantissas and signs. */
     for (int i = 0; i < 2000000; i++) {
-        uint32_t u = (uint32_t)rng_u64();
-        uint32_t exp = 127 - 28 + (uint32_t)(rng_u64() % 47); /* 2^-28 .. 2^18 */
+        uint32_t u = (uint32_t)core_rng_next(&rng);
+        uint32_t exp = 127 - 28 + (uint32_t)(core_rng_next(&rng) % 47); /* 2^-28 .. 2^18 */
         float x = f32_from_bits((u & 0x807fffffu) | (exp << 23));
         check_f16_round(x);
     }
@@ -197,7 +188,7 @@ Test(quant, bf16_exhaustive_and_rounding)
                          quant_f32_to_bf16(around[k]), bf16_ref_round(around[k]));
     }
     for (int i = 0; i < 1000000; i++) {
-        float x = f32_from_bits((uint32_t)rng_u64());
+        float x = f32_from_bits((uint32_t)core_rng_next(&rng));
         if (!isfinite(x))
             continue;
         cr_assert_eq(quant_f32_to_bf16(x), bf16_ref_round(x), "f32 %08x", f32_bits(x));
@@ -535,7 +526,7 @@ Test(quant, argument_errors)
 static void make_input(float *x, int n)
 {
     for (int i = 0; i < n; i++)
-        x[i] = rng_normal();
+        x[i] = (float)core_rng_normal(&rng);
     for (int blk = 0; blk < n / 256; blk++) {
         float s = powf(10.0f, (float)(blk % 5) - 2.0f);
         for (int i = 0; i < 256; i++)
@@ -546,7 +537,7 @@ static void make_input(float *x, int n)
         x[256 + i] = 0.75f;
     x[512 + 17] = 50.0f;
     for (int i = 0; i < 256; i++)
-        x[768 + i] = rng_normal() * 1e-6f;
+        x[768 + i] = (float)core_rng_normal(&rng) * 1e-6f;
 }
 
 typedef struct rt_result {
@@ -708,7 +699,7 @@ Test(quant, q8_sums)
 {
     float x[256];
     for (int i = 0; i < 256; i++)
-        x[i] = rng_normal();
+        x[i] = (float)core_rng_normal(&rng);
     uint8_t b1[36 * 8], bk[292];
     cr_assert_eq(quant_quantize(GLESC_DTYPE_Q8_1, x, b1, 256), GLESC_OK);
     for (int blk = 0; blk < 8; blk++) {

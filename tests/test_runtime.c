@@ -5,7 +5,8 @@
  * decode step on), prefill in several batches equals one batch, and
  * truncating the session re-evaluates the same logits; and each architecture
  * (llama, qwen2, qwen3; tied heads, linear RoPE scaling, wide heads) against
- * a double-precision CPU forward pass on synthetic models.
+ * a double-precision CPU forward pass on synthetic models; per-kernel GPU
+ * times of a session created with timing.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -370,11 +371,11 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     p.rope_base = base;
     p.rope_linear = linear;
     p.tied_output = tied;
-    p.rope_freqs = with_rope_freqs;
+    p.rope_freqs = with_rope_freqs ? SYNTH_ROPE_FREQS_RAMP : SYNTH_ROPE_FREQS_NONE;
     p.n_ctx = 64;
     p.weight_type = GLESC_DTYPE_F32;
     p.seed = 7;
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
 
     glesc_gguf *f;
     cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
@@ -472,4 +473,54 @@ Test(runtime, qwen3_matches_cpu_reference)
 Test(runtime, f16_cache_stays_close)
 {
     arch_case("qwen3", 32, 1000000.0f, 0, false, GLESC_DTYPE_F16, 2e-2);
+}
+
+/* A session created with timing reports one GPU time per kernel of its last
+ * graph, as many as the eval's statistics count; without timing none. */
+Test(runtime, kernel_times_with_timing)
+{
+    char *dir = test_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/timed.gguf", dir);
+    synth_params p;
+    synth_params_default(&p);
+    p.n_embd = 64;
+    p.n_layer = 1;
+    p.n_ff = 96;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ctx = 32;
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
+    glesc_model *m = load(path);
+    glesc_session *timed, *plain;
+    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.timing = true}, &timed),
+                 GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_create(m, NULL, &plain), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_kernel_time *kt = NULL;
+    cr_assert_eq(glesc_session_kernel_times(timed, &kt), 0, "nothing evaluated yet");
+    cr_assert_null(kt);
+    int32_t ids[3] = {1, 300, 301};
+    for (int step = 0; step < 2; step++) {
+        cr_assert_eq(glesc_session_eval(timed, step ? &ids[2] : ids, step ? 1 : 2, 0, NULL),
+                     GLESC_OK, "%s", glesc_last_errmsg());
+        glesc_eval_stats es;
+        glesc_session_last_stats(timed, &es);
+        int n = glesc_session_kernel_times(timed, &kt);
+        cr_assert_eq(n, es.kernels);
+        int dispatches = 0;
+        for (int k = 0; k < n; k++) {
+            cr_assert(kt[k].name && *kt[k].name);
+            dispatches += kt[k].dispatches;
+        }
+        cr_assert_eq(dispatches, es.dispatches);
+    }
+    cr_assert_eq(glesc_session_eval(plain, ids, 2, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_kernel_times(plain, &kt), 0);
+    cr_assert_null(kt);
+    glesc_session_destroy(timed);
+    glesc_session_destroy(plain);
+    glesc_model_destroy(m);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
 }

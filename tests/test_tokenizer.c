@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -664,16 +663,8 @@ Test(tokenizer, decoder_holds_partial_utf8)
 
 /* ---- Hostile input ---- */
 
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 /* Random text: ASCII, multi-byte characters, and (when raw) any bytes. */
-static size_t random_text(uint64_t *rng, char *buf, size_t cap, bool raw)
+static size_t random_text(core_rng *rng, char *buf, size_t cap, bool raw)
 {
     static const char *const pieces[] = {" ",
                                          "  ",
@@ -704,14 +695,14 @@ static size_t random_text(uint64_t *rng, char *buf, size_t cap, bool raw)
                                          "\r\n",
                                          "ſ",
                                          "Ω"};
-    size_t n = rng_next(rng) % 40, o = 0;
+    size_t n = core_rng_next(rng) % 40, o = 0;
     for (size_t i = 0; i < n; i++) {
-        if (raw && rng_next(rng) % 4 == 0) {
+        if (raw && core_rng_next(rng) % 4 == 0) {
             if (o + 1 < cap)
-                buf[o++] = (char)(rng_next(rng) & 0xff);
+                buf[o++] = (char)(core_rng_next(rng) & 0xff);
             continue;
         }
-        const char *p = pieces[rng_next(rng) % CORE_ARRAY_LEN(pieces)];
+        const char *p = pieces[core_rng_next(rng) % CORE_ARRAY_LEN(pieces)];
         size_t k = strlen(p);
         if (o + k < cap) {
             memcpy(buf + o, p, k);
@@ -747,7 +738,8 @@ static bool valid_utf8(const char *s, size_t n)
 static void fuzz_vocab(const char *rel, bool bytes_round_trip)
 {
     LOAD_OR_SKIP(t, rel);
-    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    core_rng rng;
+    core_rng_seed(&rng, 0x9e3779b97f4a7c15ull);
     char buf[512];
     int round_trips = 0, checked = 0;
     for (int iter = 0; iter < 400; iter++) {
@@ -972,14 +964,13 @@ Test(tokenizer, every_pre_tokenizer)
 
 /* ---- tools/gguf-run --tokenize ---- */
 
+/* Runs cmd: its exit status, and its stdout in out. */
 static int run_capture(const char *cmd, char *out, size_t cap)
 {
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "popen %s", cmd);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    test_run_result r = test_run(cmd, NULL);
+    snprintf(out, cap, "%s", r.out);
+    test_run_free(&r);
+    return r.status;
 }
 
 Test(tokenizer, gguf_run_tokenize)

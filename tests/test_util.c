@@ -52,6 +52,52 @@ void *test_read_file(const char *path, size_t *size)
 }
 
 #include <criterion/criterion.h>
+#include <sys/wait.h>
+
+test_run_result test_run(const char *cmd, const char *input)
+{
+    char *dir = test_tmpdir();
+    size_t cap = strlen(dir) + 16;
+    char *in_path = malloc(cap), *out_path = malloc(cap), *err_path = malloc(cap);
+    cr_assert(in_path && out_path && err_path);
+    snprintf(in_path, cap, "%s/in", dir);
+    snprintf(out_path, cap, "%s/out", dir);
+    snprintf(err_path, cap, "%s/err", dir);
+    FILE *f = fopen(in_path, "w");
+    cr_assert_not_null(f, "cannot write %s", in_path);
+    if (input)
+        fputs(input, f);
+    fclose(f);
+    /* A subshell, so that redirections inside cmd (2>&1) still apply. */
+    size_t len = strlen(cmd) + 3 * cap + 32;
+    char *line = malloc(len);
+    cr_assert_not_null(line);
+    snprintf(line, len, "( %s ) <'%s' >'%s' 2>'%s'", cmd, in_path, out_path, err_path);
+    int st = system(line);
+    cr_assert(st != -1, "cannot run %s", line);
+    test_run_result r = {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), NULL, NULL};
+    size_t n;
+    r.out = test_read_file(out_path, &n);
+    r.err = test_read_file(err_path, &n);
+    cr_assert(r.out && r.err, "no output files from %s", line);
+    unlink(in_path);
+    unlink(out_path);
+    unlink(err_path);
+    rmdir(dir);
+    free(line);
+    free(in_path);
+    free(out_path);
+    free(err_path);
+    free(dir);
+    return r;
+}
+
+void test_run_free(test_run_result *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
 
 glesc_context *test_context(const char *cache_dir)
 {

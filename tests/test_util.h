@@ -1,6 +1,7 @@
 /*
  * test_util.h — helpers shared by the test suites: finding ../shared (models,
- * references) and reporting the worst error of a comparison.
+ * references), reading files, running the tools as subprocesses, GPU
+ * contexts and the sample kernel.
  */
 #ifndef GLESC_TEST_UTIL_H
 #define GLESC_TEST_UTIL_H
@@ -24,6 +25,19 @@ char *test_shared_path(const char *rel);
 
 /* Reads a whole file; NULL on failure. *size gets its length. free() it. */
 void *test_read_file(const char *path, size_t *size);
+
+/* What a subprocess did: its exit status (128 + signal when killed) and
+ * everything it wrote to stdout and stderr (NUL-terminated). */
+typedef struct test_run_result {
+    int status;
+    char *out, *err;
+} test_run_result;
+
+/* Runs cmd (a shell command line) with stdin from input (NULL: empty) and
+ * collects its output; fails the test when no shell can be started.
+ * test_run_free() the result. */
+test_run_result test_run(const char *cmd, const char *input);
+void test_run_free(test_run_result *r);
 
 #include "glesc.h"
 

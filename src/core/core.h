@@ -1,6 +1,7 @@
 /*
  * core.h — the bottom layer every other module uses: error messages, the one
- * allocation hook, the string builder, hashing and logging.
+ * allocation hook, the string builder, hashing, the hash map, little-endian
+ * fields, the random number generator and logging.
  */
 #ifndef GLESC_CORE_H
 #define GLESC_CORE_H
@@ -9,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "glesc.h"
 
@@ -104,6 +106,157 @@ static inline bool core_hash128_eq(core_hash128 a, core_hash128 b)
 {
     return a.lo == b.lo && a.hi == b.hi;
 }
+
+/* ---- Hash map (map.c): 64-bit key → uint32 value, open addressing ----
+ * The map stores a 64-bit key word beside each value and knows nothing else
+ * of the keys. Where the key is itself a 64-bit integer (a pair of ids) the
+ * word is the key and a match is exact. Where the key is a string or a wider
+ * hash, the word is its 64-bit hash and the caller compares its own keys on
+ * each candidate the probe hands back, so two keys with one hash can both be
+ * stored (core_map_add never refuses a repeated word). Linear probing, load
+ * at most 1/2; values are typically indices into the caller's own arrays. */
+typedef struct core_map_slot {
+    uint64_t key;
+    uint32_t value1; /* value + 1; 0 = empty */
+} core_map_slot;
+
+typedef struct core_map {
+    core_map_slot *slots; /* NULL until the first add or reserve */
+    uint32_t mask;        /* slots has mask + 1 entries, a power of two */
+    uint32_t count;
+} core_map;
+
+void core_map_init(core_map *m);
+void core_map_free(core_map *m);
+/* Removes every entry, keeps the capacity. */
+void core_map_clear(core_map *m);
+/* Makes room for n entries in all; false on out-of-memory or n > 2^30. */
+bool core_map_reserve(core_map *m, uint32_t n);
+/* Adds (key, value), growing as needed; false on out-of-memory or a value
+ * of UINT32_MAX (the map is then unchanged). */
+bool core_map_add(core_map *m, uint64_t key, uint32_t value);
+
+/* A lookup in progress: the values stored under one key word, in turn. */
+typedef struct core_map_probe {
+    const core_map_slot *slots;
+    uint32_t mask, pos;
+    uint64_t key;
+} core_map_probe;
+
+/* The slot a key word's probe starts at. Fibonacci hashing: integer keys
+ * (pairs of small ids) spread as well as hashes do. */
+static inline uint32_t core_map_home(uint64_t key, uint32_t mask)
+{
+    return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+/* The one empty slot a probe of a map without slots looks at, so that a
+ * probe needs no test for a missing table. */
+extern const core_map_slot core_map_no_slots[1];
+
+static inline core_map_probe core_map_probe_start(const core_map *m, uint64_t key)
+{
+    if (!m->slots)
+        return (core_map_probe){core_map_no_slots, 0, 0, key};
+    return (core_map_probe){m->slots, m->mask, core_map_home(key, m->mask), key};
+}
+
+/* The next value stored under the probe's key word: true with *value set,
+ * false when there are no more. The map must not change during a probe. */
+static inline bool core_map_probe_next(core_map_probe *p, uint32_t *value)
+{
+    for (;;) {
+        const core_map_slot *s = &p->slots[p->pos];
+        if (!s->value1)
+            return false;
+        p->pos = (p->pos + 1) & p->mask;
+        if (s->key == p->key) {
+            *value = s->value1 - 1;
+            return true;
+        }
+    }
+}
+
+/* The first value stored under key: for maps whose key words are exact. */
+static inline bool core_map_get(const core_map *m, uint64_t key, uint32_t *value)
+{
+    core_map_probe p = core_map_probe_start(m, key);
+    return core_map_probe_next(&p, value);
+}
+
+/* ---- Little-endian fields (p: any alignment) ----
+ * File formats (GGUF, ggml blocks, cache entries) are little-endian whatever
+ * the host: fields are assembled from bytes, never read through a cast. */
+static inline uint16_t core_le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
+}
+
+static inline uint32_t core_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t core_le64(const uint8_t *p)
+{
+    return (uint64_t)core_le32(p) | (uint64_t)core_le32(p + 4) << 32;
+}
+
+static inline void core_put_le16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void core_put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void core_put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* IEEE-754 binary32 / binary64 fields. */
+static inline float core_le_f32(const uint8_t *p)
+{
+    uint32_t u = core_le32(p);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline double core_le_f64(const uint8_t *p)
+{
+    uint64_t u = core_le64(p);
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
+}
+
+static inline void core_put_le_f32(uint8_t *p, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    core_put_le32(p, u);
+}
+
+/* ---- Random numbers (rng.c): xoshiro256** seeded through splitmix64 ----
+ * One generator for everything that draws (the sampler, tests): a seed
+ * gives the same stream on every host. */
+typedef struct core_rng {
+    uint64_t s[4];
+} core_rng;
+
+void core_rng_seed(core_rng *r, uint64_t seed);
+uint64_t core_rng_next(core_rng *r);
+/* Uniform in [0, 1) with 53 random bits. */
+double core_rng_uniform(core_rng *r);
+/* Standard normal (Box-Muller; the uniform under the logarithm is never 0). */
+double core_rng_normal(core_rng *r);
 
 /* ---- Logging ---- */
 typedef enum core_log_level {

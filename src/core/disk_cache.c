@@ -68,32 +68,6 @@ struct core_disk_cache {
  * caches on one directory never pick the same name. */
 static atomic_uint_fast64_t temp_seq;
 
-/* ---- little-endian helpers ---- */
-static void le_put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static void le_put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t le_get32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t le_get64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* ---- one warning per process and directory ---- */
 
 typedef struct warned_dir {
@@ -425,11 +399,11 @@ bool core_disk_cache_get(core_disk_cache *c, const void *key, size_t key_len, vo
         why = "bad magic";
         goto reject;
     }
-    if (le_get32(hdr + 16) != ENTRY_VERSION) {
+    if (core_le32(hdr + 16) != ENTRY_VERSION) {
         why = "other entry format version";
         goto reject;
     }
-    uint64_t sum = le_get64(hdr + 8), klen = le_get64(hdr + 24), blen = le_get64(hdr + 32);
+    uint64_t sum = core_le64(hdr + 8), klen = core_le64(hdr + 24), blen = core_le64(hdr + 32);
     uint64_t body = (uint64_t)st.st_size - ENTRY_HEADER;
     if (klen > body || blen != body - klen) {
         why = "lengths do not match the file";
@@ -628,14 +602,14 @@ bool core_disk_cache_put(core_disk_cache *c, const void *key, size_t key_len, co
         return false;
     }
     memcpy(buf, entry_magic, sizeof entry_magic);
-    le_put32(buf + 16, ENTRY_VERSION);
-    le_put32(buf + 20, 0);
-    le_put64(buf + 24, key_len);
-    le_put64(buf + 32, len);
+    core_put_le32(buf + 16, ENTRY_VERSION);
+    core_put_le32(buf + 20, 0);
+    core_put_le64(buf + 24, key_len);
+    core_put_le64(buf + 32, len);
     memcpy(buf + ENTRY_HEADER, key, key_len);
     if (len)
         memcpy(buf + ENTRY_HEADER + key_len, blob, len);
-    le_put64(buf + 8, core_hash64_bytes(buf + 16, size - 16));
+    core_put_le64(buf + 8, core_hash64_bytes(buf + 16, size - 16));
 
     const char *step = "create a temporary file";
     int fd = create_temp(c, key, key_len, tmp);

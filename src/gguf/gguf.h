@@ -1,12 +1,13 @@
 /*
- * gguf.h — internals of the GGUF layer shared by the reader, the writer and
- * the tools: a bounds-checked little-endian cursor (Mesa's blob_reader: a
- * sticky overrun flag, so a run of reads is checked once) and the validating
- * walk over one encoded metadata value, which the reader uses on files and
- * the writer on encoded values handed to it.
+ * gguf.h — internals of the GGUF layer shared by its files: a bounds-checked
+ * little-endian cursor (Mesa's blob_reader: a sticky overrun flag, so a run
+ * of reads is checked once); the value types and the validating walk over
+ * one encoded metadata value (value.c), which the reader uses on files and
+ * the writer on encoded values handed to it; and the reader's state, which
+ * reader.c opens and indexes, parse.c fills and getters.c decodes.
  *
  * The file format is little-endian whatever the host: every multi-byte field
- * is assembled from bytes, never read through a cast.
+ * is assembled from bytes by core's core_le* readers.
  */
 #ifndef GLESC_GGUF_INTERNAL_H
 #define GLESC_GGUF_INTERNAL_H
@@ -16,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "glesc_gguf.h"
 
 #define GGUF_MAGIC "GGUF"
@@ -58,44 +60,17 @@ static inline const uint8_t *gguf_cursor_take(gguf_cursor *c, uint64_t n)
     return p;
 }
 
-static inline uint16_t gguf_le16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
-}
-
-static inline uint32_t gguf_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t gguf_le64(const uint8_t *p)
-{
-    return (uint64_t)gguf_le32(p) | (uint64_t)gguf_le32(p + 4) << 32;
-}
-
-static inline void gguf_put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void gguf_put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Reads return 0 after an overrun; check c->overrun after a group of reads. */
 static inline uint32_t gguf_cursor_u32(gguf_cursor *c)
 {
     const uint8_t *p = gguf_cursor_take(c, 4);
-    return p ? gguf_le32(p) : 0;
+    return p ? core_le32(p) : 0;
 }
 
 static inline uint64_t gguf_cursor_u64(gguf_cursor *c)
 {
     const uint8_t *p = gguf_cursor_take(c, 8);
-    return p ? gguf_le64(p) : 0;
+    return p ? core_le64(p) : 0;
 }
 
 /* Bytes of one scalar of type t (0 for STRING, ARRAY and unknown types). */
@@ -104,6 +79,8 @@ uint32_t gguf_type_size(glesc_gguf_type t);
  * for a string (the length), 12 for an array (type and count); 0 if unknown. */
 uint32_t gguf_type_min_size(glesc_gguf_type t);
 bool gguf_type_is_integer(glesc_gguf_type t);
+/* A type id this reader knows (the file's u32, before any cast). */
+bool gguf_type_is_known(uint32_t t);
 
 /* What went wrong in gguf_value_check: where (absolute cursor position) and
  * a short description (static or formatted into msg). */
@@ -118,5 +95,58 @@ typedef struct gguf_value_error {
  * bytes of 0 or 1. depth is 0 for a top-level value. On failure returns
  * false with err filled (the cursor is then left anywhere). */
 bool gguf_value_check(gguf_cursor *c, glesc_gguf_type t, int depth, gguf_value_error *err);
+
+/* ---- The reader's state ---- */
+
+typedef struct gguf_kv {
+    const char *key;  /* NUL-terminated, in f->names */
+    uint64_t key_off; /* file offset of the key's length field */
+    glesc_gguf_type type;
+    glesc_gguf_type arr_type; /* arrays only */
+    uint64_t arr_n;           /* arrays only */
+    uint64_t val_off;         /* file offset of the value (after the type field) */
+    uint64_t val_size;        /* bytes of the encoded value */
+    uint64_t *str_index;      /* string arrays: file offset of each element */
+} gguf_kv;
+
+typedef struct gguf_tensor {
+    const char *name;  /* NUL-terminated, in f->names */
+    uint64_t info_off; /* file offset of the tensor's directory entry */
+    uint64_t name_len;
+    glesc_dtype type;
+    int n_dims;
+    int64_t ne[GGUF_MAX_DIMS];
+    uint64_t offset, size;
+} gguf_tensor;
+
+struct glesc_gguf {
+    char *name; /* file name for messages */
+    const uint8_t *data;
+    uint64_t size;
+    void *map; /* mmap base, or NULL for open_memory */
+    size_t map_size;
+    uint32_t version, alignment;
+    uint64_t data_offset;
+    int64_t n_kv, n_tensors;
+    gguf_kv *kv;
+    gguf_tensor *tensors;
+    char *names;                     /* every key and tensor name, NUL-terminated */
+    core_map kv_index, tensor_index; /* hash of the name → index */
+};
+
+/* Validates the whole file f->data[0..f->size) and fills the rest of f
+ * (parse.c). On failure the thread's error says what and where, and f holds
+ * whatever was allocated so far for reader.c to free. */
+glesc_status gguf_parse(glesc_gguf *f);
+
+/* The name indexes (reader.c): which table an index covers. */
+typedef enum gguf_table { GGUF_TABLE_KV, GGUF_TABLE_TENSORS } gguf_table;
+
+/* The entry of table named name, or -1 (also for a NULL name). */
+int64_t gguf_index_find(const glesc_gguf *f, gguf_table table, const char *name);
+/* Indexes entry i of table under its name, or returns the index of an
+ * earlier entry with that name (indexing nothing). -1 when indexed. The
+ * index must have room (core_map_reserve), so this cannot fail. */
+int64_t gguf_index_add(glesc_gguf *f, gguf_table table, int64_t i);
 
 #endif /* GLESC_GGUF_INTERNAL_H */

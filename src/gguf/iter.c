@@ -77,10 +77,10 @@ static void decode(gguf_cursor *c, glesc_gguf_type t, glesc_gguf_value *v)
         v->as.b = *gguf_cursor_take(c, 1) != 0;
         break;
     case GLESC_GGUF_UINT16:
-        v->as.u64 = gguf_le16(gguf_cursor_take(c, 2));
+        v->as.u64 = core_le16(gguf_cursor_take(c, 2));
         break;
     case GLESC_GGUF_INT16:
-        v->as.i64 = (int16_t)gguf_le16(gguf_cursor_take(c, 2));
+        v->as.i64 = (int16_t)core_le16(gguf_cursor_take(c, 2));
         break;
     case GLESC_GGUF_UINT32:
         v->as.u64 = gguf_cursor_u32(c);

@@ -8,7 +8,9 @@
  *
  * Tensor data is not copied: add_tensor keeps the caller's pointer until
  * glesc_gguf_writer_write, so large weights go from the caller's memory
- * straight to the file.
+ * straight to the file; add_tensor_fn's tensors are produced by the caller's
+ * callback while the file is written, one at a time, so a model larger than
+ * memory can be generated tensor by tensor.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,7 +33,9 @@ typedef struct wtensor {
     glesc_dtype type;
     int n_dims;
     int64_t ne[GGUF_MAX_DIMS];
-    const void *data; /* caller's; NULL writes zeros */
+    const void *data; /* caller's; NULL writes zeros (unless fill is set) */
+    glesc_gguf_fill_fn fill;
+    void *fill_user;
     uint64_t size;
 } wtensor;
 
@@ -87,7 +91,7 @@ static glesc_status put_kv(glesc_gguf_writer *w, const char *key, glesc_gguf_typ
 {
     /* general.alignment and the writer's alignment are one setting. */
     if (strcmp(key, "general.alignment") == 0) {
-        uint32_t a = val_size == 4 ? gguf_le32(val) : 0;
+        uint32_t a = val_size == 4 ? core_le32(val) : 0;
         if (type != GLESC_GGUF_UINT32 || !is_pow2(a)) {
             core_free(val);
             return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
@@ -158,7 +162,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_alignment(glesc_gguf_writer *w, uin
     w->alignment = alignment;
     wkv *kv = find_kv(w, "general.alignment");
     if (kv)
-        gguf_put_le32(kv->val, alignment);
+        core_put_le32(kv->val, alignment);
     return GLESC_OK;
 }
 
@@ -188,30 +192,28 @@ GLESC_API glesc_status glesc_gguf_writer_set_raw(glesc_gguf_writer *w, const cha
 GLESC_API glesc_status glesc_gguf_writer_set_u32(glesc_gguf_writer *w, const char *key, uint32_t v)
 {
     uint8_t b[4];
-    gguf_put_le32(b, v);
+    core_put_le32(b, v);
     return set_bytes(w, key, GLESC_GGUF_UINT32, b, 4);
 }
 
 GLESC_API glesc_status glesc_gguf_writer_set_i32(glesc_gguf_writer *w, const char *key, int32_t v)
 {
     uint8_t b[4];
-    gguf_put_le32(b, (uint32_t)v);
+    core_put_le32(b, (uint32_t)v);
     return set_bytes(w, key, GLESC_GGUF_INT32, b, 4);
 }
 
 GLESC_API glesc_status glesc_gguf_writer_set_u64(glesc_gguf_writer *w, const char *key, uint64_t v)
 {
     uint8_t b[8];
-    gguf_put_le64(b, v);
+    core_put_le64(b, v);
     return set_bytes(w, key, GLESC_GGUF_UINT64, b, 8);
 }
 
 GLESC_API glesc_status glesc_gguf_writer_set_f32(glesc_gguf_writer *w, const char *key, float v)
 {
-    uint32_t bits;
-    memcpy(&bits, &v, 4);
     uint8_t b[4];
-    gguf_put_le32(b, bits);
+    core_put_le_f32(b, v);
     return set_bytes(w, key, GLESC_GGUF_FLOAT32, b, 4);
 }
 
@@ -237,7 +239,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_str(glesc_gguf_writer *w, const cha
     if (!val)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
                             "gguf writer: key '%s': out of memory for %zu bytes", key, size);
-    gguf_put_le64(val, len);
+    core_put_le64(val, len);
     memcpy(val + 8, v, len);
     return put_kv(w, key, GLESC_GGUF_STRING, val, size);
 }
@@ -275,8 +277,8 @@ GLESC_API glesc_status glesc_gguf_writer_set_arr(glesc_gguf_writer *w, const cha
     if (!val)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
                             "gguf writer: key '%s': out of memory for %zu bytes", key, size);
-    gguf_put_le32(val, (uint32_t)elem_type);
-    gguf_put_le64(val + 4, n);
+    core_put_le32(val, (uint32_t)elem_type);
+    core_put_le64(val + 4, n);
     if (bytes)
         memcpy(val + 12, data, bytes);
     return put_kv(w, key, GLESC_GGUF_ARRAY, val, size);
@@ -305,12 +307,12 @@ GLESC_API glesc_status glesc_gguf_writer_set_arr_str(glesc_gguf_writer *w, const
     if (!val)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
                             "gguf writer: key '%s': out of memory for %zu bytes", key, size);
-    gguf_put_le32(val, GLESC_GGUF_STRING);
-    gguf_put_le64(val + 4, n);
+    core_put_le32(val, GLESC_GGUF_STRING);
+    core_put_le64(val + 4, n);
     size_t pos = 12;
     for (uint64_t i = 0; i < n; i++) {
         size_t len = strlen(strs[i]);
-        gguf_put_le64(val + pos, len);
+        core_put_le64(val + pos, len);
         memcpy(val + pos + 8, strs[i], len);
         pos += 8 + len;
     }
@@ -342,9 +344,9 @@ GLESC_API glesc_status glesc_gguf_writer_set_encoded(glesc_gguf_writer *w, const
     return set_bytes(w, key, type, data, (size_t)size);
 }
 
-GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const char *name,
-                                                    glesc_dtype type, int n_dims, const int64_t *ne,
-                                                    const void *data, uint64_t size)
+/* add_tensor and add_tensor_fn: t holds the data source (data or fill). */
+static glesc_status add_tensor(glesc_gguf_writer *w, const char *name, glesc_dtype type, int n_dims,
+                               const int64_t *ne, wtensor t)
 {
     if (!w || !name || !*name || !ne)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
@@ -362,7 +364,9 @@ GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const 
             return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                                 "gguf writer: tensor '%s' was already added", name);
     }
-    wtensor t = {.type = type, .n_dims = n_dims, .data = data, .size = size};
+    t.type = type;
+    t.n_dims = n_dims;
+    uint64_t size = t.size;
     bool zero = false;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         t.ne[d] = d < n_dims ? ne[d] : 1;
@@ -415,6 +419,26 @@ GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const 
     return GLESC_OK;
 }
 
+GLESC_API glesc_status glesc_gguf_writer_add_tensor(glesc_gguf_writer *w, const char *name,
+                                                    glesc_dtype type, int n_dims, const int64_t *ne,
+                                                    const void *data, uint64_t size)
+{
+    return add_tensor(w, name, type, n_dims, ne, (wtensor){.data = data, .size = size});
+}
+
+GLESC_API glesc_status glesc_gguf_writer_add_tensor_fn(glesc_gguf_writer *w, const char *name,
+                                                       glesc_dtype type, int n_dims,
+                                                       const int64_t *ne, uint64_t size,
+                                                       glesc_gguf_fill_fn fill, void *user)
+{
+    if (!fill)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "gguf writer: add_tensor_fn: tensor '%s': NULL callback",
+                            name ? name : "(null)");
+    return add_tensor(w, name, type, n_dims, ne,
+                      (wtensor){.fill = fill, .fill_user = user, .size = size});
+}
+
 /* ---- Writing ---- */
 
 typedef struct out {
@@ -435,14 +459,14 @@ static void out_bytes(out *o, const void *p, size_t n)
 static void out_u32(out *o, uint32_t v)
 {
     uint8_t b[4];
-    gguf_put_le32(b, v);
+    core_put_le32(b, v);
     out_bytes(o, b, 4);
 }
 
 static void out_u64(out *o, uint64_t v)
 {
     uint8_t b[8];
-    gguf_put_le64(b, v);
+    core_put_le64(b, v);
     out_bytes(o, b, 8);
 }
 
@@ -520,13 +544,32 @@ GLESC_API glesc_status glesc_gguf_writer_write(glesc_gguf_writer *w, const char 
     uint64_t data_start = o.pos;
     for (size_t i = 0; i < w->n_t && has_data && !o.failed; i++) {
         const wtensor *t = &w->t[i];
-        if (t->data)
+        if (t->fill && t->size) {
+            void *buf = core_malloc((size_t)t->size);
+            if (!buf) {
+                st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
+                                  "gguf writer: tensor '%s': %llu bytes", t->name,
+                                  (unsigned long long)t->size);
+                break;
+            }
+            st = t->fill(t->fill_user, t->name, buf, t->size);
+            if (st == GLESC_OK)
+                out_bytes(&o, buf, (size_t)t->size);
+            core_free(buf);
+            if (st != GLESC_OK)
+                break;
+        } else if (t->data)
             out_bytes(&o, t->data, (size_t)t->size);
         else
             out_zeros(&o, t->size);
         /* Every tensor, the last one too, is padded to the alignment (as
          * ggml's writer does). */
         out_zeros(&o, align_up(o.pos - data_start, w->alignment) - (o.pos - data_start));
+    }
+    if (st != GLESC_OK) { /* a callback's failure or no memory for its tensor */
+        fclose(o.fp);
+        remove(tmp_path);
+        goto done;
     }
     if (o.failed || fflush(o.fp) != 0 || fsync(fileno(o.fp)) != 0) {
         st = core_err_set(NULL, GLESC_ERROR_IO, "%s: write failed at byte %llu: %s", tmp_path,

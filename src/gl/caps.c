@@ -1,7 +1,9 @@
 /*
  * caps.c — what the context offers: versions, compute limits, the storage
  * block limit that decides tensor splitting, binary formats and the optional
- * extensions glesc may use.
+ * extensions glesc may use; the context options' testing overrides lower
+ * them (a smaller storage block, no subgroups, fewer invocations and less
+ * shared memory: the portable path on a big GPU).
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,7 +28,13 @@ static char *dup_gl_string(GLenum name)
     return core_strdup(s ? s : "");
 }
 
-glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override)
+/* v lowered to cap when cap is set (> 0) and smaller. */
+static int cap_int(int v, int cap)
+{
+    return cap > 0 && cap < v ? cap : v;
+}
+
+glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts)
 {
     glesc_caps *c = &ctx->caps;
     c->vendor = dup_gl_string(GL_VENDOR);
@@ -44,21 +52,25 @@ glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override)
     glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &ssbo);
     c->driver_max_storage_block_size = (uint64_t)ssbo;
     c->max_storage_block_size = (uint64_t)ssbo;
-    if (storage_block_override && storage_block_override < c->max_storage_block_size)
-        c->max_storage_block_size = storage_block_override;
+    if (opts->max_storage_block_size && opts->max_storage_block_size < c->max_storage_block_size)
+        c->max_storage_block_size = opts->max_storage_block_size;
     glGetIntegerv(GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, &c->max_compute_storage_blocks);
     glGetIntegerv(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, &c->max_compute_shared_memory);
     glGetIntegerv(GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, &c->max_compute_invocations);
     for (GLuint i = 0; i < 3; i++) {
         glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_SIZE, i, &c->max_workgroup_size[i]);
         glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, i, &c->max_workgroup_count[i]);
+        c->max_workgroup_size[i] = cap_int(c->max_workgroup_size[i], opts->max_compute_invocations);
     }
+    c->max_compute_invocations = cap_int(c->max_compute_invocations, opts->max_compute_invocations);
+    c->max_compute_shared_memory =
+        cap_int(c->max_compute_shared_memory, opts->max_compute_shared_memory);
     glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &c->storage_buffer_offset_alignment);
     if (c->storage_buffer_offset_alignment <= 0)
         c->storage_buffer_offset_alignment = 256;
     glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &c->num_program_binary_formats);
 
-    c->has_subgroup = gl_has_extension("GL_KHR_shader_subgroup");
+    c->has_subgroup = !opts->no_subgroups && gl_has_extension("GL_KHR_shader_subgroup");
     if (c->has_subgroup) {
         GLint v = 0;
         glGetIntegerv(GL_SUBGROUP_SIZE_KHR, &v);

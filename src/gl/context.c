@@ -633,7 +633,7 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
 
     if ((st = create_egl(ctx, platform, device)) != GLESC_OK)
         goto fail;
-    if ((st = gl_caps_query(ctx, opts->max_storage_block_size)) != GLESC_OK)
+    if ((st = gl_caps_query(ctx, opts)) != GLESC_OK)
         goto fail;
     load_ext_fns(ctx);
     if (ctx->debug) {

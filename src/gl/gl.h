@@ -79,7 +79,7 @@ glesc_status gl_check(glesc_context *ctx, const char *step);
 const char *gl_error_name(GLenum e);
 
 /* ---- Capabilities (caps.c) ---- */
-glesc_status gl_caps_query(glesc_context *ctx, uint64_t storage_block_override);
+glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts);
 bool gl_has_extension(const char *name);
 
 /* ---- SSBO pool (pool.c) ----

@@ -2,8 +2,9 @@
  * program_cache.c — compute programs, compiled once per process and, through
  * glGetProgramBinary/glProgramBinary, once per machine.
  *
- * Memory: an open-addressing map from the XXH3-128 of the source to the
- * linked program. Disk: entries of the context's core_disk_cache (see
+ * Memory: the linked programs in one array, found through a core_map keyed
+ * by the XXH3-128 of the source (its low word in the map, both words
+ * compared). Disk: entries of the context's core_disk_cache (see
  * core/disk_cache.h: full key stored and compared, checksummed, written to a
  * unique temporary file and renamed, size-capped with LRU eviction). The key
  * is text, NUL-separated: the source's XXH3-128 (hex), GL_VENDOR,
@@ -26,8 +27,9 @@
 #define BLOB_HEADER 4u /* the binary format */
 
 struct gl_program_cache {
-    gl_program **slots; /* open addressing, capacity a power of two */
-    size_t cap, count;
+    gl_program **progs; /* every linked program; records never move */
+    uint32_t n_progs, cap_progs;
+    core_map map; /* key.lo → index in progs */
     /* The disk key after the source hash (driver, glesc and format
      * versions); NULL: no disk entries (cache off, or the driver offers no
      * binary formats). */
@@ -38,46 +40,29 @@ struct gl_program_cache {
 
 /* ---- the in-memory map ---- */
 
-static size_t slot_of(const gl_program_cache *c, core_hash128 k)
-{
-    return (size_t)(k.lo ^ (k.hi * 0x9e3779b97f4a7c15ull)) & (c->cap - 1);
-}
-
 static gl_program *map_find(const gl_program_cache *c, core_hash128 k)
 {
-    for (size_t i = slot_of(c, k);; i = (i + 1) & (c->cap - 1)) {
-        if (!c->slots[i])
-            return NULL;
-        if (core_hash128_eq(c->slots[i]->key, k))
-            return c->slots[i];
-    }
+    core_map_probe probe = core_map_probe_start(&c->map, k.lo);
+    uint32_t i;
+    while (core_map_probe_next(&probe, &i))
+        if (core_hash128_eq(c->progs[i]->key, k))
+            return c->progs[i];
+    return NULL;
 }
 
 static bool map_insert(gl_program_cache *c, gl_program *p)
 {
-    if ((c->count + 1) * 2 > c->cap) {
-        size_t ncap = c->cap * 2;
-        gl_program **ns = core_calloc(ncap, sizeof *ns);
-        if (!ns)
+    if (c->n_progs == c->cap_progs) {
+        uint32_t cap = c->cap_progs ? c->cap_progs * 2 : 64;
+        gl_program **v = core_realloc(c->progs, (size_t)cap * sizeof *v);
+        if (!v)
             return false;
-        gl_program **old = c->slots;
-        size_t ocap = c->cap;
-        c->slots = ns;
-        c->cap = ncap;
-        for (size_t i = 0; i < ocap; i++)
-            if (old[i]) {
-                size_t j = slot_of(c, old[i]->key);
-                while (c->slots[j])
-                    j = (j + 1) & (c->cap - 1);
-                c->slots[j] = old[i];
-            }
-        core_free(old);
+        c->progs = v;
+        c->cap_progs = cap;
     }
-    size_t j = slot_of(c, p->key);
-    while (c->slots[j])
-        j = (j + 1) & (c->cap - 1);
-    c->slots[j] = p;
-    c->count++;
+    if (!core_map_add(&c->map, p->key.lo, c->n_progs))
+        return false;
+    c->progs[c->n_progs++] = p;
     return true;
 }
 
@@ -115,12 +100,7 @@ glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir)
     gl_program_cache *c = core_calloc(1, sizeof *c);
     if (!c)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program cache");
-    c->cap = 64;
-    c->slots = core_calloc(c->cap, sizeof *c->slots);
-    if (!c->slots) {
-        core_free(c);
-        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program cache");
-    }
+    core_map_init(&c->map);
     ctx->programs = c;
     glesc_status st = GLESC_OK;
     if (dir && (st = core_disk_cache_open(dir, 0, &ctx->err, &ctx->disk_cache)) != GLESC_OK)
@@ -134,13 +114,12 @@ glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir)
 void gl_program_cache_drop_memory(glesc_context *ctx)
 {
     gl_program_cache *c = ctx->programs;
-    for (size_t i = 0; i < c->cap; i++)
-        if (c->slots[i]) {
-            glDeleteProgram(c->slots[i]->id);
-            core_free(c->slots[i]);
-            c->slots[i] = NULL;
-        }
-    c->count = 0;
+    for (uint32_t i = 0; i < c->n_progs; i++) {
+        glDeleteProgram(c->progs[i]->id);
+        core_free(c->progs[i]);
+    }
+    c->n_progs = 0;
+    core_map_clear(&c->map);
 }
 
 void gl_program_cache_destroy(glesc_context *ctx)
@@ -149,7 +128,8 @@ void gl_program_cache_destroy(glesc_context *ctx)
     if (!c)
         return;
     gl_program_cache_drop_memory(ctx);
-    core_free(c->slots);
+    core_free(c->progs);
+    core_map_free(&c->map);
     core_free(c->key_tail);
     core_free(c);
     ctx->programs = NULL;
@@ -202,9 +182,7 @@ static GLuint disk_load(glesc_context *ctx, const char *key, size_t key_len)
     GLuint prog = 0;
     const char *why = "shorter than its format word";
     if (len > BLOB_HEADER && len - BLOB_HEADER <= INT32_MAX) {
-        GLenum format = 0;
-        for (int i = 0; i < 4; i++)
-            format |= (GLenum)blob[i] << (8 * i);
+        GLenum format = core_le32(blob);
         if (!(prog = glCreateProgram())) { /* not the entry's fault */
             core_free(blob);
             return 0;
@@ -248,8 +226,7 @@ static void disk_store(glesc_context *ctx, GLuint prog, const char *key, size_t 
     GLsizei got = 0;
     glGetProgramBinary(prog, len, &got, &format, buf + BLOB_HEADER);
     if (glGetError() == GL_NO_ERROR && got > 0) {
-        for (int i = 0; i < 4; i++)
-            buf[i] = (unsigned char)(format >> (8 * i));
+        core_put_le32(buf, format);
         if (core_disk_cache_put(ctx->disk_cache, key, key_len, buf, BLOB_HEADER + (size_t)got))
             c->disk_writes++;
     }

@@ -17,14 +17,16 @@
 #include "core/core.h"
 #include "glesc_llm.h"
 
+/* SentencePiece's space mark, U+2581 "▁". */
+#define TOK_SP_MARK "\xe2\x96\x81"
+
 /* ---- String table: strings in one arena, found by content, dense ids ---- */
 typedef struct tok_strtab {
     char *arena;
     size_t arena_len, arena_cap;
     uint32_t *off, *len; /* per id */
     uint32_t n, cap;
-    uint32_t *slots; /* open addressing; id + 1, 0 = empty */
-    uint32_t mask;   /* slots has mask + 1 entries (a power of two) */
+    core_map map; /* 64-bit hash of the bytes → id */
 } tok_strtab;
 
 void tok_strtab_init(tok_strtab *t);
@@ -66,12 +68,11 @@ typedef struct tok_info {
     uint8_t attr; /* TOK_ATTR_* */
 } tok_info;
 
-/* BPE merge table: (left string id, right string id) → rank and result. */
-typedef struct tok_merge_slot {
-    uint64_t key; /* (left << 32 | right) + 1; 0 = empty */
-    uint32_t rank;
-    int32_t result; /* string id of left+right */
-} tok_merge_slot;
+/* The merge table's key of the pair (left, right). */
+static inline uint64_t tok_merge_key(int32_t left, int32_t right)
+{
+    return (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+}
 
 /* A pre-tokenizer: llama.cpp's regex list for one tokenizer.ggml.pre value. */
 typedef struct tok_pre_def {
@@ -95,10 +96,11 @@ struct glesc_tokenizer {
      * gives it: piece_off has n_tokens + 1 entries. */
     char *pieces;
     uint32_t *piece_off;
-    /* BPE merges */
-    tok_merge_slot *merges;
-    uint32_t merges_mask;
-    uint32_t n_merges;
+    /* BPE merges: (left string id << 32 | right string id) → rank, and by
+     * rank the string id of left+right. */
+    core_map merges;
+    int32_t *merge_result;
+    uint32_t merge_result_cap;
     /* SPM: id of "<0xNN>" (or of the one-byte string) per byte, -1 if none.
      * BPE: id of the byte's gpt-2 character, -1 if none. */
     int32_t byte_tok[256];

@@ -331,6 +331,11 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
         st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
         goto fail;
     }
+    if (o.timing &&
+        (st = glesc_graph_set_options(s->g, &(glesc_graph_options){.timing = true})) != GLESC_OK) {
+        st = ctx_fail(m->ctx, st, "session: timing");
+        goto fail;
+    }
     for (int64_t l = 0; l < hp->n_layer; l++) {
         int64_t shape[2] = {kv_dim, o.n_ctx};
         s->k_cache[l] = glesc_weight_new(m->ctx, o.kv_type, 2, shape);
@@ -458,6 +463,15 @@ GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n)
                             s ? (int)s->n_past : 0);
     s->n_past = n;
     return GLESC_OK;
+}
+
+GLESC_API int glesc_session_kernel_times(const glesc_session *s, const glesc_kernel_time **out)
+{
+    glesc_compute_stats cs = {0};
+    if (s)
+        glesc_graph_stats(s->g, &cs);
+    *out = cs.n_kernel_times ? cs.kernel_times : NULL;
+    return cs.n_kernel_times;
 }
 
 GLESC_API void glesc_session_last_stats(const glesc_session *s, glesc_eval_stats *out)

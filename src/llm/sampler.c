@@ -23,7 +23,7 @@ struct glesc_sampler {
     float *penalized; /* n_vocab scratch, used when the penalty is on */
     int32_t *history; /* ring of the last repeat_last_n accepted tokens */
     int32_t n_history, history_pos;
-    uint64_t rng[4]; /* xoshiro256** */
+    core_rng rng;
 };
 
 GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p)
@@ -37,38 +37,9 @@ GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p)
     p->seed = 0;
 }
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double next_uniform(glesc_sampler *s)
-{
-    uint64_t *r = s->rng;
-    uint64_t result = rotl(r[1] * 5, 7) * 9, t = r[1] << 17;
-    r[2] ^= r[0];
-    r[3] ^= r[1];
-    r[1] ^= r[2];
-    r[0] ^= r[3];
-    r[2] ^= t;
-    r[3] = rotl(r[3], 45);
-    return (double)(result >> 11) * 0x1.0p-53;
-}
-
 GLESC_API void glesc_sampler_reset(glesc_sampler *s)
 {
-    uint64_t x = s->p.seed;
-    for (int i = 0; i < 4; i++)
-        s->rng[i] = splitmix64(&x);
+    core_rng_seed(&s->rng, s->p.seed);
     s->n_history = s->history_pos = 0;
 }
 
@@ -241,7 +212,7 @@ GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits)
     double total = 0;
     for (int32_t i = 0; i < n; i++)
         total += exp(((double)c[i].logit - c[0].logit) / s->p.temperature);
-    double r = next_uniform(s) * total, acc = 0;
+    double r = core_rng_uniform(&s->rng) * total, acc = 0;
     for (int32_t i = 0; i < n; i++) {
         acc += exp(((double)c[i].logit - c[0].logit) / s->p.temperature);
         if (r < acc)

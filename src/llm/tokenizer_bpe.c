@@ -337,7 +337,6 @@ typedef struct bpe_bigram {
     uint32_t rank;
     int32_t left, right;
     uint32_t ln, rn; /* sizes when pushed: a change means the pair is stale */
-    int32_t result;
 } bpe_bigram;
 
 static bool push_bound(uint32_t **v, size_t *n, size_t *cap, uint32_t x)
@@ -467,31 +466,15 @@ static bpe_bigram heap_pop(bpe_scratch *s)
     return top;
 }
 
-static const tok_merge_slot *find_merge(const glesc_tokenizer *t, int32_t l, int32_t r)
-{
-    if (!t->merges)
-        return NULL;
-    uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1;
-    uint32_t j = (uint32_t)core_hash64_bytes(&key, sizeof key) & t->merges_mask;
-    while (t->merges[j].key) {
-        if (t->merges[j].key == key)
-            return &t->merges[j];
-        j = (j + 1) & t->merges_mask;
-    }
-    return NULL;
-}
-
 static bool add_bigram(const glesc_tokenizer *t, bpe_scratch *s, int32_t l, int32_t r)
 {
     if (l < 0 || r < 0)
         return true;
     const bpe_sym *a = &s->syms[l], *b = &s->syms[r];
-    if (a->sid < 0 || b->sid < 0)
+    uint32_t rank;
+    if (a->sid < 0 || b->sid < 0 || !core_map_get(&t->merges, tok_merge_key(a->sid, b->sid), &rank))
         return true;
-    const tok_merge_slot *m = find_merge(t, a->sid, b->sid);
-    if (!m)
-        return true;
-    return heap_push(s, (bpe_bigram){m->rank, l, r, a->n, b->n, m->result});
+    return heap_push(s, (bpe_bigram){rank, l, r, a->n, b->n});
 }
 
 static int32_t find_token(const glesc_tokenizer *t, const char *s, size_t n)
@@ -536,7 +519,7 @@ static bool merge_word(const glesc_tokenizer *t, bpe_scratch *s, const char *w, 
         if (l->n == 0 || r->n == 0 || l->n != b.ln || r->n != b.rn)
             continue; /* stale */
         l->n += r->n;
-        l->sid = b.result;
+        l->sid = t->merge_result[b.rank];
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0)

@@ -15,12 +15,15 @@
 typedef struct spm_sym {
     uint32_t start, n; /* bytes of the text */
     int32_t prev, next;
+    int32_t id; /* the token a merge made, SPM_ID_UNKNOWN before one */
 } spm_sym;
+
+enum { SPM_ID_UNKNOWN = -2 };
 
 typedef struct spm_bigram {
     float score;
     int32_t left, right;
-    uint32_t size;
+    int32_t id; /* the token of the pair's text, whose length is the pair's size */
 } spm_bigram;
 
 /* Max-heap order: higher score first, then the leftmost pair. */
@@ -98,7 +101,7 @@ static void try_add(const glesc_tokenizer *t, const char *text, const spm_sym *s
     int32_t id = find_token(t, text + syms[l].start, size);
     if (id < 0)
         return;
-    heap_push(h, (spm_bigram){t->info[id].score, l, r, size});
+    heap_push(h, (spm_bigram){t->info[id].score, l, r, id});
 }
 
 /* One segment: merges, then tokens or byte fallback. syms and h are
@@ -109,7 +112,8 @@ static bool encode_segment(const glesc_tokenizer *t, const char *text, size_t le
     int32_t n = 0;
     for (size_t off = 0; off < len;) {
         size_t k = CORE_MIN(tok_utf8_len((unsigned char)text[off]), len - off);
-        syms[n] = (spm_sym){(uint32_t)off, (uint32_t)k, n - 1, off + k == len ? -1 : n + 1};
+        syms[n] = (spm_sym){(uint32_t)off, (uint32_t)k, n - 1, off + k == len ? -1 : n + 1,
+                            SPM_ID_UNKNOWN};
         n++;
         off += k;
     }
@@ -120,9 +124,10 @@ static bool encode_segment(const glesc_tokenizer *t, const char *text, size_t le
         spm_bigram b = heap_pop(h);
         spm_sym *l = &syms[b.left], *r = &syms[b.right];
         /* Skip pairs one of whose symbols has changed since. */
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+        if (l->n == 0 || r->n == 0 || l->n + r->n != t->strs.len[b.id])
             continue;
         l->n += r->n;
+        l->id = b.id;
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0)
@@ -135,7 +140,9 @@ static bool encode_segment(const glesc_tokenizer *t, const char *text, size_t le
     for (int32_t i = 0; i != -1; i = syms[i].next) {
         const char *s = text + syms[i].start;
         uint32_t k = syms[i].n;
-        int32_t id = find_token(t, s, k);
+        /* A merged symbol is the token its merge found; no need to look its
+         * text up again. */
+        int32_t id = syms[i].id != SPM_ID_UNKNOWN ? syms[i].id : find_token(t, s, k);
         if (id >= 0) {
             tok_ids_push(out, id);
             continue;
@@ -159,7 +166,7 @@ static bool encode_segment(const glesc_tokenizer *t, const char *text, size_t le
 
 static bool is_space_mark(const char *s, size_t n)
 {
-    return n == 3 && memcmp(s, "\xe2\x96\x81", 3) == 0;
+    return n == 3 && memcmp(s, TOK_SP_MARK, 3) == 0;
 }
 
 bool tok_spm_encode(const glesc_tokenizer *t, const char *text, size_t len, tok_ids *out)

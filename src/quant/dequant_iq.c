@@ -43,7 +43,7 @@ void quant_dequant_iq4_xs(const void *src, float *dst, int64_t n)
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 256; i++, b += 136) {
         const float d = quant_get_f16(b);
-        const unsigned scales_h = quant_get_u16(b + 2);
+        const unsigned scales_h = core_le16(b + 2);
         const uint8_t *scales_l = b + 4, *qs = b + 8;
         for (int ib = 0; ib < 8; ib++, qs += 16, dst += 32) {
             const int ls = ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) |

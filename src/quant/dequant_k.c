@@ -144,7 +144,7 @@ void quant_dequant_q8_k(const void *src, float *dst, int64_t n)
 {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 256; i++, b += 292, dst += 256) {
-        const float d = quant_get_f32(b);
+        const float d = core_le_f32(b);
         for (int j = 0; j < 256; j++)
             dst[j] = d * (float)quant_get_i8(b[4 + j]);
     }

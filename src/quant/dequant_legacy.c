@@ -26,7 +26,7 @@ void quant_dequant_f32(const void *src, float *dst, int64_t n)
 {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = quant_get_f32(p + 4 * i);
+        dst[i] = core_le_f32(p + 4 * i);
 }
 
 void quant_dequant_f16(const void *src, float *dst, int64_t n)
@@ -40,7 +40,7 @@ void quant_dequant_bf16(const void *src, float *dst, int64_t n)
 {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++)
-        dst[i] = quant_bf16_to_f32(quant_get_u16(p + 2 * i));
+        dst[i] = quant_bf16_to_f32(core_le16(p + 2 * i));
 }
 
 void quant_dequant_q4_0(const void *src, float *dst, int64_t n)
@@ -74,7 +74,7 @@ void quant_dequant_q5_0(const void *src, float *dst, int64_t n)
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 22, dst += 32) {
         const float d = quant_get_f16(b);
-        const uint32_t qh = quant_get_u32(b + 2);
+        const uint32_t qh = core_le32(b + 2);
         const uint8_t *qs = b + 6;
         for (int j = 0; j < 16; j++) {
             int q0 = (qs[j] & 0xf) | (int)(((qh >> j) & 1) << 4);
@@ -90,7 +90,7 @@ void quant_dequant_q5_1(const void *src, float *dst, int64_t n)
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 24, dst += 32) {
         const float d = quant_get_f16(b), m = quant_get_f16(b + 2);
-        const uint32_t qh = quant_get_u32(b + 4);
+        const uint32_t qh = core_le32(b + 4);
         const uint8_t *qs = b + 8;
         for (int j = 0; j < 16; j++) {
             int q0 = (qs[j] & 0xf) | (int)(((qh >> j) & 1) << 4);

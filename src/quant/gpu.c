@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "core/core.h"
 #include "quant/quant.h"
 
 typedef struct gpu_layout {
@@ -84,8 +85,7 @@ static void repack_block(const gpu_layout *l, int file_bytes, const uint8_t *src
         memcpy(tmp, src, (size_t)file_bytes);
     }
     for (int w = 0; w < words; w++)
-        dst[w] = (uint32_t)tmp[4 * w] | (uint32_t)tmp[4 * w + 1] << 8 |
-                 (uint32_t)tmp[4 * w + 2] << 16 | (uint32_t)tmp[4 * w + 3] << 24;
+        dst[w] = core_le32(tmp + 4 * w);
 }
 
 glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t n, uint32_t *dst)
@@ -118,12 +118,8 @@ glesc_status quant_gpu_unpack(glesc_dtype t, const uint32_t *src, int64_t n, voi
     uint8_t tmp[512];
     for (int64_t b = 0; b < n / l->qk; b++) {
         const uint32_t *w = src + b * words;
-        for (int i = 0; i < words; i++) {
-            tmp[4 * i] = (uint8_t)w[i];
-            tmp[4 * i + 1] = (uint8_t)(w[i] >> 8);
-            tmp[4 * i + 2] = (uint8_t)(w[i] >> 16);
-            tmp[4 * i + 3] = (uint8_t)(w[i] >> 24);
-        }
+        for (int i = 0; i < words; i++)
+            core_put_le32(tmp + 4 * i, w[i]);
         uint8_t *o = d + b * file_bytes;
         memcpy(o, tmp, (size_t)l->hdr);
         memcpy(o + l->hdr, tmp + l->hdr + l->pad, (size_t)(file_bytes - l->hdr));

@@ -1,7 +1,8 @@
 /*
- * quant_impl.h — private to src/quant/: little-endian field readers and
- * writers, the packed-scale layouts the K-quants share, and the per-type
- * reference functions that types.c plugs into the table. Other layers use
+ * quant_impl.h — private to src/quant/: block field readers and writers
+ * (floats and int8; integers use core's little-endian helpers), the
+ * packed-scale layouts the K-quants share, and the per-type reference
+ * functions that types.c plugs into the table. Other layers use
  * quant.h (the table, quant_dequantize, quant_quantize) instead.
  *
  * Blocks are read byte by byte: GGUF tensor data is only 32-byte aligned as a
@@ -15,18 +16,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "quant/quant.h"
 
-/* ---- Field readers (p: any alignment) ---- */
-static inline uint16_t quant_get_u16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static inline uint32_t quant_get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
+/* ---- Field readers and writers (p: any alignment; integers and f32:
+ * core_le16, core_le32, core_le_f32 and their core_put_ forms) ---- */
 
 /* A byte as two's-complement int8 (the conversion (int8_t)u is
  * implementation-defined for u > 127; this is not). */
@@ -37,28 +31,7 @@ static inline int quant_get_i8(uint8_t u)
 
 static inline float quant_get_f16(const uint8_t *p)
 {
-    return quant_f16_to_f32(quant_get_u16(p));
-}
-
-static inline float quant_get_f32(const uint8_t *p)
-{
-    uint32_t u = quant_get_u32(p);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* ---- Field writers ---- */
-static inline void quant_put_u16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v & 0xff);
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static inline void quant_put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)((v >> (8 * i)) & 0xff);
+    return quant_f16_to_f32(core_le16(p));
 }
 
 /* Stores f as f16 and returns the value that was stored (what dequantization
@@ -66,15 +39,8 @@ static inline void quant_put_u32(uint8_t *p, uint32_t v)
 static inline float quant_put_f16(uint8_t *p, float f)
 {
     uint16_t h = quant_f32_to_f16(f);
-    quant_put_u16(p, h);
+    core_put_le16(p, h);
     return quant_f16_to_f32(h);
-}
-
-static inline void quant_put_f32(uint8_t *p, float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    quant_put_u32(p, u);
 }
 
 /* ---- Packed 6-bit scales ----

@@ -79,21 +79,21 @@ void quant_quantize_f32(const float *src, void *dst, int64_t n)
 {
     uint8_t *p = dst;
     for (int64_t i = 0; i < n; i++)
-        quant_put_f32(p + 4 * i, src[i]);
+        core_put_le_f32(p + 4 * i, src[i]);
 }
 
 void quant_quantize_f16(const float *src, void *dst, int64_t n)
 {
     uint8_t *p = dst;
     for (int64_t i = 0; i < n; i++)
-        quant_put_u16(p + 2 * i, quant_f32_to_f16(src[i]));
+        core_put_le16(p + 2 * i, quant_f32_to_f16(src[i]));
 }
 
 void quant_quantize_bf16(const float *src, void *dst, int64_t n)
 {
     uint8_t *p = dst;
     for (int64_t i = 0; i < n; i++)
-        quant_put_u16(p + 2 * i, quant_f32_to_bf16(src[i]));
+        core_put_le16(p + 2 * i, quant_f32_to_bf16(src[i]));
 }
 
 /* ---- Legacy blocks (ggml's reference formulas) ---- */
@@ -146,7 +146,7 @@ void quant_quantize_q5_0(const float *src, void *dst, int64_t n)
             qh |= (uint32_t)(q0 >> 4) << j;
             qh |= (uint32_t)(q1 >> 4) << (j + 16);
         }
-        quant_put_u32(b + 2, qh);
+        core_put_le32(b + 2, qh);
     }
 }
 
@@ -168,7 +168,7 @@ void quant_quantize_q5_1(const float *src, void *dst, int64_t n)
             qh |= (uint32_t)(q0 >> 4) << j;
             qh |= (uint32_t)(q1 >> 4) << (j + 16);
         }
-        quant_put_u32(b + 4, qh);
+        core_put_le32(b + 4, qh);
     }
 }
 
@@ -374,14 +374,14 @@ void quant_quantize_q8_k(const float *src, void *dst, int64_t n)
                 q[j] = qround(iscale * src[j], -128, 127);
             d = 1.0f / iscale;
         }
-        quant_put_f32(b, d);
+        core_put_le_f32(b, d);
         for (int j = 0; j < 256; j++)
             b[4 + j] = (uint8_t)(q[j] & 0xff);
         for (int j = 0; j < 16; j++) {
             int sum = 0;
             for (int l = 0; l < 16; l++)
                 sum += q[16 * j + l];
-            quant_put_u16(b + 260 + 2 * j, (uint16_t)(sum & 0xffff));
+            core_put_le16(b + 260 + 2 * j, (uint16_t)(sum & 0xffff));
         }
     }
 }
@@ -462,7 +462,7 @@ void quant_quantize_iq4_xs(const float *src, void *dst, int64_t n)
             for (int j = 0; j < 16; j++)
                 b[8 + 16 * ib + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
         }
-        quant_put_u16(b + 2, (uint16_t)scales_h);
+        core_put_le16(b + 2, (uint16_t)scales_h);
     }
 }
 

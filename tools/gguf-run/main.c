@@ -42,9 +42,7 @@ static int demo_model_path(char *path, size_t cap)
     synth_params_default(&p);
     glesc_status st = synth_write(&p, path);
     if (st != GLESC_OK) {
-        /* An out-of-memory in synth itself leaves no glesc message. */
-        fprintf(stderr, "gguf-run: demo: writing %s: %s\n", path,
-                *glesc_last_errmsg() ? glesc_last_errmsg() : glesc_status_str(st));
+        fprintf(stderr, "gguf-run: demo: writing %s: %s\n", path, synth_errmsg());
         unlink(path);
         path[0] = 0;
         return -1;

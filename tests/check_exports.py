@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""check_exports.py — the built libraries export only glesc_, and a static
+consumer builds from the installed glesc.pc.
+
+1. `nm -g --defined-only` on libglesc.a and libglesc.so: every global symbol
+   they define must start with glesc_ (an application that also links ggml
+   or anything else statically must not meet our internal names); the test
+   fails naming each one that does not.
+2. tests/static_consumer.c, which defines some of glesc's internal names
+   itself, is compiled with `pkg-config --cflags` and linked with
+   `pkg-config --libs --static` of the generated glesc.pc (a copy whose
+   libdir is a folder holding only libglesc.a and whose includedir holds a
+   copy of the public headers), then run. The Cflags must carry no -D of a dependency's.
+
+usage: check_exports.py NM PKG_CONFIG PC_DIR STATIC_LIB SHARED_LIB CONSUMER_C
+                        INCLUDE_DIR -- CC [CC_ARGS...]
+"""
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def global_symbols(nm, lib):
+    out = subprocess.run([nm, "-g", "--defined-only", lib], capture_output=True, text=True)
+    if out.returncode != 0:
+        fail(f"{nm} {lib}: {out.stderr.strip()}")
+    names = []
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        # "ADDRESS TYPE NAME"; archive member headers ("x.o:") and blank
+        # lines have other shapes.
+        if len(parts) == 3 and len(parts[1]) == 1:
+            names.append((parts[1], parts[2]))
+    return names
+
+
+def check_namespace(nm, lib):
+    names = global_symbols(nm, lib)
+    foreign = sorted({f"{t} {n}" for t, n in names if not n.startswith("glesc_")})
+    public = [n for _, n in names if n.startswith("glesc_")]
+    if foreign:
+        fail(f"{lib} defines {len(foreign)} global symbols outside glesc_:\n  " +
+             "\n  ".join(foreign))
+    if "glesc_version" not in public:
+        fail(f"{lib} does not define glesc_version ({len(public)} glesc_ symbols)")
+    print(f"{lib}: {len(public)} global symbols, all glesc_")
+
+
+def check_static_consumer(pkg_config, pc_dir, static_lib, consumer, include_dir, cc):
+    with tempfile.TemporaryDirectory(prefix="glesc-exports-") as tmp:
+        # An installed layout: lib/libglesc.a alone (so -lglesc cannot find
+        # the shared library) and include/glesc/*.h.
+        libdir = os.path.join(tmp, "lib")
+        os.mkdir(libdir)
+        shutil.copy(static_lib, libdir)
+        incdir = os.path.join(tmp, "include")
+        os.makedirs(os.path.join(incdir, "glesc"))
+        for h in os.listdir(include_dir):
+            if h.endswith(".h"):
+                shutil.copy(os.path.join(include_dir, h), os.path.join(incdir, "glesc"))
+        # glesc.pc as generated, with libdir and includedir pointed there
+        # (--define-variable would repoint the dependencies' .pc files too).
+        pcdir = os.path.join(tmp, "pkgconfig")
+        os.mkdir(pcdir)
+        with open(os.path.join(pc_dir, "glesc.pc")) as src:
+            lines = src.read().splitlines()
+        with open(os.path.join(pcdir, "glesc.pc"), "w") as dst:
+            for line in lines:
+                if line.startswith("libdir="):
+                    line = "libdir=" + libdir
+                elif line.startswith("includedir="):
+                    line = "includedir=" + incdir
+                dst.write(line + "\n")
+        env = dict(os.environ)
+        env["PKG_CONFIG_PATH"] = pcdir + os.pathsep + env.get("PKG_CONFIG_PATH", "")
+
+        def pc(*args):
+            cmd = [pkg_config, *args, "glesc"]
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if out.returncode != 0:
+                fail(f"{' '.join(cmd)}: {out.stderr.strip()}")
+            return shlex.split(out.stdout)
+
+        cflags = pc("--cflags")
+        defines = [f for f in cflags if f.startswith("-D")]
+        if defines:
+            fail(f"glesc.pc's Cflags hand consumers {' '.join(defines)}")
+        libs = pc("--libs", "--static")
+        exe = os.path.join(tmp, "static_consumer")
+        cmd = [*cc, *cflags, consumer, "-o", exe, *libs]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            fail(f"static link failed:\n{' '.join(cmd)}\n{out.stdout}{out.stderr}")
+        run = subprocess.run([exe], capture_output=True, text=True)
+        if run.returncode != 0:
+            fail(f"static consumer exited {run.returncode}:\n{run.stdout}{run.stderr}")
+        print(f"static consumer ({' '.join(libs)}): {run.stdout.strip()}")
+
+
+def main(argv):
+    if "--" not in argv or argv.index("--") != 8:
+        print(__doc__)
+        return 2
+    nm, pkg_config, pc_dir, static_lib, shared_lib, consumer, include_dir = argv[1:8]
+    cc = argv[9:]
+    check_namespace(nm, static_lib)
+    check_namespace(nm, shared_lib)
+    check_static_consumer(pkg_config, pc_dir, static_lib, consumer, include_dir, cc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

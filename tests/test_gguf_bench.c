@@ -1,0 +1,220 @@
+/*
+ * test_gguf_bench.c — the benchmark tools as subprocesses (paths in
+ * $GLESC_GGUF_SYNTH, $GLESC_GGUF_BENCH, $GLESC_GGUF_RUN): gguf-synth writes a
+ * small model of the tinyllama preset in every file type it knows and
+ * gguf-run loads and runs each; gguf-bench runs llama-bench's tests on one
+ * (-p 8 -n 4 -r 1), its JSON parses and holds every field it promises
+ * (also with --portable), its table has a row per test, and bad usage is
+ * exit status 2 with a message.
+ */
+#include <criterion/criterion.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/synth.h"
+#include "test_util.h"
+
+/* Runs the tool named by environment variable `env` with args (a shell
+ * fragment) and collects its output. */
+static test_run_result run(const char *env, const char *args)
+{
+    const char *exe = getenv(env);
+    cr_assert(exe && *exe, "%s is not set (run through meson test)", env);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s", exe, args);
+    return test_run(cmd, NULL);
+}
+
+static char *dir;
+
+static void setup(void)
+{
+    dir = test_tmpdir();
+}
+
+static void teardown(void)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+    free(dir);
+}
+
+TestSuite(gguf_bench, .init = setup, .fini = teardown);
+
+/* The tinyllama preset shrunk to one layer of 256. */
+#define SMALL "tinyllama-1.1b --n-layer 1 --n-embd 256 --n-head 4 --n-head-kv 2 --n-ff 512 "
+
+static void synth(const char *type, const char *file)
+{
+    char args[4400];
+    snprintf(args, sizeof args, SMALL "--n-vocab 400 -t %s -o '%s/%s'", type, dir, file);
+    test_run_result r = run("GLESC_GGUF_SYNTH", args);
+    cr_assert_eq(r.status, 0, "gguf-synth %s: %s", args, r.err);
+    cr_assert(strstr(r.err, "wrote"), "%s", r.err);
+    test_run_free(&r);
+}
+
+Test(gguf_bench, synth_every_file_type_runs)
+{
+    for (int f = SYNTH_FTYPE_NONE + 1; f < SYNTH_FTYPE_COUNT_; f++) {
+        const char *type = synth_ftype_name((synth_ftype)f);
+        char file[32], args[4400];
+        snprintf(file, sizeof file, "m-%s.gguf", type);
+        synth(type, file);
+        snprintf(args, sizeof args,
+                 "--cache-dir off -m '%s/%s' -p 'Once upon a time' -n 4 --temp 0 --ignore-eos", dir,
+                 file);
+        test_run_result r = run("GLESC_GGUF_RUN", args);
+        cr_log_info("%s: %s", type, r.err);
+        cr_expect_eq(r.status, 0, "gguf-run on a %s model: %s", type, r.err);
+        cr_expect(strstr(r.err, "decode"), "%s: %s", type, r.err);
+        test_run_free(&r);
+    }
+}
+
+static json_object *get(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    cr_assert(json_object_object_get_ex(o, key, &v), "no \"%s\" in %s", key,
+              json_object_to_json_string(o));
+    return v;
+}
+
+static void check_json(const char *out, bool portable)
+{
+    json_object *root = json_tokener_parse(out);
+    cr_assert_not_null(root, "not JSON: %s", out);
+    cr_expect_str_eq(json_object_get_string(get(root, "glesc_version")), glesc_version());
+    json_object *dev = get(root, "device");
+    cr_expect(json_object_get_string(get(dev, "renderer"))[0]);
+    cr_expect_eq(json_object_get_boolean(get(dev, "portable")), portable);
+    if (portable) {
+        cr_expect_not(json_object_get_boolean(get(dev, "subgroups")));
+        cr_expect_eq(json_object_get_int(get(dev, "max_compute_invocations")), 128);
+        cr_expect_leq(json_object_get_int64(get(dev, "max_storage_block_size")), 128 << 20);
+    }
+    json_object *roof = get(root, "roofline");
+    cr_expect_gt(json_object_get_double(get(roof, "copy_gbps")), 0);
+    cr_expect_gt(json_object_get_double(get(roof, "read_gbps")), 0);
+    cr_expect_eq(json_object_get_int(get(roof, "local_size")), portable ? 128 : 256);
+    json_object *res = get(root, "results");
+    cr_assert_eq(json_object_array_length(res), 2, "pp8 and tg4");
+    const char *tests[2] = {"pp8", "tg4"};
+    for (int i = 0; i < 2; i++) {
+        json_object *r = json_object_array_get_idx(res, (size_t)i);
+        cr_expect_str_eq(json_object_get_string(get(r, "test")), tests[i]);
+        cr_expect_str_eq(json_object_get_string(get(r, "model_type")), "Q4_0");
+        cr_expect_gt(json_object_get_int64(get(r, "model_size")), 0);
+        cr_expect_gt(json_object_get_int64(get(r, "model_n_params")), 0);
+        cr_expect_gt(json_object_get_int64(get(r, "weight_bytes_per_token")), 0);
+        cr_expect_eq(json_object_get_int(get(r, "n_prompt")), i ? 0 : 8);
+        cr_expect_eq(json_object_get_int(get(r, "n_gen")), i ? 4 : 0);
+        cr_expect_eq(json_object_get_int(get(r, "reps")), 1);
+        cr_expect_eq(json_object_array_length(get(r, "samples_ns")), 1);
+        cr_expect_eq(json_object_array_length(get(r, "samples_ts")), 1);
+        cr_expect_gt(json_object_get_double(get(r, "avg_ts")), 0);
+        get(r, "stddev_ts");
+        cr_expect_gt(json_object_get_int(get(r, "dispatches_per_step")), 0);
+        json_object *prof = get(r, "profile");
+        cr_expect_gt(json_object_get_int64(get(prof, "gpu_ns_per_step")), 0);
+        json_object *kinds = get(prof, "kinds");
+        json_object *mm = get(kinds, i ? "gemv" : "gemm");
+        cr_expect_gt(json_object_get_int(get(mm, "kernels")), 0);
+        get(kinds, "attention");
+        if (i) {
+            double gbps = json_object_get_double(get(r, "weight_gbps"));
+            cr_expect_gt(gbps, 0);
+            cr_expect_float_eq(json_object_get_double(get(r, "weight_bw_of_read")),
+                               gbps / json_object_get_double(get(roof, "read_gbps")), 1e-3);
+            cr_expect_gt(json_object_get_double(get(r, "weight_bw_of_copy")), 0);
+        } else {
+            cr_expect(json_object_is_type(get(r, "weight_gbps"), json_type_null));
+        }
+    }
+    json_object_put(root);
+}
+
+Test(gguf_bench, json_has_every_field)
+{
+    synth("Q4_0", "b.gguf");
+    char args[4400];
+    snprintf(args, sizeof args,
+             "--cache-dir off -m '%s/b.gguf' -p 8 -n 4 -r 1 --roofline-mib 1 --json", dir);
+    test_run_result r = run("GLESC_GGUF_BENCH", args);
+    cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
+    check_json(r.out, false);
+    test_run_free(&r);
+
+    snprintf(args, sizeof args,
+             "--cache-dir off -m '%s/b.gguf' -p 8 -n 4 -r 1 --roofline-mib 1 --json --portable",
+             dir);
+    r = run("GLESC_GGUF_BENCH", args);
+    cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
+    check_json(r.out, true);
+    test_run_free(&r);
+}
+
+/* The tables: a row per test (two depths here), the details and rooflines;
+ * the JSON file beside them. */
+Test(gguf_bench, markdown_tables)
+{
+    synth("Q8_0", "t.gguf");
+    char args[4400];
+    snprintf(args, sizeof args,
+             "--cache-dir off -m '%s/t.gguf' -p 8 -n 4 -d 0,8 -r 2 --roofline-mib 1 --kv-type f16 "
+             "--json-file '%s/t.json'",
+             dir, dir);
+    test_run_result r = run("GLESC_GGUF_BENCH", args);
+    cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
+    cr_log_info("%s", r.out);
+    const char *want[] = {"| model",      "Q8_0",      "| f16 |",    "pp8 |",
+                          "pp8 @ d8 |",   "tg4 |",     "tg4 @ d8 |", "disp/step",
+                          "gemv/gemm ms", "rooflines", " ± "};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect(strstr(r.out, want[i]), "'%s' not in:\n%s", want[i], r.out);
+    test_run_free(&r);
+    /* --json-file: the same results as JSON beside the tables */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    json_object *root = json_object_from_file(path);
+    cr_assert_not_null(root, "%s does not parse", path);
+    json_object *res = get(root, "results");
+    cr_assert_eq(json_object_array_length(res), 4);
+    cr_expect_str_eq(json_object_get_string(get(json_object_array_get_idx(res, 3), "test")),
+                     "tg4 @ d8");
+    cr_expect_str_eq(json_object_get_string(get(json_object_array_get_idx(res, 3), "kv_type")),
+                     "f16");
+    json_object_put(root);
+}
+
+Test(gguf_bench, bad_usage)
+{
+    const struct {
+        const char *args, *needle;
+    } cases[] = {
+        {"-p 8", "no model"},         {"-m x.gguf --frobnicate", "unknown option"},
+        {"-m x.gguf -p 8,abc", "-p"}, {"-m x.gguf --kv-type q8_0", "q8_0"},
+        {"-m x.gguf -r 0", "-r"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        test_run_result r = run("GLESC_GGUF_BENCH", cases[i].args);
+        cr_expect_eq(r.status, 2, "%s: exit %d: %s", cases[i].args, r.status, r.err);
+        cr_expect(strstr(r.err, cases[i].needle), "%s: %s", cases[i].args, r.err);
+        test_run_free(&r);
+    }
+    test_run_result r = run("GLESC_GGUF_BENCH", "--cache-dir off -m /nonexistent/m.gguf -n 1 -p 0");
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    cr_expect(strstr(r.err, "/nonexistent/m.gguf"), "%s", r.err);
+    test_run_free(&r);
+    r = run("GLESC_GGUF_SYNTH", "tinyllama-9b -o /tmp/x.gguf");
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "tinyllama-1.1b"), "lists the presets: %s", r.err);
+    test_run_free(&r);
+    r = run("GLESC_GGUF_SYNTH", "-t Q3_X -o /tmp/x.gguf");
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "Q4_K_M"), "lists the types: %s", r.err);
+    test_run_free(&r);
+}
