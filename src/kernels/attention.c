@@ -20,8 +20,10 @@
  * would walk the whole cache). With nsplit > 1 each workgroup leaves its
  * (m, l, unnormalized output) in the scratch buffer and counts itself in
  * with an atomic; the last workgroup of a (query, head group) combines them
- * and stores the result (its epilogue included) and puts the counter back
- * to zero. nsplit and the keys per split are uniforms chosen per compute
+ * (every split's m and l staged in shared memory, per head the overall max
+ * and the splits' weights, then the weighted sums with four loads in
+ * flight), stores the result (its epilogue included) and puts the counter
+ * back to zero. nsplit and the keys per split are uniforms chosen per compute
  * from the sizes; HG, T and the accumulators per invocation are the op's
  * variant (kernels_attention_variant), so part of the plan's structure.
  *
@@ -38,14 +40,18 @@
 
 #include "kernels/kernels.h"
 
-#define ATTN_WG 64
+#define ATTN_WG 128    /* invocations per workgroup on GPUs */
+#define ATTN_WG_CPU 64 /* on llvmpipe (ctx->cpu_device: one choice per context, as GEMV) */
 #define ATTN_MAX_D 512
 #define ATTN_QS 1024 /* floats of staged queries: HG·D */
 #define ATTN_KS 2112 /* floats of a key tile: T·(D + 1) (padded rows: no bank conflicts) */
 #define ATTN_HG_MAX 8
 #define ATTN_T_MAX 64
-#define ATTN_WG_TARGET_GPU 512 /* workgroups a decode step's split aims at */
+#define ATTN_WG_TARGET_GPU 256 /* workgroups a decode step's split aims at */
 #define ATTN_WG_TARGET_CPU 8
+#define ATTN_SPLIT_TILES 2 /* key tiles per split at least */
+#define ATTN_COMBINE 512   /* (split, head) pairs the combine stages in ks */
+_Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
 
 typedef struct attn_shape {
     int hg;  /* query heads per workgroup (divides gqa) */
@@ -53,11 +59,11 @@ typedef struct attn_shape {
     int dpt; /* output dimensions per invocation */
 } attn_shape;
 
-static attn_shape shape_of(const glesc_tensor *a)
+static attn_shape shape_of(const glesc_tensor *a, int wg)
 {
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
     int64_t d = q->ne[0], gqa = q->ne[2] / k->ne[2];
-    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + ATTN_WG - 1) / ATTN_WG)};
+    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg)};
     for (int h = ATTN_HG_MAX; h >= 1; h--)
         if (gqa % h == 0 && h * d <= ATTN_QS) {
             s.hg = h;
@@ -70,7 +76,9 @@ static attn_shape shape_of(const glesc_tensor *a)
 
 uint32_t kernels_attention_variant(const glesc_tensor *t)
 {
-    attn_shape s = shape_of(t);
+    /* the accumulators per invocation for the smaller workgroup: with the
+     * workgroup size fixed per context they follow from it */
+    attn_shape s = shape_of(t, ATTN_WG_CPU);
     return (uint32_t)s.hg | (uint32_t)s.t << 4 | (uint32_t)s.dpt << 12;
 }
 
@@ -79,11 +87,12 @@ glesc_status kernels_gen_attention(kb *b)
     const glesc_tensor *a = b->gk->anchor;
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *mask = a->src[3];
     bool causal = a->ip[0] != 0;
-    attn_shape sh = shape_of(a);
+    int wg = b->ctx->cpu_device ? ATTN_WG_CPU : ATTN_WG;
+    attn_shape sh = shape_of(a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
     int64_t n_groups = n_head / sh.hg;
     if (b->k) {
-        emit_kernel_local_size(b->k, ATTN_WG, 1, 1);
+        emit_kernel_local_size(b->k, wg, 1, 1);
         emit_kernel_shared(b->k, "float", "qs", ATTN_QS);
         emit_kernel_shared(b->k, "float", "ks", ATTN_KS);
         emit_kernel_shared(b->k, "float", "ps", ATTN_HG_MAX * ATTN_T_MAX);
@@ -104,8 +113,9 @@ glesc_status kernels_gen_attention(kb *b)
     /* keys per split: enough workgroups to fill the device, whole tiles */
     int64_t target = b->ctx->cpu_device ? ATTN_WG_TARGET_CPU : ATTN_WG_TARGET_GPU;
     int64_t tiles = (n_kv + sh.t - 1) / sh.t;
-    int64_t nsplit = CORE_MAX(1, CORE_MIN(tiles, (target + n_q * n_groups - 1) / (n_q * n_groups)));
-    if (n_q * n_groups > KB_SCRATCH_COUNTERS) /* one counter per (query, head group) */
+    int64_t nsplit = (target + n_q * n_groups - 1) / (n_q * n_groups);
+    nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / ATTN_SPLIT_TILES, ATTN_COMBINE / sh.hg));
+    if (nsplit < 2 || n_q * n_groups > KB_SCRATCH_COUNTERS) /* a counter per (query, group) */
         nsplit = 1;
     int64_t per = ((tiles + nsplit - 1) / nsplit) * sh.t;
     nsplit = (n_kv + per - 1) / per;
@@ -271,29 +281,55 @@ glesc_status kernels_gen_attention(kb *b)
     kb_line(b, "BARRIER();");
     kb_line(b, "if (last_wg[0] == 1u) { // every split is in: combine them");
     kb_line(b, "memoryBarrierBuffer();");
+    /* each split's m and l per head into shared memory (ks is free now) */
+    kb_line(b, "for (uint e = lid; e < nsplit * HG; e += WG_SIZE) {");
+    kb_line(b, "uint qb = pb0 + e * (Dv + 2u);");
+    kb_line(b, "ks[e] = uintBitsToFloat(t%d[qb]);", sc);
+    kb_line(b, "ks[%du + e] = uintBitsToFloat(t%d[qb + 1u]);", ATTN_COMBINE, sc);
+    kb_line(b, "}");
+    kb_line(b, "BARRIER();");
+    /* per head: the overall max, each split's weight e^(m − M), 1 / L */
+    kb_line(b, "if (lid < HG) {");
+    kb_line(b, "float M = NEG_INF;");
+    kb_line(b, "for (uint q = 0u; q < nsplit; q++) {");
+    kb_line(b, "M = max(M, ks[q * HG + lid]);");
+    kb_line(b, "}");
+    kb_line(b, "float L = 0.0;");
+    kb_line(b, "for (uint q = 0u; q < nsplit; q++) {");
+    kb_line(b, "float m = ks[q * HG + lid];");
+    kb_line(b, "float f = m == NEG_INF ? 0.0 : exp(m - M);");
+    kb_line(b, "ks[%du + q * HG + lid] = f;", 2 * ATTN_COMBINE);
+    kb_line(b, "L += ks[%du + q * HG + lid] * f;", ATTN_COMBINE);
+    kb_line(b, "}");
+    kb_line(b, "mh[lid] = L > 0.0 ? 1.0 / L : 0.0; // no visible key: zeros");
+    kb_line(b, "}");
+    kb_line(b, "BARRIER();");
+    /* outputs: the splits' sums weighted, four loads in flight at a time */
     for (int e = 0; e < sh.dpt; e++)
         for (int hh = 0; hh < sh.hg; hh++) {
             kb_line(b, "{");
             kb_line(b, "uint d = lid + %du * WG_SIZE;", e);
             kb_line(b, "uint h = h0 + %du;", hh);
             kb_line(b, "if (d < Dv) {");
-            kb_line(b, "float M = NEG_INF;");
-            kb_line(b, "for (uint q = 0u; q < nsplit; q++) {");
-            kb_line(b, "M = max(M, uintBitsToFloat(t%d[pb0 + (q * HG + %du) * (Dv + 2u)]));", sc,
-                    hh);
+            kb_line(b, "uint ob = pb0 + %du * (Dv + 2u) + 2u + d;", hh);
+            kb_line(b, "uint os = HG * (Dv + 2u); // from one split's value to the next's");
+            kb_line(b, "float O0 = 0.0;");
+            kb_line(b, "float O1 = 0.0;");
+            kb_line(b, "float O2 = 0.0;");
+            kb_line(b, "float O3 = 0.0;");
+            kb_line(b, "uint q = 0u;");
+            kb_line(b, "for (; q + 4u <= nsplit; q += 4u) {");
+            for (int u = 0; u < 4; u++)
+                kb_line(b,
+                        "O%d += ks[%du + (q + %du) * HG + %du] * uintBitsToFloat(t%d[ob + (q + "
+                        "%du) * os]);",
+                        u, 2 * ATTN_COMBINE, u, hh, sc, u);
             kb_line(b, "}");
-            kb_line(b, "float L = 0.0;");
-            kb_line(b, "float O = 0.0;");
-            kb_line(b, "for (uint q = 0u; q < nsplit; q++) {");
-            kb_line(b, "uint qb = pb0 + (q * HG + %du) * (Dv + 2u);", hh);
-            kb_line(b, "float m = uintBitsToFloat(t%d[qb]);", sc);
-            kb_line(b, "if (m != NEG_INF) {");
-            kb_line(b, "float f = exp(m - M);");
-            kb_line(b, "L += uintBitsToFloat(t%d[qb + 1u]) * f;", sc);
-            kb_line(b, "O += uintBitsToFloat(t%d[qb + 2u + d]) * f;", sc);
+            kb_line(b, "for (; q < nsplit; q++) {");
+            kb_line(b, "O0 += ks[%du + q * HG + %du] * uintBitsToFloat(t%d[ob + q * os]);",
+                    2 * ATTN_COMBINE, hh, sc);
             kb_line(b, "}");
-            kb_line(b, "}");
-            kb_line(b, "float y = L > 0.0 ? O / L : 0.0;");
+            kb_line(b, "float y = ((O0 + O1) + (O2 + O3)) * mh[%du];", hh);
             kb_store_out(b, co, "y", NULL);
             kb_line(b, "}");
             kb_line(b, "}");
