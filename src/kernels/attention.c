@@ -49,21 +49,22 @@
 #define ATTN_T_MAX 64
 #define ATTN_WG_TARGET_GPU 256 /* workgroups a decode step's split aims at */
 #define ATTN_WG_TARGET_CPU 8
-#define ATTN_SPLIT_TILES 2 /* key tiles per split at least */
+#define ATTN_SPLIT_TILES 1 /* key tiles per split at least */
 #define ATTN_COMBINE 512   /* (split, head) pairs the combine stages in ks */
 _Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
 
 typedef struct attn_shape {
-    int hg;  /* query heads per workgroup (divides gqa) */
-    int t;   /* keys per tile */
-    int dpt; /* output dimensions per invocation */
+    int hg;        /* query heads per workgroup (divides gqa) */
+    int t;         /* keys per tile */
+    int dpt;       /* output dimensions per invocation */
+    bool v_shared; /* the value tile is staged in ks too (d_v <= d + 1) */
 } attn_shape;
 
 static attn_shape shape_of(const glesc_tensor *a, int wg)
 {
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
     int64_t d = q->ne[0], gqa = q->ne[2] / k->ne[2];
-    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg)};
+    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg), v->ne[0] <= d + 1};
     for (int h = ATTN_HG_MAX; h >= 1; h--)
         if (gqa % h == 0 && h * d <= ATTN_QS) {
             s.hg = h;
@@ -79,7 +80,7 @@ uint32_t kernels_attention_variant(const glesc_tensor *t)
     /* the accumulators per invocation for the smaller workgroup: with the
      * workgroup size fixed per context they follow from it */
     attn_shape s = shape_of(t, ATTN_WG_CPU);
-    return (uint32_t)s.hg | (uint32_t)s.t << 4 | (uint32_t)s.dpt << 12;
+    return (uint32_t)s.hg | (uint32_t)s.t << 4 | (uint32_t)s.dpt << 12 | (uint32_t)s.v_shared << 20;
 }
 
 glesc_status kernels_gen_attention(kb *b)
@@ -196,6 +197,17 @@ glesc_status kernels_gen_attention(kb *b)
     kb_line(b, "ps[e] = s;");
     kb_line(b, "}");
     kb_line(b, "BARRIER();");
+    if (sh.v_shared) {
+        /* the value tile into ks (the scores are done with the keys),
+         * coalesced like the keys */
+        kb_line(b, "for (uint e = lid; e < tn * Dv; e += WG_SIZE) {");
+        kb_line(b, "uint t = e / Dv;");
+        kb_line(b, "uint d = e - t * Dv;");
+        kb_line(b, "uint j = kt0 + t;");
+        const char *cv[4] = {"d", "j", "hk", "0u"};
+        kb_line(b, "ks[t * (D + 1u) + d] = %s;", kb_expr(b, v, cv, x));
+        kb_line(b, "}");
+    }
     /* per head: the new running maximum and the factor for what came before */
     kb_line(b, "if (lid < HG) {");
     kb_line(b, "float mx = NEG_INF;");
@@ -229,9 +241,14 @@ glesc_status kernels_gen_attention(kb *b)
             kb_line(b, "o%d_%d *= ch[%du];", hh, e, hh);
         kb_line(b, "if (d < Dv) {");
         kb_line(b, "for (uint t = 0u; t < tn; t++) {");
-        kb_line(b, "uint j = kt0 + t;");
-        const char *cv[4] = {"d", "j", "hk", "0u"};
-        kb_expr(b, v, cv, x);
+        if (sh.v_shared) {
+            snprintf(x, sizeof x, "vt");
+            kb_line(b, "float vt = ks[t * (D + 1u) + d];");
+        } else {
+            kb_line(b, "uint j = kt0 + t;");
+            const char *cv[4] = {"d", "j", "hk", "0u"};
+            kb_expr(b, v, cv, x);
+        }
         for (int hh = 0; hh < sh.hg; hh++)
             kb_line(b, "o%d_%d += ps[%du * T + t] * %s;", hh, e, hh, x);
         kb_line(b, "}");
@@ -304,36 +321,31 @@ glesc_status kernels_gen_attention(kb *b)
     kb_line(b, "mh[lid] = L > 0.0 ? 1.0 / L : 0.0; // no visible key: zeros");
     kb_line(b, "}");
     kb_line(b, "BARRIER();");
-    /* outputs: the splits' sums weighted, four loads in flight at a time */
-    for (int e = 0; e < sh.dpt; e++)
-        for (int hh = 0; hh < sh.hg; hh++) {
-            kb_line(b, "{");
-            kb_line(b, "uint d = lid + %du * WG_SIZE;", e);
-            kb_line(b, "uint h = h0 + %du;", hh);
-            kb_line(b, "if (d < Dv) {");
-            kb_line(b, "uint ob = pb0 + %du * (Dv + 2u) + 2u + d;", hh);
-            kb_line(b, "uint os = HG * (Dv + 2u); // from one split's value to the next's");
-            kb_line(b, "float O0 = 0.0;");
-            kb_line(b, "float O1 = 0.0;");
-            kb_line(b, "float O2 = 0.0;");
-            kb_line(b, "float O3 = 0.0;");
-            kb_line(b, "uint q = 0u;");
-            kb_line(b, "for (; q + 4u <= nsplit; q += 4u) {");
-            for (int u = 0; u < 4; u++)
-                kb_line(b,
-                        "O%d += ks[%du + (q + %du) * HG + %du] * uintBitsToFloat(t%d[ob + (q + "
-                        "%du) * os]);",
-                        u, 2 * ATTN_COMBINE, u, hh, sc, u);
-            kb_line(b, "}");
-            kb_line(b, "for (; q < nsplit; q++) {");
-            kb_line(b, "O0 += ks[%du + q * HG + %du] * uintBitsToFloat(t%d[ob + q * os]);",
-                    2 * ATTN_COMBINE, hh, sc);
-            kb_line(b, "}");
-            kb_line(b, "float y = ((O0 + O1) + (O2 + O3)) * mh[%du];", hh);
-            kb_store_out(b, co, "y", NULL);
-            kb_line(b, "}");
-            kb_line(b, "}");
-        }
+    /* outputs (head, d) spread over all invocations: per split one load
+     * for each output an invocation owns, all in flight together */
+    int opt = sh.hg * sh.dpt; /* at least ceil(HG·Dv / WG) */
+    for (int o = 0; o < opt; o++) {
+        kb_line(b, "uint oo%d = lid + %du * WG_SIZE;", o, o);
+        kb_line(b, "uint oh%d = min(oo%d / Dv, HG - 1u);", o, o);
+        kb_line(b, "uint od%d = oo%d - (oo%d / Dv) * Dv;", o, o, o);
+        kb_line(b, "float oc%d = 0.0;", o);
+    }
+    kb_line(b, "for (uint q = 0u; q < nsplit; q++) {");
+    kb_line(b, "uint qb = pb0 + q * HG * (Dv + 2u) + 2u;");
+    for (int o = 0; o < opt; o++)
+        kb_line(b,
+                "oc%d += ks[%du + q * HG + oh%d] * uintBitsToFloat(t%d[qb + oh%d * (Dv + 2u) + "
+                "od%d]);",
+                o, 2 * ATTN_COMBINE, o, sc, o, o);
+    kb_line(b, "}");
+    for (int o = 0; o < opt; o++) {
+        kb_line(b, "if (oo%d < HG * Dv) {", o);
+        kb_line(b, "uint d = od%d;", o);
+        kb_line(b, "uint h = h0 + oh%d;", o);
+        kb_line(b, "float y = oc%d * mh[oh%d];", o, o);
+        kb_store_out(b, co, "y", NULL);
+        kb_line(b, "}");
+    }
     kb_line(b, "if (lid == 0u) {");
     kb_line(b, "t%d[gi] = 0u; // ready for the next dispatch", sc);
     kb_line(b, "}");

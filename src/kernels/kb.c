@@ -303,10 +303,29 @@ static void load_written(kb *b, int w, const char *ix, const char *var)
     kb_expr(b, sr->src[1], cs, v);
     b->depth--;
     b->n_memo = memo;
-    /* exactly what the write stores: rounded to the destination's type */
-    if (sr->owner->dtype == GLESC_DTYPE_F16)
-        kb_line(b, "%s = unpackHalf2x16(packHalf2x16(vec2(%s, 0.0))).x;", var, v);
-    else if (sr->owner->dtype == GLESC_DTYPE_BF16)
+    /* exactly what the write stores: rounded to the destination's type
+     * (the half's bits expanded by hand: a compiler may fold
+     * unpackHalf2x16(packHalf2x16(x)) back into x) */
+    if (sr->owner->dtype == GLESC_DTYPE_F16) {
+        if (b->k)
+            emit_kernel_helper(b->k, "f16_round",
+                               "// x rounded to f16 as packHalf2x16 rounds it, back in f32.\n"
+                               "float f16_round(float x) {\n"
+                               "    uint h = packHalf2x16(vec2(x, 0.0)) & 0xffffu;\n"
+                               "    uint s = (h & 0x8000u) << 16;\n"
+                               "    uint e = (h >> 10) & 0x1fu;\n"
+                               "    uint m = h & 0x3ffu;\n"
+                               "    if (e == 0u) { // zero or subnormal: m · 2^-24\n"
+                               "        float f = float(m) * 5.9604644775390625e-8;\n"
+                               "        return s != 0u ? -f : f;\n"
+                               "    }\n"
+                               "    if (e == 31u) {\n"
+                               "        return uintBitsToFloat(s | 0x7f800000u | (m << 13));\n"
+                               "    }\n"
+                               "    return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));\n"
+                               "}\n");
+        kb_line(b, "%s = f16_round(%s);", var, v);
+    } else if (sr->owner->dtype == GLESC_DTYPE_BF16)
         kb_line(b,
                 "%s = uintBitsToFloat(((floatBitsToUint(%s) + 0x7fffu + ((floatBitsToUint(%s) >> "
                 "16) & 1u)) >> 16) << 16);",
