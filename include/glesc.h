@@ -1,16 +1,38 @@
 /*
  * glesc.h — the engine's public API: status codes, the headless GPU context,
- * its capabilities and statistics.
+ * its capabilities and statistics, tensors and the lazy operation graph.
  *
  * Conventions (the header is the contract):
  *  - Every fallible call returns a glesc_status: GLESC_OK (0) or a negative
- *    error. The message of the last failure names the step, file, tensor or GL
- *    log; read it with glesc_context_errmsg() (calls that take a context) or
- *    glesc_last_errmsg() (calls that do not). Messages stay valid until the
- *    next failing call on the same context / thread.
+ *    error. The message of a failure names the step, file, tensor or GL log;
+ *    read it with glesc_context_errmsg() (calls that take a context, a graph
+ *    or a tensor) or glesc_last_errmsg() (calls that take none). Every call
+ *    that returns a glesc_status clears its message on entry, so after
+ *    GLESC_OK the message is "". Calls that return a pointer (builders,
+ *    constructors) set the message when they return NULL and leave it alone
+ *    otherwise. A message stays valid until the next call on the same
+ *    context / thread.
  *  - glesc_*_destroy(NULL) is a harmless no-op.
- *  - A context is used from one thread at a time; the thread that created it
- *    has it current. Call glesc_context_make_current() to move it.
+ *  - Threads: a context, and everything made on it, is used by one thread at
+ *    a time. Every call that touches the GPU makes its context current on the
+ *    calling thread when it is not (also when another EGL context is current
+ *    there: that one is no longer current afterwards) and leaves it current.
+ *    To move a context to another thread, call glesc_context_release_current()
+ *    on the thread that used it last; a call on a context that is still
+ *    current on another thread fails with GLESC_ERROR_STATE. Destroying a
+ *    context never changes which context another thread, or the calling one,
+ *    has current (unless that was the destroyed one).
+ *  - Callbacks that can stop work (abort, progress, tokens) stop it by
+ *    returning true.
+ *  - Compatibility: enums whose values are said to be stable (glesc_status,
+ *    glesc_dtype, glesc_platform, glesc_log_level) only ever get new values
+ *    appended; glesc_op's order may change between versions. Option structs
+ *    carry their size (struct_size, set by their _init function), so a newer
+ *    library reads only the fields a caller was compiled with; new fields are
+ *    appended and zero means their default. Result structs the caller
+ *    allocates (glesc_stats, glesc_compute_stats, glesc_roofline) keep their
+ *    layout within a soname; structs the library owns and hands out by
+ *    pointer (glesc_caps) may grow at the end.
  */
 #ifndef GLESC_H
 #define GLESC_H
@@ -18,6 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+
+#include "glesc_version.h" /* GLESC_VERSION_MAJOR, _MINOR, _PATCH, _NUMBER, _STRING */
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,7 +53,8 @@ extern "C" {
 #define GLESC_API
 #endif
 
-/* ---- Status codes: one list generates the enum, names and strings. ---- */
+/* ---- Status codes: one list generates the enum, names and strings. Stable
+ * values: new codes are appended. ---- */
 #define GLESC_STATUS_MAP(X)                                                                        \
     X(OK, 0, "success")                                                                            \
     X(ERROR_INVALID_ARGUMENT, -1, "invalid argument")                                              \
@@ -45,7 +70,9 @@ extern "C" {
     X(ERROR_SHAPE, -11, "shape mismatch")                                                          \
     X(ERROR_TYPE, -12, "type mismatch")                                                            \
     X(ERROR_TIMEOUT, -13, "timed out waiting for the GPU")                                         \
-    X(ERROR_STATE, -14, "call not valid in this state")
+    X(ERROR_STATE, -14, "call not valid in this state")                                            \
+    X(ERROR_CANCELLED, -15, "cancelled by a callback")                                             \
+    X(ERROR_CONTEXT_LOST, -16, "the GPU context was lost (device reset)")
 
 typedef enum glesc_status {
 #define GLESC_STATUS_ENUM_(name, value, str) GLESC_##name = value,
@@ -61,8 +88,32 @@ GLESC_API const char *glesc_status_str(glesc_status s);
  * context (e.g. opening a GGUF file). Never NULL; "" when there was none. */
 GLESC_API const char *glesc_last_errmsg(void);
 
-/* glesc's version string, e.g. "0.1.0". Static string. */
+/* The library's version string, e.g. "0.1.0" (GLESC_VERSION_STRING of the
+ * glesc.h it was built with; compare with the macros to detect a mismatch
+ * between the header and the library). Static string. */
 GLESC_API const char *glesc_version(void);
+
+/* ---- Logging. Warnings and notes go to stderr as "glesc: warning: ..."
+ * unless a callback takes them. ---- */
+typedef enum glesc_log_level { /* stable values */
+                               GLESC_LOG_ERROR = 0,
+                               GLESC_LOG_WARN = 1,
+                               GLESC_LOG_INFO = 2,
+                               GLESC_LOG_DEBUG = 3,
+} glesc_log_level;
+
+/* msg is one line without a newline or the "glesc: " prefix, valid during the
+ * call only. */
+typedef void (*glesc_log_fn)(void *user, glesc_log_level level, const char *msg);
+/* Sends every log message at or below the log level to fn (NULL: back to
+ * stderr). Process-wide and thread-safe: messages of any thread reach fn
+ * one at a time, and once this returns the previous callback is neither
+ * running nor called again. fn must not call glesc. */
+GLESC_API void glesc_set_log_callback(glesc_log_fn fn, void *user);
+/* The most detailed level logged: explicit here beats GLESC_LOG (error,
+ * warn, info, debug), which beats the default GLESC_LOG_WARN. A value outside
+ * the enum returns to GLESC_LOG / the default. Process-wide. */
+GLESC_API void glesc_set_log_level(glesc_log_level level);
 
 /* ---- Element types. Values are ggml's type ids, as stored in GGUF files:
  * append-only, never renumbered. Quantized types hold blocks of
@@ -121,22 +172,32 @@ typedef void *(*glesc_alloc_fn)(void *user, void *ptr, size_t size);
 GLESC_API void glesc_set_allocator(glesc_alloc_fn fn, void *user);
 
 /* ---- Headless context ---- */
-typedef enum glesc_platform {
-    GLESC_PLATFORM_AUTO = 0,    /* gbm → device → surfaceless */
-    GLESC_PLATFORM_GBM,         /* EGL_PLATFORM_GBM_KHR on a DRM render node */
-    GLESC_PLATFORM_DEVICE,      /* EGL_EXT_platform_device */
-    GLESC_PLATFORM_SURFACELESS, /* EGL_MESA_platform_surfaceless */
+typedef enum glesc_platform {                          /* stable values */
+                              GLESC_PLATFORM_AUTO = 0, /* gbm → device → surfaceless */
+                              GLESC_PLATFORM_GBM,    /* EGL_PLATFORM_GBM_KHR on a DRM render node */
+                              GLESC_PLATFORM_DEVICE, /* EGL_EXT_platform_device */
+                              GLESC_PLATFORM_SURFACELESS, /* EGL_MESA_platform_surfaceless */
 } glesc_platform;
 
 /* "auto", "gbm", "device", "surfaceless". Static string. */
 GLESC_API const char *glesc_platform_name(glesc_platform p);
 
+/* Options of glesc_context_create. A value given here beats the environment
+ * variable of the same meaning, which beats the default; zero (NULL, false)
+ * means "not given". */
 typedef struct glesc_context_options {
-    glesc_platform platform; /* overridden by GLESC_PLATFORM when set */
-    const char *device;      /* render node path or EGL device index; GLESC_DEVICE overrides */
-    const char
-        *cache_dir; /* program binary cache; NULL → GLESC_CACHE_DIR, XDG default; "off" disables */
-    bool debug;     /* KHR_debug message log to stderr (also GLESC_DEBUG=1) */
+    /* sizeof(glesc_context_options) as the caller was compiled, set by
+     * glesc_context_options_init(); 0 means this header's layout. */
+    uint32_t struct_size;
+    /* GLESC_PLATFORM_AUTO: GLESC_PLATFORM when set, else auto. */
+    glesc_platform platform;
+    /* A render node path (GBM) or an EGL device index; NULL or "": GLESC_DEVICE.
+     * A named device that cannot be used is an error, never replaced. */
+    const char *device;
+    /* Program binary cache; NULL: GLESC_CACHE_DIR, else the XDG default; "off" disables. */
+    const char *cache_dir;
+    /* KHR_debug messages of the driver to the log (false: GLESC_DEBUG=1). */
+    bool debug;
     /* Testing aid: pretend GL_MAX_SHADER_STORAGE_BLOCK_SIZE is this many bytes
      * (0 = the driver's value; a larger value than the driver's is ignored). */
     uint64_t max_storage_block_size;
@@ -150,20 +211,70 @@ typedef struct glesc_context_options {
     bool no_subgroups;
     int max_compute_invocations;
     int max_compute_shared_memory;
+    /* An application's own EGLDisplay and EGLContext (both or neither; the
+     * types are EGL's, void * here so this header needs no EGL include).
+     * glesc then creates no display or context and destroys neither: the
+     * display must be initialized, the context an OpenGL ES 3.1+ one, and
+     * both must outlive the glesc context; platform and device are ignored.
+     * glesc makes the context current where it needs it (with no surface
+     * where EGL_KHR_surfaceless_context exists, else with a 1x1 pbuffer of
+     * the context's config that glesc owns) and leaves the application's
+     * surfaces as they are when it is current already. GL state glesc
+     * changes and does not restore: the current program (glUseProgram), the
+     * GL_SHADER_STORAGE_BUFFER bindings (generic and indexed 0..7), the
+     * GL_UNIFORM_BUFFER bindings (generic and indexed 0), the
+     * GL_COPY_READ_BUFFER and GL_COPY_WRITE_BUFFER bindings (left 0), the
+     * compiler threads of GL_KHR_parallel_shader_compile (all), and with
+     * debug on the KHR_debug callback and GL_DEBUG_OUTPUT_SYNCHRONOUS.
+     * glesc binds whatever it uses before each use, so the application may
+     * change any state between glesc calls; it must bind its own state again
+     * after them. */
+    void *egl_display;
+    void *egl_context;
 } glesc_context_options;
+
+/* Zeroes *opts (every option "not given") and sets struct_size. */
+static inline void glesc_context_options_init(glesc_context_options *opts)
+{
+    for (size_t i = 0; i < sizeof *opts; i++)
+        ((unsigned char *)opts)[i] = 0;
+    opts->struct_size = (uint32_t)sizeof *opts;
+}
 
 typedef struct glesc_context glesc_context;
 
-/* Creates a GLES 3.1+ compute context with no window and no display server.
- * opts may be NULL (all defaults). On success *out owns the context (free it
- * with glesc_context_destroy) and it is current on this thread. On failure
- * *out is NULL and glesc_last_errmsg() names the step and the EGL error. */
+/* Creates a GLES 3.1+ compute context with no window and no display server
+ * (or adopts the application's: see glesc_context_options). opts may be
+ * NULL (all defaults). On success *out owns the context (free it with
+ * glesc_context_destroy) and it is current on this thread. On failure *out
+ * is NULL, what was current on this thread is current again and
+ * glesc_last_errmsg() names the step and the EGL error. */
 GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, glesc_context **out);
+/* Frees the context and everything made on it that is still alive
+ * (destroy graphs, weights, models first). Makes ctx current for that if it
+ * is not, and afterwards the context that was current on this thread before
+ * the call is current again (none, when that was ctx). Call it on the thread
+ * that uses ctx, or after releasing ctx there. */
 GLESC_API void glesc_context_destroy(glesc_context *ctx);
-/* Message of the last failure of a call on ctx; "" when none. Owned by ctx. */
+/* Message of the last failure of a call on ctx; "" when the last call that
+ * returns a status succeeded (see the conventions above). Owned by ctx.
+ * NULL ctx: glesc_last_errmsg(). */
 GLESC_API const char *glesc_context_errmsg(const glesc_context *ctx);
-/* Makes ctx current on the calling thread. */
+/* Makes ctx current on the calling thread (every call that needs it does
+ * this itself). GLESC_ERROR_STATE when ctx is current on another thread. */
 GLESC_API glesc_status glesc_context_make_current(glesc_context *ctx);
+/* Releases ctx from the calling thread, so that another thread may use it.
+ * A no-op (GLESC_OK) when ctx is not current on this thread. */
+GLESC_API glesc_status glesc_context_release_current(glesc_context *ctx);
+
+/* Called by glesc_graph_compute before each kernel (and before compiling a
+ * new plan's programs); returning true stops the compute, which fails with
+ * GLESC_ERROR_CANCELLED and a message naming the kernel it stopped before.
+ * Kernels already submitted still run; the outputs of a cancelled compute
+ * are undefined, the graph stays usable. Called on the thread that computes. */
+typedef bool (*glesc_abort_fn)(void *user);
+/* Sets ctx's abort callback (fn NULL: none). */
+GLESC_API void glesc_context_set_abort_callback(glesc_context *ctx, glesc_abort_fn fn, void *user);
 
 /* Bits of glesc_caps.subgroup_features (values of GL_KHR_shader_subgroup). */
 enum {
@@ -180,7 +291,7 @@ enum {
 typedef struct glesc_caps {
     const char *vendor, *renderer, *version, *glsl_version; /* owned by the context */
     int gl_major, gl_minor;
-    glesc_platform platform;         /* the one actually used */
+    glesc_platform platform;         /* the one used (AUTO for an adopted context) */
     const char *platform_reason;     /* why auto chose it; owned by the context */
     const char *device;              /* render node path or "EGL device N (name)"; may be "" */
     uint64_t max_storage_block_size; /* effective (after the testing override) */
@@ -200,6 +311,14 @@ typedef struct glesc_caps {
     bool has_parallel_compile;  /* GL_KHR_parallel_shader_compile */
     bool has_buffer_storage;    /* GL_EXT_buffer_storage */
     bool has_debug;             /* GL_KHR_debug or GLES 3.2 */
+    /* The renderer runs on the CPU (Mesa's llvmpipe or softpipe, SwiftShader):
+     * correct, but no GPU speed. */
+    bool software;
+    /* A GPU reset is reported (the context was created with, or adopted
+     * having, GL_LOSE_CONTEXT_ON_RESET): work on a lost context then fails with
+     * GLESC_ERROR_CONTEXT_LOST. Without it a reset may go unnoticed. */
+    bool has_reset_notification;
+    int uniform_buffer_offset_alignment; /* GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT */
 } glesc_caps;
 
 /* Capabilities of ctx; the pointer stays valid for the context's life. */
@@ -333,6 +452,9 @@ typedef enum glesc_op {
 GLESC_API const char *glesc_op_name(glesc_op op);
 
 typedef struct glesc_graph_options {
+    /* sizeof(glesc_graph_options) as the caller was compiled, set by
+     * glesc_graph_options_init(); 0 means this header's layout. */
+    uint32_t struct_size;
     /* glesc_matmul uses the matrix-vector kernel when the activation has at
      * most this many columns (m), else the tiled matrix-matrix kernel.
      * 0 = the default (8). At most 8. */
@@ -343,6 +465,14 @@ typedef struct glesc_graph_options {
      * Costs a timer query per kernel. Also on while GLESC_TRACE is set. */
     bool timing;
 } glesc_graph_options;
+
+/* Zeroes *opts (the defaults) and sets struct_size. */
+static inline void glesc_graph_options_init(glesc_graph_options *opts)
+{
+    for (size_t i = 0; i < sizeof *opts; i++)
+        ((unsigned char *)opts)[i] = 0;
+    opts->struct_size = (uint32_t)sizeof *opts;
+}
 
 /* A new empty graph on ctx, or NULL (out of memory; message in ctx). Destroy
  * it before the context. */
@@ -375,6 +505,15 @@ GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype t, int ndim
  * NULL on error (message in ctx). */
 GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype t, int ndim,
                                          const int64_t *shape);
+/* GPU bytes a persistent tensor of type t and shape takes on ctx, as
+ * glesc_weight_new allocates it: block types repacked to whole 32-bit
+ * words, split into row chunks beyond the storage-block limit, each buffer
+ * rounded up to the buffer pool's size class. ctx may be NULL (no
+ * storage-block limit). 0 when glesc_weight_new would refuse the type or
+ * shape, or a row does not fit the limit. For memory planning (see
+ * glesc_model_estimate). */
+GLESC_API uint64_t glesc_weight_gpu_bytes(const glesc_context *ctx, glesc_dtype t, int ndim,
+                                          const int64_t *shape);
 /* Drops the caller's reference to a persistent tensor; its memory goes when
  * no graph uses it any more. NULL is a no-op. Only for glesc_weight_new's
  * tensors. */
@@ -543,6 +682,11 @@ typedef struct glesc_compute_stats {
     uint64_t cpu_ns;                       /* host time of the compute call */
     int n_kernel_times;                    /* entries in kernel_times (0 unless timing is on) */
     const glesc_kernel_time *kernel_times; /* owned by the graph, valid until the next compute */
+    /* Kernels whose generator ran to bind this compute's buffers and sizes;
+     * the others replayed what the plan recorded (the same sizes as the
+     * last time): a decode step binds only the kernels that see the longer
+     * cache. */
+    int kernels_bound;
 } glesc_compute_stats;
 
 /* Statistics of the last compute of g. */

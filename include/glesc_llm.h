@@ -13,7 +13,8 @@
  * parse_special, token_to_piece, detokenize), so ids match its test vectors.
  *
  * Also here: models and sessions (the runtime that evaluates a GGUF model on
- * the GPU) and chat templates.
+ * the GPU), chat templates, generation with a per-token callback and chat
+ * sessions.
  */
 #ifndef GLESC_LLM_H
 #define GLESC_LLM_H
@@ -183,7 +184,8 @@ GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p);
 
 typedef struct glesc_sampler glesc_sampler;
 
-/* A sampler for logits rows of n_vocab floats. On failure *out is NULL and
+/* A sampler for logits rows of n_vocab floats; p NULL: the defaults of
+ * glesc_sampler_params_default. On failure *out is NULL and
  * glesc_last_errmsg() names the bad parameter. */
 GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
                                             glesc_sampler **out);
@@ -219,13 +221,20 @@ GLESC_API void glesc_sampler_reset(glesc_sampler *s);
 typedef struct glesc_model glesc_model;
 typedef struct glesc_session glesc_session;
 
-/* Called during loading after each tensor: bytes uploaded so far of total. */
-typedef void (*glesc_progress_fn)(void *user, uint64_t done, uint64_t total);
+/* Called during loading after each tensor is uploaded: bytes of the file's
+ * tensors uploaded so far of total. Return true to cancel the load: it then
+ * fails with GLESC_ERROR_CANCELLED and frees everything it made. (Every glesc
+ * callback that can stop work stops it by returning true.) */
+typedef bool (*glesc_progress_fn)(void *user, uint64_t done, uint64_t total);
 
+/* Zero-initialized options are the defaults; glesc_model_options_init sets
+ * them (call it first, so fields added later get their defaults). */
 typedef struct glesc_model_options {
     glesc_progress_fn progress; /* may be NULL */
     void *progress_user;
 } glesc_model_options;
+
+GLESC_API void glesc_model_options_init(glesc_model_options *opts);
 
 typedef struct glesc_model_info {
     const char *arch;          /* general.architecture ("llama"); owned by the model */
@@ -235,6 +244,7 @@ typedef struct glesc_model_info {
     glesc_dtype weight_type; /* type of the first layer's attn_q.weight */
     uint64_t weight_bytes;   /* bytes of every uploaded tensor */
     int n_tensors;           /* tensors uploaded */
+    uint64_t gpu_bytes;      /* GPU memory the weights took (what glesc_model_estimate predicts) */
 } glesc_model_info;
 
 /* Opens path, checks the architecture, hyperparameters and every tensor's
@@ -246,6 +256,31 @@ typedef struct glesc_model_info {
  * 'blk.0.attn_q.weight' is missing (llama model, 2 layers)"). */
 GLESC_API glesc_status glesc_model_load(glesc_context *ctx, const char *path,
                                         const glesc_model_options *opts, glesc_model **out);
+/* The same from a GGUF file the caller opened (glesc_gguf_open,
+ * glesc_gguf_open_memory): f is only read during the call and may be closed
+ * when it returns. name (may be NULL: "(gguf)") stands for the file in
+ * messages and is the model's name when general.name is absent. */
+GLESC_API glesc_status glesc_model_load_gguf(glesc_context *ctx, const glesc_gguf *f,
+                                             const char *name, const glesc_model_options *opts,
+                                             glesc_model **out);
+/* The same from size bytes at data (a whole GGUF file), not copied: the
+ * weights go from data to the GPU and the tokenizer copies what it needs, so
+ * data must stay valid and unchanged during the call only and may be freed
+ * or unmapped when it returns. name as for glesc_model_load_gguf (NULL:
+ * "(memory)"). */
+GLESC_API glesc_status glesc_model_load_memory(glesc_context *ctx, const void *data, size_t size,
+                                               const char *name, const glesc_model_options *opts,
+                                               glesc_model **out);
+/* The same from the size bytes at offset of the open descriptor fd (a file,
+ * an Android asset's descriptor with its start and length, a flash
+ * partition): the range is mapped read-only (read with pread where it cannot
+ * be mapped) during the call and unmapped before it returns. size 0: up to
+ * the end of the file (only for regular files, whose size fstat knows). fd
+ * stays open and its file offset is not moved; the caller closes it. name as
+ * for glesc_model_load_gguf (NULL: "fd N at offset O"). */
+GLESC_API glesc_status glesc_model_load_fd(glesc_context *ctx, int fd, uint64_t offset,
+                                           uint64_t size, const char *name,
+                                           const glesc_model_options *opts, glesc_model **out);
 /* Frees the model's weights and tokenizer. Destroy its sessions first. NULL
  * is a no-op. */
 GLESC_API void glesc_model_destroy(glesc_model *m);
@@ -267,6 +302,37 @@ typedef struct glesc_session_options {
     bool timing;
 } glesc_session_options;
 
+/* Memory a model and one session of it will take, before loading it. */
+typedef struct glesc_model_memory {
+    /* GPU: the weights as uploaded: block types repacked to whole 32-bit
+     * words, norm vectors as f32, each buffer rounded up to the buffer
+     * pool's size class and split at the device's storage-block limit. What
+     * glesc_model_info.gpu_bytes reports after the load. */
+    uint64_t weight_bytes;
+    /* GPU: one session's KV cache for the options' n_ctx and kv_type. What
+     * glesc_session_kv_bytes reports. */
+    uint64_t kv_bytes;
+    /* GPU: activations of one step of n_batch tokens (an upper bound; the
+     * pool keeps such buffers for reuse between steps). */
+    uint64_t scratch_bytes;
+    uint64_t gpu_bytes; /* the three above */
+    /* Host heap the model and one session keep (tokenizer, logits row,
+     * tensor records; an upper bound). Not counted: the file's pages, mapped
+     * only while loading, and what the driver keeps (on a software renderer
+     * such as llvmpipe the GPU bytes are host memory too). */
+    uint64_t host_bytes;
+} glesc_model_memory;
+
+/* Estimates from the metadata and tensor table of f (nothing is uploaded)
+ * what loading it and creating one session with opts (NULL: defaults) would
+ * take. ctx may be NULL; with a context, tensors beyond its storage-block
+ * limit are split as a load on it would split them. Fails like a load for a
+ * file that is not a model glesc runs (the message names the key or
+ * tensor). */
+GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const glesc_gguf *f,
+                                            const glesc_session_options *opts,
+                                            glesc_model_memory *out);
+
 /* A session over m with an empty KV cache. opts may be NULL. The model must
  * outlive the session. */
 GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_options *opts,
@@ -286,6 +352,14 @@ enum {
  * (the session's positions are then undefined: truncate to 0). */
 GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, size_t n,
                                           unsigned flags, float *logits);
+/* The logits row (n_vocab floats) of the last position evaluated with
+ * logits, owned by the session and valid until the next eval or truncate;
+ * NULL when the last eval read no logits (logits NULL), failed, or the
+ * cache was truncated since. glesc_generate samples its first token from
+ * it. */
+GLESC_API const float *glesc_session_logits(const glesc_session *s);
+/* GPU bytes of the session's KV cache (see glesc_model_memory.kv_bytes). */
+GLESC_API uint64_t glesc_session_kv_bytes(const glesc_session *s);
 /* Positions evaluated so far, and the capacity. */
 GLESC_API int32_t glesc_session_n_past(const glesc_session *s);
 GLESC_API int32_t glesc_session_n_ctx(const glesc_session *s);
@@ -376,6 +450,182 @@ typedef struct glesc_chat_message {
  * true), so each turn evaluates only the difference. */
 GLESC_API glesc_status glesc_chat_format(glesc_chat_template t, const glesc_chat_message *msgs,
                                          size_t n, bool add_assistant, char **out);
+
+/* ---- Generation ----
+ * glesc_generate samples tokens one at a time from a session and hands each
+ * to a callback with its text, as gguf-run streams them; glesc_chat (below)
+ * runs a conversation on top of it. Both report what they do through an
+ * optional event callback, so a client can show progress, profile or
+ * explain, and both are used from one thread at a time with their
+ * session. */
+
+/* Why generation ended. Stable values (append-only). */
+typedef enum glesc_stop_reason {
+    GLESC_STOP_NONE = 0, /* nothing was generated */
+    GLESC_STOP_EOS,      /* an end-of-generation token was sampled */
+    GLESC_STOP_LENGTH,   /* n_predict tokens were generated */
+    GLESC_STOP_CONTEXT,  /* the session's context is full */
+    GLESC_STOP_CALLBACK, /* the token callback returned true */
+} glesc_stop_reason;
+
+/* "none", "eos", "length", "context", "callback"; NULL for a value that is
+ * not a reason. Static string. */
+GLESC_API const char *glesc_stop_reason_name(glesc_stop_reason r);
+
+/* Called for every sampled token: its id and piece[0..len), the bytes of
+ * text that are complete now (a UTF-8 character split over tokens is held
+ * back until it is whole, so len may be 0); piece is not NUL-terminated and
+ * valid during the call only. Also called for an end-of-generation token
+ * that ends generation (len 0, the return value ignored), and at the end,
+ * with id -1, for bytes still held back (an incomplete character; only when
+ * there are some; the return value ignored). During the call
+ * glesc_session_logits() is the row the token was sampled from. Return true
+ * to stop after this token: it is kept like the last of n_predict tokens
+ * (evaluated only with eval_last; see glesc_chat_send for chats). */
+typedef bool (*glesc_token_fn)(void *user, int32_t id, const char *piece, size_t len);
+
+typedef enum glesc_gen_event_kind {
+    /* Input text was evaluated: n_tokens ids (a prompt, a chat turn's text,
+     * a chat's end-of-turn text); stats of that eval. */
+    GLESC_GEN_EVENT_PROMPT_EVAL = 1,
+    /* The generated token id was evaluated; stats of that eval. */
+    GLESC_GEN_EVENT_TOKEN_EVAL,
+    /* Generation ended for reason stop (before held-back bytes are handed
+     * to the token callback and, in a chat, before the end of the turn). */
+    GLESC_GEN_EVENT_STOP,
+    /* Chat: the context is full, the conversation starts over with the
+     * kept messages (the system message); the KV cache is emptied. */
+    GLESC_GEN_EVENT_START_OVER,
+} glesc_gen_event_kind;
+
+typedef struct glesc_gen_event {
+    glesc_gen_event_kind kind;
+    size_t n_tokens;               /* PROMPT_EVAL: tokens evaluated; TOKEN_EVAL: 1 */
+    int32_t id;                    /* TOKEN_EVAL: the token; else -1 */
+    const glesc_eval_stats *stats; /* *_EVAL: the eval's statistics; else NULL */
+    glesc_stop_reason stop;        /* STOP: why */
+} glesc_gen_event;
+
+typedef void (*glesc_gen_event_fn)(void *user, const glesc_gen_event *ev);
+
+typedef struct glesc_generate_params {
+    /* Most tokens to generate; < 0: until an end-of-generation token or a
+     * full context; 0: none. */
+    int32_t n_predict;
+    /* Treat end-of-generation tokens as text and keep going. */
+    bool ignore_eos;
+    /* Evaluate the last token too (the one that reached n_predict or that
+     * the callback stopped at), when the context has room, so the session
+     * holds everything generated. Off: like gguf-run, nothing is computed
+     * for a token no one samples from. (A chat always evaluates it.) */
+    bool eval_last;
+    /* GLESC_DETOKENIZE_* flags of the pieces (default
+     * GLESC_DETOKENIZE_KEEP_LEADING_SPACE: the text continues the prompt). */
+    unsigned detokenize_flags;
+    glesc_token_fn on_token; /* may be NULL */
+    void *token_user;
+    glesc_gen_event_fn on_event; /* may be NULL */
+    void *event_user;
+} glesc_generate_params;
+
+/* The defaults: n_predict -1, ignore_eos and eval_last off,
+ * GLESC_DETOKENIZE_KEEP_LEADING_SPACE, no callbacks. Call it before setting
+ * fields, so fields added later get their defaults. */
+GLESC_API void glesc_generate_params_init(glesc_generate_params *p);
+
+typedef struct glesc_generate_result {
+    glesc_stop_reason stop;
+    int32_t n_generated;  /* tokens sampled (an end-of-generation token that stopped included) */
+    size_t prompt_tokens; /* input tokens evaluated (prompt; chat: turn and end-of-turn text) */
+    uint64_t prompt_ns;   /* time of those evals */
+    size_t decode_tokens; /* generated tokens evaluated */
+    uint64_t decode_ns;   /* time of the sampling loop (sampling, callbacks, evals) */
+} glesc_generate_result;
+
+/* Evaluates prompt[0..n_prompt) after what s holds (none when n_prompt is
+ * 0: then the first token is sampled from glesc_session_logits(s), which
+ * must not be NULL) and records it in smp (the repetition penalty's
+ * history), then samples tokens with smp, each recorded in smp, handed to
+ * p->on_token and evaluated so the next can be sampled from its row. p may
+ * be NULL (defaults, no callbacks); res (may be NULL) gets the outcome, also
+ * on failure. Errors: the prompt does not fit the free context
+ * (GLESC_ERROR_LIMIT, nothing evaluated), an eval fails (the message says
+ * "evaluating the prompt: ..." or "decoding: ..."; the session's positions
+ * are then undefined: truncate it). */
+GLESC_API glesc_status glesc_generate(glesc_session *s, glesc_sampler *smp, const int32_t *prompt,
+                                      size_t n_prompt, const glesc_generate_params *p,
+                                      glesc_generate_result *res);
+
+/* ---- Chat sessions ----
+ * A conversation in a session's KV cache: each glesc_chat_send formats the
+ * messages with the chat template, evaluates only the text beyond what the
+ * cache holds (the new user message and the start of the assistant's turn),
+ * generates the reply, then evaluates the template's end-of-turn text, so
+ * the cache always holds the formatted conversation and the next turn
+ * starts from it. Where the template rewrites a reply (trims it), the
+ * sampled end-of-generation token stands for the end of the turn, as in
+ * llama.cpp. */
+typedef struct glesc_chat glesc_chat;
+
+/* What glesc_chat_send does when the conversation no longer fits the
+ * context. Stable values (append-only). */
+typedef enum glesc_chat_context_policy {
+    /* Start over: keep the system message, drop the other messages, empty
+     * the cache, and carry on (a GLESC_GEN_EVENT_START_OVER event says so).
+     * gguf-run's behaviour. */
+    GLESC_CHAT_CONTEXT_START_OVER = 0,
+    /* Fail with GLESC_ERROR_LIMIT and keep the conversation as it was;
+     * glesc_chat_reset starts over. */
+    GLESC_CHAT_CONTEXT_FAIL,
+} glesc_chat_context_policy;
+
+typedef struct glesc_chat_options {
+    /* GLESC_CHAT_NONE (0): detected from the model's tokenizer.chat_template,
+     * chatml when nothing matches. */
+    glesc_chat_template chat_template;
+    const char *system; /* system message (copied), or NULL */
+    bool no_bos;        /* do not add BOS to the conversation's first token */
+    glesc_chat_context_policy context_policy;
+} glesc_chat_options;
+
+/* The defaults (all zero): detected template, no system message, BOS where
+ * the vocabulary wants one, start over when full. */
+GLESC_API void glesc_chat_options_init(glesc_chat_options *opts);
+
+/* A conversation in s, sampled with smp; opts may be NULL. The chat takes
+ * the session over (it empties its cache now; use it only through the chat
+ * until the chat is destroyed); s and smp must outlive the chat. On failure
+ * *out is NULL (message in glesc_last_errmsg()). */
+GLESC_API glesc_status glesc_chat_create(glesc_session *s, glesc_sampler *smp,
+                                         const glesc_chat_options *opts, glesc_chat **out);
+/* NULL is a no-op. The session keeps its cache. */
+GLESC_API void glesc_chat_destroy(glesc_chat *c);
+/* The template in use (after detection). */
+GLESC_API glesc_chat_template glesc_chat_get_template(const glesc_chat *c);
+
+/* Adds the user message content (NUL-terminated, copied) and generates the
+ * assistant's reply with p (NULL: defaults; p->eval_last does not apply: a
+ * chat evaluates every token of the reply that fits), streaming it to
+ * p->on_token. The reply ends at an end-of-generation token, after
+ * p->n_predict tokens, at a full context, or when on_token returns true;
+ * in every case the reply so far is kept in the history and in the cache and
+ * the end-of-turn text is evaluated after it, so stopping a reply from the
+ * callback (a user's Ctrl-C) leaves a consistent conversation that the next
+ * send continues. res (may be NULL) gets the outcome.
+ * Errors: GLESC_ERROR_LIMIT when the message does not fit the context even
+ * in a conversation that starts over, or (GLESC_CHAT_CONTEXT_FAIL) when the
+ * conversation is full; the message is then not added and the chat is as
+ * before (or started over, when that was tried). Any other failure (an eval,
+ * out of memory) starts the conversation over (the system message kept, the
+ * cache emptied; smp is left as it is), so the chat stays usable. */
+GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
+                                       const glesc_generate_params *p, glesc_generate_result *res);
+/* Forgets the conversation but the system message: the history, the cache
+ * (truncated to 0) and smp's history and random stream (glesc_sampler_reset). */
+GLESC_API void glesc_chat_reset(glesc_chat *c);
+/* The conversation so far, oldest first (the system message, then user and
+ * assistant turns). Owned by c, valid until the next send or reset. */
+GLESC_API const glesc_chat_message *glesc_chat_messages(const glesc_chat *c, size_t *n);
 
 #ifdef __cplusplus
 }

@@ -10,10 +10,11 @@ consumer builds from the installed glesc.pc.
    itself, is compiled with `pkg-config --cflags` and linked with
    `pkg-config --libs --static` of the generated glesc.pc (a copy whose
    libdir is a folder holding only libglesc.a and whose includedir holds a
-   copy of the public headers), then run. The Cflags must carry no -D of a dependency's.
+   copy of the public headers, glesc_version.h generated in the build
+   tree among them: INCLUDE_DIRS is a list joined by os.pathsep), then run. The Cflags must carry no -D of a dependency's.
 
 usage: check_exports.py NM PKG_CONFIG PC_DIR STATIC_LIB SHARED_LIB CONSUMER_C
-                        INCLUDE_DIR -- CC [CC_ARGS...]
+                        INCLUDE_DIRS -- CC [CC_ARGS...]
 """
 import os
 import shlex
@@ -63,9 +64,10 @@ def check_static_consumer(pkg_config, pc_dir, static_lib, consumer, include_dir,
         shutil.copy(static_lib, libdir)
         incdir = os.path.join(tmp, "include")
         os.makedirs(os.path.join(incdir, "glesc"))
-        for h in os.listdir(include_dir):
-            if h.endswith(".h"):
-                shutil.copy(os.path.join(include_dir, h), os.path.join(incdir, "glesc"))
+        for d in include_dir.split(os.pathsep):
+            for h in os.listdir(d):
+                if h.endswith(".h"):
+                    shutil.copy(os.path.join(d, h), os.path.join(incdir, "glesc"))
         # glesc.pc as generated, with libdir and includedir pointed there
         # (--define-variable would repoint the dependencies' .pc files too).
         pcdir = os.path.join(tmp, "pkgconfig")

@@ -176,6 +176,91 @@ Test(exec, no_barrier_between_independent_dispatches)
     glesc_context_destroy(ctx);
 }
 
+/* Parameters go through a ring of uniform blocks: many dispatches, each with
+ * its own value, must each see theirs, also after the ring wraps around. */
+Test(exec, parameter_ring_wraps)
+{
+    glesc_context *ctx = test_context(NULL);
+    char *src = test_saxpy_glsl(64);
+    const gl_program *prog;
+    cr_assert_eq(gl_program_get(ctx, src, &prog), GLESC_OK);
+    float x[64], zero[64] = {0}, y[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(i % 5);
+    gl_buffer *bx = upload(ctx, x, sizeof x), *by = upload(ctx, zero, sizeof zero);
+    /* more blocks than the 64 KiB ring holds at the device's alignment */
+    int n = (int)((64u << 10) / gl_param_block_stride(ctx, 2)) + 100;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        float a = (float)(i % 3);
+        sum += a;
+        gl_param p[2] = {GL_PARAM_U(64), GL_PARAM_F(a)};
+        cr_assert_eq(gl_dispatch(ctx, prog, (gl_binding[2]){{bx, 0, 0, false}, {by, 0, 0, true}}, 2,
+                                 p, 2, (uint32_t[3]){1, 1, 1}),
+                     GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    }
+    cr_assert_eq(gl_buffer_download(ctx, by, 0, y, sizeof y), GLESC_OK);
+    for (int i = 0; i < 64; i++)
+        cr_assert_eq(y[i], (float)(sum * x[i]), "element %d after %d dispatches: %g, not %g", i, n,
+                     y[i], sum * x[i]);
+    cr_log_info("%d dispatches through the parameter ring", n);
+    gl_pool_release(ctx, bx);
+    gl_pool_release(ctx, by);
+    core_free(src);
+    glesc_context_destroy(ctx);
+}
+
+/* Blocks written once into a buffer of blocks and dispatched from many
+ * times, interleaved with the ring; and the executor's binding cache: a
+ * deleted buffer's name may come back for a new one, which must then be
+ * bound although the cache saw "the same" name before. */
+Test(exec, param_blocks_and_bind_cache)
+{
+    glesc_context *ctx = test_context(NULL);
+    char *src = test_saxpy_glsl(64);
+    const gl_program *prog;
+    cr_assert_eq(gl_program_get(ctx, src, &prog), GLESC_OK);
+    float x[64], zero[64] = {0}, y[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(i % 7);
+    uint64_t stride = gl_param_block_stride(ctx, 2), size = gl_param_block_size(2);
+    GLuint blocks;
+    cr_assert_eq(gl_param_buffer_create(ctx, 2 * stride, &blocks), GLESC_OK);
+    unsigned char data[2 * 1024] = {0};
+    cr_assert_leq(2 * stride, sizeof data);
+    gl_param_block_pack((gl_param[2]){GL_PARAM_U(64), GL_PARAM_F(2)}, 2, data);
+    gl_param_block_pack((gl_param[2]){GL_PARAM_U(64), GL_PARAM_F(3)}, 2, data + stride);
+    cr_assert_eq(gl_param_buffer_write(ctx, blocks, 0, data, 2 * stride), GLESC_OK);
+    uint32_t g[3] = {1, 1, 1};
+    for (int round = 0; round < 3; round++) {
+        gl_buffer *bx = upload(ctx, x, sizeof x), *by = upload(ctx, zero, sizeof zero);
+        GLuint by_name = by->id;
+        gl_binding b[2] = {{bx, 0, 0, false}, {by, 0, 0, true}};
+        /* y = 2x, + 3x, + 1x (ring), + 2x again: 8x */
+        cr_assert_eq(gl_dispatch_block(ctx, prog, b, 2, blocks, 0, size, g), GLESC_OK);
+        cr_assert_eq(gl_dispatch_block(ctx, prog, b, 2, blocks, stride, size, g), GLESC_OK);
+        cr_assert_eq(
+            gl_dispatch(ctx, prog, b, 2, (gl_param[2]){GL_PARAM_U(64), GL_PARAM_F(1)}, 2, g),
+            GLESC_OK);
+        cr_assert_eq(gl_dispatch_block(ctx, prog, b, 2, blocks, 0, size, g), GLESC_OK);
+        cr_assert_eq(gl_buffer_download(ctx, by, 0, y, sizeof y), GLESC_OK);
+        for (int i = 0; i < 64; i++)
+            cr_assert_eq(y[i], 8 * x[i], "round %d, element %d: %g", round, i, y[i]);
+        /* delete both buffers (GL unbinds them); the next round's may get
+         * the same names */
+        gl_pool_release(ctx, bx);
+        gl_pool_release(ctx, by);
+        gl_pool_trim(ctx, 0);
+        for (int i = 0; i < GL_BOUND_SSBOS; i++)
+            cr_assert_neq(ctx->bound.ssbo[i].buf, by_name,
+                          "the cache still holds a deleted buffer");
+        cr_log_info("round %d: output buffer name %u", round, by_name);
+    }
+    gl_param_buffer_destroy(ctx, blocks);
+    core_free(src);
+    glesc_context_destroy(ctx);
+}
+
 Test(exec, bad_binding_offset_and_range)
 {
     glesc_context *ctx = test_context(NULL);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <stdio.h>
 
+#include "compute/compute.h"
 #include "core/core.h"
 #include "graph/graph.h"
 #include "test_graph_util.h"
@@ -341,9 +342,8 @@ static glesc_tensor *weight_f16(int64_t k, int64_t n, uint32_t seed)
     return w;
 }
 
-Test(graph, decode_steps_reuse_the_plan)
+static layer layer_new(void)
 {
-    setenv("GLESC_PLAN_VERIFY", "1", 1);
     layer L = {.dim = 64, .d = 16, .h = 4, .hkv = 2, .ff = 96, .ctx = 8};
     L.wq = weight_f16(L.dim, L.h * L.d, 1);
     L.wk = weight_f16(L.dim, L.hkv * L.d, 2);
@@ -358,6 +358,21 @@ Test(graph, decode_steps_reuse_the_plan)
     tg_fill(L.n2, 9, 0.5f, 1.5f);
     L.kc = glesc_weight_new(ctx, GLESC_DTYPE_F16, 2, (int64_t[]){L.hkv * L.d, L.ctx});
     L.vc = glesc_weight_new(ctx, GLESC_DTYPE_F16, 2, (int64_t[]){L.hkv * L.d, L.ctx});
+    return L;
+}
+
+static void layer_free(layer *L)
+{
+    glesc_tensor *ws[] = {L->wq, L->wk, L->wv, L->wo, L->wg, L->wu,
+                          L->wd, L->n1, L->n2, L->kc, L->vc};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(ws); i++)
+        glesc_weight_free(ws[i]);
+}
+
+Test(graph, decode_steps_reuse_the_plan)
+{
+    setenv("GLESC_PLAN_VERIFY", "1", 1);
+    layer L = layer_new();
     glesc_graph *g = glesc_graph_create(ctx);
     for (int pos = 0; pos < 5; pos++) {
         glesc_graph_reset(g);
@@ -379,10 +394,102 @@ Test(graph, decode_steps_reuse_the_plan)
         cr_assert_leq(s.dispatches, 5);
     }
     glesc_graph_destroy(g);
-    glesc_tensor *ws[] = {L.wq, L.wk, L.wv, L.wo, L.wg, L.wu, L.wd, L.n1, L.n2, L.kc, L.vc};
-    for (size_t i = 0; i < CORE_ARRAY_LEN(ws); i++)
-        glesc_weight_free(ws[i]);
+    layer_free(&L);
     unsetenv("GLESC_PLAN_VERIFY");
+}
+
+/* Replay: a reused plan dispatches what it recorded; only the kernels whose
+ * sizes changed (attention over one more cached position) run their
+ * generator. Its results must equal, bit for bit, those of a plan made from
+ * nothing for the same step, with a growing cache. */
+Test(graph, replay_matches_fresh_generation)
+{
+    layer L = layer_new();
+    glesc_graph *g = glesc_graph_create(ctx);
+    int64_t n = L.dim;
+    for (int pos = 0; pos < (int)L.ctx; pos++) {
+        /* replayed (or, on the first steps, new) */
+        glesc_graph_reset(g);
+        glesc_tensor *y = decode_step(g, &L, pos, (uint32_t)(100 + pos));
+        cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        float *replayed = tg_read(y);
+        glesc_compute_stats s;
+        glesc_graph_stats(g, &s);
+        cr_log_info("step %d: %s, %d of %d kernels bound", pos,
+                    s.plan_reused ? "plan reused" : "new plan", s.kernels_bound, s.kernels);
+        if (pos >= 2) { /* the plan of step pos-1, made for one position less */
+            cr_assert(s.plan_reused, "step %d", pos);
+            cr_assert_gt(s.kernels_bound, 0, "step %d: the longer cache must be bound", pos);
+            cr_assert_lt(s.kernels_bound, s.kernels, "step %d: nothing was replayed", pos);
+        }
+        /* the same graph again (the step rewrites the same cache row): all replayed */
+        cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        glesc_graph_stats(g, &s);
+        cr_assert_eq(s.kernels_bound, 0, "step %d: same sizes, yet %d kernels bound", pos,
+                     s.kernels_bound);
+        float *again = tg_read(y);
+        cr_assert_arr_eq(again, replayed, (size_t)n * sizeof *again, "step %d", pos);
+        /* a fresh plan: every kernel generated and bound */
+        compute_plans_drop(ctx);
+        glesc_graph_reset(g);
+        y = decode_step(g, &L, pos, (uint32_t)(100 + pos));
+        cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        glesc_graph_stats(g, &s);
+        cr_assert(!s.plan_reused);
+        cr_assert_eq(s.kernels_bound, s.kernels);
+        float *fresh = tg_read(y);
+        cr_assert_arr_eq(fresh, replayed, (size_t)n * sizeof *fresh,
+                         "step %d: replay and fresh generation differ", pos);
+        free(replayed);
+        free(again);
+        free(fresh);
+    }
+    glesc_graph_destroy(g);
+    layer_free(&L);
+}
+
+/* y = softmax(rms_norm(x) · w): another structure than build_chain. */
+static glesc_tensor *build_norm(glesc_graph *g, int64_t n, int64_t m, uint32_t seed)
+{
+    glesc_tensor *x = tg_input(g, GLESC_DTYPE_F32, 2, (int64_t[]){n, m}, seed, -2, 2);
+    glesc_tensor *w = tg_input(g, GLESC_DTYPE_F32, 1, (int64_t[]){n}, seed + 1, 0.5f, 1.5f);
+    return glesc_softmax(g, glesc_mul(g, glesc_rms_norm(g, x, 1e-6f), w), NULL, 1.0f, false);
+}
+
+/* The executor skips program and buffer binds that would change nothing;
+ * graphs of other structures and sizes, and another context, run in
+ * between must not leave it with a stale idea of what is bound. */
+Test(graph, state_cache_survives_alternating_graphs_and_contexts)
+{
+    glesc_context *ctx2 = test_context(NULL);
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+    glesc_graph *a = glesc_graph_create(ctx), *b = glesc_graph_create(ctx);
+    glesc_graph *c = glesc_graph_create(ctx2);
+    for (int i = 0; i < 6; i++) {
+        int64_t n = i % 2 ? 100 : 33; /* sizes change every other round */
+        glesc_graph_reset(a);
+        glesc_tensor *y = build_chain(a, n, 3, (uint32_t)i);
+        tg_check(a, &y, 1, 1e-10, "chain");
+        glesc_graph_reset(b);
+        glesc_tensor *z = build_norm(b, n + 7, 2, (uint32_t)i + 10);
+        tg_check(b, &z, 1, 1e-10, "norm");
+        /* the same graph again: everything replayed, nothing rebound */
+        tg_check(a, &y, 1, 1e-10, "chain again");
+        cr_assert_eq(glesc_context_make_current(ctx2), GLESC_OK);
+        glesc_graph_reset(c);
+        glesc_tensor *w = build_chain(c, n + 1, 2, (uint32_t)i + 20);
+        tg_check(c, &w, 1, 1e-10, "chain on a second context");
+        cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+        /* the pool deletes its cached buffers: their names may come back */
+        glesc_graph_reset(b);
+        gl_pool_trim(ctx, 0);
+    }
+    glesc_graph_destroy(a);
+    glesc_graph_destroy(b);
+    cr_assert_eq(glesc_context_make_current(ctx2), GLESC_OK);
+    glesc_graph_destroy(c);
+    glesc_context_destroy(ctx2);
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
 }
 
 /* Every allocation of building and computing a small fused graph fails in

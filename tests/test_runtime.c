@@ -3,7 +3,8 @@
  * stories260K reproduces llama.cpp's 48 tokens for both reference prompts,
  * decode steps reuse one plan (nothing generated or compiled from the second
  * decode step on), prefill in several batches equals one batch, and
- * truncating the session re-evaluates the same logits; and each architecture
+ * truncating the session re-evaluates the same logits, replayed decode steps
+ * equal freshly planned ones bit for bit; and each architecture
  * (llama, qwen2, qwen3; tied heads, linear RoPE scaling, wide heads) against
  * a double-precision CPU forward pass on synthetic models; per-kernel GPU
  * times of a session created with timing.
@@ -15,8 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "glesc_llm.h"
 #include "common/synth.h"
+#include "compute/compute.h"
+#include "glesc_llm.h"
 #include "test_util.h"
 
 #define CORE_MAX_(a, b) ((a) > (b) ? (a) : (b))
@@ -101,6 +103,52 @@ Test(runtime, stories260k_greedy_matches_llama_cpp)
     glesc_session_destroy(s);
     glesc_model_destroy(m);
     unsetenv("GLESC_PLAN_VERIFY");
+    free(path);
+}
+
+/* Decode steps replay their plan's records (only the attention kernels,
+ * which see one more cached position, are bound again); a second context
+ * forgets its plans before every step, so each of its steps is generated
+ * and bound from nothing. Every step's logits must be equal, bit for bit. */
+Test(runtime, decode_replay_equals_fresh_plans)
+{
+    TEST_REQUIRE_SHARED(path, "models/stories260K.gguf");
+    glesc_context *fresh_ctx = test_context(NULL);
+    glesc_model *fm = NULL;
+    cr_assert_eq(glesc_model_load(fresh_ctx, path, NULL, &fm), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_session *s, *fs;
+    glesc_session_options o = {.n_ctx = 64};
+    cr_assert_eq(glesc_session_create(fm, &o, &fs), GLESC_OK, "%s", glesc_last_errmsg());
+    /* each context's objects are made while it is current */
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+    glesc_model *m = load(path);
+    cr_assert_eq(glesc_session_create(m, &o, &s), GLESC_OK, "%s", glesc_last_errmsg());
+    int32_t V = glesc_tokenizer_n_vocab(glesc_model_tokenizer(m));
+    float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+    int32_t id = 1;
+    for (int step = 0; step < 40; step++) {
+        cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+        cr_assert_eq(glesc_session_eval(s, &id, 1, 0, a), GLESC_OK, "%s", glesc_last_errmsg());
+        glesc_eval_stats st;
+        glesc_session_last_stats(s, &st);
+        cr_assert_eq(glesc_context_make_current(fresh_ctx), GLESC_OK);
+        compute_plans_drop(fresh_ctx);
+        cr_assert_eq(glesc_session_eval(fs, &id, 1, 0, b), GLESC_OK, "%s", glesc_last_errmsg());
+        cr_assert_arr_eq(a, b, (size_t)V * sizeof *a, "step %d: replayed and fresh logits differ",
+                         step);
+        if (step >= 2)
+            cr_assert(st.plan_reused, "step %d", step);
+        id = argmax(a, V);
+    }
+    free(a);
+    free(b);
+    glesc_session_destroy(s);
+    glesc_model_destroy(m);
+    cr_assert_eq(glesc_context_make_current(fresh_ctx), GLESC_OK);
+    glesc_session_destroy(fs);
+    glesc_model_destroy(fm);
+    glesc_context_destroy(fresh_ctx);
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
     free(path);
 }
 

@@ -33,6 +33,36 @@ Test(sampler, greedy_ties_go_to_lowest_id)
     glesc_sampler_destroy(s);
 }
 
+/* Greedy sampling is one argmax pass; it must pick what the candidate
+ * paths rank first (the top-k heap, and the full sort without top-k), with
+ * a top-p so small that only the first candidate is left: the highest
+ * logit, ties to the lowest id. Rows with many ties and a penalty. */
+Test(sampler, greedy_equals_the_heap_path)
+{
+    enum { N = 3000 };
+    static float l[N];
+    uint32_t seed = 7;
+    glesc_sampler *greedy = make(0, 40, 1, 0, 1.3f, N);
+    glesc_sampler *top1 = make(0.8f, 1, 1, 0, 1.3f, N);
+    glesc_sampler *heap = make(1.0f, 40, 1e-9f, 0, 1.3f, N);
+    glesc_sampler *sorted = make(1.0f, 0, 1e-9f, 0, 1.3f, N);
+    glesc_sampler *all[] = {greedy, top1, heap, sorted};
+    for (int row = 0; row < 200; row++) {
+        for (int i = 0; i < N; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            l[i] = (float)(seed >> 26) * 0.25f - 4.0f; /* 64 values: ties everywhere */
+        }
+        int32_t want = glesc_sampler_sample(greedy, l);
+        cr_assert_eq(glesc_sampler_sample(top1, l), want, "row %d: top-k 1", row);
+        cr_assert_eq(glesc_sampler_sample(heap, l), want, "row %d: top-k heap", row);
+        cr_assert_eq(glesc_sampler_sample(sorted, l), want, "row %d: full sort", row);
+        for (int q = 0; q < 4; q++) /* the penalty now lowers the winner */
+            glesc_sampler_accept(all[q], want);
+    }
+    for (int q = 0; q < 4; q++)
+        glesc_sampler_destroy(all[q]);
+}
+
 Test(sampler, repetition_penalty)
 {
     float l[3] = {2.0f, -1.0f, 1.9f};

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "emit/emit.h"
 #include "gl/gl.h"
 #include "quant/quant.h"
@@ -29,6 +30,60 @@ static const glesc_dtype all_types[] = {
     GLESC_DTYPE_Q2_K, GLESC_DTYPE_Q3_K,   GLESC_DTYPE_Q4_K,   GLESC_DTYPE_Q5_K,
     GLESC_DTYPE_Q6_K, GLESC_DTYPE_IQ4_NL, GLESC_DTYPE_IQ4_XS, GLESC_DTYPE_MXFP4,
 };
+
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+
+/* --types: a comma-separated list of names of all_types into sel[]; -1
+ * after a message naming the first one that is not such a name. */
+static int parse_types(const char *arg, bool sel[N_TYPES])
+{
+    for (const char *s = arg;;) {
+        size_t n = strcspn(s, ",");
+        size_t k = 0;
+        while (k < N_TYPES && (strlen(glesc_dtype_name(all_types[k])) != n ||
+                               strncmp(s, glesc_dtype_name(all_types[k]), n)))
+            k++;
+        if (k == N_TYPES) {
+            fprintf(stderr, "glesc-bench: --types: '%.*s' is not one of", (int)n, s);
+            for (size_t j = 0; j < N_TYPES; j++)
+                fprintf(stderr, "%s %s", j ? "," : "", glesc_dtype_name(all_types[j]));
+            fputc('\n', stderr);
+            return -1;
+        }
+        sel[k] = true;
+        if (!s[n])
+            return 0;
+        s += n + 1;
+    }
+}
+
+/* --shapes: NxK,... with positive sizes, K a multiple of every selected
+ * type's block; -1 after a message naming the first bad one. */
+static int check_shapes(const char *arg, const bool sel[N_TYPES])
+{
+    for (const char *s = arg;;) {
+        int N = 0, K = 0, used = 0;
+        size_t n = strcspn(s, ",");
+        bool ok = sscanf(s, "%dx%d%n", &N, &K, &used) == 2 && (size_t)used == n && N > 0 && K > 0;
+        for (size_t k = 0; ok && k < N_TYPES; k++)
+            if (sel[k] && K % quant_gpu_block_elems(all_types[k])) {
+                fprintf(stderr,
+                        "glesc-bench: --shapes: K of '%.*s' is not a multiple of %s's "
+                        "block of %d\n",
+                        (int)n, s, glesc_dtype_name(all_types[k]),
+                        quant_gpu_block_elems(all_types[k]));
+                return -1;
+            }
+        if (!ok) {
+            fprintf(stderr, "glesc-bench: --shapes: '%.*s' is not NxK with positive sizes\n",
+                    (int)n, s);
+            return -1;
+        }
+        if (!s[n])
+            return 0;
+        s += n + 1;
+    }
+}
 
 static int fail(glesc_context *ctx, const char *what)
 {
@@ -158,22 +213,34 @@ int main(int argc, char **argv)
 {
     int iters = 20;
     uint64_t copy_mib = 0;
-    const char *types_arg = NULL, *shapes_arg = "4096x4096,11008x4096";
+    const char *shapes_arg = "4096x4096,11008x4096";
+    bool types[N_TYPES];
+    for (size_t k = 0; k < N_TYPES; k++)
+        types[k] = true;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--iters") && i + 1 < argc)
-            iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--types") && i + 1 < argc)
-            types_arg = argv[++i];
-        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
+        long v;
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
+            if (tool_parse_long("glesc-bench", "--iters", argv[++i], 1, 1000000, &v))
+                return 2;
+            iters = (int)v;
+        } else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
+            memset(types, 0, sizeof types);
+            if (parse_types(argv[++i], types))
+                return 2;
+        } else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
             shapes_arg = argv[++i];
-        else if (!strcmp(argv[i], "--copy-mib") && i + 1 < argc)
-            copy_mib = strtoull(argv[++i], NULL, 10);
-        else {
+        } else if (!strcmp(argv[i], "--copy-mib") && i + 1 < argc) {
+            if (tool_parse_long("glesc-bench", "--copy-mib", argv[++i], 1, 1 << 20, &v))
+                return 2;
+            copy_mib = (uint64_t)v;
+        } else {
             fprintf(stderr, "usage: glesc-bench [--iters N] [--types q4_0,...] "
                             "[--shapes NxK,...] [--copy-mib N]\n");
             return 2;
         }
     }
+    if (check_shapes(shapes_arg, types))
+        return 2;
     glesc_context *ctx;
     if (glesc_context_create(NULL, &ctx) != GLESC_OK) {
         fprintf(stderr, "glesc-bench: %s\n", glesc_last_errmsg());
@@ -211,17 +278,13 @@ int main(int argc, char **argv)
     gl_pool_release(ctx, b);
 
     printf("\n%-8s %-11s %10s %10s %9s\n", "type", "N x K", "us", "GB/s", "of copy");
-    for (size_t ti = 0; ti < sizeof all_types / sizeof all_types[0]; ti++) {
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
         glesc_dtype t = all_types[ti];
-        if (types_arg && !strstr(types_arg, glesc_dtype_name(t)))
+        if (!types[ti])
             continue;
         for (const char *s = shapes_arg; s && *s;) {
-            int N = 0, K = 0;
-            if (sscanf(s, "%dx%d", &N, &K) != 2 || N <= 0 || K <= 0 ||
-                K % quant_gpu_block_elems(t)) {
-                fprintf(stderr, "glesc-bench: bad shape at '%s'\n", s);
-                return 2;
-            }
+            int N = 0, K = 0; /* checked by check_shapes */
+            sscanf(s, "%dx%d", &N, &K);
             s = strchr(s, ',');
             s = s ? s + 1 : NULL;
             /* Weights: a quantized random pool tiled over the matrix. */

@@ -18,7 +18,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: glesc-info [--json] [--platform auto|gbm|device|surfaceless] "
                "[--device PATH|INDEX] [--cache-dir DIR|off]\n"
                "Prints what the headless OpenGL ES context offers to glesc.\n"
-               "Environment: GLESC_PLATFORM, GLESC_DEVICE, GLESC_CACHE_DIR, GLESC_DEBUG=1.\n");
+               "Environment: GLESC_PLATFORM, GLESC_DEVICE, GLESC_CACHE_DIR, GLESC_DEBUG=1\n"
+               "(a flag given wins over its variable).\n");
 }
 
 /* A C string as JSON (NULL as ""), through the tools' one escaper. */
@@ -43,7 +44,8 @@ static const char *features(uint32_t f, char *buf, size_t n)
 
 int main(int argc, char **argv)
 {
-    glesc_context_options opts = {0};
+    glesc_context_options opts;
+    glesc_context_options_init(&opts);
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -66,6 +68,10 @@ int main(int argc, char **argv)
                         "surfaceless\n",
                         v);
                 return 2;
+            } else {
+                /* The library takes GLESC_PLATFORM_AUTO as "not given"; an
+                 * explicit --platform auto must win over the variable too. */
+                unsetenv("GLESC_PLATFORM");
             }
         } else {
             fprintf(stderr, "glesc-info: unknown or incomplete argument '%s'\n", a);
@@ -103,6 +109,8 @@ int main(int argc, char **argv)
         printf(", \"glsl_version\": ");
         json_str(c->glsl_version);
         printf(", \"gl_major\": %d, \"gl_minor\": %d", c->gl_major, c->gl_minor);
+        printf(", \"software\": %s, \"reset_notification\": %s", c->software ? "true" : "false",
+               c->has_reset_notification ? "true" : "false");
         printf(", \"max_storage_block_size\": %llu, \"driver_max_storage_block_size\": %llu",
                (unsigned long long)c->max_storage_block_size,
                (unsigned long long)c->driver_max_storage_block_size);
@@ -139,7 +147,8 @@ int main(int argc, char **argv)
                c->platform_reason);
         printf("Device:              %s\n", c->device[0] ? c->device : "(default display)");
         printf("Vendor:              %s\n", c->vendor);
-        printf("Renderer:            %s\n", c->renderer);
+        printf("Renderer:            %s%s\n", c->renderer,
+               c->software ? " (software: runs on the CPU)" : "");
         printf("Version:             %s (ES %d.%d)\n", c->version, c->gl_major, c->gl_minor);
         printf("GLSL:                %s\n", c->glsl_version);
         printf("Max storage block:   %llu bytes (%.1f MiB)%s\n",
@@ -167,6 +176,9 @@ int main(int argc, char **argv)
         printf("Parallel compile:    %s\n", c->has_parallel_compile ? "yes" : "no");
         printf("Buffer storage:      %s\n", c->has_buffer_storage ? "yes" : "no");
         printf("Debug output:        %s\n", c->has_debug ? "yes (GLESC_DEBUG=1)" : "no");
+        printf("Reset notification:  %s\n", c->has_reset_notification
+                                                ? "yes (a GPU reset is reported as a lost context)"
+                                                : "no");
         printf("Program cache:       %s\n", cache ? cache : "off");
         printf("Cache stats:         %llu compiles, %llu memory hits, %llu disk hits, %llu "
                "disk rejects\n",

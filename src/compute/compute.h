@@ -13,7 +13,10 @@
  * used, generate every kernel's GLSL (kernels_gen) and compile them in one
  * batch → run the kernels: the same generators run again in "bind" mode,
  * which emits no text and only collects buffers, sizes and strides as
- * uniforms for gl_dispatch.
+ * uniforms for gl_dispatch. The plan records what bind mode made (per
+ * kernel: its dispatches, with buffers named by order index) and replays it
+ * on later computes; a kernel's generator runs again only when a size it
+ * can depend on has changed (exec.c, "Replay").
  */
 #ifndef GLESC_COMPUTE_H
 #define GLESC_COMPUTE_H
@@ -22,12 +25,48 @@
 
 #include "kernels/kernels.h"
 
+/* One recorded dispatch of a kernel (see "Replay" in exec.c). */
+typedef struct compute_rec_disp {
+    int n_bind;
+    int32_t bind_node[KB_MAX_BIND];  /* order index of the bound owner; -1: the scratch */
+    uint64_t scratch_bytes;          /* the scratch buffer it needs (kb_scratch) */
+    int32_t bind_chunk[KB_MAX_BIND]; /* which of its chunks */
+    uint32_t write_mask;             /* bit i: binding i is written */
+    int param0, n_param;             /* its uniforms: the record's params[param0 ..) */
+    uint64_t block;                  /* ... as a block at this offset of the plan's params_buf */
+    uint32_t groups[3];
+} compute_rec_disp;
+
+/* A kernel's dispatches as its generator made them in bind mode, with
+ * buffers named by order index (each compute has its own buffers) and the
+ * sizes they were made for (sig: SIG_WORDS values per node of the plan
+ * kernel's sig_nodes). Valid while every size it depends on is the same. */
+typedef struct compute_record {
+    bool valid;
+    int64_t *sig;
+    compute_rec_disp *disp;
+    int n_disp, cap_disp;
+    gl_param *params;
+    int n_params, cap_params;
+    /* its region of the plan's params_buf: [block0, block0 + block_cap) */
+    uint64_t block0, block_cap;
+    /* the kernel's bindings (for the statistics) */
+    int n_kbind;
+    int32_t kbind_node[KB_MAX_BIND];
+    uint32_t kbind_write_mask;
+} compute_record;
+
 typedef struct compute_kernel {
     int anchor, partner, out;                              /* order indices, -1 for none */
     int sib[GRAPH_MAX_SIB], sib_out[GRAPH_MAX_SIB], n_sib; /* a grouped matmul's others */
     char *name;                                            /* "rms_norm+mul" */
     char *glsl;             /* the generated source (kept for docs and verification) */
     const gl_program *prog; /* owned by the program cache */
+    /* The nodes whose sizes the kernel's bindings and uniforms may depend
+     * on (order indices into the plan's sig_nodes): its own nodes, their
+     * sources, and the owners of both. */
+    int sig_start, sig_count;
+    compute_record rec;
 } compute_kernel;
 
 typedef struct compute_plan compute_plan;
@@ -41,6 +80,11 @@ struct compute_plan {
     int *rel_start, *rel_nodes;
     compute_kernel *kernels;
     int n_kernels;
+    int *sig_nodes; /* kernel k's: sig_nodes[kernels[k].sig_start ..] */
+    /* The kernels' parameter blocks (a uniform buffer), written when a
+     * kernel records and bound on every replay; params_used bytes taken. */
+    GLuint params_buf;
+    uint64_t params_size, params_used;
     bool built; /* programs exist */
     char *all_glsl;
     compute_plan *next; /* the cache's list, most recently used first */
@@ -91,6 +135,11 @@ typedef struct compute_state {
 
 /* The context's state, created on first use; NULL on out-of-memory. */
 compute_state *compute_state_get(glesc_context *ctx);
+/* Forgets every plan: the next compute of any structure plans, generates
+ * its GLSL and binds its kernels again (programs stay in the program
+ * cache). A graph's last GLSL (glesc_graph_last_glsl) is gone until its
+ * next compute. For tests and benchmarks. */
+void compute_plans_drop(glesc_context *ctx);
 
 /* ---- Executor pieces (exec.c), also used by the profile ---- */
 /* Storage bindings a kernel may use on this context's device. */
@@ -99,9 +148,9 @@ int compute_max_bindings(const glesc_context *ctx);
  * (core_free it); the message names the kernel on failure. */
 glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
                                  int max_bind, const glesc_graph_options *opts, char **out);
-/* Fills in the scratch buffer of dispatch d (kb_scratch) if it has one:
- * the context's, grown (zero-filled) to d->scratch_bytes where needed. */
-glesc_status compute_scratch_bind(glesc_context *ctx, kb_dispatch *d);
+/* The context's scratch buffer (kb_scratch) of at least bytes, grown
+ * (zero-filled) where needed; *out NULL and the message set on failure. */
+glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out);
 /* Runs kernel gk's generator in bind mode on b (kb_free it in any case): its
  * dispatches, with this compute's buffers and uniforms, are in b->disp. */
 glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,

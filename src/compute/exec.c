@@ -2,10 +2,12 @@
  * exec.c — glesc_graph_compute: the device profile on entry where the
  * graph depends on it (profile.c) → order → structure hash → cached plan or a
  * new one (fusion, lifetimes, GLSL for every kernel, one batch compile) →
- * run: each kernel's generator in bind mode collects this compute's buffers
- * and uniforms, gl_dispatch places barriers from buffer epochs, memory goes
- * back to the pool after its last reader. Statistics, per-kernel GPU times
- * and the Chrome trace (GLESC_TRACE=file.json) are gathered here.
+ * run: each kernel dispatches what its plan recorded, or, where its sizes
+ * changed, its generator in bind mode collects this compute's uniforms
+ * first ("Replay" below); gl_dispatch places barriers from buffer epochs,
+ * memory goes back to the pool after its last reader. Statistics,
+ * per-kernel GPU times and the Chrome trace (GLESC_TRACE=file.json) are
+ * gathered here.
  */
 #include <stdio.h>
 #include <string.h>
@@ -50,14 +52,13 @@ glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int
     return kernels_gen(b);
 }
 
-glesc_status compute_scratch_bind(glesc_context *ctx, kb_dispatch *d)
+glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out)
 {
-    if (d->scratch_bind < 0)
-        return GLESC_OK;
+    *out = NULL;
     compute_state *cs = compute_state_get(ctx);
     if (!cs)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "kernel scratch");
-    uint64_t need = CORE_MAX(d->scratch_bytes, 4096);
+    uint64_t need = CORE_MAX(bytes, 4096);
     if (!cs->scratch || cs->scratch->size < need) {
         gl_pool_release(ctx, cs->scratch);
         cs->scratch = NULL;
@@ -71,7 +72,7 @@ glesc_status compute_scratch_bind(glesc_context *ctx, kb_dispatch *d)
             return st;
         }
     }
-    d->bind[d->scratch_bind].buf = cs->scratch;
+    *out = cs->scratch;
     return GLESC_OK;
 }
 
@@ -135,6 +136,300 @@ static glesc_status verify_plan(glesc_context *ctx, compute_plan *p, const graph
     return GLESC_OK;
 }
 
+/* ---- Replay ----
+ * A reused plan does not run its generators again: each kernel keeps the
+ * dispatches its generator made in bind mode (a compute_record: bindings by
+ * the owner's order index and chunk, uniform values, workgroup counts)
+ * together with the sizes of its sig_nodes they were made for. A later
+ * compute whose sizes for that kernel are the same dispatches the record
+ * with this compute's buffers; one where they differ (a decode step's
+ * attention over one more cached position) runs that kernel's generator in
+ * bind mode and records again. A record's uniform values are parameter
+ * blocks in the plan's uniform buffer, written when it records: a replayed
+ * dispatch binds a range and writes nothing. GLESC_PLAN_VERIFY=1 runs the
+ * generator for every replayed kernel too and fails where the values
+ * differ. */
+
+#define SIG_WORDS 13
+
+static void sig_of(const glesc_tensor *t, int64_t *w)
+{
+    for (int d = 0; d < 4; d++) {
+        w[d] = t->ne[d];
+        w[4 + d] = t->nb[d];
+    }
+    w[8] = (int64_t)t->offs;
+    uint32_t f[GRAPH_MAX_FP];
+    memcpy(f, t->fp, sizeof f);
+    w[9] = (int64_t)((uint64_t)f[0] << 32 | f[1]);
+    w[10] = (int64_t)((uint64_t)f[2] << 32 | f[3]);
+    w[11] = t->st.n_chunks;
+    w[12] = t->st.chunk_rows;
+}
+_Static_assert(GRAPH_MAX_FP == 4, "sig_of packs four float params");
+
+/* Are kernel k's sizes those its record was made for? */
+static bool record_matches(const compute_plan *p, int k, const graph_order_t *ord)
+{
+    const compute_kernel *pk = &p->kernels[k];
+    if (!pk->rec.valid)
+        return false;
+    const int *nodes = p->sig_nodes + pk->sig_start;
+    for (int j = 0; j < pk->sig_count; j++) {
+        int64_t w[SIG_WORDS];
+        sig_of(ord->nodes[nodes[j]], w);
+        if (memcmp(w, pk->rec.sig + (size_t)j * SIG_WORDS, sizeof w))
+            return false;
+    }
+    return true;
+}
+
+/* Order index of a bound owner; -1 (message set) when it is not in ord. */
+static int owner_node(glesc_context *ctx, const graph_order_t *ord, const glesc_tensor *o,
+                      const char *name)
+{
+    if (o->order >= 0 && o->order < ord->n && ord->nodes[o->order] == o)
+        return o->order;
+    core_err_set(&ctx->err, GLESC_ERROR_STATE,
+                 "kernel %s binds a %s tensor outside the compute order", name,
+                 glesc_op_name(o->op));
+    return -1;
+}
+
+/* Writes kernel k's parameter blocks into the plan's buffer: into its own
+ * region when they fit, else into a new one at the end (the buffer grows by
+ * doubling, keeping what it holds). */
+static glesc_status record_write_blocks(glesc_context *ctx, compute_plan *p, int k)
+{
+    compute_record *r = &p->kernels[k].rec;
+    uint64_t need = 0;
+    for (int d = 0; d < r->n_disp; d++)
+        if (r->disp[d].n_param)
+            need += gl_param_block_stride(ctx, r->disp[d].n_param);
+    if (need == 0)
+        return GLESC_OK;
+    glesc_status st = GLESC_OK;
+    if (need > r->block_cap) {
+        if (p->params_used + need > p->params_size) {
+            uint64_t size = CORE_MAX(p->params_size * 2, p->params_used + need);
+            size = CORE_MAX(size, (uint64_t)4096);
+            GLuint nb;
+            if ((st = gl_param_buffer_create(ctx, size, &nb)) != GLESC_OK)
+                return st;
+            if (p->params_used &&
+                (st = gl_param_buffer_copy(ctx, p->params_buf, nb, p->params_used)) != GLESC_OK) {
+                gl_param_buffer_destroy(ctx, nb);
+                return st;
+            }
+            gl_param_buffer_destroy(ctx, p->params_buf);
+            p->params_buf = nb;
+            p->params_size = size;
+        }
+        r->block0 = p->params_used;
+        r->block_cap = need;
+        p->params_used += need;
+    }
+    unsigned char *staging = core_malloc((size_t)need);
+    if (!staging)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "parameter blocks");
+    uint64_t off = 0;
+    for (int d = 0; d < r->n_disp; d++) {
+        compute_rec_disp *rd = &r->disp[d];
+        rd->block = r->block0 + off;
+        if (!rd->n_param)
+            continue;
+        uint64_t stride = gl_param_block_stride(ctx, rd->n_param);
+        memset(staging + off, 0, (size_t)stride);
+        gl_param_block_pack(r->params + rd->param0, rd->n_param, staging + off);
+        off += stride;
+    }
+    st = gl_param_buffer_write(ctx, p->params_buf, r->block0, staging, need);
+    core_free(staging);
+    return st;
+}
+
+/* Makes kernel k's record from b (its generator's bind-mode run). */
+static glesc_status record_make(glesc_context *ctx, compute_plan *p, int k,
+                                const graph_order_t *ord, const kb *b)
+{
+    compute_kernel *pk = &p->kernels[k];
+    compute_record *r = &pk->rec;
+    r->valid = false;
+    int n_params = 0;
+    for (int d = 0; d < b->n_disp; d++)
+        n_params += b->disp[d].n_param;
+    if (!r->sig && pk->sig_count)
+        r->sig = core_calloc((size_t)pk->sig_count * SIG_WORDS, sizeof *r->sig);
+    if (b->n_disp > r->cap_disp) {
+        compute_rec_disp *nd = core_realloc(r->disp, (size_t)b->n_disp * sizeof *nd);
+        if (nd) {
+            r->disp = nd;
+            r->cap_disp = b->n_disp;
+        }
+    }
+    if (n_params > r->cap_params) {
+        gl_param *np = core_realloc(r->params, (size_t)n_params * sizeof *np);
+        if (np) {
+            r->params = np;
+            r->cap_params = n_params;
+        }
+    }
+    if ((pk->sig_count && !r->sig) || b->n_disp > r->cap_disp || n_params > r->cap_params)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "kernel %s: dispatch record",
+                            pk->name);
+    r->n_kbind = b->n_bind;
+    r->kbind_write_mask = 0;
+    for (int i = 0; i < b->n_bind; i++) {
+        if (!b->bind[i].owner) /* the scratch buffer: named by binding, not by node */
+            r->kbind_node[i] = -1;
+        else if ((r->kbind_node[i] = owner_node(ctx, ord, b->bind[i].owner, pk->name)) < 0)
+            return ctx->err.status;
+        r->kbind_write_mask |= (uint32_t)b->bind[i].write << i;
+    }
+    int q = 0;
+    for (int d = 0; d < b->n_disp; d++) {
+        const kb_dispatch *ds = &b->disp[d];
+        compute_rec_disp *rd = &r->disp[d];
+        rd->n_bind = ds->n_bind;
+        rd->write_mask = 0;
+        rd->scratch_bytes = ds->scratch_bytes;
+        for (int i = 0; i < ds->n_bind; i++) {
+            /* kb_dispatch_groups took binding i's buffer from bind[i]'s
+             * owner and chunk at the time of the dispatch */
+            int node = r->kbind_node[i];
+            if (node < 0) {
+                rd->bind_node[i] = -1;
+                rd->bind_chunk[i] = 0;
+                rd->write_mask |= (uint32_t)ds->bind[i].write << i;
+                continue;
+            }
+            const graph_storage *st = &ord->nodes[node]->st;
+            int chunk = 0;
+            while (chunk < st->n_chunks && st->chunks[chunk] != ds->bind[i].buf)
+                chunk++;
+            if (chunk == st->n_chunks)
+                return core_err_set(&ctx->err, GLESC_ERROR_STATE,
+                                    "kernel %s: dispatch %d binds a buffer its binding %d does "
+                                    "not own",
+                                    pk->name, d, i);
+            rd->bind_node[i] = node;
+            rd->bind_chunk[i] = chunk;
+            rd->write_mask |= (uint32_t)ds->bind[i].write << i;
+        }
+        rd->param0 = q;
+        rd->n_param = ds->n_param;
+        memcpy(r->params + q, ds->param, (size_t)ds->n_param * sizeof *ds->param);
+        q += ds->n_param;
+        memcpy(rd->groups, ds->groups, sizeof rd->groups);
+    }
+    r->n_disp = b->n_disp;
+    r->n_params = q;
+    glesc_status st = record_write_blocks(ctx, p, k);
+    if (st != GLESC_OK)
+        return st;
+    const int *nodes = p->sig_nodes + pk->sig_start;
+    for (int j = 0; j < pk->sig_count; j++)
+        sig_of(ord->nodes[nodes[j]], r->sig + (size_t)j * SIG_WORDS);
+    r->valid = true;
+    return GLESC_OK;
+}
+
+/* GLESC_PLAN_VERIFY=1: the record replayed for kernel k equals what its
+ * generator makes now (b). A difference means a generator read a size of a
+ * node outside the kernel's sig_nodes. */
+static glesc_status record_verify(glesc_context *ctx, const compute_plan *p, int k,
+                                  const graph_order_t *ord, const kb *b)
+{
+    const compute_kernel *pk = &p->kernels[k];
+    const compute_record *r = &pk->rec;
+    if (b->n_disp != r->n_disp)
+        return core_err_set(&ctx->err, GLESC_ERROR_STATE,
+                            "plan replay (kernel %d): recorded with %d dispatches, its "
+                            "generator now makes %d for the same sizes",
+                            k, r->n_disp, b->n_disp);
+    for (int d = 0; d < b->n_disp; d++) {
+        const kb_dispatch *ds = &b->disp[d];
+        const compute_rec_disp *rd = &r->disp[d];
+        const char *what = NULL;
+        int at = -1;
+        if (ds->n_bind != rd->n_bind || ds->n_param != rd->n_param)
+            what = "the number of bindings or uniforms";
+        else if (memcmp(ds->groups, rd->groups, sizeof rd->groups))
+            what = "the workgroup counts";
+        if (!what && (ds->scratch_bind >= 0 ? ds->scratch_bytes : 0) !=
+                         (ds->scratch_bind >= 0 ? rd->scratch_bytes : 0))
+            what = "scratch size";
+        for (int i = 0; !what && i < ds->n_bind; i++) {
+            if (rd->bind_node[i] < 0 || i == ds->scratch_bind) {
+                if (rd->bind_node[i] >= 0 || i != ds->scratch_bind) {
+                    what = "binding";
+                    at = i;
+                }
+                continue;
+            }
+            const graph_storage *st = &ord->nodes[rd->bind_node[i]]->st;
+            if (rd->bind_chunk[i] >= st->n_chunks ||
+                st->chunks[rd->bind_chunk[i]] != ds->bind[i].buf ||
+                ((rd->write_mask >> i) & 1) != ds->bind[i].write) {
+                what = "binding";
+                at = i;
+            }
+        }
+        for (int i = 0; !what && i < ds->n_param; i++) {
+            const gl_param *x = &r->params[rd->param0 + i], *y = &ds->param[i];
+            if (x->type != y->type || memcmp(&x->v, &y->v, sizeof x->v)) {
+                what = "uniform";
+                at = i;
+            }
+        }
+        if (what) {
+            char idx[16] = "";
+            if (at >= 0)
+                snprintf(idx, sizeof idx, " %d", at);
+            return core_err_set(&ctx->err, GLESC_ERROR_STATE,
+                                "plan replay (kernel %d), dispatch %d: the recorded %s%s "
+                                "differs from what its generator makes for the same sizes",
+                                k, d, what, idx);
+        }
+    }
+    return GLESC_OK;
+}
+
+/* Dispatches kernel k's record with this compute's buffers. */
+static glesc_status record_dispatch(glesc_context *ctx, const compute_plan *p, int k,
+                                    const graph_order_t *ord)
+{
+    const compute_kernel *pk = &p->kernels[k];
+    const compute_record *r = &pk->rec;
+    for (int d = 0; d < r->n_disp; d++) {
+        const compute_rec_disp *rd = &r->disp[d];
+        gl_binding bind[KB_MAX_BIND];
+        for (int i = 0; i < rd->n_bind; i++) {
+            if (rd->bind_node[i] < 0) { /* the context's scratch buffer */
+                gl_buffer *sb;
+                glesc_status st = compute_scratch(ctx, rd->scratch_bytes, &sb);
+                if (st != GLESC_OK)
+                    return st;
+                bind[i] = (gl_binding){sb, 0, 0, (rd->write_mask >> i) & 1};
+                continue;
+            }
+            const glesc_tensor *o = ord->nodes[rd->bind_node[i]];
+            if (rd->bind_chunk[i] >= o->st.n_chunks)
+                return core_err_set(&ctx->err, GLESC_ERROR_STATE,
+                                    "kernel binds a %s tensor that has no memory",
+                                    glesc_op_name(o->op));
+            bind[i] =
+                (gl_binding){o->st.chunks[rd->bind_chunk[i]], 0, 0, (rd->write_mask >> i) & 1};
+        }
+        glesc_status st =
+            gl_dispatch_block(ctx, pk->prog, bind, rd->n_bind, rd->n_param ? p->params_buf : 0,
+                              rd->block, gl_param_block_size(rd->n_param), rd->groups);
+        if (st != GLESC_OK)
+            return st;
+    }
+    return GLESC_OK;
+}
+
 static void trace_open(compute_state *s, uint64_t t0)
 {
     if (s->trace_tried)
@@ -188,7 +483,7 @@ static glesc_status check_outputs(glesc_graph *g, glesc_tensor *const *outs, int
         if (!outs[i])
             return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                                 "glesc_graph_compute: output %d is NULL (a builder failed: %s)", i,
-                                core_err_msg(&g->ctx->err));
+                                core_err_last_failure(&g->ctx->err));
         if ((outs[i]->g && outs[i]->g != g) || outs[i]->ctx != g->ctx)
             return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                                 "glesc_graph_compute: output %d belongs to another graph", i);
@@ -217,6 +512,19 @@ static void count_consumers(const graph_order_t *ord, glesc_tensor *const *outs,
         outs[i]->is_output = true;
 }
 
+/* Does the context's abort callback (glesc_context_set_abort_callback) ask
+ * to stop? On an adopted context the callback is application code that may
+ * bind its own GL state: the executor's bind cache forgets what it knew. */
+static bool abort_requested(glesc_context *ctx)
+{
+    if (!ctx->abort_fn)
+        return false;
+    bool stop = ctx->abort_fn(ctx->abort_user);
+    if (ctx->adopted)
+        gl_bound_reset(ctx);
+    return stop;
+}
+
 /* Does g hold a matmul whose kernel depends on the GEMV threshold? */
 static bool needs_gemv_threshold(const glesc_graph *g)
 {
@@ -233,6 +541,9 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     glesc_context *ctx = g->ctx;
     glesc_status st = check_outputs(g, outs, n);
     if (st != GLESC_OK)
+        return st;
+    core_err_reset(&ctx->err);
+    if ((st = gl_context_bind(ctx, "glesc_graph_compute")) != GLESC_OK)
         return st;
     glesc_graph_options opts = g->opts;
     if (!opts.gemv_max_m) {
@@ -286,11 +597,12 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     glesc_context_stats(ctx, &cst0);
     core_hash128 key = compute_plan_key(&ord, &opts, fusion, max_bind);
     compute_plan *p = compute_plan_find(ctx, key);
+    bool verify = core_env_flag("GLESC_PLAN_VERIFY");
     /* compute_plan_key only reads the options; variants read gemv_max_m */
     if (p) {
         compute_plan_apply(p, &ord);
         g->stats.plan_reused = p->built;
-        if (p->built && core_env_flag("GLESC_PLAN_VERIFY"))
+        if (p->built && verify)
             st = verify_plan(ctx, p, &ord, max_bind, &opts);
     } else {
         p = compute_plan_create(ctx, key, &ord, fusion, max_bind);
@@ -298,7 +610,13 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
             st = ctx->err.status;
     }
     if (st == GLESC_OK && !p->built) {
-        st = build_programs(ctx, p, &ord, max_bind, &opts);
+        if (abort_requested(ctx))
+            st = core_err_set(&ctx->err, GLESC_ERROR_CANCELLED,
+                              "glesc_graph_compute: cancelled by the abort callback before "
+                              "compiling the plan's %d kernels",
+                              p->n_kernels);
+        else
+            st = build_programs(ctx, p, &ord, max_bind, &opts);
         g->stats.glsl_built = p->n_kernels;
     }
     g->last_glsl = p ? p->all_glsl : NULL;
@@ -318,6 +636,13 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     for (int k = 0; st == GLESC_OK && k < p->n_kernels; k++) {
         graph_kernel gk = compute_plan_kernel(p, &ord, k);
         compute_kernel *pk = &p->kernels[k];
+        if (abort_requested(ctx)) {
+            st = core_err_set(&ctx->err, GLESC_ERROR_CANCELLED,
+                              "glesc_graph_compute: cancelled by the abort callback before "
+                              "kernel %d of %d (%s)",
+                              k + 1, p->n_kernels, pk->name);
+            break;
+        }
         /* the stored nodes' memory: the out's, and a grouped matmul's others */
         glesc_tensor *outs_k[1 + GRAPH_MAX_SIB];
         int n_outs = 0;
@@ -334,38 +659,40 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
         }
         if (st != GLESC_OK)
             break;
-        kb b;
-        st = compute_kernel_bind(ctx, &gk, max_bind, &opts, &b);
-        if (st != GLESC_OK)
-            core_err_prefix(&ctx->err, "kernel %s", pk->name);
+        /* the generator runs only where the sizes changed (or to verify) */
+        bool replay = record_matches(p, k, &ord);
+        if (!replay || verify) {
+            kb b;
+            st = compute_kernel_bind(ctx, &gk, max_bind, &opts, &b);
+            if (st == GLESC_OK)
+                st = replay ? record_verify(ctx, p, k, &ord, &b) : record_make(ctx, p, k, &ord, &b);
+            if (st == GLESC_OK && !replay)
+                g->stats.kernels_bound++;
+            kb_free(&b);
+        }
         if (st == GLESC_OK && timers)
             st = gl_timer_begin(ctx, &timers[k]);
-        for (int d = 0; st == GLESC_OK && d < b.n_disp; d++) {
-            kb_dispatch *ds = &b.disp[d];
-            st = compute_scratch_bind(ctx, ds);
-            if (st == GLESC_OK)
-                st = gl_dispatch(ctx, pk->prog, ds->bind, ds->n_bind, ds->param, ds->n_param,
-                                 ds->groups);
-            if (st != GLESC_OK)
-                core_err_prefix(&ctx->err, "kernel %s", pk->name);
-        }
+        if (st == GLESC_OK)
+            st = record_dispatch(ctx, p, k, &ord);
         if (st == GLESC_OK && timers)
             st = gl_timer_end(ctx, &timers[k]);
-        if (st == GLESC_OK) {
-            g->stats.dispatches += b.n_disp;
-            for (int i = 0; i < b.n_bind; i++)
-                if (!b.bind[i].write)
-                    g->stats.bytes_read += b.bind[i].owner->st.bytes;
-            for (int j = 0; j < n_outs; j++) {
-                outs_k[j]->owner->live = true;
-                g->stats.bytes_written += graph_nbytes(outs_k[j]);
-            }
-            if (timers) {
-                g->ktimes[k].name = pk->name;
-                g->ktimes[k].dispatches = b.n_disp;
-            }
+        if (st != GLESC_OK) {
+            core_err_prefix(&ctx->err, "kernel %s", pk->name);
+            break;
         }
-        kb_free(&b);
+        const compute_record *rec = &pk->rec;
+        g->stats.dispatches += rec->n_disp;
+        for (int i = 0; i < rec->n_kbind; i++)
+            if (rec->kbind_node[i] >= 0 && !((rec->kbind_write_mask >> i) & 1))
+                g->stats.bytes_read += ord.nodes[rec->kbind_node[i]]->st.bytes;
+        for (int j = 0; j < n_outs; j++) {
+            outs_k[j]->owner->live = true;
+            g->stats.bytes_written += graph_nbytes(outs_k[j]);
+        }
+        if (timers) {
+            g->ktimes[k].name = pk->name;
+            g->ktimes[k].dispatches = rec->n_disp;
+        }
         for (int r = p->rel_start[k]; st == GLESC_OK && r < p->rel_start[k + 1]; r++)
             graph_storage_free(ord.nodes[p->rel_nodes[r]]);
     }

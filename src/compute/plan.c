@@ -22,22 +22,40 @@
 
 #define PLAN_CACHE_MAX 256
 
-static void plan_free(compute_plan *p)
+static void plan_free(glesc_context *ctx, compute_plan *p)
 {
     if (!p)
         return;
+    gl_param_buffer_destroy(ctx, p->params_buf);
     if (p->kernels)
         for (int k = 0; k < p->n_kernels; k++) {
             core_free(p->kernels[k].name);
             core_free(p->kernels[k].glsl);
+            core_free(p->kernels[k].rec.sig);
+            core_free(p->kernels[k].rec.disp);
+            core_free(p->kernels[k].rec.params);
         }
     core_free(p->kernels);
     core_free(p->node_kernel);
     core_free(p->keep);
     core_free(p->rel_start);
     core_free(p->rel_nodes);
+    core_free(p->sig_nodes);
     core_free(p->all_glsl);
     core_free(p);
+}
+
+void compute_plans_drop(glesc_context *ctx)
+{
+    compute_state *s = ctx->compute_state;
+    if (!s)
+        return;
+    for (compute_plan *p = s->plans, *next; p; p = next) {
+        next = p->next;
+        plan_free(ctx, p);
+    }
+    s->plans = NULL;
+    s->n_plans = 0;
 }
 
 static void state_free(glesc_context *ctx)
@@ -45,10 +63,7 @@ static void state_free(glesc_context *ctx)
     compute_state *s = ctx->compute_state;
     if (!s)
         return;
-    for (compute_plan *p = s->plans, *next; p; p = next) {
-        next = p->next;
-        plan_free(p);
-    }
+    compute_plans_drop(ctx);
     if (s->trace) {
         fputs("\n]}\n", s->trace);
         fclose(s->trace);
@@ -76,6 +91,7 @@ core_hash128 compute_plan_key(const graph_order_t *ord, const glesc_graph_option
         return (core_hash128){0, 0};
     int32_t head[4] = {fusion, o->gemv_max_m, max_bindings, ord->n};
     core_hasher_update(h, head, sizeof head);
+    bool debug = core_env_flag("GLESC_DEBUG_HASH");
     for (int i = 0; i < ord->n; i++) {
         const glesc_tensor *t = ord->nodes[i];
         const graph_op_info *info = graph_op(t->op);
@@ -104,7 +120,7 @@ core_hash128 compute_plan_key(const graph_order_t *ord, const glesc_graph_option
             for (int p = 0; p < GRAPH_MAX_IP; p++)
                 rec[r++] = t->ip[p];
         core_hasher_update(h, rec, sizeof rec);
-        if (core_env_flag("GLESC_DEBUG_HASH")) {
+        if (debug) {
             fprintf(stderr, "%3d %-10s", i, info->name);
             for (int q = 0; q < r; q++)
                 fprintf(stderr, " %d", rec[q]);
@@ -155,6 +171,64 @@ static char *kernel_name(const graph_order_t *ord, const graph_kernel *gk)
         sbuf_appendf(&b, "%s%s", b.len ? "+" : "", glesc_op_name(t->op));
     }
     return sbuf_take(&b);
+}
+
+/* Each kernel's sig_nodes: the nodes it computes, their sources and the
+ * owners of both, once each. A generator in bind mode reads sizes, strides,
+ * offsets and float params of exactly these (a view's own fields already
+ * say where its chain of views lands) and the chunking of their owners. */
+static bool plan_sig_nodes(compute_plan *p, const graph_order_t *ord)
+{
+    int n = ord->n, nk = p->n_kernels;
+    int *by_kernel = core_calloc((size_t)n + 1, sizeof *by_kernel);
+    int *start = core_calloc((size_t)nk + 2, sizeof *start);
+    int *stamp = core_calloc((size_t)n + 1, sizeof *stamp);
+    /* at most the node, its owner, and each source with its owner */
+    p->sig_nodes = core_calloc((size_t)n * (2 + 2 * GRAPH_MAX_SRC) + 1, sizeof *p->sig_nodes);
+    bool ok = by_kernel && start && stamp && p->sig_nodes;
+    if (ok) {
+        for (int i = 0; i < n; i++)
+            if (p->node_kernel[i] >= 0)
+                start[p->node_kernel[i] + 1]++;
+        for (int k = 0; k < nk; k++)
+            start[k + 1] += start[k];
+        int *fill = stamp; /* used as the fill count first, then as stamps */
+        for (int i = 0; i < n; i++)
+            if (p->node_kernel[i] >= 0) {
+                int k = p->node_kernel[i];
+                by_kernel[start[k] + fill[k]++] = i;
+            }
+        for (int i = 0; i < n; i++)
+            stamp[i] = -1;
+        int m = 0;
+#define SIG_ADD(t)                                                                                 \
+    do {                                                                                           \
+        int o_ = (t)->order;                                                                       \
+        if (o_ >= 0 && o_ < n && stamp[o_] != k) {                                                 \
+            stamp[o_] = k;                                                                         \
+            p->sig_nodes[m++] = o_;                                                                \
+        }                                                                                          \
+    } while (0)
+        for (int k = 0; k < nk; k++) {
+            p->kernels[k].sig_start = m;
+            for (int j = start[k]; j < start[k + 1]; j++) {
+                const glesc_tensor *t = ord->nodes[by_kernel[j]];
+                SIG_ADD(t);
+                SIG_ADD(t->owner);
+                for (int s = 0; s < t->n_src; s++)
+                    if (t->src[s]) {
+                        SIG_ADD(t->src[s]);
+                        SIG_ADD(t->src[s]->owner);
+                    }
+            }
+            p->kernels[k].sig_count = m - p->kernels[k].sig_start;
+        }
+#undef SIG_ADD
+    }
+    core_free(by_kernel);
+    core_free(start);
+    core_free(stamp);
+    return ok;
 }
 
 compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const graph_order_t *ord,
@@ -233,6 +307,10 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
     core_free(fill);
     core_free(last);
     core_free(gks);
+    if (!plan_sig_nodes(p, ord)) {
+        gks = NULL;
+        goto oom;
+    }
     /* into the cache, evicting the least recently used */
     p->next = s->plans;
     s->plans = p;
@@ -240,7 +318,7 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
         compute_plan *q = s->plans;
         while (q->next && q->next->next)
             q = q->next;
-        plan_free(q->next);
+        plan_free(ctx, q->next);
         q->next = NULL;
         s->n_plans--;
     }
@@ -248,7 +326,7 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
 
 oom:
     core_free(gks);
-    plan_free(p);
+    plan_free(ctx, p);
     core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph plan: out of memory");
     return NULL;
 }

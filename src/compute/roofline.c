@@ -99,7 +99,11 @@ GLESC_API glesc_status glesc_context_roofline(glesc_context *ctx, uint64_t bytes
         return core_err_set(ctx ? &ctx->err : NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_context_roofline: NULL context or result, or iters %d < 0",
                             iters);
+    core_err_reset(&ctx->err);
     memset(out, 0, sizeof *out);
+    glesc_status bst = gl_context_bind(ctx, "glesc_context_roofline");
+    if (bst != GLESC_OK)
+        return bst;
     const glesc_caps *c = &ctx->caps;
     int wg = 256;
     while (wg > c->max_compute_invocations || wg > c->max_workgroup_size[0] ||

@@ -40,7 +40,16 @@ glesc_status core_err_setv(core_err *e, glesc_status st, const char *fmt, va_lis
 void core_err_prefix(core_err *e, const char *fmt, ...) CORE_PRINTF(2, 3);
 /* Copies src's status and message into dst (no-op when they are the same). */
 glesc_status core_err_copy(core_err *dst, const core_err *src);
+/* The message; "" while the status is GLESC_OK. */
 const char *core_err_msg(const core_err *e);
+/* Back to GLESC_OK (e NULL: the thread's): public calls that return a status
+ * do it on entry, so a success leaves "". The text of the failure before
+ * stays readable through core_err_last_failure: a compute given the NULL
+ * result of a failed builder names that failure even after calls that
+ * succeeded in between. */
+void core_err_reset(core_err *e);
+const char *core_err_last_failure(const core_err *e);
+/* Frees the message and resets (e NULL: the thread's). */
 void core_err_clear(core_err *e);
 
 /* ---- Allocation (all heap memory goes through glesc_set_allocator's hook) ---- */
@@ -58,6 +67,24 @@ static inline bool core_mul_overflow(size_t a, size_t b, size_t *out)
 static inline bool core_add_overflow(size_t a, size_t b, size_t *out)
 {
     return __builtin_add_overflow(a, b, out);
+}
+
+/* Copies a public option struct that starts with `uint32_t struct_size` (its
+ * size as the caller was compiled; 0: this build's) into dst (dst_size
+ * bytes): the fields the caller knows, zero (the default) for newer ones;
+ * a caller's fields this build does not know are ignored. src may be NULL
+ * (all defaults). False when struct_size is too small to hold itself. */
+static inline bool core_struct_in(void *dst, size_t dst_size, const void *src)
+{
+    uint32_t n = 0;
+    __builtin_memset(dst, 0, dst_size);
+    if (!src)
+        return true;
+    __builtin_memcpy(&n, src, sizeof n);
+    if (n != 0 && n < sizeof n)
+        return false;
+    __builtin_memcpy(dst, src, n == 0 || n > dst_size ? dst_size : n);
+    return true;
 }
 
 /* Testing aid: the n-th allocation from now on (0 = the next) and every one

@@ -114,13 +114,31 @@ const char *core_err_msg(const core_err *e)
 {
     if (!e)
         e = &tls_err;
+    if (e->status == GLESC_OK)
+        return "";
+    return e->msg ? e->msg : glesc_status_str(e->status);
+}
+
+const char *core_err_last_failure(const core_err *e)
+{
+    if (!e)
+        e = &tls_err;
     if (e->msg)
         return e->msg;
     return e->status == GLESC_OK ? "" : glesc_status_str(e->status);
 }
 
+void core_err_reset(core_err *e)
+{
+    if (!e)
+        e = &tls_err;
+    e->status = GLESC_OK;
+}
+
 void core_err_clear(core_err *e)
 {
+    if (!e)
+        e = &tls_err;
     free(e->msg);
     e->msg = NULL;
     e->status = GLESC_OK;

@@ -3,9 +3,11 @@
  * shaders from declarations (storage bindings, parameters, shared arrays,
  * helpers, local size, extensions) and a body, all written through sbuf.
  *
- * Binding i of a kernel is storage binding point i and parameter i is
- * uniform location i (`layout(location = i) uniform`), which is how
- * gl_dispatch binds them: no name lookups at dispatch time.
+ * Binding i of a kernel is storage binding point i and parameter i is the
+ * i-th 32-bit member of one std140 uniform block at uniform binding point 0
+ * (`layout(std140, binding = 0) uniform Params`), which is how gl_dispatch
+ * binds them: no name lookups at dispatch time, and a kernel's parameters
+ * are one buffer range (written once, bound again on every replay).
  *
  * Errors are sticky like sbuf's: a failed allocation marks the kernel and
  * emit_kernel_glsl() returns NULL; a misuse (unknown snippet, duplicate name)
@@ -54,7 +56,7 @@ void emit_kernel_define(emit_kernel *k, const char *name, const char *fmt, ...) 
 void emit_kernel_local_size(emit_kernel *k, int x, int y, int z);
 /* A storage buffer `NAME[]` of elem; returns its binding index. */
 int emit_kernel_binding(emit_kernel *k, emit_elem elem, unsigned access, const char *name);
-/* A scalar parameter; returns its uniform location. */
+/* A scalar parameter; returns its index in the parameter block. */
 int emit_kernel_param(emit_kernel *k, emit_param_type type, const char *name);
 /* `shared TYPE NAME[COUNT];` */
 void emit_kernel_shared(emit_kernel *k, const char *type, const char *name, int count);

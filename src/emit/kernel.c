@@ -310,11 +310,13 @@ char *emit_kernel_glsl(emit_kernel *k, core_err *err)
     }
     if (k->n_bindings)
         sbuf_appendc(&b, '\n');
-    for (int i = 0; i < k->n_params; i++)
-        sbuf_appendf(&b, "layout(location = %d) uniform %s %s;\n", i, param_glsl(k->params[i].type),
-                     k->params[i].name);
-    if (k->n_params)
-        sbuf_appendc(&b, '\n');
+    /* one std140 block of scalars: param i is the word at byte 4·i */
+    if (k->n_params) {
+        sbuf_append(&b, "layout(std140, binding = 0) uniform Params {\n");
+        for (int i = 0; i < k->n_params; i++)
+            sbuf_appendf(&b, "    %s %s;\n", param_glsl(k->params[i].type), k->params[i].name);
+        sbuf_append(&b, "};\n\n");
+    }
     for (int i = 0; i < k->n_shared; i++)
         sbuf_appendf(&b, "%s\n", k->shared[i].text);
     if (k->n_shared)

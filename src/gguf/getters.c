@@ -142,6 +142,7 @@ static glesc_status get_num(const glesc_gguf *f, const char *key, const char *wa
 #define INT_GETTER(fn, ctype, wanted, conv)                                                        \
     GLESC_API glesc_status fn(const glesc_gguf *f, const char *key, ctype *out)                    \
     {                                                                                              \
+        core_err_reset(NULL);                                                                      \
         num n = {0};                                                                               \
         const gguf_kv *kv = NULL;                                                                  \
         glesc_status st = get_num(f, key, wanted, true, &n, &kv);                                  \
@@ -185,6 +186,7 @@ INT_GETTER(glesc_gguf_get_i64, int64_t, "int64", {
 
 GLESC_API glesc_status glesc_gguf_get_f64(const glesc_gguf *f, const char *key, double *out)
 {
+    core_err_reset(NULL);
     num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = get_num(f, key, "float64", false, &n, &kv);
@@ -195,6 +197,7 @@ GLESC_API glesc_status glesc_gguf_get_f64(const glesc_gguf *f, const char *key, 
 
 GLESC_API glesc_status glesc_gguf_get_f32(const glesc_gguf *f, const char *key, float *out)
 {
+    core_err_reset(NULL);
     num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = get_num(f, key, "float32", false, &n, &kv);
@@ -205,6 +208,7 @@ GLESC_API glesc_status glesc_gguf_get_f32(const glesc_gguf *f, const char *key, 
 
 GLESC_API glesc_status glesc_gguf_get_bool(const glesc_gguf *f, const char *key, bool *out)
 {
+    core_err_reset(NULL);
     glesc_status st;
     const gguf_kv *kv = lookup(f, key, &st);
     if (!kv)
@@ -219,6 +223,7 @@ GLESC_API glesc_status glesc_gguf_get_bool(const glesc_gguf *f, const char *key,
 GLESC_API glesc_status glesc_gguf_get_str(const glesc_gguf *f, const char *key, const char **s,
                                           size_t *len)
 {
+    core_err_reset(NULL);
     glesc_status st;
     const gguf_kv *kv = lookup(f, key, &st);
     if (!kv)
@@ -248,6 +253,7 @@ GLESC_API glesc_status glesc_gguf_get_arr(const glesc_gguf *f, const char *key,
                                           glesc_gguf_type *elem_type, uint64_t *n,
                                           const void **data)
 {
+    core_err_reset(NULL);
     glesc_status st;
     const gguf_kv *kv = lookup_numeric_array(f, key, &st);
     if (!kv)
@@ -271,6 +277,7 @@ static glesc_status index_error(const glesc_gguf *f, const gguf_kv *kv, uint64_t
 GLESC_API glesc_status glesc_gguf_get_arr_str(const glesc_gguf *f, const char *key, uint64_t idx,
                                               const char **s, size_t *len)
 {
+    core_err_reset(NULL);
     glesc_status st;
     const gguf_kv *kv = lookup(f, key, &st);
     if (!kv)
@@ -306,6 +313,7 @@ static glesc_status arr_elem(const glesc_gguf *f, const char *key, uint64_t idx,
 GLESC_API glesc_status glesc_gguf_get_arr_f32(const glesc_gguf *f, const char *key, uint64_t idx,
                                               float *out)
 {
+    core_err_reset(NULL);
     num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = arr_elem(f, key, idx, &n, &kv);
@@ -317,6 +325,7 @@ GLESC_API glesc_status glesc_gguf_get_arr_f32(const glesc_gguf *f, const char *k
 GLESC_API glesc_status glesc_gguf_get_arr_i64(const glesc_gguf *f, const char *key, uint64_t idx,
                                               int64_t *out)
 {
+    core_err_reset(NULL);
     num n = {0};
     const gguf_kv *kv = NULL;
     glesc_status st = arr_elem(f, key, idx, &n, &kv);

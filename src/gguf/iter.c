@@ -25,6 +25,7 @@ struct glesc_gguf_iter {
 
 GLESC_API glesc_status glesc_gguf_iter_create(const glesc_gguf *f, int64_t i, glesc_gguf_iter **out)
 {
+    core_err_reset(NULL);
     if (out)
         *out = NULL;
     const void *data;

@@ -87,6 +87,7 @@ static glesc_status open_common(glesc_gguf *f, glesc_gguf **out)
 GLESC_API glesc_status glesc_gguf_open_memory(const void *data, size_t size, const char *name,
                                               glesc_gguf **out)
 {
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_gguf_open_memory: out is NULL");
@@ -112,6 +113,7 @@ GLESC_API glesc_status glesc_gguf_open_memory(const void *data, size_t size, con
 
 GLESC_API glesc_status glesc_gguf_open(const char *path, glesc_gguf **out)
 {
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_gguf_open: out is NULL");
     *out = NULL;
@@ -236,6 +238,7 @@ GLESC_API uint64_t glesc_gguf_arr_n(const glesc_gguf *f, int64_t i)
 GLESC_API glesc_status glesc_gguf_kv_raw(const glesc_gguf *f, int64_t i, const void **data,
                                          uint64_t *size)
 {
+    core_err_reset(NULL);
     const gguf_kv *kv = kv_at(f, i);
     if (!kv || !data || !size)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
@@ -261,6 +264,7 @@ GLESC_API int64_t glesc_gguf_find_tensor(const glesc_gguf *f, const char *name)
 GLESC_API glesc_status glesc_gguf_tensor(const glesc_gguf *f, int64_t i,
                                          glesc_gguf_tensor_info *out)
 {
+    core_err_reset(NULL);
     if (!f || !out || i < 0 || i >= f->n_tensors)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "%s: tensor index %lld is out of range (%lld tensors)",

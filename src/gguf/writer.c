@@ -155,6 +155,7 @@ static glesc_status set_bytes(glesc_gguf_writer *w, const char *key, glesc_gguf_
 
 GLESC_API glesc_status glesc_gguf_writer_set_alignment(glesc_gguf_writer *w, uint32_t alignment)
 {
+    core_err_reset(NULL);
     if (!w || !is_pow2(alignment))
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "gguf writer: alignment %u is not a nonzero power of two",
@@ -169,6 +170,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_alignment(glesc_gguf_writer *w, uin
 GLESC_API glesc_status glesc_gguf_writer_set_raw(glesc_gguf_writer *w, const char *key,
                                                  glesc_gguf_type type, const void *v)
 {
+    core_err_reset(NULL);
     glesc_status st = check_key(w, key);
     if (st != GLESC_OK)
         return st;
@@ -191,6 +193,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_raw(glesc_gguf_writer *w, const cha
 
 GLESC_API glesc_status glesc_gguf_writer_set_u32(glesc_gguf_writer *w, const char *key, uint32_t v)
 {
+    core_err_reset(NULL);
     uint8_t b[4];
     core_put_le32(b, v);
     return set_bytes(w, key, GLESC_GGUF_UINT32, b, 4);
@@ -198,6 +201,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_u32(glesc_gguf_writer *w, const cha
 
 GLESC_API glesc_status glesc_gguf_writer_set_i32(glesc_gguf_writer *w, const char *key, int32_t v)
 {
+    core_err_reset(NULL);
     uint8_t b[4];
     core_put_le32(b, (uint32_t)v);
     return set_bytes(w, key, GLESC_GGUF_INT32, b, 4);
@@ -205,6 +209,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_i32(glesc_gguf_writer *w, const cha
 
 GLESC_API glesc_status glesc_gguf_writer_set_u64(glesc_gguf_writer *w, const char *key, uint64_t v)
 {
+    core_err_reset(NULL);
     uint8_t b[8];
     core_put_le64(b, v);
     return set_bytes(w, key, GLESC_GGUF_UINT64, b, 8);
@@ -212,6 +217,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_u64(glesc_gguf_writer *w, const cha
 
 GLESC_API glesc_status glesc_gguf_writer_set_f32(glesc_gguf_writer *w, const char *key, float v)
 {
+    core_err_reset(NULL);
     uint8_t b[4];
     core_put_le_f32(b, v);
     return set_bytes(w, key, GLESC_GGUF_FLOAT32, b, 4);
@@ -219,6 +225,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_f32(glesc_gguf_writer *w, const cha
 
 GLESC_API glesc_status glesc_gguf_writer_set_bool(glesc_gguf_writer *w, const char *key, bool v)
 {
+    core_err_reset(NULL);
     uint8_t b = v ? 1 : 0;
     return set_bytes(w, key, GLESC_GGUF_BOOL, &b, 1);
 }
@@ -226,6 +233,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_bool(glesc_gguf_writer *w, const ch
 GLESC_API glesc_status glesc_gguf_writer_set_str(glesc_gguf_writer *w, const char *key,
                                                  const char *v)
 {
+    core_err_reset(NULL);
     glesc_status st = check_key(w, key);
     if (st != GLESC_OK)
         return st;
@@ -248,6 +256,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_arr(glesc_gguf_writer *w, const cha
                                                  glesc_gguf_type elem_type, const void *data,
                                                  uint64_t n)
 {
+    core_err_reset(NULL);
     glesc_status st = check_key(w, key);
     if (st != GLESC_OK)
         return st;
@@ -287,6 +296,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_arr(glesc_gguf_writer *w, const cha
 GLESC_API glesc_status glesc_gguf_writer_set_arr_str(glesc_gguf_writer *w, const char *key,
                                                      const char *const *strs, uint64_t n)
 {
+    core_err_reset(NULL);
     glesc_status st = check_key(w, key);
     if (st != GLESC_OK)
         return st;
@@ -323,6 +333,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_encoded(glesc_gguf_writer *w, const
                                                      glesc_gguf_type type, const void *data,
                                                      uint64_t size)
 {
+    core_err_reset(NULL);
     glesc_status st = check_key(w, key);
     if (st != GLESC_OK)
         return st;
@@ -348,6 +359,7 @@ GLESC_API glesc_status glesc_gguf_writer_set_encoded(glesc_gguf_writer *w, const
 static glesc_status add_tensor(glesc_gguf_writer *w, const char *name, glesc_dtype type, int n_dims,
                                const int64_t *ne, wtensor t)
 {
+    core_err_reset(NULL);
     if (!w || !name || !*name || !ne)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "gguf writer: add_tensor: NULL writer, name or shape");
@@ -494,6 +506,7 @@ static uint64_t align_up(uint64_t x, uint32_t a)
 
 GLESC_API glesc_status glesc_gguf_writer_write(glesc_gguf_writer *w, const char *path)
 {
+    core_err_reset(NULL);
     if (!w || !path)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "gguf writer: NULL writer or path");
     /* general.alignment is written whenever it is not the default. */

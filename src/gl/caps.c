@@ -22,6 +22,12 @@ bool gl_has_extension(const char *name)
     return false;
 }
 
+bool gl_renderer_is_software(const char *r)
+{
+    return r && (strstr(r, "llvmpipe") || strstr(r, "softpipe") || strstr(r, "SwiftShader") ||
+                 strstr(r, "Software Rasterizer"));
+}
+
 static char *dup_gl_string(GLenum name)
 {
     const char *s = (const char *)glGetString(name);
@@ -68,6 +74,9 @@ glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts
     glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &c->storage_buffer_offset_alignment);
     if (c->storage_buffer_offset_alignment <= 0)
         c->storage_buffer_offset_alignment = 256;
+    glGetIntegerv(GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT, &c->uniform_buffer_offset_alignment);
+    if (c->uniform_buffer_offset_alignment <= 0)
+        c->uniform_buffer_offset_alignment = 256;
     glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &c->num_program_binary_formats);
 
     c->has_subgroup = !opts->no_subgroups && gl_has_extension("GL_KHR_shader_subgroup");
@@ -85,10 +94,21 @@ glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts
     }
     c->has_timer_query = gl_has_extension("GL_EXT_disjoint_timer_query");
     ctx->timer_cpu = c->renderer && strstr(c->renderer, "llvmpipe") != NULL;
-    ctx->cpu_device = c->renderer && (strstr(c->renderer, "llvmpipe") != NULL ||
-                                      strstr(c->renderer, "softpipe") != NULL);
+    c->software = gl_renderer_is_software(c->renderer);
+    ctx->cpu_device = c->software;
     c->has_parallel_compile = gl_has_extension("GL_KHR_parallel_shader_compile");
     c->has_buffer_storage = gl_has_extension("GL_EXT_buffer_storage");
     c->has_debug = (c->gl_major == 3 && c->gl_minor >= 2) || gl_has_extension("GL_KHR_debug");
+    /* Resets are reported only when the context was made with (or, adopted,
+     * has) the lose-context-on-reset strategy. GL_RESET_NOTIFICATION_STRATEGY
+     * exists from GLES 3.2 and in GL_KHR/EXT_robustness (the same value). */
+    bool robustness = (c->gl_major == 3 && c->gl_minor >= 2) ||
+                      gl_has_extension("GL_KHR_robustness") ||
+                      gl_has_extension("GL_EXT_robustness");
+    if (robustness) {
+        GLint strategy = 0;
+        glGetIntegerv(GL_RESET_NOTIFICATION_STRATEGY, &strategy);
+        c->has_reset_notification = strategy == GL_LOSE_CONTEXT_ON_RESET;
+    }
     return gl_check(ctx, "capability query");
 }

@@ -13,7 +13,16 @@
  *
  * EGL displays are per native display and eglTerminate is not reference
  * counted, so two glesc contexts on one display share it through a small
- * registry and only the last one terminates it.
+ * registry and only the last one terminates it. An application's own
+ * display and context can be adopted instead: glesc then never creates,
+ * terminates or destroys them.
+ *
+ * Current context. A context is used by one thread at a time; each public
+ * entry point that touches GL binds its context when it is not current on
+ * the calling thread (gl_context_bind), and destroying one context restores
+ * whatever the calling thread had current before, so contexts never disturb
+ * each other. Where EGL_EXT_create_context_robustness exists the context
+ * asks to be told about GPU resets; a reset makes it "lost" for good.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -24,7 +33,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/sysmacros.h>
+#endif
 
 #include "gl/gl.h"
 
@@ -93,9 +106,60 @@ glesc_status gl_check(glesc_context *ctx, const char *step)
     /* Drain the remaining flags so the next check starts clean. */
     for (int i = 0; i < 16 && glGetError() != GL_NO_ERROR; i++)
         ;
+    /* A failure may be the first sign of a reset: name that, not its symptom. */
+    glesc_status st = gl_reset_check(ctx, step);
+    if (st != GLESC_OK)
+        return st;
+    if (e == GL_CONTEXT_LOST) {
+        ctx->lost = true;
+        return core_err_set(&ctx->err, GLESC_ERROR_CONTEXT_LOST,
+                            "%s failed: GL_CONTEXT_LOST: the GPU context was lost; destroy it "
+                            "and create a new one",
+                            step);
+    }
     return core_err_set(&ctx->err,
                         e == GL_OUT_OF_MEMORY ? GLESC_ERROR_OUT_OF_MEMORY : GLESC_ERROR_GL,
                         "%s failed: %s (0x%04x)", step, gl_error_name(e), (unsigned)e);
+}
+
+static const char *reset_name(GLenum r)
+{
+    switch (r) {
+    case GL_GUILTY_CONTEXT_RESET:
+        return "GL_GUILTY_CONTEXT_RESET: glesc's own work made the GPU reset";
+    case GL_INNOCENT_CONTEXT_RESET:
+        return "GL_INNOCENT_CONTEXT_RESET: other work made the GPU reset";
+    case GL_UNKNOWN_CONTEXT_RESET:
+        return "GL_UNKNOWN_CONTEXT_RESET: the GPU reset for an unknown cause";
+    }
+    return "an unknown reset status";
+}
+
+glesc_status gl_reset_check(glesc_context *ctx, const char *step)
+{
+    if (ctx->lost)
+        return core_err_set(&ctx->err, GLESC_ERROR_CONTEXT_LOST,
+                            "%s: the GPU context was lost earlier; destroy it and create a new one",
+                            step);
+    GLenum r = GL_NO_ERROR;
+    if (ctx->simulated_reset) {
+        r = ctx->simulated_reset;
+        ctx->simulated_reset = GL_NO_ERROR;
+    } else if (ctx->fn.GetGraphicsResetStatus) {
+        r = ctx->fn.GetGraphicsResetStatus();
+    }
+    if (r == GL_NO_ERROR)
+        return GLESC_OK;
+    ctx->lost = true;
+    return core_err_set(&ctx->err, GLESC_ERROR_CONTEXT_LOST,
+                        "%s: the GPU context was lost (%s); its buffers and programs are gone: "
+                        "destroy the context and create a new one",
+                        step, reset_name(r));
+}
+
+void gl_context_simulate_reset(glesc_context *ctx, GLenum status)
+{
+    ctx->simulated_reset = status;
 }
 
 /* ---- shared-display registry ---- */
@@ -178,8 +242,9 @@ static void debug_callback(GLenum source, GLenum type, GLuint id, GLenum severit
                       : severity == GL_DEBUG_SEVERITY_MEDIUM_KHR ? "medium"
                       : severity == GL_DEBUG_SEVERITY_LOW_KHR    ? "low"
                                                                  : "note";
-    fprintf(stderr, "glesc: GL debug [%s, type 0x%x, id %u]: %s\n", sev, (unsigned)type,
-            (unsigned)id, message);
+    /* Asked for with the debug option: logged at the default level. */
+    core_log(CORE_LOG_WARN, "GL debug [%s, type 0x%x, id %u]: %s", sev, (unsigned)type,
+             (unsigned)id, message);
 }
 
 /* Initializes dpy and creates a current GLES 3.1+ context on it. On failure
@@ -220,8 +285,20 @@ static glesc_status init_on_display(glesc_context *ctx, EGLDisplay dpy)
         cattrs[k++] = EGL_CONTEXT_FLAGS_KHR;
         cattrs[k++] = EGL_CONTEXT_OPENGL_DEBUG_BIT_KHR;
     }
+    /* Ask to be told about GPU resets (glGetGraphicsResetStatus), so a reset
+     * becomes GLESC_ERROR_CONTEXT_LOST; a driver that refuses the attribute
+     * gets a second try without it. */
+    EGLint k_plain = k;
+    if (ext_in(dext, "EGL_EXT_create_context_robustness")) {
+        cattrs[k++] = EGL_CONTEXT_OPENGL_RESET_NOTIFICATION_STRATEGY_EXT;
+        cattrs[k++] = EGL_LOSE_CONTEXT_ON_RESET_EXT;
+    }
     cattrs[k] = EGL_NONE;
     ctx->egl_ctx = eglCreateContext(dpy, cfg, EGL_NO_CONTEXT, cattrs);
+    if (ctx->egl_ctx == EGL_NO_CONTEXT && k != k_plain) {
+        cattrs[k_plain] = EGL_NONE;
+        ctx->egl_ctx = eglCreateContext(dpy, cfg, EGL_NO_CONTEXT, cattrs);
+    }
     if (ctx->egl_ctx == EGL_NO_CONTEXT)
         return gl_egl_error(ctx, "eglCreateContext(OpenGL ES 3.1)");
     if (!surfaceless) {
@@ -245,17 +322,26 @@ static glesc_status init_on_display(glesc_context *ctx, EGLDisplay dpy)
     return GLESC_OK;
 }
 
-/* Undoes init_on_display (for a failed candidate and for destroy). */
+/* Undoes init_on_display (for a failed candidate and for destroy): releases
+ * ctx from this thread if it is current here (nothing else), destroys
+ * glesc's surface and, unless adopted, its context and display reference. */
 static void release_display(glesc_context *ctx)
 {
     if (ctx->dpy != EGL_NO_DISPLAY) {
-        eglMakeCurrent(ctx->dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+        /* An adopted context stays as the caller (destroy, create) leaves it,
+         * unless it is current with glesc's surface, which goes now. */
+        if (ctx->egl_ctx != EGL_NO_CONTEXT && eglGetCurrentContext() == ctx->egl_ctx &&
+            (!ctx->adopted ||
+             (ctx->surface != EGL_NO_SURFACE && eglGetCurrentSurface(EGL_DRAW) == ctx->surface)))
+            eglMakeCurrent(ctx->dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
         if (ctx->surface != EGL_NO_SURFACE)
             eglDestroySurface(ctx->dpy, ctx->surface);
-        if (ctx->egl_ctx != EGL_NO_CONTEXT)
-            eglDestroyContext(ctx->dpy, ctx->egl_ctx);
-        if (display_unref(ctx->dpy))
-            eglTerminate(ctx->dpy);
+        if (!ctx->adopted) {
+            if (ctx->egl_ctx != EGL_NO_CONTEXT)
+                eglDestroyContext(ctx->dpy, ctx->egl_ctx);
+            if (display_unref(ctx->dpy))
+                eglTerminate(ctx->dpy);
+        }
     }
     ctx->dpy = EGL_NO_DISPLAY;
     ctx->surface = EGL_NO_SURFACE;
@@ -270,19 +356,44 @@ static void release_display(glesc_context *ctx)
 
 /* ---- the three platforms ---- */
 
-static glesc_status try_gbm_node(glesc_context *ctx, const char *path)
+/* Linux's major number of DRM device nodes (drm.h's DRM_MAJOR). */
+#define DRM_DEVICE_MAJOR 226
+
+/* GBM on the render node at path. named: the caller (options or
+ * GLESC_DEVICE) chose this node, so it must give a hardware renderer; Mesa
+ * would otherwise fall back to its software rasterizer on anything it
+ * cannot drive, /dev/null included. */
+static glesc_status try_gbm_node(glesc_context *ctx, const char *path, bool named)
 {
-    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = get_platform_display();
-    const char *cext = client_extensions();
-    if (!gpd || !(ext_in(cext, "EGL_KHR_platform_gbm") || ext_in(cext, "EGL_MESA_platform_gbm")))
-        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
-                            "cannot use render node %s: EGL has no GBM platform "
-                            "(EGL_KHR_platform_gbm)",
-                            path);
-    ctx->drm_fd = open(path, O_RDWR | O_CLOEXEC);
+    ctx->drm_fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
     if (ctx->drm_fd < 0)
         return core_err_set(&ctx->err, GLESC_ERROR_IO, "cannot open render node %s: %s", path,
                             strerror(errno));
+    struct stat sb;
+    bool drm = fstat(ctx->drm_fd, &sb) == 0 && S_ISCHR(sb.st_mode);
+#ifdef __linux__
+    drm = drm && major(sb.st_rdev) == DRM_DEVICE_MAJOR;
+#endif
+    if (!drm) {
+        glesc_status st = core_err_set(&ctx->err, GLESC_ERROR_NOT_FOUND,
+                                       "%s is not a DRM render node (a character device of the "
+                                       "GPU driver, /dev/dri/renderD*)",
+                                       path);
+        release_display(ctx);
+        return st;
+    }
+    /* Opened non-blocking only so that a FIFO named by mistake cannot hang. */
+    fcntl(ctx->drm_fd, F_SETFL, fcntl(ctx->drm_fd, F_GETFL) & ~O_NONBLOCK);
+    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = get_platform_display();
+    const char *cext = client_extensions();
+    if (!gpd || !(ext_in(cext, "EGL_KHR_platform_gbm") || ext_in(cext, "EGL_MESA_platform_gbm"))) {
+        glesc_status st = core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                                       "cannot use render node %s: EGL has no GBM platform "
+                                       "(EGL_KHR_platform_gbm)",
+                                       path);
+        release_display(ctx);
+        return st;
+    }
     ctx->gbm = gbm_create_device(ctx->drm_fd);
     if (!ctx->gbm) {
         glesc_status st =
@@ -291,6 +402,14 @@ static glesc_status try_gbm_node(glesc_context *ctx, const char *path)
         return st;
     }
     glesc_status st = init_on_display(ctx, gpd(EGL_PLATFORM_GBM_KHR, ctx->gbm, NULL));
+    if (st == GLESC_OK && named) {
+        const char *r = (const char *)glGetString(GL_RENDERER);
+        if (gl_renderer_is_software(r))
+            st = core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                              "Mesa has no hardware driver for it: it gave the software renderer "
+                              "'%s'",
+                              r);
+    }
     if (st != GLESC_OK) {
         core_err_prefix(&ctx->err, "GBM on %s", path);
         release_display(ctx);
@@ -325,7 +444,7 @@ static int list_render_nodes(char names[][64], int max)
 static glesc_status try_gbm(glesc_context *ctx, const char *device, sbuf *why)
 {
     if (device)
-        return try_gbm_node(ctx, device);
+        return try_gbm_node(ctx, device, true);
     char nodes[16][64];
     int n = list_render_nodes(nodes, 16);
     if (n == 0)
@@ -333,7 +452,7 @@ static glesc_status try_gbm(glesc_context *ctx, const char *device, sbuf *why)
                             "no DRM render node (/dev/dri/renderD*) on this machine");
     glesc_status st = GLESC_ERROR_UNSUPPORTED;
     for (int i = 0; i < n; i++) {
-        st = try_gbm_node(ctx, nodes[i]);
+        st = try_gbm_node(ctx, nodes[i], false);
         if (st == GLESC_OK)
             return st;
         sbuf_appendf(why, "%s: %s; ", nodes[i], core_err_msg(&ctx->err));
@@ -501,7 +620,10 @@ static glesc_status parse_platform(const char *s, glesc_platform *out)
                         "GLESC_PLATFORM='%s' is not one of auto, gbm, device, surfaceless", s);
 }
 
-static glesc_status create_egl(glesc_context *ctx, glesc_platform platform, const char *device)
+/* platform_src, device_src: where the choice came from ("the options",
+ * "GLESC_PLATFORM", ...), for the reason glesc-info prints. */
+static glesc_status create_egl(glesc_context *ctx, glesc_platform platform, const char *device,
+                               const char *platform_src, const char *device_src)
 {
     sbuf why;
     sbuf_init(&why);
@@ -510,15 +632,15 @@ static glesc_status create_egl(glesc_context *ctx, glesc_platform platform, cons
     switch (platform) {
     case GLESC_PLATFORM_GBM:
         st = try_gbm(ctx, device, &why);
-        snprintf(reason, sizeof reason, "requested (GLESC_PLATFORM or options)");
+        snprintf(reason, sizeof reason, "requested by %s", platform_src);
         break;
     case GLESC_PLATFORM_DEVICE:
         st = try_device(ctx, device, &why);
-        snprintf(reason, sizeof reason, "requested (GLESC_PLATFORM or options)");
+        snprintf(reason, sizeof reason, "requested by %s", platform_src);
         break;
     case GLESC_PLATFORM_SURFACELESS:
         st = try_surfaceless(ctx);
-        snprintf(reason, sizeof reason, "requested (GLESC_PLATFORM or options)");
+        snprintf(reason, sizeof reason, "requested by %s", platform_src);
         break;
     default: {
         /* auto: a device that looks like a path means GBM on that node, an
@@ -526,13 +648,13 @@ static glesc_status create_egl(glesc_context *ctx, glesc_platform platform, cons
         if (device && !is_index(device)) {
             st = try_gbm(ctx, device, &why);
             platform = GLESC_PLATFORM_GBM;
-            snprintf(reason, sizeof reason, "auto: GLESC_DEVICE names render node %s", device);
+            snprintf(reason, sizeof reason, "auto: %s names render node %s", device_src, device);
             break;
         }
         if (device) {
             st = try_device(ctx, device, &why);
             platform = GLESC_PLATFORM_DEVICE;
-            snprintf(reason, sizeof reason, "auto: GLESC_DEVICE names EGL device %s", device);
+            snprintf(reason, sizeof reason, "auto: %s names EGL device %s", device_src, device);
             break;
         }
         st = try_gbm(ctx, NULL, &why);
@@ -577,6 +699,58 @@ static glesc_status create_egl(glesc_context *ctx, glesc_platform platform, cons
     return st;
 }
 
+/* The application's display and context (glesc_context_options'
+ * egl_display, egl_context): checked, made current, never owned. */
+static glesc_status adopt_egl(glesc_context *ctx, EGLDisplay dpy, EGLContext ectx)
+{
+    ctx->adopted = true;
+    ctx->dpy = dpy;
+    ctx->egl_ctx = ectx;
+    EGLint api = 0;
+    if (!eglQueryContext(dpy, ectx, EGL_CONTEXT_CLIENT_TYPE, &api))
+        return gl_egl_error(ctx, "adopting the application's context: eglQueryContext");
+    if (api != EGL_OPENGL_ES_API)
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "adopting the application's context: it is not an OpenGL ES context "
+                            "(EGL_CONTEXT_CLIENT_TYPE 0x%04x)",
+                            (unsigned)api);
+    /* When glesc has to bind the context itself it uses no surface, or a
+     * pbuffer of the context's config where EGL insists on one. */
+    if (!ext_in(eglQueryString(dpy, EGL_EXTENSIONS), "EGL_KHR_surfaceless_context")) {
+        EGLint id = 0, n = 0;
+        EGLConfig cfg;
+        if (!eglQueryContext(dpy, ectx, EGL_CONFIG_ID, &id))
+            return gl_egl_error(ctx, "adopting the application's context: eglQueryContext");
+        const EGLint attrs[] = {EGL_CONFIG_ID, id, EGL_NONE};
+        if (!eglChooseConfig(dpy, attrs, &cfg, 1, &n) || n != 1)
+            return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                                "adopting the application's context: the display has no "
+                                "EGL_KHR_surfaceless_context and the context's config %d is "
+                                "not found for a pbuffer",
+                                (int)id);
+        const EGLint sattrs[] = {EGL_WIDTH, 1, EGL_HEIGHT, 1, EGL_NONE};
+        ctx->surface = eglCreatePbufferSurface(dpy, cfg, sattrs);
+        if (ctx->surface == EGL_NO_SURFACE)
+            return gl_egl_error(ctx, "adopting the application's context: "
+                                     "eglCreatePbufferSurface(1x1) of its config");
+    }
+    glesc_status st = gl_context_bind(ctx, "adopting the application's context");
+    if (st != GLESC_OK)
+        return st;
+    GLint gl_major = 0, gl_minor = 0;
+    glGetIntegerv(GL_MAJOR_VERSION, &gl_major);
+    glGetIntegerv(GL_MINOR_VERSION, &gl_minor);
+    if (gl_major < 3 || (gl_major == 3 && gl_minor < 1))
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "adopting the application's context: it is OpenGL ES %d.%d; glesc "
+                            "needs 3.1 compute",
+                            gl_major, gl_minor);
+    ctx->caps.platform = GLESC_PLATFORM_AUTO;
+    ctx->platform_reason = core_strdup("adopted: the application's EGLDisplay and EGLContext");
+    ctx->device_desc = core_strdup("");
+    return GLESC_OK;
+}
+
 static void load_ext_fns(glesc_context *ctx)
 {
 #define LOAD_(field, name)                                                                         \
@@ -600,40 +774,104 @@ static void load_ext_fns(glesc_context *ctx)
         LOAD_(DebugMessageCallback,
               ctx->caps.gl_minor >= 2 ? "glDebugMessageCallback" : "glDebugMessageCallbackKHR");
     }
+    if (ctx->caps.has_reset_notification) {
+        if (ctx->caps.gl_minor >= 2)
+            LOAD_(GetGraphicsResetStatus, "glGetGraphicsResetStatus");
+        if (!ctx->fn.GetGraphicsResetStatus && gl_has_extension("GL_KHR_robustness"))
+            LOAD_(GetGraphicsResetStatus, "glGetGraphicsResetStatusKHR");
+        if (!ctx->fn.GetGraphicsResetStatus && gl_has_extension("GL_EXT_robustness"))
+            LOAD_(GetGraphicsResetStatus, "glGetGraphicsResetStatusEXT");
+        if (!ctx->fn.GetGraphicsResetStatus)
+            ctx->caps.has_reset_notification = false;
+    }
 #undef LOAD_
+}
+
+/* What is current on the calling thread, to be restored. */
+typedef struct egl_binding {
+    EGLDisplay dpy;
+    EGLContext ctx;
+    EGLSurface draw, read;
+} egl_binding;
+
+static egl_binding current_binding(void)
+{
+    egl_binding b = {eglGetCurrentDisplay(), eglGetCurrentContext(), eglGetCurrentSurface(EGL_DRAW),
+                     eglGetCurrentSurface(EGL_READ)};
+    return b;
+}
+
+/* Makes b current again (b.ctx none: releases whatever is current, which
+ * then can only be a context glesc bound). */
+static void restore_binding(const egl_binding *b)
+{
+    if (b->ctx != EGL_NO_CONTEXT) {
+        if (eglGetCurrentContext() != b->ctx || eglGetCurrentSurface(EGL_DRAW) != b->draw ||
+            eglGetCurrentSurface(EGL_READ) != b->read)
+            if (!eglMakeCurrent(b->dpy, b->draw, b->read, b->ctx))
+                core_log(CORE_LOG_WARN,
+                         "could not make the previous EGL context current again "
+                         "(EGL error 0x%04x)",
+                         (unsigned)eglGetError());
+    } else if (eglGetCurrentContext() != EGL_NO_CONTEXT) {
+        eglMakeCurrent(eglGetCurrentDisplay(), EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+    }
 }
 
 GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, glesc_context **out)
 {
-    static const glesc_context_options defaults = {0};
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_context_create: out is NULL");
     *out = NULL;
-    if (!opts)
-        opts = &defaults;
-    glesc_platform platform = opts->platform;
+    glesc_context_options o;
+    if (!core_struct_in(&o, sizeof o, opts))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_context_create: options' struct_size %u is too small "
+                            "(use glesc_context_options_init)",
+                            (unsigned)opts->struct_size);
+    if ((int)o.platform < GLESC_PLATFORM_AUTO || (int)o.platform > GLESC_PLATFORM_SURFACELESS)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_context_create: platform %d is not a glesc_platform",
+                            (int)o.platform);
+    if (!o.egl_display != !o.egl_context)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_context_create: egl_display and egl_context are given "
+                            "together or not at all");
+    /* Explicit (the options) beats the environment beats the default. */
+    glesc_platform platform = o.platform;
+    const char *platform_src = "the options";
     const char *penv = core_env("GLESC_PLATFORM");
     glesc_status st;
-    if (penv && (st = parse_platform(penv, &platform)) != GLESC_OK)
-        return st;
-    const char *device = core_env("GLESC_DEVICE");
-    if (!device)
-        device = opts->device && *opts->device ? opts->device : NULL;
+    if (platform == GLESC_PLATFORM_AUTO && penv && !o.egl_context) {
+        if ((st = parse_platform(penv, &platform)) != GLESC_OK)
+            return st;
+        platform_src = "GLESC_PLATFORM";
+    }
+    const char *device = o.device && *o.device ? o.device : NULL;
+    const char *device_src = "the device option";
+    if (!device && (device = core_env("GLESC_DEVICE")) != NULL)
+        device_src = "GLESC_DEVICE";
 
     glesc_context *ctx = core_calloc(1, sizeof *ctx);
     if (!ctx)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "glesc_context_create: out of memory");
+    egl_binding prev = current_binding();
     ctx->dpy = EGL_NO_DISPLAY;
     ctx->egl_ctx = EGL_NO_CONTEXT;
     ctx->surface = EGL_NO_SURFACE;
     ctx->drm_fd = -1;
     ctx->ssbo_epoch = ctx->update_epoch = 1;
-    ctx->debug = opts->debug || core_env_flag("GLESC_DEBUG");
+    ctx->debug = o.debug || core_env_flag("GLESC_DEBUG");
 
-    if ((st = create_egl(ctx, platform, device)) != GLESC_OK)
+    if (o.egl_context)
+        st = adopt_egl(ctx, (EGLDisplay)o.egl_display, (EGLContext)o.egl_context);
+    else
+        st = create_egl(ctx, platform, device, platform_src, device_src);
+    if (st != GLESC_OK)
         goto fail;
-    if ((st = gl_caps_query(ctx, opts)) != GLESC_OK)
+    if ((st = gl_caps_query(ctx, &o)) != GLESC_OK)
         goto fail;
     load_ext_fns(ctx);
     if (ctx->debug) {
@@ -648,8 +886,8 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
         ctx->fn.MaxShaderCompilerThreadsKHR(0xffffffffu);
 
     /* Explicit beats GLESC_CACHE_DIR beats the XDG default. */
-    ctx->cache_dir = core_disk_cache_resolve_dir(opts->cache_dir);
-    if ((st = gl_pool_create(ctx, opts->pool_budget ? opts->pool_budget : 256u << 20)) != GLESC_OK)
+    ctx->cache_dir = core_disk_cache_resolve_dir(o.cache_dir);
+    if ((st = gl_pool_create(ctx, o.pool_budget ? o.pool_budget : 256u << 20)) != GLESC_OK)
         goto fail;
     if ((st = gl_program_cache_create(ctx, ctx->cache_dir)) != GLESC_OK)
         goto fail;
@@ -661,21 +899,91 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
 fail:
     core_err_copy(NULL, &ctx->err);
     glesc_context_destroy(ctx);
+    restore_binding(&prev);
     return st;
+}
+
+/* Makes ctx current on this thread unless it is; false with the EGL error
+ * in *egl_err when eglMakeCurrent fails. */
+static bool bind_raw(glesc_context *ctx, EGLint *egl_err)
+{
+    if (eglGetCurrentContext() == ctx->egl_ctx)
+        return true;
+    if (eglQueryAPI() != EGL_OPENGL_ES_API)
+        eglBindAPI(EGL_OPENGL_ES_API);
+    if (eglMakeCurrent(ctx->dpy, ctx->surface, ctx->surface, ctx->egl_ctx))
+        return true;
+    *egl_err = eglGetError();
+    return false;
+}
+
+glesc_status gl_context_bind(glesc_context *ctx, const char *call)
+{
+    if (ctx->lost)
+        return core_err_set(&ctx->err, GLESC_ERROR_CONTEXT_LOST,
+                            "%s: the GPU context was lost earlier; destroy it and create a new one",
+                            call);
+    EGLint e = EGL_SUCCESS;
+    if (bind_raw(ctx, &e)) {
+        /* an application that shares its context may have bound its own
+         * program and buffers since glesc's last call */
+        if (ctx->adopted)
+            gl_bound_reset(ctx);
+        return GLESC_OK;
+    }
+    if (e == EGL_BAD_ACCESS)
+        return core_err_set(&ctx->err, GLESC_ERROR_STATE,
+                            "%s: the context is current on another thread (a context is used by "
+                            "one thread at a time: call glesc_context_release_current there "
+                            "first)",
+                            call);
+    if (e == EGL_CONTEXT_LOST) {
+        ctx->lost = true;
+        return core_err_set(&ctx->err, GLESC_ERROR_CONTEXT_LOST,
+                            "%s: eglMakeCurrent: EGL_CONTEXT_LOST: the GPU context was lost; "
+                            "destroy it and create a new one",
+                            call);
+    }
+    return core_err_set(&ctx->err, GLESC_ERROR_EGL,
+                        "%s: making the context current failed: eglMakeCurrent: %s (0x%04x)", call,
+                        egl_error_name(e), (unsigned)e);
+}
+
+void gl_context_bind_for_free(glesc_context *ctx, const char *call)
+{
+    EGLint e = EGL_SUCCESS;
+    if (bind_raw(ctx, &e))
+        return; /* also a lost context: its GL calls fail harmlessly */
+    core_log(CORE_LOG_ERROR,
+             "%s: the context cannot be made current (eglMakeCurrent: %s%s); its GPU objects "
+             "are left to the EGL context",
+             call, egl_error_name(e),
+             e == EGL_BAD_ACCESS ? ", it is current on another thread" : "");
+    if (eglGetCurrentContext() != EGL_NO_CONTEXT)
+        eglMakeCurrent(eglGetCurrentDisplay(), EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
 }
 
 GLESC_API void glesc_context_destroy(glesc_context *ctx)
 {
     if (!ctx)
         return;
-    if (ctx->dpy != EGL_NO_DISPLAY && ctx->egl_ctx != EGL_NO_CONTEXT)
-        eglMakeCurrent(ctx->dpy, ctx->surface, ctx->surface, ctx->egl_ctx);
+    egl_binding prev = current_binding();
+    /* GL objects are deleted with ctx current; if it cannot be made current
+     * (current on another thread) nothing is current while they are
+     * "deleted" and they go with the EGL context. Without an EGL context
+     * (a creation that failed early) there are no GL objects. */
+    if (ctx->egl_ctx != EGL_NO_CONTEXT)
+        gl_context_bind_for_free(ctx, "glesc_context_destroy");
     if (ctx->compute_state_free)
         ctx->compute_state_free(ctx);
+    gl_param_buffer_destroy(ctx, ctx->param_ring);
     gl_program_cache_destroy(ctx);
     gl_pool_destroy(ctx);
+    /* An adopted context that was current before stays current (it is the
+     * application's); otherwise the previous binding comes back. */
+    if (!(ctx->adopted && prev.ctx == ctx->egl_ctx))
+        restore_binding(prev.ctx == ctx->egl_ctx ? &(egl_binding){0} : &prev);
     release_display(ctx);
-    eglReleaseThread();
     core_free(ctx->platform_reason);
     core_free(ctx->device_desc);
     core_free(ctx->cache_dir);
@@ -694,9 +1002,34 @@ GLESC_API const char *glesc_context_errmsg(const glesc_context *ctx)
 
 GLESC_API glesc_status glesc_context_make_current(glesc_context *ctx)
 {
-    if (!eglMakeCurrent(ctx->dpy, ctx->surface, ctx->surface, ctx->egl_ctx))
-        return gl_egl_error(ctx, "eglMakeCurrent");
+    if (!ctx)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_context_make_current: NULL context");
+    core_err_reset(&ctx->err);
+    return gl_context_bind(ctx, "glesc_context_make_current");
+}
+
+GLESC_API glesc_status glesc_context_release_current(glesc_context *ctx)
+{
+    if (!ctx)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_context_release_current: NULL context");
+    core_err_reset(&ctx->err);
+    if (eglGetCurrentContext() != ctx->egl_ctx)
+        return GLESC_OK;
+    /* Pending work must reach the GPU before another thread takes over. */
+    glFlush();
+    if (!eglMakeCurrent(ctx->dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT))
+        return gl_egl_error(ctx, "glesc_context_release_current: eglMakeCurrent(none)");
     return GLESC_OK;
+}
+
+GLESC_API void glesc_context_set_abort_callback(glesc_context *ctx, glesc_abort_fn fn, void *user)
+{
+    if (!ctx)
+        return;
+    ctx->abort_fn = fn;
+    ctx->abort_user = fn ? user : NULL;
 }
 
 GLESC_API const glesc_caps *glesc_context_caps(const glesc_context *ctx)

@@ -98,6 +98,9 @@ static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
         }
     }
     glDeleteSync(sync);
+    /* The work finished (a lost context signals its fences too): was it reset? */
+    if (st == GLESC_OK)
+        st = gl_reset_check(ctx, "waiting for the GPU");
     return st;
 }
 
@@ -134,9 +137,112 @@ glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t off
     return gl_check(ctx, "download");
 }
 
-glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_binding *bindings,
-                         int n_bindings, const gl_param *params, int n_params,
-                         const uint32_t groups[3])
+/* ---- Parameter blocks ---- */
+
+uint64_t gl_param_block_size(int n_params)
+{
+    /* std140: 4-byte scalars back to back; the block rounds up to a vec4 */
+    return ((uint64_t)n_params * 4 + 15) & ~(uint64_t)15;
+}
+
+uint64_t gl_param_block_stride(const glesc_context *ctx, int n_params)
+{
+    uint64_t a = (uint64_t)ctx->caps.uniform_buffer_offset_alignment;
+    return (gl_param_block_size(n_params) + a - 1) / a * a;
+}
+
+void gl_param_block_pack(const gl_param *params, int n_params, void *out)
+{
+    uint32_t *w = out;
+    for (int i = 0; i < n_params; i++)
+        memcpy(&w[i], &params[i].v, 4); /* int, uint and float are all 32 bits */
+    for (uint64_t i = (uint64_t)n_params; i < gl_param_block_size(n_params) / 4; i++)
+        w[i] = 0;
+}
+
+glesc_status gl_param_buffer_create(glesc_context *ctx, uint64_t size, GLuint *out)
+{
+    *out = 0;
+    glGenBuffers(1, out);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, *out);
+    glBufferData(GL_COPY_WRITE_BUFFER, (GLsizeiptr)size, NULL, GL_DYNAMIC_DRAW);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    glesc_status st = gl_check(ctx, "glBufferData (parameter blocks)");
+    if (st != GLESC_OK) {
+        gl_param_buffer_destroy(ctx, *out);
+        *out = 0;
+        core_err_prefix(&ctx->err, "a uniform buffer of %llu bytes", (unsigned long long)size);
+    }
+    return st;
+}
+
+void gl_param_buffer_destroy(glesc_context *ctx, GLuint buf)
+{
+    if (!buf)
+        return;
+    gl_bound_forget(ctx, buf);
+    glDeleteBuffers(1, &buf);
+}
+
+glesc_status gl_param_buffer_write(glesc_context *ctx, GLuint buf, uint64_t offset,
+                                   const void *data, uint64_t size)
+{
+    glBindBuffer(GL_COPY_WRITE_BUFFER, buf);
+    glBufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)offset, (GLsizeiptr)size, data);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    return ctx->debug ? gl_check(ctx, "glBufferSubData (parameter blocks)") : GLESC_OK;
+}
+
+glesc_status gl_param_buffer_copy(glesc_context *ctx, GLuint from, GLuint to, uint64_t size)
+{
+    glBindBuffer(GL_COPY_READ_BUFFER, from);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, to);
+    glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, (GLsizeiptr)size);
+    glBindBuffer(GL_COPY_READ_BUFFER, 0);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    return gl_check(ctx, "glCopyBufferSubData (parameter blocks)");
+}
+
+/* ---- State cache ----
+ * A decode step dispatches the same few programs with the same buffers over
+ * and over; GL validates every bind again. The context remembers what the
+ * executor bound last (program, storage ranges, parameter block) and skips
+ * a bind that would change nothing. Only the executor binds these points,
+ * so the cache stays true as long as a deleted buffer is forgotten
+ * (gl_bound_forget: deleting unbinds it, and GL may hand its name to the
+ * next buffer) and, on a context adopted from an application, everything
+ * is forgotten whenever the application may have run GL code (each glesc
+ * call's entry, the abort callback: gl_bound_reset). A program stays
+ * current while it is deleted, so its name cannot come back while the
+ * cache holds it. */
+
+void gl_bound_forget(glesc_context *ctx, GLuint buf)
+{
+    for (int i = 0; i < GL_BOUND_SSBOS; i++)
+        if (ctx->bound.ssbo[i].buf == buf)
+            ctx->bound.ssbo[i] = (gl_bound){0, 0, 0};
+    if (ctx->bound.params.buf == buf)
+        ctx->bound.params = (gl_bound){0, 0, 0};
+}
+
+void gl_bound_reset(glesc_context *ctx)
+{
+    memset(&ctx->bound, 0, sizeof ctx->bound);
+}
+
+static void bind_range(GLenum target, GLuint index, gl_bound *cache, GLuint buf, uint64_t offset,
+                       uint64_t size)
+{
+    if (cache && cache->buf == buf && cache->offset == offset && cache->size == size)
+        return;
+    glBindBufferRange(target, index, buf, (GLintptr)offset, (GLsizeiptr)size);
+    if (cache)
+        *cache = (gl_bound){buf, offset, size};
+}
+
+glesc_status gl_dispatch_block(glesc_context *ctx, const gl_program *prog,
+                               const gl_binding *bindings, int n_bindings, GLuint buf,
+                               uint64_t offset, uint64_t size, const uint32_t groups[3])
 {
     const glesc_caps *c = &ctx->caps;
     if (n_bindings > c->max_compute_storage_blocks)
@@ -155,8 +261,8 @@ glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_bi
     bool need_barrier = false;
     for (int i = 0; i < n_bindings; i++) {
         const gl_binding *b = &bindings[i];
-        uint64_t size = b->size ? b->size : b->buf->size - b->offset;
-        glesc_status st = check_range(ctx, "storage binding", b->buf, b->offset, size);
+        uint64_t bsize = b->size ? b->size : b->buf->size - b->offset;
+        glesc_status st = check_range(ctx, "storage binding", b->buf, b->offset, bsize);
         if (st != GLESC_OK)
             return st;
         if (b->offset % (uint64_t)c->storage_buffer_offset_alignment)
@@ -173,41 +279,67 @@ glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_bi
     if (need_barrier)
         storage_barrier(ctx);
 
-    glUseProgram(prog->id);
+    if (ctx->bound.program != prog->id) {
+        glUseProgram(prog->id);
+        ctx->bound.program = prog->id;
+    }
     for (int i = 0; i < n_bindings; i++) {
         const gl_binding *b = &bindings[i];
-        uint64_t size = b->size ? b->size : b->buf->size - b->offset;
-        glBindBufferRange(GL_SHADER_STORAGE_BUFFER, (GLuint)i, b->buf->id, (GLintptr)b->offset,
-                          (GLsizeiptr)size);
+        uint64_t bsize = b->size ? b->size : b->buf->size - b->offset;
+        bind_range(GL_SHADER_STORAGE_BUFFER, (GLuint)i,
+                   i < GL_BOUND_SSBOS ? &ctx->bound.ssbo[i] : NULL, b->buf->id, b->offset, bsize);
     }
-    for (int i = 0; i < n_params; i++) {
-        switch (params[i].type) {
-        case GL_PARAM_INT:
-            glUniform1i(i, params[i].v.i);
-            break;
-        case GL_PARAM_UINT:
-            glUniform1ui(i, params[i].v.u);
-            break;
-        case GL_PARAM_FLOAT:
-            glUniform1f(i, params[i].v.f);
-            break;
-        }
-    }
+    if (buf)
+        bind_range(GL_UNIFORM_BUFFER, 0, &ctx->bound.params, buf, offset, size);
     glDispatchCompute(groups[0], groups[1], groups[2]);
     ctx->dispatches++;
     for (int i = 0; i < n_bindings; i++) {
-        gl_buffer *buf = bindings[i].buf;
+        gl_buffer *bb = bindings[i].buf;
         if (bindings[i].write) {
-            buf->write_ssbo_epoch = ctx->ssbo_epoch;
-            buf->write_update_epoch = ctx->update_epoch;
-            buf->defined = true;
+            bb->write_ssbo_epoch = ctx->ssbo_epoch;
+            bb->write_update_epoch = ctx->update_epoch;
+            bb->defined = true;
         } else {
-            buf->read_ssbo_epoch = ctx->ssbo_epoch;
+            bb->read_ssbo_epoch = ctx->ssbo_epoch;
         }
     }
     if (ctx->debug)
         return gl_check(ctx, "glDispatchCompute");
     return GLESC_OK;
+}
+
+#define PARAM_RING_SIZE (64u << 10)
+#define PARAM_MAX_WORDS 1024 /* GLES guarantees uniform blocks of 16 KiB */
+
+glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_binding *bindings,
+                         int n_bindings, const gl_param *params, int n_params,
+                         const uint32_t groups[3])
+{
+    if (n_params <= 0)
+        return gl_dispatch_block(ctx, prog, bindings, n_bindings, 0, 0, 0, groups);
+    uint32_t words[PARAM_MAX_WORDS];
+    uint64_t size = gl_param_block_size(n_params), stride = gl_param_block_stride(ctx, n_params);
+    if (size > sizeof words)
+        return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                            "dispatch with %d parameters (at most %d)", n_params, PARAM_MAX_WORDS);
+    if (!ctx->param_ring) {
+        glesc_status st = gl_param_buffer_create(ctx, PARAM_RING_SIZE, &ctx->param_ring);
+        if (st != GLESC_OK)
+            return st;
+        ctx->param_ring_size = PARAM_RING_SIZE;
+    }
+    /* GL orders a write after the dispatches that read the old contents,
+     * so wrapping around needs no fence; a ring only keeps the driver from
+     * waiting on the block of the dispatch just before. */
+    if (ctx->param_ring_pos + stride > ctx->param_ring_size)
+        ctx->param_ring_pos = 0;
+    uint64_t off = ctx->param_ring_pos;
+    ctx->param_ring_pos += stride;
+    gl_param_block_pack(params, n_params, words);
+    glesc_status st = gl_param_buffer_write(ctx, ctx->param_ring, off, words, size);
+    if (st != GLESC_OK)
+        return st;
+    return gl_dispatch_block(ctx, prog, bindings, n_bindings, ctx->param_ring, off, size, groups);
 }
 
 /* ---- timers ---- */

@@ -4,7 +4,9 @@
  * and the executor primitive (upload, download, dispatch with automatic
  * barrier placement, fences, GPU timers).
  *
- * Everything here runs on the thread that has the context current.
+ * Everything here runs on the thread that has the context current: public
+ * entry points that touch GL first call gl_context_bind (or
+ * gl_context_bind_for_free), which makes it so.
  */
 #ifndef GLESC_GL_H
 #define GLESC_GL_H
@@ -30,15 +32,37 @@ typedef struct gl_ext_fns {
     void(GL_APIENTRY *GetQueryObjectuivEXT)(GLuint id, GLenum pname, GLuint *params);
     void(GL_APIENTRY *GetQueryObjectui64vEXT)(GLuint id, GLenum pname, GLuint64 *params);
     void(GL_APIENTRY *DebugMessageCallback)(GLDEBUGPROCKHR cb, const void *user);
+    /* GLES 3.2, GL_KHR_robustness or GL_EXT_robustness; loaded only when the
+     * context reports resets (caps.has_reset_notification). */
+    GLenum(GL_APIENTRY *GetGraphicsResetStatus)(void);
 } gl_ext_fns;
+
+/* A buffer range bound to an indexed binding point (exec.c's state cache). */
+typedef struct gl_bound {
+    GLuint buf; /* 0: unknown or nothing */
+    uint64_t offset, size;
+} gl_bound;
+#define GL_BOUND_SSBOS 16
 
 struct glesc_context {
     core_err err;
     /* EGL objects */
     EGLDisplay dpy;
     EGLContext egl_ctx;
-    EGLSurface surface; /* EGL_NO_SURFACE when surfaceless */
-    int drm_fd;         /* GBM only; -1 otherwise */
+    EGLSurface surface; /* glesc's own pbuffer; EGL_NO_SURFACE when surfaceless */
+    /* dpy and egl_ctx are the application's (glesc_context_options'
+     * egl_display, egl_context): never terminated or destroyed here. The
+     * application may change GL state between calls, so nothing may assume
+     * state from an earlier call survives (an executor state cache must be
+     * invalidated on entry then). */
+    bool adopted;
+    /* A reset was seen (or simulated): every later call fails with
+     * GLESC_ERROR_CONTEXT_LOST without touching GL. */
+    bool lost;
+    GLenum simulated_reset; /* testing aid, see gl_context_simulate_reset */
+    glesc_abort_fn abort_fn;
+    void *abort_user;
+    int drm_fd; /* GBM only; -1 otherwise */
     struct gbm_device *gbm;
     /* capabilities and the strings they point to */
     glesc_caps caps;
@@ -54,6 +78,16 @@ struct glesc_context {
     /* executor state: barrier epochs (see exec.c) */
     uint64_t ssbo_epoch, update_epoch;
     uint64_t dispatches, barriers;
+    /* What the executor last bound (exec.c, "State cache"): the program,
+     * the first storage binding points and the parameter block. */
+    struct {
+        GLuint program;
+        gl_bound ssbo[GL_BOUND_SSBOS];
+        gl_bound params;
+    } bound;
+    /* The ring of parameter blocks of gl_dispatch (exec.c). */
+    GLuint param_ring;
+    uint64_t param_ring_size, param_ring_pos;
     bool debug;
     /* GPU timers fall back to CPU time around glFinish: the driver's
      * GL_TIME_ELAPSED queries do not cover compute dispatches (llvmpipe
@@ -74,12 +108,35 @@ struct glesc_context {
 
 /* Sets ctx's error with the current EGL error appended, returns GLESC_ERROR_EGL. */
 glesc_status gl_egl_error(glesc_context *ctx, const char *step);
-/* Reads glGetError; on an error sets ctx's message naming step, returns GLESC_ERROR_GL. */
+/* Reads glGetError; on an error sets ctx's message naming step, returns
+ * GLESC_ERROR_GL (GLESC_ERROR_CONTEXT_LOST when the error is a lost context
+ * or a reset is reported). */
 glesc_status gl_check(glesc_context *ctx, const char *step);
 const char *gl_error_name(GLenum e);
 
+/* ---- Current context and resets (context.c) ---- */
+/* For a public entry point `call` that touches GL: makes ctx current on the
+ * calling thread unless it is (a cheap eglGetCurrentContext comparison);
+ * GLESC_ERROR_STATE when it is current on another thread,
+ * GLESC_ERROR_CONTEXT_LOST once a reset was seen; the message names call. */
+glesc_status gl_context_bind(glesc_context *ctx, const char *call);
+/* The same for calls that free (and return nothing): when ctx cannot be
+ * made current the failure is logged and no context is left current on
+ * this thread, so the GL calls that follow touch no one else's objects
+ * (they do nothing; ctx's GL objects go with its EGL context). */
+void gl_context_bind_for_free(glesc_context *ctx, const char *call);
+/* After the GPU finished or failed work: asks the driver whether the
+ * context was reset (where it reports resets). GLESC_ERROR_CONTEXT_LOST
+ * with a message naming step and the kind of reset, else GLESC_OK. */
+glesc_status gl_reset_check(glesc_context *ctx, const char *step);
+/* Testing aid: the next gl_reset_check reports status (GL_GUILTY_CONTEXT_RESET,
+ * GL_INNOCENT_CONTEXT_RESET or GL_UNKNOWN_CONTEXT_RESET) as if the driver did. */
+void gl_context_simulate_reset(glesc_context *ctx, GLenum status);
+
 /* ---- Capabilities (caps.c) ---- */
 glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts);
+/* True when renderer names a CPU implementation (llvmpipe, softpipe, ...). */
+bool gl_renderer_is_software(const char *renderer);
 bool gl_has_extension(const char *name);
 
 /* ---- SSBO pool (pool.c) ----
@@ -177,13 +234,48 @@ typedef struct gl_param {
 #define GL_PARAM_I(x) ((gl_param){GL_PARAM_INT, {.i = (int32_t)(x)}})
 #define GL_PARAM_F(x) ((gl_param){GL_PARAM_FLOAT, {.f = (float)(x)}})
 
-/* Binds bindings[i] to storage binding point i and param i to uniform
- * location i, places a memory barrier only where a binding depends on an
- * earlier dispatch's writes (or is written after an earlier read), and
- * dispatches groups[0..2] workgroups. */
+/* Parameters reach a kernel as one std140 uniform block at uniform
+ * binding point 0 (emit declares it): param i is the 32-bit word at byte
+ * 4·i. A block of n params takes gl_param_block_size(n) bytes. */
+uint64_t gl_param_block_size(int n_params);
+/* Bytes from one block to the next in a buffer of blocks: the size rounded
+ * up to the device's GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT. */
+uint64_t gl_param_block_stride(const glesc_context *ctx, int n_params);
+/* The block of params[0..n) as words (gl_param_block_size(n) bytes at out,
+ * the padding zero). */
+void gl_param_block_pack(const gl_param *params, int n_params, void *out);
+
+/* A buffer of parameter blocks (a GL uniform buffer) that a caller fills
+ * once and dispatches from many times. */
+glesc_status gl_param_buffer_create(glesc_context *ctx, uint64_t size, GLuint *out);
+void gl_param_buffer_destroy(glesc_context *ctx, GLuint buf);
+glesc_status gl_param_buffer_write(glesc_context *ctx, GLuint buf, uint64_t offset,
+                                   const void *data, uint64_t size);
+/* Copies [0, size) of from into to (growing a buffer of blocks). */
+glesc_status gl_param_buffer_copy(glesc_context *ctx, GLuint from, GLuint to, uint64_t size);
+/* The executor's cache of bindings forgets buffer buf (it is being
+ * deleted: GL unbinds it, and its name may come back for another). */
+void gl_bound_forget(glesc_context *ctx, GLuint buf);
+/* ... forgets everything: other code may have bound its own state (an
+ * adopted context's application between glesc calls). */
+void gl_bound_reset(glesc_context *ctx);
+
+/* Binds bindings[i] to storage binding point i and the parameter block
+ * (params[i] as word i) to uniform binding point 0, places a memory barrier
+ * only where a binding depends on an earlier dispatch's writes (or is
+ * written after an earlier read), and dispatches groups[0..2] workgroups.
+ * The block goes through a ring buffer of the context: one write per
+ * dispatch. */
 glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_binding *bindings,
                          int n_bindings, const gl_param *params, int n_params,
                          const uint32_t groups[3]);
+/* The same with the parameter block already in a buffer of blocks: size
+ * bytes at offset of buf (a multiple of the uniform offset alignment); buf
+ * 0 for a kernel without params. Nothing is written: a kernel dispatched
+ * again with the same params costs one binding. */
+glesc_status gl_dispatch_block(glesc_context *ctx, const gl_program *prog,
+                               const gl_binding *bindings, int n_bindings, GLuint buf,
+                               uint64_t offset, uint64_t size, const uint32_t groups[3]);
 /* Waits for all submitted work (fence); GLESC_ERROR_TIMEOUT after timeout_ns. */
 glesc_status gl_finish(glesc_context *ctx, uint64_t timeout_ns);
 

@@ -59,8 +59,9 @@ glesc_status gl_pool_create(glesc_context *ctx, uint64_t budget)
     return GLESC_OK;
 }
 
-static void delete_buffer(gl_buffer *b)
+static void delete_buffer(glesc_context *ctx, gl_buffer *b)
 {
+    gl_bound_forget(ctx, b->id); /* deleting unbinds it: the executor's cache must know */
     glDeleteBuffers(1, &b->id);
     core_free(b);
 }
@@ -76,12 +77,12 @@ void gl_pool_destroy(glesc_context *ctx)
     while (p->live) {
         gl_buffer *b = p->live;
         list_remove(&p->live, b);
-        delete_buffer(b);
+        delete_buffer(ctx, b);
     }
     while (p->cached) {
         gl_buffer *b = p->cached;
         list_remove(&p->cached, b);
-        delete_buffer(b);
+        delete_buffer(ctx, b);
     }
     core_free(p);
     ctx->pool = NULL;
@@ -129,7 +130,7 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
     if (st != GLESC_OK) {
         core_err_prefix(&ctx->err, "allocating a storage buffer of %llu bytes",
                         (unsigned long long)cls);
-        delete_buffer(b);
+        delete_buffer(ctx, b);
         return st;
     }
     b->size = cls;
@@ -156,7 +157,7 @@ void gl_pool_trim(glesc_context *ctx, uint64_t budget)
         list_remove(&p->cached, oldest);
         p->cached_bytes -= oldest->size;
         p->cached_n--;
-        delete_buffer(oldest);
+        delete_buffer(ctx, oldest);
     }
 }
 

@@ -258,16 +258,36 @@ static void format_compile_error(sbuf *b, const char *what, const char *log, con
     }
 }
 
-static GLuint start_compile(const char *source)
+/* Starts compiling and linking source into *prog. glCreateShader and
+ * glCreateProgram return 0 only when no usable context is current (or it
+ * was lost): that is an error here, never a program 0 for a later dispatch. */
+static glesc_status start_compile(glesc_context *ctx, const char *source, GLuint *prog)
 {
+    *prog = 0;
     GLuint sh = glCreateShader(GL_COMPUTE_SHADER);
+    if (!sh) {
+        glesc_status st = gl_check(ctx, "glCreateShader(GL_COMPUTE_SHADER)");
+        return st != GLESC_OK ? st
+                              : core_err_set(&ctx->err, GLESC_ERROR_GL,
+                                             "glCreateShader(GL_COMPUTE_SHADER) returned 0 with "
+                                             "no GL error: is the context current?");
+    }
     glShaderSource(sh, 1, &source, NULL);
     glCompileShader(sh);
-    GLuint prog = glCreateProgram();
-    glAttachShader(prog, sh);
-    glProgramParameteri(prog, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE);
-    glLinkProgram(prog);
-    return prog;
+    GLuint p = glCreateProgram();
+    if (!p) {
+        glDeleteShader(sh);
+        glesc_status st = gl_check(ctx, "glCreateProgram");
+        return st != GLESC_OK ? st
+                              : core_err_set(&ctx->err, GLESC_ERROR_GL,
+                                             "glCreateProgram returned 0 with no GL error: is the "
+                                             "context current?");
+    }
+    glAttachShader(p, sh);
+    glProgramParameteri(p, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE);
+    glLinkProgram(p);
+    *prog = p;
+    return GLESC_OK;
 }
 
 /* Waits for prog's link; on failure sets the error with the logs. */
@@ -369,7 +389,8 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
                 continue;
             }
         }
-        pending[i] = start_compile(sources[i]);
+        if ((st = start_compile(ctx, sources[i], &pending[i])) != GLESC_OK)
+            goto done;
     }
     /* Pass 2: collect the compiles (they ran concurrently where the driver
      * has GL_KHR_parallel_shader_compile). */

@@ -38,14 +38,17 @@ GLESC_API glesc_status glesc_graph_set_options(glesc_graph *g, const glesc_graph
 {
     if (!g)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_graph_set_options: NULL");
-    if (!opts) {
-        default_options(&g->opts);
-        return GLESC_OK;
-    }
-    if (opts->gemv_max_m < 0 || opts->gemv_max_m > 8)
+    core_err_reset(&g->ctx->err);
+    glesc_graph_options o; /* NULL: the defaults */
+    if (!core_struct_in(&o, sizeof o, opts))
         return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_graph_set_options: gemv_max_m %d is not 0..8", opts->gemv_max_m);
-    g->opts = *opts;
+                            "glesc_graph_set_options: struct_size %u is too small (use "
+                            "glesc_graph_options_init)",
+                            (unsigned)opts->struct_size);
+    if (o.gemv_max_m < 0 || o.gemv_max_m > 8)
+        return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_graph_set_options: gemv_max_m %d is not 0..8", o.gemv_max_m);
+    g->opts = o;
     return GLESC_OK;
 }
 
@@ -75,14 +78,17 @@ static void free_tensors(glesc_graph *g)
 
 GLESC_API void glesc_graph_reset(glesc_graph *g)
 {
-    if (g)
-        free_tensors(g);
+    if (!g)
+        return;
+    gl_context_bind_for_free(g->ctx, "glesc_graph_reset");
+    free_tensors(g);
 }
 
 GLESC_API void glesc_graph_destroy(glesc_graph *g)
 {
     if (!g)
         return;
+    gl_context_bind_for_free(g->ctx, "glesc_graph_destroy");
     free_tensors(g);
     core_free(g->persist);
     core_free(g->kept);

@@ -155,12 +155,12 @@ glesc_status graph_hold(glesc_graph *g, glesc_tensor *t)
     return GLESC_OK;
 }
 
-static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype dt, int ndim,
+static glesc_status check_shape(core_err *err, const char *fn, glesc_dtype dt, int ndim,
                                 const int64_t *shape, bool weight)
 {
     if (!graph_dtype_ok(dt) && !(weight && graph_dtype_quant(dt)))
         return core_err_set(
-            &ctx->err, GLESC_ERROR_TYPE,
+            err, GLESC_ERROR_TYPE,
             weight ? "%s: type %s is not a tensor type (f32, f16, bf16, i32, or a "
                      "block type with a GPU layout: q4_0, q4_1, q5_0, q5_1, q8_0, "
                      "q8_1, q2_k .. q6_k, iq4_nl, iq4_xs, mxfp4)"
@@ -168,7 +168,7 @@ static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype 
                      "quantized types are weights: glesc_weight_new)",
             fn, glesc_dtype_name(dt) ? glesc_dtype_name(dt) : "(unknown)");
     if (ndim < 1 || ndim > 4 || !shape)
-        return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+        return core_err_set(err, GLESC_ERROR_INVALID_ARGUMENT,
                             "%s: ndim %d is not 1..4 (or no shape)", fn, ndim);
     if (graph_dtype_quant(dt) && shape[0] % quant_gpu_block_elems(dt)) {
         sbuf sh;
@@ -176,7 +176,7 @@ static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype 
         for (int d = 0; d < ndim; d++)
             sbuf_appendf(&sh, "%s%lld", d ? ", " : "", (long long)shape[d]);
         glesc_status st = core_err_set(
-            &ctx->err, GLESC_ERROR_SHAPE,
+            err, GLESC_ERROR_SHAPE,
             "%s: %s tensor [%s]: the row length %lld is not a multiple of %s's block of %d", fn,
             glesc_dtype_name(dt), sbuf_str(&sh) ? sbuf_str(&sh) : "?", (long long)shape[0],
             glesc_dtype_name(dt), quant_gpu_block_elems(dt));
@@ -186,7 +186,7 @@ static glesc_status check_shape(glesc_context *ctx, const char *fn, glesc_dtype 
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 1 || shape[d] > ((int64_t)1 << 40) / n)
-            return core_err_set(&ctx->err, GLESC_ERROR_SHAPE,
+            return core_err_set(err, GLESC_ERROR_SHAPE,
                                 "%s: dimension %d has size %lld (must be 1 .. 2^40 in all)", fn, d,
                                 (long long)shape[d]);
         n *= shape[d];
@@ -208,7 +208,7 @@ GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype dt, int ndi
 {
     if (!g)
         return NULL;
-    if (check_shape(g->ctx, "glesc_tensor_new", dt, ndim, shape, false) != GLESC_OK)
+    if (check_shape(&g->ctx->err, "glesc_tensor_new", dt, ndim, shape, false) != GLESC_OK)
         return NULL;
     glesc_tensor *t = graph_tensor_alloc(g);
     if (!t)
@@ -222,7 +222,8 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int
 {
     if (!ctx)
         return NULL;
-    if (check_shape(ctx, "glesc_weight_new", dt, ndim, shape, true) != GLESC_OK)
+    if (check_shape(&ctx->err, "glesc_weight_new", dt, ndim, shape, true) != GLESC_OK ||
+        gl_context_bind(ctx, "glesc_weight_new") != GLESC_OK)
         return NULL;
     glesc_tensor *t = tensor_alloc(ctx);
     if (!t)
@@ -247,6 +248,34 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int
     return t;
 }
 
+GLESC_API uint64_t glesc_weight_gpu_bytes(const glesc_context *ctx, glesc_dtype dt, int ndim,
+                                          const int64_t *shape)
+{
+    core_err err = {0};
+    glesc_status st = check_shape(&err, "glesc_weight_gpu_bytes", dt, ndim, shape, true);
+    core_err_clear(&err);
+    if (st != GLESC_OK)
+        return 0;
+    glesc_tensor t = {0};
+    set_shape(&t, dt, ndim, shape);
+    /* As graph_storage_alloc splits it and gl_pool_acquire rounds it. */
+    uint64_t limit = ctx ? ctx->caps.max_storage_block_size : UINT64_MAX;
+    uint64_t bytes = (graph_nbytes(&t) + 3) & ~(uint64_t)3;
+    uint64_t row_bytes = (uint64_t)t.nb[1], rows = (uint64_t)(t.ne[1] * t.ne[2] * t.ne[3]);
+    uint64_t chunk_rows = rows;
+    if (bytes > limit) {
+        if (row_bytes > limit || row_bytes % 4)
+            return 0;
+        chunk_rows = limit / row_bytes;
+    }
+    uint64_t total = 0;
+    for (uint64_t done = 0; done < rows; done += chunk_rows) {
+        uint64_t sz = bytes > limit ? CORE_MIN(chunk_rows, rows - done) * row_bytes : bytes;
+        total += CORE_MIN(gl_pool_size_class(sz), limit);
+    }
+    return total;
+}
+
 void graph_free_tensor(glesc_tensor *t)
 {
     if (t->owner == t)
@@ -259,8 +288,10 @@ GLESC_API void glesc_weight_free(glesc_tensor *t)
 {
     if (!t || !t->persistent)
         return;
-    if (--t->refs <= 0)
+    if (--t->refs <= 0) {
+        gl_context_bind_for_free(t->ctx, "glesc_weight_free");
         graph_free_tensor(t);
+    }
 }
 
 /* ---- storage ---- */
@@ -443,6 +474,7 @@ GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_write: NULL tensor");
     glesc_context *ctx = t->ctx;
+    core_err_reset(&ctx->err);
     if (!is_leaf(t))
         return core_err_set(&ctx->err, GLESC_ERROR_STATE,
                             "glesc_tensor_write: only inputs and persistent tensors can be "
@@ -454,7 +486,9 @@ GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size
                             size, t->name ? " " : "", t->name ? t->name : "",
                             (unsigned long long)graph_host_nbytes(t),
                             graph_dtype_quant(t->dtype) ? " (file layout)" : "");
-    glesc_status st;
+    glesc_status st = gl_context_bind(ctx, "glesc_tensor_write");
+    if (st != GLESC_OK)
+        return st;
     if (!t->st.n_chunks && (st = graph_storage_alloc(t, GL_USAGE_ACTIVATIONS, false)) != GLESC_OK)
         return st;
     st = graph_dtype_quant(t->dtype) ? quant_write(t, src) : graph_storage_write(t, 0, src, size);
@@ -469,6 +503,7 @@ GLESC_API glesc_status glesc_tensor_write_f32(glesc_tensor *t, const float *src,
 {
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_write_f32: NULL");
+    core_err_reset(&t->ctx->err);
     if (n != (size_t)graph_nelements(t) || !src)
         return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_tensor_write_f32: %zu elements given, the tensor holds %lld", n,
@@ -539,6 +574,9 @@ static float elem_f32(glesc_dtype dt, const unsigned char *p)
 static glesc_status tensor_gather(glesc_tensor *t, void *dst, bool as_f32)
 {
     glesc_context *ctx = t->ctx;
+    glesc_status bst = gl_context_bind(ctx, as_f32 ? "glesc_tensor_read_f32" : "glesc_tensor_read");
+    if (bst != GLESC_OK)
+        return bst;
     glesc_tensor *o = t->owner;
     if (!o->live || !o->st.n_chunks)
         return core_err_set(&ctx->err, GLESC_ERROR_STATE,
@@ -553,7 +591,9 @@ static glesc_status tensor_gather(glesc_tensor *t, void *dst, bool as_f32)
     uint64_t lo = t->offs, hi = t->offs + es;
     for (int d = 0; d < 4; d++)
         hi += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
-    if (graph_is_contiguous(t) && !as_f32)
+    /* contiguous and already in the asked form (raw bytes, or f32 as f32):
+     * one read of exactly its range, no staging copy, no conversion */
+    if (graph_is_contiguous(t) && (!as_f32 || t->dtype == GLESC_DTYPE_F32))
         return graph_storage_read(o, lo, dst, (uint64_t)n * es);
     unsigned char *raw = core_malloc((size_t)(hi - lo));
     if (!raw)
@@ -586,6 +626,7 @@ GLESC_API glesc_status glesc_tensor_read(glesc_tensor *t, void *dst, size_t size
 {
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_read: NULL tensor");
+    core_err_reset(&t->ctx->err);
     if (size != graph_host_nbytes(t) || !dst)
         return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_tensor_read: %zu bytes asked, the tensor holds %llu%s", size,
@@ -598,6 +639,7 @@ GLESC_API glesc_status glesc_tensor_read_f32(glesc_tensor *t, float *dst, size_t
 {
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_tensor_read_f32: NULL");
+    core_err_reset(&t->ctx->err);
     if (n != (size_t)graph_nelements(t) || !dst)
         return core_err_set(&t->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_tensor_read_f32: %zu elements asked, the tensor holds %lld", n,

@@ -167,6 +167,7 @@ static void put3(sbuf *b, const char *a, const char *m, const char *c)
 GLESC_API glesc_status glesc_chat_format(glesc_chat_template t, const glesc_chat_message *msgs,
                                          size_t n, bool add_ass, char **out)
 {
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_chat_format: NULL out");
     *out = NULL;

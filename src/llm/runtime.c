@@ -88,8 +88,12 @@ static glesc_status upload(loader *ld, const char *name, bool vector, glesc_tens
     m->n_tensors++;
     m->weight_bytes += vector ? (uint64_t)t.ne[0] * 4 : t.size;
     ld->done += t.size;
-    if (ld->opts && ld->opts->progress)
-        ld->opts->progress(ld->opts->progress_user, ld->done, ld->total);
+    if (ld->opts && ld->opts->progress &&
+        ld->opts->progress(ld->opts->progress_user, ld->done, ld->total))
+        return core_err_set(NULL, GLESC_ERROR_CANCELLED,
+                            "%s: loading cancelled by the progress callback after %llu of %llu "
+                            "bytes",
+                            ld->path, (unsigned long long)ld->done, (unsigned long long)ld->total);
     return GLESC_OK;
 }
 
@@ -157,21 +161,14 @@ static char *gguf_strdup(const glesc_gguf *f, const char *key)
     return core_strndup(s, n);
 }
 
-GLESC_API glesc_status glesc_model_load(glesc_context *ctx, const char *path,
-                                        const glesc_model_options *opts, glesc_model **out)
+/* Loads the model of an open reader; path names it in messages. */
+static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const char *path,
+                              const glesc_model_options *opts, glesc_model **out)
 {
-    if (!out)
-        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_model_load: NULL out");
-    *out = NULL;
-    if (!ctx || !path)
-        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_model_load: NULL context or path");
-    glesc_gguf *f = NULL;
-    glesc_model *m = NULL;
-    glesc_status st = glesc_gguf_open(path, &f);
-    if (st != GLESC_OK)
-        return st; /* the reader's message names the file and offset */
-    m = core_calloc(1, sizeof *m);
+    glesc_status st;
+    glesc_stats before;
+    glesc_context_stats(ctx, &before);
+    glesc_model *m = core_calloc(1, sizeof *m);
     if (!m) {
         st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: model", path);
         goto fail;
@@ -216,12 +213,97 @@ GLESC_API glesc_status glesc_model_load(glesc_context *ctx, const char *path,
     loader ld = {m, f, path, opts, 0, 0};
     if ((st = upload_all(&ld)) != GLESC_OK)
         goto fail;
-    glesc_gguf_close(f);
+    /* The pool's live bytes grew by exactly the weights' buffers: nothing
+     * else runs on the context during the load. */
+    glesc_stats after;
+    glesc_context_stats(ctx, &after);
+    m->gpu_bytes = after.pool_live_bytes - before.pool_live_bytes;
     *out = m;
     return GLESC_OK;
 fail:
     glesc_model_destroy(m);
+    return st;
+}
+
+GLESC_API void glesc_model_options_init(glesc_model_options *opts)
+{
+    if (opts)
+        memset(opts, 0, sizeof *opts);
+}
+
+/* The checks every entry point makes before it has a reader. */
+static glesc_status load_args(const char *fn, glesc_context *ctx, const void *src,
+                              glesc_model **out)
+{
+    core_err_reset(NULL);
+    if (!out)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "%s: NULL out", fn);
+    *out = NULL;
+    if (!ctx || !src)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "%s: NULL context or source", fn);
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_model_load(glesc_context *ctx, const char *path,
+                                        const glesc_model_options *opts, glesc_model **out)
+{
+    glesc_status st = load_args("glesc_model_load", ctx, path, out);
+    if (st != GLESC_OK)
+        return st;
+    glesc_gguf *f = NULL;
+    if ((st = glesc_gguf_open(path, &f)) != GLESC_OK)
+        return st; /* the reader's message names the file and offset */
+    st = load_gguf(ctx, f, path, opts, out);
     glesc_gguf_close(f);
+    return st;
+}
+
+GLESC_API glesc_status glesc_model_load_gguf(glesc_context *ctx, const glesc_gguf *f,
+                                             const char *name, const glesc_model_options *opts,
+                                             glesc_model **out)
+{
+    glesc_status st = load_args("glesc_model_load_gguf", ctx, f, out);
+    if (st != GLESC_OK)
+        return st;
+    return load_gguf(ctx, f, name ? name : "(gguf)", opts, out);
+}
+
+GLESC_API glesc_status glesc_model_load_memory(glesc_context *ctx, const void *data, size_t size,
+                                               const char *name, const glesc_model_options *opts,
+                                               glesc_model **out)
+{
+    glesc_status st = load_args("glesc_model_load_memory", ctx, data, out);
+    if (st != GLESC_OK)
+        return st;
+    if (!name)
+        name = "(memory)";
+    glesc_gguf *f = NULL;
+    if ((st = glesc_gguf_open_memory(data, size, name, &f)) != GLESC_OK)
+        return st;
+    st = load_gguf(ctx, f, name, opts, out);
+    glesc_gguf_close(f);
+    return st;
+}
+
+GLESC_API glesc_status glesc_model_load_fd(glesc_context *ctx, int fd, uint64_t offset,
+                                           uint64_t size, const char *name,
+                                           const glesc_model_options *opts, glesc_model **out)
+{
+    char fd_name[64];
+    snprintf(fd_name, sizeof fd_name, "fd %d at offset %llu", fd, (unsigned long long)offset);
+    if (!name)
+        name = fd_name;
+    glesc_status st = load_args("glesc_model_load_fd", ctx, name, out);
+    if (st != GLESC_OK)
+        return st;
+    llm_fd_map map;
+    if ((st = llm_fd_map_open(fd, offset, size, name, &map)) != GLESC_OK)
+        return st;
+    glesc_gguf *f = NULL;
+    if ((st = glesc_gguf_open_memory(map.data, map.size, name, &f)) == GLESC_OK)
+        st = load_gguf(ctx, f, name, opts, out);
+    glesc_gguf_close(f);
+    llm_fd_map_close(&map);
     return st;
 }
 
@@ -275,6 +357,7 @@ GLESC_API void glesc_model_get_info(const glesc_model *m, glesc_model_info *out)
     out->weight_type = m->weight_type;
     out->weight_bytes = m->weight_bytes;
     out->n_tensors = m->n_tensors;
+    out->gpu_bytes = m->gpu_bytes;
 }
 
 /* ---- Sessions ---- */
@@ -282,6 +365,7 @@ GLESC_API void glesc_model_get_info(const glesc_model *m, glesc_model_info *out)
 GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_options *opts,
                                             glesc_session **out)
 {
+    core_err_reset(NULL);
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_session_create: NULL out");
     *out = NULL;
@@ -326,8 +410,9 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     s->n_batch = o.n_batch;
     s->k_cache = core_calloc((size_t)hp->n_layer, sizeof *s->k_cache);
     s->v_cache = core_calloc((size_t)hp->n_layer, sizeof *s->v_cache);
+    s->logits = core_calloc((size_t)hp->n_vocab, sizeof *s->logits);
     s->g = glesc_graph_create(m->ctx);
-    if (!s->k_cache || !s->v_cache || !s->g) {
+    if (!s->k_cache || !s->v_cache || !s->logits || !s->g) {
         st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
         goto fail;
     }
@@ -336,6 +421,8 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
         st = ctx_fail(m->ctx, st, "session: timing");
         goto fail;
     }
+    glesc_stats before, after;
+    glesc_context_stats(m->ctx, &before);
     for (int64_t l = 0; l < hp->n_layer; l++) {
         int64_t shape[2] = {kv_dim, o.n_ctx};
         s->k_cache[l] = glesc_weight_new(m->ctx, o.kv_type, 2, shape);
@@ -345,6 +432,8 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
             goto fail;
         }
     }
+    glesc_context_stats(m->ctx, &after);
+    s->kv_bytes = after.pool_live_bytes - before.pool_live_bytes;
     *out = s;
     return GLESC_OK;
 fail:
@@ -365,6 +454,7 @@ GLESC_API void glesc_session_destroy(glesc_session *s)
     }
     core_free(s->k_cache);
     core_free(s->v_cache);
+    core_free(s->logits);
     core_free(s);
 }
 
@@ -415,6 +505,7 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
 GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, size_t n,
                                           unsigned flags, float *logits)
 {
+    core_err_reset(NULL);
     if (!s || !ids || n == 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_session_eval: no session or no tokens");
@@ -431,6 +522,7 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
                                 "token %zu of the input: id %d is outside the vocabulary (0..%lld)",
                                 i, (int)ids[i], (long long)(n_vocab - 1));
     bool all = (flags & GLESC_EVAL_ALL_LOGITS) != 0;
+    s->has_logits = false;
     for (size_t off = 0; off < n;) {
         int32_t c = (int32_t)CORE_MIN((size_t)s->n_batch, n - off);
         bool last = off + (size_t)c == n;
@@ -439,6 +531,12 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
         if (st != GLESC_OK)
             return st;
         off += (size_t)c;
+    }
+    if (logits) { /* the last row, for glesc_session_logits */
+        const float *row = all ? logits + (n - 1) * (size_t)n_vocab : logits;
+        if (row != s->logits)
+            memcpy(s->logits, row, (size_t)n_vocab * sizeof *row);
+        s->has_logits = true;
     }
     s->last.ns = core_time_ns() - t0;
     s->last.total_dispatches = s->total_dispatches;
@@ -457,12 +555,25 @@ GLESC_API int32_t glesc_session_n_ctx(const glesc_session *s)
 
 GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n)
 {
+    core_err_reset(NULL);
     if (!s || n < 0 || n > s->n_past)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_session_truncate: %d is not in 0..%d", (int)n,
                             s ? (int)s->n_past : 0);
+    if (n != s->n_past)
+        s->has_logits = false;
     s->n_past = n;
     return GLESC_OK;
+}
+
+GLESC_API const float *glesc_session_logits(const glesc_session *s)
+{
+    return s && s->has_logits ? s->logits : NULL;
+}
+
+GLESC_API uint64_t glesc_session_kv_bytes(const glesc_session *s)
+{
+    return s ? s->kv_bytes : 0;
 }
 
 GLESC_API int glesc_session_kernel_times(const glesc_session *s, const glesc_kernel_time **out)

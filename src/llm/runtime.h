@@ -36,6 +36,7 @@ struct glesc_model {
     char *name, *chat_template;
     glesc_dtype weight_type;
     uint64_t weight_bytes;
+    uint64_t gpu_bytes; /* pool bytes the weights took */
     int n_tensors;
 };
 
@@ -47,6 +48,9 @@ struct glesc_session {
     int32_t n_ctx, n_past, n_batch;
     glesc_eval_stats last;
     uint64_t total_dispatches;
+    uint64_t kv_bytes; /* pool bytes the KV cache took */
+    float *logits;     /* [n_vocab]: the last evaluated position's row */
+    bool has_logits;   /* logits holds that row */
 };
 
 /* Records the graph of one step on s->g: ids (i32 [n]) at positions pos
@@ -54,5 +58,38 @@ struct glesc_session {
  * a builder error (message in the context). */
 glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos, int32_t n,
                           bool all_logits);
+
+/* ---- generate.c: the loop glesc_generate and glesc_chat share ---- */
+/* Reports ev to p's event callback, if any. */
+void llm_gen_event(const glesc_generate_params *p, const glesc_gen_event *ev);
+/* Evaluates input ids[0..n) (n ≥ 1, known to fit) into s->logits, records
+ * them in smp, reports a PROMPT_EVAL event and counts them in res. An eval
+ * failure's message is prefixed "evaluating the prompt". */
+glesc_status llm_eval_input(glesc_session *s, glesc_sampler *smp, const int32_t *ids, size_t n,
+                            const glesc_generate_params *p, glesc_generate_result *res);
+/* Samples from s->logits on (see glesc_generate; eval_last as its
+ * parameter), adding to res. */
+glesc_status llm_generate_tokens(glesc_session *s, glesc_sampler *smp,
+                                 const glesc_generate_params *p, bool eval_last,
+                                 glesc_generate_result *res);
+
+/* ---- estimate.c ---- */
+/* An upper bound of the heap bytes glesc_tokenizer_load(f) keeps. */
+uint64_t llm_tokenizer_host_bytes(const glesc_gguf *f);
+
+/* ---- fd_map.c: a range of an open descriptor, mapped or read ---- */
+typedef struct llm_fd_map {
+    const void *data; /* the range's first byte */
+    uint64_t size;
+    void *base; /* the mapping (from a page boundary), or NULL */
+    size_t base_size;
+    void *heap; /* the bytes read with pread, or NULL */
+} llm_fd_map;
+
+/* Maps (or reads) size bytes at offset of fd (size 0: up to the end of a
+ * regular file); name in messages. */
+glesc_status llm_fd_map_open(int fd, uint64_t offset, uint64_t size, const char *name,
+                             llm_fd_map *out);
+void llm_fd_map_close(llm_fd_map *map);
 
 #endif

@@ -2,7 +2,8 @@
  * sampler.c — logits to a token id: repetition penalty, top-k, top-p, min-p,
  * temperature and a seeded draw, in llama.cpp's order. The only CPU math of
  * a decode step besides tokenization, so it avoids sorting the whole
- * vocabulary when top-k bounds the candidates (a heap keeps the k best).
+ * vocabulary when top-k bounds the candidates (a heap keeps the k best),
+ * and greedy sampling (temperature 0 or top-k 1) is one argmax pass.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -46,7 +47,15 @@ GLESC_API void glesc_sampler_reset(glesc_sampler *s)
 GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
                                             glesc_sampler **out)
 {
+    core_err_reset(NULL);
+    if (!out)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: out is NULL");
     *out = NULL;
+    glesc_sampler_params defaults; /* p NULL: llama.cpp's defaults, as other options */
+    if (!p) {
+        glesc_sampler_params_default(&defaults);
+        p = &defaults;
+    }
     if (n_vocab <= 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: n_vocab %d",
                             (int)n_vocab);
@@ -173,15 +182,29 @@ static int32_t select_top(glesc_sampler *s, const float *logits, int32_t k)
     return k;
 }
 
+/* The highest logit's id, ties to the lowest: one pass, no candidates. */
+static int32_t argmax(const float *l, int32_t n)
+{
+    int32_t best = 0;
+    float v = l[0];
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > v) {
+            v = l[i];
+            best = i;
+        }
+    return best;
+}
+
 GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits)
 {
     const float *l = apply_penalty(s, logits);
-    if (s->p.temperature <= 0.0f) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < s->n_vocab; i++)
-            if (l[i] > l[best])
-                best = i;
-        return best;
+    if (s->p.temperature <= 0.0f)
+        return argmax(l, s->n_vocab);
+    if (s->p.top_k == 1) {
+        /* greedy as well; the draw the chain below would make still
+         * happens, so the random stream does not depend on this shortcut */
+        core_rng_uniform(&s->rng);
+        return argmax(l, s->n_vocab);
     }
     int32_t k = s->p.top_k > 0 ? CORE_MIN(s->p.top_k, s->n_vocab) : s->n_vocab;
     int32_t n = select_top(s, l, k);

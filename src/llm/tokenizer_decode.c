@@ -19,6 +19,7 @@ static bool piece_rendered(const glesc_tokenizer *t, int32_t id, unsigned flags)
 GLESC_API glesc_status glesc_token_to_piece(const glesc_tokenizer *t, int32_t id, unsigned flags,
                                             const char **piece, size_t *len)
 {
+    core_err_reset(NULL);
     *piece = "";
     *len = 0;
     if (id < 0 || (uint32_t)id >= t->n_tokens)
@@ -101,6 +102,7 @@ static size_t clean_spaces(char *text, size_t total)
 GLESC_API glesc_status glesc_detokenize(const glesc_tokenizer *t, const int32_t *ids, size_t n,
                                         unsigned flags, char **text_out, size_t *len_out)
 {
+    core_err_reset(NULL);
     *text_out = NULL;
     *len_out = 0;
     if (!ids && n)
@@ -154,6 +156,7 @@ struct glesc_decoder {
 GLESC_API glesc_status glesc_decoder_create(const glesc_tokenizer *t, unsigned flags,
                                             glesc_decoder **out)
 {
+    core_err_reset(NULL);
     *out = NULL;
     if (!t)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "decoder: NULL tokenizer");
@@ -237,6 +240,7 @@ static glesc_status decoder_emit(glesc_decoder *d, size_t n, const char **text, 
 GLESC_API glesc_status glesc_decoder_feed(glesc_decoder *d, int32_t id, const char **text,
                                           size_t *len)
 {
+    core_err_reset(NULL);
     *text = "";
     *len = 0;
     const glesc_tokenizer *t = d->tok;
@@ -255,6 +259,7 @@ GLESC_API glesc_status glesc_decoder_feed(glesc_decoder *d, int32_t id, const ch
 
 GLESC_API glesc_status glesc_decoder_flush(glesc_decoder *d, const char **text, size_t *len)
 {
+    core_err_reset(NULL);
     *text = "";
     *len = 0;
     return decoder_emit(d, d->buf.len, text, len);

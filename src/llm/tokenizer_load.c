@@ -63,6 +63,7 @@ static glesc_status check_array(const glesc_gguf *f, const char *key, glesc_gguf
 
 GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer **out)
 {
+    core_err_reset(NULL);
     glesc_tokenizer *t = NULL;
     glesc_status st;
     *out = NULL;

@@ -213,6 +213,7 @@ static bool tokenize_text(const glesc_tokenizer *t, const char *text, size_t len
 GLESC_API glesc_status glesc_tokenize_alloc(const glesc_tokenizer *t, const char *text, size_t len,
                                             unsigned flags, int32_t **ids_out, size_t *n_out)
 {
+    core_err_reset(NULL);
     *ids_out = NULL;
     *n_out = 0;
     if (!t || (!text && len))
@@ -236,6 +237,7 @@ GLESC_API glesc_status glesc_tokenize_alloc(const glesc_tokenizer *t, const char
 GLESC_API glesc_status glesc_tokenize(const glesc_tokenizer *t, const char *text, size_t len,
                                       unsigned flags, int32_t *ids, size_t cap, size_t *n_out)
 {
+    core_err_reset(NULL);
     int32_t *v = NULL;
     size_t n = 0;
     *n_out = 0;

@@ -13,6 +13,7 @@
 GLESC_API glesc_status glesc_quantize(glesc_dtype t, const float *src, int64_t n_rows,
                                       int64_t n_per_row, void *dst, size_t dst_size)
 {
+    core_err_reset(NULL);
     const quant_type_info *q = quant_type(t);
     if (!q)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,

@@ -10,8 +10,10 @@ layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
 layout(std430, binding = 0) restrict readonly buffer B0 { float x[]; };
 layout(std430, binding = 1) restrict buffer B1 { float y[]; };
 
-layout(location = 0) uniform uint n;
-layout(location = 1) uniform float a;
+layout(std140, binding = 0) uniform Params {
+    uint n;
+    float a;
+};
 
 void main() {
     uint i = gl_GlobalInvocationID.x;

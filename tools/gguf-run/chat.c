@@ -1,7 +1,10 @@
 /*
- * chat.c — gguf-run's multi-turn chat on stdin: messages formatted with the
- * model's (or the named) chat template, the KV cache kept between turns so
- * each turn evaluates only the text the template adds.
+ * chat.c — gguf-run's multi-turn chat on stdin over the library's chat
+ * session (glesc_chat): messages formatted with the model's (or the named)
+ * chat template, the KV cache kept between turns so each turn evaluates only
+ * the text the template adds, the conversation started over (the system
+ * message kept) when the context is full. What is left here is reading the
+ * messages and the terminal's words.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,39 +12,6 @@
 #include <unistd.h>
 
 #include "gguf-run/gguf-run.h"
-
-typedef struct chat {
-    glesc_chat_message *msgs; /* roles are static strings; contents malloc'ed */
-    size_t n, cap;
-} chat;
-
-static int chat_push(chat *c, const char *role, const char *content, size_t len)
-{
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 8;
-        glesc_chat_message *m = realloc(c->msgs, cap * sizeof *m);
-        if (!m)
-            return -1;
-        c->msgs = m;
-        c->cap = cap;
-    }
-    char *s = malloc(len + 1);
-    if (!s)
-        return -1;
-    memcpy(s, content, len);
-    s[len] = 0;
-    c->msgs[c->n].role = role;
-    c->msgs[c->n].content = s;
-    c->n++;
-    return 0;
-}
-
-/* Keeps the first keep messages. */
-static void chat_truncate(chat *c, size_t keep)
-{
-    while (c->n > keep)
-        free((char *)c->msgs[--c->n].content);
-}
 
 /* One line from stdin ("\" at the end continues it on the next line);
  * NULL at the end of input. */
@@ -81,43 +51,8 @@ static char *read_message(size_t *len)
     return b.data;
 }
 
-/* Tokenizes text (special tokens parsed; BOS when the session is empty) and
- * evaluates it. 1 when it does not fit the free context, -1 on failure. */
-static int chat_eval_text(run *r, const char *text, size_t len)
-{
-    unsigned flags = GLESC_TOKENIZE_PARSE_SPECIAL;
-    if (glesc_session_n_past(r->sess) == 0 && !r->o->no_bos)
-        flags |= GLESC_TOKENIZE_ADD_SPECIAL;
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (glesc_tokenize_alloc(r->tok, text, len, flags, &ids, &n) != GLESC_OK) {
-        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
-        return -1;
-    }
-    int rc = 0;
-    if (n > (size_t)(glesc_session_n_ctx(r->sess) - glesc_session_n_past(r->sess)))
-        rc = 1;
-    else if (n > 0)
-        rc = eval_prompt(r, ids, n);
-    glesc_tokens_free(ids);
-    return rc;
-}
-
-/* The template's text of the conversation c (with the assistant's start). */
-static char *chat_text(glesc_chat_template t, const chat *c, bool add_ass)
-{
-    char *s = NULL;
-    if (glesc_chat_format(t, c->msgs, c->n, add_ass, &s) != GLESC_OK)
-        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
-    return s;
-}
-
-/* Multi-turn chat on stdin. The KV cache keeps the conversation: each turn
- * evaluates only the text the template adds (the user's message and the
- * assistant's start), then the reply is generated; after it the template's
- * end-of-turn text is evaluated, so the cache holds exactly the text the
- * next turn's formatting starts with. When the context is full, the
- * conversation starts over (the system message kept). */
+/* Multi-turn chat on stdin; the reply streams through generate.c's
+ * callbacks. */
 int chat_loop(run *r)
 {
     const options *o = r->o;
@@ -151,22 +86,17 @@ int chat_loop(run *r)
     else if (o->verbose)
         fprintf(stderr, "gguf-run: chat template %s\n", glesc_chat_template_name(t));
 
-    chat c = {0};
-    glesc_decoder *dec = NULL;
-    char *before = NULL, *after = NULL, *msg = NULL;
-    size_t evaluated = 0; /* bytes of the conversation's text in the cache */
-    size_t keep = 0;      /* messages kept when starting over */
+    glesc_chat_options co;
+    glesc_chat_options_init(&co);
+    co.chat_template = t;
+    co.system = o->system;
+    co.no_bos = o->no_bos;
+    glesc_chat *chat = NULL;
+    char *msg = NULL;
     int rc = 0;
-    if (glesc_decoder_create(r->tok, GLESC_DETOKENIZE_KEEP_LEADING_SPACE, &dec) != GLESC_OK) {
+    if (glesc_chat_create(r->sess, r->smp, &co, &chat) != GLESC_OK) {
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
         return 1;
-    }
-    if (o->system) {
-        if (chat_push(&c, "system", o->system, strlen(o->system))) {
-            rc = 1;
-            goto done;
-        }
-        keep = 1;
     }
     bool pending = r->prompt_text != NULL; /* -p: the first message */
     for (;;) {
@@ -187,129 +117,38 @@ int chat_loop(run *r)
         if (!msg)
             break;
         if (!strcmp(msg, "/reset")) {
-            chat_truncate(&c, keep);
-            glesc_session_truncate(r->sess, 0);
-            glesc_sampler_reset(r->smp);
-            evaluated = 0;
+            glesc_chat_reset(chat);
             fprintf(stderr, "gguf-run: the conversation starts over\n");
-            free(msg);
-            msg = NULL;
-            continue;
-        }
-        if (len == 0) {
-            free(msg);
-            msg = NULL;
-            continue;
-        }
-        if (chat_push(&c, "user", msg, len)) {
-            rc = 1;
-            goto done;
+        } else if (len > 0) {
+            glesc_generate_params p;
+            gen_params(r, &p);
+            glesc_generate_result res;
+            r->text.len = 0;
+            glesc_status st = glesc_chat_send(chat, msg, &p, &res);
+            add_result(r, &res);
+            if (r->failed) {
+                rc = 1;
+                break;
+            }
+            if (st == GLESC_ERROR_LIMIT && r->reply_phase == 0) { /* the message was dropped */
+                fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+            } else {
+                if (r->reply_phase == 2 && !o->json) /* the reply is over */
+                    printf("\n");
+                fflush(stdout);
+                if (st != GLESC_OK) {
+                    fprintf(stderr, "%sgguf-run: %s\n", r->reply_phase == 1 ? "\n" : "",
+                            glesc_last_errmsg());
+                    rc = 1;
+                    break;
+                }
+            }
         }
         free(msg);
         msg = NULL;
-        for (int attempt = 0;; attempt++) {
-            free(before);
-            if (!(before = chat_text(t, &c, true))) {
-                rc = 1;
-                goto done;
-            }
-            int e = chat_eval_text(r, before + evaluated, strlen(before) - evaluated);
-            if (e < 0) {
-                rc = 1;
-                goto done;
-            }
-            if (e == 0)
-                break;
-            if (attempt > 0 || glesc_session_n_past(r->sess) == 0) {
-                fprintf(stderr, "gguf-run: the message does not fit the context (%d tokens)\n",
-                        (int)glesc_session_n_ctx(r->sess));
-                chat_truncate(&c, c.n - 1);
-                goto next;
-            }
-            /* the context is full: start over with the system message */
-            fprintf(stderr,
-                    "gguf-run: the context (%d tokens) is full: the conversation starts "
-                    "over\n",
-                    (int)glesc_session_n_ctx(r->sess));
-            glesc_chat_message last = c.msgs[c.n - 1];
-            c.n--; /* keep the user's message */
-            chat_truncate(&c, keep);
-            c.msgs[c.n++] = last;
-            glesc_session_truncate(r->sess, 0);
-            evaluated = 0;
-        }
-        glesc_decoder_reset(dec);
-        r->text.len = 0;
-        size_t gen_before = r->generated.len;
-        if (generate(r, NULL, dec, o->n_predict, true)) {
-            rc = 1;
-            goto done;
-        }
-        if (!o->json)
-            printf("\n");
-        fflush(stdout);
-        if (chat_push(&c, "assistant", r->text.data ? r->text.data : "", r->text.len)) {
-            rc = 1;
-            goto done;
-        }
-        /* Evaluate what the template puts after the reply (its end of turn),
-         * found by the reply's text; where the template rewrote the reply
-         * (trimmed it), the sampled end-of-generation token stands in for
-         * it, as in llama.cpp. */
-        free(after);
-        if (!(after = chat_text(t, &c, false))) {
-            rc = 1;
-            goto done;
-        }
-        size_t lb = strlen(before), la = strlen(after);
-        const char *reply = c.msgs[c.n - 1].content;
-        size_t lr = strlen(reply);
-        const char *tail = NULL;
-        if (la >= lb && !memcmp(after, before, lb)) {
-            const char *rest = after + lb;
-            size_t skip = 0;
-            while (skip < lr && strchr(" \t\n\r", reply[skip]))
-                skip++;
-            if (la - lb >= lr && !memcmp(rest, reply, lr))
-                tail = rest + lr;
-            else if (la - lb >= lr - skip && !memcmp(rest, reply + skip, lr - skip))
-                tail = rest + lr - skip;
-        }
-        int e = 0;
-        if (tail) {
-            e = chat_eval_text(r, tail, strlen(tail));
-        } else if (r->generated.len > gen_before) {
-            int32_t last_id;
-            memcpy(&last_id, r->generated.data + r->generated.len - sizeof last_id, sizeof last_id);
-            if (glesc_tokenizer_is_eog(r->tok, last_id))
-                e = glesc_session_n_past(r->sess) < glesc_session_n_ctx(r->sess)
-                        ? eval_prompt(r, &last_id, 1)
-                        : 1;
-        }
-        if (e < 0) {
-            rc = 1;
-            goto done;
-        }
-        if (e > 0) { /* no room for the end of the turn: start over next time */
-            chat_truncate(&c, keep);
-            glesc_session_truncate(r->sess, 0);
-            evaluated = 0;
-            fprintf(stderr,
-                    "gguf-run: the context (%d tokens) is full: the conversation starts "
-                    "over\n",
-                    (int)glesc_session_n_ctx(r->sess));
-            continue;
-        }
-        evaluated = la;
-    next:;
     }
-done:
     free(msg);
-    free(before);
-    free(after);
-    chat_truncate(&c, 0);
-    free(c.msgs);
-    glesc_decoder_destroy(dec);
+    glesc_chat_destroy(chat);
     summary(r);
     return rc;
 }

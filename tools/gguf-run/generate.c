@@ -1,10 +1,13 @@
 /*
- * generate.c — evaluation and sampling: the prompt in one batch (every row
- * to --logits-out when asked), then one token at a time, each streamed
- * through the detokenizer as soon as it is sampled; run_once is the whole
- * of a non-chat run.
+ * generate.c — the prompt in one batch (every row to --logits-out when
+ * asked), then glesc_generate (or, in a chat, glesc_chat_send) samples the
+ * continuation and streams it through the callbacks here: the text to
+ * stdout as soon as it is complete, the ids and rows for --json and
+ * --logits-out, and the statistics for -v and the summary; run_once is the
+ * whole of a non-chat run.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,29 +52,6 @@ static int write_rows(run *r, const float *rows, size_t n_rows)
         return -1;
     }
     return 0;
-}
-
-/* Feeds id to the text decoder (the continuation, for --json's text) and to
- * the output decoder (stdout; NULL: stdout gets the text decoder's bytes). */
-static void emit(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, int32_t id, bool flush)
-{
-    const char *piece;
-    size_t len;
-    glesc_status st = flush ? glesc_decoder_flush(text_dec, &piece, &len)
-                            : glesc_decoder_feed(text_dec, id, &piece, &len);
-    if (st == GLESC_OK && len) {
-        buf_add(&r->text, piece, len);
-        if (!out_dec && !r->o->json)
-            fwrite(piece, 1, len, stdout);
-    }
-    if (out_dec) {
-        st = flush ? glesc_decoder_flush(out_dec, &piece, &len)
-                   : glesc_decoder_feed(out_dec, id, &piece, &len);
-        if (st == GLESC_OK && len && !r->o->json)
-            fwrite(piece, 1, len, stdout);
-    }
-    if (!r->o->json)
-        fflush(stdout);
 }
 
 /* Evaluates ids and leaves the last row in r->logits; with --logits-out
@@ -123,96 +103,146 @@ int eval_prompt(run *r, const int32_t *ids, size_t n)
     return rc;
 }
 
-/* Samples up to n_predict tokens (< 0: until EOG or a full context) from
- * r->logits on, streaming them (see emit). Returns 0, or -1 on failure.
- * Every sampled token but an end-of-generation one is evaluated, so the
- * session holds it and r->logits has the next row; the n_predict-th one
- * only with eval_last (a chat continues after it). */
-int generate(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, long n_predict,
-             bool eval_last)
+/* The library's token callback: records the id and the row it was sampled
+ * from, and writes the text (through r->out_dec when the prompt was echoed,
+ * so the space between the two comes out as the model sees it). id -1
+ * brings the bytes held back at the end. */
+static bool on_token(void *user, int32_t id, const char *piece, size_t len)
 {
-    const options *o = r->o;
-    r->stop = "length";
-    for (long i = 0; n_predict < 0 || i < n_predict; i++) {
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        int32_t id = glesc_sampler_sample(r->smp, r->logits);
-        glesc_sampler_accept(r->smp, id);
-        if (write_rows(r, r->logits, 1))
-            return -1;
-        buf_add(&r->generated, &id, sizeof id);
-        if (r->generated.oom) {
-            fprintf(stderr, "gguf-run: out of memory\n");
-            return -1;
-        }
-        bool eog = glesc_tokenizer_is_eog(r->tok, id);
-        if (eog && !o->ignore_eos) {
-            r->stop = "eos";
-            r->decode_ms += ms_since(&t0);
-            break;
-        }
-        emit(r, out_dec, text_dec, id, false);
-        bool last = n_predict >= 0 && i + 1 == n_predict;
-        if (last && !eval_last) { /* nothing will be sampled from its row */
-            r->decode_ms += ms_since(&t0);
-            break;
-        }
-        if (glesc_session_n_past(r->sess) >= glesc_session_n_ctx(r->sess)) {
-            r->stop = "context";
-            if (!o->json)
-                fprintf(stderr, "\ngguf-run: the context (%d tokens) is full\n",
-                        (int)glesc_session_n_ctx(r->sess));
-            r->decode_ms += ms_since(&t0);
-            break;
-        }
-        glesc_status st = glesc_session_eval(r->sess, &id, 1, 0, r->logits);
-        if (st != GLESC_OK) {
-            fprintf(stderr, "\ngguf-run: decoding: %s\n", glesc_last_errmsg());
-            return -1;
-        }
-        r->decode_ms += ms_since(&t0);
-        r->decode_tokens++;
-        glesc_eval_stats es;
-        glesc_session_last_stats(r->sess, &es);
-        r->dispatches_per_token = es.dispatches;
-        if (o->verbose > 1)
-            fprintf(stderr, "[%d: %s plan, %d dispatches, %.2f ms]", (int)id,
-                    es.plan_reused ? "reused" : "new", es.dispatches, (double)es.ns / 1e6);
-        if (last)
-            break;
+    run *r = user;
+    if (r->failed)
+        return true;
+    bool json = r->o->json;
+    if (id < 0) {
+        buf_add(&r->text, piece, len);
+        if (!r->out_dec && !json)
+            fwrite(piece, 1, len, stdout);
+        return false;
     }
-    emit(r, out_dec, text_dec, 0, true);
-    return 0;
+    r->reply_phase = 1;
+    if (write_rows(r, glesc_session_logits(r->sess), 1)) {
+        r->failed = 1;
+        return true;
+    }
+    buf_add(&r->generated, &id, sizeof id);
+    if (r->generated.oom) {
+        fprintf(stderr, "gguf-run: out of memory\n");
+        r->failed = 1;
+        return true;
+    }
+    if (glesc_tokenizer_is_eog(r->tok, id) && !r->o->ignore_eos)
+        return false; /* ends generation; not shown */
+    buf_add(&r->text, piece, len);
+    if (!r->out_dec && len && !json)
+        fwrite(piece, 1, len, stdout);
+    if (r->out_dec && glesc_decoder_feed(r->out_dec, id, &piece, &len) == GLESC_OK && len && !json)
+        fwrite(piece, 1, len, stdout);
+    if (!json)
+        fflush(stdout);
+    return r->stop_flag && *r->stop_flag;
+}
+
+/* The library's events: -v lines, the dispatches of a decode step, and the
+ * notices of a full context. */
+static void on_event(void *user, const glesc_gen_event *ev)
+{
+    run *r = user;
+    int n_ctx = (int)glesc_session_n_ctx(r->sess);
+    switch (ev->kind) {
+    case GLESC_GEN_EVENT_PROMPT_EVAL:
+        if (r->o->verbose)
+            fprintf(stderr, "gguf-run: prompt: %zu tokens, %d kernels, %d dispatches per batch\n",
+                    ev->n_tokens, ev->stats->kernels, ev->stats->dispatches);
+        break;
+    case GLESC_GEN_EVENT_TOKEN_EVAL:
+        r->dispatches_per_token = ev->stats->dispatches;
+        if (r->o->verbose > 1)
+            fprintf(stderr, "[%d: %s plan, %d dispatches, %.2f ms]", (int)ev->id,
+                    ev->stats->plan_reused ? "reused" : "new", ev->stats->dispatches,
+                    (double)ev->stats->ns / 1e6);
+        break;
+    case GLESC_GEN_EVENT_STOP:
+        r->reply_phase = 2;
+        if (ev->stop == GLESC_STOP_CONTEXT && !r->o->json)
+            fprintf(stderr, "\ngguf-run: the context (%d tokens) is full\n", n_ctx);
+        break;
+    case GLESC_GEN_EVENT_START_OVER:
+        fprintf(stderr,
+                "gguf-run: the context (%d tokens) is full: the conversation starts "
+                "over\n",
+                n_ctx);
+        break;
+    }
+}
+
+void gen_params(run *r, glesc_generate_params *p)
+{
+    glesc_generate_params_init(p);
+    /* A context holds at most INT32_MAX tokens: a larger -n never binds. */
+    p->n_predict = r->o->n_predict > INT32_MAX ? INT32_MAX : (int32_t)r->o->n_predict;
+    p->ignore_eos = r->o->ignore_eos;
+    p->on_token = on_token;
+    p->token_user = r;
+    p->on_event = on_event;
+    p->event_user = r;
+    r->reply_phase = 0;
+}
+
+void add_result(run *r, const glesc_generate_result *res)
+{
+    r->prompt_ms += (double)res->prompt_ns / 1e6;
+    r->prompt_tokens += res->prompt_tokens;
+    r->decode_ms += (double)res->decode_ns / 1e6;
+    r->decode_tokens += res->decode_tokens;
 }
 
 /* One prompt, one continuation. */
 int run_once(run *r, const int32_t *ids, size_t n)
 {
     const options *o = r->o;
-    glesc_decoder *out_dec = NULL, *text_dec = NULL;
     bool echo = !o->json && !o->no_display_prompt;
     /* The echo and the continuation on stdout go through one decoder, so
      * the space between them comes out as the model sees it; the text of
      * --json is the continuation alone, with its leading space. */
-    if ((echo && glesc_decoder_create(r->tok, 0, &out_dec) != GLESC_OK) ||
-        glesc_decoder_create(r->tok, GLESC_DETOKENIZE_KEEP_LEADING_SPACE, &text_dec) != GLESC_OK) {
+    if (echo && glesc_decoder_create(r->tok, 0, &r->out_dec) != GLESC_OK) {
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
-        glesc_decoder_destroy(out_dec);
         return 1;
     }
     for (size_t i = 0; echo && i < n; i++) {
         const char *piece;
         size_t len;
-        if (glesc_decoder_feed(out_dec, ids[i], &piece, &len) == GLESC_OK && len)
+        if (glesc_decoder_feed(r->out_dec, ids[i], &piece, &len) == GLESC_OK && len)
             fwrite(piece, 1, len, stdout);
     }
     if (echo)
         fflush(stdout);
     int rc = eval_prompt(r, ids, n) ? 1 : 0;
-    if (!rc && o->n_predict != 0)
-        rc = generate(r, out_dec, text_dec, o->n_predict, false) ? 1 : 0;
-    glesc_decoder_destroy(out_dec);
-    glesc_decoder_destroy(text_dec);
+    if (!rc && o->n_predict != 0) {
+        /* The prompt is in the session: generation samples from its last
+         * row; the last token is not evaluated (nothing samples from it). */
+        glesc_generate_params p;
+        gen_params(r, &p);
+        glesc_generate_result res;
+        glesc_status st = glesc_generate(r->sess, r->smp, NULL, 0, &p, &res);
+        add_result(r, &res);
+        if (st != GLESC_OK) {
+            fprintf(stderr, "\ngguf-run: %s\n", glesc_last_errmsg());
+            rc = 1;
+        } else if (r->failed) {
+            rc = 1;
+        } else {
+            r->stop = glesc_stop_reason_name(res.stop);
+            const char *piece;
+            size_t len;
+            if (r->out_dec && glesc_decoder_flush(r->out_dec, &piece, &len) == GLESC_OK && len &&
+                !o->json)
+                fwrite(piece, 1, len, stdout);
+            if (!o->json)
+                fflush(stdout);
+        }
+    }
+    glesc_decoder_destroy(r->out_dec);
+    r->out_dec = NULL;
     if (!o->json) {
         printf("\n");
         fflush(stdout);

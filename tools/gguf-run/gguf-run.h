@@ -7,8 +7,11 @@
  * The files, by job: options.c (usage, flags, prompt escapes and id lists),
  * main.c (the modes: --tokenize, the demo model, one prompt or a chat; the
  * context, model, session and sampler), generate.c (evaluating the prompt,
- * sampling and streaming), chat.c (the multi-turn conversation on stdin),
- * output.c (the --json object and the summary line).
+ * and the callbacks through which glesc_generate and glesc_chat_send stream
+ * the text), chat.c (the multi-turn conversation on stdin over glesc_chat),
+ * output.c (the --json object and the summary line). Sampling, the
+ * streaming detokenizer, end-of-generation handling and the chat's cache
+ * reuse are the library's (glesc_llm.h).
  *
  * Output: the text on stdout (or one JSON object with --json); progress
  * (only on a terminal), warnings and the one-line summary on stderr. Exit
@@ -20,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -57,8 +61,16 @@ typedef struct run {
     int64_t n_vocab_model; /* logits row length */
     float *logits;         /* one row */
     FILE *logits_out;
-    buf generated; /* int32 ids */
-    buf text;      /* generated text (for --json) */
+    /* The stdout decoder of a run that echoes its prompt (continuing from
+     * it), or NULL: stdout then gets the library's pieces. */
+    glesc_decoder *out_dec;
+    /* When set and non-zero, the token callback stops the reply after the
+     * token it was given (a SIGINT handler's flag). */
+    const volatile sig_atomic_t *stop_flag;
+    int failed;      /* a callback failed (message printed): stop, exit 1 */
+    int reply_phase; /* 0 before the first token of a reply, 1 during it, 2 after it */
+    buf generated;   /* int32 ids */
+    buf text;        /* generated text (for --json) */
     double prompt_ms, decode_ms, load_ms;
     size_t prompt_tokens, decode_tokens; /* evaluated */
     int dispatches_per_token;
@@ -82,9 +94,11 @@ void buf_add(buf *b, const void *p, size_t n);
 double ms_since(const struct timespec *t0);
 /* Evaluates ids (the last row into r->logits). 0, or -1 (message printed). */
 int eval_prompt(run *r, const int32_t *ids, size_t n);
-/* Samples up to n_predict tokens and streams them. 0, or -1 on failure. */
-int generate(run *r, glesc_decoder *out_dec, glesc_decoder *text_dec, long n_predict,
-             bool eval_last);
+/* Generation parameters from the options, with the callbacks that stream
+ * the text to stdout and gather ids, rows and statistics into r. */
+void gen_params(run *r, glesc_generate_params *p);
+/* Adds a generate or chat call's counts and times to r's. */
+void add_result(run *r, const glesc_generate_result *res);
 /* One prompt, one continuation: the exit status. */
 int run_once(run *r, const int32_t *ids, size_t n);
 

@@ -16,12 +16,13 @@
 #include "glesc_gguf.h"
 #include "gguf-run/gguf-run.h"
 
-static void progress(void *user, uint64_t done, uint64_t total)
+static bool progress(void *user, uint64_t done, uint64_t total)
 {
     (void)user;
     fprintf(stderr, "\rgguf-run: loading %3d%%", total ? (int)(done * 100 / total) : 100);
     if (done >= total)
         fprintf(stderr, "\r%*s\r", 24, "");
+    return false; /* never cancels */
 }
 
 /* Writes the demo model (tools/common/synth.h) to a new file in $TMPDIR. */
@@ -62,6 +63,8 @@ static int open_model(run *r, const char *path)
                 o->platform);
         return 2;
     }
+    if (o->platform) /* the library takes auto as "not given": --platform auto wins too */
+        unsetenv("GLESC_PLATFORM");
     co.device = o->device;
     co.cache_dir = o->cache_dir;
     if (glesc_context_create(&co, &r->ctx) != GLESC_OK) {
@@ -103,12 +106,14 @@ static int open_model(run *r, const char *path)
         fprintf(stderr,
                 "gguf-run: %s (%s): %s, %lld layers, n_embd %lld, heads %lld/%lld, vocab %lld, "
                 "%s weights, %.1f MiB; context %d, KV %s\n"
-                "gguf-run: GPU: %s (%s, %s platform); seed %llu\n",
+                "gguf-run: GPU: %s (%s, %s platform%s); seed %llu\n",
                 mi.name, path, mi.arch, (long long)mi.n_layer, (long long)mi.n_embd,
                 (long long)mi.n_head, (long long)mi.n_head_kv, (long long)mi.n_vocab,
                 glesc_dtype_name(mi.weight_type), (double)mi.weight_bytes / 1048576.0,
                 (int)glesc_session_n_ctx(r->sess), glesc_dtype_name(o->kv_type), c->renderer,
-                c->version, glesc_platform_name(c->platform), (unsigned long long)sp.seed);
+                c->version, glesc_platform_name(c->platform),
+                c->software ? ", software renderer: runs on the CPU" : "",
+                (unsigned long long)sp.seed);
     }
     return 0;
 }

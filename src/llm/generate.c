@@ -1,0 +1,153 @@
+/*
+ * generate.c — text generation over a session (glesc_generate): the prompt
+ * in one eval, then tokens sampled one at a time, each handed to the
+ * caller's callback with the text it completes (a streaming decoder holds
+ * back partial UTF-8 characters) and evaluated so the next one can be
+ * sampled from its row.
+ *
+ * The loop is gguf-run's, moved here so every embedder gets the same
+ * behaviour: an end-of-generation token stops without being evaluated or
+ * shown (unless ignore_eos), and the last token of a run is only evaluated
+ * when the caller will continue from it (eval_last; a chat always does), so
+ * a one-shot run computes nothing nobody samples from. The chat session
+ * (chat_session.c) drives the same loop and the same input eval.
+ */
+#include <string.h>
+
+#include "llm/runtime.h"
+
+GLESC_API const char *glesc_stop_reason_name(glesc_stop_reason r)
+{
+    static const char *const names[] = {"none", "eos", "length", "context", "callback"};
+    return (unsigned)r < CORE_ARRAY_LEN(names) ? names[r] : NULL;
+}
+
+GLESC_API void glesc_generate_params_init(glesc_generate_params *p)
+{
+    if (!p)
+        return;
+    memset(p, 0, sizeof *p);
+    p->n_predict = -1;
+    p->detokenize_flags = GLESC_DETOKENIZE_KEEP_LEADING_SPACE;
+}
+
+void llm_gen_event(const glesc_generate_params *p, const glesc_gen_event *ev)
+{
+    if (p->on_event)
+        p->on_event(p->event_user, ev);
+}
+
+glesc_status llm_eval_input(glesc_session *s, glesc_sampler *smp, const int32_t *ids, size_t n,
+                            const glesc_generate_params *p, glesc_generate_result *res)
+{
+    core_err_reset(NULL);
+    uint64_t t0 = core_time_ns();
+    glesc_status st = glesc_session_eval(s, ids, n, 0, s->logits);
+    if (st != GLESC_OK) {
+        core_err_prefix(NULL, "evaluating the prompt");
+        return st;
+    }
+    res->prompt_ns += core_time_ns() - t0;
+    res->prompt_tokens += n;
+    glesc_eval_stats es;
+    glesc_session_last_stats(s, &es);
+    llm_gen_event(p,
+                  &(glesc_gen_event){
+                      .kind = GLESC_GEN_EVENT_PROMPT_EVAL, .n_tokens = n, .id = -1, .stats = &es});
+    for (size_t i = 0; i < n; i++)
+        glesc_sampler_accept(smp, ids[i]);
+    return GLESC_OK;
+}
+
+glesc_status llm_generate_tokens(glesc_session *s, glesc_sampler *smp,
+                                 const glesc_generate_params *p, bool eval_last,
+                                 glesc_generate_result *res)
+{
+    const glesc_tokenizer *tok = s->m->tok;
+    if (!s->has_logits)
+        return core_err_set(NULL, GLESC_ERROR_STATE,
+                            "generate: the session has no logits row to sample from (evaluate a "
+                            "prompt first, with logits)");
+    glesc_decoder *dec = NULL;
+    glesc_status st = glesc_decoder_create(tok, p->detokenize_flags, &dec);
+    if (st != GLESC_OK)
+        return st;
+    uint64_t t0 = core_time_ns();
+    res->stop = p->n_predict == 0 ? GLESC_STOP_LENGTH : GLESC_STOP_NONE;
+    for (int32_t i = 0; p->n_predict < 0 || i < p->n_predict; i++) {
+        int32_t id = glesc_sampler_sample(smp, s->logits);
+        glesc_sampler_accept(smp, id);
+        res->n_generated++;
+        if (glesc_tokenizer_is_eog(tok, id) && !p->ignore_eos) {
+            if (p->on_token)
+                p->on_token(p->token_user, id, "", 0);
+            res->stop = GLESC_STOP_EOS;
+            break;
+        }
+        const char *piece = "";
+        size_t len = 0;
+        if (glesc_decoder_feed(dec, id, &piece, &len) != GLESC_OK)
+            len = 0; /* only for ids out of the vocabulary, which the sampler never gives */
+        bool stop = p->on_token && p->on_token(p->token_user, id, piece, len);
+        bool last = p->n_predict >= 0 && i + 1 == p->n_predict;
+        res->stop = stop ? GLESC_STOP_CALLBACK : GLESC_STOP_LENGTH;
+        if ((stop || last) && !eval_last) /* nothing will be sampled from its row */
+            break;
+        if (s->n_past >= s->n_ctx) {
+            if (!stop)
+                res->stop = GLESC_STOP_CONTEXT;
+            break;
+        }
+        if ((st = glesc_session_eval(s, &id, 1, 0, s->logits)) != GLESC_OK) {
+            core_err_prefix(NULL, "decoding");
+            goto done;
+        }
+        res->decode_tokens++;
+        glesc_eval_stats es;
+        glesc_session_last_stats(s, &es);
+        llm_gen_event(
+            p, &(glesc_gen_event){
+                   .kind = GLESC_GEN_EVENT_TOKEN_EVAL, .n_tokens = 1, .id = id, .stats = &es});
+        if (stop || last)
+            break;
+    }
+    llm_gen_event(p, &(glesc_gen_event){.kind = GLESC_GEN_EVENT_STOP, .id = -1, .stop = res->stop});
+    const char *rest;
+    size_t len;
+    if (glesc_decoder_flush(dec, &rest, &len) == GLESC_OK && len && p->on_token)
+        p->on_token(p->token_user, -1, rest, len);
+done:
+    res->decode_ns += core_time_ns() - t0;
+    glesc_decoder_destroy(dec);
+    return st;
+}
+
+GLESC_API glesc_status glesc_generate(glesc_session *s, glesc_sampler *smp, const int32_t *prompt,
+                                      size_t n_prompt, const glesc_generate_params *p,
+                                      glesc_generate_result *res)
+{
+    glesc_generate_result r = {0};
+    if (!res)
+        res = &r;
+    memset(res, 0, sizeof *res);
+    if (!s || !smp || (n_prompt && !prompt))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_generate: NULL session, sampler or prompt");
+    glesc_generate_params defaults;
+    if (!p) {
+        glesc_generate_params_init(&defaults);
+        p = &defaults;
+    }
+    if (n_prompt) {
+        int32_t free_pos = s->n_ctx - s->n_past;
+        if (n_prompt > (size_t)free_pos)
+            return core_err_set(NULL, GLESC_ERROR_LIMIT,
+                                "the prompt has %zu tokens but the context has room for %d more "
+                                "(of %d)",
+                                n_prompt, (int)free_pos, (int)s->n_ctx);
+        glesc_status st = llm_eval_input(s, smp, prompt, n_prompt, p, res);
+        if (st != GLESC_OK)
+            return st;
+    }
+    return llm_generate_tokens(s, smp, p, p->eval_last, res);
+}

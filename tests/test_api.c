@@ -1,0 +1,224 @@
+/*
+ * test_api.c — the embedder's API that needs no GPU: the version macros
+ * against the library, the log callback and level, option defaults given as
+ * NULL, the thread's message after a success, and glesc-bench's checks of
+ * its arguments.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "glesc_llm.h"
+
+Test(api, version_macros_match_the_library)
+{
+    char v[64];
+    snprintf(v, sizeof v, "%d.%d.%d", GLESC_VERSION_MAJOR, GLESC_VERSION_MINOR,
+             GLESC_VERSION_PATCH);
+    cr_assert_str_eq(glesc_version(), v);
+    cr_assert_str_eq(GLESC_VERSION_STRING, v);
+    cr_assert_eq(GLESC_VERSION_NUMBER,
+                 GLESC_VERSION_MAJOR * 10000 + GLESC_VERSION_MINOR * 100 + GLESC_VERSION_PATCH);
+    int major = 0, minor = 0, patch = 0;
+    cr_assert_eq(sscanf(glesc_version(), "%d.%d.%d", &major, &minor, &patch), 3);
+    cr_assert_eq(major * 10000 + minor * 100 + patch, GLESC_VERSION_NUMBER);
+}
+
+/* The status list is append-only: the values callers may have stored. */
+Test(api, status_values_are_stable)
+{
+    cr_assert_eq(GLESC_ERROR_STATE, -14);
+    cr_assert_eq(GLESC_ERROR_CANCELLED, -15);
+    cr_assert_eq(GLESC_ERROR_CONTEXT_LOST, -16);
+    cr_assert_str_eq(glesc_status_name(GLESC_ERROR_CANCELLED), "GLESC_ERROR_CANCELLED");
+    cr_assert_str_eq(glesc_status_str(GLESC_ERROR_CONTEXT_LOST),
+                     "the GPU context was lost (device reset)");
+}
+
+typedef struct log_sink {
+    pthread_mutex_t lock;
+    int n, inside, overlap;
+    glesc_log_level last_level;
+    char last[256];
+} log_sink;
+
+static void sink(void *user, glesc_log_level level, const char *msg)
+{
+    log_sink *s = user;
+    /* The library calls the callback one message at a time. */
+    if (__atomic_add_fetch(&s->inside, 1, __ATOMIC_SEQ_CST) > 1)
+        __atomic_add_fetch(&s->overlap, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&s->lock);
+    s->n++;
+    s->last_level = level;
+    snprintf(s->last, sizeof s->last, "%s", msg);
+    pthread_mutex_unlock(&s->lock);
+    __atomic_sub_fetch(&s->inside, 1, __ATOMIC_SEQ_CST);
+}
+
+static void *log_many(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 500; i++)
+        core_log(CORE_LOG_WARN, "message %d", i);
+    return NULL;
+}
+
+Test(api, log_callback_takes_every_message_one_at_a_time)
+{
+    unsetenv("GLESC_LOG");
+    log_sink s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    glesc_set_log_callback(sink, &s);
+    core_log(CORE_LOG_WARN, "cache %s is not writable", "/x");
+    cr_assert_eq(s.n, 1);
+    cr_assert_eq(s.last_level, GLESC_LOG_WARN);
+    cr_assert_str_eq(s.last, "cache /x is not writable");
+    core_log(CORE_LOG_INFO, "not at the default level");
+    cr_assert_eq(s.n, 1);
+    /* A long message arrives whole. */
+    char big[3000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    core_log(CORE_LOG_ERROR, "%s", big);
+    cr_assert_eq(s.n, 2);
+    cr_assert_eq(strlen(s.last), sizeof s.last - 1);
+
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, log_many, NULL), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    cr_assert_eq(s.n, 2 + 4 * 500);
+    cr_assert_eq(s.overlap, 0);
+
+    glesc_set_log_callback(NULL, NULL); /* back to stderr */
+    core_log(CORE_LOG_WARN, "to stderr");
+    cr_assert_eq(s.n, 2 + 4 * 500);
+}
+
+Test(api, log_level_explicit_beats_the_environment)
+{
+    log_sink s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    glesc_set_log_callback(sink, &s);
+    setenv("GLESC_LOG", "error", 1);
+    core_log(CORE_LOG_WARN, "hidden by GLESC_LOG=error");
+    cr_assert_eq(s.n, 0);
+    glesc_set_log_level(GLESC_LOG_DEBUG);
+    core_log(CORE_LOG_DEBUG, "shown");
+    cr_assert_eq(s.n, 1);
+    cr_assert_eq(s.last_level, GLESC_LOG_DEBUG);
+    glesc_set_log_level((glesc_log_level)-1); /* back to GLESC_LOG */
+    core_log(CORE_LOG_INFO, "hidden again");
+    cr_assert_eq(s.n, 1);
+    unsetenv("GLESC_LOG");
+    glesc_set_log_callback(NULL, NULL);
+}
+
+/* Issue 10, defect 12: glesc_sampler_create(NULL, ...) crashed; NULL options
+ * are the defaults everywhere else. */
+Test(api, sampler_null_params_are_the_defaults)
+{
+    glesc_sampler *a = NULL, *b = NULL;
+    cr_assert_eq(glesc_sampler_create(NULL, 16, &a), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_sampler_params p;
+    glesc_sampler_params_default(&p);
+    cr_assert_eq(glesc_sampler_create(&p, 16, &b), GLESC_OK);
+    float logits[16];
+    for (int i = 0; i < 16; i++)
+        logits[i] = (float)((i * 7) % 16) / 4.0f;
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(glesc_sampler_sample(a, logits), glesc_sampler_sample(b, logits));
+    glesc_sampler_destroy(a);
+    glesc_sampler_destroy(b);
+    cr_assert_eq(glesc_sampler_create(NULL, 16, NULL), GLESC_ERROR_INVALID_ARGUMENT);
+}
+
+/* Runs glesc-bench with args; its exit status, stderr in err. */
+static int bench(const char *args, char *err, size_t n)
+{
+    const char *exe = getenv("GLESC_BENCH");
+    cr_assert_not_null(exe, "GLESC_BENCH is not set (meson test sets it)");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", exe, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t len = fread(err, 1, n - 1, p);
+    err[len] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Issue 10, defect 12: --types bogus printed an empty table with exit 0,
+ * --iters abc printed "inf%". */
+Test(api, bench_refuses_bad_arguments)
+{
+    char err[2048];
+    cr_assert_eq(bench("--types bogus", err, sizeof err), 2, "%s", err);
+    cr_assert(strstr(err, "'bogus' is not one of f32"), "%s", err);
+    cr_assert_eq(bench("--types q4_0,,q8_0", err, sizeof err), 2, "%s", err);
+    cr_assert_eq(bench("--iters abc", err, sizeof err), 2, "%s", err);
+    cr_assert(strstr(err, "--iters: 'abc'"), "%s", err);
+    cr_assert_eq(bench("--iters 0", err, sizeof err), 2, "%s", err);
+    cr_assert_eq(bench("--copy-mib -4", err, sizeof err), 2, "%s", err);
+    cr_assert_eq(bench("--shapes 64x", err, sizeof err), 2, "%s", err);
+    cr_assert(strstr(err, "'64x'"), "%s", err);
+    cr_assert_eq(bench("--types q4_0 --shapes 64x48", err, sizeof err), 2, "%s", err);
+    cr_assert(strstr(err, "q4_0's block of 32"), "%s", err);
+}
+
+/* Issue 10, defect 12: glesc_last_errmsg() kept the message of a failure
+ * after later calls succeeded; every call that returns a status resets it. */
+Test(api, a_success_clears_the_threads_message)
+{
+    glesc_gguf_writer *w = glesc_gguf_writer_create();
+    cr_assert_not_null(w);
+    cr_assert_eq(glesc_gguf_writer_set_alignment(w, 3), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_last_errmsg(), "alignment"), "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_gguf_writer_set_alignment(w, 64), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+    glesc_gguf_writer_destroy(w);
+
+    glesc_sampler *s = NULL;
+    glesc_sampler_params p;
+    glesc_sampler_params_default(&p);
+    cr_assert_eq(glesc_sampler_create(&p, 0, &s), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_str_neq(glesc_last_errmsg(), "");
+    cr_assert_eq(glesc_sampler_create(&p, 8, &s), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+    glesc_sampler_destroy(s);
+
+    char path[] = "/tmp/glesc-api-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    w = glesc_gguf_writer_create();
+    cr_assert_eq(glesc_gguf_writer_set_u32(w, "general.alignment", 32), GLESC_OK);
+    cr_assert_eq(glesc_gguf_writer_write(w, path), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_gguf_writer_destroy(w);
+    glesc_gguf *f = NULL;
+    cr_assert_neq(glesc_gguf_open("/nonexistent/x.gguf", &f), GLESC_OK);
+    cr_assert(strstr(glesc_last_errmsg(), "/nonexistent/x.gguf"), "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+    uint32_t a = 0;
+    cr_assert_neq(glesc_gguf_get_u32(f, "no.such.key", &a), GLESC_OK);
+    cr_assert_str_neq(glesc_last_errmsg(), "");
+    cr_assert_eq(glesc_gguf_get_u32(f, "general.alignment", &a), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+    cr_assert_eq(a, 32);
+    glesc_gguf_close(f);
+    remove(path);
+
+    float x[32] = {0};
+    unsigned char q[64];
+    cr_assert_eq(glesc_quantize(GLESC_DTYPE_Q8_0, x, 1, 30, q, sizeof q),
+                 GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_str_neq(glesc_last_errmsg(), "");
+    cr_assert_eq(glesc_quantize(GLESC_DTYPE_Q8_0, x, 1, 32, q, sizeof q), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+}

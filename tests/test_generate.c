@@ -1,0 +1,377 @@
+/*
+ * test_generate.c — glesc_generate (src/llm/generate.c): the same ids as a
+ * hand-written eval/sample loop (and llama.cpp's greedy ids on stories260K),
+ * each stop reason with its counts (the last token evaluated only with
+ * eval_last, an end-of-generation token neither shown nor evaluated), the
+ * streamed pieces equal to the whole-sequence detokenization, the events in
+ * order, glesc_session_logits during the callback being the sampled row, and
+ * the errors (no row to sample from, a prompt too long: nothing evaluated).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/synth.h"
+#include "glesc_llm.h"
+#include "test_util.h"
+
+static glesc_context *ctx;
+static glesc_model *model;
+static char *dir, path[4200];
+
+static void setup(void)
+{
+    ctx = test_context(NULL);
+    dir = test_tmpdir();
+    snprintf(path, sizeof path, "%s/g.gguf", dir);
+    synth_params p;
+    synth_params_default(&p);
+    p.n_embd = 64;
+    p.n_layer = 2;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ff = 128;
+    p.n_ctx = 128;
+    p.weight_type = GLESC_DTYPE_F32;
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_model_load(ctx, path, NULL, &model), GLESC_OK, "%s", glesc_last_errmsg());
+}
+
+static void teardown(void)
+{
+    glesc_model_destroy(model);
+    glesc_context_destroy(ctx);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
+TestSuite(generate, .init = setup, .fini = teardown);
+
+/* What the callbacks saw. */
+typedef struct seen {
+    const glesc_session *s;
+    int32_t n_vocab; /* of the sampler (0: the synthetic model's) */
+    int32_t ids[512];
+    int n_ids, stop_at;
+    char text[8192];
+    size_t text_len;
+    bool rows_ok;     /* every token was the arg max of glesc_session_logits (greedy) */
+    int flushes;      /* calls with id -1 */
+    int events[8][4]; /* per kind: count; order checked through `order` */
+    char order[1024];
+    size_t n_order;
+    glesc_stop_reason stop_event;
+} seen;
+
+static int32_t argmax(const float *v, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
+static bool on_token(void *user, int32_t id, const char *piece, size_t len)
+{
+    seen *w = user;
+    cr_assert_lt(w->text_len + len, sizeof w->text);
+    memcpy(w->text + w->text_len, piece, len);
+    w->text_len += len;
+    if (id < 0) {
+        w->flushes++;
+        return false;
+    }
+    const float *row = glesc_session_logits(w->s);
+    int32_t n_vocab =
+        w->n_vocab ? w->n_vocab : glesc_tokenizer_n_vocab(glesc_model_tokenizer(model));
+    if (!row || argmax(row, n_vocab) != id)
+        w->rows_ok = false;
+    w->ids[w->n_ids++] = id;
+    if (w->n_order < sizeof w->order - 1)
+        w->order[w->n_order++] = 't';
+    return w->n_ids == w->stop_at;
+}
+
+static void on_event(void *user, const glesc_gen_event *ev)
+{
+    seen *w = user;
+    w->events[ev->kind][0]++;
+    static const char letter[] = "?PESO";
+    if (w->n_order < sizeof w->order - 1)
+        w->order[w->n_order++] = letter[ev->kind];
+    if (ev->kind == GLESC_GEN_EVENT_STOP)
+        w->stop_event = ev->stop;
+    if (ev->kind == GLESC_GEN_EVENT_TOKEN_EVAL) {
+        cr_expect_eq(ev->id, w->ids[w->n_ids - 1], "the evaluated token is the last sampled");
+        cr_expect_not_null(ev->stats);
+        cr_expect_eq(ev->stats->n_tokens, 1);
+    }
+}
+
+static glesc_sampler *greedy(void)
+{
+    glesc_sampler_params sp;
+    glesc_sampler_params_default(&sp);
+    sp.temperature = 0;
+    glesc_sampler *smp;
+    cr_assert_eq(
+        glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(glesc_model_tokenizer(model)), &smp),
+        GLESC_OK);
+    return smp;
+}
+
+static glesc_session *session(int32_t n_ctx)
+{
+    glesc_session_options so = {.n_ctx = n_ctx};
+    glesc_session *s;
+    cr_assert_eq(glesc_session_create(model, &so, &s), GLESC_OK, "%s", glesc_last_errmsg());
+    return s;
+}
+
+static void params(glesc_generate_params *p, seen *w, int32_t n_predict)
+{
+    glesc_generate_params_init(p);
+    p->n_predict = n_predict;
+    p->on_token = on_token;
+    p->token_user = w;
+    p->on_event = on_event;
+    p->event_user = w;
+    w->rows_ok = true;
+}
+
+static const int32_t prompt[] = {1, 300, 301, 302, 303};
+
+Test(generate, same_ids_as_a_hand_written_loop_and_counts)
+{
+    /* By hand: eval the prompt, then sample and eval 20 times. */
+    glesc_session *s = session(0);
+    glesc_sampler *smp = greedy();
+    int32_t V = glesc_tokenizer_n_vocab(glesc_model_tokenizer(model));
+    float *row = malloc((size_t)V * 4 * 2);
+    cr_assert_eq(glesc_session_eval(s, prompt, 5, 0, row), GLESC_OK);
+    int32_t expect[20];
+    for (int i = 0; i < 20; i++) {
+        expect[i] = argmax(row, V);
+        cr_assert_eq(glesc_session_eval(s, &expect[i], 1, 0, row), GLESC_OK);
+    }
+    glesc_session_destroy(s);
+
+    for (int eval_last = 0; eval_last < 2; eval_last++) {
+        s = session(0);
+        seen w = {.s = s};
+        glesc_generate_params p;
+        params(&p, &w, 20);
+        p.eval_last = eval_last;
+        glesc_generate_result res;
+        cr_assert_eq(glesc_generate(s, smp, prompt, 5, &p, &res), GLESC_OK, "%s",
+                     glesc_last_errmsg());
+        cr_expect_eq(w.n_ids, 20);
+        cr_expect_eq(memcmp(w.ids, expect, sizeof expect), 0, "ids differ from the hand loop");
+        cr_expect(w.rows_ok, "glesc_session_logits was not the sampled row in the callback");
+        cr_expect_eq(res.stop, GLESC_STOP_LENGTH);
+        cr_expect_eq(w.stop_event, GLESC_STOP_LENGTH);
+        cr_expect_eq(res.n_generated, 20);
+        cr_expect_eq(res.prompt_tokens, 5);
+        cr_expect_eq(res.decode_tokens, eval_last ? 20u : 19u, "the last token evaluated: %d",
+                     eval_last);
+        cr_expect_eq(glesc_session_n_past(s), 5 + (int)res.decode_tokens);
+        /* The events: the prompt, then each token and its eval, then stop. */
+        char order[64] = "P";
+        for (int i = 0; i < 20; i++)
+            strcat(order, i < 19 || eval_last ? "tE" : "t");
+        strcat(order, "S");
+        w.order[w.n_order] = 0;
+        cr_expect_str_eq(w.order, order);
+        /* The pieces are the whole continuation's text. */
+        char *text;
+        size_t len;
+        cr_assert_eq(
+            glesc_detokenize(glesc_model_tokenizer(model), w.ids, 20,
+                             GLESC_DETOKENIZE_KEEP_LEADING_SPACE | GLESC_DETOKENIZE_NO_CLEANUP,
+                             &text, &len),
+            GLESC_OK);
+        cr_expect_eq(w.text_len, len);
+        cr_expect_eq(memcmp(w.text, text, len), 0, "streamed '%.*s', whole '%s'", (int)w.text_len,
+                     w.text, text);
+        glesc_text_free(text);
+        glesc_sampler_reset(smp);
+        glesc_session_destroy(s);
+    }
+    free(row);
+    glesc_sampler_destroy(smp);
+}
+
+Test(generate, context_callback_and_continuation)
+{
+    glesc_sampler *smp = greedy();
+    /* A context of 16: the prompt's 5, then 11 evaluated tokens; the 12th
+     * is sampled from the last row but has no room. */
+    glesc_session *s = session(16);
+    seen w = {.s = s};
+    glesc_generate_params p;
+    params(&p, &w, -1);
+    p.ignore_eos = true;
+    glesc_generate_result res;
+    cr_assert_eq(glesc_generate(s, smp, prompt, 5, &p, &res), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_expect_eq(res.stop, GLESC_STOP_CONTEXT);
+    cr_expect_eq(res.n_generated, 12);
+    cr_expect_eq(res.decode_tokens, 11);
+    cr_expect_eq(glesc_session_n_past(s), 16);
+    glesc_session_destroy(s);
+
+    /* The callback stops at the third token; with eval_last it is in the
+     * session, and a second call continues from its row. */
+    s = session(0);
+    w = (seen){.s = s, .stop_at = 3};
+    params(&p, &w, 50);
+    p.eval_last = true;
+    glesc_sampler_reset(smp);
+    cr_assert_eq(glesc_generate(s, smp, prompt, 5, &p, &res), GLESC_OK);
+    cr_expect_eq(res.stop, GLESC_STOP_CALLBACK);
+    cr_expect_eq(res.n_generated, 3);
+    cr_expect_eq(res.decode_tokens, 3);
+    cr_expect_eq(glesc_session_n_past(s), 8);
+    int32_t first[3];
+    memcpy(first, w.ids, sizeof first);
+    w = (seen){.s = s};
+    params(&p, &w, 4);
+    cr_assert_eq(glesc_generate(s, smp, NULL, 0, &p, &res), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_expect_eq(res.prompt_tokens, 0);
+    cr_expect_eq(res.n_generated, 4);
+    glesc_session_destroy(s);
+
+    /* The same 7 tokens in one call. */
+    s = session(0);
+    seen all = {.s = s};
+    params(&p, &all, 7);
+    glesc_sampler_reset(smp);
+    cr_assert_eq(glesc_generate(s, smp, prompt, 5, &p, &res), GLESC_OK);
+    cr_expect_eq(memcmp(all.ids, first, sizeof first), 0);
+    cr_expect_eq(memcmp(all.ids + 3, w.ids, 4 * sizeof(int32_t)), 0,
+                 "continuing after a stop gives the same tokens");
+    glesc_session_destroy(s);
+    glesc_sampler_destroy(smp);
+}
+
+Test(generate, errors)
+{
+    glesc_sampler *smp = greedy();
+    glesc_session *s = session(8);
+    glesc_generate_result res;
+    /* Nothing evaluated yet: no row to sample from. */
+    cr_expect_eq(glesc_generate(s, smp, NULL, 0, NULL, &res), GLESC_ERROR_STATE);
+    cr_expect(strstr(glesc_last_errmsg(), "no logits"), "%s", glesc_last_errmsg());
+    int32_t long_prompt[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    cr_expect_eq(glesc_generate(s, smp, long_prompt, 9, NULL, &res), GLESC_ERROR_LIMIT);
+    cr_expect(strstr(glesc_last_errmsg(), "room for 8 more"), "%s", glesc_last_errmsg());
+    cr_expect_eq(glesc_session_n_past(s), 0, "nothing evaluated");
+    cr_expect_eq(glesc_generate(NULL, smp, NULL, 0, NULL, &res), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_expect_eq(glesc_generate(s, NULL, NULL, 0, NULL, &res), GLESC_ERROR_INVALID_ARGUMENT);
+    /* An id outside the vocabulary fails the prompt's eval, with the step. */
+    int32_t bad[2] = {1, 1 << 20};
+    cr_expect_eq(glesc_generate(s, smp, bad, 2, NULL, &res), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_expect(strstr(glesc_last_errmsg(), "evaluating the prompt: "), "%s", glesc_last_errmsg());
+    /* n_predict 0 only evaluates the prompt; truncating forgets the row. */
+    glesc_generate_params p;
+    glesc_generate_params_init(&p);
+    p.n_predict = 0;
+    cr_expect_eq(glesc_generate(s, smp, prompt, 5, &p, &res), GLESC_OK);
+    cr_expect_eq(res.n_generated, 0);
+    cr_expect_eq(res.stop, GLESC_STOP_LENGTH);
+    cr_expect_not_null(glesc_session_logits(s));
+    cr_expect_eq(glesc_session_truncate(s, 2), GLESC_OK);
+    cr_expect_null(glesc_session_logits(s));
+    cr_expect_str_eq(glesc_stop_reason_name(GLESC_STOP_CALLBACK), "callback");
+    cr_expect_null(glesc_stop_reason_name((glesc_stop_reason)99));
+    glesc_session_destroy(s);
+    glesc_sampler_destroy(smp);
+}
+
+/* llama.cpp's greedy ids for "Once upon a time" on stories260K (as
+ * test_runtime's hand loop checks them), through glesc_generate. */
+Test(generate, stories260k_greedy_matches_llama_cpp)
+{
+    TEST_REQUIRE_SHARED(spath, "models/stories260K.gguf");
+    static const int32_t expect[48] = {432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338,
+                                       401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282,
+                                       295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352,
+                                       266, 268, 388, 426, 338, 391, 266, 267, 337, 335, 312, 432};
+    glesc_model *m;
+    cr_assert_eq(glesc_model_load(ctx, spath, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_tokenizer *tok = glesc_model_tokenizer(m);
+    int32_t *ids;
+    size_t n;
+    cr_assert_eq(
+        glesc_tokenize_alloc(tok, "Once upon a time", 16, GLESC_TOKENIZE_ADD_SPECIAL, &ids, &n),
+        GLESC_OK);
+    glesc_sampler_params sp;
+    glesc_sampler_params_default(&sp);
+    sp.temperature = 0;
+    glesc_sampler *smp;
+    cr_assert_eq(glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(tok), &smp), GLESC_OK);
+    glesc_session *s;
+    cr_assert_eq(glesc_session_create(m, NULL, &s), GLESC_OK);
+    seen w = {.s = s, .n_vocab = glesc_tokenizer_n_vocab(tok), .rows_ok = true};
+    glesc_generate_params p;
+    glesc_generate_params_init(&p);
+    p.n_predict = 48;
+    p.on_token = on_token;
+    p.token_user = &w;
+    glesc_generate_result res;
+    cr_assert_eq(glesc_generate(s, smp, ids, n, &p, &res), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_expect_eq(w.n_ids, 48);
+    cr_expect(w.rows_ok, "each id is the arg max of the row glesc_session_logits shows");
+    for (int i = 0; i < 48; i++)
+        cr_expect_eq(w.ids[i], expect[i], "token %d: %d, llama.cpp %d", i, w.ids[i], expect[i]);
+    glesc_tokens_free(ids);
+    glesc_session_destroy(s);
+    glesc_sampler_destroy(smp);
+    glesc_model_destroy(m);
+    free(spath);
+}
+
+/* An end-of-generation token stops without being shown or evaluated
+ * (TinyStories-656K ends its stories), and with ignore_eos it is text. */
+Test(generate, end_of_generation)
+{
+    TEST_REQUIRE_SHARED(tpath, "models/TinyStories-656K-Q8_0.gguf");
+    glesc_model *m;
+    cr_assert_eq(glesc_model_load(ctx, tpath, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_tokenizer *tok = glesc_model_tokenizer(m);
+    int32_t *ids;
+    size_t n;
+    cr_assert_eq(
+        glesc_tokenize_alloc(tok, "Once upon a time", 16, GLESC_TOKENIZE_ADD_SPECIAL, &ids, &n),
+        GLESC_OK);
+    glesc_sampler_params sp;
+    glesc_sampler_params_default(&sp);
+    sp.seed = 1; /* gguf-run --seed 1 reaches the end of its story */
+    glesc_sampler *smp;
+    cr_assert_eq(glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(tok), &smp), GLESC_OK);
+    glesc_session_options so = {.n_ctx = 1024};
+    glesc_session *s;
+    cr_assert_eq(glesc_session_create(m, &so, &s), GLESC_OK);
+    seen w = {.s = s};
+    glesc_generate_params p;
+    glesc_generate_params_init(&p);
+    p.on_token = on_token;
+    p.token_user = &w;
+    glesc_generate_result res;
+    cr_assert_eq(glesc_generate(s, smp, ids, n, &p, &res), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_expect_eq(res.stop, GLESC_STOP_EOS);
+    cr_assert_gt(w.n_ids, 1);
+    int32_t last = w.ids[w.n_ids - 1];
+    cr_expect(glesc_tokenizer_is_eog(tok, last), "the last id %d ends generation", last);
+    cr_expect_eq(res.n_generated, w.n_ids);
+    cr_expect_eq(res.decode_tokens, (size_t)w.n_ids - 1, "the end token is not evaluated");
+    cr_expect_eq(glesc_session_n_past(s), (int)n + w.n_ids - 1);
+    glesc_tokens_free(ids);
+    glesc_session_destroy(s);
+    glesc_sampler_destroy(smp);
+    glesc_model_destroy(m);
+    free(tpath);
+}
