@@ -58,7 +58,7 @@ glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out
     compute_state *cs = compute_state_get(ctx);
     if (!cs)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "kernel scratch");
-    uint64_t need = CORE_MAX(bytes, 4096);
+    uint64_t need = CORE_MAX(bytes, 256); /* something to bind where it is not touched */
     if (!cs->scratch || cs->scratch->size < need) {
         gl_pool_release(ctx, cs->scratch);
         cs->scratch = NULL;

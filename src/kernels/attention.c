@@ -124,8 +124,9 @@ glesc_status kernels_gen_attention(kb *b)
         return kb_fail(b, GLESC_ERROR_LIMIT, "attention: %lld key splits", (long long)nsplit);
     kb_row_writes_begin(b);
     int sc = kb_scratch(b, nsplit == 1 ? 0
-                                       : 4 * (uint64_t)(n_q * n_groups) * (uint64_t)nsplit *
-                                             (uint64_t)sh.hg * (uint64_t)(dv + 2));
+                                       : 4 * (uint64_t)KB_SCRATCH_COUNTERS +
+                                             4 * (uint64_t)(n_q * n_groups) * (uint64_t)nsplit *
+                                                 (uint64_t)sh.hg * (uint64_t)(dv + 2));
     kb_param_u(b, "D", (uint64_t)q->ne[0]);
     kb_param_u(b, "Dv", (uint64_t)dv);
     kb_param_u(b, "Tk", (uint64_t)n_kv);

@@ -799,7 +799,7 @@ void kb_row_writes_store(kb *b, const char *id, const char *stride)
 
 int kb_scratch(kb *b, uint64_t bytes)
 {
-    b->scratch_bytes = 4 * (uint64_t)KB_SCRATCH_COUNTERS + bytes;
+    b->scratch_bytes = bytes;
     if (b->scratch_bind >= 0)
         return b->scratch_bind;
     if (b->n_bind >= b->max_bind) {

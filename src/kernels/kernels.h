@@ -171,8 +171,9 @@ void kb_row_writes_store(kb *b, const char *id, const char *stride);
  * combine): the executor supplies one per context, zero-filled when it
  * grows. Its first KB_SCRATCH_COUNTERS words are counters, zero between
  * dispatches (a kernel that counts in one puts it back to zero); the words
- * after them are free space for the dispatch. bytes: the free space this
- * compute needs. Returns its binding index ("t<i>"). */
+ * after them are free space for the dispatch. bytes: how much of it this
+ * dispatch uses, counters included (0: bound but not touched, so the
+ * executor need not grow it). Returns its binding index ("t<i>"). */
 #define KB_SCRATCH_COUNTERS 1024
 int kb_scratch(kb *b, uint64_t bytes);
 
