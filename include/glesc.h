@@ -72,7 +72,8 @@ extern "C" {
     X(ERROR_TIMEOUT, -13, "timed out waiting for the GPU")                                         \
     X(ERROR_STATE, -14, "call not valid in this state")                                            \
     X(ERROR_CANCELLED, -15, "cancelled by a callback")                                             \
-    X(ERROR_CONTEXT_LOST, -16, "the GPU context was lost (device reset)")
+    X(ERROR_CONTEXT_LOST, -16, "the GPU context was lost (device reset)")                          \
+    X(ERROR_NUMERIC, -17, "non-finite values (NaN or infinity) in a result")
 
 typedef enum glesc_status {
 #define GLESC_STATUS_ENUM_(name, value, str) GLESC_##name = value,

@@ -10,9 +10,10 @@
  * Beyond the format's own rules, the reader also refuses: version 1 (32-bit
  * counts), arrays nested more than 8 deep, bool bytes other than 0 and 1,
  * keys and tensor names containing a NUL byte, general.alignment that is not
- * a uint32 power of two, n_dims outside 1..4 and element counts beyond
- * INT64_MAX. A file whose tensors have no bytes may end right after the
- * tensor directory (vocab-only files do).
+ * a uint32 power of two, n_dims outside 1..4, a dimension of 0 and element
+ * counts beyond INT64_MAX. A file without tensors may end right after the
+ * tensor directory (vocab-only files do). Only regular files are opened: a
+ * FIFO, device or directory is refused by name without waiting on it.
  *
  * Strings in GGUF are not NUL-terminated in the file: string getters return a
  * pointer and a length. Keys and tensor names are additionally available as
@@ -181,6 +182,16 @@ GLESC_API int64_t glesc_gguf_find_tensor(const glesc_gguf *f, const char *name);
 /* Fills *out for tensor i; GLESC_ERROR_INVALID_ARGUMENT when i is out of range. */
 GLESC_API glesc_status glesc_gguf_tensor(const glesc_gguf *f, int64_t i,
                                          glesc_gguf_tensor_info *out);
+/* Copies n bytes of tensor i's data, from offset bytes into it, to dst. A
+ * file is read with pread, not through the mapping, so a file truncated or
+ * rewritten by another process while it is open gives GLESC_ERROR_IO naming
+ * the file and tensor instead of a SIGBUS (touching such pages of the
+ * mapping, e.g. through glesc_gguf_tensor_info.data, kills the process); a
+ * reader of memory copies from it. GLESC_ERROR_INVALID_ARGUMENT when i is
+ * out of range or the bytes are not inside the tensor. (Added to the
+ * original API.) */
+GLESC_API glesc_status glesc_gguf_tensor_read(const glesc_gguf *f, int64_t i, uint64_t offset,
+                                              void *dst, uint64_t n);
 
 /* ---- Writer ---- */
 typedef struct glesc_gguf_writer glesc_gguf_writer;

@@ -172,8 +172,8 @@ GLESC_API void glesc_decoder_reset(glesc_decoder *dec);
 typedef struct glesc_sampler_params {
     float temperature;     /* 0.8; <= 0: greedy */
     int32_t top_k;         /* 40; <= 0: off */
-    float top_p;           /* 0.95; >= 1: off */
-    float min_p;           /* 0.05; <= 0: off */
+    float top_p;           /* 0.95; >= 1: off; 0: only the most likely token */
+    float min_p;           /* 0.05; <= 0: off; below 1 */
     float repeat_penalty;  /* 1.0 (off); > 1 discourages repeats */
     int32_t repeat_last_n; /* 64; how many accepted tokens the penalty looks at */
     uint64_t seed;         /* the random stream */
@@ -348,8 +348,11 @@ enum {
  * keys and values to the KV cache, and writes logits (may be NULL): n_vocab
  * floats for the last position, or n × n_vocab (position by position) with
  * GLESC_EVAL_ALL_LOGITS. n ≥ 1. Errors: an id out of the vocabulary, or
- * n_past + n > n_ctx (GLESC_ERROR_LIMIT, nothing evaluated); a GPU failure
- * (the session's positions are then undefined: truncate to 0). */
+ * n_past + n > n_ctx (GLESC_ERROR_LIMIT, nothing evaluated); a logit that
+ * is NaN or infinite in the rows written (GLESC_ERROR_NUMERIC, naming the
+ * position and token: a broken model); a GPU failure (the cache's contents
+ * at these positions are then undefined). After any failure n_past is what
+ * it was before the call. */
 GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, size_t n,
                                           unsigned flags, float *logits);
 /* The logits row (n_vocab floats) of the last position evaluated with

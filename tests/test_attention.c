@@ -3,8 +3,9 @@
  * both rope layouts, partial rotation, frequency scaling and factors; attention for one
  * query row (decode) and many (prefill), grouped-query ratios 1, 2, 4, 8,
  * head sizes 8, 64, 128, additive and causal masks, f16 keys/values and
- * permuted (non-contiguous) inputs as a model's graph produces them; rope
- * fused with the KV-cache write.
+ * permuted (non-contiguous) inputs as a model's graph produces them, long
+ * contexts split over workgroups and combined; rope fused with the
+ * KV-cache write.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -136,6 +137,23 @@ Test(attention, decode_and_prefill_gqa_head_sizes)
         worst = fmax(worst, e);
     }
     cr_log_info("attention worst NMSE %.3g", worst);
+}
+
+Test(attention, long_context_splits_and_combines)
+{
+    /* enough keys for several splits per (query, head group): each split's
+     * workgroup leaves its partial softmax in the scratch buffer and the
+     * last one combines; run twice, since the combine must leave its
+     * counters at zero for the next dispatch (of any shape) */
+    static const attn_case cases[] = {
+        {64, 8, 2, 1, 2048, false, false, F16},  {64, 8, 2, 1, 2048, false, true, F32},
+        {128, 4, 4, 1, 300, false, false, F32},  {128, 4, 4, 1, 300, true, false, F32},
+        {16, 14, 2, 1, 1000, false, false, F32}, /* 7 heads per kv head */
+        {64, 4, 1, 3, 300, true, true, F16},
+    };
+    for (int rep = 0; rep < 2; rep++)
+        for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++)
+            run_attention(&cases[i], (uint32_t)(70 + 10 * i));
 }
 
 Test(attention, bad_shapes_name_the_inputs)

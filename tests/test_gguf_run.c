@@ -7,14 +7,22 @@
  * cases need no shared files; the rest skip without ../shared.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <json-c/json.h>
+#include <math.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/synth.h"
+#include "test_gguf_edit.h"
 #include "test_util.h"
 
 /* Runs gguf-run with args (a shell fragment; stdin from input when not
@@ -154,6 +162,8 @@ Test(gguf_run, unknown_architecture)
     rm(path);
 }
 
+/* Refused before the prompt is echoed, and a failed run prints no summary
+ * (it printed one with 0 tok/s). */
 Test(gguf_run, prompt_longer_than_the_context)
 {
     char *path = synth(NULL);
@@ -161,7 +171,159 @@ Test(gguf_run, prompt_longer_than_the_context)
     snprintf(args, sizeof args,
              "-m '%s' -c 8 -p 'the little dog saw a big cat in the park one day and it was fun'",
              path);
-    expect_failure(args, 1, (const char *[]){"tokens", "context", "-c", NULL});
+    test_run_result r = run(args);
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    cr_expect(strstr(r.err, "tokens") && strstr(r.err, "context") && strstr(r.err, "-c"), "%s",
+              r.err);
+    cr_expect_str_eq(r.out, "", "the prompt was echoed first");
+    cr_expect(!strstr(r.err, "tok/s"), "a summary after a failure: %s", r.err);
+    test_run_free(&r);
+    rm(path);
+}
+
+/* The file name once per message (a type error of a key was prefixed with
+ * it a second time), and the key named. */
+static void expect_named_once(const char *path, const char *args_fmt, const char *needle)
+{
+    char args[4200];
+    snprintf(args, sizeof args, args_fmt, path);
+    test_run_result r = run(args);
+    cr_log_info("%s -> %d: %s", args, r.status, r.err);
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    const char *first = strstr(r.err, path);
+    cr_expect(first && !strstr(first + 1, path), "the file is not named exactly once: %s", r.err);
+    cr_expect(strstr(r.err, needle), "'%s' not in: %s", needle, r.err);
+    test_run_free(&r);
+}
+
+Test(gguf_run, messages_name_the_file_once)
+{
+    char *path = synth(NULL);
+    test_gguf_rewrite(path, &(test_gguf_edit){.key = "llama.embedding_length",
+                                              .key_type = GLESC_GGUF_STRING,
+                                              .key_value = "sixty-four"});
+    expect_named_once(path, "-m '%s' -p hi", "key 'llama.embedding_length'");
+    rm(path);
+    path = synth(NULL);
+    uint32_t one = 1;
+    test_gguf_rewrite(path, &(test_gguf_edit){.key = "tokenizer.ggml.model",
+                                              .key_type = GLESC_GGUF_UINT32,
+                                              .key_value = &one});
+    expect_named_once(path, "-m '%s' -p hi", "key 'tokenizer.ggml.model'");
+    expect_named_once(path, "-m '%s' --tokenize -p hi", "key 'tokenizer.ggml.model'");
+    rm(path);
+    path = synth(NULL);
+    test_gguf_rewrite(path, &(test_gguf_edit){.key = "general.architecture",
+                                              .key_type = GLESC_GGUF_UINT32,
+                                              .key_value = &one});
+    expect_named_once(path, "-m '%s' -p hi", "key 'general.architecture'");
+    rm(path);
+}
+
+static void token_embd_one_row_more(synth_params *p)
+{
+    p->bad_shape_tensor = "token_embd.weight";
+}
+
+/* token_embd.weight with a row too many: it is the one blamed (output.weight
+ * was, as n_vocab came from token_embd's rows). */
+Test(gguf_run, wrong_token_embd_is_blamed)
+{
+    char *path = synth(token_embd_one_row_more);
+    char args[4200];
+    snprintf(args, sizeof args, "-m '%s' -p hi", path);
+    test_run_result r = run(args);
+    cr_log_info("%s", r.err);
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    cr_expect(strstr(r.err, "tensor 'token_embd.weight' has shape") && strstr(r.err, "expected"),
+              "%s", r.err);
+    cr_expect(!strstr(r.err, "'output.weight' has shape"), "%s", r.err);
+    test_run_free(&r);
+    rm(path);
+}
+
+/* A FIFO as the model is refused by name at once (gguf-run waited forever
+ * in open(); `timeout` ends such a regression instead of leaving it). */
+Test(gguf_run, fifo_model, .timeout = 120)
+{
+    const char *exe = getenv("GLESC_GGUF_RUN");
+    cr_assert(exe && *exe, "GLESC_GGUF_RUN is not set (run through meson test)");
+    char *dir = test_tmpdir();
+    char fifo[4200], cmd[8800];
+    snprintf(fifo, sizeof fifo, "%s/model.gguf", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    for (int tokenize = 0; tokenize < 2; tokenize++) {
+        snprintf(cmd, sizeof cmd, "timeout 30 '%s' --cache-dir off -m '%s' -p hi%s", exe, fifo,
+                 tokenize ? " --tokenize" : "");
+        test_run_result r = test_run(cmd, NULL);
+        cr_expect_eq(r.status, 1, "%s: exit %d: %s", cmd, r.status, r.err);
+        cr_expect(strstr(r.err, fifo) && strstr(r.err, "not a regular file"), "%s", r.err);
+        test_run_free(&r);
+    }
+    unlink(fifo);
+    rmdir(dir);
+    free(dir);
+}
+
+static void f32_weights(synth_params *p)
+{
+    p->weight_type = GLESC_DTYPE_F32;
+}
+
+/* A NaN hyperparameter is refused by key; a NaN weight fails the step that
+ * meets it, naming it and the position (both gave ids 0 and empty text with
+ * exit 0). */
+Test(gguf_run, nan_is_an_error)
+{
+    char *path = synth(NULL);
+    float nan = NAN;
+    test_gguf_rewrite(path, &(test_gguf_edit){.key = "llama.attention.layer_norm_rms_epsilon",
+                                              .key_type = GLESC_GGUF_FLOAT32,
+                                              .key_value = &nan});
+    char args[4200];
+    snprintf(args, sizeof args, "-m '%s' -p hi -n 4", path);
+    expect_failure(args, 1,
+                   (const char *[]){path, "llama.attention.layer_norm_rms_epsilon",
+                                    "not a finite number", NULL});
+    rm(path);
+
+    path = synth(NULL);
+    test_gguf_rewrite(path, &(test_gguf_edit){.tensor = "output_norm.weight", .value = NAN});
+    snprintf(args, sizeof args, "-m '%s' --prompt-ids 1,300,301 -n 4", path);
+    test_run_result r = run(args);
+    cr_log_info("%s", r.err);
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    cr_expect(strstr(r.err, "evaluating the prompt: the logits of position 2 (token 301, in a "
+                            "batch of positions 0..2) are not finite"),
+              "%s", r.err);
+    cr_expect(!strstr(r.err, "tok/s"), "%s", r.err);
+    test_run_free(&r);
+    rm(path);
+
+    /* The first greedy token's embedding row gets a NaN: the prompt
+     * evaluates, the first decode step fails. */
+    path = synth(f32_weights);
+    snprintf(args, sizeof args, "-m '%s' --prompt-ids 1,300,301 -n 1 --temp 0 --json", path);
+    r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *g = strstr(r.out, "\"generated_ids\": [");
+    cr_assert_not_null(g, "%s", r.out);
+    int first = atoi(g + strlen("\"generated_ids\": ["));
+    test_run_free(&r);
+    cr_assert(first != 300 && first != 301 && first != 1, "first token %d is in the prompt", first);
+    test_gguf_rewrite(path, &(test_gguf_edit){.tensor = "token_embd.weight",
+                                              .index = (int64_t)first * 64,
+                                              .value = NAN});
+    snprintf(args, sizeof args, "-m '%s' --prompt-ids 1,300,301 -n 4 --temp 0", path);
+    r = run(args);
+    cr_log_info("%s", r.err);
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    char want[128];
+    snprintf(want, sizeof want, "decoding: the logits of position 3 (token %d) are not finite",
+             first);
+    cr_expect(strstr(r.err, want), "'%s' not in: %s", want, r.err);
+    cr_expect(!strstr(r.err, "tok/s"), "%s", r.err);
+    test_run_free(&r);
     rm(path);
 }
 
@@ -200,7 +362,7 @@ Test(gguf_run, bad_usage)
         {"--chat-template nosuch --chat", "not a known template", 2},
         {"-c", "needs a value", 2},
         {"--platform nope -p hi", "--platform", 2},
-        {"--top-p 0 -p hi", "top_p", 2},
+        {"--top-p -1 -p hi", "top_p -1 must be at least 0", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(args, sizeof args, "-m '%s' %s", path, cases[i].args);
@@ -378,4 +540,298 @@ Test(gguf_run, chat_on_stdin)
     cr_expect_lt(second, first, "turn 2 evaluated %zu tokens, turn 1 %zu", second, first);
     test_run_free(&r);
     free(model);
+}
+
+/* ---- inputs and outputs that cannot be used ---- */
+
+/* A 4 GB virtual memory cap, so a regression that reads without bound
+ * fails instead of taking the machine's memory; not under AddressSanitizer,
+ * which reserves terabytes of address space for its shadow. */
+#if defined(__SANITIZE_ADDRESS__)
+#define VM_CAP ""
+#else
+#define VM_CAP "ulimit -v 4000000;"
+#endif
+
+/* Runs gguf-run with args inside a shell line: before, then gguf-run under
+ * VM_CAP. */
+static test_run_result run_capped(const char *before, const char *args)
+{
+    const char *exe = getenv("GLESC_GGUF_RUN");
+    cr_assert(exe && *exe, "GLESC_GGUF_RUN is not set (run through meson test)");
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "%s (" VM_CAP " exec '%s' --cache-dir off %s)", before, exe, args);
+    return test_run(cmd, NULL);
+}
+
+/* Text, --json, --tokenize and a chat written to a full disk: exit 1 with
+ * the reason (text and --json exited 0, --tokenize 1 without a word). */
+Test(gguf_run, write_errors)
+{
+    char *path = synth(NULL);
+    static const char *const modes[] = {"-p hi -n 4", "-p hi -n 4 --json", "-p hi --tokenize",
+                                        "-p hi -n 2 --no-display-prompt", "--chat -n 4"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char args[4400];
+        snprintf(args, sizeof args, "-m '%s' %s >/dev/full", path, modes[i]);
+        test_run_result r = run_with(args, "hello\n");
+        cr_log_info("%s -> %d: %s", modes[i], r.status, r.err);
+        cr_expect_eq(r.status, 1, "%s: exit %d: %s", modes[i], r.status, r.err);
+        cr_expect(strstr(r.err, "gguf-run: writing output: No space left on device\n"), "%s: %s",
+                  modes[i], r.err);
+        cr_expect(!strstr(r.err, "tok/s"), "%s: a summary after a failure: %s", modes[i], r.err);
+        test_run_free(&r);
+    }
+    rm(path);
+}
+
+/* An endless prompt file stops at the stated limit (it grew until the
+ * process was killed). */
+Test(gguf_run, prompt_file_limit, .timeout = 120)
+{
+    char *path = synth(NULL);
+    char args[4400];
+    snprintf(args, sizeof args, "-m '%s' -f /dev/zero", path);
+    test_run_result r = run_capped("", args);
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    cr_expect(strstr(r.err, "-f /dev/zero: the file has more than 16777216 bytes (16 MiB), the "
+                            "limit for a prompt"),
+              "%s", r.err);
+    test_run_free(&r);
+    rm(path);
+}
+
+/* A chat line without end stops at the stated limit (it had none). */
+Test(gguf_run, chat_message_limit, .timeout = 120)
+{
+    char *path = synth(NULL);
+    char args[4400];
+    snprintf(args, sizeof args, "-m '%s' --chat -n 2", path);
+    test_run_result r = run_capped("head -c 3000000 /dev/zero | tr '\\0' a |", args);
+    cr_log_info("%s", r.err);
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    cr_expect(strstr(r.err, "a chat message on stdin is longer than 1048576 bytes (1 MiB), the "
+                            "limit"),
+              "%s", r.err);
+    test_run_free(&r);
+    rm(path);
+}
+
+/* A system message with which no message fits fails once, exit 1 (every
+ * turn failed, exit 0). */
+Test(gguf_run, system_message_larger_than_the_context)
+{
+    char *path = synth(NULL);
+    char args[4400];
+    snprintf(args, sizeof args,
+             "-m '%s' --chat --chat-template chatml -c 16 -n 2 --system 'the little dog saw a "
+             "big cat in the park one day and it was fun to see them play'",
+             path);
+    test_run_result r = run_with(args, "hello\nagain\n");
+    cr_log_info("%s", r.err);
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    const char *m = strstr(r.err, "the system message takes");
+    cr_expect(m && strstr(m, "the context holds 16") && strstr(m, "--system"), "%s", r.err);
+    cr_expect(m && !strstr(m + 1, "the system message takes"), "said twice: %s", r.err);
+    cr_expect(!strstr(r.err, "does not fit"), "%s", r.err);
+    test_run_free(&r);
+    rm(path);
+}
+
+/* -n 0 reports "stop": "length" (it said "none", which the README does not
+ * list). */
+Test(gguf_run, json_stop_without_generation)
+{
+    char *path = synth(NULL);
+    char args[4400];
+    snprintf(args, sizeof args, "-m '%s' -p hi -n 0 --json", path);
+    test_run_result r = run(args);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\"generated_ids\": [], \"text\": \"\", \"stop\": \"length\""), "%s",
+              r.out);
+    test_run_free(&r);
+    rm(path);
+}
+
+/* ---- on a terminal ----
+ * gguf-run on a pseudo-terminal (its stdin, stdout and stderr), where
+ * Ctrl-C (\x03) and Ctrl-D (\x04) act as they do for a user: the terminal
+ * sends SIGINT, or ends the input. */
+
+typedef struct term {
+    pid_t pid;
+    int fd;    /* the terminal's other side */
+    char *out; /* all it showed, NUL-terminated */
+    size_t len, cap;
+} term;
+
+static term term_start(const char *args)
+{
+    const char *exe = getenv("GLESC_GGUF_RUN");
+    cr_assert(exe && *exe, "GLESC_GGUF_RUN is not set (run through meson test)");
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "exec '%s' --cache-dir off %s", exe, args);
+    term t = {0};
+    t.out = calloc(1, 1);
+    struct winsize ws = {.ws_row = 50, .ws_col = 200};
+    t.pid = forkpty(&t.fd, NULL, NULL, &ws);
+    cr_assert(t.pid >= 0, "forkpty: %s", strerror(errno));
+    if (t.pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGINT, SIG_DFL);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return t;
+}
+
+/* Reads what the terminal shows for up to timeout_s seconds, until done
+ * says so; false when the program ended first or the time ran out. */
+static bool term_read(term *t, int timeout_s, bool (*done)(const term *, const void *),
+                      const void *arg)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!done(t, arg)) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = timeout_s * 1000L - (now.tv_sec - t0.tv_sec) * 1000L -
+                    (now.tv_nsec - t0.tv_nsec) / 1000000L;
+        struct pollfd p = {t->fd, POLLIN, 0};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            return false;
+        if (t->len + 4096 + 1 > t->cap) {
+            t->cap = (t->len + 4096 + 1) * 2;
+            t->out = realloc(t->out, t->cap);
+            cr_assert_not_null(t->out);
+        }
+        ssize_t n = read(t->fd, t->out + t->len, 4096);
+        if (n <= 0) /* EIO once the program has ended */
+            return false;
+        t->len += (size_t)n;
+        t->out[t->len] = 0;
+    }
+    return true;
+}
+
+typedef struct after {
+    size_t from;
+    const char *needle;
+} after;
+
+static bool shows(const term *t, const void *arg)
+{
+    const after *a = arg;
+    return a->from <= t->len && strstr(t->out + a->from, a->needle) != NULL;
+}
+
+static bool has_bytes(const term *t, const void *arg)
+{
+    return t->len >= *(const size_t *)arg;
+}
+
+static bool never(const term *t, const void *arg)
+{
+    (void)t;
+    (void)arg;
+    return false;
+}
+
+static void term_send(term *t, const char *s)
+{
+    cr_assert_eq(write(t->fd, s, strlen(s)), (ssize_t)strlen(s));
+}
+
+/* Waits for the program to end: its status as test_run reports it. */
+static int term_end(term *t)
+{
+    term_read(t, 60, never, NULL);
+    int st;
+    cr_assert_eq(waitpid(t->pid, &st, 0), t->pid);
+    close(t->fd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void long_context(synth_params *p)
+{
+    p->n_ctx = 2048;
+}
+
+/* The chat's prompt on a terminal: after the reply's newline, "\n> ". */
+#define TERM_PROMPT "\r\n\r\n> "
+
+/* Ctrl-C during a reply stops the reply and the chat goes on at the prompt
+ * (it killed the process and the conversation); Ctrl-D then ends it with
+ * the summary on a line of its own (it went on the prompt's line). */
+Test(gguf_run, ctrl_c_stops_a_chat_reply, .timeout = 300)
+{
+    char *path = synth(long_context);
+    char args[4400];
+    snprintf(args, sizeof args,
+             "-m '%s' --chat --chat-template chatml -c 2048 -n 1500 --ignore-eos --temp 0", path);
+    term t = term_start(args);
+    cr_assert(term_read(&t, 120, shows, &(after){0, "\r\n> "}), "no prompt: %s", t.out);
+    for (int turn = 0; turn < 2; turn++) {
+        term_send(&t, turn ? "And then\n" : "Once upon a time\n");
+        size_t want = t.len + 64; /* the echo and some of the reply */
+        cr_assert(term_read(&t, 120, has_bytes, &want), "turn %d: no reply: %s", turn, t.out);
+        size_t mark = t.len;
+        term_send(&t, "\x03");
+        cr_assert(term_read(&t, 120, shows, &(after){mark, TERM_PROMPT}),
+                  "turn %d: Ctrl-C did not return to the prompt: %s", turn, t.out);
+    }
+    size_t mark = t.len;
+    term_send(&t, "\x04");
+    int status = term_end(&t);
+    cr_log_info("terminal: %s", t.out);
+    cr_expect_eq(status, 0, "%s", t.out);
+    const char *s = strstr(t.out + mark, "gguf-run: load");
+    cr_assert_not_null(s, "no summary: %s", t.out + mark);
+    cr_expect(s - t.out >= 2 && s[-1] == '\n', "the summary is not on a line of its own: %s",
+              t.out + mark);
+    const char *d = strstr(s, "decode ");
+    cr_assert_not_null(d);
+    long decoded = strtol(d + 7, NULL, 10);
+    cr_expect(decoded > 0 && decoded < 1500, "%ld tokens decoded in two stopped replies", decoded);
+    free(t.out);
+    rm(path);
+}
+
+/* Ctrl-C at the prompt ends gguf-run, as SIGINT does. */
+Test(gguf_run, ctrl_c_at_the_prompt_exits, .timeout = 300)
+{
+    char *path = synth(NULL);
+    char args[4400];
+    snprintf(args, sizeof args, "-m '%s' --chat --chat-template chatml -n 4", path);
+    term t = term_start(args);
+    cr_assert(term_read(&t, 120, shows, &(after){0, "\r\n> "}), "no prompt: %s", t.out);
+    term_send(&t, "\x03");
+    cr_expect_eq(term_end(&t), 128 + SIGINT, "%s", t.out);
+    free(t.out);
+    rm(path);
+}
+
+/* With -v -v on a terminal, the per-token lines come after the streamed
+ * text and the prompt's line before it (both broke into the text). */
+Test(gguf_run, verbose_lines_stay_out_of_the_text, .timeout = 300)
+{
+    char *path = synth(NULL);
+    char args[4400];
+    snprintf(args, sizeof args, "-m '%s' -p 'once upon a time' -n 8 --temp 0 -v -v", path);
+    term t = term_start(args);
+    int status = term_end(&t);
+    cr_log_info("terminal: %s", t.out);
+    cr_expect_eq(status, 0, "%s", t.out);
+    const char *text = strstr(t.out, "once upon a time");
+    cr_assert_not_null(text, "%s", t.out);
+    const char *eol = strchr(text, '\n');
+    cr_assert_not_null(eol, "%s", t.out);
+    char *line = strndup(text, (size_t)(eol - text));
+    cr_expect(!strstr(line, "gguf-run") && !strchr(line, '['), "the text line holds: %s", line);
+    cr_expect(strstr(eol, "gguf-run: decode step: token"), "%s", t.out);
+    cr_expect(strstr(t.out, "gguf-run: prompt: ") < text, "%s", t.out);
+    free(line);
+    free(t.out);
+    rm(path);
 }

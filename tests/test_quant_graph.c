@@ -515,6 +515,69 @@ Test(quant_graph, chunked_weights_match)
     cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
 }
 
+/* A grouped matmul (q, k, v of one activation: one kernel, workgroups pick
+ * their matmul by row range) over weights of different types and row
+ * counts, as a Q4_K_M file has (q6_k attn_v): one dispatch, each result
+ * equal to its own product; split into row chunks (3, 2 and 1 of them)
+ * it takes one dispatch per chunk and gives exactly the same values. */
+Test(quant_graph, grouped_matmul_of_mixed_types_and_chunks)
+{
+    glesc_context *small;
+    glesc_context_options o = {0};
+    o.cache_dir = "off";
+    o.max_storage_block_size = 64 << 10;
+    cr_assert_eq(glesc_context_create(&o, &small), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context *cs[2] = {ctx, small};
+    static const glesc_dtype types[3] = {GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_Q4_0};
+    static const int64_t rows[3] = {300, 150, 64};
+    int64_t k = 1024;
+    float *res[2][2][3] = {{{0}}};
+    for (int c = 0; c < 2; c++) {
+        cr_assert_eq(glesc_context_make_current(cs[c]), GLESC_OK);
+        qweight w[3];
+        for (int j = 0; j < 3; j++)
+            w[j] = make_weight(cs[c], types[j], k, rows[j], 60 + (uint32_t)j);
+        cr_expect_eq(w[0].w->st.n_chunks, c ? 3 : 1);
+        cr_expect_eq(w[1].w->st.n_chunks, c ? 2 : 1);
+        for (int i = 0; i < 2; i++) {
+            int64_t m = i ? 12 : 1;
+            glesc_graph *g = glesc_graph_create(cs[c]);
+            glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){k, m}, 64, -1, 1);
+            glesc_tensor *outs[3];
+            for (int j = 0; j < 3; j++)
+                outs[j] = glesc_matmul(g, w[j].w, x);
+            cr_assert_eq(glesc_graph_compute(g, outs, 3), GLESC_OK, "%s",
+                         glesc_context_errmsg(cs[c]));
+            glesc_compute_stats s;
+            glesc_graph_stats(g, &s);
+            cr_expect_eq(s.kernels, 1, "%d kernels", s.kernels);
+            cr_expect_eq(s.dispatches, c ? 3 : 1, "%d dispatches", s.dispatches);
+            float *xv = tg_read(x);
+            for (int j = 0; j < 3; j++) {
+                res[c][i][j] = tg_read(outs[j]);
+                double e = worst_error(w[j].deq, xv, res[c][i][j], k, rows[j], m);
+                cr_log_info("group member %d (%s, chunks %d, m %lld): error %.3g", j,
+                            glesc_dtype_name(types[j]), w[j].w->st.n_chunks, (long long)m, e);
+                cr_expect(e < TOL, "member %d: %.3g", j, e);
+            }
+            free(xv);
+            glesc_graph_destroy(g);
+        }
+        for (int j = 0; j < 3; j++)
+            free_weight(&w[j]);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) {
+            int64_t cnt = rows[j] * (i ? 12 : 1);
+            cr_expect_eq(memcmp(res[0][i][j], res[1][i][j], (size_t)cnt * 4), 0,
+                         "member %d (m case %d) differs between split and whole weights", j, i);
+            free(res[0][i][j]);
+            free(res[1][i][j]);
+        }
+    glesc_context_destroy(small);
+    cr_assert_eq(glesc_context_make_current(ctx), GLESC_OK);
+}
+
 /* Every 2-D tensor of a shared GGUF model: uploaded, read back, multiplied
  * (m = 1) and compared with the CPU; returns the number checked. */
 static int check_model(const char *path)

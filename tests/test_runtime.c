@@ -7,18 +7,23 @@
  * equal freshly planned ones bit for bit; and each architecture
  * (llama, qwen2, qwen3; tied heads, linear RoPE scaling, wide heads) against
  * a double-precision CPU forward pass on synthetic models; per-kernel GPU
- * times of a session created with timing.
+ * times of a session created with timing; a model file (or a descriptor's
+ * range) truncated while it loads and a NaN weight are errors, never a
+ * crash or a silent wrong answer.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/synth.h"
 #include "compute/compute.h"
 #include "glesc_llm.h"
+#include "test_gguf_edit.h"
 #include "test_util.h"
 
 #define CORE_MAX_(a, b) ((a) > (b) ? (a) : (b))
@@ -94,7 +99,8 @@ Test(runtime, stories260k_greedy_matches_llama_cpp)
             cr_assert_eq(st.glsl_built, 0);
             cr_assert_eq(st.programs_compiled, 0);
         }
-        cr_assert_leq(st.dispatches, 12 * 5 + 3, "dispatches per token: %d", st.dispatches);
+        if (!getenv("GLESC_NO_FUSION"))
+            cr_assert_leq(st.dispatches, 5 * 5 + 3, "dispatches per token: %d", st.dispatches);
     }
     cr_assert_eq(glesc_session_n_past(s), (int32_t)n + 48);
     free(logits);
@@ -453,9 +459,22 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     /* a prefill of 8, then 4 decode steps */
     cr_assert_eq(glesc_session_eval(s, ids, 8, GLESC_EVAL_ALL_LOGITS, got), GLESC_OK, "%s",
                  glesc_last_errmsg());
-    for (int i = 8; i < N; i++)
+    for (int i = 8; i < N; i++) {
         cr_assert_eq(glesc_session_eval(s, &ids[i], 1, 0, got + i * mi.n_vocab), GLESC_OK, "%s",
                      glesc_last_errmsg());
+        /* a decoder layer is at most 5 dispatches (rms_norm·w with q/k/v;
+         * attention with rope and the cache writes; output projection +
+         * residual; rms_norm·w with gate/up and silu·mul; down projection
+         * + residual), plus the embedding and the output head */
+        glesc_eval_stats st;
+        glesc_session_last_stats(s, &st);
+        if (!getenv("GLESC_NO_FUSION"))
+            cr_assert_leq(st.dispatches, 5 * mi.n_layer + 3, "%s: %d dispatches per decode token",
+                          arch, st.dispatches);
+        if (i == N - 1)
+            cr_log_info("%s: %d dispatches per decode token (%lld layers)", arch, st.dispatches,
+                        (long long)mi.n_layer);
+    }
     double worst = 0, scale = 0;
     for (int64_t i = 0; i < N * mi.n_vocab; i++) {
         worst = fmax(worst, fabs(got[i] - want[i]));
@@ -557,4 +576,145 @@ Test(runtime, kernel_times_with_timing)
     unlink(path);
     rmdir(dir);
     free(dir);
+}
+
+/* ---- Broken files and broken models ---- */
+
+/* A small f32 llama model in a fresh directory; rm_model() removes both. */
+static char *small_model(void)
+{
+    char *dir = test_tmpdir();
+    char *path = malloc(strlen(dir) + 16);
+    sprintf(path, "%s/m.gguf", dir);
+    free(dir);
+    synth_params p;
+    synth_params_default(&p);
+    p.n_embd = 64;
+    p.n_layer = 2;
+    p.n_ff = 96;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ctx = 64;
+    p.weight_type = GLESC_DTYPE_F32;
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    return path;
+}
+
+static void rm_model(char *path)
+{
+    unlink(path);
+    *strrchr(path, '/') = 0;
+    rmdir(path);
+    free(path);
+}
+
+typedef struct shrink {
+    const char *path;
+    off_t to;
+    int calls;
+} shrink;
+
+/* After the first tensor is on the GPU, another process cuts the file. */
+static bool shrink_file(void *user, uint64_t done, uint64_t total)
+{
+    shrink *s = user;
+    if (s->calls++ == 0 && done < total)
+        cr_assert_eq(truncate(s->path, s->to), 0);
+    return false; /* go on loading */
+}
+
+/* The upload copies the file's bytes with pread: a file that shrinks while
+ * it loads is an error naming it, where reading the mapping's vanished pages
+ * was a SIGBUS. */
+Test(runtime, model_file_truncated_while_loading)
+{
+    char *path = small_model();
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0);
+    shrink s = {path, sb.st_size / 2, 0};
+    glesc_model_options o = {.progress = shrink_file, .progress_user = &s};
+    glesc_model *m = (glesc_model *)1;
+    cr_assert_eq(glesc_model_load(ctx, path, &o, &m), GLESC_ERROR_IO, "%s", glesc_last_errmsg());
+    cr_assert_null(m);
+    const char *msg = glesc_last_errmsg();
+    cr_log_info("%s", msg);
+    cr_expect(strstr(msg, path) && strstr(msg, "truncated"), "%s", msg);
+    rm_model(path);
+}
+
+/* The same from a descriptor: the model at an offset inside a larger file
+ * (an Android asset's layout), mapped by glesc_model_load_fd, whose upload
+ * reads the tensors from the descriptor with pread too. */
+Test(runtime, model_fd_truncated_while_loading)
+{
+    char *path = small_model();
+    size_t size;
+    void *bytes = test_read_file(path, &size);
+    cr_assert_not_null(bytes);
+    /* 4096 bytes of something else, then the model */
+    FILE *fp = fopen(path, "wb");
+    cr_assert_not_null(fp);
+    for (int i = 0; i < 4096; i++)
+        fputc('x', fp);
+    cr_assert_eq(fwrite(bytes, 1, size, fp), size);
+    cr_assert_eq(fclose(fp), 0);
+    free(bytes);
+    int fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    shrink s = {path, (off_t)(4096 + size / 2), 0};
+    glesc_model_options o = {.progress = shrink_file, .progress_user = &s};
+    glesc_model *m = (glesc_model *)1;
+    cr_assert_eq(glesc_model_load_fd(ctx, fd, 4096, size, "asset", &o, &m), GLESC_ERROR_IO, "%s",
+                 glesc_last_errmsg());
+    cr_assert_null(m);
+    const char *msg = glesc_last_errmsg();
+    cr_log_info("%s", msg);
+    cr_expect(strstr(msg, "asset: tensor '") && strstr(msg, "truncated"), "%s", msg);
+    close(fd);
+    rm_model(path);
+}
+
+/* A NaN weight makes the logits of the positions that read it NaN: the eval
+ * fails naming the position and token (before, id 0 was sampled and the
+ * text was empty), keeps none of the call's positions, and the session goes
+ * on from there. */
+Test(runtime, non_finite_logits_are_an_error)
+{
+    char *path = small_model();
+    /* token 300's embedding row gets a NaN */
+    test_gguf_rewrite(
+        path,
+        &(test_gguf_edit){.tensor = "token_embd.weight", .index = 300 * 64 + 5, .value = NAN});
+    glesc_model *m = load(path);
+    glesc_model_info mi;
+    glesc_model_get_info(m, &mi);
+    glesc_session *s;
+    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.n_ctx = 32}, &s), GLESC_OK);
+    float *logits = malloc(4 * (size_t)mi.n_vocab * sizeof *logits);
+    int32_t prompt[3] = {1, 301, 302};
+    cr_assert_eq(glesc_session_eval(s, prompt, 3, 0, logits), GLESC_OK, "%s", glesc_last_errmsg());
+    int32_t bad = 300;
+    cr_assert_eq(glesc_session_eval(s, &bad, 1, 0, logits), GLESC_ERROR_NUMERIC);
+    const char *msg = glesc_last_errmsg();
+    cr_log_info("%s", msg);
+    cr_expect(strstr(msg, "position 3 (token 300)") && strstr(msg, "NaN"), "%s", msg);
+    cr_expect_eq(glesc_session_n_past(s), 3);
+    int32_t good = 303;
+    cr_assert_eq(glesc_session_eval(s, &good, 1, 0, logits), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_expect_eq(glesc_session_n_past(s), 4);
+    for (int64_t i = 0; i < mi.n_vocab; i++)
+        cr_assert(isfinite(logits[i]), "logit %lld after the failed step", (long long)i);
+    /* every row is checked (in one batch, the NaN may reach the rows before
+     * it too: masked attention weights are 0, and 0 · NaN is NaN) */
+    glesc_session_truncate(s, 0);
+    int32_t batch[4] = {1, 300, 301, 302};
+    cr_assert_eq(glesc_session_eval(s, batch, 4, GLESC_EVAL_ALL_LOGITS, logits),
+                 GLESC_ERROR_NUMERIC);
+    cr_expect(strstr(glesc_last_errmsg(), "in a batch of positions 0..3)"), "%s",
+              glesc_last_errmsg());
+    cr_expect_eq(glesc_session_n_past(s), 0);
+    free(logits);
+    glesc_session_destroy(s);
+    glesc_model_destroy(m);
+    rm_model(path);
 }

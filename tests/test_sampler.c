@@ -1,11 +1,12 @@
 /*
  * test_sampler.c — sampling: greedy ties, the repetition penalty's
  * arithmetic, each filter's effect on the drawn distribution (against
- * frequencies computed by hand), determinism for a seed and the seeded
- * stream itself.
+ * frequencies computed by hand), determinism for a seed, the seeded
+ * stream itself, and parameters refused one by one (top_p 0 is accepted).
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <string.h>
 
 #include "glesc_llm.h"
 
@@ -150,13 +151,52 @@ Test(sampler, seeded_stream_is_pinned)
     glesc_sampler_destroy(s);
 }
 
+/* Each bad parameter is refused with a message naming it alone. */
 Test(sampler, bad_parameters)
 {
-    glesc_sampler_params p;
-    glesc_sampler_params_default(&p);
-    p.top_p = 0;
-    glesc_sampler *s = (glesc_sampler *)1;
-    cr_assert_eq(glesc_sampler_create(&p, 10, &s), GLESC_ERROR_INVALID_ARGUMENT);
-    cr_assert_null(s);
-    cr_assert(strstr(glesc_last_errmsg(), "top_p"), "%s", glesc_last_errmsg());
+    static const struct {
+        const char *name;
+        float temperature, top_p, min_p, repeat_penalty;
+        int32_t repeat_last_n;
+    } cases[] = {
+        {"temperature", NAN, 0.95f, 0.05f, 1, 64},
+        {"top_p", 0.8f, -0.5f, 0.05f, 1, 64},
+        {"top_p", 0.8f, NAN, 0.05f, 1, 64},
+        {"min_p", 0.8f, 0.95f, 1.0f, 1, 64},
+        {"repeat_penalty", 0.8f, 0.95f, 0.05f, 0, 64},
+        {"repeat_last_n", 0.8f, 0.95f, 0.05f, 1, -1},
+    };
+    static const char *const names[] = {"temperature", "top_p", "min_p", "repeat_penalty",
+                                        "repeat_last_n"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        glesc_sampler_params p;
+        glesc_sampler_params_default(&p);
+        p.temperature = cases[i].temperature;
+        p.top_p = cases[i].top_p;
+        p.min_p = cases[i].min_p;
+        p.repeat_penalty = cases[i].repeat_penalty;
+        p.repeat_last_n = cases[i].repeat_last_n;
+        glesc_sampler *s = (glesc_sampler *)1;
+        cr_assert_eq(glesc_sampler_create(&p, 10, &s), GLESC_ERROR_INVALID_ARGUMENT, "%s",
+                     cases[i].name);
+        cr_assert_null(s);
+        const char *msg = glesc_last_errmsg();
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+            bool named = strstr(msg, names[k]) != NULL;
+            /* "repeat_penalty" and "repeat_last_n" do not contain each other */
+            cr_expect_eq(named, strcmp(names[k], cases[i].name) == 0, "case %zu (%s): %s", i,
+                         cases[i].name, msg);
+        }
+    }
+}
+
+/* top_p 0 keeps only the most likely token, as in llama.cpp (whose top-p
+ * stops at the first token whose cumulative probability reaches p). */
+Test(sampler, top_p_zero_keeps_the_top_token)
+{
+    float l[6] = {0.5f, 2.0f, 1.9f, 1.8f, -1.0f, 0.0f};
+    glesc_sampler *s = make(1.5f, 0, 0.0f, 0.0f, 1, 6);
+    for (int i = 0; i < 64; i++)
+        cr_expect_eq(glesc_sampler_sample(s, l), 1, "draw %d", i);
+    glesc_sampler_destroy(s);
 }

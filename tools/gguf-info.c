@@ -8,6 +8,7 @@
  * arrays of arrays print like any other value; JSON strings go through the
  * tools' one escaper (tools/common/json.h).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +30,13 @@ static const char usage[] =
     "  -h, --help  this text\n"
     "\n"
     "Text mode quotes strings with C escapes (\\n, \\t, \\\", \\\\, \\xNN for other\n"
-    "control bytes and bytes that are not valid UTF-8). JSON mode escapes quotes,\n"
-    "backslashes and control characters (\\n, \\u0001, ...) and replaces each byte\n"
-    "that is not part of valid UTF-8 with U+FFFD (written \\ufffd); non-finite\n"
-    "floats are null. In JSON, an abbreviated array has \"n\" (its length) and\n"
-    "\"truncated\": true beside its first elements; an abbreviated array inside an\n"
-    "array is written as {\"n\": N, \"values\": [...]}.\n"
+    "control bytes and bytes that are not valid UTF-8) and escapes key and tensor\n"
+    "names the same way, unquoted. JSON mode escapes quotes, backslashes and\n"
+    "control characters (\\n, \\u0001, ...) and replaces each byte that is not part\n"
+    "of valid UTF-8 with U+FFFD (written \\ufffd); non-finite floats are null. In\n"
+    "JSON, an abbreviated array has \"n\" (its length) and \"truncated\": true beside\n"
+    "its first elements; an abbreviated array inside an array is written as\n"
+    "{\"n\": N, \"values\": [...]}.\n"
     "\n"
     "Exit status: 0 success, 1 the file cannot be read or is malformed (the reason\n"
     "is printed on stderr), 2 bad usage.\n";
@@ -45,18 +47,11 @@ typedef struct opts {
     bool json, full;
 } opts;
 
-/* A string in text mode: C escapes (\n, \t, \", \\, \xNN for other control
- * bytes and bytes that are not valid UTF-8), abbreviated unless --full. In
- * JSON mode: the tools' JSON string. */
-static void put_string(FILE *out, const opts *o, const char *s, uint64_t n)
+/* The first `shown` of the n bytes at s with C escapes: \n, \t, \", \\,
+ * \xNN for other control bytes and bytes that are not valid UTF-8. */
+static void put_escaped(FILE *out, const char *s, uint64_t shown, uint64_t n)
 {
-    if (o->json) {
-        tool_json_string(out, s, (size_t)n);
-        return;
-    }
     const uint8_t *u = (const uint8_t *)s;
-    uint64_t shown = !o->full && n > STRING_SHOWN ? STRING_SHOWN : n;
-    fputc('"', out);
     for (uint64_t i = 0; i < shown;) {
         uint8_t c = u[i];
         const char *esc = c == '"'    ? "\\\""
@@ -76,9 +71,42 @@ static void put_string(FILE *out, const opts *o, const char *s, uint64_t n)
             fwrite(u + i, 1, len, out);
         i += len ? len : 1;
     }
+}
+
+/* A string in text mode: quoted, escaped (put_escaped), abbreviated unless
+ * --full. In JSON mode: the tools' JSON string. */
+static void put_string(FILE *out, const opts *o, const char *s, uint64_t n)
+{
+    if (o->json) {
+        tool_json_string(out, s, (size_t)n);
+        return;
+    }
+    uint64_t shown = !o->full && n > STRING_SHOWN ? STRING_SHOWN : n;
+    fputc('"', out);
+    put_escaped(out, s, shown, n);
     fputc('"', out);
     if (shown < n)
         fprintf(out, "... (%llu bytes)", (unsigned long long)n);
+}
+
+/* A key or tensor name for the text mode's columns: escaped like a value
+ * (a name may hold control bytes or invalid UTF-8 too), unquoted, in full.
+ * malloc'ed; NULL (message printed) on out-of-memory. */
+static char *name_text(const char *name)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (m) {
+        size_t n = strlen(name);
+        put_escaped(m, name, n, n);
+    }
+    if (!m || fclose(m) != 0) {
+        free(text);
+        fprintf(stderr, "gguf-info: out of memory\n");
+        return NULL;
+    }
+    return text;
 }
 
 static void put_float(FILE *out, const opts *o, double v, int digits)
@@ -198,12 +226,21 @@ static bool print_text(FILE *out, const opts *o, const char *path, const glesc_g
     int64_t n_kv = glesc_gguf_n_kv(f);
     fprintf(out, "\nmetadata: %lld entries\n", (long long)n_kv);
     int kw = 0;
-    for (int64_t i = 0; i < n_kv; i++)
-        kw = max_int(kw, (int)strlen(glesc_gguf_key(f, i)));
+    for (int64_t i = 0; i < n_kv; i++) {
+        char *key = name_text(glesc_gguf_key(f, i));
+        if (!key)
+            return false;
+        kw = max_int(kw, (int)strlen(key));
+        free(key);
+    }
     for (int64_t i = 0; i < n_kv; i++) {
         char ts[64];
         type_str(ts, sizeof ts, f, i);
-        fprintf(out, "  %-*s  %-20s  ", kw, glesc_gguf_key(f, i), ts);
+        char *key = name_text(glesc_gguf_key(f, i));
+        if (!key)
+            return false;
+        fprintf(out, "  %-*s  %-20s  ", kw, key, ts);
+        free(key);
         if (!put_entry(out, o, f, i))
             return false;
         fputc('\n', out);
@@ -217,7 +254,11 @@ static bool print_text(FILE *out, const opts *o, const char *path, const glesc_g
         for (int64_t i = 0; i < n_t; i++) {
             glesc_gguf_tensor_info t;
             glesc_gguf_tensor(f, i, &t);
-            nw = max_int(nw, (int)strlen(t.name));
+            char *name = name_text(t.name);
+            if (!name)
+                return false;
+            nw = max_int(nw, (int)strlen(name));
+            free(name);
         }
         fprintf(out, "  %5s  %-*s  %-7s  %-26s  %12s  %12s\n", "#", nw, "name", "type", "shape",
                 "bytes", "offset");
@@ -230,9 +271,13 @@ static bool print_text(FILE *out, const opts *o, const char *path, const glesc_g
                 len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%lld", d ? ", " : "",
                                 (long long)t.ne[d]);
             snprintf(shape + len, sizeof shape - (size_t)len, "]");
-            fprintf(out, "  %5lld  %-*s  %-7s  %-26s  %12llu  %12llu\n", (long long)i, nw, t.name,
+            char *name = name_text(t.name);
+            if (!name)
+                return false;
+            fprintf(out, "  %5lld  %-*s  %-7s  %-26s  %12llu  %12llu\n", (long long)i, nw, name,
                     glesc_dtype_name(t.type), shape, (unsigned long long)t.size,
                     (unsigned long long)t.offset);
+            free(name);
             type_total *tt = &totals[t.type];
             tt->tensors++;
             tt->bytes += t.size;
@@ -370,9 +415,11 @@ int main(int argc, char **argv)
         free(text);
         return 1;
     }
-    int rc = fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0 ? 1 : 0;
-    if (rc)
-        fprintf(stderr, "gguf-info: cannot write the output\n");
+    int rc = 0;
+    if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0 || fclose(stdout) != 0) {
+        fprintf(stderr, "gguf-info: writing output: %s\n", strerror(errno));
+        rc = 1;
+    }
     free(text);
     return rc;
 }

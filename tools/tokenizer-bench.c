@@ -112,7 +112,7 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t len = 0;
-    char *text = file ? tool_read_file(file, &len) : english(len = (size_t)(mb * 1e6));
+    char *text = file ? tool_read_file(file, SIZE_MAX, &len) : english(len = (size_t)(mb * 1e6));
     if (!text) {
         fprintf(stderr, "tokenizer-bench: cannot %s %s\n", file ? "read" : "generate",
                 file ? file : "text");

@@ -3,32 +3,41 @@
 // declares around this file:
 //   defines   TEAM (invocations per row team), KSPLIT (teams sharing rows,
 //             each taking every KSPLIT-th run of TEAM units), NR (rows per
-//             team), MCOLS,
-//             XS (elements of x per column and slice, a multiple of 256),
-//             UNROLL (units a lane has in flight), PAIR (a second weight of
-//             the same x: gate/up), GEMV_SUBGROUP (reduce with subgroupAdd;
-//             teams are then the subgroups), load_w_MINS (runs have offsets)
-//   uniforms  K, n_count (rows of this dispatch: a weight chunk's), n_base,
-//             xb2, r2, r3, w_off, w_nb1, w_nb2, w_nb3 (bytes; w2_* of the pair)
+//             team), MCOLS, XS (elements of x per column and slice, a
+//             multiple of 256), UNROLL (units a lane has in flight), NMEMB
+//             (matmuls of the kernel: 1, or a grouped q/k/v's up to 4),
+//             PAIR (a second weight of the same x: gate/up), GEMV_NORM (a
+//             folded rms_norm: x's squares summed where x is loaded),
+//             GEMV_SUBGROUP (reduce with subgroupAdd; teams are then the
+//             subgroups)
+//   uniforms  K, n_count and n_base (the rows of this dispatch: a weight
+//             chunk's), n_blocks, xb2, r2, r3, w_off, w_nb1, w_nb2, w_nb3
+//             (bytes; w2_* of the pair), and per sibling j s<j>_off,
+//             s<j>_nb1, s<j>_base, s<j>_count, s<j>_g0 (its first block)
 //   shared    vec4 xs[]: MCOLS slices of x (XS4P vec4 each); vec4 xr[]: the
 //             partial sums (without subgroups, or with KSPLIT > 1)
-//   loaders   load_w_wat(u), load_w_wunit(row_byte, at, u, q, ab),
-//             load_w_wunit_x(u) (and load_u_wunit of the pair): 32-element
-//             units of a row, see glsl/quant/common.glsl and wload.c
-//   hooks     gemv_x and gemv_store, generated after this file: the
-//             activation with its fused prologue, the store with its
-//             epilogue (bias, activation, residual, gating of the pair).
+//   loaders   per matmul (wload.c): 32-element units of a row, see
+//             glsl/quant/common.glsl
+//   after it  a copy of glsl/graph/gemv_units.glsl per matmul (gemv_units_j),
+//             and the hooks generated from the graph: gemv_x (the
+//             activation with its fused prologue; adds a folded norm's
+//             squares into sq), gemv_store (matmul sel's store with its
+//             epilogue: bias, activation, residual, the pair's gating),
+//             gemv_norm_scale (the folded norm's scale of a column's sum).
 //
-// A workgroup computes ROWS = (WG_SIZE / TEAM / KSPLIT) * NR consecutive
-// rows: row group g (KSPLIT teams) the rows g*NR .. g*NR + NR-1, team part
-// p's lanes the row's units p*TEAM + lane, + TEAM*KSPLIT, ... Every unit decodes its scales once and applies them after
-// the dot product of its two runs of 16 elements. x is loaded once per
-// workgroup (in slices of XS elements when K is longer) into shared
-// memory, where every row of the workgroup reads it. A team's partial sums
-// meet in subgroupAdd, or, without subgroups, in shared memory: one
-// barrier, then one invocation per sum adds its team's TEAM values.
-float gemv_x(uint k, uint c, uint b2, uint b3);
-void gemv_store(uint n, uint c, uint b2, uint b3, float dot, float dot2);
+// Rows come in blocks of ROWS = (WG_SIZE / TEAM / KSPLIT) * NR: row group g
+// (KSPLIT teams) computes rows g*NR .. g*NR + NR-1, team part p's lanes the
+// row's units p*TEAM + lane, + TEAM*KSPLIT, ... Every unit decodes its
+// scales once and applies them after the dot product of its two runs of 16
+// elements. x is loaded once per workgroup (in slices of XS elements when K
+// is longer) into shared memory, where every row of the workgroup reads it.
+// A team's partial sums meet in subgroupAdd, or, without subgroups, in
+// shared memory: one barrier, then one invocation per sum adds its team's.
+float gemv_x(uint k, uint c, uint b2, uint b3, inout float sq);
+void gemv_store(uint sel, uint n, uint c, uint b2, uint b3, float dot, float dot2);
+#ifdef GEMV_NORM
+float gemv_norm_scale(float sq);
+#endif
 
 #define NTEAM (WG_SIZE / TEAM)
 #define NGROUP (NTEAM / KSPLIT)
@@ -41,39 +50,10 @@ void gemv_store(uint n, uint c, uint b2, uint b3, float dot, float dot2);
 // spreads them over the banks (128 bytes apart, every lane of a quarter
 // warp would wait on the same four banks)
 #define XS4P (XS4 + XS4 / 8u)
-
 #define FILL 4u
 
 #define XV(o, c) xs[(c) * XS4P + (o) + ((o) >> 3u)]
 
-// The x of a unit (its two runs at vec4 offsets xo in the slice of column
-// c) and, for types whose runs have an offset, the runs' sums.
-void gemv_unit_x(uvec2 xo, uint c, out vec4 x[8], out vec2 xsum) {
-    for (uint i = 0u; i < 4u; i++) {
-        x[i] = XV(xo.x + i, c);
-        x[4u + i] = XV(xo.y + i, c);
-    }
-#ifdef load_w_MINS
-    xsum = vec2(dot(x[0] + x[1] + x[2] + x[3], vec4(1.0)), dot(x[4] + x[5] + x[6] + x[7], vec4(1.0)));
-#else
-    xsum = vec2(0.0);
-#endif
-}
-
-// The dot product of a unit's 32 weights with its x, scales applied after
-// the sums of each run.
-float gemv_unit_dot(vec4 q[8], vec4 ab, vec4 x[8], vec2 xsum) {
-    float s0 = dot(q[0], x[0]) + dot(q[1], x[1]) + dot(q[2], x[2]) + dot(q[3], x[3]);
-    float s1 = dot(q[4], x[4]) + dot(q[5], x[5]) + dot(q[6], x[6]) + dot(q[7], x[7]);
-#ifdef load_w_MINS
-    return ab.x * s0 + ab.y * xsum.x + ab.z * s1 + ab.w * xsum.y;
-#else
-    return ab.x * s0 + ab.z * s1;
-#endif
-}
-
-// One unit u of each of the team's rows into acc (u past the slice's end
-// u1: its last unit again, weighed 0).
 #ifdef PAIR
 #define GEMV_ROWS uint rb[NR], uint rb2[NR]
 #define GEMV_ACC inout float acc[NACC4 * 4u], inout float acc2[NACC4 * 4u]
@@ -83,38 +63,17 @@ float gemv_unit_dot(vec4 q[8], vec4 ab, vec4 x[8], vec2 xsum) {
 #define GEMV_ACC inout float acc[NACC4 * 4u]
 #define GEMV_ROWS_ARGS rb, acc
 #endif
-void gemv_step(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
-    float live = u < u1 ? 1.0 : 0.0;
-    u = min(u, u1 - 1u);
-    uvec2 xo = (load_w_wunit_x(u) - k0) / 4u;
-    uvec4 at = load_w_wat(u); // the same in every row (and the pair's)
-#if MCOLS == 1
-    vec4 x[8];
-    vec2 xsum;
-    gemv_unit_x(xo, 0u, x, xsum);
+
+void gemv_units_0(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC);
+#if NMEMB > 1
+void gemv_units_1(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC);
 #endif
-    for (uint r = 0u; r < NR; r++) {
-        vec4 q[8];
-        vec4 ab;
-        load_w_wunit(rb[r], at, u, q, ab);
-#ifdef PAIR
-        vec4 q2[8];
-        vec4 ab2;
-        load_u_wunit(rb2[r], at, u, q2, ab2);
+#if NMEMB > 2
+void gemv_units_2(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC);
 #endif
-        for (uint c = 0u; c < MCOLS; c++) {
-#if MCOLS > 1
-            vec4 x[8];
-            vec2 xsum;
-            gemv_unit_x(xo, c, x, xsum);
+#if NMEMB > 3
+void gemv_units_3(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC);
 #endif
-            acc[r * MCOLS + c] += live * gemv_unit_dot(q, ab, x, xsum);
-#ifdef PAIR
-            acc2[r * MCOLS + c] += live * gemv_unit_dot(q2, ab2, x, xsum);
-#endif
-        }
-    }
-}
 
 void gemv_main() {
     uint b2 = gl_WorkGroupID.z % xb2;
@@ -129,22 +88,47 @@ void gemv_main() {
 #endif
     uint rg = team / KSPLIT; // the team's row group
     uint kp = team % KSPLIT; // and its part of the units
+    float sq[MCOLS]; // a folded norm: this invocation's squares of each column
+    float rs[MCOLS]; // and the columns' scales
+    for (uint c = 0u; c < MCOLS; c++) {
+        sq[c] = 0.0;
+        rs[c] = 1.0;
+    }
     // Workgroups take the blocks of ROWS rows g, g + nwg, ... (the dispatch
     // may be smaller than the blocks); when one slice holds x, it is loaded
     // once and serves them all. g is uniform over the workgroup, so every
     // barrier below is reached by all of it or by none.
     uint g0 = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
     uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
-    for (uint g = g0; g * ROWS < n_count; g += nwg) {
-    uint nl0 = g * ROWS; // first local row (within the chunk)
+    for (uint g = g0; g < n_blocks; g += nwg) {
+    bool fill = g == g0 || K > XS; // x is not in xs yet
+    // a group: the matmul (sel) block g belongs to, its rows and weight
+    uint sel = 0u, gl = g, cnt = n_count, nbase = n_base;
+    uint roff = w_off + (b2 / r2) * w_nb2 + (b3 / r3) * w_nb3, rnb = w_nb1;
+#if NMEMB > 1
+    if (g >= s1_g0) {
+        sel = 1u; gl = g - s1_g0; cnt = s1_count; nbase = s1_base; roff = s1_off; rnb = s1_nb1;
+    }
+#endif
+#if NMEMB > 2
+    if (g >= s2_g0) {
+        sel = 2u; gl = g - s2_g0; cnt = s2_count; nbase = s2_base; roff = s2_off; rnb = s2_nb1;
+    }
+#endif
+#if NMEMB > 3
+    if (g >= s3_g0) {
+        sel = 3u; gl = g - s3_g0; cnt = s3_count; nbase = s3_base; roff = s3_off; rnb = s3_nb1;
+    }
+#endif
+    uint nl0 = gl * ROWS; // first local row (within the chunk)
     // the team's rows; rows past the end repeat the last one (not stored)
     uint rb[NR];
 #ifdef PAIR
     uint rb2[NR];
 #endif
     for (uint r = 0u; r < NR; r++) {
-        uint nl = min(nl0 + rg * NR + r, n_count - 1u);
-        rb[r] = w_off + nl * w_nb1 + (b2 / r2) * w_nb2 + (b3 / r3) * w_nb3;
+        uint nl = min(nl0 + rg * NR + r, cnt - 1u);
+        rb[r] = roff + nl * rnb;
 #ifdef PAIR
         rb2[r] = w2_off + nl * w2_nb1 + (b2 / r2) * w2_nb2 + (b3 / r3) * w2_nb3;
 #endif
@@ -161,7 +145,7 @@ void gemv_main() {
     }
     uint nu = (K + 31u) / 32u; // units of a row
     for (uint k0 = 0u; k0 < K; k0 += XS) {
-        if (g == g0 || K > XS) { // x is not in xs yet
+        if (fill) {
         if (k0 > 0u || g != g0) {
             memoryBarrierShared();
             barrier(); // every lane is done with the last slice
@@ -173,14 +157,20 @@ void gemv_main() {
             for (uint i0 = lid; i0 < kn4; i0 += WG_SIZE * FILL) {
                 vec4 v[FILL];
                 for (uint f = 0u; f < FILL; f++) {
+                    // each element of x once (a folded norm counts its squares)
                     uint k = k0 + 4u * (i0 + f * WG_SIZE);
-                    if (k + 3u < K) {
-                        v[f] = vec4(gemv_x(k, c, b2, b3), gemv_x(k + 1u, c, b2, b3),
-                                    gemv_x(k + 2u, c, b2, b3), gemv_x(k + 3u, c, b2, b3));
-                    } else {
-                        v[f] = vec4(k < K ? gemv_x(k, c, b2, b3) : 0.0,
-                                    k + 1u < K ? gemv_x(k + 1u, c, b2, b3) : 0.0,
-                                    k + 2u < K ? gemv_x(k + 2u, c, b2, b3) : 0.0, 0.0);
+                    v[f] = vec4(0.0);
+                    if (i0 + f * WG_SIZE < kn4) {
+                        if (k + 3u < K) {
+                            v[f] = vec4(gemv_x(k, c, b2, b3, sq[c]),
+                                        gemv_x(k + 1u, c, b2, b3, sq[c]),
+                                        gemv_x(k + 2u, c, b2, b3, sq[c]),
+                                        gemv_x(k + 3u, c, b2, b3, sq[c]));
+                        } else {
+                            v[f].x = k < K ? gemv_x(k, c, b2, b3, sq[c]) : 0.0;
+                            v[f].y = k + 1u < K ? gemv_x(k + 1u, c, b2, b3, sq[c]) : 0.0;
+                            v[f].z = k + 2u < K ? gemv_x(k + 2u, c, b2, b3, sq[c]) : 0.0;
+                        }
                     }
                 }
                 for (uint f = 0u; f < FILL; f++) {
@@ -196,19 +186,34 @@ void gemv_main() {
         }
         uint u0 = k0 / 32u;
         uint u1 = min(nu, (k0 + XS) / 32u);
-        // UNROLL units a lane, one after another in the code (no loop a
-        // compiler may keep rolled), so their loads are in flight together
-        for (uint ub = u0 + kp * TEAM + lane; ub < u1; ub += TEAM * KSPLIT * UNROLL) {
-            gemv_step(ub, u1, k0, GEMV_ROWS_ARGS);
-#if UNROLL > 1
-            gemv_step(ub + TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
+        uint first = kp * TEAM + lane;
+#if NMEMB > 3
+        if (sel == 3u) {
+            gemv_units_3(u0, u1, k0, first, GEMV_ROWS_ARGS);
+        } else
 #endif
-#if UNROLL > 2
-            gemv_step(ub + 2u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
-            gemv_step(ub + 3u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
+#if NMEMB > 2
+        if (sel == 2u) {
+            gemv_units_2(u0, u1, k0, first, GEMV_ROWS_ARGS);
+        } else
 #endif
+#if NMEMB > 1
+        if (sel == 1u) {
+            gemv_units_1(u0, u1, k0, first, GEMV_ROWS_ARGS);
+        } else
+#endif
+        {
+            gemv_units_0(u0, u1, k0, first, GEMV_ROWS_ARGS);
         }
     }
+#ifdef GEMV_NORM
+    if (fill) { // every element of x passed through this workgroup once: its squares
+        for (uint c = 0u; c < MCOLS; c++) {
+            rs[c] = gemv_norm_scale(wg_reduce_sum(sq[c]));
+            sq[c] = 0.0;
+        }
+    }
+#endif
 #if defined(GEMV_SUBGROUP) && KSPLIT == 1
     for (uint i = 0u; i < NACC; i++) {
         float s = subgroupAdd(acc[i]);
@@ -218,8 +223,9 @@ void gemv_main() {
         float s2 = 0.0;
 #endif
         uint nl = nl0 + rg * NR + i / MCOLS;
-        if (lane == i % TEAM && nl < n_count) {
-            gemv_store(n_base + nl, i % MCOLS, b2, b3, s, s2);
+        if (lane == i % TEAM && nl < cnt) {
+            float r = rs[i % MCOLS];
+            gemv_store(sel, nbase + nl, i % MCOLS, b2, b3, s * r, s2 * r);
         }
     }
 #elif defined(GEMV_SUBGROUP)
@@ -260,8 +266,9 @@ void gemv_main() {
 #endif
         }
         uint nl = nl0 + gi * NR + i / MCOLS;
-        if (nl < n_count) {
-            gemv_store(n_base + nl, i % MCOLS, b2, b3, t, t2);
+        if (nl < cnt) {
+            float r = rs[i % MCOLS];
+            gemv_store(sel, nbase + nl, i % MCOLS, b2, b3, t * r, t2 * r);
         }
     }
 #else
@@ -286,8 +293,9 @@ void gemv_main() {
 #endif
         }
         uint nl = nl0 + gi * NR + i / MCOLS;
-        if (nl < n_count) {
-            gemv_store(n_base + nl, i % MCOLS, b2, b3, s, s2);
+        if (nl < cnt) {
+            float r = rs[i % MCOLS];
+            gemv_store(sel, nbase + nl, i % MCOLS, b2, b3, s * r, s2 * r);
         }
     }
 #endif

@@ -28,7 +28,8 @@
 /* One recorded dispatch of a kernel (see "Replay" in exec.c). */
 typedef struct compute_rec_disp {
     int n_bind;
-    int32_t bind_node[KB_MAX_BIND];  /* order index of the bound owner */
+    int32_t bind_node[KB_MAX_BIND];  /* order index of the bound owner; -1: the scratch */
+    uint64_t scratch_bytes;          /* the scratch buffer it needs (kb_scratch) */
     int32_t bind_chunk[KB_MAX_BIND]; /* which of its chunks */
     uint32_t write_mask;             /* bit i: binding i is written */
     int param0, n_param;             /* its uniforms: the record's params[param0 ..) */
@@ -56,10 +57,11 @@ typedef struct compute_record {
 } compute_record;
 
 typedef struct compute_kernel {
-    int anchor, partner, out; /* order indices, -1 for none */
-    char *name;               /* "rms_norm+mul" */
-    char *glsl;               /* the generated source (kept for docs and verification) */
-    const gl_program *prog;   /* owned by the program cache */
+    int anchor, partner, out;                              /* order indices, -1 for none */
+    int sib[GRAPH_MAX_SIB], sib_out[GRAPH_MAX_SIB], n_sib; /* a grouped matmul's others */
+    char *name;                                            /* "rms_norm+mul" */
+    char *glsl;             /* the generated source (kept for docs and verification) */
+    const gl_program *prog; /* owned by the program cache */
     /* The nodes whose sizes the kernel's bindings and uniforms may depend
      * on (order indices into the plan's sig_nodes): its own nodes, their
      * sources, and the owners of both. */
@@ -128,6 +130,7 @@ typedef struct compute_state {
     uint64_t trace_t0;
     compute_profile profile; /* valid when profiled */
     bool profiled;
+    gl_buffer *scratch; /* kernels' scratch (kb_scratch): counters at zero between dispatches */
 } compute_state;
 
 /* The context's state, created on first use; NULL on out-of-memory. */
@@ -145,6 +148,9 @@ int compute_max_bindings(const glesc_context *ctx);
  * (core_free it); the message names the kernel on failure. */
 glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
                                  int max_bind, const glesc_graph_options *opts, char **out);
+/* The context's scratch buffer (kb_scratch) of at least bytes, grown
+ * (zero-filled) where needed; *out NULL and the message set on failure. */
+glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out);
 /* Runs kernel gk's generator in bind mode on b (kb_free it in any case): its
  * dispatches, with this compute's buffers and uniforms, are in b->disp. */
 glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,

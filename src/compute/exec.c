@@ -52,6 +52,30 @@ glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int
     return kernels_gen(b);
 }
 
+glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out)
+{
+    *out = NULL;
+    compute_state *cs = compute_state_get(ctx);
+    if (!cs)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "kernel scratch");
+    uint64_t need = CORE_MAX(bytes, 256); /* something to bind where it is not touched */
+    if (!cs->scratch || cs->scratch->size < need) {
+        gl_pool_release(ctx, cs->scratch);
+        cs->scratch = NULL;
+        glesc_status st = gl_pool_acquire(ctx, need, GL_USAGE_ACTIVATIONS, &cs->scratch);
+        if (st == GLESC_OK)
+            st = gl_buffer_clear(ctx, cs->scratch, 0, cs->scratch->size);
+        if (st != GLESC_OK) {
+            gl_pool_release(ctx, cs->scratch);
+            cs->scratch = NULL;
+            core_err_prefix(&ctx->err, "kernel scratch of %llu bytes", (unsigned long long)need);
+            return st;
+        }
+    }
+    *out = cs->scratch;
+    return GLESC_OK;
+}
+
 static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const graph_order_t *ord,
                                    int max_bind, const glesc_graph_options *opts)
 {
@@ -256,7 +280,9 @@ static glesc_status record_make(glesc_context *ctx, compute_plan *p, int k,
     r->n_kbind = b->n_bind;
     r->kbind_write_mask = 0;
     for (int i = 0; i < b->n_bind; i++) {
-        if ((r->kbind_node[i] = owner_node(ctx, ord, b->bind[i].owner, pk->name)) < 0)
+        if (!b->bind[i].owner) /* the scratch buffer: named by binding, not by node */
+            r->kbind_node[i] = -1;
+        else if ((r->kbind_node[i] = owner_node(ctx, ord, b->bind[i].owner, pk->name)) < 0)
             return ctx->err.status;
         r->kbind_write_mask |= (uint32_t)b->bind[i].write << i;
     }
@@ -266,10 +292,17 @@ static glesc_status record_make(glesc_context *ctx, compute_plan *p, int k,
         compute_rec_disp *rd = &r->disp[d];
         rd->n_bind = ds->n_bind;
         rd->write_mask = 0;
+        rd->scratch_bytes = ds->scratch_bytes;
         for (int i = 0; i < ds->n_bind; i++) {
             /* kb_dispatch_groups took binding i's buffer from bind[i]'s
              * owner and chunk at the time of the dispatch */
             int node = r->kbind_node[i];
+            if (node < 0) {
+                rd->bind_node[i] = -1;
+                rd->bind_chunk[i] = 0;
+                rd->write_mask |= (uint32_t)ds->bind[i].write << i;
+                continue;
+            }
             const graph_storage *st = &ord->nodes[node]->st;
             int chunk = 0;
             while (chunk < st->n_chunks && st->chunks[chunk] != ds->bind[i].buf)
@@ -323,7 +356,17 @@ static glesc_status record_verify(glesc_context *ctx, const compute_plan *p, int
             what = "the number of bindings or uniforms";
         else if (memcmp(ds->groups, rd->groups, sizeof rd->groups))
             what = "the workgroup counts";
+        if (!what && (ds->scratch_bind >= 0 ? ds->scratch_bytes : 0) !=
+                         (ds->scratch_bind >= 0 ? rd->scratch_bytes : 0))
+            what = "scratch size";
         for (int i = 0; !what && i < ds->n_bind; i++) {
+            if (rd->bind_node[i] < 0 || i == ds->scratch_bind) {
+                if (rd->bind_node[i] >= 0 || i != ds->scratch_bind) {
+                    what = "binding";
+                    at = i;
+                }
+                continue;
+            }
             const graph_storage *st = &ord->nodes[rd->bind_node[i]]->st;
             if (rd->bind_chunk[i] >= st->n_chunks ||
                 st->chunks[rd->bind_chunk[i]] != ds->bind[i].buf ||
@@ -362,6 +405,14 @@ static glesc_status record_dispatch(glesc_context *ctx, const compute_plan *p, i
         const compute_rec_disp *rd = &r->disp[d];
         gl_binding bind[KB_MAX_BIND];
         for (int i = 0; i < rd->n_bind; i++) {
+            if (rd->bind_node[i] < 0) { /* the context's scratch buffer */
+                gl_buffer *sb;
+                glesc_status st = compute_scratch(ctx, rd->scratch_bytes, &sb);
+                if (st != GLESC_OK)
+                    return st;
+                bind[i] = (gl_binding){sb, 0, 0, (rd->write_mask >> i) & 1};
+                continue;
+            }
             const glesc_tensor *o = ord->nodes[rd->bind_node[i]];
             if (rd->bind_chunk[i] >= o->st.n_chunks)
                 return core_err_set(&ctx->err, GLESC_ERROR_STATE,
@@ -592,14 +643,22 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
                               k + 1, p->n_kernels, pk->name);
             break;
         }
-        glesc_tensor *o = gk.out->owner;
-        if (!o->live) {
-            st = graph_storage_alloc(o, GL_USAGE_ACTIVATIONS, false);
-            if (st != GLESC_OK) {
-                core_err_prefix(&ctx->err, "glesc_graph_compute: result of %s", pk->name);
-                break;
+        /* the stored nodes' memory: the out's, and a grouped matmul's others */
+        glesc_tensor *outs_k[1 + GRAPH_MAX_SIB];
+        int n_outs = 0;
+        outs_k[n_outs++] = gk.out;
+        for (int j = 0; j < gk.n_sib; j++)
+            outs_k[n_outs++] = gk.sib_out[j];
+        for (int j = 0; j < n_outs && st == GLESC_OK; j++) {
+            glesc_tensor *o = outs_k[j]->owner;
+            if (!o->live) {
+                st = graph_storage_alloc(o, GL_USAGE_ACTIVATIONS, false);
+                if (st != GLESC_OK)
+                    core_err_prefix(&ctx->err, "glesc_graph_compute: result of %s", pk->name);
             }
         }
+        if (st != GLESC_OK)
+            break;
         /* the generator runs only where the sizes changed (or to verify) */
         bool replay = record_matches(p, k, &ord);
         if (!replay || verify) {
@@ -622,12 +681,14 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
             break;
         }
         const compute_record *rec = &pk->rec;
-        o->live = true;
         g->stats.dispatches += rec->n_disp;
         for (int i = 0; i < rec->n_kbind; i++)
-            if (!((rec->kbind_write_mask >> i) & 1))
+            if (rec->kbind_node[i] >= 0 && !((rec->kbind_write_mask >> i) & 1))
                 g->stats.bytes_read += ord.nodes[rec->kbind_node[i]]->st.bytes;
-        g->stats.bytes_written += graph_nbytes(gk.out);
+        for (int j = 0; j < n_outs; j++) {
+            outs_k[j]->owner->live = true;
+            g->stats.bytes_written += graph_nbytes(outs_k[j]);
+        }
         if (timers) {
             g->ktimes[k].name = pk->name;
             g->ktimes[k].dispatches = rec->n_disp;

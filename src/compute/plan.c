@@ -68,6 +68,7 @@ static void state_free(glesc_context *ctx)
         fputs("\n]}\n", s->trace);
         fclose(s->trace);
     }
+    gl_pool_release(ctx, s->scratch);
     core_free(s);
     ctx->compute_state = NULL;
 }
@@ -158,9 +159,14 @@ static char *kernel_name(const graph_order_t *ord, const graph_kernel *gk)
         sbuf_append(&b, glesc_op_name(gk->anchor->op));
     if (gk->partner)
         sbuf_appendf(&b, "+%s", glesc_op_name(gk->partner->op));
+    for (int i = 0; i < gk->n_sib; i++)
+        sbuf_appendf(&b, "+%s", glesc_op_name(gk->sib[i]->op));
     for (int i = 0; i < ord->n; i++) {
         const glesc_tensor *t = ord->nodes[i];
-        if (t->kernel != gk->id || t == gk->anchor || t == gk->partner)
+        bool sib = false;
+        for (int j = 0; j < gk->n_sib; j++)
+            sib |= t == gk->sib[j];
+        if (t->kernel != gk->id || t == gk->anchor || t == gk->partner || sib)
             continue;
         sbuf_appendf(&b, "%s%s", b.len ? "+" : "", glesc_op_name(t->op));
     }
@@ -254,6 +260,11 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
         pk->anchor = gk->anchor ? gk->anchor->order : -1;
         pk->partner = gk->partner ? gk->partner->order : -1;
         pk->out = gk->out->order;
+        pk->n_sib = gk->n_sib;
+        for (int j = 0; j < gk->n_sib; j++) {
+            pk->sib[j] = gk->sib[j]->order;
+            pk->sib_out[j] = gk->sib_out[j]->order;
+        }
         pk->name = kernel_name(ord, gk);
         if (!pk->name) {
             core_free(last);
@@ -329,10 +340,16 @@ void compute_plan_apply(const compute_plan *p, const graph_order_t *ord)
 graph_kernel compute_plan_kernel(const compute_plan *p, const graph_order_t *ord, int k)
 {
     const compute_kernel *pk = &p->kernels[k];
-    return (graph_kernel){
-        pk->anchor >= 0 ? ord->nodes[pk->anchor] : NULL,
-        pk->partner >= 0 ? ord->nodes[pk->partner] : NULL,
-        ord->nodes[pk->out],
-        k,
+    graph_kernel gk = {
+        .anchor = pk->anchor >= 0 ? ord->nodes[pk->anchor] : NULL,
+        .partner = pk->partner >= 0 ? ord->nodes[pk->partner] : NULL,
+        .out = ord->nodes[pk->out],
+        .n_sib = pk->n_sib,
+        .id = k,
     };
+    for (int j = 0; j < pk->n_sib; j++) {
+        gk.sib[j] = ord->nodes[pk->sib[j]];
+        gk.sib_out[j] = ord->nodes[pk->sib_out[j]];
+    }
+    return gk;
 }

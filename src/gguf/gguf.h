@@ -125,6 +125,9 @@ struct glesc_gguf {
     uint64_t size;
     void *map; /* mmap base, or NULL for open_memory */
     size_t map_size;
+    int fd;             /* for glesc_gguf_tensor_read's pread; -1: copy from data */
+    uint64_t fd_offset; /* where data[0] is in fd */
+    bool own_fd;        /* closed with the reader (glesc_gguf_open's own) */
     uint32_t version, alignment;
     uint64_t data_offset;
     int64_t n_kv, n_tensors;
@@ -138,6 +141,12 @@ struct glesc_gguf {
  * (parse.c). On failure the thread's error says what and where, and f holds
  * whatever was allocated so far for reader.c to free. */
 glesc_status gguf_parse(glesc_gguf *f);
+
+/* For a reader of memory that maps fd from offset on (a model loaded from
+ * a descriptor): glesc_gguf_tensor_read then reads the tensors from fd with
+ * pread, so a file truncated under the mapping is an error, not a SIGBUS.
+ * fd stays the caller's and must stay open while f is used. */
+void gguf_reader_pread_from(glesc_gguf *f, int fd, uint64_t offset);
 
 /* The name indexes (reader.c): which table an index covers. */
 typedef enum gguf_table { GGUF_TABLE_KV, GGUF_TABLE_TENSORS } gguf_table;

@@ -13,8 +13,8 @@
  * it (a count of 2^60 fails at once), and every size computation is checked
  * for overflow. Vocab-only files that stop right after the tensor directory
  * (no padding, no data) are valid: the data section is only required to
- * exist when some tensor has bytes in it. Every failure names the file and
- * the offset of the offending field.
+ * exist when there are tensors. Every failure names the file and the offset
+ * of the offending field.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -191,19 +191,14 @@ static bool parse_metadata(parse_state *ps)
 
 /* A tensor's byte size from its shape and type: the element count must fit
  * in int64 (as ggml requires), the row must be whole blocks, and rows × row
- * bytes must fit. A tensor with a zero dimension has no bytes. nlen, nstr:
- * its name for messages (the file's bytes, not yet NUL-terminated). */
+ * bytes must fit. nlen, nstr: its name for messages (the file's bytes, not
+ * yet NUL-terminated). */
 static bool tensor_size(glesc_gguf *f, gguf_tensor *t, const quant_type_info *q, int nlen,
                         const char *nstr)
 {
     uint64_t shape_off = t->info_off + 8 + t->name_len + 4;
     int64_t nel = 1;
-    bool zero = false;
     for (int d = 0; d < t->n_dims; d++) {
-        if (t->ne[d] == 0)
-            zero = true;
-    }
-    for (int d = 0; d < t->n_dims && !zero; d++) {
         if (__builtin_mul_overflow(nel, t->ne[d], &nel))
             return fail(f, GLESC_ERROR_FORMAT, shape_off,
                         "tensor '%.*s': element count overflows (shape %lld x %lld x %lld x %lld)",
@@ -215,12 +210,12 @@ static bool tensor_size(glesc_gguf *f, gguf_tensor *t, const quant_type_info *q,
                     "tensor '%.*s': row length %lld is not a multiple of %s's block size %d", nlen,
                     nstr, (long long)t->ne[0], q->name, q->block_size);
     uint64_t row = glesc_dtype_row_bytes(t->type, t->ne[0]);
-    if (row == 0 && t->ne[0] != 0)
+    if (row == 0)
         return fail(f, GLESC_ERROR_FORMAT, shape_off,
                     "tensor '%.*s': byte size of a row of %lld %s elements overflows", nlen, nstr,
                     (long long)t->ne[0], q->name);
     uint64_t size = row;
-    for (int d = 1; d < t->n_dims && !zero; d++) {
+    for (int d = 1; d < t->n_dims; d++) {
         if (__builtin_mul_overflow(size, (uint64_t)t->ne[d], &size))
             return fail(f, GLESC_ERROR_FORMAT, shape_off,
                         "tensor '%.*s': byte size overflows (shape %lld x %lld x %lld x %lld of "
@@ -228,7 +223,7 @@ static bool tensor_size(glesc_gguf *f, gguf_tensor *t, const quant_type_info *q,
                         nlen, nstr, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                         (long long)t->ne[3], q->name);
     }
-    t->size = zero ? 0 : size;
+    t->size = size;
     return true;
 }
 
@@ -264,6 +259,11 @@ static bool parse_tensor_info(parse_state *ps, uint64_t i)
         if (ne > (uint64_t)INT64_MAX)
             return fail(f, GLESC_ERROR_FORMAT, at, "tensor '%.*s': ne[%u] = %lld is negative", nlen,
                         nstr, (unsigned)d, (long long)(int64_t)ne);
+        /* ggml's reader takes an empty dimension, but no model has one and
+         * every consumer would have to handle a tensor without bytes. */
+        if (ne == 0)
+            return fail(f, GLESC_ERROR_FORMAT, at, "tensor '%.*s': ne[%u] is 0 (empty dimension)",
+                        nlen, nstr, (unsigned)d);
         t->ne[d] = (int64_t)ne;
     }
     at = c->pos;
@@ -413,8 +413,7 @@ static bool check_tensor_bounds(parse_state *ps)
                         "tensor '%s': data offset %llu is not a multiple of the alignment %u",
                         t->name, (unsigned long long)t->offset, (unsigned)f->alignment);
         uint64_t end;
-        if (__builtin_add_overflow(t->offset, t->size, &end) || end > data_size ||
-            (t->size && f->data_offset > f->size))
+        if (__builtin_add_overflow(t->offset, t->size, &end) || end > data_size)
             return fail(f, GLESC_ERROR_FORMAT, off_field,
                         "tensor '%s': data (offset %llu, %llu bytes) goes past the end of the "
                         "file (data section of %llu bytes at offset %llu)",
@@ -424,7 +423,7 @@ static bool check_tensor_bounds(parse_state *ps)
     return true;
 }
 
-/* No two tensors' data overlap (zero-byte tensors take no room). */
+/* No two tensors' data overlap. */
 static bool check_tensor_overlaps(parse_state *ps)
 {
     glesc_gguf *f = ps->f;
@@ -434,11 +433,10 @@ static bool check_tensor_overlaps(parse_state *ps)
     if (!spans)
         return fail(f, GLESC_ERROR_OUT_OF_MEMORY, ps->tdir_off,
                     "out of memory for checking %lld tensors", (long long)f->n_tensors);
-    int64_t n = 0;
-    for (int64_t i = 0; i < f->n_tensors; i++) {
+    int64_t n = f->n_tensors;
+    for (int64_t i = 0; i < n; i++) {
         const gguf_tensor *t = &f->tensors[i];
-        if (t->size)
-            spans[n++] = (span){t->offset, t->offset + t->size, i};
+        spans[i] = (span){t->offset, t->offset + t->size, i};
     }
     qsort(spans, (size_t)n, sizeof *spans, cmp_span);
     bool ok = true;

@@ -4,6 +4,12 @@
  * mapping: the header fields, metadata entries by index or key (typed values
  * in getters.c) and tensors by index or name. Once glesc_gguf_open succeeds,
  * the accessors need no checks beyond the index they are given.
+ *
+ * A file is opened without blocking (a FIFO or device given as a model is
+ * refused by name, never waited on) and its descriptor is kept: tensor data
+ * can be copied with pread (glesc_gguf_tensor_read), so a file that shrinks
+ * while it is in use is an error naming it rather than a SIGBUS in the
+ * mapping.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +75,8 @@ static void reader_free(glesc_gguf *f)
     core_map_free(&f->tensor_index);
     if (f->map)
         munmap(f->map, f->map_size);
+    if (f->fd >= 0 && f->own_fd)
+        close(f->fd);
     core_free(f->name);
     core_free(f);
 }
@@ -99,6 +107,7 @@ GLESC_API glesc_status glesc_gguf_open_memory(const void *data, size_t size, con
     if (!f)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "out of memory opening %s",
                             name ? name : "(memory)");
+    f->fd = -1;
     f->name = core_strdup(name ? name : "(memory)");
     if (!f->name) {
         core_free(f);
@@ -121,7 +130,9 @@ GLESC_API glesc_status glesc_gguf_open(const char *path, glesc_gguf **out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_gguf_open: path is NULL");
     glesc_status st = GLESC_OK;
     glesc_gguf *f = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer before the check below could refuse it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         st = core_err_set(NULL, GLESC_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
         goto fail;
@@ -141,7 +152,14 @@ GLESC_API glesc_status glesc_gguf_open(const char *path, glesc_gguf **out)
         goto fail;
     }
     f = core_calloc(1, sizeof *f);
-    if (!f || !(f->name = core_strdup(path))) {
+    if (!f) {
+        st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
+        goto fail;
+    }
+    f->fd = fd; /* kept for glesc_gguf_tensor_read; reader_free closes it */
+    f->own_fd = true;
+    fd = -1;
+    if (!(f->name = core_strdup(path))) {
         st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
         goto fail;
     }
@@ -149,7 +167,7 @@ GLESC_API glesc_status glesc_gguf_open(const char *path, glesc_gguf **out)
     f->data = empty;
     f->size = (uint64_t)sb.st_size;
     if (sb.st_size > 0) {
-        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, f->fd, 0);
         if (m == MAP_FAILED) {
             st = core_err_set(NULL, GLESC_ERROR_IO, "%s: cannot map %llu bytes: %s", path,
                               (unsigned long long)sb.st_size, strerror(errno));
@@ -159,8 +177,6 @@ GLESC_API glesc_status glesc_gguf_open(const char *path, glesc_gguf **out)
         f->map_size = (size_t)sb.st_size;
         f->data = m;
     }
-    /* The mapping outlives the descriptor. */
-    close(fd);
     return open_common(f, out);
 fail:
     if (fd >= 0)
@@ -172,6 +188,13 @@ fail:
 GLESC_API void glesc_gguf_close(glesc_gguf *f)
 {
     reader_free(f);
+}
+
+void gguf_reader_pread_from(glesc_gguf *f, int fd, uint64_t offset)
+{
+    f->fd = fd;
+    f->fd_offset = offset;
+    f->own_fd = false;
 }
 
 /* ---- Accessors ---- */
@@ -277,10 +300,65 @@ GLESC_API glesc_status glesc_gguf_tensor(const glesc_gguf *f, int64_t i,
     memcpy(out->ne, t->ne, sizeof out->ne);
     out->offset = t->offset;
     out->size = t->size;
-    /* A zero-byte tensor of a file without a data section points at the
-     * end of the file, never past it. */
-    uint64_t pos =
-        t->size ? f->data_offset + t->offset : CORE_MIN(f->data_offset + t->offset, f->size);
-    out->data = f->data + pos;
+    out->data = f->data + f->data_offset + t->offset;
+    return GLESC_OK;
+}
+
+/* pread of n bytes at off into dst, across short reads and signals; returns
+ * the bytes read (fewer at the end of the file) or -1 with errno. */
+static int64_t pread_full(int fd, void *dst, uint64_t n, uint64_t off)
+{
+    uint64_t done = 0;
+    while (done < n) {
+        size_t chunk = (size_t)CORE_MIN(n - done, (uint64_t)1 << 30);
+        ssize_t r = pread(fd, (char *)dst + done, chunk, (off_t)(off + done));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        done += (uint64_t)r;
+    }
+    return (int64_t)done;
+}
+
+GLESC_API glesc_status glesc_gguf_tensor_read(const glesc_gguf *f, int64_t i, uint64_t offset,
+                                              void *dst, uint64_t n)
+{
+    core_err_reset(NULL);
+    if (!f || i < 0 || i >= f->n_tensors || (!dst && n))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "%s: glesc_gguf_tensor_read: tensor index %lld out of range (%lld "
+                            "tensors) or NULL destination",
+                            f ? f->name : "(null)", (long long)i,
+                            (long long)(f ? f->n_tensors : 0));
+    const gguf_tensor *t = &f->tensors[i];
+    if (offset > t->size || n > t->size - offset)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "%s: tensor '%s': bytes %llu..%llu are outside its %llu bytes", f->name,
+                            t->name, (unsigned long long)offset, (unsigned long long)(offset + n),
+                            (unsigned long long)t->size);
+    uint64_t pos = f->data_offset + t->offset + offset;
+    if (f->fd < 0) {
+        memcpy(dst, f->data + pos, (size_t)n);
+        return GLESC_OK;
+    }
+    uint64_t at = f->fd_offset + pos; /* in the file */
+    int64_t got = pread_full(f->fd, dst, n, at);
+    if (got < 0)
+        return core_err_set(
+            NULL, GLESC_ERROR_IO, "%s: tensor '%s': reading %llu bytes at offset %llu: %s", f->name,
+            t->name, (unsigned long long)n, (unsigned long long)at, strerror(errno));
+    if ((uint64_t)got < n) {
+        struct stat sb;
+        unsigned long long now = fstat(f->fd, &sb) == 0 ? (unsigned long long)sb.st_size : 0;
+        return core_err_set(NULL, GLESC_ERROR_IO,
+                            "%s: tensor '%s': the file now ends at byte %llu, before the end of "
+                            "the tensor's data (bytes %llu..%llu of the file): it was truncated "
+                            "or rewritten while in use",
+                            f->name, t->name, now, (unsigned long long)(at - offset),
+                            (unsigned long long)(at - offset + t->size));
+    }
     return GLESC_OK;
 }

@@ -3,7 +3,7 @@
  * format) and tensor descriptions, then writes a version 3 file in one pass:
  * header, metadata in order of first setting, tensor directory in order of
  * addition, padding to the alignment, tensor data (each tensor padded to the
- * alignment). A file without tensor bytes ends after the directory. The file is written to
+ * alignment). A file without tensors ends after the directory. The file is written to
  * "path.tmp" and renamed over path, so a reader never sees half a file.
  *
  * Tensor data is not copied: add_tensor keeps the caller's pointer until
@@ -379,14 +379,12 @@ static glesc_status add_tensor(glesc_gguf_writer *w, const char *name, glesc_dty
     t.type = type;
     t.n_dims = n_dims;
     uint64_t size = t.size;
-    bool zero = false;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         t.ne[d] = d < n_dims ? ne[d] : 1;
-        if (t.ne[d] < 0)
+        if (t.ne[d] <= 0) /* the reader refuses an empty dimension too */
             return core_err_set(NULL, GLESC_ERROR_SHAPE,
-                                "gguf writer: tensor '%s': ne[%d] = %lld is negative", name, d,
+                                "gguf writer: tensor '%s': ne[%d] = %lld is not positive", name, d,
                                 (long long)t.ne[d]);
-        zero |= t.ne[d] == 0;
     }
     if (t.ne[0] % q->block_size)
         return core_err_set(NULL, GLESC_ERROR_SHAPE,
@@ -395,13 +393,12 @@ static glesc_status add_tensor(glesc_gguf_writer *w, const char *name, glesc_dty
                             name, (long long)t.ne[0], q->name, q->block_size);
     uint64_t row = glesc_dtype_row_bytes(type, t.ne[0]), rows = 1, expect = 0;
     int64_t nel = 1;
-    bool overflow = row == 0 && t.ne[0] != 0;
-    for (int d = 0; d < GGUF_MAX_DIMS && !zero; d++)
+    bool overflow = row == 0;
+    for (int d = 0; d < GGUF_MAX_DIMS; d++)
         overflow |= __builtin_mul_overflow(nel, t.ne[d], &nel);
-    for (int d = 1; d < GGUF_MAX_DIMS && !zero; d++)
+    for (int d = 1; d < GGUF_MAX_DIMS; d++)
         overflow |= __builtin_mul_overflow(rows, (uint64_t)t.ne[d], &rows);
-    if (!zero)
-        overflow |= __builtin_mul_overflow(row, rows, &expect);
+    overflow |= __builtin_mul_overflow(row, rows, &expect);
     if (overflow)
         return core_err_set(NULL, GLESC_ERROR_SHAPE,
                             "gguf writer: tensor '%s': size of shape %lld x %lld x %lld x %lld "
@@ -412,7 +409,7 @@ static glesc_status add_tensor(glesc_gguf_writer *w, const char *name, glesc_dty
         return core_err_set(NULL, GLESC_ERROR_SHAPE,
                             "gguf writer: tensor '%s': size %llu does not match %llu rows of %llu "
                             "bytes (%s, shape %lld x %lld x %lld x %lld) = %llu",
-                            name, (unsigned long long)size, (unsigned long long)(zero ? 0 : rows),
+                            name, (unsigned long long)size, (unsigned long long)rows,
                             (unsigned long long)row, q->name, (long long)t.ne[0],
                             (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3],
                             (unsigned long long)expect);
@@ -547,9 +544,9 @@ GLESC_API glesc_status glesc_gguf_writer_write(glesc_gguf_writer *w, const char 
         out_u64(&o, offset);
         offset = align_up(offset + t->size, w->alignment);
     }
-    /* offset is now the size of the data section. Without tensor bytes the
-     * file ends after the directory, unpadded, as ggml writes vocab-only
-     * files; the reader accepts that, and a large alignment then costs no
+    /* offset is now the size of the data section. Without tensors the file
+     * ends after the directory, unpadded, as ggml writes vocab-only files;
+     * the reader accepts that, and a large alignment then costs no
      * padding. */
     bool has_data = offset > 0;
     if (has_data)

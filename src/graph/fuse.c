@@ -38,6 +38,8 @@
 
 typedef struct fk {
     glesc_tensor *anchor, *partner, *out;
+    glesc_tensor *sib[GRAPH_MAX_SIB], *sib_out[GRAPH_MAX_SIB]; /* a grouped matmul */
+    int n_sib;
     int head, tail; /* member list through next[] (order indices) */
     bool alive;
 } fk;
@@ -48,6 +50,7 @@ typedef struct fuse_state {
     fk *k;
     int *next;
     int max_bindings;
+    int nk; /* kernels created (k[0..nk)), dead ones included */
 } fuse_state;
 
 static bool is_inplace_dst(const glesc_tensor *m, int s)
@@ -61,9 +64,21 @@ static bool is_inplace_dst(const glesc_tensor *m, int s)
  * KB_MAX_LEAF in kernels.h, which also holds the kernel's own inputs). */
 #define FUSE_MAX_LOADS 16
 
-/* Distinct owners read by kernels a ∪ b, and whether the written owner is
- * among them. Returns the binding count, or -1 on an overlap. */
-static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
+/* The owners kernel k writes (its out's and its siblings' outs'); returns
+ * how many were added to w (at most 1 + GRAPH_MAX_SIB). */
+static int written_by(const fk *k, glesc_tensor **w)
+{
+    int n = 0;
+    w[n++] = k->out->owner;
+    for (int i = 0; i < k->n_sib; i++)
+        w[n++] = k->sib_out[i]->owner;
+    return n;
+}
+
+/* Distinct owners read by kernels a ∪ b, and whether one of the written
+ * owners (written[0..n_written)) is among them. Returns the binding count
+ * (reads and writes), or -1 on an overlap. */
+static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *const *written, int n_written)
 {
     glesc_tensor *seen[64], *loads[FUSE_MAX_LOADS];
     int n_seen = 0, n_loads = 0;
@@ -80,8 +95,9 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
                 if (x->kernel >= 0 && (x->kernel == a || x->kernel == b))
                     continue; /* computed inside */
                 glesc_tensor *o = x->owner;
-                if (o == written)
-                    return -1;
+                for (int q = 0; q < n_written; q++)
+                    if (o == written[q])
+                        return -1;
                 bool dup = false;
                 for (int q = 0; q < n_loads; q++)
                     dup |= loads[q] == x;
@@ -101,7 +117,11 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *written)
             }
         }
     }
-    return n_seen + 1;
+    int extra = 0;
+    for (int j = 0; j < 2; j++)
+        if (ks[j] >= 0 && fs->k[ks[j]].anchor)
+            extra += graph_op(fs->k[ks[j]].anchor->op)->extra_bindings;
+    return n_seen + n_written + extra;
 }
 
 /* Does kernel k contain a node that reads its sources at other coordinates? */
@@ -188,7 +208,9 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     }
     if (view)
         view->kernel = kc; /* counted as inside */
-    int nb = count_bindings(fs, kp, kc, KC->out->owner);
+    glesc_tensor *w[1 + GRAPH_MAX_SIB];
+    int nw = written_by(KC, w);
+    int nb = count_bindings(fs, kp, kc, w, nw);
     if (nb < 0 || nb > fs->max_bindings) {
         if (view)
             view->kernel = -1;
@@ -209,6 +231,316 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     KP->alive = false;
 }
 
+/* Does t (a member of kernel k, or outside it) depend on node x within k? */
+static bool depends_in(const glesc_tensor *t, const glesc_tensor *x, int k)
+{
+    if (t == x)
+        return true;
+    if (!t || t->kernel != k)
+        return false;
+    for (int s = 0; s < t->n_src; s++)
+        if (depends_in(t->src[s], x, k))
+            return true;
+    return false;
+}
+
+/* Is every member of kernel k that depends on the norm nrm linear in it? */
+static bool linear_in(fuse_state *fs, int k, const glesc_tensor *nrm)
+{
+    for (int i = fs->k[k].head; i >= 0; i = fs->next[i]) {
+        const glesc_tensor *m = fs->order[i];
+        if (m == nrm || !depends_in(m, nrm, k))
+            continue;
+        switch (m->op) {
+        case GLESC_OP_MUL:
+            if (depends_in(m->src[0], nrm, k) == depends_in(m->src[1], nrm, k))
+                return false;
+            break;
+        case GLESC_OP_DIV:
+            if (depends_in(m->src[1], nrm, k))
+                return false;
+            break;
+        case GLESC_OP_NEG:
+        case GLESC_OP_CONT:
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool is_anchor_of(const fk *K, const glesc_tensor *t)
+{
+    if (t == K->anchor || t == K->partner)
+        return true;
+    for (int i = 0; i < K->n_sib; i++)
+        if (t == K->sib[i])
+            return true;
+    return false;
+}
+
+/* Is every consumer of x one of kernel k's anchors, reading x where it
+ * takes a norm prologue? (The norm's value exists only where the anchor
+ * loads that source: not in its epilogue, not in another kernel.) */
+static bool only_norm_consumers(fuse_state *fs, const glesc_tensor *x, int k)
+{
+    const fk *K = &fs->k[k];
+    for (int i = x->order + 1; i < fs->n; i++) {
+        const glesc_tensor *c = fs->order[i];
+        for (int s = 0; s < c->n_src; s++)
+            if (c->src[s] == x &&
+                (!is_anchor_of(K, c) || !((graph_op(c->op)->norm_prologue >> s) & 1u)))
+                return false;
+    }
+    return true;
+}
+
+/* Moves kernel kp's members into kc (kc keeps its anchors and out). */
+static void absorb(fuse_state *fs, int kp, int kc)
+{
+    fk *KP = &fs->k[kp], *KC = &fs->k[kc];
+    for (int i = KP->head; i >= 0; i = fs->next[i])
+        fs->order[i]->kernel = kc;
+    fs->next[KC->tail] = KP->head;
+    KC->tail = KP->tail;
+    KP->alive = false;
+}
+
+/*
+ * Reduction prologues: a kernel that computes a row norm (rms_norm with
+ * its epilogue, e.g. ·w, and its elementwise prologue, e.g. x + r) whose
+ * output only kernel C reads joins C, if C's anchor takes a norm prologue
+ * (docs/graph.md). Where the anchor applies the scale to its own result
+ * (matmul: it sums the squares of the norm's input in its k loop) only its
+ * anchors may read the output, on a source where they take the norm, and
+ * the path from the norm must be linear; elsewhere (attention: qwen3's
+ * per-head q and k norms before rope) the scale is computed where the
+ * value is loaded, a loop over the row. The output may have several
+ * consumers (q, k and v of one grouped matmul; gate and up), as long as all
+ * are in C, so this runs after the other merges.
+ */
+static void fold_norms(fuse_state *fs)
+{
+    for (int kp = 0; kp < fs->nk; kp++) {
+        fk *KP = &fs->k[kp];
+        const glesc_tensor *nrm = KP->anchor, *x = KP->out;
+        if (!KP->alive || !nrm || !graph_op(nrm->op)->row_scale || KP->partner || KP->n_sib ||
+            x->is_output || x->owner != x || !graph_same_shape(nrm, x))
+            continue;
+        /* the kernel computing x's consumers (all in one) */
+        int kc = -1;
+        bool one = true;
+        for (int i = x->order + 1; i < fs->n; i++)
+            for (int s = 0; s < fs->order[i]->n_src; s++)
+                if (fs->order[i]->src[s] == x) {
+                    one &= fs->order[i]->kernel >= 0 && (kc < 0 || fs->order[i]->kernel == kc);
+                    kc = fs->order[i]->kernel;
+                }
+        if (!one || kc < 0 || kc == kp || !fs->k[kc].alive || !fs->k[kc].anchor)
+            continue;
+        fk *KC = &fs->k[kc];
+        const graph_op_info *ia = graph_op(KC->anchor->op);
+        if (!ia->norm_prologue)
+            continue;
+        if (ia->norm_deferred) {
+            /* the scale is applied to the anchor's result: only the
+             * anchors may read x, linearly, where they take the norm */
+            if (!only_norm_consumers(fs, x, kc) || !linear_in(fs, kp, nrm))
+                continue;
+            if (KC->anchor->op == GLESC_OP_MATMUL && members(fs, kp) - 1 > MATMUL_PROLOGUE_MAX)
+                continue;
+        } else {
+            /* the scale is computed where the value is loaded: any member
+             * of the kernel may read x, and the anchor on a source where it
+             * takes a norm */
+            bool ok = true;
+            for (int i = x->order + 1; i < fs->n; i++) {
+                const glesc_tensor *c = fs->order[i];
+                for (int s = 0; s < c->n_src; s++)
+                    if (c->src[s] == x && is_anchor_of(KC, c))
+                        ok &= (graph_op(c->op)->norm_prologue >> s) & 1u;
+            }
+            if (!ok)
+                continue;
+        }
+        glesc_tensor *w[1 + GRAPH_MAX_SIB];
+        int nw = written_by(KC, w);
+        int nb = count_bindings(fs, kp, kc, w, nw);
+        if (nb < 0 || nb > fs->max_bindings)
+            continue;
+        absorb(fs, kp, kc);
+    }
+}
+
+static int kpos(const fuse_state *fs, int k);
+
+/* Does any kernel other than ka and kb, running at a position in (lo,
+ * hi), read or write memory of owner o? */
+static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int ka, int kb, int lo,
+                               int hi);
+
+/*
+ * Fused row writes: a set_rows (with its prologue, e.g. rope(k)) whose
+ * result only an anchor that takes it (attention's k and v) reads, through
+ * views, joins that anchor's kernel: the kernel writes the new rows itself
+ * and computes them wherever it reads them (kb_row_writes_begin), so the
+ * KV-cache write costs no dispatch of its own. The destination must be a
+ * 2-D tensor of its own (a leaf: a cache), and no kernel in between may
+ * touch it, since the write moves to the reader's position.
+ */
+static void fold_row_writes(fuse_state *fs)
+{
+    for (int kc = 0; kc < fs->nk; kc++) {
+        fk *KC = &fs->k[kc];
+        if (!KC->alive || !KC->anchor)
+            continue;
+        const glesc_tensor *a = KC->anchor;
+        unsigned bits = graph_op(a->op)->row_write_prologue;
+        for (int s = 0; s < a->n_src; s++) {
+            const glesc_tensor *x = a->src[s];
+            if (!((bits >> s) & 1u) || !x)
+                continue;
+            bool ok = true;
+            while (x && graph_op(x->op)->kind == GRAPH_KIND_VIEW) {
+                ok &= x->n_consumers == 1 && !x->is_output && x->kernel < 0;
+                x = x->src[0];
+            }
+            if (!ok || !x || x->op != GLESC_OP_SET_ROWS || x->kernel < 0 || x->kernel == kc)
+                continue;
+            int kp = x->kernel;
+            fk *KP = &fs->k[kp];
+            const glesc_tensor *dst = x->src[0], *idx = x->src[2];
+            if (!KP->alive || KP->anchor != x || KP->out != x || KP->partner || KP->n_sib ||
+                x->n_consumers != 1 || x->is_output || dst->op != GLESC_OP_NONE ||
+                dst->ne[2] * dst->ne[3] != 1 || idx->ne[1] * idx->ne[2] * idx->ne[3] != 1)
+                continue;
+            if (owner_used_between(fs, dst->owner, kp, kc, kpos(fs, kp), kpos(fs, kc)))
+                continue;
+            glesc_tensor *w[1 + GRAPH_MAX_SIB];
+            int nw = written_by(KC, w);
+            int nb = count_bindings(fs, kp, kc, w, nw);
+            if (nb < 0 || nb > fs->max_bindings)
+                continue;
+            absorb(fs, kp, kc);
+        }
+    }
+}
+
+/* Where kernel k runs: at its first out in the order. */
+static int kpos(const fuse_state *fs, int k)
+{
+    const fk *K = &fs->k[k];
+    int p = K->out->order;
+    for (int i = 0; i < K->n_sib; i++)
+        p = CORE_MIN(p, K->sib_out[i]->order);
+    return p;
+}
+
+/* Could kernel ka's and kb's members run at position pos, in one kernel
+ * whose workgroups compute either (a grouped matmul)? Every value they
+ * read from memory must come from a kernel that runs before pos (so the
+ * position order stays a topological order of the kernels), neither may
+ * read the other's result (another workgroup computes it), and nothing they
+ * read may be overwritten in place by a kernel they would now precede. */
+static bool can_run_together(fuse_state *fs, int ka, int kb, int pos)
+{
+    int ks[2] = {ka, kb};
+    for (int j = 0; j < 2; j++) {
+        int old = kpos(fs, ks[j]);
+        for (int i = fs->k[ks[j]].head; i >= 0; i = fs->next[i]) {
+            const glesc_tensor *m = fs->order[i];
+            for (int s = 0; s < m->n_src; s++) {
+                const glesc_tensor *x = m->src[s];
+                if (!x || x->kernel == ks[j])
+                    continue;
+                if (x->kernel == ks[1 - j])
+                    return false;
+                const glesc_tensor *y = x;
+                while (graph_op(y->op)->kind == GRAPH_KIND_VIEW && y->src[0])
+                    y = y->src[0];
+                if (y->kernel >= 0 && kpos(fs, y->kernel) >= pos)
+                    return false;
+                for (int w = 0; w < fs->n; w++) {
+                    const glesc_tensor *t = fs->order[w];
+                    if (t->owner == x->owner && t != x->owner && graph_op(t->op)->inplace &&
+                        t->kernel >= 0 && kpos(fs, t->kernel) >= pos && kpos(fs, t->kernel) < old)
+                        return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int ka, int kb, int lo,
+                               int hi)
+{
+    for (int i = 0; i < fs->n; i++) {
+        const glesc_tensor *t = fs->order[i];
+        if (t->kernel < 0 || t->kernel == ka || t->kernel == kb)
+            continue;
+        int p = kpos(fs, t->kernel);
+        if (p <= lo || p >= hi)
+            continue;
+        if (t->owner == o)
+            return true;
+        for (int s = 0; s < t->n_src; s++)
+            if (t->src[s] && t->src[s]->owner == o)
+                return true;
+    }
+    return false;
+}
+
+/* May kernel kb's matmul join kernel ka's as a sibling? */
+static bool can_group(fuse_state *fs, int ka, int kb)
+{
+    const fk *A = &fs->k[ka], *B = &fs->k[kb];
+    const glesc_tensor *a = A->anchor, *b = B->anchor;
+    if (!A->alive || !B->alive || ka == kb || !a || !b || a->op != GLESC_OP_MATMUL ||
+        b->op != GLESC_OP_MATMUL || A->partner || B->partner || B->n_sib ||
+        A->n_sib == GRAPH_MAX_SIB || a->src[1] != b->src[1])
+        return false;
+    /* whole 2-D weights, one batch: a workgroup picks its matmul by row */
+    const glesc_tensor *x = a->src[1];
+    if (x->ne[2] * x->ne[3] != 1 || a->src[0]->ne[2] * a->src[0]->ne[3] != 1 ||
+        b->src[0]->ne[2] * b->src[0]->ne[3] != 1)
+        return false;
+    /* each result in its own memory (not written in place into another
+     * tensor: that write would move) */
+    if (B->out->owner != B->out || A->out->owner != A->out)
+        return false;
+    if (!can_run_together(fs, ka, kb, CORE_MIN(kpos(fs, ka), kpos(fs, kb))))
+        return false;
+    glesc_tensor *w[2 * (1 + GRAPH_MAX_SIB)];
+    int nw = written_by(A, w);
+    nw += written_by(B, w + nw);
+    int nb = count_bindings(fs, ka, kb, w, nw);
+    return nb >= 0 && nb <= fs->max_bindings;
+}
+
+/*
+ * Grouped matmuls: matmuls of the same activation with no common consumer
+ * (q, k and v of an attention layer) become one kernel whose workgroups
+ * pick their matmul by output row range; each keeps its own weight (any
+ * type), epilogue and output. The first in the order is the kernel's
+ * anchor, the others its siblings. One dispatch instead of three, and the
+ * activation's norm can then fold into it (fold_norms).
+ */
+static void group_matmuls(fuse_state *fs)
+{
+    for (int ka = 0; ka < fs->nk; ka++)
+        for (int kb = ka + 1; kb < fs->nk && fs->k[ka].alive; kb++) {
+            if (!can_group(fs, ka, kb))
+                continue;
+            fk *A = &fs->k[ka], *B = &fs->k[kb];
+            A->sib[A->n_sib] = B->anchor;
+            A->sib_out[A->n_sib] = B->out;
+            A->n_sib++;
+            absorb(fs, kb, ka);
+        }
+}
+
 void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
                 int *n_kernels)
 {
@@ -226,7 +558,11 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
         t->kernel = -1;
         if (!k || !next || (kind != GRAPH_KIND_ELTWISE && kind != GRAPH_KIND_ANCHOR))
             continue;
-        k[nk] = (fk){kind == GRAPH_KIND_ANCHOR ? t : NULL, NULL, t, i, i, true};
+        k[nk] = (fk){.anchor = kind == GRAPH_KIND_ANCHOR ? t : NULL,
+                     .out = t,
+                     .head = i,
+                     .tail = i,
+                     .alive = true};
         next[i] = -1;
         t->kernel = nk++;
     }
@@ -235,8 +571,8 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
             graph_kind kind = graph_op(order[i]->op)->kind;
             if (kind != GRAPH_KIND_ELTWISE && kind != GRAPH_KIND_ANCHOR)
                 continue;
-            kernels[nk] =
-                (graph_kernel){kind == GRAPH_KIND_ANCHOR ? order[i] : NULL, NULL, order[i], nk};
+            kernels[nk] = (graph_kernel){
+                .anchor = kind == GRAPH_KIND_ANCHOR ? order[i] : NULL, .out = order[i], .id = nk};
             order[i]->kernel = nk++;
         }
         *n_kernels = nk;
@@ -245,7 +581,7 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
         core_free(remap);
         return;
     }
-    fuse_state fs = {order, n, k, next, max_bindings};
+    fuse_state fs = {order, n, k, next, max_bindings, nk};
     if (fusion)
         for (int i = 0; i < n; i++) {
             glesc_tensor *c = order[i];
@@ -253,15 +589,32 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
                 if (c->src[s])
                     try_merge(&fs, c->src[s], c, s);
         }
-    /* Surviving kernels in the order of their out nodes; renumber. */
+    if (fusion) {
+        fold_row_writes(&fs);
+        group_matmuls(&fs);
+        fold_norms(&fs);
+    }
+    /* Surviving kernels in the order of their first out node; renumber. */
     int out_n = 0;
+    for (int i = 0; i < nk; i++)
+        remap[i] = -1;
     for (int i = 0; i < n; i++) {
         glesc_tensor *t = order[i];
-        if (t->kernel < 0 || k[t->kernel].out != t || !k[t->kernel].alive)
+        if (t->kernel < 0 || !k[t->kernel].alive || remap[t->kernel] >= 0 ||
+            kpos(&fs, t->kernel) != i)
             continue;
         fk *f = &k[t->kernel];
         remap[t->kernel] = out_n;
-        kernels[out_n] = (graph_kernel){f->anchor, f->partner, f->out, out_n};
+        graph_kernel *gk = &kernels[out_n];
+        *gk = (graph_kernel){.anchor = f->anchor,
+                             .partner = f->partner,
+                             .out = f->out,
+                             .n_sib = f->n_sib,
+                             .id = out_n};
+        for (int j = 0; j < f->n_sib; j++) {
+            gk->sib[j] = f->sib[j];
+            gk->sib_out[j] = f->sib_out[j];
+        }
         out_n++;
     }
     for (int i = 0; i < n; i++)

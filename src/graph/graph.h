@@ -141,6 +141,27 @@ typedef struct graph_op_info {
      * element, concat's halves): it cannot be in an anchor's epilogue,
      * where the anchor's value exists only at the anchor's coordinates. */
     bool remaps;
+    /* A row norm (rms_norm): its value is its input times a scale that
+     * depends only on the row (1/rms along dimension 0). An anchor that
+     * takes a norm prologue may fold it, with its epilogue, into the
+     * loading of its source and compute the row's sum of squares itself
+     * (a reduction prologue, fuse.c). */
+    bool row_scale;
+    /* bit i: source i may be the output of a folded row norm. */
+    unsigned norm_prologue;
+    /* The anchor is linear in that source along the norm's row and applies
+     * the scale to its own result (matmul: W·(x∘g·s) = s·(W·(x∘g)), the
+     * squares summed in its own k loop): the path from the norm to the
+     * source must be linear in the norm. Without it the norm's scale is
+     * computed where its value is loaded (a loop over the row). */
+    bool norm_deferred;
+    /* bit i: source i may be (a view of) the result of a set_rows whose
+     * write this anchor's kernel then does itself (fuse.c: a KV-cache write
+     * inside the attention that reads the cache). */
+    unsigned row_write_prologue;
+    /* Storage buffers the anchor's kernel binds besides tensors (attention:
+     * the scratch of its split combine). */
+    int extra_bindings;
 } graph_op_info;
 
 const graph_op_info *graph_op(glesc_op op);
@@ -171,16 +192,25 @@ void graph_drop_newest(glesc_graph *g, glesc_tensor *t);
 glesc_status graph_cpu_eval(glesc_graph *g, glesc_tensor *const *outs, int n, float **results);
 
 /* ---- Fusion (fuse.c): which nodes one kernel computes ---- */
+#define GRAPH_MAX_SIB 3 /* a grouped matmul: the anchor and up to 3 siblings */
+
 typedef struct graph_kernel {
     glesc_tensor *anchor;  /* ANCHOR node, or NULL for a pure elementwise kernel */
     glesc_tensor *partner; /* second matmul sharing the anchor's activation, or NULL */
     glesc_tensor *out;     /* the node the kernel stores */
+    /* A grouped matmul: more matmuls of the anchor's activation, each with
+     * its own weight, epilogue and stored node sib_out[i]; workgroups pick
+     * one by output row range. */
+    glesc_tensor *sib[GRAPH_MAX_SIB], *sib_out[GRAPH_MAX_SIB];
+    int n_sib;
     int id;
 } graph_kernel;
 
 /* Assigns every ELTWISE/ANCHOR node of order[0..n) to a kernel (t->kernel)
- * and fills kernels[] (at most n) in execution order; *n_kernels. With
- * fusion off, one kernel per node. max_bindings bounds a fused kernel. */
+ * and fills kernels[] (at most n) in execution order (each at its first
+ * stored node; every kernel reads only what earlier kernels store);
+ * *n_kernels. With fusion off, one kernel per node. max_bindings bounds a
+ * fused kernel (reads and writes). */
 void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
                 int *n_kernels);
 

@@ -401,7 +401,8 @@ static const graph_op_info ops[] = {
      .shape = shape_norm,
      .cpu = ref_rms_norm,
      .prologue = 1,
-     .epilogue = true},
+     .epilogue = true,
+     .row_scale = true},
     {.name = "layer_norm",
      .arity = 1,
      .kind = GRAPH_KIND_ANCHOR,
@@ -415,7 +416,9 @@ static const graph_op_info ops[] = {
      .shape = shape_matmul,
      .cpu = ref_matmul,
      .prologue = 1u << 1, /* the activation */
-     .epilogue = true},
+     .epilogue = true,
+     .norm_prologue = 1u << 1,
+     .norm_deferred = true},
     {.name = "get_rows",
      .arity = 2,
      .kind = GRAPH_KIND_ANCHOR,
@@ -452,7 +455,10 @@ static const graph_op_info ops[] = {
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_attention,
      .cpu = ref_attention,
-     .prologue = 1},
+     .prologue = 1,
+     .row_write_prologue = 1u << 1 | 1u << 2, /* k, v: new cache rows */
+     .norm_prologue = 1u | 1u << 1 | 1u << 2, /* per-head q/k norms, computed inline */
+     .extra_bindings = 1},
 };
 _Static_assert(CORE_ARRAY_LEN(ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
 

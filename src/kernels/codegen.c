@@ -27,7 +27,7 @@ static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options 
 
 static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_options *o)
 {
-    return (uint32_t)((t->src[2]->ne[0] + 63) / 64); /* accumulators per thread */
+    return kernels_attention_variant(t); /* heads per workgroup, tile, accumulators */
 }
 
 /* ---- the table ---- */

@@ -22,6 +22,7 @@ void kb_init(kb *b, glesc_context *ctx, const graph_kernel *gk, emit_kernel *k, 
     b->gk = gk;
     b->k = k;
     b->max_bind = CORE_MIN(max_bind, KB_MAX_BIND);
+    b->scratch_bind = -1;
 }
 
 void kb_free(kb *b)
@@ -121,7 +122,7 @@ static int bind_as(kb *b, glesc_tensor *owner, int chunk, bool write, emit_elem 
     for (int i = 0; i < b->n_bind; i++) {
         if (b->bind[i].owner != owner)
             continue;
-        if (b->bind[i].write != write)
+        if (b->bind[i].write != write && !b->bind[i].rw)
             kb_fail(b, GLESC_ERROR_STATE,
                     "kernel would read and write the same memory (%s %s): the fusion pass "
                     "should have refused this",
@@ -181,8 +182,14 @@ void kb_dispatch_groups(kb *b, uint32_t gx, uint32_t gy, uint32_t gz)
         b->cap_disp = cap;
     }
     kb_dispatch *d = &b->disp[b->n_disp];
+    d->scratch_bind = b->scratch_bind;
+    d->scratch_bytes = b->scratch_bytes;
     for (int i = 0; i < b->n_bind; i++) {
         glesc_tensor *o = b->bind[i].owner;
+        if (!o) { /* the scratch buffer: the executor fills it in */
+            d->bind[i] = (gl_binding){NULL, 0, 0, true};
+            continue;
+        }
         if (!o->st.n_chunks || b->bind[i].chunk >= o->st.n_chunks) {
             kb_fail(b, GLESC_ERROR_STATE, "kernel binds a %s tensor that has no memory",
                     glesc_op_name(o->op));
@@ -256,36 +263,117 @@ static void index_expr(sbuf *out, const char *prefix, const char *const c[4])
     sbuf_append(out, ")");
 }
 
+/* `float var = <element ix of binding bi, of type dt>;` (decl false: an
+ * assignment to an existing var). */
+static void load_elem(kb *b, glesc_dtype dt, int bi, const char *ix, const char *var, bool decl)
+{
+    const char *f = decl ? "float " : "";
+    switch (dt) {
+    case GLESC_DTYPE_F32:
+        kb_line(b, "%s%s = t%d[%s];", f, var, bi, ix);
+        break;
+    case GLESC_DTYPE_I32:
+        kb_line(b, "%s%s = float(t%d[%s]);", f, var, bi, ix);
+        break;
+    case GLESC_DTYPE_F16:
+    case GLESC_DTYPE_BF16: {
+        if (b->k)
+            emit_kernel_snippet(b->k, "common/f16");
+        kb_line(b, "uint i%s = %s;", var, ix);
+        kb_line(b, "%s%s = %s(t%d[i%s >> 1u], i%s);", f, var,
+                dt == GLESC_DTYPE_F16 ? "f16_at" : "bf16_at", bi, var, var);
+        break;
+    }
+    default:
+        kb_fail(b, GLESC_ERROR_UNSUPPORTED, "no load for %s", glesc_dtype_name(dt));
+    }
+}
+
+static int row_writer_of(const kb *b, const glesc_tensor *owner)
+{
+    for (int i = 0; i < b->n_rw; i++)
+        if (b->rw[i].w->owner == owner)
+            return i;
+    return -1;
+}
+
+/* A load of memory a fused row write writes (kb_row_writes_begin): rows
+ * this kernel writes are computed from the set_rows source, others read. */
+static void load_written(kb *b, int w, const char *ix, const char *var)
+{
+    const glesc_tensor *sr = b->rw[w].w;
+    kb_line(b, "uint e%s = %s;", var, ix);
+    kb_line(b, "uint r%s = (e%s - rw%d_o) / rw%d_row;", var, var, w, w);
+    kb_line(b, "int n%s = rw%d_find(r%s);", var, w, var);
+    kb_line(b, "float %s;", var);
+    kb_line(b, "if (n%s >= 0) {", var);
+    kb_line(b, "uint c%s = e%s - rw%d_o - r%s * rw%d_row;", var, var, w, var, w);
+    kb_line(b, "uint q%s = uint(n%s);", var, var);
+    char col[24], row[24], v[16];
+    snprintf(col, sizeof col, "c%s", var);
+    snprintf(row, sizeof row, "q%s", var);
+    const char *cs[4] = {col, row, "0u", "0u"};
+    int memo = b->n_memo; /* values computed in the branch stay in it */
+    b->depth++;
+    kb_expr(b, sr->src[1], cs, v);
+    b->depth--;
+    b->n_memo = memo;
+    /* exactly what the write stores: rounded to the destination's type
+     * (the half's bits expanded by hand: a compiler may fold
+     * unpackHalf2x16(packHalf2x16(x)) back into x) */
+    if (sr->owner->dtype == GLESC_DTYPE_F16) {
+        if (b->k)
+            emit_kernel_helper(b->k, "f16_round",
+                               "// x rounded to f16 as packHalf2x16 rounds it, back in f32.\n"
+                               "float f16_round(float x) {\n"
+                               "    uint h = packHalf2x16(vec2(x, 0.0)) & 0xffffu;\n"
+                               "    uint s = (h & 0x8000u) << 16;\n"
+                               "    uint e = (h >> 10) & 0x1fu;\n"
+                               "    uint m = h & 0x3ffu;\n"
+                               "    if (e == 0u) { // zero or subnormal: m · 2^-24\n"
+                               "        float f = float(m) * 5.9604644775390625e-8;\n"
+                               "        return s != 0u ? -f : f;\n"
+                               "    }\n"
+                               "    if (e == 31u) {\n"
+                               "        return uintBitsToFloat(s | 0x7f800000u | (m << 13));\n"
+                               "    }\n"
+                               "    return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));\n"
+                               "}\n");
+        kb_line(b, "%s = f16_round(%s);", var, v);
+    } else if (sr->owner->dtype == GLESC_DTYPE_BF16)
+        kb_line(b,
+                "%s = uintBitsToFloat(((floatBitsToUint(%s) + 0x7fffu + ((floatBitsToUint(%s) >> "
+                "16) & 1u)) >> 16) << 16);",
+                var, v, v);
+    else
+        kb_line(b, "%s = %s;", var, v);
+    kb_line(b, "} else {");
+    char ev[24];
+    snprintf(ev, sizeof ev, "e%s", var);
+    load_elem(b, sr->owner->dtype, b->rw[w].binding, ev, var, false);
+    kb_line(b, "}");
+}
+
 static void load_leaf(kb *b, const glesc_tensor *t, const char *const c[4], const char *var)
 {
     int li = kb_leaf(b, t);
     int bi = b->leaf[li].binding;
-    if (!b->k)
+    int w = row_writer_of(b, t->owner);
+    if (!b->k) {
+        if (w >= 0) /* the source's uniforms, in build mode's order */
+            load_written(b, w, "0u", var);
         return;
+    }
     sbuf idx;
     sbuf_init(&idx);
     char prefix[16];
     snprintf(prefix, sizeof prefix, "l%d", li);
     index_expr(&idx, prefix, c);
     const char *ix = sbuf_str(&idx) ? sbuf_str(&idx) : "0u";
-    switch (t->owner->dtype) {
-    case GLESC_DTYPE_F32:
-        kb_line(b, "float %s = t%d[%s];", var, bi, ix);
-        break;
-    case GLESC_DTYPE_I32:
-        kb_line(b, "float %s = float(t%d[%s]);", var, bi, ix);
-        break;
-    case GLESC_DTYPE_F16:
-    case GLESC_DTYPE_BF16: {
-        emit_kernel_snippet(b->k, "common/f16");
-        kb_line(b, "uint i%s = %s;", var, ix);
-        kb_line(b, "float %s = %s(t%d[i%s >> 1u], i%s);", var,
-                t->owner->dtype == GLESC_DTYPE_F16 ? "f16_at" : "bf16_at", bi, var, var);
-        break;
-    }
-    default:
-        kb_fail(b, GLESC_ERROR_UNSUPPORTED, "no load for %s", glesc_dtype_name(t->dtype));
-    }
+    if (w >= 0)
+        load_written(b, w, ix, var);
+    else
+        load_elem(b, t->owner->dtype, bi, ix, var, true);
     sbuf_free(&idx);
 }
 
@@ -310,9 +398,98 @@ const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], ch
 
 bool kb_is_member(const kb *b, const glesc_tensor *t)
 {
-    graph_kind kind = graph_op(t->op)->kind;
-    return t->kernel == b->gk->id && t != b->gk->anchor && t != b->gk->partner &&
-           (kind == GRAPH_KIND_ELTWISE || kind == GRAPH_KIND_VIEW);
+    const graph_op_info *info = graph_op(t->op);
+    if (t->kernel != b->gk->id || t == b->gk->anchor || t == b->gk->partner)
+        return false;
+    for (int i = 0; i < b->gk->n_sib; i++)
+        if (t == b->gk->sib[i])
+            return false;
+    return info->kind == GRAPH_KIND_ELTWISE || info->kind == GRAPH_KIND_VIEW || info->row_scale;
+}
+
+const glesc_tensor *kb_row_norm(const kb *b, const glesc_tensor *src)
+{
+    if (!src || !kb_is_member(b, src))
+        return NULL;
+    if (graph_op(src->op)->row_scale)
+        return src;
+    for (int s = 0; s < src->n_src; s++) {
+        const glesc_tensor *n = kb_row_norm(b, src->src[s]);
+        if (n)
+            return n;
+    }
+    return NULL;
+}
+
+void kb_row_norm_scale(kb *b, const glesc_tensor *norm, const char *var, const char *sq,
+                       const char *len)
+{
+    if (!b->norm_eps_declared) {
+        kb_param_f(b, "rn_eps", norm->fp[0]);
+        b->norm_eps_declared = true;
+    }
+    kb_line(b, "float %s = inversesqrt(%s / float(%s) + rn_eps);", var, sq, len);
+}
+
+/* A folded row norm's value at c computed where it is loaded: its input
+ * times the row's scale, a loop over the row (memoized per row within one
+ * kb_expr). */
+static const char *norm_inline(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
+{
+    char key[96], in[16], sc[16];
+    snprintf(key, sizeof key, "norm,%s,%s,%s", c[1], c[2], c[3]);
+    sc[0] = 0;
+    for (int i = 0; i < b->n_memo; i++)
+        if (b->memo[i].t == t && !strcmp(b->memo[i].coords, key))
+            snprintf(sc, sizeof sc, "%s", b->memo[i].var);
+    if (!sc[0]) {
+        int id = b->n_fparam++;
+        char pn[24], j[16], x[16], acc[16];
+        snprintf(pn, sizeof pn, "nr%d_len", id);
+        kb_param_u(b, pn, (uint64_t)t->ne[0]);
+        snprintf(pn, sizeof pn, "nr%d_eps", id);
+        kb_param_f(b, pn, t->fp[0]);
+        kb_var(b, acc);
+        snprintf(j, sizeof j, "nj%d", id);
+        kb_line(b, "float %s = 0.0;", acc);
+        kb_line(b, "for (uint %s = 0u; %s < nr%d_len; %s++) {", j, j, id, j);
+        const char *cj[4] = {j, c[1], c[2], c[3]};
+        int memo = b->n_memo; /* values of the loop body stay in it */
+        b->depth++;
+        kb_expr(b, t->src[0], cj, x);
+        b->depth--;
+        b->n_memo = memo;
+        kb_line(b, "%s += %s * %s;", acc, x, x);
+        kb_line(b, "}");
+        kb_var(b, sc);
+        kb_line(b, "float %s = inversesqrt(%s / float(nr%d_len) + nr%d_eps);", sc, acc, id, id);
+        if (b->n_memo < KB_MAX_MEMO) {
+            b->memo[b->n_memo].t = t;
+            snprintf(b->memo[b->n_memo].coords, sizeof b->memo[b->n_memo].coords, "%s", key);
+            snprintf(b->memo[b->n_memo].var, sizeof b->memo[b->n_memo].var, "%s", sc);
+            b->n_memo++;
+        }
+    }
+    b->depth++;
+    kb_expr(b, t->src[0], c, in);
+    b->depth--;
+    kb_var(b, out);
+    kb_line(b, "float %s = %s * %s; // %s", out, in, sc, graph_op(t->op)->name);
+    return out;
+}
+
+/* A folded row norm's value at c: its input, with the scale deferred to the
+ * anchor (see kb_row_norm), or computed here. */
+static const char *norm_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
+{
+    if (!graph_op(b->gk->anchor->op)->norm_deferred)
+        return norm_inline(b, t, c, out);
+    b->depth++;
+    kb_expr(b, t->src[0], c, out);
+    b->depth--;
+    snprintf(b->norm_in, sizeof b->norm_in, "%s", out);
+    b->norm_evals++;
+    return out;
 }
 
 /* A reshape or permute inside the kernel: the source's value at the
@@ -352,7 +529,7 @@ static const char *view_expr(kb *b, const glesc_tensor *t, const char *const c[4
 
 const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
 {
-    if (t == b->gk->anchor && b->anchor_var) {
+    if (t == b->cur_anchor && b->anchor_var) {
         snprintf(out, 16, "%s", b->anchor_var);
         return out;
     }
@@ -360,8 +537,10 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
         snprintf(out, 16, "%s", b->partner_var);
         return out;
     }
-    if (b->depth == 0)
+    if (b->depth == 0) {
         b->n_memo = 0;
+        b->norm_evals = 0;
+    }
     char key[96];
     snprintf(key, sizeof key, "%s,%s,%s,%s", c[0], c[1], c[2], c[3]);
     for (int i = 0; i < b->n_memo; i++)
@@ -369,7 +548,9 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
             snprintf(out, 16, "%s", b->memo[i].var);
             return out;
         }
-    if (kb_is_member(b, t) && graph_op(t->op)->kind == GRAPH_KIND_VIEW) {
+    if (kb_is_member(b, t) && graph_op(t->op)->row_scale) {
+        norm_expr(b, t, c, out);
+    } else if (kb_is_member(b, t) && graph_op(t->op)->kind == GRAPH_KIND_VIEW) {
         b->depth++;
         view_expr(b, t, c, out);
         b->depth--;
@@ -401,45 +582,53 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
 
 /* ---- stores ---- */
 
-void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
-                  const char *partner_value)
+static void store_elem(kb *b, glesc_dtype dt, int bi, const char *ix, const char *val);
+
+/* Stores out (the kernel's out, or sibling `which`'s: which > 0) at c,
+ * after its epilogue over anchor's value; its offset and strides are the
+ * uniforms "o_o", "o_s0".. (or "o<which>_o"..), declared once. */
+static void store_node(kb *b, int which, const glesc_tensor *out, const glesc_tensor *anchor,
+                       const char *const c[4], const char *anchor_value, const char *partner_value)
 {
-    const glesc_tensor *out = b->gk->out;
+    b->cur_anchor = anchor;
     b->anchor_var = anchor_value;
     b->partner_var = partner_value;
     char val[16];
     kb_expr(b, out, c, val);
     b->anchor_var = b->partner_var = NULL;
+    b->cur_anchor = NULL;
     glesc_tensor *o = out->owner;
     int bi = kb_binding(b, o, 0, true);
     if (o->st.n_chunks > 1)
         kb_fail(b, GLESC_ERROR_UNSUPPORTED, "cannot write a tensor split into chunks");
     size_t es = graph_dtype_size(o->dtype);
-    /* The store's offset and strides are declared once per kernel. */
-    bool declared = false;
-    for (int i = 0; i < b->n_leaf; i++)
-        if (b->leaf[i].t == NULL)
-            declared = true;
-    if (!declared) {
-        if (b->n_leaf >= KB_MAX_LEAF) {
-            kb_fail(b, GLESC_ERROR_LIMIT, "kernel reads more than %d tensors", KB_MAX_LEAF);
-            return;
+    char prefix[8], name[16];
+    if (which)
+        snprintf(prefix, sizeof prefix, "o%d", which);
+    else
+        snprintf(prefix, sizeof prefix, "o");
+    if (!b->out_declared[which]) {
+        b->out_declared[which] = true;
+        snprintf(name, sizeof name, "%s_o", prefix);
+        kb_param_u(b, name, out->offs / es);
+        for (int d = 0; d < 4; d++) {
+            snprintf(name, sizeof name, "%s_s%d", prefix, d);
+            kb_param_u(b, name, out->ne[d] == 1 ? 0 : (uint64_t)out->nb[d] / es);
         }
-        b->leaf[b->n_leaf].t = NULL; /* marks the output's uniforms */
-        b->leaf[b->n_leaf].binding = bi;
-        b->leaf[b->n_leaf].param = kb_param_u(b, "o_o", out->offs / es);
-        b->n_leaf++;
-        static const char *names[4] = {"o_s0", "o_s1", "o_s2", "o_s3"};
-        for (int d = 0; d < 4; d++)
-            kb_param_u(b, names[d], out->ne[d] == 1 ? 0 : (uint64_t)out->nb[d] / es);
     }
     if (!b->k)
         return;
     sbuf idx;
     sbuf_init(&idx);
-    index_expr(&idx, "o", c);
-    const char *ix = sbuf_str(&idx) ? sbuf_str(&idx) : "0u";
-    switch (o->dtype) {
+    index_expr(&idx, prefix, c);
+    store_elem(b, o->dtype, bi, sbuf_str(&idx) ? sbuf_str(&idx) : "0u", val);
+    sbuf_free(&idx);
+}
+
+/* Element ix of binding bi (type dt) = val; f16/bf16 through atomics. */
+static void store_elem(kb *b, glesc_dtype dt, int bi, const char *ix, const char *val)
+{
+    switch (dt) {
     case GLESC_DTYPE_F32:
         kb_line(b, "t%d[%s] = %s;", bi, ix, val);
         break;
@@ -451,7 +640,7 @@ void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
         /* Two halves share a word: each invocation clears and sets only its
          * own half with atomics, so neighbours never overwrite each other. */
         kb_line(b, "uint i_%s = %s;", val, ix);
-        if (o->dtype == GLESC_DTYPE_F16) {
+        if (dt == GLESC_DTYPE_F16) {
             kb_line(b, "uint h_%s = packHalf2x16(vec2(%s, 0.0)) & 0xffffu;", val, val);
         } else {
             kb_line(b, "uint u_%s = floatBitsToUint(%s);", val, val);
@@ -465,9 +654,23 @@ void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
         kb_line(b, "atomicOr(t%d[i_%s >> 1u], h_%s << ((i_%s & 1u) * 16u));", bi, val, val, val);
         break;
     default:
-        kb_fail(b, GLESC_ERROR_UNSUPPORTED, "no store for %s", glesc_dtype_name(o->dtype));
+        kb_fail(b, GLESC_ERROR_UNSUPPORTED, "no store for %s", glesc_dtype_name(dt));
     }
-    sbuf_free(&idx);
+}
+
+void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
+                  const char *partner_value)
+{
+    store_node(b, 0, b->gk->out, b->gk->anchor, c, anchor_value, partner_value);
+}
+
+void kb_store_sib(kb *b, int i, const char *const c[4], const char *value)
+{
+    if (i < 0 || i >= b->gk->n_sib) {
+        kb_fail(b, GLESC_ERROR_STATE, "kernel has no sibling %d", i);
+        return;
+    }
+    store_node(b, i + 1, b->gk->sib_out[i], b->gk->sib[i], c, value, NULL);
 }
 
 void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *t, const char *prefix,
@@ -484,4 +687,150 @@ void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *t, const c
     kb_line(b, "%s_r /= %s1;", name, prefix);
     kb_line(b, "uint %s2 = %s_r %% %s2;", name, name, prefix);
     kb_line(b, "uint %s3 = %s_r / %s2;", name, name, prefix);
+}
+
+/* ---- fused row writes and scratch ---- */
+
+/* Collects the set_rows members reachable from t through views and
+ * members (sources of this kernel's anchor). */
+static void find_row_writers(kb *b, const glesc_tensor *t)
+{
+    if (!t)
+        return;
+    if (t->op == GLESC_OP_SET_ROWS && t->kernel == b->gk->id && t != b->gk->anchor) {
+        for (int i = 0; i < b->n_rw; i++)
+            if (b->rw[i].w == t)
+                return;
+        if (b->n_rw == KB_MAX_RW) {
+            kb_fail(b, GLESC_ERROR_LIMIT, "kernel writes more than %d row sets", KB_MAX_RW);
+            return;
+        }
+        b->rw[b->n_rw++].w = t;
+        return;
+    }
+    if (graph_op(t->op)->kind == GRAPH_KIND_VIEW || kb_is_member(b, t))
+        for (int s = 0; s < t->n_src; s++)
+            find_row_writers(b, t->src[s]);
+}
+
+void kb_row_writes_begin(kb *b)
+{
+    const glesc_tensor *a = b->gk->anchor;
+    for (int s = 0; a && s < a->n_src; s++)
+        find_row_writers(b, a->src[s]);
+    for (int w = 0; w < b->n_rw; w++) {
+        const glesc_tensor *sr = b->rw[w].w, *dst = sr->src[0], *src = sr->src[1],
+                           *idx = sr->src[2];
+        glesc_tensor *o = sr->owner;
+        if (o->st.n_chunks > 1 || dst->ne[2] * dst->ne[3] != 1 || idx->dtype != GLESC_DTYPE_I32) {
+            kb_fail(b, GLESC_ERROR_STATE,
+                    "fused set_rows: the destination must be a 2-D tensor "
+                    "in one buffer");
+            return;
+        }
+        /* read and written through one binding */
+        int bi = kb_binding(b, o, 0, true);
+        b->bind[bi].rw = true;
+        b->rw[w].binding = bi;
+        b->rw[w].idx_leaf = kb_leaf(b, idx);
+        size_t es = graph_dtype_size(o->dtype);
+        char pn[24];
+        snprintf(pn, sizeof pn, "rw%d_o", w);
+        kb_param_u(b, pn, dst->offs / es);
+        snprintf(pn, sizeof pn, "rw%d_row", w);
+        kb_param_u(b, pn, (uint64_t)dst->nb[1] / es);
+        snprintf(pn, sizeof pn, "rw%d_s0", w);
+        kb_param_u(b, pn, (uint64_t)dst->nb[0] / es);
+        snprintf(pn, sizeof pn, "rw%d_rows", w);
+        kb_param_u(b, pn, (uint64_t)dst->ne[1]);
+        snprintf(pn, sizeof pn, "rw%d_ne0", w);
+        kb_param_u(b, pn, (uint64_t)src->ne[0]);
+        snprintf(pn, sizeof pn, "rw%d_n", w);
+        kb_param_u(b, pn, (uint64_t)src->ne[1]);
+        if (!b->k)
+            continue;
+        int li = b->rw[w].idx_leaf, pb = b->leaf[li].binding;
+        /* Which source row (if any) writes destination row `row`: with
+         * consecutive indices (a decode step's positions) one subtraction,
+         * else a search from the last row (the last write wins, as on the
+         * CPU). */
+        sbuf h;
+        sbuf_init(&h);
+        sbuf_appendf(&h,
+                     "bool rw%d_seq;\n"
+                     "int rw%d_p0;\n"
+                     "int rw%d_find(uint row) {\n"
+                     "    int r = int(row) - rw%d_p0;\n"
+                     "    if (rw%d_seq) {\n"
+                     "        return r >= 0 && r < int(rw%d_n) ? r : -1;\n"
+                     "    }\n"
+                     "    for (int q = int(rw%d_n) - 1; q >= 0; q--) {\n"
+                     "        if (t%d[l%d_o + uint(q) * l%d_s0] == int(row)) {\n"
+                     "            return q;\n"
+                     "        }\n"
+                     "    }\n"
+                     "    return -1;\n"
+                     "}\n",
+                     w, w, w, w, w, w, w, pb, li, li);
+        char name[24];
+        snprintf(name, sizeof name, "rw%d_find", w);
+        if (sbuf_str(&h))
+            emit_kernel_helper(b->k, name, sbuf_str(&h));
+        else
+            kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "kernel text: out of memory");
+        sbuf_free(&h);
+        kb_line(b, "rw%d_p0 = t%d[l%d_o];", w, pb, li);
+        kb_line(b, "rw%d_seq = true;", w);
+        kb_line(b, "for (uint q = 1u; q < rw%d_n; q++) {", w);
+        kb_line(b, "rw%d_seq = rw%d_seq && t%d[l%d_o + q * l%d_s0] == rw%d_p0 + int(q);", w, w, pb,
+                li, li, w);
+        kb_line(b, "}");
+    }
+}
+
+void kb_row_writes_store(kb *b, const char *id, const char *stride)
+{
+    for (int w = 0; w < b->n_rw; w++) {
+        const glesc_tensor *sr = b->rw[w].w;
+        char v[16], row[16];
+        kb_line(b, "for (uint rwe = %s; rwe < rw%d_ne0 * rw%d_n; rwe += %s) {", id, w, w, stride);
+        kb_line(b, "uint rc0 = rwe %% rw%d_ne0;", w);
+        kb_line(b, "uint rc1 = rwe / rw%d_ne0;", w);
+        const char *ci[4] = {"rc1", "0u", "0u", "0u"};
+        kb_load_int(b, sr->src[2], ci, row);
+        kb_line(b, "if (%s >= 0 && %s < int(rw%d_rows)) { // rows outside are dropped", row, row,
+                w);
+        const char *cs[4] = {"rc0", "rc1", "0u", "0u"};
+        kb_expr(b, sr->src[1], cs, v);
+        if (b->k) {
+            char ix[64];
+            snprintf(ix, sizeof ix, "rw%d_o + uint(%s) * rw%d_row + rc0 * rw%d_s0", w, row, w, w);
+            store_elem(b, sr->owner->dtype, b->rw[w].binding, ix, v);
+        }
+        kb_line(b, "}");
+        kb_line(b, "}");
+    }
+}
+
+int kb_scratch(kb *b, uint64_t bytes)
+{
+    b->scratch_bytes = bytes;
+    if (b->scratch_bind >= 0)
+        return b->scratch_bind;
+    if (b->n_bind >= b->max_bind) {
+        kb_fail(b, GLESC_ERROR_LIMIT, "kernel needs more than %d storage buffers", b->max_bind);
+        return 0;
+    }
+    int i = b->n_bind++;
+    b->bind[i].owner = NULL;
+    b->bind[i].chunk = 0;
+    b->bind[i].write = true;
+    b->bind[i].elem = EMIT_UINT;
+    b->scratch_bind = i;
+    if (b->k) {
+        char name[16];
+        snprintf(name, sizeof name, "t%d", i);
+        emit_kernel_binding(b->k, EMIT_UINT, EMIT_COHERENT, name);
+    }
+    return i;
 }

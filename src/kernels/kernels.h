@@ -30,10 +30,15 @@
 #include "emit/emit.h"
 #include "graph/graph.h"
 
-#define KB_MAX_BIND 8
+/* Storage buffers one kernel may bind (min with the device's
+ * GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, which GLES guarantees only 4 of):
+ * a grouped q/k/v matmul with biases and its folded norm needs 11. */
+#define KB_MAX_BIND 16
 #define KB_MAX_PARAM 160
 #define KB_MAX_LEAF 24
 #define KB_MAX_MEMO 64
+
+#define KB_MAX_RW 4 /* fused row writes (set_rows members) per kernel */
 
 typedef struct kb_dispatch {
     gl_binding bind[KB_MAX_BIND];
@@ -41,6 +46,10 @@ typedef struct kb_dispatch {
     gl_param param[KB_MAX_PARAM];
     int n_param;
     uint32_t groups[3];
+    /* binding bind[scratch_bind] is the executor's scratch buffer of at
+     * least scratch_bytes (kb_scratch; its buf is NULL here); -1: none */
+    int scratch_bind;
+    uint64_t scratch_bytes;
 } kb_dispatch;
 
 typedef struct kb {
@@ -52,12 +61,21 @@ typedef struct kb {
     const glesc_graph_options *opts; /* effective options of the compute (may be NULL) */
     /* storage bindings of the kernel: owner tensor and chunk */
     struct {
-        glesc_tensor *owner;
+        glesc_tensor *owner; /* NULL: the scratch buffer */
         int chunk;
         bool write;
+        bool rw;  /* a fused row write's destination: read and written */
         int elem; /* emit_elem of the declaration */
     } bind[KB_MAX_BIND];
     int n_bind;
+    /* fused row writes: set_rows members (kb_row_writes_begin) */
+    struct {
+        const glesc_tensor *w; /* the set_rows node */
+        int binding, idx_leaf;
+    } rw[KB_MAX_RW];
+    int n_rw;
+    int scratch_bind; /* -1: none */
+    uint64_t scratch_bytes;
     gl_param param[KB_MAX_PARAM];
     int n_param;
     /* tensors loaded through kb_expr/kb_load: their binding and first param */
@@ -74,6 +92,13 @@ typedef struct kb {
     } memo[KB_MAX_MEMO];
     int n_memo, depth;
     const char *anchor_var, *partner_var; /* epilogue: the anchors' values */
+    const glesc_tensor *cur_anchor;       /* whose value anchor_var holds */
+    bool out_declared[1 + GRAPH_MAX_SIB]; /* the stores' uniforms */
+    /* reduction prologue (deferred): the variable holding the folded
+     * norm's input at the coordinates of the last kb_expr that reached it */
+    char norm_in[16];
+    int norm_evals; /* how often the current kb_expr reached the norm */
+    bool norm_eps_declared;
     int n_var, n_fparam;
     /* dispatches recorded in bind mode */
     kb_dispatch *disp;
@@ -124,12 +149,52 @@ const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], ch
  * epilogue (the fused consumers up to out) is applied first. */
 void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
                   const char *partner_value);
+/* The same for sibling i of a grouped matmul (gk->sib[i]'s value, stored
+ * into gk->sib_out[i] after its own epilogue). */
+void kb_store_sib(kb *b, int i, const char *const c[4], const char *value);
 /* Splits a flat index variable into coordinates of shape ne (uniform names
  * prefix0..3), declaring uint variables name0..name3. */
 void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of, const char *prefix,
                          const char *name);
+/* Fused row writes (fuse.c: a set_rows whose result only this kernel's
+ * anchor reads, through views, e.g. new keys and values into a KV cache
+ * written by the attention that reads the cache). kb_row_writes_begin,
+ * called first in main(), binds each destination for reading and writing
+ * and finds whether the row indices are consecutive. From then on a load
+ * of that memory through kb_expr looks its row up among the rows written:
+ * a written row's value is computed from the set_rows source (in
+ * registers), any other row is read from memory, so no invocation ever
+ * reads a row another one writes. kb_row_writes_store emits the writes:
+ * the source's elements id, id + stride, ... (GLSL uint expressions; the
+ * generator makes them cover the whole source once per dispatch). */
+void kb_row_writes_begin(kb *b);
+void kb_row_writes_store(kb *b, const char *id, const char *stride);
+
+/* A coherent uint buffer for work across workgroups (a last-workgroup
+ * combine): the executor supplies one per context, zero-filled when it
+ * grows. Its first KB_SCRATCH_COUNTERS words are counters, zero between
+ * dispatches (a kernel that counts in one puts it back to zero); the words
+ * after them are free space for the dispatch. bytes: how much of it this
+ * dispatch uses, counters included (0: bound but not touched, so the
+ * executor need not grow it). Returns its binding index ("t<i>"). */
+#define KB_SCRATCH_COUNTERS 1024
+int kb_scratch(kb *b, uint64_t bytes);
+
 /* Is t computed inside this kernel (a fused member, not the anchors)? */
 bool kb_is_member(const kb *b, const glesc_tensor *t);
+
+/* Reduction prologue: a row norm (rms_norm) folded into the loading of
+ * source src (fuse.c). kb_row_norm returns that norm member, or NULL.
+ * Where the anchor's op table row says norm_deferred (matmul), kb_expr
+ * evaluates the norm as its input, unscaled, and leaves the variable
+ * holding that input in b->norm_in: the generator sums its squares over
+ * the row (its own k loop reads all of it) and scales its result with
+ * kb_row_norm_scale. */
+const glesc_tensor *kb_row_norm(const kb *b, const glesc_tensor *src);
+/* `float var = inversesqrt(sq / float(len) + eps);` with the norm's eps a
+ * uniform (declared once per kernel). */
+void kb_row_norm_scale(kb *b, const glesc_tensor *norm, const char *var, const char *sq,
+                       const char *len);
 
 /* ---- The codegen table (codegen.c) ----
  * How each op's code is made; graph's table (graph_op) holds what the op
@@ -165,6 +230,9 @@ bool kernels_matmul_units(const glesc_tensor *mm);
 glesc_status kernels_gen_get_rows(kb *b);
 glesc_status kernels_gen_set_rows(kb *b);
 glesc_status kernels_gen_attention(kb *b);
+/* Attention's code choices from its shapes (the op's variant): query heads
+ * per workgroup, keys per tile, output accumulators per invocation. */
+uint32_t kernels_attention_variant(const glesc_tensor *t);
 
 /* Expression helpers of the elementwise rows. */
 void kernels_expr_template(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
@@ -186,6 +254,9 @@ enum {
     KERNELS_WLOAD_ELEM = 1u << 0,
     KERNELS_WLOAD_VEC4 = 1u << 1,
     KERNELS_WLOAD_UNIT = 1u << 2,
+    /* with UNIT: the binding is a uvec4 array and the units are the fast
+     * ones (only where kernels_wload_units says so) */
+    KERNELS_WLOAD_UVEC4 = 1u << 3,
 };
 /* Can w be read 4 elements at a time (NAME4)? ne0 % 4 == 0 and every row
  * starts on a word. Depends only on what a matmul's variant hashes. */
@@ -195,9 +266,9 @@ bool kernels_wload_vec4(const glesc_tensor *w);
  * whose rows start on 16 bytes and hold a multiple of 32 elements. */
 bool kernels_wload_units(const glesc_tensor *w);
 /* Declares the loaders `what` (KERNELS_WLOAD_* bits) named fn of weight w
- * for binding buf in b (declared a uvec4 array when `what` has
- * KERNELS_WLOAD_UNIT and kernels_wload_units(w), else uint); fails
- * (kb_fail) for a type quant_gpu_readable refuses. */
+ * for binding buf in b (a uvec4 array with KERNELS_WLOAD_UVEC4, else
+ * uint); fails (kb_fail) for a type quant_gpu_readable refuses, or
+ * KERNELS_WLOAD_UVEC4 where kernels_wload_units(w) does not hold. */
 void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char *buf,
                         unsigned what, const char *ne0);
 

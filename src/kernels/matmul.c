@@ -3,14 +3,16 @@
  * convention: both operands run along k in dimension 0).
  *
  * Two kernels, chosen by the op's variant (m against the graph's
- * gemv_max_m): GEMV (glsl/graph/gemv.glsl), the decode's matrix-vector
- * product for every column m ≤ gemv_max_m at once, each weight row read
- * once: teams of invocations (a subgroup each where the device has
- * subgroup arithmetic) share rows, every lane takes 32-element units of
- * the row whose scales it decodes once (wload.c: uvec4 loads where the
- * type's layout allows), x is loaded once per workgroup into shared memory
- * (in slices where K is long) and read by all its rows; GEMM, 64×64 output
- * tiles through shared memory, 16 k at a time, 4×4 outputs per invocation.
+ * gemv_max_m): GEMV (glsl/graph/gemv.glsl, one copy of
+ * glsl/graph/gemv_units.glsl per matmul of the kernel), the decode's
+ * matrix-vector product for every column m ≤ gemv_max_m at once, each
+ * weight row read once: teams of invocations (a subgroup each where the
+ * device has subgroup arithmetic) share rows, every lane takes 32-element
+ * units of the row whose scales it decodes once (wload.c: uvec4 loads where
+ * the type's layout allows), x is loaded once per workgroup into shared
+ * memory (in slices where K is long) and read by all its rows; GEMM, 64×64
+ * output tiles through shared memory, 16 k at a time, 4×4 outputs per
+ * invocation.
  *
  * The weight is read through its type's loader (wload.c): f32, f16, bf16
  * and the ggml block types alike; the GEMM four consecutive k at a time
@@ -21,11 +23,20 @@
  * kb_store_out (the GEMV's hook gemv_store): bias, activation and residual
  * epilogues come for free, and with a partner (a second matmul of the same
  * X, e.g. gate and up) both dot products run in the one kernel and the
- * epilogue sees both values (silu(g)·u).
+ * epilogue sees both values (silu(g)·u). A folded rms_norm (reduction
+ * prologue, kb_row_norm) sums the squares of its input where x is loaded
+ * and scales the results before the epilogue.
+ *
+ * A grouped matmul (fuse.c: q, k and v of one activation) is one kernel
+ * whose workgroups pick their matmul by row range: blocks of rows from
+ * s<i>_g0 on belong to sibling i, each with its own weight (any type: its
+ * own loader), row count and stored result with its epilogue; the
+ * activation's prologue and x in shared memory are shared.
  *
  * A weight larger than the storage-block limit is split in row chunks
  * (tensor.c); the kernel then runs once per chunk, binding that chunk and
- * producing its rows n_base .. n_base + n_count.
+ * producing its rows n_base .. n_base + n_count (a group: dispatch d binds
+ * chunk d of every member that has one).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,14 +47,27 @@
 #define TILE 64 /* output rows and columns per GEMM workgroup */
 #define TK 16   /* k per shared-memory step */
 
+/* A grouped matmul's other members (uniforms s<i>_..., loader load_s<i>). */
+typedef struct mm_sib {
+    const glesc_tensor *a, *w;
+    int wb;                    /* binding of its weight */
+    bool units;                /* GEMV: the fast units (a uvec4 binding) */
+    int p_base, p_count, p_g0; /* param indices: first row, rows, first workgroup */
+    int64_t chunk_rows;
+    int n_chunks;
+} mm_sib;
+
 typedef struct mm_ctx {
     const glesc_tensor *a, *p, *w, *x; /* anchor, partner, weights, activation */
     int wb, wb2;                       /* bindings of W and the partner's W */
     int p_base, p_count;               /* param indices of n_base, n_count */
     bool vec4;                         /* weights read 4 elements at a time (load_w4) */
     bool units;                        /* GEMV: the fast units, bindings as uvec4 */
+    int p_blocks;                      /* GEMV: param index of n_blocks */
     int64_t chunk_rows;
     int n_chunks;
+    mm_sib sib[GRAPH_MAX_SIB];
+    int n_sib;
 } mm_ctx;
 
 static glesc_status check_chunks(kb *b, const glesc_tensor *w)
@@ -55,12 +79,27 @@ static glesc_status check_chunks(kb *b, const glesc_tensor *w)
     return GLESC_OK;
 }
 
-/* Can the GEMV read w through the fast units (a uvec4 binding)? Not when
- * the activation shares w's memory (it is read as words). One of the bits
- * of the op's variant (codegen.c), so the plan hash covers it. */
+/* Can the GEMV read matmul mm's weight through the fast units (a uvec4
+ * binding)? Not when the activation shares the weight's memory (it is
+ * read as words). One of the bits of the op's variant (codegen.c), so the
+ * plan hash covers it. */
 bool kernels_matmul_units(const glesc_tensor *mm)
 {
     return kernels_wload_units(mm->src[0]) && mm->src[0]->owner != mm->src[1]->owner;
+}
+
+/* A weight's binding and loader fn: the GEMV's units (over a uvec4 array
+ * where units), else the GEMM's element and 4-element loaders. */
+static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool gemv, bool units,
+                         bool vec4)
+{
+    int wb = units ? kb_binding_uvec4(b, w->owner, 0) : kb_binding(b, w->owner, 0, false);
+    unsigned what = gemv ? KERNELS_WLOAD_UNIT | (units ? KERNELS_WLOAD_UVEC4 : 0u)
+                         : KERNELS_WLOAD_ELEM | (vec4 ? KERNELS_WLOAD_VEC4 : 0u);
+    char buf[16];
+    snprintf(buf, sizeof buf, "t%d", wb);
+    kernels_wload_emit(b, w, fn, buf, what, "K");
+    return wb;
 }
 
 /* Bindings, loaders and the uniforms both kernels share; gemv: the loaders
@@ -71,24 +110,18 @@ static void common(kb *b, mm_ctx *mc, bool gemv)
     check_chunks(b, w);
     mc->n_chunks = CORE_MAX(1, w->owner->st.n_chunks);
     mc->chunk_rows = mc->n_chunks > 1 ? w->owner->st.chunk_rows : w->ne[1];
-    /* both matmuls' variants carry these bits, so the plan hash covers them */
+    /* every matmul's variant carries these bits, so the plan hash covers them */
     mc->vec4 = kernels_wload_vec4(w) && (!mc->p || kernels_wload_vec4(mc->p->src[0]));
-    mc->units = gemv && kernels_matmul_units(mc->a) && (!mc->p || kernels_matmul_units(mc->p));
-    unsigned what =
-        gemv ? KERNELS_WLOAD_UNIT : KERNELS_WLOAD_ELEM | (mc->vec4 ? KERNELS_WLOAD_VEC4 : 0u);
-    mc->wb = mc->units ? kb_binding_uvec4(b, w->owner, 0) : kb_binding(b, w->owner, 0, false);
-    char buf[16];
-    snprintf(buf, sizeof buf, "t%d", mc->wb);
-    kernels_wload_emit(b, w, "load_w", buf, what, "K");
+    for (int i = 0; i < mc->n_sib; i++)
+        mc->vec4 = mc->vec4 && kernels_wload_vec4(mc->sib[i].w);
+    mc->units = gemv && kernels_matmul_units(a) && (!mc->p || kernels_matmul_units(mc->p));
+    mc->wb = weight_loader(b, w, "load_w", gemv, mc->units, mc->vec4);
     if (mc->p) {
         const glesc_tensor *w2 = mc->p->src[0];
         check_chunks(b, w2);
         if (CORE_MAX(1, w2->owner->st.n_chunks) != mc->n_chunks)
             kb_fail(b, GLESC_ERROR_UNSUPPORTED, "matmul pair: weights chunked differently");
-        mc->wb2 =
-            mc->units ? kb_binding_uvec4(b, w2->owner, 0) : kb_binding(b, w2->owner, 0, false);
-        snprintf(buf, sizeof buf, "t%d", mc->wb2);
-        kernels_wload_emit(b, w2, "load_u", buf, what, "K");
+        mc->wb2 = weight_loader(b, w2, "load_u", gemv, mc->units, mc->vec4);
     }
     kb_param_u(b, "K", (uint64_t)w->ne[0]);
     kb_param_u(b, "M", (uint64_t)x->ne[1]);
@@ -108,6 +141,81 @@ static void common(kb *b, mm_ctx *mc, bool gemv)
     }
     mc->p_base = kb_param_u(b, "n_base", 0);
     mc->p_count = kb_param_u(b, "n_count", (uint64_t)CORE_MIN(mc->chunk_rows, a->ne[0]));
+    for (int i = 0; i < mc->n_sib; i++) {
+        mm_sib *sb = &mc->sib[i];
+        check_chunks(b, sb->w);
+        sb->n_chunks = CORE_MAX(1, sb->w->owner->st.n_chunks);
+        sb->chunk_rows = sb->n_chunks > 1 ? sb->w->owner->st.chunk_rows : sb->w->ne[1];
+        char fn[16], name[24];
+        snprintf(fn, sizeof fn, "load_s%d", i + 1);
+        sb->units = gemv && kernels_matmul_units(sb->a);
+        sb->wb = weight_loader(b, sb->w, fn, gemv, sb->units, mc->vec4);
+        snprintf(name, sizeof name, "s%d_off", i + 1);
+        kb_param_u(b, name, sb->n_chunks > 1 ? 0 : sb->w->offs);
+        snprintf(name, sizeof name, "s%d_nb1", i + 1);
+        kb_param_u(b, name, (uint64_t)sb->w->nb[1]);
+        snprintf(name, sizeof name, "s%d_base", i + 1);
+        sb->p_base = kb_param_u(b, name, 0);
+        snprintf(name, sizeof name, "s%d_count", i + 1);
+        sb->p_count = kb_param_u(b, name, (uint64_t)CORE_MIN(sb->chunk_rows, sb->a->ne[0]));
+        snprintf(name, sizeof name, "s%d_g0", i + 1);
+        sb->p_g0 = kb_param_u(b, name, 0);
+    }
+}
+
+/* A group: which member workgroup g computes (sel), its index among that
+ * member's workgroups (gl), its rows (cnt) and first row (nbase). */
+static void group_select(kb *b, const mm_ctx *mc, const char *g)
+{
+    kb_line(b, "uint sel = 0u;");
+    kb_line(b, "uint gl = %s;", g);
+    kb_line(b, "uint cnt = n_count;");
+    kb_line(b, "uint nbase = n_base;");
+    for (int i = 1; i <= mc->n_sib; i++) {
+        kb_line(b, "if (%s >= s%d_g0) {", g, i);
+        kb_line(b, "sel = %du;", i);
+        kb_line(b, "gl = %s - s%d_g0;", g, i);
+        kb_line(b, "cnt = s%d_count;", i);
+        kb_line(b, "nbase = s%d_base;", i);
+        kb_line(b, "}");
+    }
+}
+
+/* Opens member j's branch of a group ("if (sel == 0u) {", "} else if ..."). */
+static void member_open(kb *b, const mm_ctx *mc, int j)
+{
+    if (!mc->n_sib)
+        return;
+    if (j == 0)
+        kb_line(b, "if (sel == 0u) {");
+    else
+        kb_line(b, "} else if (sel == %du) {", j);
+}
+
+static void member_close(kb *b, const mm_ctx *mc)
+{
+    if (mc->n_sib)
+        kb_line(b, "}");
+}
+
+/* Member j's loader name ("load_w" / "load_s1"). */
+static const char *loader(int j, char buf[16])
+{
+    if (j == 0)
+        snprintf(buf, 16, "load_w");
+    else
+        snprintf(buf, 16, "load_s%d", j % 10);
+    return buf;
+}
+
+/* Stores value at (n, m) into member j's result (with its epilogue). */
+static void member_store(kb *b, int j, const char *const co[4], const char *value,
+                         const char *partner)
+{
+    if (j == 0)
+        kb_store_out(b, co, value, partner);
+    else
+        kb_store_sib(b, j - 1, co, value);
 }
 
 /* Row byte offsets of W (and W2) for local row `nl` of batch (b2, b3). */
@@ -119,30 +227,55 @@ static void row_bytes(kb *b, const mm_ctx *mc, const char *var, const char *nl)
                 var, nl);
 }
 
-/* One dispatch per weight chunk: ceil(rows / rows_per_group) workgroups
- * of rows (at most max_groups when that is not 0: the GEMV's workgroups
- * then loop over the blocks of rows), spread over x and y when spread (the
- * device caps x at 65535; the GEMM keeps y for its column tiles), m_groups
- * column groups, batches. */
-static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_group, uint64_t max_groups,
+/* Row byte offset of member j's weight row nl (a group: unbatched). */
+static void member_row_bytes(kb *b, int j, const char *var, const char *nl)
+{
+    if (j == 0)
+        kb_line(b, "uint %s = w_off + %s * w_nb1;", var, nl);
+    else
+        kb_line(b, "uint %s = s%d_off + %s * s%d_nb1;", var, j, nl, j);
+}
+
+/* One dispatch per weight chunk (a group: dispatch c computes chunk c of
+ * every member that has one, each member's blocks of rows after the
+ * previous member's). rows_per_wg: output rows per block; max_groups: the
+ * most workgroups of a dispatch (0: one per block; the GEMV's workgroups
+ * loop over the blocks and read their count from mc->p_blocks); spread:
+ * the workgroups spread over x and y (the device caps x at 65535; the GEMM
+ * keeps y for its column tiles). */
+static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_wg, uint64_t max_groups,
                             bool spread, int64_t m_groups, int64_t batches)
 {
-    int64_t n = mc->a->ne[0];
-    for (int c = 0; c < mc->n_chunks; c++) {
+    int n_disp = mc->n_chunks;
+    for (int i = 0; i < mc->n_sib; i++)
+        n_disp = CORE_MAX(n_disp, mc->sib[i].n_chunks);
+    for (int c = 0; c < n_disp; c++) {
         int64_t base = (int64_t)c * mc->chunk_rows;
-        int64_t count = CORE_MIN(mc->chunk_rows, n - base);
+        int64_t count = c < mc->n_chunks ? CORE_MIN(mc->chunk_rows, mc->a->ne[0] - base) : 0;
         kb_param_set_u(b, mc->p_base, (uint64_t)base);
         kb_param_set_u(b, mc->p_count, (uint64_t)count);
-        kb_binding_set_chunk(b, mc->wb, c);
+        kb_binding_set_chunk(b, mc->wb, CORE_MIN(c, mc->n_chunks - 1));
         if (mc->p)
             kb_binding_set_chunk(b, mc->wb2, c);
-        uint64_t wgs = ((uint64_t)count + (uint64_t)rows_per_group - 1) / (uint64_t)rows_per_group;
-        if (max_groups && wgs > max_groups)
-            wgs = max_groups;
-        uint64_t x = wgs, y = 1;
+        int64_t wgs = (count + rows_per_wg - 1) / rows_per_wg;
+        for (int i = 0; i < mc->n_sib; i++) {
+            const mm_sib *sb = &mc->sib[i];
+            int64_t sbase = (int64_t)c * sb->chunk_rows;
+            int64_t scount = c < sb->n_chunks ? CORE_MIN(sb->chunk_rows, sb->a->ne[0] - sbase) : 0;
+            kb_param_set_u(b, sb->p_base, (uint64_t)sbase);
+            kb_param_set_u(b, sb->p_count, (uint64_t)scount);
+            kb_param_set_u(b, sb->p_g0, (uint64_t)wgs);
+            kb_binding_set_chunk(b, sb->wb, CORE_MIN(c, sb->n_chunks - 1));
+            wgs += (scount + rows_per_wg - 1) / rows_per_wg;
+        }
+        if (max_groups) {
+            kb_param_set_u(b, mc->p_blocks, (uint64_t)wgs);
+            wgs = CORE_MIN(wgs, (int64_t)max_groups);
+        }
+        uint64_t x = (uint64_t)wgs, y = 1;
         while (spread && x > 65535) {
             y *= 2;
-            x = (wgs + y - 1) / y;
+            x = ((uint64_t)wgs + y - 1) / y;
         }
         kb_dispatch_groups(b, (uint32_t)x, (uint32_t)(y * (uint64_t)m_groups), (uint32_t)batches);
     }
@@ -207,9 +340,10 @@ static void gemv_env(gemv_cfg *c)
     }
 }
 
-/* Depends on the device (caps), the weight type, m and the pair (the plan
- * hash covers the last three; a plan cache belongs to one context). */
-static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool dual)
+/* Depends on the device (caps), the weight type, m, the pair and a folded
+ * norm (the plan hash covers the last four; a plan cache belongs to one
+ * context). */
+static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool dual, bool norm)
 {
     const glesc_caps *caps = &ctx->caps;
     gemv_cfg c;
@@ -252,7 +386,7 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
         int nacc4 = (c.nr * m + 3) / 4;
         c.red = c.subgroup ? (c.ks > 1 ? (c.wg / c.team * c.nr * m * (dual ? 2 : 1) + 3) / 4 : 0)
                            : nacc4 * c.wg * (dual ? 2 : 1);
-        int budget = limit - 16 * c.red;
+        int budget = limit - 16 * c.red - (norm ? 4 * c.wg : 0); /* wg_reduce_sum's scratch */
         int xs = CORE_MIN(c.xs, budget * 8 / 9 / (4 * m)) / 256 * 256;
         if (xs >= 256 || (c.nr == 1 && c.wg <= c.team)) {
             c.xs = CORE_MAX(256, xs); /* gen_gemv reports a device that is too small */
@@ -267,26 +401,65 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
     }
 }
 
+/* A copy of glsl/graph/gemv_units.glsl per matmul of the kernel (member j
+ * reads its weight through loader load_w or load_s<j>), its names defined
+ * around it. */
+static void gemv_units_copies(kb *b, const mm_ctx *mc)
+{
+    static const char *const names[] = {"GEMV_UNITS", "GEMV_STEP", "GEMV_UX", "GEMV_UDOT", "W_WAT",
+                                        "W_WUNIT",    "W_WUNIT_X", "W_MINS",  "U_WUNIT"};
+    const char *text = emit_snippet_text("graph/gemv_units");
+    for (int j = 0; text && j <= mc->n_sib; j++) {
+        char fn[16], name[24];
+        loader(j, fn);
+        sbuf s;
+        sbuf_init(&s);
+        sbuf_appendf(
+            &s,
+            "#define GEMV_UNITS gemv_units_%d\n#define GEMV_STEP gemv_step_%d\n"
+            "#define GEMV_UX gemv_ux_%d\n#define GEMV_UDOT gemv_udot_%d\n"
+            "#define W_WAT %s_wat\n#define W_WUNIT %s_wunit\n#define W_WUNIT_X %s_wunit_x\n"
+            "#ifdef %s_MINS\n#define W_MINS 1\n#endif\n",
+            j, j, j, j, fn, fn, fn, fn);
+        if (j == 0 && mc->p)
+            sbuf_append(&s, "#define U_WUNIT load_u_wunit\n");
+        sbuf_append(&s, text);
+        for (size_t i = 0; i < CORE_ARRAY_LEN(names); i++)
+            sbuf_appendf(&s, "#undef %s\n", names[i]);
+        snprintf(name, sizeof name, "gemv_units_%d", j);
+        if (sbuf_str(&s))
+            emit_kernel_helper(b->k, name, sbuf_str(&s));
+        else
+            kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "GEMV units");
+        sbuf_free(&s);
+    }
+    if (!text)
+        kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemv_units");
+}
+
 static glesc_status gen_gemv(kb *b, mm_ctx *mc)
 {
     bool dual = mc->p != NULL;
     int m = (int)mc->x->ne[1];
-    gemv_cfg c = gemv_config(b->ctx, mc->w->dtype, m, dual);
-    /* xs holds the slices, then (without subgroups) the partial sums: a vec4
-     * of 4 sums per invocation and group of 4 */
-    /* x's slices and the partial sums (vec4) */
-    int red = c.red;
+    /* a folded rms_norm (reduction prologue): the squares of each column's
+     * input summed where x is loaded, the scale applied before the store */
+    const glesc_tensor *nrm = kb_row_norm(b, mc->x);
+    gemv_cfg c = gemv_config(b->ctx, mc->w->dtype, m, dual, nrm != NULL);
+    /* x's slices and the partial sums (vec4), a folded norm's scratch */
     int xs_vec4 = m * (c.xs / 4 + c.xs / 32); /* gemv.glsl's XS4P a column */
-    if ((xs_vec4 + red) * 16 > b->ctx->caps.max_compute_shared_memory)
+    int bytes = 16 * (xs_vec4 + c.red) + (nrm ? 4 * c.wg : 0);
+    if (bytes > b->ctx->caps.max_compute_shared_memory)
         return kb_fail(b, GLESC_ERROR_LIMIT,
-                       "GEMV: %d bytes of shared memory needed, the device has %d (m = %d)",
-                       (xs_vec4 + red) * 16, b->ctx->caps.max_compute_shared_memory, m);
+                       "GEMV: %d bytes of shared memory needed, the device has %d (m = %d)", bytes,
+                       b->ctx->caps.max_compute_shared_memory, m);
     if (b->k) {
         emit_kernel_local_size(b->k, c.wg, 1, 1);
         if (c.subgroup) {
             emit_kernel_extension(b->k, "GL_KHR_shader_subgroup_basic");
             emit_kernel_extension(b->k, "GL_KHR_shader_subgroup_arithmetic");
             emit_kernel_define(b->k, "GEMV_SUBGROUP", "1");
+            if (nrm)
+                emit_kernel_define(b->k, "GLESC_SUBGROUP_ARITH", "1"); /* common/reduce */
         }
         emit_kernel_snippet(b->k, "graph/eltwise");
         emit_kernel_define(b->k, "TEAM", "%du", c.team);
@@ -295,37 +468,70 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
         emit_kernel_define(b->k, "MCOLS", "%du", m);
         emit_kernel_define(b->k, "XS", "%du", c.xs);
         emit_kernel_define(b->k, "UNROLL", "%du", c.unroll);
+        emit_kernel_define(b->k, "NMEMB", "%du", 1 + mc->n_sib);
         if (dual)
             emit_kernel_define(b->k, "PAIR", "1");
         emit_kernel_shared(b->k, "vec4", "xs", xs_vec4);
-        if (red)
-            emit_kernel_shared(b->k, "vec4", "xr", red);
+        if (c.red)
+            emit_kernel_shared(b->k, "vec4", "xr", c.red);
+        if (nrm) {
+            emit_kernel_define(b->k, "GEMV_NORM", "1");
+            emit_kernel_shared(b->k, "float", "red_scratch", c.wg);
+            emit_kernel_snippet(b->k, "common/reduce");
+        }
         emit_kernel_comment(b->k,
                             "GEMV (glsl/graph/gemv.glsl): %d rows per workgroup of %d, teams of "
                             "%d, %d per row, %s reduction, x in slices of %d, %d units in flight",
                             c.wg / c.team / c.ks * c.nr, c.wg, c.team, c.ks,
                             c.subgroup ? "subgroup" : "shared", c.xs, c.unroll);
+        if (mc->n_sib)
+            emit_kernel_comment(b->k,
+                                "grouped: %d matmuls of one activation, blocks of rows pick "
+                                "theirs by range",
+                                1 + mc->n_sib);
     }
     common(b, mc, true);
-    if (b->k)
+    mc->p_blocks = kb_param_u(b, "n_blocks", 0);
+    if (b->k) {
         emit_kernel_snippet(b->k, "graph/gemv");
-    /* the hooks gemv.glsl calls: x with its prologue, the store with the
-     * epilogue */
+        gemv_units_copies(b, mc);
+    }
+    /* the hooks gemv.glsl calls: x with its prologue (and a folded norm's
+     * squares), the stores with their epilogues, the norm's scale */
     if (b->k)
-        emit_kernel_function_begin(b->k, "float gemv_x(uint k, uint c, uint b2, uint b3)");
+        emit_kernel_function_begin(
+            b->k, "float gemv_x(uint k, uint c, uint b2, uint b3, inout float sq)");
     char xv[16];
     const char *cx[4] = {"k", "c", "b2", "b3"};
     kb_expr(b, mc->x, cx, xv);
+    if (nrm) {
+        if (b->norm_evals != 1)
+            kb_fail(b, GLESC_ERROR_STATE, "matmul: the folded norm's input is read %d times",
+                    b->norm_evals);
+        kb_line(b, "sq += %s * %s;", b->norm_in, b->norm_in);
+    }
     kb_line(b, "return %s;", xv);
     if (b->k) {
         emit_kernel_function_end(b->k);
-        emit_kernel_function_begin(
-            b->k, "void gemv_store(uint n, uint c, uint b2, uint b3, float dot, float dot2)");
+        emit_kernel_function_begin(b->k, "void gemv_store(uint sel, uint n, uint c, uint b2, "
+                                         "uint b3, float dot, float dot2)");
     }
     const char *co[4] = {"n", "c", "b2", "b3"};
-    kb_store_out(b, co, "dot", dual ? "dot2" : NULL);
+    for (int j = 0; j <= mc->n_sib; j++) {
+        member_open(b, mc, j);
+        member_store(b, j, co, "dot", dual ? "dot2" : NULL);
+    }
+    member_close(b, mc);
     if (b->k)
         emit_kernel_function_end(b->k);
+    if (nrm) {
+        if (b->k)
+            emit_kernel_function_begin(b->k, "float gemv_norm_scale(float sq)");
+        kb_row_norm_scale(b, nrm, "rs", "sq", "K");
+        kb_line(b, "return rs;");
+        if (b->k)
+            emit_kernel_function_end(b->k);
+    }
     kb_line(b, "gemv_main();");
     dispatch_chunks(b, mc, c.wg / c.team / c.ks * c.nr, (uint64_t)c.groups, true, 1,
                     mc->x->ne[2] * mc->x->ne[3]);
@@ -335,6 +541,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
 static glesc_status gen_gemm(kb *b, mm_ctx *mc)
 {
     bool dual = mc->p != NULL;
+    const glesc_tensor *nrm = kb_row_norm(b, mc->x);
     if (b->k) {
         emit_kernel_local_size(b->k, 16, 16, 1);
         emit_kernel_snippet(b->k, "graph/eltwise");
@@ -351,7 +558,13 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
     kb_line(b, "uint tx = gl_LocalInvocationID.x;");
     kb_line(b, "uint ty = gl_LocalInvocationID.y;");
     kb_line(b, "uint lid = gl_LocalInvocationIndex;");
-    kb_line(b, "uint n0 = gl_WorkGroupID.x * TILE; // local to the chunk");
+    if (mc->n_sib) {
+        group_select(b, mc, "gl_WorkGroupID.x");
+        kb_line(b, "uint n0 = gl * TILE; // local to the member's chunk");
+    } else {
+        kb_line(b, "uint n0 = gl_WorkGroupID.x * TILE; // local to the chunk");
+    }
+    const char *cnt = mc->n_sib ? "cnt" : "n_count", *nbase = mc->n_sib ? "nbase" : "n_base";
     kb_line(b, "uint m0 = gl_WorkGroupID.y * TILE;");
     kb_line(b, "uint b2 = gl_WorkGroupID.z %% xb2;");
     kb_line(b, "uint b3 = gl_WorkGroupID.z / xb2;");
@@ -362,6 +575,8 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
             if (dual)
                 kb_line(b, "float p%d%d = 0.0;", i, j);
         }
+    if (nrm)
+        kb_line(b, "vec4 sqv = vec4(0.0); // a folded norm's squares of columns ty + 16·jj");
     kb_line(b, "for (uint k0 = 0u; k0 < K; k0 += TK) {");
     if (mc->vec4) {
         /* W: 4 consecutive k per invocation (K % 4 == 0: a group is all in
@@ -371,9 +586,21 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
         kb_line(b, "uint r = i / (TK / 4u);");
         kb_line(b, "uint k = k0 + kq;");
         kb_line(b, "uint nl = n0 + r;");
-        kb_line(b, "bool inw = nl < n_count && k < K;");
-        row_bytes(b, mc, "wr", "nl");
-        kb_line(b, "vec4 wv = inw ? load_w4(wr, k >> 2u) : vec4(0.0);");
+        kb_line(b, "bool inw = nl < %s && k < K;", cnt);
+        if (mc->n_sib) {
+            kb_line(b, "vec4 wv = vec4(0.0);");
+            kb_line(b, "if (inw) {");
+            for (int j = 0; j <= mc->n_sib; j++) {
+                member_open(b, mc, j);
+                member_row_bytes(b, j, "wr", "nl");
+                kb_line(b, "wv = %s4(wr, k >> 2u);", loader(j, (char[16]){0}));
+            }
+            member_close(b, mc);
+            kb_line(b, "}");
+        } else {
+            row_bytes(b, mc, "wr", "nl");
+            kb_line(b, "vec4 wv = inw ? load_w4(wr, k >> 2u) : vec4(0.0);");
+        }
         for (int j = 0; j < 4; j++)
             kb_line(b, "ws[(kq + %du) * TILE + r] = wv[%d];", j, j);
         if (dual) {
@@ -384,15 +611,35 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
         kb_line(b, "}");
     }
     /* consecutive invocations read consecutive k of a row: contiguous loads */
-    kb_line(b, "for (uint i = lid; i < TILE * TK; i += WG_SIZE) {");
+    if (nrm) {
+        /* iteration jj loads column ty + 16·jj (i = lid + jj·WG_SIZE, TK = 16 =
+         * the x extent of the workgroup): the columns this invocation stores */
+        kb_line(b, "for (uint jj = 0u; jj < TILE * TK / WG_SIZE; jj++) {");
+        kb_line(b, "uint i = lid + jj * WG_SIZE;");
+    } else {
+        kb_line(b, "for (uint i = lid; i < TILE * TK; i += WG_SIZE) {");
+    }
     kb_line(b, "uint kk = i %% TK;");
     kb_line(b, "uint r = i / TK;");
     kb_line(b, "uint k = k0 + kk;");
     if (!mc->vec4) {
         kb_line(b, "uint nl = n0 + r;");
-        kb_line(b, "bool inw = nl < n_count && k < K;");
-        row_bytes(b, mc, "wr", "nl");
-        kb_line(b, "ws[kk * TILE + r] = inw ? load_w(wr, k) : 0.0;");
+        kb_line(b, "bool inw = nl < %s && k < K;", cnt);
+        if (mc->n_sib) {
+            kb_line(b, "float wv = 0.0;");
+            kb_line(b, "if (inw) {");
+            for (int j = 0; j <= mc->n_sib; j++) {
+                member_open(b, mc, j);
+                member_row_bytes(b, j, "wr", "nl");
+                kb_line(b, "wv = %s(wr, k);", loader(j, (char[16]){0}));
+            }
+            member_close(b, mc);
+            kb_line(b, "}");
+            kb_line(b, "ws[kk * TILE + r] = wv;");
+        } else {
+            row_bytes(b, mc, "wr", "nl");
+            kb_line(b, "ws[kk * TILE + r] = inw ? load_w(wr, k) : 0.0;");
+        }
         if (dual)
             kb_line(b, "ws2[kk * TILE + r] = inw ? load_u(wr_2, k) : 0.0;");
     }
@@ -402,6 +649,12 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
     const char *cx[4] = {"k", "m", "b2", "b3"};
     char xv[16];
     kb_expr(b, mc->x, cx, xv);
+    if (nrm) {
+        if (b->norm_evals != 1)
+            kb_fail(b, GLESC_ERROR_STATE, "matmul: the folded norm's input is read %d times",
+                    b->norm_evals);
+        kb_line(b, "sqv[jj] += %s * %s;", b->norm_in, b->norm_in);
+    }
     kb_line(b, "xv = %s;", xv);
     kb_line(b, "}");
     kb_line(b, "xs[kk * TILE + r] = xv;");
@@ -426,17 +679,48 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
     kb_line(b, "memoryBarrierShared();");
     kb_line(b, "barrier();");
     kb_line(b, "}");
+    if (nrm) {
+        /* the 16 invocations of a row ty hold partial sums of the same
+         * columns: add them up through xs (free after the last barrier) */
+        kb_line(b, "for (uint jj = 0u; jj < 4u; jj++) {");
+        kb_line(b, "xs[(ty + 16u * jj) * 16u + tx] = sqv[jj];");
+        kb_line(b, "}");
+        kb_line(b, "memoryBarrierShared();");
+        kb_line(b, "barrier();");
+        for (int j = 0; j < 4; j++) {
+            kb_line(b, "float sq%d = 0.0;", j);
+            kb_line(b, "for (uint t = 0u; t < 16u; t++) {");
+            kb_line(b, "sq%d += xs[(ty + %du) * 16u + t];", j, 16 * j);
+            kb_line(b, "}");
+            char rs[8], sq[8];
+            snprintf(rs, sizeof rs, "rs%d", j);
+            snprintf(sq, sizeof sq, "sq%d", j);
+            kb_row_norm_scale(b, nrm, rs, sq, "K");
+        }
+    }
     /* stores: one block per accumulator, each with the fused epilogue */
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
-            kb_line(b, "if (n0 + tx + %du < n_count && m0 + ty + %du < M) {", 16 * i, 16 * j);
-            kb_line(b, "uint n = n_base + n0 + tx + %du;", 16 * i);
+            kb_line(b, "if (n0 + tx + %du < %s && m0 + ty + %du < M) {", 16 * i, cnt, 16 * j);
+            kb_line(b, "uint n = %s + n0 + tx + %du;", nbase, 16 * i);
             kb_line(b, "uint m = m0 + ty + %du;", 16 * j);
             char av[16], pv[16];
             snprintf(av, sizeof av, "a%d%d", i, j);
             snprintf(pv, sizeof pv, "p%d%d", i, j);
+            if (nrm) { /* W·(x∘g·s) = s·(W·(x∘g)) */
+                kb_line(b, "float sa = a%d%d * rs%d;", i, j, j);
+                snprintf(av, sizeof av, "sa");
+                if (dual) {
+                    kb_line(b, "float sp = p%d%d * rs%d;", i, j, j);
+                    snprintf(pv, sizeof pv, "sp");
+                }
+            }
             const char *co[4] = {"n", "m", "b2", "b3"};
-            kb_store_out(b, co, av, dual ? pv : NULL);
+            for (int q = 0; q <= mc->n_sib; q++) {
+                member_open(b, mc, q);
+                member_store(b, q, co, av, dual ? pv : NULL);
+            }
+            member_close(b, mc);
             kb_line(b, "}");
         }
     dispatch_chunks(b, mc, TILE, 0, false, (mc->x->ne[1] + TILE - 1) / TILE,
@@ -451,6 +735,11 @@ glesc_status kernels_gen_matmul(kb *b)
     mc.p = b->gk->partner;
     mc.w = mc.a->src[0];
     mc.x = mc.a->src[1];
+    mc.n_sib = b->gk->n_sib;
+    for (int i = 0; i < mc.n_sib; i++) {
+        mc.sib[i].a = b->gk->sib[i];
+        mc.sib[i].w = b->gk->sib[i]->src[0];
+    }
     if (mc.x->ne[2] * mc.x->ne[3] > 65535)
         return kb_fail(b, GLESC_ERROR_LIMIT, "matmul: %lld batches exceed 65535",
                        (long long)(mc.x->ne[2] * mc.x->ne[3]));

@@ -325,7 +325,12 @@ void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char
         return;
     glesc_dtype t = w->dtype;
     plain_loader plain = plain_loader_of(t);
-    bool units = (what & KERNELS_WLOAD_UNIT) && kernels_wload_units(w);
+    bool units = (what & KERNELS_WLOAD_UNIT) && (what & KERNELS_WLOAD_UVEC4);
+    if (units && !kernels_wload_units(w)) {
+        kb_fail(b, GLESC_ERROR_STATE, "weight loader %s: %s rows have no uvec4 units", fn,
+                glesc_dtype_name(t));
+        return;
+    }
     sbuf s;
     sbuf_init(&s);
     bool ok = quant_gpu_readable(t);

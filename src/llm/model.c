@@ -2,6 +2,7 @@
  * model.c — see model.h. Key names and defaults are llama.cpp's (llama-arch
  * / llama-model), so any GGUF it loads for these architectures loads here.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,9 +44,7 @@ static glesc_status get_int(const glesc_gguf *f, const char *name, const llm_hpa
     }
     if (st == GLESC_ERROR_NOT_FOUND)
         return core_err_set(NULL, st, "%s: %s: missing (the model needs it)", name, key);
-    if (st != GLESC_OK)
-        core_err_prefix(NULL, "%s", name);
-    return st;
+    return st; /* the getter's message names the file and key */
 }
 
 static glesc_status get_float(const glesc_gguf *f, const char *name, const llm_hparams *hp,
@@ -59,8 +58,11 @@ static glesc_status get_float(const glesc_gguf *f, const char *name, const llm_h
         return GLESC_OK;
     }
     if (st != GLESC_OK)
-        core_err_prefix(NULL, "%s", name);
-    return st;
+        return st; /* the getter's message names the file and key */
+    if (!isfinite(*out))
+        return core_err_set(NULL, GLESC_ERROR_FORMAT, "%s: %s is %g, not a finite number", name,
+                            key, (double)*out);
+    return GLESC_OK;
 }
 
 glesc_status llm_hparams_load(const glesc_gguf *f, const char *name, llm_hparams *hp)
@@ -69,10 +71,10 @@ glesc_status llm_hparams_load(const glesc_gguf *f, const char *name, llm_hparams
     const char *s;
     size_t n;
     glesc_status st = glesc_gguf_get_str(f, "general.architecture", &s, &n);
+    if (st == GLESC_ERROR_NOT_FOUND)
+        return core_err_set(NULL, st, "%s: general.architecture: missing: not a model file", name);
     if (st != GLESC_OK)
-        return core_err_set(NULL, st, "%s: general.architecture: %s", name,
-                            st == GLESC_ERROR_NOT_FOUND ? "missing: not a model file"
-                                                        : glesc_last_errmsg());
+        return st; /* the getter's message names the file and key */
     snprintf(hp->arch_name, sizeof hp->arch_name, "%.*s", (int)CORE_MIN(n, 31), s);
     int a = n < sizeof hp->arch_name ? llm_arch_find(hp->arch_name) : -1;
     if (a < 0) {
@@ -111,6 +113,13 @@ glesc_status llm_hparams_load(const glesc_gguf *f, const char *name, llm_hparams
         (st = get_float(f, name, hp, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps)) ||
         (st = get_float(f, name, hp, "rope.freq_base", 10000.0f, &hp->rope_freq_base)))
         return st;
+    if (hp->rms_eps < 0)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "%s: %s.attention.layer_norm_rms_epsilon %g is negative", name,
+                            hp->arch_name, (double)hp->rms_eps);
+    if (!(hp->rope_freq_base > 0))
+        return core_err_set(NULL, GLESC_ERROR_FORMAT, "%s: %s.rope.freq_base %g is not positive",
+                            name, hp->arch_name, (double)hp->rope_freq_base);
     if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv)
         return core_err_set(NULL, GLESC_ERROR_FORMAT,
                             "%s: %s.attention.head_count %lld is not a multiple of head_count_kv "
@@ -218,8 +227,38 @@ llm_tensor_req *llm_tensor_reqs(const llm_hparams *hp, int *n)
     return r;
 }
 
+/* token_embd.weight sets n_vocab (its rows), which output.weight must
+ * match. When the two disagree, the vocabulary's token count says which one
+ * is wrong, so the message blames the right tensor. */
+static glesc_status check_vocab_rows(const glesc_gguf *f, const char *name, const llm_hparams *hp)
+{
+    int64_t oi = glesc_gguf_find_tensor(f, "output.weight");
+    if (oi < 0)
+        return GLESC_OK;
+    glesc_gguf_tensor_info o;
+    glesc_gguf_tensor(f, oi, &o);
+    if (o.ne[1] == hp->n_vocab)
+        return GLESC_OK;
+    int64_t ki = glesc_gguf_find_key(f, "tokenizer.ggml.tokens");
+    uint64_t n_tokens = ki >= 0 ? glesc_gguf_arr_n(f, ki) : 0;
+    if (n_tokens != (uint64_t)o.ne[1])
+        return GLESC_OK; /* output.weight is the odd one: the shape check names it */
+    glesc_gguf_tensor_info t;
+    glesc_gguf_tensor(f, glesc_gguf_find_tensor(f, "token_embd.weight"), &t);
+    return core_err_set(NULL, GLESC_ERROR_SHAPE,
+                        "%s: tensor 'token_embd.weight' has shape [%lld, %lld, %lld, %lld], "
+                        "expected [%lld, %lld] (n_embd x n_vocab: the vocabulary has %llu tokens "
+                        "and output.weight %lld rows)",
+                        name, (long long)t.ne[0], (long long)t.ne[1], (long long)t.ne[2],
+                        (long long)t.ne[3], (long long)hp->n_embd, (long long)o.ne[1],
+                        (unsigned long long)n_tokens, (long long)o.ne[1]);
+}
+
 glesc_status llm_tensors_check(const glesc_gguf *f, const char *name, const llm_hparams *hp)
 {
+    glesc_status vst = check_vocab_rows(f, name, hp);
+    if (vst != GLESC_OK)
+        return vst;
     int n;
     llm_tensor_req *r = llm_tensor_reqs(hp, &n);
     if (!r)

@@ -4,20 +4,24 @@
  *
  * Loading validates everything before the first byte goes to the GPU
  * (model.c: architecture, hyperparameters, every tensor's name and shape),
- * then uploads each tensor straight from the file mapping: matrices through
- * glesc_weight_new in their own type and glesc_tensor_write with the file's
- * bytes (so a block-quantized type works as soon as the graph layer accepts
- * it, and is refused with the tensor named until then), norm vectors
- * converted to f32.
+ * then uploads each tensor: matrices through glesc_weight_new in their own
+ * type and glesc_tensor_write with the file's bytes (so a block-quantized
+ * type works as soon as the graph layer accepts it, and is refused with the
+ * tensor named until then), norm vectors converted to f32. The bytes are
+ * copied with glesc_gguf_tensor_read (pread) into one staging buffer rather
+ * than read through the mapping: a model file truncated or rewritten while
+ * it loads is then an error naming it, not a SIGBUS.
  *
  * A session owns the KV cache (one persistent [n_head_kv·head_dim, n_ctx]
  * tensor per layer for keys and one for values) and one graph that is reset
  * and rebuilt for every step; the plan cache makes the rebuild cheap.
  */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "gguf/gguf.h"
 #include "llm/runtime.h"
 #include "quant/quant.h"
 
@@ -34,7 +38,26 @@ typedef struct loader {
     const char *path;
     const glesc_model_options *opts;
     uint64_t done, total;
+    void *staging; /* one tensor's file bytes, grown to the largest */
+    uint64_t staging_size;
 } loader;
+
+/* Tensor i's file bytes, copied into the loader's staging buffer. */
+static glesc_status read_tensor(loader *ld, int64_t i, const glesc_gguf_tensor_info *t,
+                                const void **bytes)
+{
+    if (t->size > ld->staging_size) {
+        void *p = t->size <= SIZE_MAX ? core_realloc(ld->staging, (size_t)t->size) : NULL;
+        if (!p)
+            return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
+                                "%s: tensor '%s': %llu bytes for staging its upload", ld->path,
+                                t->name, (unsigned long long)t->size);
+        ld->staging = p;
+        ld->staging_size = t->size;
+    }
+    *bytes = ld->staging;
+    return glesc_gguf_tensor_read(ld->f, i, 0, ld->staging, t->size);
+}
 
 /* Uploads tensor name into *slot (left NULL when the tensor is absent: the
  * check before made sure only optional ones are). Vectors become f32. */
@@ -46,7 +69,10 @@ static glesc_status upload(loader *ld, const char *name, bool vector, glesc_tens
         return GLESC_OK;
     glesc_gguf_tensor_info t;
     glesc_gguf_tensor(ld->f, i, &t);
-    glesc_status st;
+    const void *bytes = NULL;
+    glesc_status st = read_tensor(ld, i, &t, &bytes);
+    if (st != GLESC_OK)
+        return st; /* names the file and tensor */
     glesc_tensor *w;
     if (vector) {
         int64_t n = t.ne[0];
@@ -54,8 +80,8 @@ static glesc_status upload(loader *ld, const char *name, bool vector, glesc_tens
         if (!buf)
             return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: tensor '%s'", ld->path, name);
         if (t.type == GLESC_DTYPE_F32)
-            memcpy(buf, t.data, (size_t)n * sizeof *buf);
-        else if ((st = quant_dequantize(t.type, t.data, buf, n)) != GLESC_OK) {
+            memcpy(buf, bytes, (size_t)n * sizeof *buf);
+        else if ((st = quant_dequantize(t.type, bytes, buf, n)) != GLESC_OK) {
             core_free(buf);
             return core_err_set(NULL, st, "%s: tensor '%s' (%s): %s", ld->path, name,
                                 glesc_dtype_name(t.type), glesc_last_errmsg());
@@ -76,7 +102,7 @@ static glesc_status upload(loader *ld, const char *name, bool vector, glesc_tens
                                         "by this build yet: ",
                                 glesc_context_errmsg(m->ctx));
         }
-        st = glesc_tensor_write(w, t.data, (size_t)t.size);
+        st = glesc_tensor_write(w, bytes, (size_t)t.size);
     }
     if (st != GLESC_OK) {
         glesc_weight_free(w);
@@ -187,7 +213,10 @@ static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const cha
     if ((st = llm_tensors_check(f, path, &m->hp)) != GLESC_OK)
         goto fail;
     if ((st = glesc_tokenizer_load(f, &m->tok)) != GLESC_OK) {
-        core_err_prefix(NULL, "%s", path);
+        /* The tokenizer's own messages name the key; those of the GGUF
+         * getters it calls start with the file already. */
+        if (strncmp(glesc_last_errmsg(), path, strlen(path)) != 0)
+            core_err_prefix(NULL, "%s", path);
         goto fail;
     }
     if (glesc_tokenizer_n_vocab(m->tok) > m->hp.n_vocab) {
@@ -210,8 +239,10 @@ static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const cha
     glesc_gguf_tensor_info q;
     glesc_gguf_tensor(f, glesc_gguf_find_tensor(f, "blk.0.attn_q.weight"), &q);
     m->weight_type = q.type;
-    loader ld = {m, f, path, opts, 0, 0};
-    if ((st = upload_all(&ld)) != GLESC_OK)
+    loader ld = {m, f, path, opts, 0, 0, NULL, 0};
+    st = upload_all(&ld);
+    core_free(ld.staging);
+    if (st != GLESC_OK)
         goto fail;
     /* The pool's live bytes grew by exactly the weights' buffers: nothing
      * else runs on the context during the load. */
@@ -300,8 +331,13 @@ GLESC_API glesc_status glesc_model_load_fd(glesc_context *ctx, int fd, uint64_t 
     if ((st = llm_fd_map_open(fd, offset, size, name, &map)) != GLESC_OK)
         return st;
     glesc_gguf *f = NULL;
-    if ((st = glesc_gguf_open_memory(map.data, map.size, name, &f)) == GLESC_OK)
+    if ((st = glesc_gguf_open_memory(map.data, map.size, name, &f)) == GLESC_OK) {
+        /* Mapped: the upload reads the tensors from fd with pread, so a
+         * file truncated while it loads is an error, not a SIGBUS. */
+        if (map.base)
+            gguf_reader_pread_from(f, fd, offset);
         st = load_gguf(ctx, f, name, opts, out);
+    }
     glesc_gguf_close(f);
     llm_fd_map_close(&map);
     return st;
@@ -495,9 +531,29 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
     s->total_dispatches += (uint64_t)cs.dispatches;
     if (logits) {
         size_t rows = all ? (size_t)n : 1;
-        st = glesc_tensor_read_f32(y, logits, rows * (size_t)s->m->hp.n_vocab);
+        size_t n_vocab = (size_t)s->m->hp.n_vocab;
+        st = glesc_tensor_read_f32(y, logits, rows * n_vocab);
         if (st != GLESC_OK)
             return ctx_fail(ctx, st, "eval: reading the logits");
+        /* A NaN or infinity would otherwise sample as id 0 and decode as
+         * empty text: one pass over the rows read back is cheap beside the
+         * step itself. */
+        for (size_t i = 0; i < rows * n_vocab; i++) {
+            if (isfinite(logits[i]))
+                continue;
+            int32_t row = all ? (int32_t)(i / n_vocab) : n - 1;
+            int32_t at = s->n_past - n + row;
+            char batch[64] = "";
+            if (n > 1)
+                snprintf(batch, sizeof batch, ", in a batch of positions %d..%d",
+                         (int)(s->n_past - n), (int)s->n_past - 1);
+            return core_err_set(NULL, GLESC_ERROR_NUMERIC,
+                                "the logits of position %d (token %d%s) are not finite (logit "
+                                "%zu is %s): the model's weights or hyperparameters hold a NaN "
+                                "or infinity, or its activations overflow",
+                                (int)at, (int)ids[row], batch, i % n_vocab,
+                                isnan(logits[i]) ? "NaN" : "infinite");
+        }
     }
     return GLESC_OK;
 }
@@ -522,14 +578,17 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
                                 "token %zu of the input: id %d is outside the vocabulary (0..%lld)",
                                 i, (int)ids[i], (long long)(n_vocab - 1));
     bool all = (flags & GLESC_EVAL_ALL_LOGITS) != 0;
+    int32_t start = s->n_past;
     s->has_logits = false;
     for (size_t off = 0; off < n;) {
         int32_t c = (int32_t)CORE_MIN((size_t)s->n_batch, n - off);
         bool last = off + (size_t)c == n;
         float *dst = !logits ? NULL : all ? logits + off * (size_t)n_vocab : last ? logits : NULL;
         glesc_status st = eval_chunk(s, ids + off, c, all, dst);
-        if (st != GLESC_OK)
+        if (st != GLESC_OK) {
+            s->n_past = start; /* none of this call's positions are kept */
             return st;
+        }
         off += (size_t)c;
     }
     if (logits) { /* the last row, for glesc_session_logits */

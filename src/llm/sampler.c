@@ -59,13 +59,29 @@ GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32
     if (n_vocab <= 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: n_vocab %d",
                             (int)n_vocab);
-    if (!(p->top_p > 0.0f) || !(p->repeat_penalty > 0.0f) || p->repeat_last_n < 0 ||
-        !isfinite(p->temperature) || !(p->min_p < 1.0f))
+    /* One message per parameter, naming the bad one; the ranges are
+     * llama.cpp's (top_p 0 keeps the most likely token, 1 or more is off;
+     * min_p 0 or less is off; temperature 0 or less is greedy). */
+    if (!isfinite(p->temperature))
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
-                            "sampler: bad parameters (top_p %g must be > 0, repeat_penalty %g "
-                            "> 0, repeat_last_n %d >= 0, min_p %g < 1, temperature %g finite)",
-                            p->top_p, p->repeat_penalty, (int)p->repeat_last_n, p->min_p,
-                            p->temperature);
+                            "sampler: temperature %g is not a finite number", p->temperature);
+    if (!(p->top_p >= 0.0f))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "sampler: top_p %g must be at least 0 (0 keeps only the most likely "
+                            "token, 1 turns it off)",
+                            p->top_p);
+    if (!(p->min_p < 1.0f))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "sampler: min_p %g must be below 1 (0 turns it off)", p->min_p);
+    if (!(p->repeat_penalty > 0.0f) || !isfinite(p->repeat_penalty))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "sampler: repeat_penalty %g must be a finite number above 0 (1 turns "
+                            "it off)",
+                            p->repeat_penalty);
+    if (p->repeat_last_n < 0)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "sampler: repeat_last_n %d must not be negative",
+                            (int)p->repeat_last_n);
     glesc_sampler *s = core_calloc(1, sizeof *s);
     if (!s)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "sampler");

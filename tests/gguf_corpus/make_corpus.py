@@ -148,8 +148,8 @@ def corpus():
                                           tinfo("q8", [32, 2], T_Q8_0, 64),
                                           tinfo("f16", [4, 2], T_F16, 192)],
                                  data, alignment=64)
-    files["ok_zero_size_tensor"] = gguf([ARCH], [tinfo("empty", [0, 4], T_Q4_K, 0),
-                                                 tinfo("w", [4], T_F32, 0)], f32s(4))
+    files["bad_zero_dim"] = gguf([ARCH], [tinfo("w", [4], T_F32, 0),
+                                          tinfo("empty", [256, 0], T_Q4_K, 32)], f32s(4))
     files["ok_version2"] = gguf([ARCH], one_f32, f32s(4), version=2)
     return files
 

@@ -1,13 +1,17 @@
 /*
  * file.c — see file.h. Reads in growing chunks rather than by the file's
- * size, so pipes and /dev/stdin work too.
+ * size, so pipes and /dev/stdin work too; the limit is checked as the bytes
+ * come, so an endless source (/dev/zero) stops at it instead of growing
+ * until the process is killed.
  */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "common/file.h"
 
-char *tool_read_file(const char *path, size_t *len)
+char *tool_read_file(const char *path, size_t max, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -17,21 +21,29 @@ char *tool_read_file(const char *path, size_t *len)
     for (;;) {
         if (!buf) {
             fclose(f);
+            errno = ENOMEM;
             return NULL;
         }
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
+        size_t room = cap - n; /* at most one byte past max: enough to know */
+        if (max < SIZE_MAX && room > max + 1 - n)
+            room = max + 1 - n;
+        size_t got = fread(buf + n, 1, room, f);
+        n += got;
+        if (got < room || n > max)
             break;
+        if (n < cap)
+            continue;
         cap *= 2;
         char *nb = realloc(buf, cap + 1);
         if (!nb)
             free(buf);
         buf = nb;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? errno : n > max ? EFBIG : 0;
     fclose(f);
     if (err) {
         free(buf);
+        errno = err;
         return NULL;
     }
     buf[n] = '\0';

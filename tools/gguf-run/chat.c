@@ -4,7 +4,8 @@
  * chat template, the KV cache kept between turns so each turn evaluates only
  * the text the template adds, the conversation started over (the system
  * message kept) when the context is full. What is left here is reading the
- * messages and the terminal's words.
+ * messages (each bounded), the terminal's words, and Ctrl-C, which stops a
+ * reply (main.c's handler sets the flag the token callback checks).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,42 +14,81 @@
 
 #include "gguf-run/gguf-run.h"
 
-/* One line from stdin ("\" at the end continues it on the next line);
- * NULL at the end of input. */
-static char *read_message(size_t *len)
+/* One message from stdin: a line ("\\" at its end continues it on the next
+ * line), at most CHAT_MESSAGE_MAX bytes, into *msg (malloc'ed,
+ * NUL-terminated). 1 for a message, 0 at the end of input, -1 (message
+ * printed) when it is longer than the limit, out of memory or stdout fails. */
+static int read_message(char **msg, size_t *len)
 {
     buf b = {0};
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    bool tty = isatty(0);
-    if (tty) {
-        fputs("\n> ", stdout);
-        fflush(stdout);
-    }
-    while ((n = getline(&line, &cap, stdin)) >= 0) {
-        if (n > 0 && line[n - 1] == '\n')
-            n--;
-        if (n > 0 && line[n - 1] == '\\') {
-            buf_add(&b, line, (size_t)n - 1);
-            buf_add(&b, "\n", 1);
+    if (isatty(0) && (!out_write("\n> ", 3) || !out_flush()))
+        return -1;
+    int c = EOF;
+    bool any = false;
+    while ((c = getchar()) != EOF) {
+        any = true;
+        if (c == '\n' && b.len > 0 && b.data[b.len - 1] == '\\') {
+            b.data[b.len - 1] = '\n'; /* continued */
             continue;
         }
-        buf_add(&b, line, (size_t)n);
-        break;
+        if (c == '\n')
+            break;
+        if (b.len == CHAT_MESSAGE_MAX) {
+            fprintf(stderr,
+                    "gguf-run: a chat message on stdin is longer than %zu bytes (1 MiB), the "
+                    "limit\n",
+                    CHAT_MESSAGE_MAX);
+            free(b.data);
+            return -1;
+        }
+        char ch = (char)c;
+        buf_add(&b, &ch, 1);
     }
-    free(line);
-    if ((n < 0 && b.len == 0) || b.oom) {
+    if (!any) {
         free(b.data);
-        return NULL;
+        return 0;
     }
+    if (c == EOF && b.len > 0 && b.data[b.len - 1] == '\\')
+        b.data[b.len - 1] = '\n'; /* continued, then the input ended */
     buf_add(&b, "", 1);
     if (b.oom) {
+        fprintf(stderr, "gguf-run: out of memory for a chat message\n");
         free(b.data);
-        return NULL;
+        return -1;
     }
+    *msg = b.data;
     *len = b.len - 1;
-    return b.data;
+    return 1;
+}
+
+/* A system message with which not even an empty message fits the context
+ * would fail every turn: refused once. 0, or 1 (message printed). */
+static int check_system(run *r, glesc_chat_template t)
+{
+    if (!r->o->system)
+        return 0;
+    glesc_chat_message m[2] = {{"system", r->o->system}, {"user", ""}};
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    unsigned flags = GLESC_TOKENIZE_PARSE_SPECIAL | (r->o->no_bos ? 0 : GLESC_TOKENIZE_ADD_SPECIAL);
+    glesc_status st = glesc_chat_format(t, m, 2, true, &text);
+    if (st == GLESC_OK)
+        st = glesc_tokenize_alloc(r->tok, text, strlen(text), flags, &ids, &n);
+    glesc_text_free(text);
+    glesc_tokens_free(ids);
+    if (st != GLESC_OK) {
+        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+        return 1;
+    }
+    int32_t n_ctx = glesc_session_n_ctx(r->sess);
+    if (n < (size_t)n_ctx)
+        return 0;
+    fprintf(stderr,
+            "gguf-run: the system message takes %zu tokens with the template's text, and the "
+            "context holds %d: no message fits after it; use a larger -c or a shorter --system\n",
+            n, (int)n_ctx);
+    return 1;
 }
 
 /* Multi-turn chat on stdin; the reply streams through generate.c's
@@ -78,6 +118,8 @@ int chat_loop(run *r)
             t = GLESC_CHAT_CHATML;
         }
     }
+    if (check_system(r, t))
+        return 1;
     if (isatty(0))
         fprintf(stderr,
                 "gguf-run: chat (%s template). Enter a message; end a line with \\ to continue "
@@ -103,19 +145,32 @@ int chat_loop(run *r)
         size_t len = 0;
         if (pending) {
             msg = malloc(r->prompt_len + 1);
-            if (msg) {
-                memcpy(msg, r->prompt_text, r->prompt_len);
-                msg[r->prompt_len] = 0;
-                len = r->prompt_len;
-                if (!o->json)
-                    printf("> %s\n", msg);
+            if (!msg) {
+                fprintf(stderr, "gguf-run: out of memory\n");
+                rc = 1;
+                break;
             }
+            memcpy(msg, r->prompt_text, r->prompt_len);
+            msg[r->prompt_len] = 0;
+            len = r->prompt_len;
             pending = false;
+            if (!out_printf("> %s\n", msg)) {
+                rc = 1;
+                break;
+            }
         } else {
-            msg = read_message(&len);
+            int got = read_message(&msg, &len);
+            if (got < 0) {
+                rc = 1;
+                break;
+            }
+            if (got == 0) {
+                /* Ctrl-D: the summary goes below the prompt, not on its line */
+                if (isatty(0) && !out_write("\n", 1))
+                    rc = 1;
+                break;
+            }
         }
-        if (!msg)
-            break;
         if (!strcmp(msg, "/reset")) {
             glesc_chat_reset(chat);
             fprintf(stderr, "gguf-run: the conversation starts over\n");
@@ -124,7 +179,9 @@ int chat_loop(run *r)
             gen_params(r, &p);
             glesc_generate_result res;
             r->text.len = 0;
+            chat_sigint_reply(true); /* Ctrl-C now stops the reply */
             glesc_status st = glesc_chat_send(chat, msg, &p, &res);
+            chat_sigint_reply(false);
             add_result(r, &res);
             if (r->failed) {
                 rc = 1;
@@ -133,9 +190,12 @@ int chat_loop(run *r)
             if (st == GLESC_ERROR_LIMIT && r->reply_phase == 0) { /* the message was dropped */
                 fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
             } else {
-                if (r->reply_phase == 2 && !o->json) /* the reply is over */
-                    printf("\n");
-                fflush(stdout);
+                /* the reply is over */
+                if ((r->reply_phase == 2 && !out_write("\n", 1)) || !out_flush()) {
+                    rc = 1;
+                    break;
+                }
+                verbose_flush(r);
                 if (st != GLESC_OK) {
                     fprintf(stderr, "%sgguf-run: %s\n", r->reply_phase == 1 ? "\n" : "",
                             glesc_last_errmsg());
@@ -149,6 +209,8 @@ int chat_loop(run *r)
     }
     free(msg);
     glesc_chat_destroy(chat);
-    summary(r);
+    verbose_flush(r);
+    if (!rc)
+        summary(r);
     return rc;
 }

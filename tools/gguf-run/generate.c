@@ -54,18 +54,25 @@ static int write_rows(run *r, const float *rows, size_t n_rows)
     return 0;
 }
 
+/* Whether n more tokens fit the context; a message says why not. */
+static bool prompt_fits(run *r, size_t n)
+{
+    int32_t free_pos = glesc_session_n_ctx(r->sess) - glesc_session_n_past(r->sess);
+    if (n <= (size_t)free_pos)
+        return true;
+    fprintf(stderr,
+            "gguf-run: the prompt has %zu tokens but the context has room for %d more "
+            "(of %d): use a larger -c or a shorter prompt\n",
+            n, (int)free_pos, (int)glesc_session_n_ctx(r->sess));
+    return false;
+}
+
 /* Evaluates ids and leaves the last row in r->logits; with --logits-out
  * writes every row. */
 int eval_prompt(run *r, const int32_t *ids, size_t n)
 {
-    int32_t free_pos = glesc_session_n_ctx(r->sess) - glesc_session_n_past(r->sess);
-    if (n > (size_t)free_pos) {
-        fprintf(stderr,
-                "gguf-run: the prompt has %zu tokens but the context has room for %d more "
-                "(of %d): use a larger -c or a shorter prompt\n",
-                n, (int)free_pos, (int)glesc_session_n_ctx(r->sess));
+    if (!prompt_fits(r, n))
         return -1;
-    }
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     float *all = NULL;
@@ -106,7 +113,8 @@ int eval_prompt(run *r, const int32_t *ids, size_t n)
 /* The library's token callback: records the id and the row it was sampled
  * from, and writes the text (through r->out_dec when the prompt was echoed,
  * so the space between the two comes out as the model sees it). id -1
- * brings the bytes held back at the end. */
+ * brings the bytes held back at the end. A failed write of stdout stops
+ * generation (out_finish reports it). */
 static bool on_token(void *user, int32_t id, const char *piece, size_t len)
 {
     run *r = user;
@@ -115,9 +123,9 @@ static bool on_token(void *user, int32_t id, const char *piece, size_t len)
     bool json = r->o->json;
     if (id < 0) {
         buf_add(&r->text, piece, len);
-        if (!r->out_dec && !json)
-            fwrite(piece, 1, len, stdout);
-        return false;
+        if (!r->out_dec && !json && !out_write(piece, len))
+            r->failed = 1;
+        return r->failed;
     }
     r->reply_phase = 1;
     if (write_rows(r, glesc_session_logits(r->sess), 1)) {
@@ -133,12 +141,15 @@ static bool on_token(void *user, int32_t id, const char *piece, size_t len)
     if (glesc_tokenizer_is_eog(r->tok, id) && !r->o->ignore_eos)
         return false; /* ends generation; not shown */
     buf_add(&r->text, piece, len);
+    bool ok = true;
     if (!r->out_dec && len && !json)
-        fwrite(piece, 1, len, stdout);
+        ok = out_write(piece, len);
     if (r->out_dec && glesc_decoder_feed(r->out_dec, id, &piece, &len) == GLESC_OK && len && !json)
-        fwrite(piece, 1, len, stdout);
-    if (!json)
-        fflush(stdout);
+        ok = out_write(piece, len);
+    if (!ok || (!json && !out_flush())) {
+        r->failed = 1;
+        return true;
+    }
     return r->stop_flag && *r->stop_flag;
 }
 
@@ -157,9 +168,9 @@ static void on_event(void *user, const glesc_gen_event *ev)
     case GLESC_GEN_EVENT_TOKEN_EVAL:
         r->dispatches_per_token = ev->stats->dispatches;
         if (r->o->verbose > 1)
-            fprintf(stderr, "[%d: %s plan, %d dispatches, %.2f ms]", (int)ev->id,
-                    ev->stats->plan_reused ? "reused" : "new", ev->stats->dispatches,
-                    (double)ev->stats->ns / 1e6);
+            verbose_line(r, "gguf-run: decode step: token %d, %s plan, %d dispatches, %.2f ms",
+                         (int)ev->id, ev->stats->plan_reused ? "reused" : "new",
+                         ev->stats->dispatches, (double)ev->stats->ns / 1e6);
         break;
     case GLESC_GEN_EVENT_STOP:
         r->reply_phase = 2;
@@ -196,11 +207,15 @@ void add_result(run *r, const glesc_generate_result *res)
     r->decode_tokens += res->decode_tokens;
 }
 
-/* One prompt, one continuation. */
+/* One prompt, one continuation. The prompt is evaluated before it is
+ * echoed: one that does not fit is refused before anything is printed, and
+ * -v's line about it does not land inside the text. */
 int run_once(run *r, const int32_t *ids, size_t n)
 {
     const options *o = r->o;
     bool echo = !o->json && !o->no_display_prompt;
+    if (!prompt_fits(r, n))
+        return 1;
     /* The echo and the continuation on stdout go through one decoder, so
      * the space between them comes out as the model sees it; the text of
      * --json is the continuation alone, with its leading space. */
@@ -208,15 +223,17 @@ int run_once(run *r, const int32_t *ids, size_t n)
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
         return 1;
     }
-    for (size_t i = 0; echo && i < n; i++) {
+    r->stop = "length"; /* -n 0: the length limit ends it at once */
+    int rc = eval_prompt(r, ids, n) ? 1 : 0;
+    for (size_t i = 0; !rc && echo && i < n; i++) {
         const char *piece;
         size_t len;
-        if (glesc_decoder_feed(r->out_dec, ids[i], &piece, &len) == GLESC_OK && len)
-            fwrite(piece, 1, len, stdout);
+        if (glesc_decoder_feed(r->out_dec, ids[i], &piece, &len) == GLESC_OK && len &&
+            !out_write(piece, len))
+            rc = 1;
     }
-    if (echo)
-        fflush(stdout);
-    int rc = eval_prompt(r, ids, n) ? 1 : 0;
+    if (!rc && echo && !out_flush())
+        rc = 1;
     if (!rc && o->n_predict != 0) {
         /* The prompt is in the session: generation samples from its last
          * row; the last token is not evaluated (nothing samples from it). */
@@ -235,20 +252,18 @@ int run_once(run *r, const int32_t *ids, size_t n)
             const char *piece;
             size_t len;
             if (r->out_dec && glesc_decoder_flush(r->out_dec, &piece, &len) == GLESC_OK && len &&
-                !o->json)
-                fwrite(piece, 1, len, stdout);
-            if (!o->json)
-                fflush(stdout);
+                !o->json && !out_write(piece, len))
+                rc = 1;
         }
     }
     glesc_decoder_destroy(r->out_dec);
     r->out_dec = NULL;
-    if (!o->json) {
-        printf("\n");
-        fflush(stdout);
-    }
-    if (o->json && !rc)
-        print_json(r, ids, n);
-    summary(r);
+    if (!o->json && (!out_write("\n", 1) || !out_flush()))
+        rc = 1;
+    verbose_flush(r);
+    if (o->json && !rc && !print_json(r, ids, n))
+        rc = 1;
+    if (!rc)
+        summary(r);
     return rc;
 }

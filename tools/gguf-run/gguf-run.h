@@ -13,13 +13,20 @@
  * streaming detokenizer, end-of-generation handling and the chat's cache
  * reuse are the library's (glesc_llm.h).
  *
- * Output: the text on stdout (or one JSON object with --json); progress
- * (only on a terminal), warnings and the one-line summary on stderr. Exit
- * status 0 on success, 1 when the model or the GPU fails, 2 for bad usage.
+ * Output: the text on stdout (or one JSON object with --json), every write
+ * checked (a failed one ends the run: "writing output: REASON", exit 1);
+ * progress (only on a terminal), warnings and the one-line summary of a
+ * successful run on stderr. Exit status 0 on success, 1 when the model, the
+ * GPU or the output fails, 2 for bad usage.
+ *
+ * Inputs are bounded: a prompt file (-f) to PROMPT_FILE_MAX bytes, a chat
+ * message on stdin to CHAT_MESSAGE_MAX, so an endless source fails with the
+ * limit named instead of growing until the process is killed.
  */
 #ifndef GLESC_TOOLS_GGUF_RUN_H
 #define GLESC_TOOLS_GGUF_RUN_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +36,9 @@
 
 #include "glesc.h"
 #include "glesc_llm.h"
+
+#define PROMPT_FILE_MAX ((size_t)16 << 20)
+#define CHAT_MESSAGE_MAX ((size_t)1 << 20)
 
 typedef struct options {
     const char *model, *prompt, *prompt_file, *prompt_ids, *system, *chat_template;
@@ -65,12 +75,14 @@ typedef struct run {
      * it), or NULL: stdout then gets the library's pieces. */
     glesc_decoder *out_dec;
     /* When set and non-zero, the token callback stops the reply after the
-     * token it was given (a SIGINT handler's flag). */
+     * token it was given (a chat's SIGINT handler's flag, see main.c). */
     const volatile sig_atomic_t *stop_flag;
-    int failed;      /* a callback failed (message printed): stop, exit 1 */
-    int reply_phase; /* 0 before the first token of a reply, 1 during it, 2 after it */
-    buf generated;   /* int32 ids */
-    buf text;        /* generated text (for --json) */
+    int failed;        /* a callback failed (message printed): stop, exit 1 */
+    int reply_phase;   /* 0 before the first token of a reply, 1 during it, 2 after it */
+    bool hold_verbose; /* stdout and stderr are one terminal: -v lines wait */
+    buf verbose;       /* per-token -v lines held until the stream ends */
+    buf generated;     /* int32 ids */
+    buf text;          /* generated text (for --json) */
     double prompt_ms, decode_ms, load_ms;
     size_t prompt_tokens, decode_tokens; /* evaluated */
     int dispatches_per_token;
@@ -106,8 +118,28 @@ int run_once(run *r, const int32_t *ids, size_t n);
 /* Multi-turn chat on stdin: the exit status. */
 int chat_loop(run *r);
 
+/* ---- main.c: Ctrl-C in a chat ---- */
+/* Whether Ctrl-C now stops the reply being generated (true; *r->stop_flag
+ * is then set) or ends gguf-run (false: at the prompt, or a second Ctrl-C
+ * before the reply stopped). Leaving a reply clears the flag. */
+void chat_sigint_reply(bool in_reply);
+
 /* ---- output.c ---- */
+/* stdout, every write checked: false once any write failed (the reason is
+ * kept for out_finish; nothing more is written). */
+bool out_write(const void *p, size_t n);
+bool out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool out_flush(void);
+/* Flushes and closes stdout: rc, or 1 after "gguf-run: writing output:
+ * REASON" on stderr when a write failed. */
+int out_finish(int rc);
+/* A -v line of the stream (per token): printed at once, or held in
+ * r->verbose until verbose_flush when stdout and stderr are one terminal,
+ * so it does not break the streamed text. */
+void verbose_line(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void verbose_flush(run *r);
 void summary(const run *r);
-void print_json(const run *r, const int32_t *prompt_ids, size_t n_prompt);
+/* The --json object, written whole: false when writing failed. */
+bool print_json(const run *r, const int32_t *prompt_ids, size_t n_prompt);
 
 #endif

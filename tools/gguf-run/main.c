@@ -1,9 +1,12 @@
 /*
  * main.c — gguf-run's modes: --tokenize (no GPU), the demo (a synthetic
  * model written with tools/common/synth.h when no -m is given), one prompt,
- * or a chat; and the setup they share: context, model, session, sampler.
+ * or a chat; the setup they share: context, model, session, sampler; and
+ * Ctrl-C in a chat, which stops the reply (as llama-cli's does) rather than
+ * the process.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,42 @@
 #include "common/synth.h"
 #include "glesc_gguf.h"
 #include "gguf-run/gguf-run.h"
+
+/* ---- Ctrl-C in a chat ----
+ * While a reply is generated, SIGINT only sets sigint_stop, which the token
+ * callback (generate.c) checks after each token; the chat then goes back to
+ * the prompt. At the
+ * prompt, or when a second Ctrl-C comes before the reply has stopped, the
+ * default action ends the process as Ctrl-C always does. */
+static volatile sig_atomic_t sigint_stop, sigint_in_reply;
+
+static void on_sigint(int sig)
+{
+    if (!sigint_in_reply || sigint_stop) {
+        signal(sig, SIG_DFL);
+        raise(sig); /* delivered when the handler returns */
+        return;
+    }
+    sigint_stop = 1;
+}
+
+void chat_sigint_reply(bool in_reply)
+{
+    sigint_in_reply = in_reply;
+    if (!in_reply)
+        sigint_stop = 0;
+}
+
+static void chat_sigint_install(run *r)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESTART; /* the GPU's system calls go on undisturbed */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    r->stop_flag = &sigint_stop;
+}
 
 static bool progress(void *user, uint64_t done, uint64_t total)
 {
@@ -127,6 +166,7 @@ static void close_run(run *r)
     free(r->logits);
     free(r->generated.data);
     free(r->text.data);
+    free(r->verbose.data);
     if (r->logits_out)
         fclose(r->logits_out);
 }
@@ -147,15 +187,18 @@ static int tokenize_only(const options *o, const char *text, size_t len)
                      (o->parse_special ? GLESC_TOKENIZE_PARSE_SPECIAL : 0);
     if (glesc_gguf_open(o->model, &f) != GLESC_OK)
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
-    else if (glesc_tokenizer_load(f, &tok) != GLESC_OK)
-        fprintf(stderr, "gguf-run: %s: %s\n", o->model, glesc_last_errmsg());
-    else if (glesc_tokenize_alloc(tok, text, len, flags, &ids, &n) != GLESC_OK)
+    else if (glesc_tokenizer_load(f, &tok) != GLESC_OK) {
+        /* The file once: the GGUF getters' messages start with it. */
+        const char *msg = glesc_last_errmsg();
+        bool named = strncmp(msg, o->model, strlen(o->model)) == 0;
+        fprintf(stderr, "gguf-run: %s%s%s\n", named ? "" : o->model, named ? "" : ": ", msg);
+    } else if (glesc_tokenize_alloc(tok, text, len, flags, &ids, &n) != GLESC_OK)
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
     else {
-        for (size_t i = 0; i < n; i++)
-            printf("%s%d", i ? " " : "", ids[i]);
-        printf("\n");
-        rc = fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+        rc = 0;
+        for (size_t i = 0; i < n && !rc; i++)
+            rc = out_printf("%s%d", i ? " " : "", ids[i]) ? 0 : 1;
+        rc = rc || !out_printf("\n") ? 1 : 0;
     }
     glesc_tokens_free(ids);
     glesc_tokenizer_destroy(tok);
@@ -174,7 +217,14 @@ int main(int argc, char **argv)
     char *text = NULL;
     size_t len = 0;
     if (o.prompt_file) {
-        text = tool_read_file(o.prompt_file, &len);
+        text = tool_read_file(o.prompt_file, PROMPT_FILE_MAX, &len);
+        if (!text && errno == EFBIG) {
+            fprintf(stderr,
+                    "gguf-run: -f %s: the file has more than %zu bytes (16 MiB), the limit for a "
+                    "prompt\n",
+                    o.prompt_file, PROMPT_FILE_MAX);
+            return 1;
+        }
         if (!text) {
             fprintf(stderr, "gguf-run: cannot read %s: %s\n", o.prompt_file, strerror(errno));
             return 1;
@@ -192,11 +242,12 @@ int main(int argc, char **argv)
     if (o.tokenize) {
         int rc = tokenize_only(&o, text, len);
         free(text);
-        return rc;
+        return out_finish(rc);
     }
 
     run r = {0};
     r.o = &o;
+    r.hold_verbose = isatty(1) && isatty(2);
     char demo_path[4096] = "";
     const char *path = o.model;
     int rc;
@@ -236,6 +287,7 @@ int main(int argc, char **argv)
     if (o.chat) {
         r.prompt_text = text;
         r.prompt_len = len;
+        chat_sigint_install(&r);
         rc = chat_loop(&r);
         goto done;
     }
@@ -282,13 +334,14 @@ int main(int argc, char **argv)
     rc = run_once(&r, ids, n);
     free(ids);
 done:
-    if (r.logits_out && fflush(r.logits_out) != 0) {
+    if (r.logits_out && fclose(r.logits_out) != 0) {
         fprintf(stderr, "gguf-run: --logits-out: %s\n", strerror(errno));
         rc = rc ? rc : 1;
     }
+    r.logits_out = NULL;
     close_run(&r);
     free(text);
     if (demo_path[0])
         unlink(demo_path);
-    return rc;
+    return out_finish(rc);
 }

@@ -1,11 +1,90 @@
 /*
- * output.c — what gguf-run reports: the --json object (JSON strings through
- * tools/common's escaper) and the summary line on stderr.
+ * output.c — what gguf-run reports: stdout with every write checked (a full
+ * disk or closed descriptor is an error with its reason, never a silent
+ * exit 0), the --json object (JSON strings through tools/common's escaper),
+ * the -v lines of the stream and the summary line on stderr.
  */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/json.h"
 #include "gguf-run/gguf-run.h"
+
+/* errno of stdout's first failed write or flush; 0 while all succeeded. */
+static int out_errno;
+
+static bool out_check(bool ok)
+{
+    if (!ok && !out_errno)
+        out_errno = errno ? errno : EIO;
+    return !out_errno;
+}
+
+bool out_write(const void *p, size_t n)
+{
+    if (out_errno || n == 0)
+        return !out_errno;
+    errno = 0;
+    return out_check(fwrite(p, 1, n, stdout) == n);
+}
+
+bool out_printf(const char *fmt, ...)
+{
+    if (out_errno)
+        return false;
+    va_list ap;
+    va_start(ap, fmt);
+    errno = 0;
+    int n = vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    return out_check(n >= 0 && !ferror(stdout));
+}
+
+bool out_flush(void)
+{
+    if (out_errno)
+        return false;
+    errno = 0;
+    return out_check(fflush(stdout) == 0);
+}
+
+int out_finish(int rc)
+{
+    out_flush();
+    errno = 0;
+    out_check(fclose(stdout) == 0);
+    if (!out_errno)
+        return rc;
+    fprintf(stderr, "gguf-run: writing output: %s\n", strerror(out_errno));
+    return 1;
+}
+
+void verbose_line(run *r, const char *fmt, ...)
+{
+    char line[256]; /* the lines are short; a longer one is cut */
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof line - 2 ? (size_t)n : sizeof line - 2;
+    line[len++] = '\n';
+    if (r->hold_verbose)
+        buf_add(&r->verbose, line, len); /* out of memory: the line is lost, nothing else */
+    else
+        fwrite(line, 1, len, stderr);
+}
+
+void verbose_flush(run *r)
+{
+    if (r->verbose.len)
+        fwrite(r->verbose.data, 1, r->verbose.len, stderr);
+    r->verbose.len = 0;
+}
 
 static void json_ids(FILE *o, const int32_t *ids, size_t n)
 {
@@ -27,9 +106,17 @@ void summary(const run *r)
             r->dispatches_per_token, glesc_context_caps(r->ctx)->renderer);
 }
 
-void print_json(const run *r, const int32_t *prompt_ids, size_t n_prompt)
+bool print_json(const run *r, const int32_t *prompt_ids, size_t n_prompt)
 {
-    FILE *o = stdout;
+    /* Built in memory and written in one piece: a failed write leaves no
+     * half object behind a success. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream(&text, &len);
+    if (!o) {
+        fprintf(stderr, "gguf-run: out of memory for the JSON output\n");
+        return false;
+    }
     fputs("{\"prompt_ids\": ", o);
     json_ids(o, prompt_ids, n_prompt);
     fputs(", \"generated_ids\": ", o);
@@ -37,7 +124,7 @@ void print_json(const run *r, const int32_t *prompt_ids, size_t n_prompt)
              r->generated.len / sizeof(int32_t));
     fputs(", \"text\": ", o);
     tool_json_string(o, r->text.data ? r->text.data : "", r->text.len);
-    fprintf(o, ", \"stop\": \"%s\"", r->stop ? r->stop : "none");
+    fprintf(o, ", \"stop\": \"%s\"", r->stop);
     fprintf(o,
             ", \"timings\": {\"load_ms\": %.3f, \"prompt_tokens\": %zu, \"prompt_ms\": %.3f, "
             "\"prompt_tok_per_s\": %.3f, \"decode_tokens\": %zu, \"decode_ms\": %.3f, "
@@ -47,4 +134,12 @@ void print_json(const run *r, const int32_t *prompt_ids, size_t n_prompt)
             r->decode_tokens, r->decode_ms,
             r->decode_ms > 0 ? (double)r->decode_tokens * 1e3 / r->decode_ms : 0.0,
             r->dispatches_per_token);
+    if (fclose(o) != 0 || !text) {
+        free(text);
+        fprintf(stderr, "gguf-run: out of memory for the JSON output\n");
+        return false;
+    }
+    bool ok = out_write(text, len) && out_flush();
+    free(text);
+    return ok;
 }
