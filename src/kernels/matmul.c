@@ -127,7 +127,7 @@ static void common(kb *b, mm_ctx *mc)
         sb->n_chunks = CORE_MAX(1, sb->w->owner->st.n_chunks);
         sb->chunk_rows = sb->n_chunks > 1 ? sb->w->owner->st.chunk_rows : sb->w->ne[1];
         sb->wb = kb_binding(b, sb->w->owner, 0, false);
-        char fn[16], name[24];
+        char fn[32], name[32];
         snprintf(buf, sizeof buf, "t%d", sb->wb);
         snprintf(fn, sizeof fn, "load_s%d", i + 1);
         kernels_wload_emit(b, sb->w->dtype, fn, buf, mc->vec4);
