@@ -803,7 +803,7 @@ void kb_row_writes_store(kb *b, const char *id, const char *stride)
         const char *cs[4] = {"rc0", "rc1", "0u", "0u"};
         kb_expr(b, sr->src[1], cs, v);
         if (b->k) {
-            char ix[64];
+            char ix[128];
             snprintf(ix, sizeof ix, "rw%d_o + uint(%s) * rw%d_row + rc0 * rw%d_s0", w, row, w, w);
             store_elem(b, sr->owner->dtype, b->rw[w].binding, ix, v);
         }

@@ -146,7 +146,7 @@ static void common(kb *b, mm_ctx *mc, bool gemv)
         check_chunks(b, sb->w);
         sb->n_chunks = CORE_MAX(1, sb->w->owner->st.n_chunks);
         sb->chunk_rows = sb->n_chunks > 1 ? sb->w->owner->st.chunk_rows : sb->w->ne[1];
-        char fn[16], name[24];
+        char fn[32], name[32];
         snprintf(fn, sizeof fn, "load_s%d", i + 1);
         sb->units = gemv && kernels_matmul_units(sb->a);
         sb->wb = weight_loader(b, sb->w, fn, gemv, sb->units, mc->vec4);
