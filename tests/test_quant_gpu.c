@@ -2,7 +2,8 @@
  * test_quant_gpu.c — the GPU side of every block format: the glsl/quant/
  * snippets dequantize the repacked blocks exactly as the CPU reference does
  * (bit for bit where the formula is a product; within an ulp where it is a
- * product minus an offset that the GPU may fuse into an fma). The
+ * product minus an offset that the GPU may fuse into an fma), and the
+ * repacking gives the file's bytes back. The
  * dequantize kernel is this test's own: a snippet's dq4 over a whole
  * buffer, nothing else (the graph's weight loaders use the same snippets;
  * test_quant_graph.c checks them through glesc_matmul and get_rows).
@@ -50,22 +51,41 @@ static void *make_blocks(glesc_dtype t, int64_t n, uint32_t seed)
     return blocks;
 }
 
-static gl_buffer *upload_repacked(glesc_context *ctx, glesc_dtype t, const void *blocks, int64_t n)
+/* Rows of ne0 elements in the GPU layout (repacked for block types, as
+ * they are for f32/f16/bf16); *row_words: words of a GPU row. */
+static gl_buffer *upload_repacked(glesc_context *ctx, glesc_dtype t, const void *blocks,
+                                  int64_t ne0, int64_t rows, uint32_t *row_words)
 {
-    int64_t nb = n / quant_gpu_block_elems(t);
-    size_t words = (size_t)nb * (size_t)quant_gpu_block_words(t);
-    uint32_t *w = malloc(words * 4);
-    cr_assert_eq(quant_gpu_repack(t, blocks, n, w), GLESC_OK);
+    uint64_t rb = quant_gpu_row_bytes(t, ne0);
+    bool plain = rb == 0;
+    if (plain)
+        rb = glesc_dtype_row_bytes(t, ne0);
+    size_t bytes = (size_t)(rb * (uint64_t)rows);
+    uint32_t *w = malloc(bytes);
+    if (plain)
+        memcpy(w, blocks, bytes);
+    else
+        cr_assert_eq(quant_gpu_repack(t, blocks, ne0, rows, w), GLESC_OK);
+    /* the round trip gives the file's bytes back */
+    if (!plain) {
+        void *back = malloc(glesc_dtype_row_bytes(t, ne0) * (size_t)rows);
+        cr_assert_eq(quant_gpu_unpack(t, w, ne0, rows, back), GLESC_OK);
+        cr_assert(!memcmp(back, blocks, glesc_dtype_row_bytes(t, ne0) * (size_t)rows),
+                  "%s: unpack(repack(x)) != x", glesc_dtype_name(t));
+        free(back);
+    }
     gl_buffer *b;
-    cr_assert_eq(gl_pool_acquire(ctx, words * 4, GL_USAGE_WEIGHTS, &b), GLESC_OK);
-    cr_assert_eq(gl_buffer_upload(ctx, b, 0, w, words * 4), GLESC_OK);
+    cr_assert_eq(gl_pool_acquire(ctx, bytes, GL_USAGE_WEIGHTS, &b), GLESC_OK);
+    cr_assert_eq(gl_buffer_upload(ctx, b, 0, w, bytes), GLESC_OK);
     free(w);
+    *row_words = (uint32_t)(rb / 4);
     return b;
 }
 
-/* Dequantize kernel of type t: bindings (qw: uint words, outv: vec4), param
- * n4 (4-element groups); one invocation per group, local size 64, the grid
- * flattened over x and y. core_free the text. */
+/* Dequantize kernel of type t: bindings (qw: uint words, outv: vec4),
+ * params n4 (4-element groups), ne0 (row length), row_words (GPU row); one
+ * invocation per group, local size 64, the grid flattened over x and y.
+ * core_free the text. */
 static char *dequant_glsl(glesc_dtype t, core_err *err)
 {
     const char *snippet = quant_gpu_snippet(t);
@@ -77,14 +97,29 @@ static char *dequant_glsl(glesc_dtype t, core_err *err)
     emit_kernel_binding(k, EMIT_UINT, EMIT_READONLY, "qw");
     emit_kernel_binding(k, EMIT_VEC4, EMIT_WRITEONLY, "outv");
     emit_kernel_param(k, EMIT_PARAM_UINT, "n4");
-    emit_kernel_define(k, "QW", "qw");
+    emit_kernel_param(k, EMIT_PARAM_UINT, "ne0");
+    emit_kernel_param(k, EMIT_PARAM_UINT, "row_words");
+    emit_kernel_define(k, "QW(i)", "qw[i]");
+    emit_kernel_define(k, "QW4(i)",
+                       "uvec4(qw[4u * (i)], qw[4u * (i) + 1u], qw[4u * (i) + 2u], "
+                       "qw[4u * (i) + 3u])");
     emit_kernel_snippet(k, "quant/common");
+    sbuf loc;
+    sbuf_init(&loc);
+    quant_gpu_locate_glsl(t, &loc);
+    if (!loc.len) /* plain types: blocks of 4 elements, QWORDS words each */
+        sbuf_append(&loc, "qblock qlocate(uint row, uint nb, uint blk) {\n"
+                          "    return qblock(row + blk * QWORDS, 0u, 0u, 0u);\n}\n");
     emit_kernel_snippet(k, snippet);
+    cr_assert_not_null(sbuf_str(&loc));
+    emit_kernel_helper(k, "qlocate", sbuf_str(&loc));
+    sbuf_free(&loc);
     emit_kernel_define(k, "QG", "(QK / 4u)");
     emit_kernel_line(k, "uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * "
                         "gl_NumWorkGroups.x * WG_SIZE;");
     emit_kernel_line(k, "if (i < n4) {");
-    emit_kernel_line(k, "outv[i] = dq4((i / QG) * QWORDS, i %% QG);");
+    emit_kernel_line(k, "uint row = i / (ne0 / 4u), j = i %% (ne0 / 4u);");
+    emit_kernel_line(k, "outv[i] = dq4(qlocate(row * row_words, ne0 / QK, j / QG), j %% QG);");
     emit_kernel_line(k, "}");
     char *glsl = emit_kernel_glsl(k, err);
     emit_kernel_destroy(k);
@@ -110,19 +145,23 @@ static double ulp_of(double x)
 Test(quant_gpu, dequant_matches_cpu_reference)
 {
     glesc_context *ctx = test_context(NULL);
-    const int64_t n = 256 * 37;
+    /* rows of 39 blocks of 32 (groups of 8 and a tail of 7) or of 13 of
+     * 256 (a tail of 5) */
+    const int64_t n = 256 * 13 * 3;
     for (size_t c = 0; c < CORE_ARRAY_LEN(types); c++) {
         glesc_dtype t = types[c].t;
+        int64_t ne0 = quant_gpu_block_elems(t) == 256 ? 256 * 13 : 32 * 39;
         void *blocks = make_blocks(t, n, 1234u + (uint32_t)c);
         float *ref = malloc(n * sizeof *ref), *got = malloc(n * sizeof *got);
         cr_assert_eq(quant_dequantize(t, blocks, ref, n), GLESC_OK);
-        gl_buffer *qw = upload_repacked(ctx, t, blocks, n), *out;
+        uint32_t row_words;
+        gl_buffer *qw = upload_repacked(ctx, t, blocks, ne0, n / ne0, &row_words), *out;
         cr_assert_eq(gl_pool_acquire(ctx, n * 4, GL_USAGE_READBACK, &out), GLESC_OK);
         core_err err = {0};
         const gl_program *p = program(ctx, dequant_glsl(t, &err), &err);
         gl_binding b[2] = {{qw, 0, 0, false}, {out, 0, 0, true}};
-        gl_param prm = GL_PARAM_U(n / 4);
-        cr_assert_eq(gl_dispatch(ctx, p, b, 2, &prm, 1, (uint32_t[3]){(n / 4 + 63) / 64, 1, 1}),
+        gl_param prm[3] = {GL_PARAM_U(n / 4), GL_PARAM_U(ne0), GL_PARAM_U(row_words)};
+        cr_assert_eq(gl_dispatch(ctx, p, b, 2, prm, 3, (uint32_t[3]){(n / 4 + 63) / 64, 1, 1}),
                      GLESC_OK, "%s", glesc_context_errmsg(ctx));
         cr_assert_eq(gl_buffer_download(ctx, out, 0, got, n * 4), GLESC_OK);
         int64_t diff = 0;
@@ -198,16 +237,17 @@ Test(quant_gpu, shared_models_dequantize_like_cpu)
                 continue;
             float *ref = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
             cr_assert_eq(quant_dequantize(ti.type, ti.data, ref, n), GLESC_OK);
-            gl_buffer *qw = upload_repacked(ctx, ti.type, ti.data, n), *out;
+            uint32_t row_words; /* the tensor as one row */
+            gl_buffer *qw = upload_repacked(ctx, ti.type, ti.data, n, 1, &row_words), *out;
             cr_assert_eq(gl_pool_acquire(ctx, (uint64_t)n * 4, GL_USAGE_READBACK, &out), GLESC_OK);
             const gl_program *p = program(ctx, dequant_glsl(ti.type, &err), &err);
             gl_binding b[2] = {{qw, 0, 0, false}, {out, 0, 0, true}};
-            gl_param prm = GL_PARAM_U(n / 4);
+            gl_param prm[3] = {GL_PARAM_U(n / 4), GL_PARAM_U(n), GL_PARAM_U(row_words)};
             uint32_t groups = (uint32_t)((n / 4 + 63) / 64);
             uint32_t gx = groups < 65535 ? groups : 65535;
             /* The kernel flattens a 2-D grid: x spans gx workgroups. */
             cr_assert_eq(
-                gl_dispatch(ctx, p, b, 2, &prm, 1, (uint32_t[3]){gx, (groups + gx - 1) / gx, 1}),
+                gl_dispatch(ctx, p, b, 2, prm, 3, (uint32_t[3]){gx, (groups + gx - 1) / gx, 1}),
                 GLESC_OK, "%s", glesc_context_errmsg(ctx));
             cr_assert_eq(gl_buffer_download(ctx, out, 0, got, (uint64_t)n * 4), GLESC_OK);
             int64_t d = 0;

@@ -179,17 +179,17 @@ Test(quant_graph, every_type_gemv_and_gemm)
  * GEMV was tested with before it was retired (decode runs this one): every
  * type on 7 rows, plain types with a k that is no multiple of 32, and long,
  * single-row and wide-m shapes for q4_0, q4_k and f16. */
-static void gemv_case(glesc_dtype t, int64_t rows, int64_t k, int64_t m)
+static void gemv_case_on(glesc_context *c, glesc_dtype t, int64_t rows, int64_t k, int64_t m)
 {
-    qweight q = make_weight(ctx, t, k, rows, (uint32_t)(rows * 31 + k + m));
+    qweight q = make_weight(c, t, k, rows, (uint32_t)(rows * 31 + k + m));
     glesc_graph_options o = {.gemv_max_m = 8};
-    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_graph *g = glesc_graph_create(c);
     cr_assert_eq(glesc_graph_set_options(g, &o), GLESC_OK);
     float *x = rand_floats(k * m, 99);
     glesc_tensor *xt = glesc_tensor_new(g, F32, 2, (int64_t[]){k, m});
     cr_assert_eq(glesc_tensor_write_f32(xt, x, (size_t)(k * m)), GLESC_OK);
     glesc_tensor *y = glesc_matmul(g, q.w, xt);
-    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(c));
     cr_assert(strstr(glesc_graph_last_glsl(g), "GEMV"), "%s m = %lld ran no GEMV",
               glesc_dtype_name(t), (long long)m);
     float *got = tg_read(y);
@@ -202,6 +202,11 @@ static void gemv_case(glesc_dtype t, int64_t rows, int64_t k, int64_t m)
     free(x);
     glesc_graph_destroy(g);
     free_weight(&q);
+}
+
+static void gemv_case(glesc_dtype t, int64_t rows, int64_t k, int64_t m)
+{
+    gemv_case_on(ctx, t, rows, k, m);
 }
 
 Test(quant_graph, gemv_odd_shapes)
@@ -217,6 +222,56 @@ Test(quant_graph, gemv_odd_shapes)
             gemv_case(t, 33, 768, 7);
         }
     }
+}
+
+/* Rows longer than a slice of x in shared memory (8448 elements: two
+ * slices on llvmpipe, and with m = 2 on GPUs), and the portable path: no
+ * subgroups, 128 invocations and 16 KiB of shared memory, what GLES
+ * guarantees (the shared-memory reduction; on a GPU with subgroups the
+ * other tests take the subgroup path, so this one compares both). */
+Test(quant_graph, gemv_long_rows_and_portable_path)
+{
+    static const glesc_dtype types[] = {
+        GLESC_DTYPE_F32,  GLESC_DTYPE_F16,  GLESC_DTYPE_BF16, GLESC_DTYPE_Q8_0,
+        GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1,
+        GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_Q3_K,
+    };
+    glesc_context_options o = {
+        .no_subgroups = true, .max_compute_invocations = 128, .max_compute_shared_memory = 16384};
+    glesc_context *portable;
+    cr_assert_eq(glesc_context_create(&o, &portable), GLESC_OK, "%s", glesc_last_errmsg());
+    for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+        gemv_case(types[i], 37, 8448, 1);
+        gemv_case(types[i], 37, 8448, 2);
+        gemv_case_on(portable, types[i], 37, 8448, 1);
+        gemv_case_on(portable, types[i], 21, 4096, 3);
+    }
+    glesc_context_destroy(portable);
+}
+
+/* The GEMV's other shapes (GLESC_GEMV, read when a kernel is generated:
+ * a new context per setting, so no plan of another is reused): row groups
+ * split over two teams, workgroups looping over blocks of rows, one or four
+ * units in flight, one or four rows a team, the shared-memory reduction. */
+Test(quant_graph, gemv_shapes_of_the_tuning_knob)
+{
+    static const char *const knobs[] = {"ks=2", "groups=3", "unroll=4,nr=4", "unroll=1,nr=1",
+                                        "subgroup=0,ks=2,groups=2"};
+    static const glesc_dtype types[] = {GLESC_DTYPE_F16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_K,
+                                        GLESC_DTYPE_Q6_K};
+    glesc_context *saved = ctx;
+    for (size_t k = 0; k < CORE_ARRAY_LEN(knobs); k++) {
+        setenv("GLESC_GEMV", knobs[k], 1);
+        ctx = test_context(NULL);
+        cr_log_info("GLESC_GEMV=%s", knobs[k]);
+        for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+            gemv_case(types[i], 67, 1024, 1);
+            gemv_case(types[i], 19, 768, 3);
+        }
+        glesc_context_destroy(ctx);
+    }
+    ctx = saved;
+    unsetenv("GLESC_GEMV");
 }
 
 /* The full shape list for the types models use most. */

@@ -1,10 +1,15 @@
 /*
- * glesc-bench — GPU throughput figures: a plain copy kernel (the bandwidth
- * roofline as glesc's shaders see it) and, per weight type, the GEMV that
- * decode runs: the graph's glesc_matmul with m = 1 on a weight of that type
+ * glesc-bench — GPU throughput figures: two rooflines as glesc's shaders
+ * see them, a plain copy kernel (read + write) and a read-only reduction
+ * over a large buffer, and, per weight type, the GEMV that decode runs: the
+ * graph's glesc_matmul with m = 1 on a weight of that type
  * (glesc_weight_new, written in the file layout), computed again and again
- * with its cached plan, as effective bandwidth (bytes of weights read per
- * second) and as a fraction of the copy bandwidth measured in the same run.
+ * with its cached plan, as effective bandwidth (GPU bytes of weights read
+ * per second) and as fractions of the copy bandwidth, of the read-only
+ * roofline, and of the same reduction kernel reading exactly the weight's
+ * bytes (cycled through as many copies as the GEMV, each dispatch timed
+ * alone as the graph times its kernels, so it pays the same launch and
+ * tail costs: the roofline of a kernel that size).
  * The time is the kernel's GPU time from the graph's timing option (CPU time
  * around glFinish where the driver's timer queries miss compute work, as on
  * llvmpipe).
@@ -13,7 +18,9 @@
  * the internal gl/ and emit/ layers): built, not installed.
  *
  * usage: glesc-bench [--iters N] [--types q4_0,q8_0,...] [--shapes 4096x4096,11008x4096]
- *                    [--copy-mib N]
+ *                    [--copy-mib N] [--portable]
+ * --portable: no subgroups, 128 invocations, 16 KiB of shared memory and
+ * 128 MiB storage blocks (what GLES guarantees), the fallback's speed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,9 +99,12 @@ static int fail(glesc_context *ctx, const char *what)
     return 1;
 }
 
-/* Mean GPU time of iters dispatches (after 3 warm-up runs), in seconds. */
+/* Mean GPU time of iters dispatches (after 3 warm-up runs), in seconds.
+ * With cycle > 1, parameter cycle_param of dispatch i is i % cycle times
+ * cycle_step (a buffer offset: each dispatch reads other memory). */
 static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_binding *b, int nb,
-                         const gl_param *prm, int np, const uint32_t g[3], int iters, double *sec)
+                         gl_param *prm, int np, const uint32_t g[3], int iters, int cycle,
+                         int cycle_param, uint32_t cycle_step, double *sec)
 {
     for (int i = 0; i < 3; i++)
         if (gl_dispatch(ctx, p, b, nb, prm, np, g) != GLESC_OK)
@@ -104,9 +114,12 @@ static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_bindi
     gl_timer t;
     if (gl_timer_begin(ctx, &t) != GLESC_OK)
         return -1;
-    for (int i = 0; i < iters; i++)
+    for (int i = 0; i < iters; i++) {
+        if (cycle > 1)
+            prm[cycle_param] = GL_PARAM_U((uint32_t)(i % cycle) * cycle_step);
         if (gl_dispatch(ctx, p, b, nb, prm, np, g) != GLESC_OK)
             return -1;
+    }
     if (gl_timer_end(ctx, &t) != GLESC_OK)
         return -1;
     glFinish();
@@ -123,12 +136,44 @@ static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_bindi
     return 0;
 }
 
+/* As time_dispatch, but each dispatch in its own timer query, as the
+ * graph's per-kernel timing measures: launch and tail included, no overlap
+ * with a neighbour. */
+static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *b, int nb,
+                     gl_param *prm, int np, const uint32_t g[3], int iters, int cycle,
+                     int cycle_param, uint32_t cycle_step, double *sec)
+{
+    gl_timer *t = calloc((size_t)iters, sizeof *t);
+    uint64_t total = 0;
+    int rc = t ? 0 : -1;
+    for (int i = 0; i < iters && !rc; i++) {
+        if (cycle > 1)
+            prm[cycle_param] = GL_PARAM_U((uint32_t)(i % cycle) * cycle_step);
+        if (gl_timer_begin(ctx, &t[i]) || gl_dispatch(ctx, p, b, nb, prm, np, g) ||
+            gl_timer_end(ctx, &t[i]))
+            rc = -1;
+    }
+    for (int i = 0; i < iters && !rc; i++) {
+        uint64_t ns;
+        if (gl_timer_result(ctx, &t[i], &ns))
+            rc = -1;
+        total += ns;
+    }
+    for (int i = 0; t && i < iters; i++)
+        gl_timer_release(ctx, &t[i]);
+    free(t);
+    *sec = (double)total * 1e-9 / iters;
+    return rc;
+}
+
 /* The GEMV y = W·x through the graph: `copies` weights of type t and shape
  * [K, N] (the file-layout pool tiled over each), one graph per weight with
  * timing on, computed round-robin with their cached plan after a warm-up;
- * *sec is the mean GPU time of the matmul kernel. */
+ * *sec is the mean GPU time of the matmul kernel; the kernel's header
+ * line that says how the GEMV is shaped goes into how (size bytes). */
 static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, const void *pool,
-                      size_t pool_bytes, const float *x, int copies, int iters, double *sec)
+                      size_t pool_bytes, const float *x, int copies, int iters, double *sec,
+                      char *how, size_t size)
 {
     int rc = -1;
     size_t fbytes = (size_t)glesc_dtype_row_bytes(t, K) * (size_t)N;
@@ -158,6 +203,8 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, const voi
     for (int i = 0; i < CORE_MAX(3, copies); i++)
         if (glesc_graph_compute(g[i % copies], &y[i % copies], 1) != GLESC_OK)
             goto done;
+    const char *glsl = glesc_graph_last_glsl(g[0]), *l = glsl ? strstr(glsl, "// GEMV") : NULL;
+    snprintf(how, size, "%.*s", l ? (int)strcspn(l + 3, "\n") : 0, l ? l + 3 : "");
     uint64_t ns = 0;
     for (int i = 0; i < iters; i++) {
         glesc_compute_stats st;
@@ -209,9 +256,45 @@ static char *copy_glsl(void)
     return s;
 }
 
+/* The read-only roofline: each invocation sums 4 vec4 spaced a workgroup
+ * apart from element off4 on; the sums are stored only when one hits a
+ * value random data never gives, so nothing but the loads costs. */
+static char *reduce_glsl(void)
+{
+    emit_kernel *k = emit_kernel_create("read");
+    emit_kernel_local_size(k, 256, 1, 1);
+    emit_kernel_binding(k, EMIT_VEC4, EMIT_READONLY | EMIT_RESTRICT, "src");
+    emit_kernel_binding(k, EMIT_FLOAT, EMIT_WRITEONLY | EMIT_RESTRICT, "dst");
+    emit_kernel_param(k, EMIT_PARAM_UINT, "n4");
+    emit_kernel_param(k, EMIT_PARAM_UINT, "off4");
+    emit_kernel_line(k, "uint group = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;");
+    emit_kernel_line(k, "uint base = group * WG_SIZE * 4u + gl_LocalInvocationIndex;");
+    emit_kernel_line(k, "vec4 s = vec4(0.0);");
+    emit_kernel_line(k, "for (uint u = 0u; u < 4u; u++) {");
+    emit_kernel_line(k, "uint i = base + u * WG_SIZE;");
+    emit_kernel_line(k, "s += i < n4 ? src[off4 + i] : vec4(0.0);");
+    emit_kernel_line(k, "}");
+    emit_kernel_line(k, "if (s.x + s.y + s.z + s.w == -1234.5) {");
+    emit_kernel_line(k, "dst[group] = s.x;");
+    emit_kernel_line(k, "}");
+    char *text = emit_kernel_glsl(k, NULL);
+    emit_kernel_destroy(k);
+    return text;
+}
+
+/* Workgroups of 1024 vec4 (4 per invocation) over n4, as a 2-D grid. */
+static void grid_of(uint64_t n4, uint32_t g[3])
+{
+    uint32_t groups = (uint32_t)((n4 + 1023) / 1024);
+    g[0] = CORE_MIN(groups, 65535u);
+    g[1] = (groups + g[0] - 1) / g[0];
+    g[2] = 1;
+}
+
 int main(int argc, char **argv)
 {
     int iters = 20;
+    bool portable = false;
     uint64_t copy_mib = 0;
     const char *shapes_arg = "4096x4096,11008x4096";
     bool types[N_TYPES];
@@ -233,22 +316,37 @@ int main(int argc, char **argv)
             if (tool_parse_long("glesc-bench", "--copy-mib", argv[++i], 1, 1 << 20, &v))
                 return 2;
             copy_mib = (uint64_t)v;
+        } else if (!strcmp(argv[i], "--portable")) {
+            portable = true;
         } else {
             fprintf(stderr, "usage: glesc-bench [--iters N] [--types q4_0,...] "
-                            "[--shapes NxK,...] [--copy-mib N]\n");
+                            "[--shapes NxK,...] [--copy-mib N] [--portable]\n");
             return 2;
         }
     }
     if (check_shapes(shapes_arg, types))
         return 2;
+    glesc_context_options opts;
+    glesc_context_options_init(&opts);
+    if (portable) {
+        opts.no_subgroups = true;
+        opts.max_compute_invocations = 128;
+        opts.max_compute_shared_memory = 16384;
+        opts.max_storage_block_size = 128ull << 20;
+    }
     glesc_context *ctx;
-    if (glesc_context_create(NULL, &ctx) != GLESC_OK) {
+    if (glesc_context_create(&opts, &ctx) != GLESC_OK) {
         fprintf(stderr, "glesc-bench: %s\n", glesc_last_errmsg());
         return 1;
     }
     const glesc_caps *caps = glesc_context_caps(ctx);
     printf("device: %s (%s), timer: %s\n", caps->renderer, caps->version,
            caps->has_timer_query ? "GL_EXT_disjoint_timer_query" : "CPU around glFinish");
+    printf("caps: %d invocations, %d bytes shared, subgroups %s (size %d), storage blocks of "
+           "%llu bytes%s\n",
+           caps->max_compute_invocations, caps->max_compute_shared_memory,
+           caps->has_subgroup ? "yes" : "no", caps->subgroup_size,
+           (unsigned long long)caps->max_storage_block_size, portable ? " (--portable)" : "");
 
     /* Copy roofline. */
     uint64_t bytes =
@@ -256,8 +354,19 @@ int main(int argc, char **argv)
     bytes &= ~(uint64_t)15;
     gl_buffer *a, *b;
     if (gl_pool_acquire(ctx, bytes, GL_USAGE_ACTIVATIONS, &a) ||
-        gl_pool_acquire(ctx, bytes, GL_USAGE_ACTIVATIONS, &b) || gl_buffer_clear(ctx, a, 0, bytes))
+        gl_pool_acquire(ctx, bytes, GL_USAGE_ACTIVATIONS, &b))
         return fail(ctx, "copy buffers");
+    /* random contents (no memory compression can shortcut them) */
+    {
+        size_t chunk = 4u << 20;
+        uint32_t *r = malloc(chunk), seed = 7;
+        for (size_t i = 0; r && i < chunk / 4; i++)
+            r[i] = seed = seed * 1664525u + 1013904223u;
+        for (uint64_t off = 0; r && off < bytes; off += chunk)
+            if (gl_buffer_upload(ctx, a, off, r, (size_t)CORE_MIN((uint64_t)chunk, bytes - off)))
+                return fail(ctx, "copy buffers");
+        free(r);
+    }
     char *src = copy_glsl();
     const gl_program *p;
     if (gl_program_get(ctx, src, &p))
@@ -265,19 +374,34 @@ int main(int argc, char **argv)
     core_free(src);
     gl_binding cb[2] = {{a, 0, 0, false}, {b, 0, 0, true}};
     gl_param cp = GL_PARAM_U(bytes / 16);
-    uint32_t groups = (uint32_t)((bytes / 16 + 1023) / 1024);
-    uint32_t cgx = CORE_MIN(groups, 65535u);
+    uint32_t cg[3];
+    grid_of(bytes / 16, cg);
     double sec;
-    if (time_dispatch(ctx, p, cb, 2, &cp, 1, (uint32_t[3]){cgx, (groups + cgx - 1) / cgx, 1}, iters,
-                      &sec))
+    if (time_dispatch(ctx, p, cb, 2, &cp, 1, cg, iters, 0, 0, 0, &sec))
         return fail(ctx, "copy timing");
     double copy_bw = 2.0 * (double)bytes / sec;
     printf("copy: %.1f MiB in %.1f us: %.1f GB/s (read + write)\n", (double)bytes / 1048576.0,
            sec * 1e6, copy_bw / 1e9);
-    gl_pool_release(ctx, a);
-    gl_pool_release(ctx, b);
+    /* Read-only roofline over the same buffer (b receives nothing). */
+    char *rsrc = reduce_glsl();
+    const gl_program *rp;
+    if (gl_program_get(ctx, rsrc, &rp))
+        return fail(ctx, "read kernel");
+    core_free(rsrc);
+    gl_param rprm[2] = {GL_PARAM_U(bytes / 16), GL_PARAM_U(0)};
+    if (time_dispatch(ctx, rp, cb, 2, rprm, 2, cg, iters, 0, 0, 0, &sec))
+        return fail(ctx, "read timing");
+    double read_bw = (double)bytes / sec;
+    printf("read: %.1f MiB in %.1f us: %.1f GB/s (read only)\n", (double)bytes / 1048576.0,
+           sec * 1e6, read_bw / 1e9);
+    /* The floor of a timed kernel: one workgroup reading nothing. */
+    gl_param eprm[2] = {GL_PARAM_U(0), GL_PARAM_U(0)};
+    if (time_each(ctx, rp, cb, 2, eprm, 2, (uint32_t[3]){1, 1, 1}, iters, 0, 0, 0, &sec))
+        return fail(ctx, "empty kernel timing");
+    printf("empty kernel, timed alone: %.2f us\n", sec * 1e6);
 
-    printf("\n%-8s %-11s %10s %10s %9s\n", "type", "N x K", "us", "GB/s", "of copy");
+    printf("\n%-8s %-11s %9s %9s %8s %8s %8s %9s  %s\n", "type", "N x K", "us", "GB/s", "of copy",
+           "of read", "of same", "same us", "kernel");
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         glesc_dtype t = all_types[ti];
         if (!types[ti])
@@ -298,25 +422,41 @@ int main(int argc, char **argv)
             }
             void *blocks = malloc(glesc_dtype_row_bytes(t, pool_n));
             quant_quantize(t, f, blocks, pool_n);
-            uint64_t row_words = (uint64_t)K / (uint64_t)quant_gpu_block_elems(t) *
-                                 (uint64_t)quant_gpu_block_words(t);
-            uint64_t wbytes = row_words * 4 * (uint64_t)N; /* on the GPU */
+            uint64_t row_bytes = quant_gpu_row_bytes(t, K);
+            if (!row_bytes) /* a plain type */
+                row_bytes = (uint64_t)glesc_dtype_row_bytes(t, K);
+            uint64_t wbytes = row_bytes * (uint64_t)N; /* on the GPU */
             /* Enough copies of the weight that they do not fit in the GPU's
              * last-level cache together (e.g. 50 MB on an H200): each timed
              * compute reads its weights from memory, as decode does. */
             int copies = (int)CORE_MIN(64u, (256ull << 20) / wbytes + 1);
+            char how[160];
             if (time_graph(ctx, t, N, K, blocks, glesc_dtype_row_bytes(t, pool_n), f, copies,
-                           CORE_MAX(iters, copies), &sec))
+                           CORE_MAX(iters, copies), &sec, how, sizeof how))
                 return fail(ctx, "graph gemv");
+            /* the read-only kernel over exactly these bytes, cycled through
+             * as many copies as fit the buffer (a, bytes long) */
+            uint64_t w4 = (wbytes + 15) / 16;
+            int rcopies = (int)CORE_MIN((uint64_t)copies, bytes / 16 / w4);
+            double same = 0;
+            uint32_t rg[3];
+            grid_of(w4, rg);
+            gl_param sprm[2] = {GL_PARAM_U(w4), GL_PARAM_U(0)};
+            if (rcopies >= 1 && time_each(ctx, rp, cb, 2, sprm, 2, rg, CORE_MAX(iters, copies),
+                                          rcopies, 1, (uint32_t)w4, &same))
+                return fail(ctx, "read timing (same size)");
             double bw = (double)wbytes / sec;
-            printf("%-8s %5dx%-5d %10.1f %10.1f %8.1f%%\n", glesc_dtype_name(t), N, K, sec * 1e6,
-                   bw / 1e9, 100.0 * bw / copy_bw);
+            printf("%-8s %5dx%-5d %9.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %9.2f  %s\n",
+                   glesc_dtype_name(t), N, K, sec * 1e6, bw / 1e9, 100.0 * bw / copy_bw,
+                   100.0 * bw / read_bw, same > 0 ? 100.0 * same / sec : 0.0, same * 1e6, how);
             fflush(stdout);
             gl_pool_trim(ctx, 0);
             free(f);
             free(blocks);
         }
     }
+    gl_pool_release(ctx, a);
+    gl_pool_release(ctx, b);
     glesc_context_destroy(ctx);
     return 0;
 }

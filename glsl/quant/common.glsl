@@ -1,13 +1,42 @@
-// Shared helpers of the dequantizing snippets. Quantized weights live in a
-// `uint` storage buffer named by the macro QW, block after block, each block
-// repacked at upload to a whole number of words (see src/quant/gpu.c). Every
-// type's snippet defines QK (elements per block), QWORDS (words per block)
-// and `vec4 dq4(uint b, uint j)`: elements 4j .. 4j+3 of the block whose
-// first word is b.
+// Shared helpers of the dequantizing snippets. Weights are read through two
+// macros the includer defines over its binding: QW(i), 32-bit word i, and
+// QW4(i), the uvec4 of words 4i .. 4i+3 (one 16-byte load where the binding
+// is a uvec4 array). Blocks are repacked at upload (src/quant/gpu.c): in
+// groups whose fields (quants, scales, ...) are stored array after array;
+// qlocate(row, nb, blk), written from gpu.c's table after these helpers,
+// says where block blk of a row starts in each field array. Every type's
+// snippet defines QK (elements per block) and `vec4 dq4(qblock b, uint j)`:
+// elements 4j .. 4j+3 of block b. The types with a fast GEMV path also
+// define QU (32-element units per block), `uvec2 unit_x(uint u)` (the
+// offsets in the block of unit u's two runs of 16 elements) and
+// `void unit(qblock b, uint u, out vec4 q[8], out vec4 ab)`: the unit's
+// quants as floats, q[0..3] the first run, q[4..7] the second, whose
+// values are ab.x * q + ab.y and ab.z * q + ab.w (scales applied after the
+// dot product, once per run).
 
-// Byte k of the block at word b.
-uint qbyte(uint b, uint k) {
-    return (QW[b + (k >> 2u)] >> ((k & 3u) * 8u)) & 0xffu;
+// Word i & 3 of v, by selects (a dynamically indexed vector can become
+// branches); QW uses it where the binding is a uvec4 array.
+uint qw_pick(uvec4 v, uint i) {
+    return (i & 2u) != 0u ? ((i & 1u) != 0u ? v.w : v.z) : ((i & 1u) != 0u ? v.y : v.x);
+}
+
+// The words where a block's field arrays start, and its index in its group.
+struct qblock {
+    uint f0;
+    uint f1;
+    uint f2;
+    uint i;
+};
+
+// Byte k counted from word w.
+uint qbyte(uint w, uint k) {
+    return (QW(w + (k >> 2u)) >> ((k & 3u) * 8u)) & 0xffu;
+}
+
+// Half i of an array of f16 that starts at word w.
+float qhalf(uint w, uint i) {
+    vec2 v = unpackHalf2x16(QW(w + (i >> 1u)));
+    return (i & 1u) == 0u ? v.x : v.y;
 }
 
 // The four nibbles at bit sh of the four bytes of w (sh = 0: low nibbles).
@@ -30,6 +59,42 @@ vec4 int8x4(uint w) {
 float f16lo(uint w) { return unpackHalf2x16(w).x; }
 float f16hi(uint w) { return unpackHalf2x16(w).y; }
 
+// Exact small integers from bit fields without an integer-to-float
+// conversion (a slow instruction on many GPUs; the GEMV's unit decoders
+// run one per weight): a field of at most 23 - p bits at bit p, or'ed into
+// the mantissa of 2^23, reads as 2^23 + v * 2^p, and a multiply-add (a
+// power-of-two scale, then a subtraction whose exact result is small: exact
+// with or without contraction into an fma) gives v - o.
+// The 8-bit fields of the four bytes of w (each below 2^6 where the callers
+// pack 5 or 6 bits), minus o.
+vec4 bytes4m(uint w, float o) {
+    uint h = w >> 16u;
+    vec4 f = uintBitsToFloat(uvec4(w & 0xffu, w & 0xff00u, h & 0xffu, h & 0xff00u) | 0x4b000000u);
+    return f * vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0) + (vec4(-8388608.0, -32768.0, -8388608.0, -32768.0) - o);
+}
+// The low nibbles of the four bytes of w, minus o.
+vec4 nib_lo4m(uint w, float o) {
+    uint h = w >> 12u;
+    vec4 f = uintBitsToFloat(uvec4(w & 0xfu, w & 0xf00u, w & 0xf0000u, h & 0xf000u) | 0x4b000000u);
+    return f * vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 4096.0) + (vec4(-8388608.0, -32768.0, -128.0, -2048.0) - o);
+}
+// The high nibbles of the four bytes of w, minus o.
+vec4 nib_hi4m(uint w, float o) {
+    uint h = w >> 12u;
+    vec4 f = uintBitsToFloat(uvec4(w & 0xf0u, w & 0xf000u, h & 0xf00u, h & 0xf0000u) | 0x4b000000u);
+    return f * vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 256.0, 1.0 / 65536.0) + (vec4(-524288.0, -2048.0, -32768.0, -128.0) - o);
+}
+// The four signed bytes of w (bias 128 by flipping the sign bits).
+vec4 sbytes4(uint w) {
+    return bytes4m(w ^ 0x80808080u, 128.0);
+}
+// Bits 4k .. 4k+3 of w spread to bit 4 of the four bytes (the fifth bits of
+// q5_0/q5_1 for the elements of quant word k): x * 0x2040810 puts bit j of
+// x at bit 8j + 4, and no two partial products overlap.
+uint qh_spread(uint w, uint k) {
+    return (((w >> (4u * k)) & 0xfu) * 0x2040810u) & 0x10101010u;
+}
+
 // The 6-bit scale (x) and min (y) of sub-block s (0..7) of a q4_k or q5_k
 // block at word b, whose scales[12] are bytes 4..15: sub-blocks 0..3 keep
 // theirs in the low 6 bits of scales[s] and scales[s + 4]; 4..7 in the
@@ -41,6 +106,15 @@ uvec2 scale_min_k4(uint b, uint s) {
     }
     return uvec2((qbyte(b, 8u + s) & 0xfu) | ((qbyte(b, s) >> 6) << 4),
                  (qbyte(b, 8u + s) >> 4) | ((qbyte(b, 4u + s) >> 6) << 4));
+}
+// The same for the scales of sub-blocks 2c and 2c + 1 at once, from the
+// block's first uvec4 h (d | dmin, scales[0..11]): scales in x, y, mins in
+// z, w (as exact floats).
+vec4 scale_min_k4_pair(uvec4 h, uint c) {
+    uint sc = c < 2u ? h.y & 0x3f3f3f3fu : (h.w & 0x0f0f0f0fu) | ((h.y >> 2u) & 0x30303030u);
+    uint mn = c < 2u ? h.z & 0x3f3f3f3fu : ((h.w >> 4u) & 0x0f0f0f0fu) | ((h.z >> 2u) & 0x30303030u);
+    uint sh = (c & 1u) * 16u;
+    return bytes4m(((sc >> sh) & 0xffffu) | ((mn >> sh) << 16u), 0.0);
 }
 
 // Code-book lookups without indexed constant arrays (which some compilers

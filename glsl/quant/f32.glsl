@@ -1,7 +1,13 @@
-// f32: one element per word; "blocks" of 4 elements for the dq4 interface.
+// f32: one element per word; "blocks" of 4 elements for the dq4 interface
+// (b.f0: the block's first word). punit: the 32 elements of a GEMV unit
+// from the uvec4 at index w4 on.
 #define QK 4u
 #define QWORDS 4u
-vec4 dq4(uint b, uint j) {
-    return vec4(uintBitsToFloat(QW[b]), uintBitsToFloat(QW[b + 1u]),
-                uintBitsToFloat(QW[b + 2u]), uintBitsToFloat(QW[b + 3u]));
+vec4 dq4(qblock b, uint j) {
+    return uintBitsToFloat(uvec4(QW(b.f0), QW(b.f0 + 1u), QW(b.f0 + 2u), QW(b.f0 + 3u)));
+}
+void punit(uint w4, out vec4 q[8]) {
+    for (uint i = 0u; i < 8u; i++) {
+        q[i] = uintBitsToFloat(QW4(w4 + i));
+    }
 }

@@ -1,12 +1,12 @@
-// q2_k (84 bytes, 21 words): scales[16] (words 0..3; low nibble scale, high
-// nibble min, per 16 elements), qs[64] (words 4..19), f16 d | f16 dmin
-// (word 20). Element e = 128h + 32r + l: bits 2r of qs[32h + l].
+// q2_k (84 bytes, 21 words, as in the file): scales[16] (words 0..3; low
+// nibble scale, high nibble min, per 16 elements), qs[64] (words 4..19),
+// f16 d | f16 dmin (word 20). Element e = 128h + 32r + l: bits 2r of
+// qs[32h + l].
 #define QK 256u
-#define QWORDS 21u
-vec4 dq4(uint b, uint j) {
+vec4 dq4(qblock b, uint j) {
     uint h = j >> 5, r = (j >> 3) & 3u;
-    uint sc = qbyte(b, j >> 2);
-    uint w = QW[b + 20u];
+    uint sc = qbyte(b.f0, j >> 2);
+    uint w = QW(b.f0 + 20u);
     float dl = f16lo(w) * float(sc & 0xfu), ml = f16hi(w) * float(sc >> 4);
-    return dl * crumb4(QW[b + 4u + 8u * h + (j & 7u)], 2u * r) - ml;
+    return dl * crumb4(QW(b.f0 + 4u + 8u * h + (j & 7u)), 2u * r) - ml;
 }

@@ -1,7 +1,25 @@
-// q4_1: word 0 = f16 d | f16 m, words 1..4 = qs[16] (nibbles as q4_0).
+// q4_1, grouped: field 0 qs[16] (nibbles as q4_0), field 1 f16 d | f16 m
+// (one word a block); value = d * nibble + m.
 #define QK 32u
-#define QWORDS 5u
-vec4 dq4(uint b, uint j) {
-    uint w = QW[b];
-    return nib4(QW[b + 1u + (j & 3u)], (j >> 2) * 4u) * f16lo(w) + f16hi(w);
+#define QU 1u
+#define QMINS
+vec4 dq4(qblock b, uint j) {
+    uint w = QW(b.f1 + b.i);
+    return nib4(QW(b.f0 + 4u * b.i + (j & 3u)), (j >> 2) * 4u) * f16lo(w) + f16hi(w);
+}
+uvec2 unit_x(uint u) {
+    return uvec2(0u, 16u);
+}
+void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    uvec4 w = QW4((b.f0 >> 2u) + b.i);
+    vec2 dm = unpackHalf2x16(QW(b.f1 + b.i));
+    q[0] = nib_lo4m(w.x, 0.0);
+    q[1] = nib_lo4m(w.y, 0.0);
+    q[2] = nib_lo4m(w.z, 0.0);
+    q[3] = nib_lo4m(w.w, 0.0);
+    q[4] = nib_hi4m(w.x, 0.0);
+    q[5] = nib_hi4m(w.y, 0.0);
+    q[6] = nib_hi4m(w.z, 0.0);
+    q[7] = nib_hi4m(w.w, 0.0);
+    ab = vec4(dm.x, dm.y, dm.x, dm.y);
 }

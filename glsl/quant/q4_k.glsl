@@ -1,14 +1,37 @@
-// q4_k (144 bytes, 36 words): f16 d | f16 dmin (word 0), scales[12] (words
-// 1..3: eight 6-bit scale/min pairs), qs[128] (words 4..35). Element e of
-// 64-element chunk c = e / 64: qs[32c + l] low nibble (e % 64 < 32) or high
-// nibble; sub-block e / 32 picks the scale and min.
+// q4_k (144 bytes, 36 words, as in the file): f16 d | f16 dmin (word 0),
+// scales[12] (words 1..3: eight 6-bit scale/min pairs), qs[128] (words
+// 4..35). Element e of 64-element chunk c = e / 64: qs[32c + l] low nibble
+// (e % 64 < 32) or high nibble; sub-block e / 32 picks the scale and min.
+// GEMV unit u = 2c + h: the 16 bytes qs[32c + 16h ..], their low nibbles
+// (sub-block 2c) and high nibbles (sub-block 2c + 1).
 #define QK 256u
-#define QWORDS 36u
-vec4 dq4(uint b, uint j) {
+#define QU 8u
+#define QMINS
+vec4 dq4(qblock b, uint j) {
     uint s = j >> 3; // sub-block
-    uvec2 sm = scale_min_k4(b, s);
-    uint w = QW[b];
+    uvec2 sm = scale_min_k4(b.f0, s);
+    uint w = QW(b.f0);
     float d1 = f16lo(w) * float(sm.x), m1 = f16hi(w) * float(sm.y);
     uint c = j >> 4;
-    return d1 * nib4(QW[b + 4u + 8u * c + (j & 7u)], (s & 1u) * 4u) - m1;
+    return d1 * nib4(QW(b.f0 + 4u + 8u * c + (j & 7u)), (s & 1u) * 4u) - m1;
+}
+uvec2 unit_x(uint u) {
+    uint o = 64u * (u >> 1) + 16u * (u & 1u);
+    return uvec2(o, o + 32u);
+}
+void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    uint c = u >> 1;
+    uvec4 h = QW4(b.f0 >> 2u);
+    uvec4 w = QW4((b.f0 >> 2u) + 1u + u);
+    vec2 dm = unpackHalf2x16(h.x);
+    vec4 sm = scale_min_k4_pair(h, c);
+    q[0] = nib_lo4m(w.x, 0.0);
+    q[1] = nib_lo4m(w.y, 0.0);
+    q[2] = nib_lo4m(w.z, 0.0);
+    q[3] = nib_lo4m(w.w, 0.0);
+    q[4] = nib_hi4m(w.x, 0.0);
+    q[5] = nib_hi4m(w.y, 0.0);
+    q[6] = nib_hi4m(w.z, 0.0);
+    q[7] = nib_hi4m(w.w, 0.0);
+    ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
 }

@@ -1,10 +1,29 @@
-// q5_0, repacked: word 0 = f16 d | pad, word 1 = qh (bit e: fifth bit of
-// element e), words 2..5 = qs[16] (nibbles as q4_0).
+// q5_0, grouped: field 0 qs[16] (nibbles as q4_0), field 1 qh (one word a
+// block: bit e is the fifth bit of element e), field 2 d (f16);
+// value = d * (q - 16).
 #define QK 32u
-#define QWORDS 6u
-vec4 dq4(uint b, uint j) {
-    float d = f16lo(QW[b]);
-    uint hb = QW[b + 1u] >> (4u * j);
+#define QU 1u
+vec4 dq4(qblock b, uint j) {
+    float d = qhalf(b.f2, b.i);
+    uint hb = QW(b.f1 + b.i) >> (4u * j);
     vec4 hi = vec4((uvec4(hb) >> uvec4(0u, 1u, 2u, 3u)) & 1u) * 16.0;
-    return (nib4(QW[b + 2u + (j & 3u)], (j >> 2) * 4u) + hi - 16.0) * d;
+    return (nib4(QW(b.f0 + 4u * b.i + (j & 3u)), (j >> 2) * 4u) + hi - 16.0) * d;
+}
+uvec2 unit_x(uint u) {
+    return uvec2(0u, 16u);
+}
+void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    uvec4 w = QW4((b.f0 >> 2u) + b.i);
+    uint h = QW(b.f1 + b.i);
+    float d = qhalf(b.f2, b.i);
+    // five bits per byte: the nibble and the fifth bit at bit 4
+    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | qh_spread(h, 0u), 16.0);
+    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | qh_spread(h, 1u), 16.0);
+    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | qh_spread(h, 2u), 16.0);
+    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | qh_spread(h, 3u), 16.0);
+    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 4u), 16.0);
+    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 5u), 16.0);
+    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 6u), 16.0);
+    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 7u), 16.0);
+    ab = vec4(d, 0.0, d, 0.0);
 }

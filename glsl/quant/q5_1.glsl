@@ -1,9 +1,28 @@
-// q5_1: word 0 = f16 d | f16 m, word 1 = qh, words 2..5 = qs[16].
+// q5_1, grouped: field 0 qs[16], field 1 qh (one word a block), field 2
+// f16 d | f16 m (one word); value = d * q + m.
 #define QK 32u
-#define QWORDS 6u
-vec4 dq4(uint b, uint j) {
-    uint w = QW[b];
-    uint hb = QW[b + 1u] >> (4u * j);
+#define QU 1u
+#define QMINS
+vec4 dq4(qblock b, uint j) {
+    uint w = QW(b.f2 + b.i);
+    uint hb = QW(b.f1 + b.i) >> (4u * j);
     vec4 hi = vec4((uvec4(hb) >> uvec4(0u, 1u, 2u, 3u)) & 1u) * 16.0;
-    return (nib4(QW[b + 2u + (j & 3u)], (j >> 2) * 4u) + hi) * f16lo(w) + f16hi(w);
+    return (nib4(QW(b.f0 + 4u * b.i + (j & 3u)), (j >> 2) * 4u) + hi) * f16lo(w) + f16hi(w);
+}
+uvec2 unit_x(uint u) {
+    return uvec2(0u, 16u);
+}
+void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    uvec4 w = QW4((b.f0 >> 2u) + b.i);
+    uint h = QW(b.f1 + b.i);
+    vec2 dm = unpackHalf2x16(QW(b.f2 + b.i));
+    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | qh_spread(h, 0u), 0.0);
+    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | qh_spread(h, 1u), 0.0);
+    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | qh_spread(h, 2u), 0.0);
+    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | qh_spread(h, 3u), 0.0);
+    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 4u), 0.0);
+    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 5u), 0.0);
+    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 6u), 0.0);
+    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 7u), 0.0);
+    ab = vec4(dm.x, dm.y, dm.x, dm.y);
 }

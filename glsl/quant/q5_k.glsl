@@ -1,15 +1,40 @@
-// q5_k (176 bytes, 44 words): as q4_k with qh[32] (words 4..11) before
-// qs[128] (words 12..43); bit 2c (low half of chunk c) or 2c + 1 (high half)
-// of qh[l] is the fifth bit.
+// q5_k (176 bytes, 44 words, as in the file): as q4_k with qh[32] (words
+// 4..11) before qs[128] (words 12..43); bit 2c (low half of chunk c) or
+// 2c + 1 (high half) of qh[l] is the fifth bit. GEMV units as q4_k's: unit
+// 2c + h reads qs[32c + 16h ..] and qh[16h ..].
 #define QK 256u
-#define QWORDS 44u
-vec4 dq4(uint b, uint j) {
+#define QU 8u
+#define QMINS
+vec4 dq4(qblock b, uint j) {
     uint s = j >> 3;
-    uvec2 sm = scale_min_k4(b, s);
-    uint w = QW[b];
+    uvec2 sm = scale_min_k4(b.f0, s);
+    uint w = QW(b.f0);
     float d1 = f16lo(w) * float(sm.x), m1 = f16hi(w) * float(sm.y);
     uint c = j >> 4, l4 = j & 7u;
-    uint hw = QW[b + 4u + l4] >> s; // bit s = 2c + (high half)
+    uint hw = QW(b.f0 + 4u + l4) >> s; // bit s = 2c + (high half)
     vec4 hi = vec4((uvec4(hw) >> uvec4(0u, 8u, 16u, 24u)) & 1u) * 16.0;
-    return d1 * (nib4(QW[b + 12u + 8u * c + l4], (s & 1u) * 4u) + hi) - m1;
+    return d1 * (nib4(QW(b.f0 + 12u + 8u * c + l4), (s & 1u) * 4u) + hi) - m1;
+}
+uvec2 unit_x(uint u) {
+    uint o = 64u * (u >> 1) + 16u * (u & 1u);
+    return uvec2(o, o + 32u);
+}
+void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    uint c = u >> 1;
+    uvec4 h = QW4(b.f0 >> 2u);
+    uvec4 qh = QW4((b.f0 >> 2u) + 1u + (u & 1u));
+    uvec4 w = QW4((b.f0 >> 2u) + 3u + u);
+    vec2 dm = unpackHalf2x16(h.x);
+    vec4 sm = scale_min_k4_pair(h, c);
+    // the fifth bits of sub-block 2c at bit 4 of each byte, of 2c + 1 at bit 5
+    uvec4 hb = (qh >> (2u * c)) << 4u;
+    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | (hb.x & 0x10101010u), 0.0);
+    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | (hb.y & 0x10101010u), 0.0);
+    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | (hb.z & 0x10101010u), 0.0);
+    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | (hb.w & 0x10101010u), 0.0);
+    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | ((hb.x >> 1u) & 0x10101010u), 0.0);
+    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | ((hb.y >> 1u) & 0x10101010u), 0.0);
+    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | ((hb.z >> 1u) & 0x10101010u), 0.0);
+    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | ((hb.w >> 1u) & 0x10101010u), 0.0);
+    ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
 }

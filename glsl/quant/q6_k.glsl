@@ -1,14 +1,47 @@
-// q6_k, repacked to 212 bytes: ql[128] (words 0..31), qh[64] (words
-// 32..47), int8 scales[16] (words 48..51), f16 d | pad (word 52). Element
-// e = 128h + 32r + l: low nibble of ql[64h + 32(r & 1) + l] (r < 2) or its
-// high nibble, top two bits at bit 2r of qh[32h + l]; value =
-// d * scale[e / 16] * (q - 32).
+// q6_k, grouped: field 0 the block's ql[128] (words 0..31), qh[64] (words
+// 32..47), int8 scales[16] (words 48..51): 52 words a block; field 1 d
+// (f16). Element e = 128h + 32r + l: low nibble of ql[64h + 32(r & 1) + l]
+// (r < 2) or its high nibble, top two bits at bit 2r of qh[32h + l];
+// value = d * scale[e / 16] * (q - 32). GEMV unit u = 4h + 2r1 + j: the 16
+// bytes ql[64h + 32r1 + 16j ..] (low nibbles: r = r1, high: r = r1 + 2)
+// with qh[32h + 16j ..].
 #define QK 256u
-#define QWORDS 53u
-vec4 dq4(uint b, uint j) {
+#define QU 8u
+vec4 dq4(qblock b, uint j) {
+    uint base = b.f0 + 52u * b.i;
     uint h = j >> 5, r = (j >> 3) & 3u, l4 = j & 7u;
-    vec4 lo = nib4(QW[b + 16u * h + 8u * (r & 1u) + l4], (r >> 1) * 4u);
-    vec4 hi = crumb4(QW[b + 32u + 8u * h + l4], 2u * r);
-    int sc = int(qbyte(b, 192u + (j >> 2)) << 24) >> 24;
-    return f16lo(QW[b + 52u]) * float(sc) * (lo + hi * 16.0 - 32.0);
+    vec4 lo = nib4(QW(base + 16u * h + 8u * (r & 1u) + l4), (r >> 1) * 4u);
+    vec4 hi = crumb4(QW(base + 32u + 8u * h + l4), 2u * r);
+    int sc = int(qbyte(base, 192u + (j >> 2)) << 24) >> 24;
+    return qhalf(b.f1, b.i) * float(sc) * (lo + hi * 16.0 - 32.0);
+}
+uvec2 unit_x(uint u) {
+    uint o = 128u * (u >> 2) + 32u * ((u >> 1) & 1u) + 16u * (u & 1u);
+    return uvec2(o, o + 64u);
+}
+void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    uint base4 = (b.f0 >> 2u) + 13u * b.i; // 52 words = 13 uvec4 a block
+    uint h = u >> 2, r1 = (u >> 1) & 1u, j = u & 1u;
+    uvec4 ql = QW4(base4 + 4u * h + 2u * r1 + j);
+    uvec4 qh = QW4(base4 + 8u + 2u * h + j);
+    uvec4 sw = QW4(base4 + 12u);
+    // scales of the two runs: elements (128h + 32r1 + 16j) / 16 and + 4
+    uint si = 8u * h + 2u * r1 + j;
+    uint s0 = (si & 8u) != 0u ? ((si & 4u) != 0u ? sw.w : sw.z) : ((si & 4u) != 0u ? sw.y : sw.x);
+    uint s1 = (si & 8u) != 0u ? sw.w : sw.y;
+    float d = qhalf(b.f1, b.i);
+    float sc0 = float(int(s0 << (24u - 8u * (si & 3u))) >> 24);
+    float sc1 = float(int(s1 << (24u - 8u * (si & 3u))) >> 24);
+    // six bits per byte: the nibble and the two top bits at bits 4, 5
+    uvec4 lo = (qh << (4u - 2u * r1)) & 0x30303030u;
+    uvec4 hi = (qh >> (2u * r1)) & 0x30303030u;
+    q[0] = bytes4m((ql.x & 0x0f0f0f0fu) | lo.x, 32.0);
+    q[1] = bytes4m((ql.y & 0x0f0f0f0fu) | lo.y, 32.0);
+    q[2] = bytes4m((ql.z & 0x0f0f0f0fu) | lo.z, 32.0);
+    q[3] = bytes4m((ql.w & 0x0f0f0f0fu) | lo.w, 32.0);
+    q[4] = bytes4m(((ql.x >> 4u) & 0x0f0f0f0fu) | hi.x, 32.0);
+    q[5] = bytes4m(((ql.y >> 4u) & 0x0f0f0f0fu) | hi.y, 32.0);
+    q[6] = bytes4m(((ql.z >> 4u) & 0x0f0f0f0fu) | hi.z, 32.0);
+    q[7] = bytes4m(((ql.w >> 4u) & 0x0f0f0f0fu) | hi.w, 32.0);
+    ab = vec4(d * sc0, 0.0, d * sc1, 0.0);
 }

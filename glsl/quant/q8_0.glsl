@@ -1,6 +1,23 @@
-// q8_0, repacked: word 0 = f16 d | pad, words 1..8 = 32 signed bytes.
+// q8_0, grouped: field 0 qs[32] (signed bytes, 8 words a block), field 1 d
+// (f16); value = d * q.
 #define QK 32u
-#define QWORDS 9u
-vec4 dq4(uint b, uint j) {
-    return int8x4(QW[b + 1u + j]) * f16lo(QW[b]);
+#define QU 1u
+vec4 dq4(qblock b, uint j) {
+    return int8x4(QW(b.f0 + 8u * b.i + j)) * qhalf(b.f1, b.i);
+}
+uvec2 unit_x(uint u) {
+    return uvec2(0u, 16u);
+}
+void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    uvec4 w0 = QW4((b.f0 >> 2u) + 2u * b.i), w1 = QW4((b.f0 >> 2u) + 2u * b.i + 1u);
+    float d = qhalf(b.f1, b.i);
+    q[0] = sbytes4(w0.x);
+    q[1] = sbytes4(w0.y);
+    q[2] = sbytes4(w0.z);
+    q[3] = sbytes4(w0.w);
+    q[4] = sbytes4(w1.x);
+    q[5] = sbytes4(w1.y);
+    q[6] = sbytes4(w1.z);
+    q[7] = sbytes4(w1.w);
+    ab = vec4(d, 0.0, d, 0.0);
 }

@@ -69,6 +69,13 @@ void emit_kernel_snippet(emit_kernel *k, const char *name);
  * '{' indents the following lines, a line starting with '}' dedents. */
 void emit_kernel_line(emit_kernel *k, const char *fmt, ...) CORE_PRINTF(2, 3);
 
+/* Lines written between these (emit_kernel_line) form a function
+ * `SIGNATURE { ... }` instead of statements of main(): a hook generated
+ * for a helper (e.g. glsl/graph/gemv.glsl's x load and store), which
+ * declares its prototype. Generated functions follow the helpers. */
+void emit_kernel_function_begin(emit_kernel *k, const char *signature);
+void emit_kernel_function_end(emit_kernel *k);
+
 /* The complete shader text (core_free it), or NULL with err set (misuse or
  * out of memory). */
 char *emit_kernel_glsl(emit_kernel *k, core_err *err);

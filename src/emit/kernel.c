@@ -1,8 +1,11 @@
 /*
  * kernel.c — the kernel builder behind emit.h. Declarations are kept in
  * small lists and written out in a fixed order (version, extensions,
- * precision, defines, local size, buffers, uniforms, shared, helpers, main),
+ * precision, defines, local size, buffers, uniforms, shared, helpers,
+ * generated functions, main),
  * so the same calls always give the same text: the program cache keys on it.
+ * Functions generated line by line (emit_kernel_function_begin/_end) come
+ * after the helpers, so a helper calls them through a prototype.
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,8 +23,9 @@ typedef struct named_text {
 
 struct emit_kernel {
     char *name;
-    sbuf comments, body;
-    int indent;
+    sbuf comments, body, fns;
+    sbuf *out; /* where emit_kernel_line writes: body, or fns inside a function */
+    int indent, main_indent;
     int local[3];
     struct {
         emit_elem elem;
@@ -71,6 +75,8 @@ emit_kernel *emit_kernel_create(const char *name)
         return NULL;
     sbuf_init(&k->comments);
     sbuf_init(&k->body);
+    sbuf_init(&k->fns);
+    k->out = &k->body;
     k->local[0] = 64;
     k->local[1] = k->local[2] = 1;
     k->indent = 1;
@@ -97,6 +103,7 @@ void emit_kernel_destroy(emit_kernel *k)
     core_free(k->name);
     sbuf_free(&k->comments);
     sbuf_free(&k->body);
+    sbuf_free(&k->fns);
     for (int i = 0; i < k->n_bindings; i++)
         core_free(k->bindings[i].name);
     for (int i = 0; i < k->n_params; i++)
@@ -264,11 +271,34 @@ void emit_kernel_line(emit_kernel *k, const char *fmt, ...)
     if (s[0] == '}' && k->indent > 1)
         k->indent--;
     if (n)
-        sbuf_appendf(&k->body, "%*s%s", 4 * k->indent, "", s);
-    sbuf_appendc(&k->body, '\n');
+        sbuf_appendf(k->out, "%*s%s", 4 * k->indent, "", s);
+    sbuf_appendc(k->out, '\n');
     if (n && s[n - 1] == '{')
         k->indent++;
     sbuf_free(&line);
+}
+
+void emit_kernel_function_begin(emit_kernel *k, const char *signature)
+{
+    if (k->out != &k->body) {
+        misuse(k, "function '%s' begun inside another", signature);
+        return;
+    }
+    sbuf_appendf(&k->fns, "%s {\n", signature);
+    k->out = &k->fns;
+    k->main_indent = k->indent;
+    k->indent = 1;
+}
+
+void emit_kernel_function_end(emit_kernel *k)
+{
+    if (k->out != &k->fns) {
+        misuse(k, "%s", "function ended that was not begun");
+        return;
+    }
+    sbuf_append(&k->fns, "}\n\n");
+    k->out = &k->body;
+    k->indent = k->main_indent;
 }
 
 static const char *param_glsl(emit_param_type t)
@@ -278,10 +308,12 @@ static const char *param_glsl(emit_param_type t)
 
 char *emit_kernel_glsl(emit_kernel *k, core_err *err)
 {
-    if (k->oom || k->comments.oom || k->body.oom) {
+    if (k->oom || k->comments.oom || k->body.oom || k->fns.oom) {
         core_err_set(err, GLESC_ERROR_OUT_OF_MEMORY, "kernel '%s': out of memory", k->name);
         return NULL;
     }
+    if (k->out != &k->body)
+        misuse(k, "%s", "a function was begun and not ended");
     if (k->misuse[0]) {
         core_err_set(err, GLESC_ERROR_INVALID_ARGUMENT, "kernel '%s': %s", k->name, k->misuse);
         return NULL;
@@ -328,11 +360,13 @@ char *emit_kernel_glsl(emit_kernel *k, core_err *err)
             sbuf_appendc(&b, '\n');
         sbuf_appendc(&b, '\n');
     }
+    if (k->fns.len)
+        sbuf_append(&b, sbuf_str(&k->fns) ? sbuf_str(&k->fns) : "");
     sbuf_append(&b, "void main() {\n");
     if (k->body.len)
         sbuf_append(&b, sbuf_str(&k->body) ? sbuf_str(&k->body) : "");
     sbuf_append(&b, "}\n");
-    if (k->oom || k->comments.oom || k->body.oom)
+    if (k->oom || k->comments.oom || k->body.oom || k->fns.oom)
         b.oom = true;
     char *text = sbuf_take(&b);
     if (!text)

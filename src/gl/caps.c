@@ -6,6 +6,7 @@
  * shared memory: the portable path on a big GPU).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gl/gl.h"
@@ -79,7 +80,11 @@ glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts
         c->uniform_buffer_offset_alignment = 256;
     glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &c->num_program_binary_formats);
 
-    c->has_subgroup = !opts->no_subgroups && gl_has_extension("GL_KHR_shader_subgroup");
+    /* GLESC_NO_SUBGROUPS=1 as the option: runs the shared-memory fallbacks
+     * (what llvmpipe runs) on a GPU with subgroups, e.g. its tests */
+    const char *nosg = getenv("GLESC_NO_SUBGROUPS");
+    bool no_sg = opts->no_subgroups || (nosg && nosg[0] && strcmp(nosg, "0") != 0);
+    c->has_subgroup = !no_sg && gl_has_extension("GL_KHR_shader_subgroup");
     if (c->has_subgroup) {
         GLint v = 0;
         glGetIntegerv(GL_SUBGROUP_SIZE_KHR, &v);

@@ -79,8 +79,9 @@ size_t graph_dtype_size(glesc_dtype t); /* bytes per element of f32/f16/bf16/i32
 bool graph_dtype_ok(glesc_dtype t);     /* an element type (f32, f16, bf16, i32) */
 /* A ggml block type with a GPU layout (q4_0 .. mxfp4): persistent tensors
  * only, read by matmul (as the weight) and get_rows (as the table). On the
- * GPU a row is its blocks repacked to whole words (quant_gpu_repack), so
- * nb[0] is the bytes of a GPU block and nb[1] the GPU bytes of a row. */
+ * GPU a row is its blocks repacked (quant_gpu_repack: grouped fields,
+ * aligned quants), so nb[1] is the GPU bytes of a row; nb[0] is a file
+ * block's bytes (not an address step on the GPU). */
 bool graph_dtype_quant(glesc_dtype t);
 /* GPU bytes of a row of ne0 elements (ne0 a multiple of the block for
  * quantized types). */

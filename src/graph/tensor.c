@@ -41,7 +41,7 @@ bool graph_dtype_quant(glesc_dtype t)
 uint64_t graph_row_bytes(glesc_dtype t, int64_t ne0)
 {
     if (graph_dtype_quant(t))
-        return (uint64_t)(ne0 / quant_gpu_block_elems(t)) * (uint64_t)quant_gpu_block_words(t) * 4;
+        return quant_gpu_row_bytes(t, ne0);
     return (uint64_t)ne0 * graph_dtype_size(t);
 }
 
@@ -66,7 +66,7 @@ uint64_t graph_host_nbytes(const glesc_tensor *t)
 void graph_set_contiguous(glesc_tensor *t)
 {
     if (graph_dtype_quant(t->dtype)) {
-        t->nb[0] = quant_gpu_block_words(t->dtype) * 4;
+        t->nb[0] = quant_type(t->dtype)->block_bytes; /* a file block; GPU rows are nb[1] */
         t->nb[1] = (int64_t)graph_row_bytes(t->dtype, t->ne[0]);
     } else {
         t->nb[0] = (int64_t)graph_dtype_size(t->dtype);
@@ -405,8 +405,8 @@ static int64_t quant_step_rows(const glesc_tensor *t)
     return CORE_MAX((int64_t)1, (int64_t)((4u << 20) / graph_row_bytes(t->dtype, t->ne[0])));
 }
 
-/* Quantized rows from the file layout: repacked to GPU blocks (word-aligned
- * quants, see quant/gpu.c) a few MiB of rows at a time, then uploaded; the
+/* Quantized rows from the file layout: repacked to GPU rows (grouped fields,
+ * aligned quants, see quant/gpu.c) a few MiB of rows at a time, then uploaded; the
  * upload walks chunk boundaries like any other write (chunks hold whole
  * rows). */
 static glesc_status quant_write(glesc_tensor *t, const void *src)
@@ -420,7 +420,7 @@ static glesc_status quant_write(glesc_tensor *t, const void *src)
     glesc_status st = GLESC_OK;
     for (int64_t r = 0; r < rows && st == GLESC_OK; r += step) {
         int64_t n = CORE_MIN(step, rows - r);
-        st = quant_gpu_repack(t->dtype, (const char *)src + r * frow, n * t->ne[0], tmp);
+        st = quant_gpu_repack(t->dtype, (const char *)src + r * frow, t->ne[0], n, tmp);
         if (st != GLESC_OK)
             st = core_err_set(&t->ctx->err, st, "glesc_tensor_write: %s rows cannot be repacked",
                               glesc_dtype_name(t->dtype));
@@ -452,7 +452,7 @@ static glesc_status quant_read(glesc_tensor *t, void *dst, bool as_f32)
         if (st != GLESC_OK)
             break;
         void *out = as_f32 ? file : (char *)dst + r * frow;
-        st = quant_gpu_unpack(t->dtype, tmp, n * t->ne[0], out);
+        st = quant_gpu_unpack(t->dtype, tmp, t->ne[0], n, out);
         if (st == GLESC_OK && as_f32)
             st = quant_dequantize(t->dtype, file, (float *)dst + r * t->ne[0], n * t->ne[0]);
         if (st != GLESC_OK)

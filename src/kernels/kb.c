@@ -117,7 +117,7 @@ static emit_elem elem_of(glesc_dtype dt)
     }
 }
 
-int kb_binding(kb *b, glesc_tensor *owner, int chunk, bool write)
+static int bind_as(kb *b, glesc_tensor *owner, int chunk, bool write, emit_elem elem)
 {
     for (int i = 0; i < b->n_bind; i++) {
         if (b->bind[i].owner != owner)
@@ -127,6 +127,10 @@ int kb_binding(kb *b, glesc_tensor *owner, int chunk, bool write)
                     "kernel would read and write the same memory (%s %s): the fusion pass "
                     "should have refused this",
                     glesc_op_name(owner->op), glesc_dtype_name(owner->dtype));
+        if (b->bind[i].elem != (int)elem)
+            kb_fail(b, GLESC_ERROR_STATE,
+                    "kernel reads the memory of a %s tensor both as words and as uvec4",
+                    glesc_dtype_name(owner->dtype));
         return i;
     }
     if (b->n_bind >= b->max_bind) {
@@ -137,13 +141,24 @@ int kb_binding(kb *b, glesc_tensor *owner, int chunk, bool write)
     b->bind[i].owner = owner;
     b->bind[i].chunk = chunk;
     b->bind[i].write = write;
+    b->bind[i].elem = (int)elem;
     if (b->k) {
         char name[16];
         snprintf(name, sizeof name, "t%d", i);
         unsigned access = write ? EMIT_RESTRICT : EMIT_READONLY | EMIT_RESTRICT;
-        emit_kernel_binding(b->k, elem_of(owner->dtype), access, name);
+        emit_kernel_binding(b->k, elem, access, name);
     }
     return i;
+}
+
+int kb_binding(kb *b, glesc_tensor *owner, int chunk, bool write)
+{
+    return bind_as(b, owner, chunk, write, elem_of(owner->dtype));
+}
+
+int kb_binding_uvec4(kb *b, glesc_tensor *owner, int chunk)
+{
+    return bind_as(b, owner, chunk, false, EMIT_UVEC4);
 }
 
 void kb_binding_set_chunk(kb *b, int idx, int chunk)
@@ -810,6 +825,7 @@ int kb_scratch(kb *b, uint64_t bytes)
     b->bind[i].owner = NULL;
     b->bind[i].chunk = 0;
     b->bind[i].write = true;
+    b->bind[i].elem = EMIT_UINT;
     b->scratch_bind = i;
     if (b->k) {
         char name[16];

@@ -64,7 +64,8 @@ typedef struct kb {
         glesc_tensor *owner; /* NULL: the scratch buffer */
         int chunk;
         bool write;
-        bool rw; /* a fused row write's destination: read and written */
+        bool rw;  /* a fused row write's destination: read and written */
+        int elem; /* emit_elem of the declaration */
     } bind[KB_MAX_BIND];
     int n_bind;
     /* fused row writes: set_rows members (kb_row_writes_begin) */
@@ -126,6 +127,8 @@ void kb_param_set_u(kb *b, int idx, uint64_t v);
 /* Binds owner's memory (chunk); returns its binding index "t<i>". Bindings
  * are shared by tensors with the same owner. */
 int kb_binding(kb *b, glesc_tensor *owner, int chunk, bool write);
+/* The same, read-only, declared as a uvec4 array (16-byte loads). */
+int kb_binding_uvec4(kb *b, glesc_tensor *owner, int chunk);
 void kb_binding_set_chunk(kb *b, int idx, int chunk);
 /* Records a dispatch of the current bindings and params (bind mode). */
 void kb_dispatch_groups(kb *b, uint32_t gx, uint32_t gy, uint32_t gz);
@@ -221,6 +224,9 @@ glesc_status kernels_gen_reduce(kb *b);
 glesc_status kernels_gen_norm(kb *b);
 glesc_status kernels_gen_softmax(kb *b);
 glesc_status kernels_gen_matmul(kb *b);
+/* Does the GEMV of matmul node mm read its weight through the fast units
+ * (kernels_wload_units, and x not in the weight's memory)? */
+bool kernels_matmul_units(const glesc_tensor *mm);
 glesc_status kernels_gen_get_rows(kb *b);
 glesc_status kernels_gen_set_rows(kb *b);
 glesc_status kernels_gen_attention(kb *b);
@@ -235,19 +241,35 @@ void kernels_expr_concat(kb *b, const glesc_tensor *t, const char *const c[4], s
 void kernels_expr_cast(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 
 /* ---- Weight loaders (wload.c) ----
- * How a matmul or get_rows kernel reads its weight: per weight type a GLSL
- * function `float NAME(uint row_byte, uint k)` returning element k of the
- * row starting at byte row_byte of binding BUF, and optionally
- * `vec4 NAME4(uint row_byte, uint k4)` returning elements 4·k4 .. 4·k4+3.
- * The ggml block types (q4_0 .. mxfp4) are built on the glsl/quant/
- * snippets; their rows are GPU blocks (quant_gpu_repack), row_byte the
- * row's first byte on the GPU. Which types have a loader is
+ * How a matmul or get_rows kernel reads its weight: per weight type GLSL
+ * functions over the weight's binding BUF (see wload.c): the element
+ * loader `float NAME(uint row_byte, uint k)`, the 4-element loader
+ * `vec4 NAME4(uint row_byte, uint k4)` and the GEMV's 32-element units
+ * (NAME_wunit, NAME_wunit_x; glsl/quant/common.glsl). row_byte is the
+ * row's first byte in the binding (GPU rows of the block types: see
+ * quant_gpu_repack); the block types also need the row's length, a GLSL
+ * expression ne0 (e.g. a uniform's name). Which types have a loader is
  * quant_gpu_readable's answer. */
+enum {
+    KERNELS_WLOAD_ELEM = 1u << 0,
+    KERNELS_WLOAD_VEC4 = 1u << 1,
+    KERNELS_WLOAD_UNIT = 1u << 2,
+    /* with UNIT: the binding is a uvec4 array and the units are the fast
+     * ones (only where kernels_wload_units says so) */
+    KERNELS_WLOAD_UVEC4 = 1u << 3,
+};
 /* Can w be read 4 elements at a time (NAME4)? ne0 % 4 == 0 and every row
  * starts on a word. Depends only on what a matmul's variant hashes. */
 bool kernels_wload_vec4(const glesc_tensor *w);
-/* Declares the loader fn (and fn4 when vec4) of weight type t for binding
- * buf in b; fails (kb_fail) for a type quant_gpu_readable refuses. */
-void kernels_wload_emit(kb *b, glesc_dtype t, const char *fn, const char *buf, bool vec4);
+/* Does w have the GEMV's fast units (its binding then is a uvec4 array)?
+ * The block types whose snippet has a unit decoder, and f32/f16/bf16
+ * whose rows start on 16 bytes and hold a multiple of 32 elements. */
+bool kernels_wload_units(const glesc_tensor *w);
+/* Declares the loaders `what` (KERNELS_WLOAD_* bits) named fn of weight w
+ * for binding buf in b (a uvec4 array with KERNELS_WLOAD_UVEC4, else
+ * uint); fails (kb_fail) for a type quant_gpu_readable refuses, or
+ * KERNELS_WLOAD_UVEC4 where kernels_wload_units(w) does not hold. */
+void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char *buf,
+                        unsigned what, const char *ne0);
 
 #endif /* GLESC_KERNELS_H */

@@ -3,30 +3,35 @@
  * convention: both operands run along k in dimension 0).
  *
  * Two kernels, chosen by the op's variant (m against the graph's
- * gemv_max_m): GEMV, a workgroup per 4 output rows that splits k across its
- * invocations and produces every column m ≤ gemv_max_m at once (each weight
- * row is read exactly once: the decode case; one tree reduction for all 4·m
- * sums keeps barriers few, which is what llvmpipe pays for; specialized per
- * m so every accumulator is a register); GEMM, 64×64 output
- * tiles through shared memory, 16 k at a time, 4×4 outputs per invocation.
+ * gemv_max_m): GEMV (glsl/graph/gemv.glsl, one copy of
+ * glsl/graph/gemv_units.glsl per matmul of the kernel), the decode's
+ * matrix-vector product for every column m ≤ gemv_max_m at once, each
+ * weight row read once: teams of invocations (a subgroup each where the
+ * device has subgroup arithmetic) share rows, every lane takes 32-element
+ * units of the row whose scales it decodes once (wload.c: uvec4 loads where
+ * the type's layout allows), x is loaded once per workgroup into shared
+ * memory (in slices where K is long) and read by all its rows; GEMM, 64×64
+ * output tiles through shared memory, 16 k at a time, 4×4 outputs per
+ * invocation.
  *
  * The weight is read through its type's loader (wload.c): f32, f16, bf16
- * and the ggml block types alike, four consecutive k at a time (load_w4,
- * one dq4 of a quantized block) whenever the weight allows it (ne0 % 4 ==
- * 0, word-aligned rows: the variant's bit 16), else element by element.
- * The GEMV's workgroup is 256 invocations on GPUs, 64 on llvmpipe, fewer
- * where many columns' sums must fit the reduction's shared array. X is read with kb_expr (any
- * strides, f16, broadcast batches). The result goes through kb_store_out:
- * bias, activation and residual epilogues come for free, and with a partner
- * (a second matmul of the same X, e.g. gate and up) both dot products run
- * in the one kernel and the epilogue sees both values (silu(g)·u).
+ * and the ggml block types alike; the GEMM four consecutive k at a time
+ * (load_w4, one dq4 of a quantized block) whenever the weight allows it
+ * (ne0 % 4 == 0, word-aligned rows: the variant's bit 16), else element by
+ * element. X is read with kb_expr (any strides, f16, broadcast batches; the
+ * GEMV through its generated hook gemv_x). The result goes through
+ * kb_store_out (the GEMV's hook gemv_store): bias, activation and residual
+ * epilogues come for free, and with a partner (a second matmul of the same
+ * X, e.g. gate and up) both dot products run in the one kernel and the
+ * epilogue sees both values (silu(g)·u). A folded rms_norm (reduction
+ * prologue, kb_row_norm) sums the squares of its input where x is loaded
+ * and scales the results before the epilogue.
  *
  * A grouped matmul (fuse.c: q, k and v of one activation) is one kernel
- * whose workgroups pick their matmul by row range: workgroups from s<i>_g0
- * on compute sibling i, each with its own weight (any type: its own
- * loader), row count and stored result with its epilogue. The k loop and
- * the weight loads are emitted once per member under `if (sel == i)`; the
- * activation's prologue, the reduction and the accumulators are shared.
+ * whose workgroups pick their matmul by row range: blocks of rows from
+ * s<i>_g0 on belong to sibling i, each with its own weight (any type: its
+ * own loader), row count and stored result with its epilogue; the
+ * activation's prologue and x in shared memory are shared.
  *
  * A weight larger than the storage-block limit is split in row chunks
  * (tensor.c); the kernel then runs once per chunk, binding that chunk and
@@ -34,26 +39,19 @@
  * chunk d of every member that has one).
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 
-/* GEMV invocations per workgroup, at most: 256 keeps a GPU busy (on an
- * H200, 4096 rows of q4_0 or f16 ran 1.3-1.9x faster than with 64: the
- * decode needs many invocations in flight to hide its dependent loads);
- * llvmpipe's barriers and coroutines make small workgroups faster there
- * (ctx->cpu_device; a plan cache belongs to one context, so its plans see
- * one choice). */
-#define GEMV_WG_MAX 256
-#define GEMV_WG_MAX_CPU 64
-#define GEMV_ROWS 4        /* output rows per GEMV workgroup (ROWS * m <= the workgroup) */
-#define GEMV_PART_MAX 4096 /* floats of the reduction's shared array (16 KiB) */
-#define TILE 64            /* output rows and columns per GEMM workgroup */
-#define TK 16              /* k per shared-memory step */
+#define TILE 64 /* output rows and columns per GEMM workgroup */
+#define TK 16   /* k per shared-memory step */
 
 /* A grouped matmul's other members (uniforms s<i>_..., loader load_s<i>). */
 typedef struct mm_sib {
     const glesc_tensor *a, *w;
     int wb;                    /* binding of its weight */
+    bool units;                /* GEMV: the fast units (a uvec4 binding) */
     int p_base, p_count, p_g0; /* param indices: first row, rows, first workgroup */
     int64_t chunk_rows;
     int n_chunks;
@@ -64,6 +62,8 @@ typedef struct mm_ctx {
     int wb, wb2;                       /* bindings of W and the partner's W */
     int p_base, p_count;               /* param indices of n_base, n_count */
     bool vec4;                         /* weights read 4 elements at a time (load_w4) */
+    bool units;                        /* GEMV: the fast units, bindings as uvec4 */
+    int p_blocks;                      /* GEMV: param index of n_blocks */
     int64_t chunk_rows;
     int n_chunks;
     mm_sib sib[GRAPH_MAX_SIB];
@@ -79,29 +79,49 @@ static glesc_status check_chunks(kb *b, const glesc_tensor *w)
     return GLESC_OK;
 }
 
-/* Bindings, loaders and the uniforms both kernels share. */
-static void common(kb *b, mm_ctx *mc)
+/* Can the GEMV read matmul mm's weight through the fast units (a uvec4
+ * binding)? Not when the activation shares the weight's memory (it is
+ * read as words). One of the bits of the op's variant (codegen.c), so the
+ * plan hash covers it. */
+bool kernels_matmul_units(const glesc_tensor *mm)
+{
+    return kernels_wload_units(mm->src[0]) && mm->src[0]->owner != mm->src[1]->owner;
+}
+
+/* A weight's binding and loader fn: the GEMV's units (over a uvec4 array
+ * where units), else the GEMM's element and 4-element loaders. */
+static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool gemv, bool units,
+                         bool vec4)
+{
+    int wb = units ? kb_binding_uvec4(b, w->owner, 0) : kb_binding(b, w->owner, 0, false);
+    unsigned what = gemv ? KERNELS_WLOAD_UNIT | (units ? KERNELS_WLOAD_UVEC4 : 0u)
+                         : KERNELS_WLOAD_ELEM | (vec4 ? KERNELS_WLOAD_VEC4 : 0u);
+    char buf[16];
+    snprintf(buf, sizeof buf, "t%d", wb);
+    kernels_wload_emit(b, w, fn, buf, what, "K");
+    return wb;
+}
+
+/* Bindings, loaders and the uniforms both kernels share; gemv: the loaders
+ * are the GEMV's units. */
+static void common(kb *b, mm_ctx *mc, bool gemv)
 {
     const glesc_tensor *w = mc->w, *x = mc->x, *a = mc->a;
     check_chunks(b, w);
     mc->n_chunks = CORE_MAX(1, w->owner->st.n_chunks);
     mc->chunk_rows = mc->n_chunks > 1 ? w->owner->st.chunk_rows : w->ne[1];
-    /* every matmul's variant carries this bit, so the plan hash covers it */
+    /* every matmul's variant carries these bits, so the plan hash covers them */
     mc->vec4 = kernels_wload_vec4(w) && (!mc->p || kernels_wload_vec4(mc->p->src[0]));
     for (int i = 0; i < mc->n_sib; i++)
         mc->vec4 = mc->vec4 && kernels_wload_vec4(mc->sib[i].w);
-    mc->wb = kb_binding(b, w->owner, 0, false);
-    char buf[16];
-    snprintf(buf, sizeof buf, "t%d", mc->wb);
-    kernels_wload_emit(b, w->dtype, "load_w", buf, mc->vec4);
+    mc->units = gemv && kernels_matmul_units(a) && (!mc->p || kernels_matmul_units(mc->p));
+    mc->wb = weight_loader(b, w, "load_w", gemv, mc->units, mc->vec4);
     if (mc->p) {
         const glesc_tensor *w2 = mc->p->src[0];
         check_chunks(b, w2);
         if (CORE_MAX(1, w2->owner->st.n_chunks) != mc->n_chunks)
             kb_fail(b, GLESC_ERROR_UNSUPPORTED, "matmul pair: weights chunked differently");
-        mc->wb2 = kb_binding(b, w2->owner, 0, false);
-        snprintf(buf, sizeof buf, "t%d", mc->wb2);
-        kernels_wload_emit(b, w2->dtype, "load_u", buf, mc->vec4);
+        mc->wb2 = weight_loader(b, w2, "load_u", gemv, mc->units, mc->vec4);
     }
     kb_param_u(b, "K", (uint64_t)w->ne[0]);
     kb_param_u(b, "M", (uint64_t)x->ne[1]);
@@ -126,11 +146,10 @@ static void common(kb *b, mm_ctx *mc)
         check_chunks(b, sb->w);
         sb->n_chunks = CORE_MAX(1, sb->w->owner->st.n_chunks);
         sb->chunk_rows = sb->n_chunks > 1 ? sb->w->owner->st.chunk_rows : sb->w->ne[1];
-        sb->wb = kb_binding(b, sb->w->owner, 0, false);
         char fn[32], name[32];
-        snprintf(buf, sizeof buf, "t%d", sb->wb);
         snprintf(fn, sizeof fn, "load_s%d", i + 1);
-        kernels_wload_emit(b, sb->w->dtype, fn, buf, mc->vec4);
+        sb->units = gemv && kernels_matmul_units(sb->a);
+        sb->wb = weight_loader(b, sb->w, fn, gemv, sb->units, mc->vec4);
         snprintf(name, sizeof name, "s%d_off", i + 1);
         kb_param_u(b, name, sb->n_chunks > 1 ? 0 : sb->w->offs);
         snprintf(name, sizeof name, "s%d_nb1", i + 1);
@@ -218,10 +237,14 @@ static void member_row_bytes(kb *b, int j, const char *var, const char *nl)
 }
 
 /* One dispatch per weight chunk (a group: dispatch c computes chunk c of
- * every member that has one, each member's workgroups after the previous
- * member's). rows_per_wg: output rows per workgroup. */
-static void dispatch_chunks(kb *b, const mm_ctx *mc, uint32_t (*groups)(int64_t wgs, uint32_t g[2]),
-                            int64_t rows_per_wg, int64_t m_groups, int64_t batches)
+ * every member that has one, each member's blocks of rows after the
+ * previous member's). rows_per_wg: output rows per block; max_groups: the
+ * most workgroups of a dispatch (0: one per block; the GEMV's workgroups
+ * loop over the blocks and read their count from mc->p_blocks); spread:
+ * the workgroups spread over x and y (the device caps x at 65535; the GEMM
+ * keeps y for its column tiles). */
+static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_wg, uint64_t max_groups,
+                            bool spread, int64_t m_groups, int64_t batches)
 {
     int n_disp = mc->n_chunks;
     for (int i = 0; i < mc->n_sib; i++)
@@ -245,232 +268,274 @@ static void dispatch_chunks(kb *b, const mm_ctx *mc, uint32_t (*groups)(int64_t 
             kb_binding_set_chunk(b, sb->wb, CORE_MIN(c, sb->n_chunks - 1));
             wgs += (scount + rows_per_wg - 1) / rows_per_wg;
         }
-        uint32_t g[2];
-        groups(wgs, g);
-        kb_dispatch_groups(b, g[0], g[1] * (uint32_t)m_groups, (uint32_t)batches);
+        if (max_groups) {
+            kb_param_set_u(b, mc->p_blocks, (uint64_t)wgs);
+            wgs = CORE_MIN(wgs, (int64_t)max_groups);
+        }
+        uint64_t x = (uint64_t)wgs, y = 1;
+        while (spread && x > 65535) {
+            y *= 2;
+            x = ((uint64_t)wgs + y - 1) / y;
+        }
+        kb_dispatch_groups(b, (uint32_t)x, (uint32_t)(y * (uint64_t)m_groups), (uint32_t)batches);
     }
 }
 
-/* Reduction prologue: adds the square of the norm's input, just loaded by
- * kb_expr for column m, to that column's sum sq<m>. */
-static void norm_square(kb *b, const glesc_tensor *nrm, int m)
+/* ---- GEMV ---- */
+
+/* The GEMV's shape: invocations per workgroup, per row team, rows per
+ * team, units in flight per lane, x elements per slice and column, and
+ * whether teams reduce with subgroupAdd. */
+typedef struct gemv_cfg {
+    int wg, team, ks, nr, unroll, xs;
+    int red;    /* vec4 of shared memory for the partial sums */
+    int groups; /* workgroups a dispatch has at most (0: one per block of rows) */
+    bool subgroup;
+} gemv_cfg;
+
+#define GEMV_SHARED_MAX (48 * 1024) /* bytes of shared memory a GEMV may use */
+#define GEMV_XS_MAX 4096            /* x elements per column and slice, at most */
+/* Workgroups of a GEMV dispatch, at most: beyond, each takes several blocks
+ * of rows and loads x once for them (when one slice holds it). Enough to
+ * fill a big GPU several times over; small ones keep every core busy. */
+#define GEMV_GROUPS 256
+
+static int pow2_floor(int v)
 {
-    if (!nrm)
-        return;
-    if (b->norm_evals != 1)
-        kb_fail(b, GLESC_ERROR_STATE,
-                "matmul: the folded norm's input is read %d times per "
-                "element",
-                b->norm_evals);
-    kb_line(b, "sq%d += %s * %s;", m, b->norm_in, b->norm_in);
+    int p = 1;
+    while (p * 2 <= v)
+        p *= 2;
+    return p;
 }
 
-static uint32_t gemv_groups(int64_t n_wg, uint32_t g[2])
+/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0": a tuning
+ * aid overriding the fields it names (read on every generation, so a
+ * process sees one value: plans and programs stay consistent). */
+static void gemv_env(gemv_cfg *c)
 {
-    uint64_t wgs = (uint64_t)n_wg;
-    uint64_t x = wgs, y = 1;
-    while (x > 65535) {
-        y *= 2;
-        x = (wgs + y - 1) / y;
+    const char *e = getenv("GLESC_GEMV");
+    for (const char *p = e; p && *p;) {
+        char key[16];
+        int v, n = 0;
+        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0)
+            return;
+        if (!strcmp(key, "wg"))
+            c->wg = v;
+        else if (!strcmp(key, "team"))
+            c->team = v;
+        else if (!strcmp(key, "groups"))
+            c->groups = v;
+        else if (!strcmp(key, "ks"))
+            c->ks = v;
+        else if (!strcmp(key, "nr"))
+            c->nr = v;
+        else if (!strcmp(key, "unroll"))
+            c->unroll = v;
+        else if (!strcmp(key, "xs"))
+            c->xs = v;
+        else if (!strcmp(key, "subgroup"))
+            c->subgroup = c->subgroup && v;
+        p += n;
+        p += *p == ',';
     }
-    g[0] = (uint32_t)x;
-    g[1] = (uint32_t)y;
-    return 0;
 }
 
-/* Member j's k loop: its weight rows wr0..wr3 (and the partner's), then
- * the dot products of ROWS rows with every column of x into a<r>_<m>
- * (p<r>_<m>), and a folded norm's squares into sq<m>. */
-static void gemv_loop(kb *b, const mm_ctx *mc, int j, const glesc_tensor *nrm, const char *nrows)
+/* Depends on the device (caps), the weight type, m, the pair and a folded
+ * norm (the plan hash covers the last four; a plan cache belongs to one
+ * context). */
+static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool dual, bool norm)
 {
-    bool dual = mc->p != NULL;
-    int m_n = (int)mc->x->ne[1];
-    char fn[16];
-    loader(j, fn);
-    for (int r = 0; r < GEMV_ROWS; r++) {
-        /* rows past the end repeat the last one (their sums are not stored) */
-        if (j == 0)
-            kb_line(b,
-                    "uint wr%d = w_off + (nl0 + min(%du, %s - 1u)) * w_nb1 + (b2 / r2) * w_nb2 + "
-                    "(b3 / r3) * w_nb3;",
-                    r, r, nrows);
+    const glesc_caps *caps = &ctx->caps;
+    gemv_cfg c;
+    /* 256 invocations keep a GPU busy (the decode needs many loads in
+     * flight); llvmpipe's barriers and coroutines make small workgroups
+     * faster there. GLES guarantees 128. */
+    c.wg = pow2_floor(CORE_MIN(ctx->cpu_device ? 64 : 256, CORE_MIN(caps->max_compute_invocations,
+                                                                    caps->max_workgroup_size[0])));
+    c.subgroup = caps->has_subgroup && (caps->subgroup_features & GLESC_SUBGROUP_ARITHMETIC) &&
+                 caps->subgroup_size >= 4 && caps->subgroup_size <= c.wg &&
+                 c.wg % caps->subgroup_size == 0;
+    /* llvmpipe runs a workgroup's invocations as SIMD loops on one thread
+     * and pays per workgroup: 64 rows of short teams there (the demo's
+     * 256-wide GEMVs ran 2.5x faster than with 8 rows of teams of 16) */
+    c.team = c.subgroup ? caps->subgroup_size : CORE_MIN(ctx->cpu_device ? 4 : 32, c.wg);
+    c.ks = 1;
+    c.groups = GEMV_GROUPS;
+    c.nr = ctx->cpu_device ? (m == 1 ? 4 : 2) : m == 1 ? 2 : 1;
+    /* two units of each row in flight where a unit is decoded from few
+     * bytes; the plain types' units are 64 or 128 bytes already (on an
+     * H200 one unit ran 5-8% faster there, two 2-4% faster for q4_0, q8_0) */
+    c.unroll = graph_dtype_quant(t) ? 2 : 1;
+    c.xs = GEMV_XS_MAX;
+    gemv_env(&c);
+    c.wg = pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
+    c.subgroup = c.subgroup && c.team == caps->subgroup_size && c.wg % c.team == 0;
+    c.team = CORE_MAX(1, CORE_MIN(c.team, c.wg));
+    if (c.wg % c.team)
+        c.team = pow2_floor(c.team);
+    c.nr = CORE_MAX(1, CORE_MIN(c.nr, 8));
+    c.ks = pow2_floor(CORE_MAX(1, CORE_MIN(c.ks, c.wg / c.team)));
+    c.unroll = c.unroll >= 4 ? 4 : c.unroll >= 2 ? 2 : 1; /* gemv.glsl's steps */
+    c.groups = CORE_MAX(0, c.groups);
+    /* Shared memory: the partial sums, then x slices of what is left for
+     * every column, in whole 256-element blocks (and 1/9 spare, gemv.glsl's
+     * padding). Where not even one block fits (16 KiB, many columns, the
+     * pair), fewer rows a team, then smaller workgroups, until it does. */
+    int limit = CORE_MIN(caps->max_compute_shared_memory, GEMV_SHARED_MAX);
+    for (;;) {
+        int nacc4 = (c.nr * m + 3) / 4;
+        c.red = c.subgroup ? (c.ks > 1 ? (c.wg / c.team * c.nr * m * (dual ? 2 : 1) + 3) / 4 : 0)
+                           : nacc4 * c.wg * (dual ? 2 : 1);
+        int budget = limit - 16 * c.red - (norm ? 4 * c.wg : 0); /* wg_reduce_sum's scratch */
+        int xs = CORE_MIN(c.xs, budget * 8 / 9 / (4 * m)) / 256 * 256;
+        if (xs >= 256 || (c.nr == 1 && c.wg <= c.team)) {
+            c.xs = CORE_MAX(256, xs); /* gen_gemv reports a device that is too small */
+            return c;
+        }
+        if (c.nr > 1) {
+            c.nr /= 2;
+        } else {
+            c.wg /= 2;
+            c.ks = CORE_MAX(1, CORE_MIN(c.ks, c.wg / c.team));
+        }
+    }
+}
+
+/* A copy of glsl/graph/gemv_units.glsl per matmul of the kernel (member j
+ * reads its weight through loader load_w or load_s<j>), its names defined
+ * around it. */
+static void gemv_units_copies(kb *b, const mm_ctx *mc)
+{
+    static const char *const names[] = {"GEMV_UNITS", "GEMV_STEP", "GEMV_UX", "GEMV_UDOT", "W_WAT",
+                                        "W_WUNIT",    "W_WUNIT_X", "W_MINS",  "U_WUNIT"};
+    const char *text = emit_snippet_text("graph/gemv_units");
+    for (int j = 0; text && j <= mc->n_sib; j++) {
+        char fn[16], name[24];
+        loader(j, fn);
+        sbuf s;
+        sbuf_init(&s);
+        sbuf_appendf(
+            &s,
+            "#define GEMV_UNITS gemv_units_%d\n#define GEMV_STEP gemv_step_%d\n"
+            "#define GEMV_UX gemv_ux_%d\n#define GEMV_UDOT gemv_udot_%d\n"
+            "#define W_WAT %s_wat\n#define W_WUNIT %s_wunit\n#define W_WUNIT_X %s_wunit_x\n"
+            "#ifdef %s_MINS\n#define W_MINS 1\n#endif\n",
+            j, j, j, j, fn, fn, fn, fn);
+        if (j == 0 && mc->p)
+            sbuf_append(&s, "#define U_WUNIT load_u_wunit\n");
+        sbuf_append(&s, text);
+        for (size_t i = 0; i < CORE_ARRAY_LEN(names); i++)
+            sbuf_appendf(&s, "#undef %s\n", names[i]);
+        snprintf(name, sizeof name, "gemv_units_%d", j);
+        if (sbuf_str(&s))
+            emit_kernel_helper(b->k, name, sbuf_str(&s));
         else
-            kb_line(b, "uint wr%d = s%d_off + (nl0 + min(%du, %s - 1u)) * s%d_nb1;", r, j, r, nrows,
-                    j);
-        if (dual)
-            kb_line(b,
-                    "uint wq%d = w2_off + (nl0 + min(%du, %s - 1u)) * w2_nb1 + (b2 / r2) * "
-                    "w2_nb2 + (b3 / r3) * w2_nb3;",
-                    r, r, nrows);
+            kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "GEMV units");
+        sbuf_free(&s);
     }
-    if (mc->vec4) {
-        /* 4 consecutive k per step: one dq4 decodes them together (the
-         * scalar loader would decode a quantized group once per element) */
-        kb_line(b, "for (uint k4 = lid; k4 < (K >> 2u); k4 += WG_SIZE) {");
-        for (int q = 0; q < 4; q++)
-            kb_line(b, "uint k_%d = 4u * k4 + %du;", q, q);
-        for (int m = 0; m < m_n; m++) {
-            char mc_[16], xv[4][16], kc[4][8];
-            snprintf(mc_, sizeof mc_, "%du", m);
-            for (int q = 0; q < 4; q++) {
-                snprintf(kc[q], sizeof kc[q], "k_%d", q);
-                const char *cx[4] = {kc[q], mc_, "b2", "b3"};
-                kb_expr(b, mc->x, cx, xv[q]);
-                norm_square(b, nrm, m);
-            }
-            kb_line(b, "vec4 x%d = vec4(%s, %s, %s, %s);", m, xv[0], xv[1], xv[2], xv[3]);
-        }
-        for (int r = 0; r < GEMV_ROWS; r++) {
-            kb_line(b, "vec4 w%d = %s4(wr%d, k4);", r, fn, r);
-            if (dual)
-                kb_line(b, "vec4 u%d = load_u4(wq%d, k4);", r, r);
-        }
-        for (int r = 0; r < GEMV_ROWS; r++)
-            for (int m = 0; m < m_n; m++) {
-                kb_line(b, "a%d_%d += dot(w%d, x%d);", r, m, r, m);
-                if (dual)
-                    kb_line(b, "p%d_%d += dot(u%d, x%d);", r, m, r, m);
-            }
-        kb_line(b, "}");
-    } else {
-        kb_line(b, "for (uint k = lid; k < K; k += WG_SIZE) {");
-        for (int m = 0; m < m_n; m++) {
-            char mc_[16], xv[16];
-            snprintf(mc_, sizeof mc_, "%du", m);
-            const char *cx[4] = {"k", mc_, "b2", "b3"};
-            kb_expr(b, mc->x, cx, xv);
-            norm_square(b, nrm, m);
-            kb_line(b, "float x%d = %s;", m, xv);
-        }
-        for (int r = 0; r < GEMV_ROWS; r++) {
-            kb_line(b, "float w%d = %s(wr%d, k);", r, fn, r);
-            if (dual)
-                kb_line(b, "float u%d = load_u(wq%d, k);", r, r);
-        }
-        for (int r = 0; r < GEMV_ROWS; r++)
-            for (int m = 0; m < m_n; m++) {
-                kb_line(b, "a%d_%d += w%d * x%d;", r, m, r, m);
-                if (dual)
-                    kb_line(b, "p%d_%d += u%d * x%d;", r, m, r, m);
-            }
-        kb_line(b, "}");
-    }
+    if (!text)
+        kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemv_units");
 }
 
 static glesc_status gen_gemv(kb *b, mm_ctx *mc)
 {
     bool dual = mc->p != NULL;
-    /* Specialized for the exact m (the op's variant, so the plan hash covers
-     * it): every accumulator is a scalar with a constant name, which keeps it
-     * in registers (an array indexed by a runtime m goes to scratch memory;
-     * on llvmpipe that made this kernel 5x slower). */
-    int m_n = (int)mc->x->ne[1];
+    int m = (int)mc->x->ne[1];
     /* a folded rms_norm (reduction prologue): the squares of each column's
-     * input are one more sum per column, reduced with the dot products */
+     * input summed where x is loaded, the scale applied before the store */
     const glesc_tensor *nrm = kb_row_norm(b, mc->x);
-    int ndot = GEMV_ROWS * m_n * (dual ? 2 : 1);
-    int nacc = ndot + (nrm ? m_n : 0);
-    /* the largest workgroup whose sums fit the shared array (m and the pair
-     * are in the plan hash, so is this) */
-    int wg = b->ctx->cpu_device ? GEMV_WG_MAX_CPU : GEMV_WG_MAX;
-    while (wg > 32 && wg * nacc > GEMV_PART_MAX)
-        wg /= 2;
+    gemv_cfg c = gemv_config(b->ctx, mc->w->dtype, m, dual, nrm != NULL);
+    /* x's slices and the partial sums (vec4), a folded norm's scratch */
+    int xs_vec4 = m * (c.xs / 4 + c.xs / 32); /* gemv.glsl's XS4P a column */
+    int bytes = 16 * (xs_vec4 + c.red) + (nrm ? 4 * c.wg : 0);
+    if (bytes > b->ctx->caps.max_compute_shared_memory)
+        return kb_fail(b, GLESC_ERROR_LIMIT,
+                       "GEMV: %d bytes of shared memory needed, the device has %d (m = %d)", bytes,
+                       b->ctx->caps.max_compute_shared_memory, m);
     if (b->k) {
-        emit_kernel_local_size(b->k, wg, 1, 1);
+        emit_kernel_local_size(b->k, c.wg, 1, 1);
+        if (c.subgroup) {
+            emit_kernel_extension(b->k, "GL_KHR_shader_subgroup_basic");
+            emit_kernel_extension(b->k, "GL_KHR_shader_subgroup_arithmetic");
+            emit_kernel_define(b->k, "GEMV_SUBGROUP", "1");
+            if (nrm)
+                emit_kernel_define(b->k, "GLESC_SUBGROUP_ARITH", "1"); /* common/reduce */
+        }
         emit_kernel_snippet(b->k, "graph/eltwise");
-        emit_kernel_define(b->k, "ROWS", "%du", GEMV_ROWS);
-        emit_kernel_define(b->k, "MCOLS", "%du", m_n);
-        emit_kernel_define(b->k, "NACC", "%du", nacc);
-        emit_kernel_shared(b->k, "float", "part", nacc * wg);
-        emit_kernel_comment(b->k, "GEMV: ROWS output rows per workgroup, all MCOLS columns; k "
-                                  "split across invocations, one tree reduction for all sums");
+        emit_kernel_define(b->k, "TEAM", "%du", c.team);
+        emit_kernel_define(b->k, "KSPLIT", "%du", c.ks);
+        emit_kernel_define(b->k, "NR", "%du", c.nr);
+        emit_kernel_define(b->k, "MCOLS", "%du", m);
+        emit_kernel_define(b->k, "XS", "%du", c.xs);
+        emit_kernel_define(b->k, "UNROLL", "%du", c.unroll);
+        emit_kernel_define(b->k, "NMEMB", "%du", 1 + mc->n_sib);
+        if (dual)
+            emit_kernel_define(b->k, "PAIR", "1");
+        emit_kernel_shared(b->k, "vec4", "xs", xs_vec4);
+        if (c.red)
+            emit_kernel_shared(b->k, "vec4", "xr", c.red);
+        if (nrm) {
+            emit_kernel_define(b->k, "GEMV_NORM", "1");
+            emit_kernel_shared(b->k, "float", "red_scratch", c.wg);
+            emit_kernel_snippet(b->k, "common/reduce");
+        }
+        emit_kernel_comment(b->k,
+                            "GEMV (glsl/graph/gemv.glsl): %d rows per workgroup of %d, teams of "
+                            "%d, %d per row, %s reduction, x in slices of %d, %d units in flight",
+                            c.wg / c.team / c.ks * c.nr, c.wg, c.team, c.ks,
+                            c.subgroup ? "subgroup" : "shared", c.xs, c.unroll);
         if (mc->n_sib)
             emit_kernel_comment(b->k,
-                                "grouped: %d matmuls of one activation, workgroups pick "
-                                "theirs by row range",
+                                "grouped: %d matmuls of one activation, blocks of rows pick "
+                                "theirs by range",
                                 1 + mc->n_sib);
     }
-    common(b, mc);
-    kb_line(b, "uint g = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;");
-    /* a group's workgroup computes member sel's rows: cnt of them from nbase */
-    const char *cnt = mc->n_sib ? "cnt" : "n_count", *nbase = mc->n_sib ? "nbase" : "n_base";
-    if (mc->n_sib)
-        group_select(b, mc, "g");
-    kb_line(b, "uint nl0 = %s * ROWS; // first local row (within the chunk)",
-            mc->n_sib ? "gl" : "g");
-    kb_line(b, "if (nl0 >= %s) {", cnt);
-    kb_line(b, "return;");
-    kb_line(b, "}");
-    kb_line(b, "uint b2 = gl_WorkGroupID.z %% xb2;");
-    kb_line(b, "uint b3 = gl_WorkGroupID.z / xb2;");
-    kb_line(b, "uint lid = gl_LocalInvocationIndex;");
-    kb_line(b, "uint nrows = min(ROWS, %s - nl0);", cnt);
-    for (int r = 0; r < GEMV_ROWS; r++)
-        for (int m = 0; m < m_n; m++) {
-            kb_line(b, "float a%d_%d = 0.0;", r, m);
-            if (dual)
-                kb_line(b, "float p%d_%d = 0.0;", r, m);
-        }
-    for (int m = 0; nrm && m < m_n; m++)
-        kb_line(b, "float sq%d = 0.0;", m);
-    for (int j = 0; j <= mc->n_sib; j++) {
-        member_open(b, mc, j);
-        gemv_loop(b, mc, j, nrm, "nrows");
+    common(b, mc, true);
+    mc->p_blocks = kb_param_u(b, "n_blocks", 0);
+    if (b->k) {
+        emit_kernel_snippet(b->k, "graph/gemv");
+        gemv_units_copies(b, mc);
     }
-    member_close(b, mc);
-    /* all NACC sums reduce together: log2(WG) barrier steps per workgroup;
-     * slot (r·MCOLS + m), then the partner's after ROWS·MCOLS */
-    for (int r = 0; r < GEMV_ROWS; r++)
-        for (int m = 0; m < m_n; m++) {
-            kb_line(b, "part[%du * WG_SIZE + lid] = a%d_%d;", r * m_n + m, r, m);
-            if (dual)
-                kb_line(b, "part[%du * WG_SIZE + lid] = p%d_%d;", (GEMV_ROWS + r) * m_n + m, r, m);
-        }
-    for (int m = 0; nrm && m < m_n; m++)
-        kb_line(b, "part[%du * WG_SIZE + lid] = sq%d;", ndot + m, m);
-    kb_line(b, "memoryBarrierShared();");
-    kb_line(b, "barrier();");
-    kb_line(b, "for (uint s = WG_SIZE / 2u; s > 0u; s >>= 1u) {");
-    kb_line(b, "if (lid < s) {");
-    kb_line(b, "for (uint i = 0u; i < NACC; i++) {");
-    kb_line(b, "part[i * WG_SIZE + lid] += part[i * WG_SIZE + lid + s];");
-    kb_line(b, "}");
-    kb_line(b, "}");
-    kb_line(b, "memoryBarrierShared();");
-    kb_line(b, "barrier();");
-    kb_line(b, "}");
-    kb_line(b, "// invocation lid stores (row lid / MCOLS, column lid %% MCOLS)");
-    kb_line(b, "uint r = lid / MCOLS;");
-    kb_line(b, "uint m = lid %% MCOLS;");
-    kb_line(b, "if (r < nrows) {");
-    kb_line(b, "uint n = %s + nl0 + r;", nbase);
-    kb_line(b, "float dot = part[(r * MCOLS + m) * WG_SIZE];");
-    if (dual)
-        kb_line(b, "float dot2 = part[((ROWS + r) * MCOLS + m) * WG_SIZE];");
+    /* the hooks gemv.glsl calls: x with its prologue (and a folded norm's
+     * squares), the stores with their epilogues, the norm's scale */
+    if (b->k)
+        emit_kernel_function_begin(
+            b->k, "float gemv_x(uint k, uint c, uint b2, uint b3, inout float sq)");
+    char xv[16];
+    const char *cx[4] = {"k", "c", "b2", "b3"};
+    kb_expr(b, mc->x, cx, xv);
     if (nrm) {
-        /* W·(x∘g·s) = s·(W·(x∘g)): the norm's scale of column m */
-        kb_line(b, "float sq = part[(%du + m) * WG_SIZE];", ndot);
-        kb_row_norm_scale(b, nrm, "rs", "sq", "K");
-        kb_line(b, "dot *= rs;");
-        if (dual)
-            kb_line(b, "dot2 *= rs;");
+        if (b->norm_evals != 1)
+            kb_fail(b, GLESC_ERROR_STATE, "matmul: the folded norm's input is read %d times",
+                    b->norm_evals);
+        kb_line(b, "sq += %s * %s;", b->norm_in, b->norm_in);
     }
-    const char *co[4] = {"n", "m", "b2", "b3"};
+    kb_line(b, "return %s;", xv);
+    if (b->k) {
+        emit_kernel_function_end(b->k);
+        emit_kernel_function_begin(b->k, "void gemv_store(uint sel, uint n, uint c, uint b2, "
+                                         "uint b3, float dot, float dot2)");
+    }
+    const char *co[4] = {"n", "c", "b2", "b3"};
     for (int j = 0; j <= mc->n_sib; j++) {
         member_open(b, mc, j);
         member_store(b, j, co, "dot", dual ? "dot2" : NULL);
     }
     member_close(b, mc);
-    kb_line(b, "}");
-    dispatch_chunks(b, mc, gemv_groups, GEMV_ROWS, 1, mc->x->ne[2] * mc->x->ne[3]);
+    if (b->k)
+        emit_kernel_function_end(b->k);
+    if (nrm) {
+        if (b->k)
+            emit_kernel_function_begin(b->k, "float gemv_norm_scale(float sq)");
+        kb_row_norm_scale(b, nrm, "rs", "sq", "K");
+        kb_line(b, "return rs;");
+        if (b->k)
+            emit_kernel_function_end(b->k);
+    }
+    kb_line(b, "gemv_main();");
+    dispatch_chunks(b, mc, c.wg / c.team / c.ks * c.nr, (uint64_t)c.groups, true, 1,
+                    mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
-}
-
-static uint32_t gemm_groups(int64_t n_wg, uint32_t g[2])
-{
-    g[0] = (uint32_t)n_wg;
-    g[1] = 1;
-    return 0;
 }
 
 static glesc_status gen_gemm(kb *b, mm_ctx *mc)
@@ -489,7 +554,7 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
         emit_kernel_comment(b->k, "GEMM: 64x64 output tiles, k in steps of 16 through shared "
                                   "memory, 4x4 outputs per invocation");
     }
-    common(b, mc);
+    common(b, mc, false);
     kb_line(b, "uint tx = gl_LocalInvocationID.x;");
     kb_line(b, "uint ty = gl_LocalInvocationID.y;");
     kb_line(b, "uint lid = gl_LocalInvocationIndex;");
@@ -658,7 +723,7 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
             member_close(b, mc);
             kb_line(b, "}");
         }
-    dispatch_chunks(b, mc, gemm_groups, TILE, (mc->x->ne[1] + TILE - 1) / TILE,
+    dispatch_chunks(b, mc, TILE, 0, false, (mc->x->ne[1] + TILE - 1) / TILE,
                     mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
 }

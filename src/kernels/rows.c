@@ -33,7 +33,7 @@ glesc_status kernels_gen_get_rows(kb *b)
     int tb = kb_binding(b, tab->owner, 0, false);
     char buf[16];
     snprintf(buf, sizeof buf, "t%d", tb);
-    kernels_wload_emit(b, tab->dtype, "load_w", buf, false);
+    kernels_wload_emit(b, tab, "load_w", buf, KERNELS_WLOAD_ELEM, "ne0");
     uint64_t n = (uint64_t)graph_nelements(a);
     kb_param_u(b, "n", n);
     kb_param_u(b, "R", (uint64_t)tab->ne[1]);

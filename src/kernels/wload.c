@@ -1,21 +1,38 @@
 /*
  * wload.c — weight loaders: how matmul and get_rows read a weight row, per
- * weight type. A loader is a GLSL function `float NAME(uint row_byte, uint
- * k)`: element k of the row that starts at byte row_byte of the binding;
- * with vec4 asked for, also `vec4 NAME4(uint row_byte, uint k4)`: elements
- * 4·k4 .. 4·k4+3 (row_byte then a multiple of 4).
+ * weight type, as GLSL functions over the weight's binding (row_byte: the
+ * row's first byte in it; ne0: a GLSL expression, the row's length):
  *
- * f32, f16 and bf16 are written here. The ggml block types are built on the
- * glsl/quant/ snippets (the ones tests/test_quant_gpu.c checks against the
- * CPU reference): each defines QK, QWORDS and `vec4 dq4(uint b, uint j)`
- * over the uint buffer named by the macro QW, and quant/common defines its
- * helpers (qbyte, nib4, ...). A kernel can hold two loaders (gate/up pair),
- * each over its own binding, so every loader gets its own copy of both
+ *   KERNELS_WLOAD_ELEM  float NAME(uint row_byte, uint k): element k;
+ *   KERNELS_WLOAD_VEC4  vec4 NAME4(uint row_byte, uint k4): elements
+ *                       4·k4 .. 4·k4+3 (row_byte a multiple of 4);
+ *   KERNELS_WLOAD_UNIT  the GEMV's 32-element units (glsl/graph/gemv.glsl):
+ *                       `uvec4 NAME_wat(uint u)`, where unit u's block
+ *                       lies in any row (the same for every row: computed
+ *                       once for all the rows a lane reads),
+ *                       `void NAME_wunit(uint row_byte, uvec4 at, uint u,
+ *                       out vec4 q[8], out vec4 ab)` and `uvec2
+ *                       NAME_wunit_x(uint u)`, see glsl/quant/common.glsl;
+ *                       NAME_MINS is defined when the runs' values have an
+ *                       offset (ab.y, ab.w).
+ *
+ * f32, f16 and bf16 element loaders are written here. The ggml block types
+ * are built on the glsl/quant/ snippets (the ones tests/test_quant_gpu.c
+ * checks against the CPU reference): quant/common, the layout's qlocate
+ * (quant_gpu_locate_glsl, from src/quant/gpu.c's table) and the type's
+ * snippet, reading words through QW(i) and QW4(i), macros over the binding
+ * as uint words or, for the GEMV's fast units, as uvec4. A kernel can hold
+ * two loaders (gate/up pair), so every loader gets its own copy of the
  * snippets with each top-level name renamed by a #define to NAME_<name>
- * (collected from the snippet text: function definitions and constants at
- * the start of a line), and every macro is #undef'd after the copy. The
- * per-element loader decodes a group of 4 and picks one; matmul uses NAME4
- * where it can (variant: kernels_wload_vec4), get_rows the scalar one.
+ * (collected from the text: function definitions, structs and constants
+ * at the start of a line), and every macro is #undef'd after the copy.
+ *
+ * The GEMV's units come from the snippet's own decoder where the type has
+ * one (`unit`: scales decoded once per 32 elements, exact integer quants
+ * from one fma each) and the rows are 16-byte aligned, reading the binding
+ * as uvec4 (kernels_wload_units); otherwise from dq4 (the other block
+ * types) or the element loader (plain weights of an odd length or
+ * alignment), element by element, masked past ne0.
  */
 #include <string.h>
 
@@ -66,6 +83,15 @@ static void emit_bf16(sbuf *o, const char *fn, const char *buf, bool vec4)
                      fn, buf, buf);
 }
 
+/* Do all of w's rows start on a multiple of `a` bytes? */
+static bool rows_aligned(const glesc_tensor *w, int64_t a)
+{
+    bool ok = w->offs % (uint64_t)a == 0;
+    for (int d = 1; d < 4; d++)
+        ok = ok && (w->ne[d] == 1 || w->nb[d] % a == 0);
+    return ok;
+}
+
 bool kernels_wload_vec4(const glesc_tensor *w)
 {
     if (w->ne[0] % 4)
@@ -74,15 +100,29 @@ bool kernels_wload_vec4(const glesc_tensor *w)
     case GLESC_DTYPE_F32:
         return true; /* word-addressed: any row start works */
     case GLESC_DTYPE_F16:
-    case GLESC_DTYPE_BF16: {
-        /* pairs of words: every row must start on a word */
-        bool ok = w->offs % 4 == 0;
-        for (int d = 1; d < 4; d++)
-            ok = ok && (w->ne[d] == 1 || w->nb[d] % 4 == 0);
-        return ok;
-    }
+    case GLESC_DTYPE_BF16:
+        return rows_aligned(w, 4); /* pairs of words */
     default:
         return graph_dtype_quant(w->dtype); /* GPU rows are whole words of whole blocks */
+    }
+}
+
+static bool snippet_has_unit(glesc_dtype t)
+{
+    const char *s = quant_gpu_snippet(t) ? emit_snippet_text(quant_gpu_snippet(t)) : NULL;
+    return s && strstr(s, "\nvoid unit(") != NULL;
+}
+
+bool kernels_wload_units(const glesc_tensor *w)
+{
+    switch (w->dtype) {
+    case GLESC_DTYPE_F32:
+    case GLESC_DTYPE_F16:
+    case GLESC_DTYPE_BF16:
+        return w->ne[0] % 32 == 0 && rows_aligned(w, 16);
+    default:
+        /* whole quantized tensors only (no views): rows of 16-byte multiples */
+        return quant_gpu_align(w->dtype) == 16 && snippet_has_unit(w->dtype);
     }
 }
 
@@ -91,10 +131,11 @@ static bool is_ident(char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* Appends to defs "#define NAME P_NAME" for each top-level function or
- * constant of text and to undefs "#undef X" for those and every macro it
+/* Appends to defs "#define NAME P_NAME" for each top-level function, struct
+ * or constant of text and to undefs "#undef X" for those and every macro it
  * defines. A top-level definition is a line starting with an identifier
- * (`TYPE NAME(` or `const TYPE NAME =`); body lines are indented. */
+ * (`TYPE NAME(`, `struct NAME {` or `const TYPE NAME =`); body lines are
+ * indented. */
 static void snippet_names(const char *text, const char *prefix, sbuf *defs, sbuf *undefs)
 {
     for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
@@ -111,7 +152,7 @@ static void snippet_names(const char *text, const char *prefix, sbuf *defs, sbuf
             continue; /* indented body line, comment, brace or blank */
         if (!strncmp(p, "const ", 6))
             p += 6;
-        /* the type, a space, then the name */
+        /* the type (or "struct"), a space, then the name */
         while (is_ident(*p))
             p++;
         if (*p != ' ')
@@ -127,45 +168,141 @@ static void snippet_names(const char *text, const char *prefix, sbuf *defs, sbuf
     }
 }
 
-static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, bool vec4)
+/* The QW / QW4 macros over buf, read as uint words or as uvec4. */
+static void word_macros(sbuf *o, const char *buf, bool as_uvec4)
 {
+    if (as_uvec4)
+        sbuf_appendf(o, "#define QW(i) qw_pick(%s[(i) >> 2u], i)\n#define QW4(i) %s[i]\n", buf,
+                     buf);
+    else
+        sbuf_appendf(o,
+                     "#define QW(i) %s[i]\n#define QW4(i) uvec4(%s[4u * (i)], %s[4u * (i) + 1u], "
+                     "%s[4u * (i) + 2u], %s[4u * (i) + 3u])\n",
+                     buf, buf, buf, buf, buf);
+}
+
+/* The GEMV unit of a type without a decoder of its own: 32 elements of
+ * dq4 (block types, whose block is a multiple of 32) or of the element
+ * loader (plain types, masked past ne0). */
+static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
+{
+    sbuf_appendf(o,
+                 "uvec2 %s_wunit_x(uint u) {\n"
+                 "    return uvec2(32u * u, 32u * u + 16u);\n}\n",
+                 fn);
+    if (block)
+        sbuf_appendf(o,
+                     "uvec4 %s_wat(uint u) {\n"
+                     "    qblock b = qlocate(0u, (%s) / QK, 32u * u / QK);\n"
+                     "    return uvec4(b.f0, b.f1, b.f2, b.i);\n}\n"
+                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                     "{\n"
+                     "    uint r = row_byte >> 2u;\n"
+                     "    qblock b = qblock(r + at.x, r + at.y, r + at.z, at.w);\n"
+                     "    uint j0 = 32u * u %% QK / 4u;\n"
+                     "    for (uint i = 0u; i < 8u; i++) {\n"
+                     "        q[i] = dq4(b, j0 + i);\n"
+                     "    }\n",
+                     fn, ne0, fn);
+    else
+        sbuf_appendf(o,
+                     "uvec4 %s_wat(uint u) {\n"
+                     "    return uvec4(0u);\n}\n"
+                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                     "{\n"
+                     "    for (uint i = 0u; i < 8u; i++) {\n"
+                     "        uint k = 32u * u + 4u * i;\n"
+                     "        q[i] = vec4(k < (%s) ? %s(row_byte, k) : 0.0,\n"
+                     "                    k + 1u < (%s) ? %s(row_byte, k + 1u) : 0.0,\n"
+                     "                    k + 2u < (%s) ? %s(row_byte, k + 2u) : 0.0,\n"
+                     "                    k + 3u < (%s) ? %s(row_byte, k + 3u) : 0.0);\n"
+                     "    }\n",
+                     fn, fn, ne0, fn, ne0, fn, ne0, fn, ne0, fn);
+    sbuf_append(o, "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n");
+}
+
+/* The snippet-based loaders of t (and, with units, the GEMV's fast units
+ * over a uvec4 binding; f32/f16/bf16 come here only for those). */
+static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, unsigned what,
+                       const char *ne0, bool units)
+{
+    bool plain = !graph_dtype_quant(t);
+    bool fast = (what & KERNELS_WLOAD_UNIT) && units;
     const char *snippet = quant_gpu_snippet(t);
     const char *common = emit_snippet_text("quant/common");
     const char *text = snippet ? emit_snippet_text(snippet) : NULL;
     if (!common || !text)
         return false;
-    sbuf undefs;
+    sbuf undefs, locate;
     sbuf_init(&undefs);
+    sbuf_init(&locate);
+    quant_gpu_locate_glsl(t, &locate);
     sbuf_appendf(o,
-                 "// weight loader %s: %s blocks (glsl/%s.glsl) in %s; the snippets' names are "
-                 "renamed %s_* so that each loader has its own copy\n",
+                 "// weight loader %s: %s (glsl/%s.glsl) in %s; the snippets' names are renamed "
+                 "%s_* so that each loader has its own copy\n",
                  fn, glesc_dtype_name(t), snippet, buf, fn);
-    sbuf_appendf(o, "#define QW %s\n", buf);
-    sbuf_append(&undefs, "#undef QW\n");
+    word_macros(o, buf, fast);
+    sbuf_append(&undefs, "#undef QW\n#undef QW4\n");
     snippet_names(common, fn, o, &undefs);
+    if (locate.len)
+        snippet_names(sbuf_str(&locate), fn, o, &undefs);
     snippet_names(text, fn, o, &undefs);
     sbuf_append(o, common);
+    if (locate.len)
+        sbuf_append(o, sbuf_str(&locate));
     sbuf_append(o, text);
-    sbuf_appendf(o,
-                 "float %s(uint row_byte, uint k) {\n"
-                 "    return dq4((row_byte >> 2u) + (k / QK) * QWORDS, (k %% QK) >> 2u)[k & 3u];\n"
-                 "}\n",
-                 fn);
-    if (vec4)
+    if (!plain && (what & KERNELS_WLOAD_ELEM))
+        sbuf_appendf(o,
+                     "float %s(uint row_byte, uint k) {\n"
+                     "    return dq4(qlocate(row_byte >> 2u, (%s) / QK, k / QK), (k %% QK) >> "
+                     "2u)[k & 3u];\n}\n",
+                     fn, ne0);
+    if (!plain && (what & KERNELS_WLOAD_VEC4))
         sbuf_appendf(o,
                      "vec4 %s4(uint row_byte, uint k4) {\n"
-                     "    return dq4((row_byte >> 2u) + (k4 / (QK / 4u)) * QWORDS, k4 %% (QK / "
-                     "4u));\n}\n",
-                     fn);
+                     "    return dq4(qlocate(row_byte >> 2u, (%s) / QK, k4 / (QK / 4u)), k4 %% (QK "
+                     "/ 4u));\n}\n",
+                     fn, ne0);
+    if (fast && plain) {
+        int esize = (int)graph_dtype_size(t);
+        sbuf_appendf(o,
+                     "uvec2 %s_wunit_x(uint u) {\n"
+                     "    return uvec2(32u * u, 32u * u + 16u);\n}\n"
+                     "uvec4 %s_wat(uint u) {\n"
+                     "    return uvec4(0u);\n}\n"
+                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                     "{\n"
+                     "    punit((row_byte >> 4u) + %du * u, q);\n"
+                     "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n",
+                     fn, fn, fn, 2 * esize);
+    } else if (fast) {
+        sbuf_appendf(o,
+                     "uvec2 %s_wunit_x(uint u) {\n"
+                     "    return (u / QU) * QK + unit_x(u %% QU);\n}\n"
+                     "uvec4 %s_wat(uint u) {\n"
+                     "    qblock b = qlocate(0u, (%s) / QK, u / QU);\n"
+                     "    return uvec4(b.f0, b.f1, b.f2, b.i);\n}\n"
+                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                     "{\n"
+                     "    uint r = row_byte >> 2u;\n"
+                     "    unit(qblock(r + at.x, r + at.y, r + at.z, at.w), u %% QU, q, ab);\n}\n"
+                     "#ifdef QMINS\n#define %s_MINS 1\n#endif\n",
+                     fn, fn, ne0, fn, fn);
+    } else if (what & KERNELS_WLOAD_UNIT) {
+        generic_unit(o, fn, ne0, true);
+    }
     if (sbuf_str(&undefs))
         sbuf_append(o, sbuf_str(&undefs));
     else
         o->oom = true;
+    if (locate.oom)
+        o->oom = true;
     sbuf_free(&undefs);
+    sbuf_free(&locate);
     return true;
 }
 
-/* The writer of a plain type's loader; NULL for the block types. */
+/* The writer of a plain type's element loaders; NULL for the block types. */
 typedef void (*plain_loader)(sbuf *o, const char *fn, const char *buf, bool vec4);
 static plain_loader plain_loader_of(glesc_dtype t)
 {
@@ -181,19 +318,32 @@ static plain_loader plain_loader_of(glesc_dtype t)
     }
 }
 
-void kernels_wload_emit(kb *b, glesc_dtype t, const char *fn, const char *buf, bool vec4)
+void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char *buf,
+                        unsigned what, const char *ne0)
 {
     if (!b->k)
         return;
+    glesc_dtype t = w->dtype;
     plain_loader plain = plain_loader_of(t);
+    bool units = (what & KERNELS_WLOAD_UNIT) && (what & KERNELS_WLOAD_UVEC4);
+    if (units && !kernels_wload_units(w)) {
+        kb_fail(b, GLESC_ERROR_STATE, "weight loader %s: %s rows have no uvec4 units", fn,
+                glesc_dtype_name(t));
+        return;
+    }
     sbuf s;
     sbuf_init(&s);
     bool ok = quant_gpu_readable(t);
-    if (ok && plain) {
+    if (ok && plain && units) {
+        /* the fast units read the binding as uvec4 through the type's snippet */
+        ok = quant_emit(&s, t, fn, buf, KERNELS_WLOAD_UNIT, ne0, true);
+    } else if (ok && plain) {
         emit_kernel_snippet(b->k, "common/f16");
-        plain(&s, fn, buf, vec4);
+        plain(&s, fn, buf, (what & KERNELS_WLOAD_VEC4) != 0);
+        if (what & KERNELS_WLOAD_UNIT)
+            generic_unit(&s, fn, ne0, false);
     } else if (ok) {
-        ok = quant_emit(&s, t, fn, buf, vec4);
+        ok = quant_emit(&s, t, fn, buf, what, ne0, units);
     }
     if (!ok)
         kb_fail(b, GLESC_ERROR_UNSUPPORTED, "weight loader %s: no GLSL snippet for %s", fn,

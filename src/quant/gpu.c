@@ -1,41 +1,66 @@
 /*
  * gpu.c — how quantized blocks live on the GPU. GLSL ES has no 8- or 16-bit
- * storage, so blocks are read as uint words; a block whose size is not a
- * multiple of 4 bytes is repacked at upload with zero padding placed so that
- * its quant bytes start on a word boundary (after the f16 scale for the
- * 32-element types, at the end for q3_k/q6_k). The snippets in glsl/quant/
- * read exactly these layouts.
+ * storage, so weights are read as 32-bit words, and the fast GEMV reads
+ * them as uvec4 (16 bytes at once). Each type's blocks are repacked at
+ * upload into a layout described by a small table: a block is cut into
+ * fields (byte ranges of the file block), and a row's blocks are taken in
+ * groups of G: a group stores, field after field, that field of each of
+ * its blocks one after another, each field's array padded to A bytes.
+ *
+ *   q4_0 (G 8, A 16): qs[8][16] | d[8] (f16)          = 144 bytes, 9 uvec4
+ *   q8_0 (G 8, A 16): qs[8][32] | d[8]                = 272 bytes
+ *   q4_k (G 1, A 16): the 144-byte block as in the file (already aligned)
+ *   q3_k (G 1, A 4):  the 110-byte block + 2 bytes of padding
+ *
+ * So the quants of consecutive blocks are contiguous and 16-byte aligned
+ * where the GEMV wants them, scales sit in a dense array after them, and
+ * nothing is wasted in a full group. The last group of a row may hold
+ * fewer blocks (cnt = nb - G * (groups - 1)); its field arrays are as long
+ * as cnt blocks need (padded to A), so a row costs at most A - 1 bytes per
+ * field more than in the file. Locating block b of a row therefore needs
+ * the row's block count: quant_gpu_locate_glsl writes that function for
+ * the snippets in glsl/quant/, which read exactly these layouts.
  */
 #include <string.h>
 
 #include "core/core.h"
 #include "quant/quant.h"
 
+#define MAX_FIELDS 3
+
+typedef struct gpu_field {
+    int off, bytes; /* byte range in the file block */
+} gpu_field;
+
 typedef struct gpu_layout {
     const char *snippet; /* under glsl/ */
-    int hdr;             /* bytes copied before the padding */
-    int pad;             /* zero bytes inserted after hdr */
-    int qk;              /* elements per GPU block (4 for the plain types) */
+    int qk;              /* elements per block (4 for the plain types) */
+    int g, align;        /* blocks per group, field array alignment; 0: plain type */
+    int nf;
+    gpu_field f[MAX_FIELDS];
 } gpu_layout;
 
 static const gpu_layout layouts[GLESC_DTYPE_COUNT_] = {
-    [GLESC_DTYPE_F32] = {"quant/f32", 0, 0, 4},
-    [GLESC_DTYPE_F16] = {"quant/f16", 0, 0, 4},
-    [GLESC_DTYPE_BF16] = {"quant/bf16", 0, 0, 4},
-    [GLESC_DTYPE_Q4_0] = {"quant/q4_0", 2, 2, 32},
-    [GLESC_DTYPE_Q4_1] = {"quant/q4_1", 0, 0, 32},
-    [GLESC_DTYPE_Q5_0] = {"quant/q5_0", 2, 2, 32},
-    [GLESC_DTYPE_Q5_1] = {"quant/q5_1", 0, 0, 32},
-    [GLESC_DTYPE_Q8_0] = {"quant/q8_0", 2, 2, 32},
-    [GLESC_DTYPE_Q8_1] = {"quant/q8_1", 0, 0, 32},
-    [GLESC_DTYPE_Q2_K] = {"quant/q2_k", 0, 0, 256},
-    [GLESC_DTYPE_Q3_K] = {"quant/q3_k", 110, 2, 256},
-    [GLESC_DTYPE_Q4_K] = {"quant/q4_k", 0, 0, 256},
-    [GLESC_DTYPE_Q5_K] = {"quant/q5_k", 0, 0, 256},
-    [GLESC_DTYPE_Q6_K] = {"quant/q6_k", 210, 2, 256},
-    [GLESC_DTYPE_IQ4_NL] = {"quant/iq4_nl", 2, 2, 32},
-    [GLESC_DTYPE_IQ4_XS] = {"quant/iq4_xs", 0, 0, 256},
-    [GLESC_DTYPE_MXFP4] = {"quant/mxfp4", 1, 3, 32},
+    [GLESC_DTYPE_F32] = {.snippet = "quant/f32", .qk = 4}, /* plain: g = 0 */
+    [GLESC_DTYPE_F16] = {.snippet = "quant/f16", .qk = 4},
+    [GLESC_DTYPE_BF16] = {.snippet = "quant/bf16", .qk = 4},
+    /* grouped: quants first, 16-byte aligned; then the small fields */
+    [GLESC_DTYPE_Q4_0] = {"quant/q4_0", 32, 8, 16, 2, {{2, 16}, {0, 2}}},
+    [GLESC_DTYPE_Q4_1] = {"quant/q4_1", 32, 8, 16, 2, {{4, 16}, {0, 4}}},
+    [GLESC_DTYPE_Q5_0] = {"quant/q5_0", 32, 8, 16, 3, {{6, 16}, {2, 4}, {0, 2}}},
+    [GLESC_DTYPE_Q5_1] = {"quant/q5_1", 32, 8, 16, 3, {{8, 16}, {4, 4}, {0, 4}}},
+    [GLESC_DTYPE_Q8_0] = {"quant/q8_0", 32, 8, 16, 2, {{2, 32}, {0, 2}}},
+    [GLESC_DTYPE_Q6_K] = {"quant/q6_k", 256, 8, 16, 2, {{0, 208}, {208, 2}}},
+    /* whole blocks, already 16-byte multiples with aligned quants */
+    [GLESC_DTYPE_Q4_K] = {"quant/q4_k", 256, 1, 16, 1, {{0, 144}}},
+    [GLESC_DTYPE_Q5_K] = {"quant/q5_k", 256, 1, 16, 1, {{0, 176}}},
+    /* word-aligned blocks (read by the generic paths) */
+    [GLESC_DTYPE_Q8_1] = {"quant/q8_1", 32, 1, 4, 1, {{0, 36}}},
+    [GLESC_DTYPE_Q2_K] = {"quant/q2_k", 256, 1, 4, 1, {{0, 84}}},
+    [GLESC_DTYPE_Q3_K] = {"quant/q3_k", 256, 1, 4, 1, {{0, 110}}},
+    [GLESC_DTYPE_IQ4_NL] = {"quant/iq4_nl", 32, 1, 4, 2, {{0, 2}, {2, 16}}},
+    [GLESC_DTYPE_IQ4_XS] = {"quant/iq4_xs", 256, 1, 4, 1, {{0, 136}}},
+    [GLESC_DTYPE_MXFP4] = {"quant/mxfp4", 32, 1, 4, 2, {{0, 1}, {1, 16}}},
 };
 
 static const gpu_layout *layout(glesc_dtype t)
@@ -62,67 +87,138 @@ int quant_gpu_block_elems(glesc_dtype t)
     return l ? l->qk : 0;
 }
 
-int quant_gpu_block_words(glesc_dtype t)
+static int round_up(int v, int a)
+{
+    return (v + a - 1) / a * a;
+}
+
+/* Bytes of a group of cnt blocks. */
+static int group_bytes(const gpu_layout *l, int cnt)
+{
+    int n = 0;
+    for (int f = 0; f < l->nf; f++)
+        n += round_up(cnt * l->f[f].bytes, l->align);
+    return n;
+}
+
+uint64_t quant_gpu_row_bytes(glesc_dtype t, int64_t ne0)
 {
     const gpu_layout *l = layout(t);
-    if (!l)
+    if (!l || !l->g || ne0 % l->qk)
         return 0;
-    const quant_type_info *q = quant_type(t);
-    int bytes = q->block_bytes * (l->qk / q->block_size) + l->pad;
-    return bytes / 4;
+    int64_t nb = ne0 / l->qk, full = nb / l->g;
+    int tail = (int)(nb % l->g);
+    return (uint64_t)full * (uint64_t)group_bytes(l, l->g) + (uint64_t)group_bytes(l, tail);
 }
 
-/* One GPU block from its file bytes (l->qk elements). */
-static void repack_block(const gpu_layout *l, int file_bytes, const uint8_t *src, uint32_t *dst,
-                         int words)
-{
-    uint8_t tmp[512];
-    memset(tmp, 0, sizeof tmp);
-    if (l->pad) {
-        memcpy(tmp, src, (size_t)l->hdr);
-        memcpy(tmp + l->hdr + l->pad, src + l->hdr, (size_t)(file_bytes - l->hdr));
-    } else {
-        memcpy(tmp, src, (size_t)file_bytes);
-    }
-    for (int w = 0; w < words; w++)
-        dst[w] = core_le32(tmp + 4 * w);
-}
-
-glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t n, uint32_t *dst)
+int quant_gpu_align(glesc_dtype t)
 {
     const gpu_layout *l = layout(t);
-    if (!l)
+    return l && l->g ? l->align : 0;
+}
+
+#define GROUP_MAX 2048 /* bytes of the largest group (q6_k: 1680) */
+
+/* One row (nb blocks) between the file layout (file) and the GPU layout
+ * (gpu: words): to_gpu gathers each group's fields into a byte image (the
+ * padding zeroed) and stores it as little-endian words; else the other way.
+ * Byte order is explicit, so any host gives the same words. */
+static void convert_row(const gpu_layout *l, int64_t nb, int file_bytes, uint8_t *file,
+                        uint32_t *gpu, bool to_gpu)
+{
+    uint8_t img[GROUP_MAX];
+    for (int64_t g0 = 0; g0 < nb; g0 += l->g) {
+        int cnt = (int)CORE_MIN((int64_t)l->g, nb - g0), words = group_bytes(l, cnt) / 4;
+        if (!to_gpu)
+            for (int w = 0; w < words; w++)
+                core_put_le32(img + 4 * w, gpu[w]);
+        uint8_t *p = img;
+        for (int f = 0; f < l->nf; f++) {
+            int fb = l->f[f].bytes, arr = round_up(cnt * fb, l->align);
+            for (int i = 0; i < cnt; i++) {
+                uint8_t *fp = file + (g0 + i) * file_bytes + l->f[f].off;
+                if (to_gpu)
+                    memcpy(p + i * fb, fp, (size_t)fb);
+                else
+                    memcpy(fp, p + i * fb, (size_t)fb);
+            }
+            if (to_gpu)
+                memset(p + cnt * fb, 0, (size_t)(arr - cnt * fb));
+            p += arr;
+        }
+        if (to_gpu)
+            for (int w = 0; w < words; w++)
+                gpu[w] = core_le32(img + 4 * w);
+        gpu += words;
+    }
+}
+
+/* Repacks (to_gpu) or unpacks rows of ne0 elements. */
+static glesc_status convert(glesc_dtype t, int64_t ne0, int64_t rows, uint8_t *file, uint32_t *gpu,
+                            bool to_gpu)
+{
+    const gpu_layout *l = layout(t);
+    if (!l || !l->g || group_bytes(l, l->g) > GROUP_MAX)
         return GLESC_ERROR_UNSUPPORTED;
-    if (n < 0 || n % l->qk)
+    if (ne0 <= 0 || rows < 0 || ne0 % l->qk)
         return GLESC_ERROR_INVALID_ARGUMENT;
     const quant_type_info *q = quant_type(t);
     int file_bytes = q->block_bytes * (l->qk / q->block_size);
-    int words = quant_gpu_block_words(t);
-    const uint8_t *s = src;
-    for (int64_t b = 0; b < n / l->qk; b++)
-        repack_block(l, file_bytes, s + b * file_bytes, dst + b * words, words);
+    uint64_t frow = (uint64_t)(ne0 / l->qk) * (uint64_t)file_bytes;
+    uint64_t grow = quant_gpu_row_bytes(t, ne0) / 4;
+    for (int64_t r = 0; r < rows; r++)
+        convert_row(l, ne0 / l->qk, file_bytes, file + r * frow, gpu + r * grow, to_gpu);
     return GLESC_OK;
 }
 
-glesc_status quant_gpu_unpack(glesc_dtype t, const uint32_t *src, int64_t n, void *dst)
+glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t ne0, int64_t rows,
+                              uint32_t *dst)
+{
+    return convert(t, ne0, rows, (uint8_t *)(uintptr_t)src, dst, true);
+}
+
+glesc_status quant_gpu_unpack(glesc_dtype t, const uint32_t *src, int64_t ne0, int64_t rows,
+                              void *dst)
+{
+    return convert(t, ne0, rows, dst, (uint32_t *)(uintptr_t)src, false);
+}
+
+void quant_gpu_locate_glsl(glesc_dtype t, sbuf *o)
 {
     const gpu_layout *l = layout(t);
-    if (!l)
-        return GLESC_ERROR_UNSUPPORTED;
-    if (n < 0 || n % l->qk)
-        return GLESC_ERROR_INVALID_ARGUMENT;
-    const quant_type_info *q = quant_type(t);
-    int file_bytes = q->block_bytes * (l->qk / q->block_size);
-    int words = quant_gpu_block_words(t);
-    uint8_t *d = dst;
-    uint8_t tmp[512];
-    for (int64_t b = 0; b < n / l->qk; b++) {
-        const uint32_t *w = src + b * words;
-        for (int i = 0; i < words; i++)
-            core_put_le32(tmp + 4 * i, w[i]);
-        uint8_t *o = d + b * file_bytes;
-        memcpy(o, tmp, (size_t)l->hdr);
-        memcpy(o + l->hdr, tmp + l->hdr + l->pad, (size_t)(file_bytes - l->hdr));
+    if (!l || !l->g)
+        return;
+    int full = group_bytes(l, l->g) / 4;
+    sbuf_appendf(o,
+                 "// Block blk of the row at word row (nb blocks): where each of its fields' "
+                 "arrays starts\n"
+                 "// (words) and its index in its group (%s: groups of %d blocks, fields padded "
+                 "to %d bytes).\n"
+                 "qblock qlocate(uint row, uint nb, uint blk) {\n",
+                 quant_type(t)->name, l->g, l->align);
+    if (l->g == 1) {
+        sbuf_appendf(o, "    uint f0 = row + blk * %du;\n", full);
+        for (int f = 1; f < MAX_FIELDS; f++) {
+            int off = 0;
+            for (int e = 0; e < f && e < l->nf; e++)
+                off += round_up(l->f[e].bytes, l->align) / 4;
+            sbuf_appendf(o, "    uint f%d = f0 + %du;\n", f, f < l->nf ? off : 0);
+        }
+        sbuf_append(o, "    return qblock(f0, f1, f2, 0u);\n}\n");
+        return;
     }
-    return GLESC_OK;
+    sbuf_appendf(o,
+                 "    uint g = blk / %du, i = blk %% %du;\n"
+                 "    uint cnt = min(%du, nb - g * %du);\n"
+                 "    uint f0 = row + g * %du;\n",
+                 l->g, l->g, l->g, l->g, full);
+    /* array f+1 starts after cnt entries of field f, rounded up to A */
+    for (int f = 1; f < MAX_FIELDS; f++) {
+        if (f < l->nf)
+            sbuf_appendf(o, "    uint f%d = f%d + (cnt * %du + %du) / %du * %du;\n", f, f - 1,
+                         l->f[f - 1].bytes, l->align - 1, l->align, l->align / 4);
+        else
+            sbuf_appendf(o, "    uint f%d = f%d;\n", f, f - 1);
+    }
+    sbuf_append(o, "    return qblock(f0, f1, f2, i);\n}\n");
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/core.h"
 #include "glesc.h"
 
 typedef struct quant_type_info {
@@ -64,11 +65,14 @@ extern const int8_t quant_iq4nl_values[16];
 extern const int8_t quant_mxfp4_values[16];
 
 /* ---- GPU layout (gpu.c) ----
- * On the GPU a tensor of type t is a sequence of "GPU blocks" of
- * quant_gpu_block_elems(t) elements (the type's block; 4 elements for
- * f32/f16/bf16), each quant_gpu_block_words(t) 32-bit words long, read by
- * the GLSL snippet glsl/<quant_gpu_snippet(t)>.glsl. Functions return
- * 0 / NULL for types without a GPU path. */
+ * On the GPU a row of a block type is its blocks repacked (gpu.c's table):
+ * in groups of G blocks, each group holding one field after another (the
+ * quants of its blocks, then their scales, ...), every field's array
+ * padded to the type's alignment (16 bytes where the GEMV reads uvec4, else
+ * 4), the last group of a row as long as its blocks need. The GLSL snippet
+ * glsl/<quant_gpu_snippet(t)>.glsl reads that layout through the function
+ * quant_gpu_locate_glsl writes. f32, f16 and bf16 are not repacked.
+ * Functions return 0 / NULL for types without a GPU path. */
 const char *quant_gpu_snippet(glesc_dtype t);
 /* Can a GPU kernel read a tensor of type t as weights (matmul's W,
  * get_rows' table)? Exactly the types with a GPU layout: f32, f16, bf16
@@ -76,15 +80,28 @@ const char *quant_gpu_snippet(glesc_dtype t);
  * of such a weight holds a whole number of the type's blocks
  * (quant_type(t)->block_size elements; 1 for the plain types). */
 bool quant_gpu_readable(glesc_dtype t);
+/* Elements per block (4 for the plain types, whose GPU rows are plain). */
 int quant_gpu_block_elems(glesc_dtype t);
-int quant_gpu_block_words(glesc_dtype t);
-/* Repacks n elements (a multiple of quant_gpu_block_elems) from the file
- * layout at src into n / block_elems GPU blocks at dst (host words; the
- * caller uploads them). */
-glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t n, uint32_t *dst);
-/* The inverse of quant_gpu_repack: n elements of GPU blocks at src back to
- * the file layout at dst (glesc_dtype_row_bytes(t, n) bytes, any alignment;
- * the padding is dropped). */
-glesc_status quant_gpu_unpack(glesc_dtype t, const uint32_t *src, int64_t n, void *dst);
+/* GPU bytes of a row of ne0 elements of block type t (a multiple of 4;
+ * of 16 where quant_gpu_align is 16); 0 for plain types or a bad ne0. */
+uint64_t quant_gpu_row_bytes(glesc_dtype t, int64_t ne0);
+/* The alignment of t's field arrays in bytes (16: rows and quants can be
+ * read as uvec4), 0 for the plain types. */
+int quant_gpu_align(glesc_dtype t);
+/* Repacks rows (each ne0 elements, a multiple of quant_gpu_block_elems)
+ * from the file layout at src (any alignment) into GPU rows at dst (host
+ * words, quant_gpu_row_bytes(t, ne0) bytes a row; the caller uploads them). */
+glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t ne0, int64_t rows,
+                              uint32_t *dst);
+/* The inverse of quant_gpu_repack: GPU rows at src back to the file layout
+ * at dst (glesc_dtype_row_bytes(t, ne0) bytes a row, any alignment; the
+ * padding is dropped). */
+glesc_status quant_gpu_unpack(glesc_dtype t, const uint32_t *src, int64_t ne0, int64_t rows,
+                              void *dst);
+/* Appends GLSL `qblock qlocate(uint row, uint nb, uint blk)` for t's layout:
+ * the words where block blk's field arrays start (f0, f1, f2, counted from
+ * word 0 of the buffer; row is the row's first word, nb its block count) and
+ * the block's index i in its group. Needs `struct qblock` (quant/common). */
+void quant_gpu_locate_glsl(glesc_dtype t, sbuf *out);
 
 #endif /* GLESC_QUANT_H */

@@ -1,0 +1,84 @@
+// One matmul's units (glsl/graph/gemv.glsl): src/kernels/matmul.c adds a
+// copy of this file per matmul of the kernel (a grouped q/k/v has up to
+// four, each weight of its own type), with these names defined around it:
+//   GEMV_UNITS, GEMV_STEP, GEMV_UX, GEMV_UDOT  this copy's functions
+//   W_WAT, W_WUNIT, W_WUNIT_X                  its weight's loader (wload.c)
+//   W_MINS                                     defined: the runs have offsets
+//   U_WUNIT                                    the pair's loader (with PAIR)
+
+// The x of a unit (its two runs at vec4 offsets xo in the slice of column
+// c) and, for types whose runs have an offset, the runs' sums.
+void GEMV_UX(uvec2 xo, uint c, out vec4 x[8], out vec2 xsum) {
+    for (uint i = 0u; i < 4u; i++) {
+        x[i] = XV(xo.x + i, c);
+        x[4u + i] = XV(xo.y + i, c);
+    }
+#ifdef W_MINS
+    xsum = vec2(dot(x[0] + x[1] + x[2] + x[3], vec4(1.0)), dot(x[4] + x[5] + x[6] + x[7], vec4(1.0)));
+#else
+    xsum = vec2(0.0);
+#endif
+}
+
+// The dot product of a unit's 32 weights with its x, scales applied after
+// the sums of each run.
+float GEMV_UDOT(vec4 q[8], vec4 ab, vec4 x[8], vec2 xsum) {
+    float s0 = dot(q[0], x[0]) + dot(q[1], x[1]) + dot(q[2], x[2]) + dot(q[3], x[3]);
+    float s1 = dot(q[4], x[4]) + dot(q[5], x[5]) + dot(q[6], x[6]) + dot(q[7], x[7]);
+#ifdef W_MINS
+    return ab.x * s0 + ab.y * xsum.x + ab.z * s1 + ab.w * xsum.y;
+#else
+    return ab.x * s0 + ab.z * s1;
+#endif
+}
+
+// One unit u of each of the team's rows into acc (u past the slice's end
+// u1: its last unit again, weighed 0).
+void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
+    float live = u < u1 ? 1.0 : 0.0;
+    u = min(u, u1 - 1u);
+    uvec2 xo = (W_WUNIT_X(u) - k0) / 4u;
+    uvec4 at = W_WAT(u); // the same in every row (and the pair's)
+#if MCOLS == 1
+    vec4 x[8];
+    vec2 xsum;
+    GEMV_UX(xo, 0u, x, xsum);
+#endif
+    for (uint r = 0u; r < NR; r++) {
+        vec4 q[8];
+        vec4 ab;
+        W_WUNIT(rb[r], at, u, q, ab);
+#ifdef PAIR
+        vec4 q2[8];
+        vec4 ab2;
+        U_WUNIT(rb2[r], at, u, q2, ab2);
+#endif
+        for (uint c = 0u; c < MCOLS; c++) {
+#if MCOLS > 1
+            vec4 x[8];
+            vec2 xsum;
+            GEMV_UX(xo, c, x, xsum);
+#endif
+            acc[r * MCOLS + c] += live * GEMV_UDOT(q, ab, x, xsum);
+#ifdef PAIR
+            acc2[r * MCOLS + c] += live * GEMV_UDOT(q2, ab2, x, xsum);
+#endif
+        }
+    }
+}
+
+// The lane's units u0 + first, + TEAM*KSPLIT, ... below u1: UNROLL of
+// them one after another in the code (no loop a compiler may keep rolled),
+// so their loads are in flight together.
+void GEMV_UNITS(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC) {
+    for (uint ub = u0 + first; ub < u1; ub += TEAM * KSPLIT * UNROLL) {
+        GEMV_STEP(ub, u1, k0, GEMV_ROWS_ARGS);
+#if UNROLL > 1
+        GEMV_STEP(ub + TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
+#endif
+#if UNROLL > 2
+        GEMV_STEP(ub + 2u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
+        GEMV_STEP(ub + 3u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
+#endif
+    }
+}
