@@ -37,7 +37,7 @@ static void load_model(const char *chat_template)
     p.n_ctx = 512;
     p.weight_type = GLESC_DTYPE_F32;
     p.chat_template = chat_template;
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     cr_assert_eq(glesc_model_load(ctx, path, NULL, &model), GLESC_OK, "%s", glesc_last_errmsg());
     glesc_sampler_params sp;
     glesc_sampler_params_default(&sp);

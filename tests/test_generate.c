@@ -35,7 +35,7 @@ static void setup(void)
     p.n_ff = 128;
     p.n_ctx = 128;
     p.weight_type = GLESC_DTYPE_F32;
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     cr_assert_eq(glesc_model_load(ctx, path, NULL, &model), GLESC_OK, "%s", glesc_last_errmsg());
 }
 

@@ -80,7 +80,7 @@ static char *write_model(const char *name, glesc_dtype t, void (*tweak)(synth_pa
         tweak(&p);
     char *path = malloc(strlen(dir) + strlen(name) + 2);
     sprintf(path, "%s/%s", dir, name);
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     return path;
 }
 

@@ -596,7 +596,7 @@ static char *small_model(void)
     p.n_head_kv = 2;
     p.n_ctx = 64;
     p.weight_type = GLESC_DTYPE_F32;
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     return path;
 }
 
