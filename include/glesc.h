@@ -594,7 +594,10 @@ GLESC_API glesc_tensor *glesc_div(glesc_graph *g, glesc_tensor *a, glesc_tensor 
 
 /* ---- Reductions, softmax, norms ---- */
 /* GLESC_OP_SUM, _MEAN, _REDUCE_MAX, _REDUCE_MIN or _ARGMAX along axis
- * (0..3); the axis keeps size 1. ARGMAX gives i32 (first maximum). */
+ * (0..3); the axis keeps size 1. ARGMAX gives i32: the index of the first
+ * maximum (numpy's), -1 for a row that holds a NaN. An ARGMAX along
+ * dimension 0 of a matrix-vector product's result (one column) runs inside
+ * the product's kernel (docs/graph.md, "Fusion"). */
 GLESC_API glesc_tensor *glesc_reduce(glesc_graph *g, glesc_op op, glesc_tensor *x, int axis);
 /* softmax(x * scale + mask) along dimension 0. mask (may be NULL) is added
  * after scaling and broadcasts to x (typically [ne0, ne1]); causal masks

@@ -653,3 +653,287 @@ Test(fuse, short_activation_prologue_joins_matmul)
     /* an 8-op chain is computed once, not once per workgroup */
     fused_vs_unfused("W·chain8(x)", mm_long_prologue, 2, 1e-9);
 }
+
+/* ---- an arg max folded into the GEMV ---- */
+
+static int am_rows = 1000;
+static glesc_dtype am_wtype = F16;
+
+static glesc_tensor *head_argmax(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* the output head of greedy decoding: argmax(W·(rms_norm(x)·w)) along
+     * the rows, one kernel (the rows never reach memory) */
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){256, 1}, 61, -1, 1);
+    glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){256}, 62, 0.5f, 1.5f);
+    glesc_tensor *w = tg_input(g, am_wtype, 2, (int64_t[]){256, am_rows}, 63, -1, 1);
+    glesc_tensor *y = glesc_matmul(g, w, glesc_mul(g, glesc_rms_norm(g, a, 1e-5f), nw));
+    return glesc_reduce(g, GLESC_OP_ARGMAX, y, 0);
+}
+
+static glesc_tensor *head_argmax_bias(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* an epilogue between the product and the arg max comes along */
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){128, 1}, 64, -1, 1);
+    glesc_tensor *w = tg_input(g, F32, 2, (int64_t[]){128, 777}, 65, -1, 1);
+    glesc_tensor *bias = tg_input(g, F32, 1, (int64_t[]){777}, 66, -2, 2);
+    return glesc_reduce(g, GLESC_OP_ARGMAX, glesc_add(g, glesc_matmul(g, w, a), bias), 0);
+}
+
+Test(fuse, argmax_folds_into_the_gemv)
+{
+    am_rows = 1000;
+    fused_vs_unfused("argmax(W·(rms_norm(x)·w)), 1000 rows", head_argmax, 1, 0);
+    am_rows = 7; /* fewer rows than a workgroup's */
+    fused_vs_unfused("argmax(W·(rms_norm(x)·w)), 7 rows", head_argmax, 1, 0);
+    am_rows = 70000; /* more blocks of rows than workgroups */
+    am_wtype = F32;
+    fused_vs_unfused("argmax(W·(rms_norm(x)·w)), 70000 rows", head_argmax, 1, 0);
+    am_rows = 1000;
+    am_wtype = F16;
+    fused_vs_unfused("argmax(W·x + b)", head_argmax_bias, 1, 0);
+}
+
+Test(fuse, argmax_of_several_columns_keeps_its_kernel)
+{
+    /* m = 2: the GEMV's result is a matrix, the arg max its own kernel */
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, 2}, 67, -1, 1);
+    glesc_tensor *w = tg_input(g, F32, 2, (int64_t[]){64, 300}, 68, -1, 1);
+    glesc_tensor *y = glesc_reduce(g, GLESC_OP_ARGMAX, glesc_matmul(g, w, a), 0);
+    cr_assert_eq(kernels_of(g, &y, 1), 2);
+    tg_check(g, &y, 1, 0, "argmax of 2 columns");
+    glesc_graph_destroy(g);
+}
+
+/* The arg max of a product computed on ctx c into a persistent i32
+ * tensor through cpy (greedy decoding's next token), against the arg max
+ * of the same product's rows read back; w's rows per dim 1. Returns the
+ * index and checks the kernel count (1 with fusion). */
+static int32_t argmax_into(glesc_context *c, glesc_tensor *w, const float *xv, int64_t k,
+                           int fusion)
+{
+    glesc_graph *g = glesc_graph_create(c);
+    tg_fusion(g, fusion);
+    glesc_tensor *slot = glesc_weight_new(c, GLESC_DTYPE_I32, 1, (int64_t[]){1});
+    cr_assert_not_null(slot, "%s", glesc_context_errmsg(c));
+    glesc_tensor *x = glesc_tensor_new(g, F32, 2, (int64_t[]){k, 1});
+    glesc_tensor_write_f32(x, xv, k);
+    glesc_tensor *y =
+        glesc_cpy(g, glesc_reduce(g, GLESC_OP_ARGMAX, glesc_matmul(g, w, x), 0), slot);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(c));
+    glesc_compute_stats s;
+    glesc_graph_stats(g, &s);
+    if (fusion > 0)
+        cr_assert_eq(s.kernels, 1, "argmax into a slot: %d kernels", s.kernels);
+    int32_t id = -2;
+    cr_assert_eq(glesc_tensor_read(slot, &id, 4), GLESC_OK);
+    glesc_graph_destroy(g);
+    glesc_weight_free(slot);
+    return id;
+}
+
+/* The first maximum of the rows of W·x as the GPU computes them (fusion
+ * off: the product stored, read back). */
+static int32_t argmax_of_rows(glesc_context *c, glesc_tensor *w, const float *xv, int64_t k,
+                              int64_t n)
+{
+    glesc_graph *g = glesc_graph_create(c);
+    tg_fusion(g, -1);
+    glesc_tensor *x = glesc_tensor_new(g, F32, 2, (int64_t[]){k, 1});
+    glesc_tensor_write_f32(x, xv, k);
+    glesc_tensor *y = glesc_matmul(g, w, x);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(c));
+    float *r = tg_read(y);
+    int32_t best = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(r[i]))
+            return free(r), glesc_graph_destroy(g), -1;
+        if (r[i] > r[best])
+            best = (int32_t)i;
+    }
+    free(r);
+    glesc_graph_destroy(g);
+    return best;
+}
+
+/* Weights whose rows a and b are the largest product with x = ones, equal
+ * (a tie: the first wins), the others random and smaller; optionally a
+ * NaN in row nan_row (-1: none). */
+static glesc_tensor *tie_weight(glesc_context *c, glesc_dtype t, int64_t k, int64_t n, int64_t a,
+                                int64_t b, int64_t nan_row)
+{
+    glesc_tensor *w = glesc_weight_new(c, t, 2, (int64_t[]){k, n});
+    cr_assert_not_null(w, "%s", glesc_context_errmsg(c));
+    float *v = malloc((size_t)(k * n) * sizeof *v);
+    uint32_t s = 12345;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < k; i++) {
+            s = s * 1664525u + 1013904223u;
+            float u = (float)(s >> 8) / (float)(1u << 24);
+            v[r * k + i] = r == a || r == b ? 0.5f : u * 0.25f - 0.125f;
+        }
+    if (nan_row >= 0)
+        v[nan_row * k + 3] = NAN;
+    cr_assert_eq(glesc_tensor_write_f32(w, v, (size_t)(k * n)), GLESC_OK, "%s",
+                 glesc_context_errmsg(c));
+    free(v);
+    return w;
+}
+
+/* Ties, NaNs, every weight type of the decode and a weight split into
+ * chunks (a dispatch per chunk, one combine over all) on context c. */
+static void argmax_cases(glesc_context *c, const char *what)
+{
+    enum { K = 256, N = 3000 };
+    float xv[K];
+    for (int i = 0; i < K; i++)
+        xv[i] = 1.0f;
+    static const glesc_dtype types[] = {GLESC_DTYPE_F32,  GLESC_DTYPE_F16,  GLESC_DTYPE_Q8_0,
+                                        GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q6_K, GLESC_DTYPE_Q4_K};
+    for (size_t ti = 0; ti < CORE_ARRAY_LEN(types); ti++) {
+        glesc_tensor *w = tie_weight(c, types[ti], K, N, 1234, 2900, -1);
+        int32_t got = argmax_into(c, w, xv, K, 1), off = argmax_into(c, w, xv, K, -1);
+        int32_t rows = argmax_of_rows(c, w, xv, K, N);
+        cr_log_info("%s, %s: tie of rows 1234 and 2900: fused %d, unfused %d, rows read %d", what,
+                    glesc_dtype_name(types[ti]), got, off, rows);
+        cr_expect_eq(got, 1234, "%s %s: arg max %d", what, glesc_dtype_name(types[ti]), got);
+        cr_expect_eq(off, 1234);
+        cr_expect_eq(rows, 1234);
+        glesc_weight_free(w);
+    }
+    /* a NaN in one row: -1, fused and unfused */
+    glesc_tensor *w = tie_weight(c, GLESC_DTYPE_F32, K, N, 10, 20, 2500);
+    cr_expect_eq(argmax_into(c, w, xv, K, 1), -1, "%s: a NaN row gives -1", what);
+    cr_expect_eq(argmax_into(c, w, xv, K, -1), -1);
+    glesc_weight_free(w);
+    /* random rows: the fused arg max is the first maximum of the rows the
+     * same GEMV computes */
+    glesc_tensor *wr = glesc_weight_new(c, GLESC_DTYPE_Q4_K, 2, (int64_t[]){K, N});
+    tg_fill(wr, 71, -1, 1);
+    float xr[K];
+    for (int i = 0; i < K; i++)
+        xr[i] = (float)((i * 37) % 11) / 5.0f - 1.0f;
+    int32_t got = argmax_into(c, wr, xr, K, 1);
+    cr_expect_eq(got, argmax_of_rows(c, wr, xr, K, N), "%s: random rows", what);
+    glesc_weight_free(wr);
+}
+
+Test(fuse, argmax_ties_nans_and_types)
+{
+    argmax_cases(ctx, "default context");
+}
+
+Test(fuse, argmax_over_chunks_and_on_the_portable_path)
+{
+    /* 64 KiB storage blocks: the f32 weight is 47 chunks, a dispatch each */
+    glesc_context_options o = {.cache_dir = "off", .max_storage_block_size = 64u << 10};
+    glesc_context *c = NULL;
+    cr_assert_eq(glesc_context_create(&o, &c), GLESC_OK, "%s", glesc_last_errmsg());
+    argmax_cases(c, "64 KiB storage blocks");
+    glesc_context_destroy(c);
+    glesc_context_options p = {.cache_dir = "off",
+                               .no_subgroups = true,
+                               .max_compute_invocations = 128,
+                               .max_compute_shared_memory = 16384};
+    cr_assert_eq(glesc_context_create(&p, &c), GLESC_OK, "%s", glesc_last_errmsg());
+    argmax_cases(c, "portable");
+    glesc_context_destroy(c);
+}
+
+/* ---- gathers computed where they are read ---- */
+
+static glesc_dtype gather_type = F32;
+static int gather_n = 1;
+static bool gather_two_kernels;
+
+static glesc_tensor *embed_layer(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    /* an embedding lookup e read by the norm folded into a product and by
+     * a residual add: no kernel of its own, each reader gathers its rows
+     * (indices outside the table read as zeros) */
+    glesc_tensor *tab =
+        tg_input(g, gather_type == F16 ? F16 : F32, 2, (int64_t[]){64, 50}, 72, -1, 1);
+    glesc_tensor *ids = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){gather_n}, 73, -2, 52);
+    glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){64}, 74, 0.5f, 1.5f);
+    glesc_tensor *w1 = tg_input(g, F16, 2, (int64_t[]){64, 64}, 75, -1, 1);
+    glesc_tensor *e = glesc_get_rows(g, tab, ids);
+    glesc_tensor *y = glesc_matmul(g, w1, glesc_mul(g, glesc_rms_norm(g, e, 1e-5f), nw));
+    if (gather_two_kernels) {
+        glesc_tensor *w2 = tg_input(g, F32, 2, (int64_t[]){64, 64}, 76, -1, 1);
+        y = glesc_matmul(g, w2, y);
+    }
+    return glesc_add(g, y, e);
+}
+
+Test(fuse, embedding_lookup_is_gathered_by_its_readers)
+{
+    for (int two = 0; two <= 1; two++) {
+        gather_two_kernels = two;
+        int want = two ? 2 : 1;
+        gather_type = F32;
+        gather_n = 1;
+        fused_vs_unfused("e = table[ids]; W·(rms_norm(e)·w) + e, 1 token", embed_layer, want, 1e-9);
+        gather_type = F16;
+        gather_n = 3;
+        fused_vs_unfused("e = table[ids] (f16); 3 tokens", embed_layer, want, 1e-9);
+        gather_n = 40; /* GEMM */
+        fused_vs_unfused("e = table[ids] (f16); 40 tokens", embed_layer, want, 1e-9);
+    }
+    gather_two_kernels = false;
+}
+
+Test(fuse, quantized_embedding_table_is_gathered)
+{
+    /* a q4_0 table (a weight: dequantized by its loader where read) */
+    for (int pass = 0; pass < 2; pass++) {
+        glesc_tensor *tab = glesc_weight_new(ctx, GLESC_DTYPE_Q4_0, 2, (int64_t[]){64, 40});
+        tg_fill(tab, 80, -1, 1);
+        glesc_graph *g = glesc_graph_create(ctx);
+        tg_fusion(g, pass ? 1 : -1);
+        glesc_tensor *ids = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){2}, 81, 0, 40);
+        glesc_tensor *w = tg_input(g, F32, 2, (int64_t[]){64, 64}, 82, -1, 1);
+        glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){64}, 83, 0.5f, 1.5f);
+        glesc_tensor *e = glesc_get_rows(g, tab, ids);
+        glesc_tensor *y =
+            glesc_add(g, glesc_matmul(g, w, glesc_mul(g, glesc_rms_norm(g, e, 1e-5f), nw)), e);
+        cr_assert_eq(kernels_of(g, &y, 1), pass ? 1 : 5);
+        tg_check(g, &y, 1, 1e-9, pass ? "q4_0 table, gathered" : "q4_0 table, unfused");
+        glesc_graph_destroy(g);
+        glesc_weight_free(tab);
+    }
+}
+
+Test(fuse, gather_read_as_a_view_or_from_a_chunked_table_keeps_its_kernel)
+{
+    /* a reader through a reshape needs the rows in memory */
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *tab = tg_input(g, F32, 2, (int64_t[]){64, 50}, 84, -1, 1);
+    glesc_tensor *ids = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){2}, 85, 0, 50);
+    glesc_tensor *e = glesc_get_rows(g, tab, ids);
+    glesc_tensor *y = glesc_exp(g, glesc_reshape(g, e, 1, (int64_t[]){128}));
+    cr_assert_eq(kernels_of(g, &y, 1), 2);
+    tg_check(g, &y, 1, 1e-10, "exp(reshape(table[ids]))");
+    glesc_graph_destroy(g);
+    /* a table in row chunks is read by get_rows' own kernel, a dispatch
+     * per chunk */
+    glesc_context_options o = {.cache_dir = "off", .max_storage_block_size = 4096};
+    glesc_context *c = NULL;
+    cr_assert_eq(glesc_context_create(&o, &c), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_tensor *big = glesc_weight_new(c, F32, 2, (int64_t[]){64, 50});
+    tg_fill(big, 86, -1, 1);
+    g = glesc_graph_create(c);
+    tg_fusion(g, 1);
+    ids = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){2}, 87, 0, 50);
+    e = glesc_get_rows(g, big, ids);
+    y = glesc_add(g, glesc_exp(g, e), e);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(c));
+    glesc_compute_stats s;
+    glesc_graph_stats(g, &s);
+    cr_assert_eq(s.kernels, 2, "chunked table: %d kernels", s.kernels);
+    tg_check(g, &y, 1, 1e-10, "exp(e) + e, chunked table");
+    glesc_graph_destroy(g);
+    glesc_weight_free(big);
+    glesc_context_destroy(c);
+}

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "graph/graph.h"
 #include "test_graph_util.h"
 #include "test_util.h"
 
@@ -227,6 +228,42 @@ Test(ops, reductions)
             cr_assert_eq(glesc_tensor_dtype(outs[0]), GLESC_DTYPE_I32);
         glesc_graph_destroy(g);
     }
+}
+
+/* argmax: ties go to the first maximum, a row holding a NaN gives -1 (the
+ * CPU reference and the kernel, along both axes). */
+Test(ops, argmax_ties_and_nans)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    float v[4 * 300];
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < 300; i++)
+            v[r * 300 + i] = (float)((i * 7 + r) % 13) - 20.0f;
+    v[0 * 300 + 17] = v[0 * 300 + 250] = 5.0f; /* row 0: a tie, 17 wins */
+    v[1 * 300 + 299] = 7.0f;                   /* row 1: the last element */
+    v[2 * 300 + 40] = NAN;                     /* row 2: -1 */
+    v[3 * 300 + 0] = INFINITY;                 /* row 3: +inf is a maximum */
+    glesc_tensor *x = glesc_tensor_new(g, F32, 2, (int64_t[]){300, 4});
+    cr_assert_eq(glesc_tensor_write_f32(x, v, 4 * 300), GLESC_OK);
+    glesc_tensor *outs[2] = {glesc_reduce(g, GLESC_OP_ARGMAX, x, 0),
+                             glesc_reduce(g, GLESC_OP_ARGMAX, glesc_transpose(g, x), 1)};
+    cr_assert_eq(glesc_graph_compute(g, outs, 2), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    static const int32_t want[4] = {17, 299, -1, 0};
+    for (int o = 0; o < 2; o++) {
+        int32_t got[4];
+        cr_assert_eq(glesc_tensor_read(outs[o], got, sizeof got), GLESC_OK);
+        for (int r = 0; r < 4; r++)
+            cr_expect_eq(got[r], want[r], "argmax %d, row %d: %d, want %d", o, r, got[r], want[r]);
+    }
+    float *ref[2];
+    cr_assert_eq(graph_cpu_eval(g, outs, 2, ref), GLESC_OK);
+    for (int o = 0; o < 2; o++) {
+        for (int r = 0; r < 4; r++)
+            cr_expect_eq((int32_t)ref[o][r], want[r], "reference %d, row %d: %g", o, r,
+                         (double)ref[o][r]);
+        free(ref[o]);
+    }
+    glesc_graph_destroy(g);
 }
 
 Test(ops, softmax)

@@ -59,6 +59,7 @@ typedef struct compute_record {
 typedef struct compute_kernel {
     int anchor, partner, out;                              /* order indices, -1 for none */
     int sib[GRAPH_MAX_SIB], sib_out[GRAPH_MAX_SIB], n_sib; /* a grouped matmul's others */
+    int reduce;                                            /* a folded reduction, or -1 */
     char *name;                                            /* "rms_norm+mul" */
     char *glsl;             /* the generated source (kept for docs and verification) */
     const gl_program *prog; /* owned by the program cache */

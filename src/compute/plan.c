@@ -101,7 +101,9 @@ core_hash128 compute_plan_key(const graph_order_t *ord, const glesc_graph_option
         rec[r++] = t->dtype;
         rec[r++] = t->ndim;
         rec[r++] = t->owner->order;
-        rec[r++] = (t->is_output ? 1 : 0) | (t->persistent ? 2 : 0);
+        /* fusion never folds a gather from a table split into chunks */
+        rec[r++] = (t->is_output ? 1 : 0) | (t->persistent ? 2 : 0) |
+                   (t->persistent && t->st.n_chunks > 1 ? 4 : 0);
         int ones = 0, same = 0;
         for (int d = 0; d < 4; d++)
             ones |= (t->ne[d] == 1) << d;
@@ -183,8 +185,10 @@ static bool plan_sig_nodes(compute_plan *p, const graph_order_t *ord)
     int *by_kernel = core_calloc((size_t)n + 1, sizeof *by_kernel);
     int *start = core_calloc((size_t)nk + 2, sizeof *start);
     int *stamp = core_calloc((size_t)n + 1, sizeof *stamp);
-    /* at most the node, its owner, and each source with its owner */
-    p->sig_nodes = core_calloc((size_t)n * (2 + 2 * GRAPH_MAX_SRC) + 1, sizeof *p->sig_nodes);
+    /* at most the node, its owner, and each source with its owner (and a
+     * gather's sources with theirs) */
+    p->sig_nodes = core_calloc((size_t)n * (2 + 2 * GRAPH_MAX_SRC * (1 + GRAPH_MAX_SRC)) + 1,
+                               sizeof *p->sig_nodes);
     bool ok = by_kernel && start && stamp && p->sig_nodes;
     if (ok) {
         for (int i = 0; i < n; i++)
@@ -217,8 +221,15 @@ static bool plan_sig_nodes(compute_plan *p, const graph_order_t *ord)
                 SIG_ADD(t->owner);
                 for (int s = 0; s < t->n_src; s++)
                     if (t->src[s]) {
-                        SIG_ADD(t->src[s]);
-                        SIG_ADD(t->src[s]->owner);
+                        const glesc_tensor *x = t->src[s];
+                        SIG_ADD(x);
+                        SIG_ADD(x->owner);
+                        /* a gather computed here: its table and indices */
+                        for (int q = 0; graph_gather_inline(x) && q < x->n_src; q++)
+                            if (x->src[q]) {
+                                SIG_ADD(x->src[q]);
+                                SIG_ADD(x->src[q]->owner);
+                            }
                     }
             }
             p->kernels[k].sig_count = m - p->kernels[k].sig_start;
@@ -261,6 +272,7 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
         pk->partner = gk->partner ? gk->partner->order : -1;
         pk->out = gk->out->order;
         pk->n_sib = gk->n_sib;
+        pk->reduce = gk->reduce ? gk->reduce->order : -1;
         for (int j = 0; j < gk->n_sib; j++) {
             pk->sib[j] = gk->sib[j]->order;
             pk->sib_out[j] = gk->sib_out[j]->order;
@@ -345,6 +357,7 @@ graph_kernel compute_plan_kernel(const compute_plan *p, const graph_order_t *ord
         .partner = pk->partner >= 0 ? ord->nodes[pk->partner] : NULL,
         .out = ord->nodes[pk->out],
         .n_sib = pk->n_sib,
+        .reduce = pk->reduce >= 0 ? ord->nodes[pk->reduce] : NULL,
         .id = k,
     };
     for (int j = 0; j < pk->n_sib; j++) {

@@ -40,7 +40,8 @@ typedef struct fk {
     glesc_tensor *anchor, *partner, *out;
     glesc_tensor *sib[GRAPH_MAX_SIB], *sib_out[GRAPH_MAX_SIB]; /* a grouped matmul */
     int n_sib;
-    int head, tail; /* member list through next[] (order indices) */
+    glesc_tensor *reduce; /* a reduction folded into the anchor's epilogue */
+    int head, tail;       /* member list through next[] (order indices) */
     bool alive;
 } fk;
 
@@ -88,10 +89,24 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *const *wri
             continue;
         for (int i = fs->k[ks[j]].head; i >= 0; i = fs->next[i]) {
             glesc_tensor *m = fs->order[i];
+            /* the sources of m, and of the gathers m computes where it
+             * reads them (graph_gather_inline) */
+            glesc_tensor *reads[GRAPH_MAX_SRC * (1 + GRAPH_MAX_SRC)];
+            int n_reads = 0;
             for (int s = 0; s < m->n_src; s++) {
                 glesc_tensor *x = m->src[s];
                 if (!x || is_inplace_dst(m, s))
                     continue;
+                if (!graph_gather_inline(x)) {
+                    reads[n_reads++] = x;
+                    continue;
+                }
+                for (int q = 0; q < x->n_src; q++)
+                    if (x->src[q])
+                        reads[n_reads++] = x->src[q];
+            }
+            for (int r = 0; r < n_reads; r++) {
+                glesc_tensor *x = reads[r];
                 if (x->kernel >= 0 && (x->kernel == a || x->kernel == b))
                     continue; /* computed inside */
                 glesc_tensor *o = x->owner;
@@ -118,9 +133,12 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *const *wri
         }
     }
     int extra = 0;
-    for (int j = 0; j < 2; j++)
+    for (int j = 0; j < 2; j++) {
         if (ks[j] >= 0 && fs->k[ks[j]].anchor)
             extra += graph_op(fs->k[ks[j]].anchor->op)->extra_bindings;
+        if (ks[j] >= 0 && fs->k[ks[j]].reduce)
+            extra++; /* the scratch of the workgroups' combine */
+    }
     return n_seen + n_written + extra;
 }
 
@@ -498,8 +516,8 @@ static bool can_group(fuse_state *fs, int ka, int kb)
     const fk *A = &fs->k[ka], *B = &fs->k[kb];
     const glesc_tensor *a = A->anchor, *b = B->anchor;
     if (!A->alive || !B->alive || ka == kb || !a || !b || a->op != GLESC_OP_MATMUL ||
-        b->op != GLESC_OP_MATMUL || A->partner || B->partner || B->n_sib ||
-        A->n_sib == GRAPH_MAX_SIB || a->src[1] != b->src[1])
+        b->op != GLESC_OP_MATMUL || A->partner || B->partner || B->n_sib || A->reduce ||
+        B->reduce || A->n_sib == GRAPH_MAX_SIB || a->src[1] != b->src[1])
         return false;
     /* whole 2-D weights, one batch: a workgroup picks its matmul by row */
     const glesc_tensor *x = a->src[1];
@@ -539,6 +557,128 @@ static void group_matmuls(fuse_state *fs)
             A->n_sib++;
             absorb(fs, kb, ka);
         }
+}
+
+/*
+ * Reductions as epilogues: an arg max along dimension 0 of a matmul's
+ * result that is one column (the logits of one position: greedy sampling
+ * on the GPU) joins the matmul's kernel, whose GEMV then keeps each
+ * invocation's best row instead of storing the rows, and whose last
+ * workgroup combines the workgroups' bests (no second dispatch, the rows
+ * never reach memory). The matmul's result must be the arg max's only
+ * reading (and no output), the matmul alone in its kernel's anchors (no
+ * pair, no group); the arg max's own epilogue (a cpy into a persistent
+ * tensor: the next step's token) comes along.
+ */
+static void fold_reductions(fuse_state *fs)
+{
+    for (int kr = 0; kr < fs->nk; kr++) {
+        fk *KR = &fs->k[kr];
+        glesc_tensor *r = KR->anchor;
+        if (!KR->alive || !r || !graph_op(r->op)->reduce_epilogue || r->ip[0] != 0 || KR->partner ||
+            KR->n_sib || KR->reduce)
+            continue;
+        glesc_tensor *x = r->src[0];
+        if (!x || x->kernel < 0 || x->kernel == kr)
+            continue;
+        int kp = x->kernel;
+        fk *KP = &fs->k[kp];
+        if (!KP->alive || !KP->anchor || !graph_op(KP->anchor->op)->takes_reduce || KP->out != x ||
+            KP->partner || KP->n_sib || KP->reduce || x->n_consumers != 1 || x->is_output ||
+            x->owner != x || x->ne[1] * x->ne[2] * x->ne[3] != 1 ||
+            KP->anchor->ne[1] * KP->anchor->ne[2] * KP->anchor->ne[3] != 1)
+            continue;
+        glesc_tensor *w[1 + GRAPH_MAX_SIB];
+        int nw = written_by(KR, w);
+        int nb = count_bindings(fs, kp, kr, w, nw);
+        if (nb < 0 || nb + 1 > fs->max_bindings) /* + the combine's scratch */
+            continue;
+        absorb(fs, kr, kp);
+        KP->out = KR->out;
+        KP->reduce = r;
+    }
+}
+
+bool graph_gather_inline(const glesc_tensor *t)
+{
+    return t && graph_op(t->op)->gather && t->kernel < 0;
+}
+
+/* Does kernel k multiply by a weight in owner o? (Its GEMV may read it as
+ * uvec4, a gather's loader reads words: one binding cannot be both.) */
+static bool loads_weight(fuse_state *fs, int k, const glesc_tensor *o)
+{
+    for (int i = fs->k[k].head; i >= 0; i = fs->next[i]) {
+        const glesc_tensor *m = fs->order[i];
+        if (m->op == GLESC_OP_MATMUL && m->src[0]->owner == o)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Gathers computed where they are read: a get_rows (an embedding lookup)
+ * whose table and indices are leaves in one buffer each, whose kernel is
+ * itself alone, and whose every reader is a kernel member that reads it
+ * through kb_expr (elementwise, or an anchor on a source it takes a
+ * prologue on) keeps no kernel of its own: each kernel reading it computes
+ * the rows it needs from the table (kernels_expr_gather). The first
+ * layer's q/k/v product then gathers its input row (its norm's squares
+ * included) and its output projection's residual add reads the table:
+ * one dispatch less per step. Runs last, over the final kernels; a reading
+ * kernel must stay within the binding limit with the table and indices
+ * instead of the gathered rows.
+ */
+static void inline_gathers(fuse_state *fs)
+{
+    for (int kg = 0; kg < fs->nk; kg++) {
+        fk *K = &fs->k[kg];
+        glesc_tensor *gr = K->anchor;
+        if (!K->alive || !gr || !graph_op(gr->op)->gather || K->out != gr || K->head != K->tail ||
+            gr->is_output || gr->owner != gr)
+            continue;
+        bool ok = true;
+        for (int s = 0; s < gr->n_src; s++) {
+            const glesc_tensor *x = gr->src[s];
+            ok &= x && x->op == GLESC_OP_NONE && x->owner == x && x->st.n_chunks <= 1;
+        }
+        int readers[64], n_readers = 0;
+        for (int i = gr->order + 1; ok && i < fs->n; i++) {
+            const glesc_tensor *c = fs->order[i];
+            const graph_op_info *ic = graph_op(c->op);
+            for (int s = 0; ok && s < c->n_src; s++) {
+                if (c->src[s] != gr)
+                    continue;
+                ok &= c->kernel >= 0 && c->kernel != kg &&
+                      (ic->kind == GRAPH_KIND_ELTWISE
+                           ? !is_inplace_dst(c, s)
+                           : ic->kind == GRAPH_KIND_ANCHOR && ((ic->prologue >> s) & 1u));
+                bool dup = false;
+                for (int q = 0; ok && q < n_readers; q++)
+                    dup |= readers[q] == c->kernel;
+                if (ok && !dup) {
+                    ok &= n_readers < (int)CORE_ARRAY_LEN(readers) &&
+                          !loads_weight(fs, c->kernel, gr->src[0]->owner);
+                    if (ok)
+                        readers[n_readers++] = c->kernel;
+                }
+            }
+        }
+        if (!ok || !n_readers)
+            continue;
+        gr->kernel = -1; /* graph_gather_inline from now on */
+        for (int q = 0; ok && q < n_readers; q++) {
+            glesc_tensor *w[1 + GRAPH_MAX_SIB];
+            int nw = written_by(&fs->k[readers[q]], w);
+            int nb = count_bindings(fs, readers[q], -1, w, nw);
+            ok = nb >= 0 && nb <= fs->max_bindings;
+        }
+        if (!ok) {
+            gr->kernel = kg;
+            continue;
+        }
+        K->alive = false;
+    }
 }
 
 void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
@@ -592,7 +732,9 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
     if (fusion) {
         fold_row_writes(&fs);
         group_matmuls(&fs);
+        fold_reductions(&fs);
         fold_norms(&fs);
+        inline_gathers(&fs);
     }
     /* Surviving kernels in the order of their first out node; renumber. */
     int out_n = 0;
@@ -610,6 +752,7 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
                              .partner = f->partner,
                              .out = f->out,
                              .n_sib = f->n_sib,
+                             .reduce = f->reduce,
                              .id = out_n};
         for (int j = 0; j < f->n_sib; j++) {
             gk->sib[j] = f->sib[j];

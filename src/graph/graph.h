@@ -162,6 +162,18 @@ typedef struct graph_op_info {
     /* Storage buffers the anchor's kernel binds besides tensors (attention:
      * the scratch of its split combine). */
     int extra_bindings;
+    /* A reduction (argmax) that may run as the epilogue of the kernel
+     * computing its source, when that kernel's anchor takes one
+     * (takes_reduce) and the reduction is along dimension 0 of a single
+     * column: the anchor reduces its values as it would store them and
+     * the kernel's last workgroup combines the workgroups' parts (fuse.c,
+     * fold_reductions). */
+    bool reduce_epilogue;
+    bool takes_reduce;
+    /* A row gather (get_rows) whose value a reading kernel may compute
+     * itself, from its table and indices, when both are leaves (fuse.c,
+     * inline_gathers; kernels_expr_gather). */
+    bool gather;
 } graph_op_info;
 
 const graph_op_info *graph_op(glesc_op op);
@@ -203,6 +215,11 @@ typedef struct graph_kernel {
      * one by output row range. */
     glesc_tensor *sib[GRAPH_MAX_SIB], *sib_out[GRAPH_MAX_SIB];
     int n_sib;
+    /* A reduction folded into the anchor's epilogue (an arg max over the
+     * rows of a matrix-vector product), or NULL: the anchor's result is
+     * not stored, the reduction's is (out: the reduction after its own
+     * epilogue). */
+    glesc_tensor *reduce;
     int id;
 } graph_kernel;
 
@@ -213,6 +230,10 @@ typedef struct graph_kernel {
  * fused kernel (reads and writes). */
 void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
                 int *n_kernels);
+/* After graph_fuse (or a plan's kernels applied): is t a gather no kernel
+ * computes, which every kernel reading it computes where it reads it? Its
+ * kernel is -1 and it has no memory; its sources are leaves. */
+bool graph_gather_inline(const glesc_tensor *t);
 
 /* ---- The compute order (graph.c) ----
  * Shared by the CPU evaluator and compute's executor. */

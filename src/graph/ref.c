@@ -169,6 +169,7 @@ void ref_reduce(const glesc_tensor *t, float *dst, const float *const *src)
     {
         double acc = t->op == GLESC_OP_SUM || t->op == GLESC_OP_MEAN ? 0 : src[0][bidx(x->ne, c)];
         int64_t arg = 0;
+        bool nan = false;
         int64_t cc[4] = {c[0], c[1], c[2], c[3]};
         for (int64_t j = 0; j < x->ne[ax]; j++) {
             cc[ax] = j;
@@ -184,7 +185,8 @@ void ref_reduce(const glesc_tensor *t, float *dst, const float *const *src)
             case GLESC_OP_REDUCE_MIN:
                 acc = v < acc ? v : acc;
                 break;
-            default: /* argmax: the first maximum */
+            default: /* argmax: the first maximum; a row with a NaN gives -1 */
+                nan |= isnan(v);
                 if (v > acc) {
                     acc = v;
                     arg = j;
@@ -194,7 +196,7 @@ void ref_reduce(const glesc_tensor *t, float *dst, const float *const *src)
         }
         if (t->op == GLESC_OP_MEAN)
             acc /= (double)x->ne[ax];
-        dst[i++] = t->op == GLESC_OP_ARGMAX ? (float)arg : (float)acc;
+        dst[i++] = t->op == GLESC_OP_ARGMAX ? (nan ? -1.0f : (float)arg) : (float)acc;
     }
 }
 

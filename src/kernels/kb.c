@@ -564,6 +564,10 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
         kb_line(b, "float %s = %s; // %s", out, sbuf_str(&e) ? sbuf_str(&e) : "0.0",
                 graph_op(t->op)->name);
         sbuf_free(&e);
+    } else if (graph_gather_inline(t)) {
+        b->depth++;
+        kernels_expr_gather(b, t, c, out);
+        b->depth--;
     } else {
         if (t->kernel == b->gk->id && graph_op(t->op)->kind != GRAPH_KIND_ELTWISE)
             kb_fail(b, GLESC_ERROR_STATE, "kernel reads the anchor %s before it has a value",
@@ -662,6 +666,33 @@ void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
                   const char *partner_value)
 {
     store_node(b, 0, b->gk->out, b->gk->anchor, c, anchor_value, partner_value);
+}
+
+const char *kb_reduce_input(kb *b, const char *const c[4], const char *anchor_value,
+                            const char *partner_value, char out[16])
+{
+    const glesc_tensor *r = b->gk->reduce;
+    if (!r) {
+        kb_fail(b, GLESC_ERROR_STATE, "kernel has no folded reduction");
+        snprintf(out, 16, "0.0");
+        return out;
+    }
+    b->cur_anchor = b->gk->anchor;
+    b->anchor_var = anchor_value;
+    b->partner_var = partner_value;
+    kb_expr(b, r->src[0], c, out);
+    b->anchor_var = b->partner_var = NULL;
+    b->cur_anchor = NULL;
+    return out;
+}
+
+void kb_store_reduced(kb *b, const char *const c[4], const char *value)
+{
+    if (!b->gk->reduce) {
+        kb_fail(b, GLESC_ERROR_STATE, "kernel has no folded reduction");
+        return;
+    }
+    store_node(b, 0, b->gk->out, b->gk->reduce, c, value, NULL);
 }
 
 void kb_store_sib(kb *b, int i, const char *const c[4], const char *value)

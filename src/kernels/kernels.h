@@ -38,7 +38,8 @@
 #define KB_MAX_LEAF 24
 #define KB_MAX_MEMO 64
 
-#define KB_MAX_RW 4 /* fused row writes (set_rows members) per kernel */
+#define KB_MAX_RW 4     /* fused row writes (set_rows members) per kernel */
+#define KB_MAX_GATHER 4 /* gathers computed where they are read, per kernel */
 
 typedef struct kb_dispatch {
     gl_binding bind[KB_MAX_BIND];
@@ -76,6 +77,10 @@ typedef struct kb {
     int n_rw;
     int scratch_bind; /* -1: none */
     uint64_t scratch_bytes;
+    /* gathers computed where they are read (kernels_expr_gather): each one's
+     * loader and uniforms are declared once, numbered here */
+    const glesc_tensor *gather[KB_MAX_GATHER];
+    int n_gather;
     gl_param param[KB_MAX_PARAM];
     int n_param;
     /* tensors loaded through kb_expr/kb_load: their binding and first param */
@@ -152,6 +157,15 @@ void kb_store_out(kb *b, const char *const c[4], const char *anchor_value,
 /* The same for sibling i of a grouped matmul (gk->sib[i]'s value, stored
  * into gk->sib_out[i] after its own epilogue). */
 void kb_store_sib(kb *b, int i, const char *const c[4], const char *value);
+/* A reduction folded into the anchor's epilogue (gk->reduce, fuse.c: an
+ * arg max over a GEMV's rows). kb_reduce_input: the value the reduction
+ * reads at c (its source: the anchor's value through the epilogue up to
+ * it), given the anchor's values. kb_store_reduced: stores the reduction's
+ * value at c of the kernel's out, after the reduction's own epilogue (a
+ * cpy into a persistent tensor). */
+const char *kb_reduce_input(kb *b, const char *const c[4], const char *anchor_value,
+                            const char *partner_value, char out[16]);
+void kb_store_reduced(kb *b, const char *const c[4], const char *value);
 /* Splits a flat index variable into coordinates of shape ne (uniform names
  * prefix0..3), declaring uint variables name0..name3. */
 void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of, const char *prefix,
@@ -233,6 +247,12 @@ glesc_status kernels_gen_attention(kb *b);
 /* Attention's code choices from its shapes (the op's variant): query heads
  * per workgroup, keys per tile, output accumulators per invocation. */
 uint32_t kernels_attention_variant(const glesc_tensor *t);
+
+/* A gather no kernel computes (graph_gather_inline: get_rows of a table by
+ * indices, both leaves) at c, computed here: the index loaded, the table's
+ * element read through its type's loader (0 for an index outside the
+ * table, as get_rows' kernel gives). Writes `float out = ...;` (rows.c). */
+void kernels_expr_gather(kb *b, const glesc_tensor *t, const char *const c[4], char out[16]);
 
 /* Expression helpers of the elementwise rows. */
 void kernels_expr_template(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);

@@ -68,6 +68,9 @@ typedef struct mm_ctx {
     int n_chunks;
     mm_sib sib[GRAPH_MAX_SIB];
     int n_sib;
+    /* a folded arg max (gk->reduce): param indices of am_g0 and am_total
+     * (glsl/graph/argmax.glsl); -1: none */
+    int p_am_g0, p_am_total;
 } mm_ctx;
 
 static glesc_status check_chunks(kb *b, const glesc_tensor *w)
@@ -437,6 +440,82 @@ static void gemv_units_copies(kb *b, const mm_ctx *mc)
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemv_units");
 }
 
+/* A folded arg max (fuse.c: gk->reduce, over the rows of one column): the
+ * store hook keeps each invocation's best (value, row) instead of storing,
+ * and after gemv_main the workgroups combine theirs, the last one storing
+ * the result through the reduction's epilogue (glsl/graph/argmax.glsl).
+ * Candidates are staged in xs, free once the rows are done, where it holds
+ * one per invocation; else in arrays of their own (own_stage). */
+static void gemv_argmax_decl(kb *b, mm_ctx *mc, int wg, bool own_stage, bool norm)
+{
+    int sc = kb_scratch(b, 0); /* its size comes with the dispatches */
+    mc->p_am_g0 = kb_param_u(b, "am_g0", 0);
+    mc->p_am_total = kb_param_u(b, "am_total", 0);
+    if (!b->k)
+        return;
+    if (!norm) { /* wg_argmax's barriers (common/reduce) */
+        emit_kernel_shared(b->k, "float", "red_scratch", wg);
+        emit_kernel_snippet(b->k, "common/reduce");
+    }
+    emit_kernel_shared(b->k, "uint", "am_last", 1);
+    if (own_stage) {
+        emit_kernel_shared(b->k, "float", "am_v", wg);
+        emit_kernel_shared(b->k, "float", "am_i", wg);
+    } else {
+        emit_kernel_define(b->k, "AM_V(k)", "xs[k].x");
+        emit_kernel_define(b->k, "AM_I(k)", "xs[k].y");
+    }
+    emit_kernel_define(b->k, "AM_SCRATCH(k)", "t%d[k]", sc);
+    emit_kernel_define(b->k, "AM_BASE", "%du", KB_SCRATCH_COUNTERS);
+    emit_kernel_snippet(b->k, "graph/reduce"); /* NEG_INF */
+    emit_kernel_snippet(b->k, "graph/argmax");
+    emit_kernel_helper(b->k, "gemv_argmax",
+                       "// this invocation's best row so far\nfloat red_bv = NEG_INF;\n"
+                       "float red_bi = AM_NONE;\n");
+    emit_kernel_comment(b->k, "arg max of the rows folded in (a last-workgroup combine)");
+}
+
+/* The store hook's part: row n's value (after the epilogue up to the arg
+ * max's source) competes with the invocation's best. */
+static void gemv_argmax_store(kb *b, const char *const co[4])
+{
+    char v[16];
+    kb_reduce_input(b, co, "dot", NULL, v);
+    kb_line(b, "if (am_better(%s, float(n), red_bv, red_bi)) {", v);
+    kb_line(b, "red_bv = %s;", v);
+    kb_line(b, "red_bi = float(n);");
+    kb_line(b, "}");
+}
+
+/* After the dispatches are recorded (bind mode): number the workgroups of
+ * all of them (am_g0, each dispatch's first), their count (am_total) and
+ * the scratch: a slot per workgroup after the counters. */
+static void gemv_argmax_number(kb *b, const mm_ctx *mc)
+{
+    uint64_t total = 0, done = 0;
+    for (int d = 0; d < b->n_disp; d++)
+        total += (uint64_t)b->disp[d].groups[0] * b->disp[d].groups[1] * b->disp[d].groups[2];
+    for (int d = 0; d < b->n_disp; d++) {
+        kb_dispatch *ds = &b->disp[d];
+        ds->param[mc->p_am_g0] = GL_PARAM_U(done);
+        ds->param[mc->p_am_total] = GL_PARAM_U(total);
+        ds->scratch_bytes = 4 * ((uint64_t)KB_SCRATCH_COUNTERS + 2 * total);
+        done += (uint64_t)ds->groups[0] * ds->groups[1] * ds->groups[2];
+    }
+}
+
+/* main's part after gemv_main: the combine and the store of the result. */
+static void gemv_argmax_finish(kb *b)
+{
+    kb_line(b, "float am_bv = red_bv;");
+    kb_line(b, "float am_bi = red_bi;");
+    kb_line(b, "if (argmax_across(am_bv, am_bi) && gl_LocalInvocationIndex == 0u) {");
+    kb_line(b, "float am_r = am_result(am_bv, am_bi);");
+    const char *c0[4] = {"0u", "0u", "0u", "0u"};
+    kb_store_reduced(b, c0, "am_r");
+    kb_line(b, "}");
+}
+
 static glesc_status gen_gemv(kb *b, mm_ctx *mc)
 {
     bool dual = mc->p != NULL;
@@ -444,10 +523,17 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
     /* a folded rms_norm (reduction prologue): the squares of each column's
      * input summed where x is loaded, the scale applied before the store */
     const glesc_tensor *nrm = kb_row_norm(b, mc->x);
-    gemv_cfg c = gemv_config(b->ctx, mc->w->dtype, m, dual, nrm != NULL);
+    const glesc_tensor *red = b->gk->reduce;
+    if (red && (m != 1 || dual || mc->n_sib || mc->x->ne[2] * mc->x->ne[3] != 1))
+        return kb_fail(b, GLESC_ERROR_STATE,
+                       "matmul: an arg max folds only into the product of one column");
+    /* a folded arg max needs common/reduce's scratch as a folded norm does */
+    gemv_cfg c = gemv_config(b->ctx, mc->w->dtype, m, dual, nrm != NULL || red != NULL);
     /* x's slices and the partial sums (vec4), a folded norm's scratch */
     int xs_vec4 = m * (c.xs / 4 + c.xs / 32); /* gemv.glsl's XS4P a column */
-    int bytes = 16 * (xs_vec4 + c.red) + (nrm ? 4 * c.wg : 0);
+    int bytes = 16 * (xs_vec4 + c.red) + (nrm || red ? 4 * c.wg : 0);
+    bool own_stage = red && xs_vec4 < c.wg;
+    bytes += red ? 4 + (own_stage ? 8 * c.wg : 0) : 0;
     if (bytes > b->ctx->caps.max_compute_shared_memory)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "GEMV: %d bytes of shared memory needed, the device has %d (m = %d)", bytes,
@@ -492,6 +578,8 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
     }
     common(b, mc, true);
     mc->p_blocks = kb_param_u(b, "n_blocks", 0);
+    if (red)
+        gemv_argmax_decl(b, mc, c.wg, own_stage, nrm != NULL);
     if (b->k) {
         emit_kernel_snippet(b->k, "graph/gemv");
         gemv_units_copies(b, mc);
@@ -517,11 +605,15 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
                                          "uint b3, float dot, float dot2)");
     }
     const char *co[4] = {"n", "c", "b2", "b3"};
-    for (int j = 0; j <= mc->n_sib; j++) {
-        member_open(b, mc, j);
-        member_store(b, j, co, "dot", dual ? "dot2" : NULL);
+    if (red) {
+        gemv_argmax_store(b, co);
+    } else {
+        for (int j = 0; j <= mc->n_sib; j++) {
+            member_open(b, mc, j);
+            member_store(b, j, co, "dot", dual ? "dot2" : NULL);
+        }
+        member_close(b, mc);
     }
-    member_close(b, mc);
     if (b->k)
         emit_kernel_function_end(b->k);
     if (nrm) {
@@ -533,14 +625,20 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
             emit_kernel_function_end(b->k);
     }
     kb_line(b, "gemv_main();");
+    if (red)
+        gemv_argmax_finish(b);
     dispatch_chunks(b, mc, c.wg / c.team / c.ks * c.nr, (uint64_t)c.groups, true, 1,
                     mc->x->ne[2] * mc->x->ne[3]);
+    if (red)
+        gemv_argmax_number(b, mc);
     return b->st;
 }
 
 static glesc_status gen_gemm(kb *b, mm_ctx *mc)
 {
     bool dual = mc->p != NULL;
+    if (b->gk->reduce) /* fuse.c folds it only into one column: a GEMV */
+        return kb_fail(b, GLESC_ERROR_STATE, "matmul: a GEMM takes no folded arg max");
     const glesc_tensor *nrm = kb_row_norm(b, mc->x);
     if (b->k) {
         emit_kernel_local_size(b->k, 16, 16, 1);
@@ -731,6 +829,7 @@ static glesc_status gen_gemm(kb *b, mm_ctx *mc)
 glesc_status kernels_gen_matmul(kb *b)
 {
     mm_ctx mc = {0};
+    mc.p_am_g0 = mc.p_am_total = -1;
     mc.a = b->gk->anchor;
     mc.p = b->gk->partner;
     mc.w = mc.a->src[0];

@@ -23,7 +23,7 @@ static void setup(kb *b, bool argmax)
     emit_kernel_shared(b->k, "float", "red_scratch", REDUCE_WG);
     if (argmax) {
         emit_kernel_shared(b->k, "float", "am_v", REDUCE_WG);
-        emit_kernel_shared(b->k, "uint", "am_i", REDUCE_WG);
+        emit_kernel_shared(b->k, "float", "am_i", REDUCE_WG);
     }
     emit_kernel_snippet(b->k, "common/reduce");
     emit_kernel_snippet(b->k, "graph/reduce");
@@ -69,7 +69,7 @@ glesc_status kernels_gen_reduce(kb *b)
     char v[16];
     if (op == GLESC_OP_ARGMAX) {
         kb_line(b, "float bv = NEG_INF;");
-        kb_line(b, "uint bi = 0xffffffffu;");
+        kb_line(b, "float bi = AM_NONE;");
     } else {
         kb_line(b, "float acc = %s;",
                 op == GLESC_OP_REDUCE_MAX   ? "NEG_INF"
@@ -80,10 +80,9 @@ glesc_status kernels_gen_reduce(kb *b)
     kb_expr(b, x, cj, v);
     switch (op) {
     case GLESC_OP_ARGMAX:
-        /* j grows within an invocation: a strict > keeps the first maximum */
-        kb_line(b, "if (%s > bv) {", v);
+        kb_line(b, "if (am_better(%s, float(j), bv, bi)) {", v);
         kb_line(b, "bv = %s;", v);
-        kb_line(b, "bi = j;");
+        kb_line(b, "bi = float(j);");
         kb_line(b, "}");
         break;
     case GLESC_OP_REDUCE_MAX:
@@ -98,7 +97,8 @@ glesc_status kernels_gen_reduce(kb *b)
     kb_line(b, "}");
     switch (op) {
     case GLESC_OP_ARGMAX:
-        kb_line(b, "float res = float(wg_argmax(bv, bi));");
+        kb_line(b, "wg_argmax(bv, bi);");
+        kb_line(b, "float res = am_result(bv, bi);");
         break;
     case GLESC_OP_REDUCE_MAX:
         kb_line(b, "float res = wg_reduce_max(acc);");

@@ -74,6 +74,50 @@ glesc_status kernels_gen_get_rows(kb *b)
     return b->st;
 }
 
+void kernels_expr_gather(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
+{
+    const glesc_tensor *tab = t->src[0], *idx = t->src[1];
+    int g = 0;
+    while (g < b->n_gather && b->gather[g] != t)
+        g++;
+    if (g == b->n_gather) { /* first read in this kernel: loader and uniforms */
+        if (g == KB_MAX_GATHER) {
+            kb_fail(b, GLESC_ERROR_LIMIT, "kernel computes more than %d gathers", KB_MAX_GATHER);
+            snprintf(out, 16, "0.0");
+            return;
+        }
+        if (tab->owner->st.n_chunks > 1)
+            kb_fail(b, GLESC_ERROR_STATE, "an inline gather's table is split into chunks");
+        b->gather[b->n_gather++] = t;
+        int tb = kb_binding(b, tab->owner, 0, false);
+        char fn[16], buf[16], pn[24];
+        snprintf(fn, sizeof fn, "load_g%d", g);
+        snprintf(buf, sizeof buf, "t%d", tb);
+        snprintf(pn, sizeof pn, "g%d_ne0", g);
+        kernels_wload_emit(b, tab, fn, buf, KERNELS_WLOAD_ELEM, pn);
+        kb_param_u(b, pn, (uint64_t)tab->ne[0]);
+        snprintf(pn, sizeof pn, "g%d_R", g);
+        kb_param_u(b, pn, (uint64_t)tab->ne[1]);
+        snprintf(pn, sizeof pn, "g%d_off", g);
+        kb_param_u(b, pn, tab->offs);
+        snprintf(pn, sizeof pn, "g%d_nb1", g);
+        kb_param_u(b, pn, (uint64_t)tab->nb[1]);
+        snprintf(pn, sizeof pn, "g%d_nb2", g);
+        kb_param_u(b, pn, tab->ne[2] == 1 ? 0 : (uint64_t)tab->nb[2]);
+        snprintf(pn, sizeof pn, "g%d_nb3", g);
+        kb_param_u(b, pn, tab->ne[3] == 1 ? 0 : (uint64_t)tab->nb[3]);
+    }
+    const char *ci[4] = {c[1], c[2], c[3], "0u"};
+    char row[16];
+    kb_load_int(b, idx, ci, row);
+    kb_var(b, out);
+    /* ?: evaluates only the branch taken: no load outside the table */
+    kb_line(b,
+            "float %s = %s >= 0 && %s < int(g%d_R) ? load_g%d(g%d_off + uint(%s) * g%d_nb1 + %s * "
+            "g%d_nb2 + %s * g%d_nb3, %s) : 0.0; // get_rows",
+            out, row, row, g, g, g, row, g, c[2], g, c[3], g, c[0]);
+}
+
 glesc_status kernels_gen_set_rows(kb *b)
 {
     const glesc_tensor *a = b->gk->anchor, *src = a->src[1], *idx = a->src[2];
