@@ -541,6 +541,28 @@ GLESC_API glesc_status glesc_tensor_read_f32(glesc_tensor *t, float *dst, size_t
  * the CPU reference quantizer). */
 GLESC_API glesc_status glesc_tensor_write_f32(glesc_tensor *t, const float *src, size_t n);
 
+/* Reading a small result without waiting for later work. glesc_tensor_read
+ * waits for everything submitted so far; a readback copies a tensor's bytes
+ * on the GPU into a buffer of its own, after the work submitted so far and
+ * before anything submitted later, so a caller can submit the next compute
+ * first and read while it runs (pipelined greedy decoding reads each token
+ * so). A readback is used from its context's thread, like the context. */
+typedef struct glesc_readback glesc_readback;
+/* A readback on ctx; *out NULL on failure (message in glesc_last_errmsg()). */
+GLESC_API glesc_status glesc_readback_create(glesc_context *ctx, glesc_readback **out);
+/* NULL is a no-op. */
+GLESC_API void glesc_readback_destroy(glesc_readback *rb);
+/* Queues the copy of t's bytes: t is a contiguous tensor of f32, f16, bf16
+ * or i32 with values (as glesc_tensor_read takes it) in one storage block;
+ * a copy queued before and not yet finished is dropped. The GPU work it
+ * follows is every compute submitted so far. */
+GLESC_API glesc_status glesc_readback_start(glesc_readback *rb, glesc_tensor *t);
+/* Waits until the copy queued by the last glesc_readback_start is done
+ * (work submitted after it keeps running) and copies its bytes to dst;
+ * size must be the tensor's size in bytes. GLESC_ERROR_STATE when no copy
+ * is queued; the copy is consumed. */
+GLESC_API glesc_status glesc_readback_finish(glesc_readback *rb, void *dst, size_t size);
+
 GLESC_API glesc_dtype glesc_tensor_dtype(const glesc_tensor *t);
 GLESC_API int glesc_tensor_ndim(const glesc_tensor *t);
 /* Size of dimension d (0..3); 1 beyond ndim. */

@@ -370,6 +370,36 @@ GLESC_API int32_t glesc_session_n_ctx(const glesc_session *s);
  * at position n. The cache keeps its memory. */
 GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n);
 
+/* Pipelined greedy decoding. With a greedy sampler the next token is the
+ * arg max of the logits, which the GPU computes itself (inside the output
+ * head's kernel): glesc_session_eval_greedy evaluates one token and leaves
+ * the arg max of its logits (ties to the lowest id) on the GPU, where the
+ * next glesc_session_eval_greedy reads it as its input, so the host queues
+ * step t+1 before it reads step t's token (glesc_session_greedy_id) and the
+ * GPU does not wait for the host between steps. No logits are read back
+ * (glesc_session_logits is NULL after a greedy eval). glesc_generate and
+ * glesc_chat decode this way by themselves when their sampler is greedy
+ * (see glesc_generate_params.logits). */
+#define GLESC_GREEDY_PREVIOUS (-1)
+/* Evaluates one token at position n_past: id, or with
+ * GLESC_GREEDY_PREVIOUS the arg max of the previous greedy eval's logits,
+ * still on the GPU (the previous eval must be a greedy one, with no
+ * glesc_session_eval or truncate since: else GLESC_ERROR_STATE). Queues
+ * the work and returns without waiting for it; its token is read with
+ * glesc_session_greedy_id, in order. At most two may wait unread
+ * (GLESC_ERROR_STATE for a third). A full context is GLESC_ERROR_LIMIT
+ * (nothing evaluated). glesc_session_eval, and a glesc_session_truncate
+ * that moves n_past, drop the tokens not read yet. The statistics
+ * (glesc_session_last_stats) count the submission: ns is the host's time,
+ * not the GPU's. */
+GLESC_API glesc_status glesc_session_eval_greedy(glesc_session *s, int32_t id);
+/* The token the oldest unread greedy eval chose (the arg max of its
+ * position's logits): waits for that eval only, later ones keep running.
+ * GLESC_ERROR_STATE when none waits; GLESC_ERROR_NUMERIC when those logits
+ * held a NaN (the message names the position; the positions stay
+ * evaluated: truncate them). */
+GLESC_API glesc_status glesc_session_greedy_id(glesc_session *s, int32_t *id);
+
 typedef struct glesc_eval_stats {
     int32_t n_tokens;          /* tokens of the last eval (its last graph for split inputs) */
     int kernels;               /* kernels after fusion, per graph */
@@ -482,7 +512,9 @@ GLESC_API const char *glesc_stop_reason_name(glesc_stop_reason r);
  * that ends generation (len 0, the return value ignored), and at the end,
  * with id -1, for bytes still held back (an incomplete character; only when
  * there are some; the return value ignored). During the call
- * glesc_session_logits() is the row the token was sampled from. Return true
+ * glesc_session_logits() is the row the token was sampled from (with a
+ * greedy sampler only when glesc_generate_params.logits asks for it, else
+ * NULL from the second token on: the GPU picked it). Return true
  * to stop after this token: it is kept like the last of n_predict tokens
  * (evaluated only with eval_last; see glesc_chat_send for chats). */
 typedef bool (*glesc_token_fn)(void *user, int32_t id, const char *piece, size_t len);
@@ -529,9 +561,18 @@ typedef struct glesc_generate_params {
     void *token_user;
     glesc_gen_event_fn on_event; /* may be NULL */
     void *event_user;
+    /* Read every generated token's logits back, so that during the token
+     * callback glesc_session_logits() is the row it was sampled from. Off
+     * (the default) and with a greedy sampler (temperature <= 0 or top-k 1,
+     * no repetition penalty), the tokens after the first are picked on the
+     * GPU and the steps pipelined (glesc_session_eval_greedy): the same
+     * tokens, no logits read back, glesc_session_logits() NULL in the
+     * callback from the second token on. Other samplers read the rows
+     * either way. */
+    bool logits;
 } glesc_generate_params;
 
-/* The defaults: n_predict -1, ignore_eos and eval_last off,
+/* The defaults: n_predict -1, ignore_eos, eval_last and logits off,
  * GLESC_DETOKENIZE_KEEP_LEADING_SPACE, no callbacks. Call it before setting
  * fields, so fields added later get their defaults. */
 GLESC_API void glesc_generate_params_init(glesc_generate_params *p);
@@ -547,7 +588,8 @@ typedef struct glesc_generate_result {
 
 /* Evaluates prompt[0..n_prompt) after what s holds (none when n_prompt is
  * 0: then the first token is sampled from glesc_session_logits(s), which
- * must not be NULL) and records it in smp (the repetition penalty's
+ * must not be NULL, or, after a pipelined greedy generation, is the token
+ * the GPU chose for the last one) and records it in smp (the repetition penalty's
  * history), then samples tokens with smp, each recorded in smp, handed to
  * p->on_token and evaluated so the next can be sampled from its row. p may
  * be NULL (defaults, no callbacks); res (may be NULL) gets the outcome, also

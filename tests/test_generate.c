@@ -58,6 +58,7 @@ typedef struct seen {
     int n_ids, stop_at;
     char text[8192];
     size_t text_len;
+    bool check_rows;  /* logits were asked for: check rows_ok */
     bool rows_ok;     /* every token was the arg max of glesc_session_logits (greedy) */
     int flushes;      /* calls with id -1 */
     int events[8][4]; /* per kind: count; order checked through `order` */
@@ -88,7 +89,7 @@ static bool on_token(void *user, int32_t id, const char *piece, size_t len)
     const float *row = glesc_session_logits(w->s);
     int32_t n_vocab =
         w->n_vocab ? w->n_vocab : glesc_tokenizer_n_vocab(glesc_model_tokenizer(model));
-    if (!row || argmax(row, n_vocab) != id)
+    if (w->check_rows && (!row || argmax(row, n_vocab) != id))
         w->rows_ok = false;
     w->ids[w->n_ids++] = id;
     if (w->n_order < sizeof w->order - 1)
@@ -132,6 +133,10 @@ static glesc_session *session(int32_t n_ctx)
     return s;
 }
 
+/* logits: every token's row read back (else a greedy sampler's tokens are
+ * picked on the GPU, pipelined: the same tokens). */
+static bool with_logits;
+
 static void params(glesc_generate_params *p, seen *w, int32_t n_predict)
 {
     glesc_generate_params_init(p);
@@ -140,6 +145,8 @@ static void params(glesc_generate_params *p, seen *w, int32_t n_predict)
     p->token_user = w;
     p->on_event = on_event;
     p->event_user = w;
+    p->logits = with_logits;
+    w->check_rows = with_logits;
     w->rows_ok = true;
 }
 
@@ -160,7 +167,9 @@ Test(generate, same_ids_as_a_hand_written_loop_and_counts)
     }
     glesc_session_destroy(s);
 
-    for (int eval_last = 0; eval_last < 2; eval_last++) {
+    for (int mode = 0; mode < 4; mode++) {
+        int eval_last = mode & 1;
+        with_logits = mode >> 1;
         s = session(0);
         seen w = {.s = s};
         glesc_generate_params p;
@@ -170,7 +179,8 @@ Test(generate, same_ids_as_a_hand_written_loop_and_counts)
         cr_assert_eq(glesc_generate(s, smp, prompt, 5, &p, &res), GLESC_OK, "%s",
                      glesc_last_errmsg());
         cr_expect_eq(w.n_ids, 20);
-        cr_expect_eq(memcmp(w.ids, expect, sizeof expect), 0, "ids differ from the hand loop");
+        cr_expect_eq(memcmp(w.ids, expect, sizeof expect), 0, "ids differ from the hand loop (%s)",
+                     with_logits ? "logits" : "pipelined");
         cr_expect(w.rows_ok, "glesc_session_logits was not the sampled row in the callback");
         cr_expect_eq(res.stop, GLESC_STOP_LENGTH);
         cr_expect_eq(w.stop_event, GLESC_STOP_LENGTH);
@@ -201,11 +211,12 @@ Test(generate, same_ids_as_a_hand_written_loop_and_counts)
         glesc_sampler_reset(smp);
         glesc_session_destroy(s);
     }
+    with_logits = false;
     free(row);
     glesc_sampler_destroy(smp);
 }
 
-Test(generate, context_callback_and_continuation)
+static void context_callback_and_continuation(void)
 {
     glesc_sampler *smp = greedy();
     /* A context of 16: the prompt's 5, then 11 evaluated tokens; the 12th
@@ -255,6 +266,14 @@ Test(generate, context_callback_and_continuation)
                  "continuing after a stop gives the same tokens");
     glesc_session_destroy(s);
     glesc_sampler_destroy(smp);
+}
+
+Test(generate, context_callback_and_continuation)
+{
+    with_logits = true;
+    context_callback_and_continuation();
+    with_logits = false; /* pipelined: a continuation starts from the GPU's token */
+    context_callback_and_continuation();
 }
 
 Test(generate, errors)
@@ -313,22 +332,28 @@ Test(generate, stories260k_greedy_matches_llama_cpp)
     sp.temperature = 0;
     glesc_sampler *smp;
     cr_assert_eq(glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(tok), &smp), GLESC_OK);
-    glesc_session *s;
-    cr_assert_eq(glesc_session_create(m, NULL, &s), GLESC_OK);
-    seen w = {.s = s, .n_vocab = glesc_tokenizer_n_vocab(tok), .rows_ok = true};
-    glesc_generate_params p;
-    glesc_generate_params_init(&p);
-    p.n_predict = 48;
-    p.on_token = on_token;
-    p.token_user = &w;
-    glesc_generate_result res;
-    cr_assert_eq(glesc_generate(s, smp, ids, n, &p, &res), GLESC_OK, "%s", glesc_last_errmsg());
-    cr_expect_eq(w.n_ids, 48);
-    cr_expect(w.rows_ok, "each id is the arg max of the row glesc_session_logits shows");
-    for (int i = 0; i < 48; i++)
-        cr_expect_eq(w.ids[i], expect[i], "token %d: %d, llama.cpp %d", i, w.ids[i], expect[i]);
+    for (int logits = 0; logits < 2; logits++) {
+        glesc_session *s;
+        cr_assert_eq(glesc_session_create(m, NULL, &s), GLESC_OK);
+        seen w = {.s = s, .n_vocab = glesc_tokenizer_n_vocab(tok), .rows_ok = true};
+        w.check_rows = logits;
+        glesc_generate_params p;
+        glesc_generate_params_init(&p);
+        p.n_predict = 48;
+        p.logits = logits;
+        p.on_token = on_token;
+        p.token_user = &w;
+        glesc_generate_result res;
+        glesc_sampler_reset(smp);
+        cr_assert_eq(glesc_generate(s, smp, ids, n, &p, &res), GLESC_OK, "%s", glesc_last_errmsg());
+        cr_expect_eq(w.n_ids, 48);
+        cr_expect(w.rows_ok, "each id is the arg max of the row glesc_session_logits shows");
+        for (int i = 0; i < 48; i++)
+            cr_expect_eq(w.ids[i], expect[i], "%s: token %d: %d, llama.cpp %d",
+                         logits ? "logits" : "pipelined", i, w.ids[i], expect[i]);
+        glesc_session_destroy(s);
+    }
     glesc_tokens_free(ids);
-    glesc_session_destroy(s);
     glesc_sampler_destroy(smp);
     glesc_model_destroy(m);
     free(spath);

@@ -71,14 +71,28 @@ glesc_status gl_buffer_clear(glesc_context *ctx, gl_buffer *buf, uint64_t offset
     return st;
 }
 
+glesc_status gl_fence(glesc_context *ctx, GLsync *out)
+{
+    *out = glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
+    if (*out)
+        return GLESC_OK;
+    glesc_status st = gl_check(ctx, "glFenceSync");
+    return st != GLESC_OK ? st : core_err_set(&ctx->err, GLESC_ERROR_GL, "glFenceSync: no sync");
+}
+
 static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
 {
-    GLsync sync = glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
-    if (!sync) {
-        glesc_status st = gl_check(ctx, "glFenceSync");
-        return st != GLESC_OK ? st
-                              : core_err_set(&ctx->err, GLESC_ERROR_GL, "glFenceSync: no sync");
-    }
+    GLsync sync;
+    glesc_status st = gl_fence(ctx, &sync);
+    if (st != GLESC_OK)
+        return st;
+    st = gl_fence_wait(ctx, sync, timeout_ns);
+    glDeleteSync(sync);
+    return st;
+}
+
+glesc_status gl_fence_wait(glesc_context *ctx, GLsync sync, uint64_t timeout_ns)
+{
     uint64_t start = core_time_ns();
     glesc_status st = GLESC_OK;
     for (;;) {
@@ -97,7 +111,6 @@ static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
             break;
         }
     }
-    glDeleteSync(sync);
     /* The work finished (a lost context signals its fences too): was it reset? */
     if (st == GLESC_OK)
         st = gl_reset_check(ctx, "waiting for the GPU");
@@ -109,6 +122,9 @@ glesc_status gl_finish(glesc_context *ctx, uint64_t timeout_ns)
     return wait_fence(ctx, timeout_ns);
 }
 
+static glesc_status map_copy(glesc_context *ctx, gl_buffer *buf, uint64_t offset, void *dst,
+                             uint64_t size);
+
 glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t offset, void *dst,
                                 uint64_t size)
 {
@@ -118,6 +134,46 @@ glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t off
     update_barrier_if_written(ctx, buf);
     if ((st = wait_fence(ctx, 120ull * 1000000000ull)) != GLESC_OK)
         return st;
+    return map_copy(ctx, buf, offset, dst, size);
+}
+
+glesc_status gl_buffer_download_after(glesc_context *ctx, GLsync sync, gl_buffer *buf,
+                                      uint64_t offset, void *dst, uint64_t size)
+{
+    glesc_status st = check_range(ctx, "buffer download", buf, offset, size);
+    if (st == GLESC_OK)
+        st = gl_fence_wait(ctx, sync, 120ull * 1000000000ull);
+    if (st != GLESC_OK || size == 0)
+        return st;
+    return map_copy(ctx, buf, offset, dst, size);
+}
+
+glesc_status gl_buffer_copy(glesc_context *ctx, gl_buffer *src, uint64_t src_offset, gl_buffer *dst,
+                            uint64_t dst_offset, uint64_t size)
+{
+    glesc_status st = check_range(ctx, "buffer copy (source)", src, src_offset, size);
+    if (st == GLESC_OK)
+        st = check_range(ctx, "buffer copy (destination)", dst, dst_offset, size);
+    if (st != GLESC_OK || size == 0)
+        return st;
+    update_barrier_if_written(ctx, src);
+    update_barrier_if_written(ctx, dst);
+    glBindBuffer(GL_COPY_READ_BUFFER, src->id);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, dst->id);
+    glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, (GLintptr)src_offset,
+                        (GLintptr)dst_offset, (GLsizeiptr)size);
+    glBindBuffer(GL_COPY_READ_BUFFER, 0);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    dst->defined = true;
+    return gl_check(ctx, "glCopyBufferSubData");
+}
+
+/* Maps [offset, +size) of buf for reading and copies it to dst (the GPU's
+ * writes to it are complete). */
+static glesc_status map_copy(glesc_context *ctx, gl_buffer *buf, uint64_t offset, void *dst,
+                             uint64_t size)
+{
+    glesc_status st;
     glBindBuffer(GL_COPY_READ_BUFFER, buf->id);
     const void *p =
         glMapBufferRange(GL_COPY_READ_BUFFER, (GLintptr)offset, (GLsizeiptr)size, GL_MAP_READ_BIT);

@@ -212,6 +212,19 @@ glesc_status gl_buffer_clear(glesc_context *ctx, gl_buffer *buf, uint64_t offset
 /* Waits (fence) for the GPU work that writes buf, then copies to dst. */
 glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t offset, void *dst,
                                 uint64_t size);
+/* A fence after the work submitted so far (glDeleteSync it). */
+glesc_status gl_fence(glesc_context *ctx, GLsync *out);
+/* Waits for sync (flushing); GLESC_ERROR_TIMEOUT after timeout_ns. */
+glesc_status gl_fence_wait(glesc_context *ctx, GLsync sync, uint64_t timeout_ns);
+/* Waits for sync only (work submitted after it may still run), then copies
+ * [offset, +size) of buf to dst: buf must be one that no work after sync
+ * touches (a readback buffer a copy before sync filled). */
+glesc_status gl_buffer_download_after(glesc_context *ctx, GLsync sync, gl_buffer *buf,
+                                      uint64_t offset, void *dst, uint64_t size);
+/* Copies size bytes of src at src_offset to dst at dst_offset on the GPU,
+ * after the shader writes to either (barriers as needed). */
+glesc_status gl_buffer_copy(glesc_context *ctx, gl_buffer *src, uint64_t src_offset, gl_buffer *dst,
+                            uint64_t dst_offset, uint64_t size);
 
 typedef struct gl_binding {
     gl_buffer *buf;

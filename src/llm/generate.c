@@ -5,6 +5,11 @@
  * back partial UTF-8 characters) and evaluated so the next one can be
  * sampled from its row.
  *
+ * With a greedy sampler (and no logits asked for) the tokens are picked on
+ * the GPU and the steps pipelined: step t+1 is queued before step t's
+ * token is read (glesc_session_eval_greedy), the same tokens as sampling
+ * the rows read back, without the GPU waiting for the host in between.
+ *
  * The loop is gguf-run's, moved here so every embedder gets the same
  * behaviour: an end-of-generation token stops without being evaluated or
  * shown (unless ignore_eos), and the last token of a run is only evaluated
@@ -59,12 +64,33 @@ glesc_status llm_eval_input(glesc_session *s, glesc_sampler *smp, const int32_t 
     return GLESC_OK;
 }
 
+/* Token id, whose eval was queued before the host knew it (pipelined), is
+ * not kept: its position goes, with the token its eval chose; the last
+ * eval is then the one that chose id (a greedy generation continues
+ * from it, as from that eval's row). */
+static void drop_queued(glesc_session *s, int32_t id)
+{
+    glesc_session_truncate(s, s->n_past - 1);
+    s->greedy_next = id;
+}
+
 glesc_status llm_generate_tokens(glesc_session *s, glesc_sampler *smp,
                                  const glesc_generate_params *p, bool eval_last,
                                  glesc_generate_result *res)
 {
     const glesc_tokenizer *tok = s->m->tok;
-    if (!s->has_logits)
+    /* Pipelined (a greedy sampler, no logits asked for): the first token
+     * comes from the last row read back, or is the one the GPU chose for
+     * the last greedy eval (a generation going on), every later one is the
+     * arg max the GPU took of the previous token's logits
+     * (glesc_session_eval_greedy). The eval of token i+1 is queued before
+     * token i+1 is read, so the GPU runs it while the host reads and hands
+     * out token i+1; when token i+1 ends generation instead, its eval is
+     * dropped (truncated). queued: the current token's eval was queued so;
+     * qstats its statistics. */
+    bool pipelined = !p->logits && llm_sampler_is_greedy(smp);
+    bool from_gpu = pipelined && !s->has_logits && s->greedy_next >= 0;
+    if (!s->has_logits && !from_gpu)
         return core_err_set(NULL, GLESC_ERROR_STATE,
                             "generate: the session has no logits row to sample from (evaluate a "
                             "prompt first, with logits)");
@@ -74,14 +100,28 @@ glesc_status llm_generate_tokens(glesc_session *s, glesc_sampler *smp,
         return st;
     uint64_t t0 = core_time_ns();
     res->stop = p->n_predict == 0 ? GLESC_STOP_LENGTH : GLESC_STOP_NONE;
+    bool queued = false;
+    glesc_eval_stats qstats = {0};
     for (int32_t i = 0; p->n_predict < 0 || i < p->n_predict; i++) {
-        int32_t id = glesc_sampler_sample(smp, s->logits);
+        int32_t id = s->greedy_next;
+        if (i == 0 && from_gpu) {
+            llm_sampler_skip(smp);
+        } else if (i == 0 || !pipelined) {
+            id = glesc_sampler_sample(smp, s->logits);
+        } else if ((st = glesc_session_greedy_id(s, &id)) == GLESC_OK) {
+            llm_sampler_skip(smp);
+        } else {
+            core_err_prefix(NULL, "decoding");
+            goto done;
+        }
         glesc_sampler_accept(smp, id);
         res->n_generated++;
         if (glesc_tokenizer_is_eog(tok, id) && !p->ignore_eos) {
             if (p->on_token)
                 p->on_token(p->token_user, id, "", 0);
             res->stop = GLESC_STOP_EOS;
+            if (queued)
+                drop_queued(s, id);
             break;
         }
         const char *piece = "";
@@ -91,25 +131,43 @@ glesc_status llm_generate_tokens(glesc_session *s, glesc_sampler *smp,
         bool stop = p->on_token && p->on_token(p->token_user, id, piece, len);
         bool last = p->n_predict >= 0 && i + 1 == p->n_predict;
         res->stop = stop ? GLESC_STOP_CALLBACK : GLESC_STOP_LENGTH;
-        if ((stop || last) && !eval_last) /* nothing will be sampled from its row */
+        if ((stop || last) && !eval_last) { /* nothing will be sampled from its row */
+            if (queued)
+                drop_queued(s, id);
             break;
-        if (s->n_past >= s->n_ctx) {
+        }
+        if (!queued && s->n_past >= s->n_ctx) {
             if (!stop)
                 res->stop = GLESC_STOP_CONTEXT;
             break;
         }
-        if ((st = glesc_session_eval(s, &id, 1, 0, s->logits)) != GLESC_OK) {
-            core_err_prefix(NULL, "decoding");
-            goto done;
+        glesc_eval_stats es = qstats;
+        if (!queued) {
+            st = pipelined ? glesc_session_eval_greedy(s, id)
+                           : glesc_session_eval(s, &id, 1, 0, s->logits);
+            if (st != GLESC_OK) {
+                core_err_prefix(NULL, "decoding");
+                goto done;
+            }
+            glesc_session_last_stats(s, &es);
         }
         res->decode_tokens++;
-        glesc_eval_stats es;
-        glesc_session_last_stats(s, &es);
         llm_gen_event(
             p, &(glesc_gen_event){
                    .kind = GLESC_GEN_EVENT_TOKEN_EVAL, .n_tokens = 1, .id = id, .stats = &es});
         if (stop || last)
             break;
+        /* queue the next token's eval unless it will not be evaluated: the
+         * last of n_predict without eval_last, or no room */
+        bool next_last = p->n_predict >= 0 && i + 2 == p->n_predict;
+        queued = pipelined && s->n_past < s->n_ctx && (!next_last || eval_last);
+        if (queued) {
+            if ((st = glesc_session_eval_greedy(s, GLESC_GREEDY_PREVIOUS)) != GLESC_OK) {
+                core_err_prefix(NULL, "decoding");
+                goto done;
+            }
+            glesc_session_last_stats(s, &qstats);
+        }
     }
     llm_gen_event(p, &(glesc_gen_event){.kind = GLESC_GEN_EVENT_STOP, .id = -1, .stop = res->stop});
     const char *rest;
@@ -117,6 +175,12 @@ glesc_status llm_generate_tokens(glesc_session *s, glesc_sampler *smp,
     if (glesc_decoder_flush(dec, &rest, &len) == GLESC_OK && len && p->on_token)
         p->on_token(p->token_user, -1, rest, len);
 done:
+    /* the token the last kept eval chose is not used: read it so nothing
+     * waits in the session (a NaN there is no one's concern) */
+    while (st == GLESC_OK && s->n_pend) {
+        int32_t unused;
+        glesc_session_greedy_id(s, &unused);
+    }
     res->decode_ns += core_time_ns() - t0;
     glesc_decoder_destroy(dec);
     return st;

@@ -441,6 +441,7 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     if (!s)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
     s->m = m;
+    s->greedy_next = -1;
     s->kv_type = o.kv_type;
     s->n_ctx = o.n_ctx;
     s->n_batch = o.n_batch;
@@ -491,6 +492,10 @@ GLESC_API void glesc_session_destroy(glesc_session *s)
     core_free(s->k_cache);
     core_free(s->v_cache);
     core_free(s->logits);
+    for (int i = 0; i < 2; i++) {
+        glesc_weight_free(s->next_id[i]);
+        glesc_readback_destroy(s->pend[i].rb);
+    }
     core_free(s);
 }
 
@@ -580,6 +585,9 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
     bool all = (flags & GLESC_EVAL_ALL_LOGITS) != 0;
     int32_t start = s->n_past;
     s->has_logits = false;
+    s->chain = false; /* the tokens come from the host now */
+    s->n_pend = 0;
+    s->greedy_next = -1;
     for (size_t off = 0; off < n;) {
         int32_t c = (int32_t)CORE_MIN((size_t)s->n_batch, n - off);
         bool last = off + (size_t)c == n;
@@ -619,9 +627,135 @@ GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_session_truncate: %d is not in 0..%d", (int)n,
                             s ? (int)s->n_past : 0);
-    if (n != s->n_past)
+    if (n != s->n_past) {
         s->has_logits = false;
+        s->chain = false;
+        s->n_pend = 0; /* greedy results not read yet are dropped */
+        s->greedy_next = -1;
+    }
     s->n_past = n;
+    return GLESC_OK;
+}
+
+/* ---- Pipelined greedy decoding ---- */
+
+/* The slots and readbacks, on first use. */
+static glesc_status greedy_setup(glesc_session *s)
+{
+    glesc_context *ctx = s->m->ctx;
+    for (int i = 0; i < 2; i++) {
+        if (!s->next_id[i] &&
+            !(s->next_id[i] = glesc_weight_new(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){1})))
+            return ctx_fail(ctx, GLESC_ERROR_OUT_OF_MEMORY, "greedy eval: the token slots");
+        if (!s->pend[i].rb) {
+            glesc_status st = glesc_readback_create(ctx, &s->pend[i].rb);
+            if (st != GLESC_OK)
+                return st;
+        }
+    }
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_session_eval_greedy(glesc_session *s, int32_t id)
+{
+    core_err_reset(NULL);
+    if (!s)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_session_eval_greedy: NULL session");
+    uint64_t t0 = core_time_ns();
+    if (s->n_past >= s->n_ctx)
+        return core_err_set(NULL, GLESC_ERROR_LIMIT,
+                            "a token does not fit the context: all %d positions are used (use a "
+                            "larger context)",
+                            (int)s->n_ctx);
+    if (id >= s->m->hp.n_vocab || (id < 0 && id != GLESC_GREEDY_PREVIOUS))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_session_eval_greedy: id %d is outside the vocabulary (0..%lld)",
+                            (int)id, (long long)(s->m->hp.n_vocab - 1));
+    if (id < 0 && !s->chain)
+        return core_err_set(NULL, GLESC_ERROR_STATE,
+                            "glesc_session_eval_greedy: no arg max of a greedy eval is on the GPU "
+                            "to continue from (the last eval was not greedy, or the session was "
+                            "truncated since): give the token");
+    if (s->n_pend == 2)
+        return core_err_set(NULL, GLESC_ERROR_STATE,
+                            "glesc_session_eval_greedy: the ids of two greedy evals are not read "
+                            "yet (glesc_session_greedy_id)");
+    glesc_status st = greedy_setup(s);
+    if (st != GLESC_OK)
+        return st;
+    glesc_context *ctx = s->m->ctx;
+    glesc_tensor *in = s->next_id[s->next_slot], *out = s->next_id[1 - s->next_slot];
+    if (id >= 0 && (st = glesc_tensor_write(in, &id, sizeof id)) != GLESC_OK)
+        return ctx_fail(ctx, st, "greedy eval: the token");
+    glesc_graph *g = s->g;
+    glesc_graph_reset(g);
+    int32_t pos = s->n_past;
+    glesc_tensor *pos_t = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){1});
+    if (!pos_t || (st = glesc_tensor_write(pos_t, &pos, sizeof pos)) != GLESC_OK)
+        return ctx_fail(ctx, pos_t ? st : GLESC_ERROR_OUT_OF_MEMORY, "greedy eval: inputs");
+    /* the arg max of the logits into the other slot: folded into the
+     * output head's kernel (the logits never reach memory) */
+    glesc_tensor *y = llm_forward(s, in, pos_t, 1, false);
+    y = glesc_cpy(g, glesc_reduce(g, GLESC_OP_ARGMAX, y, 0), out);
+    if (!y)
+        return ctx_fail(ctx, GLESC_ERROR_INVALID_ARGUMENT,
+                        "greedy eval: building the step's graph");
+    int slot = (s->pend_head + s->n_pend) % 2;
+    if ((st = glesc_graph_compute(g, &y, 1)) != GLESC_OK ||
+        (st = glesc_readback_start(s->pend[slot].rb, out)) != GLESC_OK)
+        return ctx_fail(ctx, st, "greedy eval");
+    s->pend[slot].pos = pos;
+    s->pend[slot].token = id;
+    s->n_pend++;
+    s->n_past++;
+    s->next_slot ^= 1;
+    s->chain = true;
+    s->has_logits = false;
+    s->greedy_next = -1;
+    glesc_compute_stats cs;
+    glesc_graph_stats(g, &cs);
+    s->last.n_tokens = 1;
+    s->last.kernels = cs.kernels;
+    s->last.dispatches = cs.dispatches;
+    s->last.plan_reused = cs.plan_reused;
+    s->last.glsl_built = cs.glsl_built;
+    s->last.programs_compiled = cs.programs_compiled;
+    s->total_dispatches += (uint64_t)cs.dispatches;
+    s->last.ns = core_time_ns() - t0;
+    s->last.total_dispatches = s->total_dispatches;
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_session_greedy_id(glesc_session *s, int32_t *id)
+{
+    core_err_reset(NULL);
+    if (!s || !id)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_session_greedy_id: NULL session or id");
+    if (!s->n_pend)
+        return core_err_set(NULL, GLESC_ERROR_STATE,
+                            "glesc_session_greedy_id: no greedy eval is waiting to be read");
+    int slot = s->pend_head;
+    s->pend_head = (s->pend_head + 1) % 2;
+    s->n_pend--;
+    int32_t v = -1;
+    glesc_status st = glesc_readback_finish(s->pend[slot].rb, &v, sizeof v);
+    if (st != GLESC_OK)
+        return ctx_fail(s->m->ctx, st, "reading a greedy eval's token");
+    if (v < 0 || v >= s->m->hp.n_vocab) {
+        char tok[48] = "the previous greedy eval's arg max";
+        if (s->pend[slot].token >= 0)
+            snprintf(tok, sizeof tok, "%d", (int)s->pend[slot].token);
+        return core_err_set(NULL, GLESC_ERROR_NUMERIC,
+                            "the logits of position %d (token %s) are not finite (a NaN; the arg "
+                            "max on the GPU is %d): the model's weights or hyperparameters hold "
+                            "a NaN or infinity, or its activations overflow",
+                            (int)s->pend[slot].pos, tok, (int)v);
+    }
+    *id = v;
+    if (!s->n_pend && s->chain)
+        s->greedy_next = v; /* the last eval's: a greedy generation goes on from it */
     return GLESC_OK;
 }
 

@@ -51,6 +51,23 @@ struct glesc_session {
     uint64_t kv_bytes; /* pool bytes the KV cache took */
     float *logits;     /* [n_vocab]: the last evaluated position's row */
     bool has_logits;   /* logits holds that row */
+    /* Pipelined greedy decoding (glesc_session_eval_greedy), made on first
+     * use: two i32 [1] tensors taken in turn, one step's arg max written
+     * into the one the next step's embedding lookup reads; each step's
+     * result is also copied into a readback (the pending ones, oldest
+     * first from pend_head), read by glesc_session_greedy_id. */
+    glesc_tensor *next_id[2];
+    int next_slot; /* the slot the next greedy eval reads */
+    bool chain;    /* the last eval was greedy: its arg max is in next_id[next_slot] */
+    struct {
+        glesc_readback *rb;
+        int32_t pos, token; /* the eval's position and input (-1: the GPU's) */
+    } pend[2];
+    int pend_head, n_pend;
+    /* The token the last eval's arg max chose, once read (the session's
+     * last eval was greedy and nothing waits unread); -1: unknown. A
+     * greedy generation continues from it where no logits row is kept. */
+    int32_t greedy_next;
 };
 
 /* Records the graph of one step on s->g: ids (i32 [n]) at positions pos
@@ -72,6 +89,14 @@ glesc_status llm_eval_input(glesc_session *s, glesc_sampler *smp, const int32_t 
 glesc_status llm_generate_tokens(glesc_session *s, glesc_sampler *smp,
                                  const glesc_generate_params *p, bool eval_last,
                                  glesc_generate_result *res);
+
+/* ---- sampler.c ---- */
+/* Does smp pick the arg max of the logits as given (temperature <= 0 or
+ * top-k 1, no repetition penalty)? Then a GPU arg max picks its tokens. */
+bool llm_sampler_is_greedy(const glesc_sampler *smp);
+/* A token smp would have picked was picked elsewhere (on the GPU): its
+ * random stream advances as glesc_sampler_sample's would have. */
+void llm_sampler_skip(glesc_sampler *smp);
 
 /* ---- estimate.c ---- */
 /* An upper bound of the heap bytes glesc_tokenizer_load(f) keeps. */

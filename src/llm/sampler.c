@@ -11,6 +11,7 @@
 
 #include "core/core.h"
 #include "glesc_llm.h"
+#include "llm/runtime.h"
 
 typedef struct cand {
     int32_t id;
@@ -209,6 +210,18 @@ static int32_t argmax(const float *l, int32_t n)
             best = i;
         }
     return best;
+}
+
+bool llm_sampler_is_greedy(const glesc_sampler *s)
+{
+    bool penalty = s->p.repeat_penalty != 1.0f && s->p.repeat_last_n > 0;
+    return (s->p.temperature <= 0.0f || s->p.top_k == 1) && !penalty;
+}
+
+void llm_sampler_skip(glesc_sampler *s)
+{
+    if (s->p.temperature > 0.0f && s->p.top_k == 1)
+        core_rng_uniform(&s->rng); /* the draw glesc_sampler_sample makes */
 }
 
 GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits)

@@ -192,6 +192,7 @@ void gen_params(run *r, glesc_generate_params *p)
     /* A context holds at most INT32_MAX tokens: a larger -n never binds. */
     p->n_predict = r->o->n_predict > INT32_MAX ? INT32_MAX : (int32_t)r->o->n_predict;
     p->ignore_eos = r->o->ignore_eos;
+    p->logits = r->logits_out != NULL; /* --logits-out writes the rows the tokens came from */
     p->on_token = on_token;
     p->token_user = r;
     p->on_event = on_event;
