@@ -190,6 +190,38 @@ Test(gguf_bench, markdown_tables)
     json_object_put(root);
 }
 
+/* --greedy: each tgN again as "tgN greedy" (pipelined greedy steps), with
+ * the dispatches of a tg step (the arg max runs inside the output head's
+ * kernel), greedy marked in the JSON. */
+Test(gguf_bench, greedy_tests)
+{
+    synth("Q4_0", "g.gguf");
+    char args[4400];
+    snprintf(args, sizeof args,
+             "--cache-dir off -m '%s/g.gguf' -p 0 -n 4,6 -r 1 --roofline-mib 0 --greedy --json",
+             dir);
+    test_run_result r = run("GLESC_GGUF_BENCH", args);
+    cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
+    json_object *root = json_tokener_parse(r.out);
+    cr_assert_not_null(root, "not JSON: %s", r.out);
+    json_object *res = get(root, "results");
+    cr_assert_eq(json_object_array_length(res), 4, "tg4, tg6, tg4 greedy, tg6 greedy");
+    const char *tests[4] = {"tg4", "tg6", "tg4 greedy", "tg6 greedy"};
+    for (int i = 0; i < 4; i++) {
+        json_object *t = json_object_array_get_idx(res, (size_t)i);
+        cr_expect_str_eq(json_object_get_string(get(t, "test")), tests[i]);
+        cr_expect_eq(json_object_get_boolean(get(t, "greedy")), i >= 2);
+        cr_expect_eq(json_object_get_int(get(t, "n_gen")), i % 2 ? 6 : 4);
+        cr_expect_gt(json_object_get_double(get(t, "avg_ts")), 0);
+        cr_expect_eq(
+            json_object_get_int(get(t, "dispatches_per_step")),
+            json_object_get_int(get(json_object_array_get_idx(res, 0), "dispatches_per_step")),
+            "a greedy step takes the dispatches of a tg step");
+    }
+    json_object_put(root);
+    test_run_free(&r);
+}
+
 Test(gguf_bench, bad_usage)
 {
     const struct {

@@ -15,6 +15,10 @@
  * kernel and a read-only one). --json prints all of it as one JSON object.
  * --portable runs the fallback path a small GPU gets: no subgroups, 128
  * invocations per workgroup, 16 KiB shared memory, 128 MiB storage blocks.
+ * --greedy adds, after the tg tests, "tgN greedy" for each: N steps of
+ * greedy decoding as glesc_generate runs it, pipelined through the public
+ * API (glesc_session_eval_greedy: each step's token is the arg max the GPU
+ * took, read while the next step runs; no logits read back).
  *
  * usage: gguf-bench -m FILE [-m FILE ...] [-p 512] [-n 128] [-d 0] [-r 3] [options]
  */
@@ -77,7 +81,7 @@ typedef struct options {
     int n_kv;
     int reps, n_batch;
     long roofline_mib;
-    bool json, portable, profile, warmup, verbose;
+    bool json, portable, profile, warmup, verbose, greedy;
     uint64_t seed;
     const char *platform, *device, *cache_dir, *json_file;
 } options;
@@ -98,6 +102,7 @@ typedef struct result {
     const char *file;
     const model_meta *meta;
     int n_prompt, n_gen, n_depth, n_batch;
+    bool greedy; /* tg as pipelined greedy decoding */
     glesc_dtype kv;
     char test[48];
     int reps;
@@ -140,6 +145,8 @@ static void usage(FILE *out)
             "  --kv-type LIST        KV cache type: f32 (default), f16\n"
             "  --portable            the fallback path: no subgroups, 128 invocations, 16 KiB\n"
             "                        shared memory, 128 MiB storage blocks\n"
+            "  --greedy              also 'tgN greedy' per tgN: N pipelined greedy steps (the\n"
+            "                        GPU picks each token, read while the next step runs)\n"
             "  --roofline-mib N      buffer of the roofline kernels (default 256; 0: skip them)\n"
             "  --no-profile          no per-kernel GPU times (the extra timed step)\n"
             "  --no-warmup           no untimed repetition first\n"
@@ -195,6 +202,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->json = true;
         else if (!strcmp(a, "--portable"))
             o->portable = true;
+        else if (!strcmp(a, "--greedy"))
+            o->greedy = true;
         else if (!strcmp(a, "--no-profile"))
             o->profile = false;
         else if (!strcmp(a, "--no-warmup"))
@@ -406,6 +415,17 @@ static glesc_status run_once(glesc_session *s, const result *r, int64_t n_vocab,
     if (r->n_prompt) {
         fill_ids(ids, r->n_prompt, n_vocab, rng);
         st = glesc_session_eval(s, ids, (size_t)r->n_prompt, 0, logits);
+    } else if (r->greedy) {
+        /* a random first token, then each step's input is the previous
+         * one's arg max on the GPU: step i+1 is queued before step i's
+         * token is read */
+        fill_ids(ids, 1, n_vocab, rng);
+        st = glesc_session_eval_greedy(s, ids[0]);
+        for (int i = 1; i < r->n_gen && st == GLESC_OK; i++)
+            if ((st = glesc_session_eval_greedy(s, GLESC_GREEDY_PREVIOUS)) == GLESC_OK)
+                st = glesc_session_greedy_id(s, &ids[i]);
+        if (st == GLESC_OK)
+            st = glesc_session_greedy_id(s, &ids[0]);
     } else {
         for (int i = 0; i < r->n_gen && st == GLESC_OK; i++) {
             fill_ids(ids, 1, n_vocab, rng);
@@ -438,11 +458,16 @@ static glesc_status profile(glesc_model *m, const glesc_session_options *so, res
     int n = r->n_prompt ? (r->n_prompt < o.n_batch ? r->n_prompt : o.n_batch) : 1;
     if (st == GLESC_OK && !r->n_prompt) { /* a first decode step */
         fill_ids(ids, 1, n_vocab, rng);
-        st = glesc_session_eval(s, ids, 1, 0, logits);
+        st = r->greedy ? glesc_session_eval_greedy(s, ids[0])
+                       : glesc_session_eval(s, ids, 1, 0, logits);
     }
     for (int i = 0; i < steps && st == GLESC_OK; i++) {
         fill_ids(ids, n, n_vocab, rng);
-        if ((st = glesc_session_eval(s, ids, (size_t)n, 0, logits)) != GLESC_OK)
+        if (r->greedy && (st = glesc_session_eval_greedy(s, GLESC_GREEDY_PREVIOUS)) == GLESC_OK)
+            st = glesc_session_greedy_id(s, &ids[0]);
+        else if (!r->greedy)
+            st = glesc_session_eval(s, ids, (size_t)n, 0, logits);
+        if (st != GLESC_OK)
             break;
         const glesc_kernel_time *kt;
         int nk = glesc_session_kernel_times(s, &kt);
@@ -692,8 +717,10 @@ static void print_json(FILE *out, const options *o, const glesc_caps *c, const g
         json_kv_str(out, "test", r->test, true);
         json_kv_str(out, "kv_type", glesc_dtype_name(r->kv), true);
         fprintf(out,
-                "\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"n_batch\": %d, \"reps\": %d, ",
-                r->n_prompt, r->n_gen, r->n_depth, r->n_batch, r->reps);
+                "\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"n_batch\": %d, \"reps\": %d, "
+                "\"greedy\": %s, ",
+                r->n_prompt, r->n_gen, r->n_depth, r->n_batch, r->reps,
+                r->greedy ? "true" : "false");
         int tokens = r->n_prompt ? r->n_prompt : r->n_gen;
         fprintf(out, "\"samples_ns\": [");
         for (int k = 0; k < r->reps; k++)
@@ -765,7 +792,8 @@ int main(int argc, char **argv)
         return 1;
     }
     const glesc_caps *caps = glesc_context_caps(ctx);
-    int max_results = o.n_models * o.n_kv * (o.n_p + o.n_n) * o.n_d;
+    int n_tests = o.n_p + o.n_n * (o.greedy ? 2 : 1); /* --greedy: each tg twice */
+    int max_results = o.n_models * o.n_kv * n_tests * o.n_d;
     result *res = calloc((size_t)max_results, sizeof *res);
     model_meta *meta = calloc((size_t)o.n_models, sizeof *meta);
     rc = res && meta ? 0 : 1;
@@ -796,9 +824,9 @@ int main(int argc, char **argv)
         if (o.verbose)
             fprintf(stderr, "gguf-bench: %s loaded in %.1f s\n", o.models[mi], now_s() - t0);
         for (int kv = 0; kv < o.n_kv && !rc; kv++)
-            for (int t = 0; t < o.n_p + o.n_n && !rc; t++)
+            for (int t = 0; t < n_tests && !rc; t++)
                 for (int d = 0; d < o.n_d && !rc; d++) {
-                    int pp = t < o.n_p ? o.p[t] : 0, tg = t < o.n_p ? 0 : o.n[t - o.n_p];
+                    int pp = t < o.n_p ? o.p[t] : 0, tg = t < o.n_p ? 0 : o.n[(t - o.n_p) % o.n_n];
                     if (!pp && !tg)
                         continue;
                     result *r = &res[n_res];
@@ -810,8 +838,11 @@ int main(int argc, char **argv)
                     r->n_batch = o.n_batch;
                     r->kv = o.kv[kv];
                     r->reps = o.reps;
+                    r->greedy = t >= o.n_p + o.n_n;
                     int w =
                         snprintf(r->test, sizeof r->test, "%s%d", pp ? "pp" : "tg", pp ? pp : tg);
+                    if (r->greedy)
+                        w += snprintf(r->test + w, sizeof r->test - (size_t)w, " greedy");
                     if (r->n_depth)
                         snprintf(r->test + w, sizeof r->test - (size_t)w, " @ d%d", r->n_depth);
                     if (o.verbose)
