@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/synth.h"
+#include "core/core.h"
 #include "glesc_llm.h"
 #include "test_util.h"
 
@@ -396,6 +397,94 @@ Test(generate, end_of_generation)
     cr_expect_eq(glesc_session_n_past(s), (int)n + w.n_ids - 1);
     glesc_tokens_free(ids);
     glesc_session_destroy(s);
+    glesc_sampler_destroy(smp);
+    glesc_model_destroy(m);
+    free(tpath);
+}
+
+/* Pipelined greedy generation (the GPU picks the tokens, step t+1 queued
+ * before step t's token is read) against the rows read back, on a model
+ * that ends its story (TinyStories-656K, greedy: an end token after 108):
+ * the same ids, stop reason, counts and positions, whether generation ends
+ * at the end token (whose speculatively queued eval is dropped), at a
+ * callback's stop or at n_predict, with and without eval_last; and a
+ * continuation after each goes on with the same tokens. */
+Test(generate, pipelined_greedy_equals_the_rows_read_back)
+{
+    TEST_REQUIRE_SHARED(tpath, "models/TinyStories-656K-Q8_0.gguf");
+    glesc_model *m;
+    cr_assert_eq(glesc_model_load(ctx, tpath, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_tokenizer *tok = glesc_model_tokenizer(m);
+    int32_t *ids;
+    size_t n;
+    cr_assert_eq(
+        glesc_tokenize_alloc(tok, "Once upon a time", 16, GLESC_TOKENIZE_ADD_SPECIAL, &ids, &n),
+        GLESC_OK);
+    glesc_sampler_params sp;
+    glesc_sampler_params_default(&sp);
+    sp.temperature = 0;
+    glesc_sampler *smp;
+    cr_assert_eq(glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(tok), &smp), GLESC_OK);
+    static const struct {
+        int32_t n_predict, stop_at;
+        bool eval_last, ignore_eos;
+    } cases[] = {{-1, 0, false, false}, {-1, 0, true, false}, {200, 0, false, true},
+                 {-1, 7, false, false}, {-1, 7, true, false}, {30, 0, false, false},
+                 {30, 0, true, false}};
+    for (size_t c = 0; c < CORE_ARRAY_LEN(cases); c++) {
+        seen w[2];
+        glesc_generate_result res[2];
+        int32_t n_past[2], cont[2][5] = {{0}}, cont_n[2];
+        for (int logits = 0; logits < 2; logits++) {
+            glesc_session *s;
+            cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.n_ctx = 512}, &s),
+                         GLESC_OK);
+            w[logits] = (seen){.s = s, .n_vocab = glesc_tokenizer_n_vocab(tok)};
+            w[logits].stop_at = cases[c].stop_at;
+            glesc_generate_params p;
+            glesc_generate_params_init(&p);
+            p.n_predict = cases[c].n_predict;
+            p.eval_last = cases[c].eval_last;
+            p.ignore_eos = cases[c].ignore_eos;
+            p.logits = logits;
+            p.on_token = on_token;
+            p.token_user = &w[logits];
+            w[logits].check_rows = logits;
+            w[logits].rows_ok = true;
+            glesc_sampler_reset(smp);
+            cr_assert_eq(glesc_generate(s, smp, ids, n, &p, &res[logits]), GLESC_OK, "%s",
+                         glesc_last_errmsg());
+            n_past[logits] = glesc_session_n_past(s);
+            /* going on from where it stopped: 5 more */
+            seen more = {.s = s, .n_vocab = w[logits].n_vocab};
+            p.n_predict = 5;
+            p.token_user = &more;
+            p.eval_last = false;
+            cr_assert_eq(glesc_generate(s, smp, NULL, 0, &p, NULL), GLESC_OK, "%s",
+                         glesc_last_errmsg());
+            cont_n[logits] = more.n_ids; /* 1 after an end token: it comes again */
+            memcpy(cont[logits], more.ids, sizeof cont[logits]);
+            glesc_session_destroy(s);
+        }
+        cr_log_info("case %zu: %d tokens, stop %s, %zu evaluated, n_past %d", c, w[1].n_ids,
+                    glesc_stop_reason_name(res[1].stop), res[1].decode_tokens, n_past[1]);
+        if (c == 0)
+            cr_expect_eq(res[1].stop, GLESC_STOP_EOS, "the story ends");
+        cr_expect(w[1].rows_ok);
+        cr_expect_eq(w[0].n_ids, w[1].n_ids, "case %zu: %d tokens pipelined, %d read back", c,
+                     w[0].n_ids, w[1].n_ids);
+        cr_expect_eq(memcmp(w[0].ids, w[1].ids, (size_t)w[1].n_ids * sizeof(int32_t)), 0,
+                     "case %zu: the ids differ", c);
+        cr_expect_eq(res[0].stop, res[1].stop, "case %zu", c);
+        cr_expect_eq(res[0].n_generated, res[1].n_generated, "case %zu", c);
+        cr_expect_eq(res[0].decode_tokens, res[1].decode_tokens, "case %zu", c);
+        cr_expect_eq(n_past[0], n_past[1], "case %zu: positions %d pipelined, %d read back", c,
+                     n_past[0], n_past[1]);
+        cr_expect_eq(cont_n[0], cont_n[1], "case %zu: continuations", c);
+        cr_expect_eq(memcmp(cont[0], cont[1], sizeof cont[0]), 0, "case %zu: continuations", c);
+        cr_expect_eq(w[0].text_len, w[1].text_len);
+    }
+    glesc_tokens_free(ids);
     glesc_sampler_destroy(smp);
     glesc_model_destroy(m);
     free(tpath);
