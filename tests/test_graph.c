@@ -527,3 +527,50 @@ Test(graph, allocation_failures_are_reported)
     tg_check(g, &y, 1, 1e-10, "after OOM sweep");
     glesc_graph_destroy(g);
 }
+
+/* A readback copies a tensor's bytes after the work before it and before
+ * the work after it: read after the next compute overwrote the tensor, it
+ * still gives the first compute's values. */
+Test(graph, readback_reads_what_the_work_before_it_wrote)
+{
+    glesc_readback *rb;
+    cr_assert_eq(glesc_readback_create(ctx, &rb), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_tensor *acc = glesc_weight_new(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){3});
+    int32_t v[3];
+    cr_expect_eq(glesc_readback_finish(rb, v, sizeof v), GLESC_ERROR_STATE, "nothing queued");
+    for (int step = 0; step < 4; step++) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        glesc_tensor *x = glesc_tensor_new(g, GLESC_DTYPE_F32, 1, (int64_t[]){3});
+        float xv[3] = {(float)step, (float)(10 * step), -1.0f};
+        cr_assert_eq(glesc_tensor_write_f32(x, xv, 3), GLESC_OK);
+        glesc_tensor *y = glesc_cpy(g, glesc_scale(g, x, 2.0f, 1.0f), acc);
+        cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        if (step > 0) { /* the previous step's copy, read after this step */
+            cr_assert_eq(glesc_readback_finish(rb, v, sizeof v), GLESC_OK, "%s",
+                         glesc_context_errmsg(ctx));
+            int prev = step - 1;
+            cr_expect(v[0] == 2 * prev + 1 && v[1] == 20 * prev + 1 && v[2] == -1,
+                      "step %d: %d %d %d", prev, v[0], v[1], v[2]);
+        }
+        cr_assert_eq(glesc_readback_start(rb, acc), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+        glesc_graph_destroy(g);
+    }
+    cr_expect_eq(glesc_readback_finish(rb, v, 4), GLESC_ERROR_INVALID_ARGUMENT, "a wrong size");
+    cr_assert_eq(glesc_readback_finish(rb, v, sizeof v), GLESC_OK);
+    cr_expect(v[0] == 7 && v[1] == 61, "the last step: %d %d", v[0], v[1]);
+    cr_expect_eq(glesc_readback_finish(rb, v, sizeof v), GLESC_ERROR_STATE, "read once");
+    /* what it cannot copy */
+    glesc_tensor *q = glesc_weight_new(ctx, GLESC_DTYPE_Q4_0, 2, (int64_t[]){32, 2});
+    cr_expect_eq(glesc_readback_start(rb, q), GLESC_ERROR_UNSUPPORTED);
+    cr_expect(strstr(glesc_context_errmsg(ctx), "q4_0"), "%s", glesc_context_errmsg(ctx));
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *m = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){4, 3});
+    cr_expect_eq(glesc_readback_start(rb, glesc_transpose(g, m)), GLESC_ERROR_UNSUPPORTED,
+                 "a transposed view is not contiguous");
+    cr_expect_eq(glesc_readback_start(rb, m), GLESC_ERROR_STATE, "an input never written");
+    glesc_graph_destroy(g);
+    glesc_weight_free(q);
+    glesc_weight_free(acc);
+    glesc_readback_destroy(rb);
+    glesc_readback_destroy(NULL);
+}
