@@ -31,6 +31,13 @@
  * A kernel runs at the position of its out node: all external inputs of its
  * members come before that, and since every member but out has its one
  * consumer inside the kernel, merging never creates a cycle between kernels.
+ *
+ * Then passes over the kernels (their comments say more): fused row
+ * writes (a KV-cache set_rows into the attention that reads it), grouped
+ * matmuls (q, k, v), reductions as epilogues (an arg max over a GEMV's
+ * rows), reduction prologues (a row norm folded into the anchor reading
+ * it), and gathers computed where they are read (an embedding lookup with
+ * no kernel of its own).
  */
 #include <string.h>
 

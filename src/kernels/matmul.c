@@ -37,6 +37,13 @@
  * (tensor.c); the kernel then runs once per chunk, binding that chunk and
  * producing its rows n_base .. n_base + n_count (a group: dispatch d binds
  * chunk d of every member that has one).
+ *
+ * An arg max over the rows of one column folded in (fuse.c: gk->reduce,
+ * greedy sampling in the output head): the GEMV's store hook keeps each
+ * invocation's best row instead of storing it, the workgroup reduces
+ * them, and the last workgroup of all the kernel's dispatches (counted in
+ * the scratch buffer, as the attention's splits are) combines the
+ * workgroups' winners and stores the index (glsl/graph/argmax.glsl).
  */
 #include <stdio.h>
 #include <stdlib.h>

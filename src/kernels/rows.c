@@ -8,6 +8,12 @@
  * a table split into row chunks is read with one dispatch per chunk, each
  * writing the output rows whose index falls in its chunk.
  *
+ * A get_rows the fusion pass leaves without a kernel (fuse.c,
+ * inline_gathers: its table and indices are leaves, every reader computes
+ * it) is an expression (kernels_expr_gather): the reading kernel loads the
+ * index and the table's element through a loader of its own, so an
+ * embedding lookup costs no dispatch.
+ *
  * set_rows reads its source with kb_expr, so a fused prologue (rope) is
  * computed on the way into the cache; it stores through kb_store_out at the
  * indexed row of the destination's strides (f16 caches through atomics).

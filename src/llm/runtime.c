@@ -15,6 +15,11 @@
  * A session owns the KV cache (one persistent [n_head_kv·head_dim, n_ctx]
  * tensor per layer for keys and one for values) and one graph that is reset
  * and rebuilt for every step; the plan cache makes the rebuild cheap.
+ *
+ * Greedy steps (glesc_session_eval_greedy) end in the arg max of the
+ * logits, copied into one of two i32 tensors that the next step's
+ * embedding lookup reads: the GPU feeds itself, and the host reads each
+ * token through a readback while the next step runs.
  */
 #include <math.h>
 #include <stddef.h>
