@@ -152,15 +152,29 @@ static const struct preset {
     float rope_base, rms_eps;
     bool tied;
     synth_rope_freqs rope_freqs;
+    int head_dim, n_swa, n_ctx_orig; /* 0: n_embd / n_head, none, the context */
+    bool longrope;
+    float rope_attn_factor;
 } presets[] = {
     {"tinyllama-1.1b", "llama", "TinyLlama-1.1B", 2048, 22, 32, 4, 5632, 32000, 2048, 1e4f, 1e-5f,
-     false, SYNTH_ROPE_FREQS_NONE},
+     false, SYNTH_ROPE_FREQS_NONE, 0, 0, 0, false, 0},
     {"llama-7b", "llama", "Llama-2-7B", 4096, 32, 32, 32, 11008, 32000, 4096, 1e4f, 1e-5f, false,
-     SYNTH_ROPE_FREQS_NONE},
+     SYNTH_ROPE_FREQS_NONE, 0, 0, 0, false, 0},
     {"qwen2.5-0.5b", "qwen2", "Qwen2.5-0.5B", 896, 24, 14, 2, 4864, 151936, 32768, 1e6f, 1e-6f,
-     true, SYNTH_ROPE_FREQS_NONE},
+     true, SYNTH_ROPE_FREQS_NONE, 0, 0, 0, false, 0},
     {"llama3.2-1b", "llama", "Llama-3.2-1B", 2048, 16, 32, 8, 8192, 128256, 131072, 5e5f, 1e-5f,
-     true, SYNTH_ROPE_FREQS_LLAMA3},
+     true, SYNTH_ROPE_FREQS_LLAMA3, 0, 0, 0, false, 0},
+    /* Gemma 2 2B: window 4096 on every other layer, llama.cpp's default
+     * soft-caps (50, 30) */
+    {"gemma2-2b", "gemma2", "Gemma-2-2B", 2304, 26, 8, 4, 9216, 256000, 8192, 1e4f, 1e-6f, true,
+     SYNTH_ROPE_FREQS_NONE, 256, 4096, 0, false, 0},
+    /* Gemma 3 1B: window 512 on five layers of six */
+    {"gemma3-1b", "gemma3", "Gemma-3-1B", 1152, 26, 4, 1, 6912, 262144, 32768, 1e6f, 1e-6f, true,
+     SYNTH_ROPE_FREQS_NONE, 256, 512, 0, false, 0},
+    /* Phi-3.5-mini: LongRoPE over 4096 original positions, magnitude
+     * sqrt(1 + ln(32) / ln(4096)) */
+    {"phi3.5-mini", "phi3", "Phi-3.5-mini", 3072, 32, 32, 32, 8192, 32064, 131072, 1e4f, 1e-5f,
+     false, SYNTH_ROPE_FREQS_NONE, 0, 0, 4096, true, 1.1902381f},
 };
 
 bool synth_params_preset(synth_params *p, const char *name)
@@ -186,6 +200,11 @@ bool synth_params_preset(synth_params *p, const char *name)
         p->rms_eps = s->rms_eps;
         p->tied_output = s->tied;
         p->rope_freqs = s->rope_freqs;
+        p->head_dim = s->head_dim;
+        p->n_swa = s->n_swa;
+        p->n_ctx_orig = s->n_ctx_orig;
+        p->longrope = s->longrope;
+        p->rope_attn_factor = s->rope_attn_factor;
         return true;
     }
     return false;
