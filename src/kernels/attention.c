@@ -1,7 +1,10 @@
 /*
  * attention.c — fused attention: softmax(q·kᵀ·scale + mask) · v in one
  * kernel, for one query row (decode) or many (prefill), with grouped-query
- * heads (head h reads kv head h / (n_head / n_head_kv)).
+ * heads (head h reads kv head h / (n_head / n_head_kv)), optionally a
+ * sliding window (a query sees its last n_swa positions: its key loop
+ * starts there) and soft-capped scores (cap·tanh(s/cap) before the mask),
+ * Gemma's local layers and Gemma 2's attention.
  *
  * One workgroup per (query, group of HG query heads sharing a kv head,
  * split of the keys). The HG heads of a workgroup read each key and value

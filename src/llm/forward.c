@@ -8,18 +8,24 @@
  * all_logits. Positions are an i32 input, the cache length is the size of a
  * view (a uniform), so consecutive decode steps share one plan.
  *
- * Per layer (fusion in brackets, see docs/graph.md):
+ * x = embedding rows (× √n_embd: gemma). Per layer (fusion in brackets, see
+ * docs/graph.md):
  *   h    = rms_norm(x) · attn_norm                        [one kernel]
  *   q, k, v = Wq·h (+bq), Wk·h (+bk), Wv·h (+bv)          [bias as epilogue]
- *   q, k = rms_norm(q|k per head) · q_norm|k_norm         (qwen3)
+ *            (phi3: views of one Wqkv·h)
+ *   q, k = rms_norm(q|k per head) · q_norm|k_norm         (qwen3, gemma3)
  *   K[pos] = rope(k); V[pos] = v                          [rope fused into set_rows]
- *            (rope with Llama 3's per-rotation frequency factors when the
- *            model has rope_freqs.weight)
+ *            (rope with the layer's base and scale, Llama 3's or LongRoPE's
+ *            frequency factors, YaRN)
  *   a    = attention(rope(q), K[0..n_kv), V[0..n_kv))     [rope(q) as prologue]
+ *            (a local layer's window, gemma2's soft-cap: op parameters)
  *   x    = Wo·a + x                                       [residual as epilogue]
+ *            (gemma: rms_norm(Wo·a) · post_attn_norm + x, a norm kernel)
  *   h    = rms_norm(x) · ffn_norm
- *   x    = Wd·(silu(Wg·h) · (Wu·h)) + x                   [gate/up pair, silu·mul epilogue]
- * then logits = Wout · (rms_norm(x) · output_norm).
+ *   x    = Wd·(act(Wg·h) · (Wu·h)) + x                    [gate/up pair, act·mul epilogue]
+ *            (act silu, gelu for gemma; phi3: halves of one Wup·h, then
+ *            silu·mul as the down projection's prologue; gemma's post-norm)
+ * then logits = Wout · (rms_norm(x) · output_norm), soft-capped (gemma2).
  */
 #include <math.h>
 
