@@ -71,6 +71,23 @@ static glesc_tensor *rope_factors(const glesc_session *s)
     return s->n_ctx > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
 }
 
+glesc_tensor *llm_rope(const glesc_session *s, glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
+                       int64_t l, bool distance)
+{
+    const llm_hparams *hp = &s->m->hp;
+    float base = llm_layer_rope_base(hp, l), fscale = llm_layer_rope_scale(hp, l);
+    /* YaRN scales the magnitude by 1 + 0.1·ln(1 / freq_scale) (ggml's
+     * rope_yarn) on top of attn_factor: a rotation by a distance undoes
+     * both (llama.cpp's K-shift re-applies them, growing the keys) */
+    float mag = hp->rope_attn_factor;
+    if (distance)
+        mag = hp->yarn_ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * logf(1.0f / fscale)) : 1.0f;
+    return glesc_rope_yarn(g, x, pos, rope_factors(s), (int)hp->n_rot,
+                           hp->rope_neox ? GLESC_ROPE_NEOX : GLESC_ROPE_NORMAL, (int)hp->n_ctx_orig,
+                           base, fscale, hp->yarn_ext_factor, mag, hp->yarn_beta_fast,
+                           hp->yarn_beta_slow);
+}
+
 glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos, int32_t n,
                           bool all_logits)
 {
@@ -81,9 +98,7 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
     const int64_t q_dim = hp->n_head * d, kv_dim = hp->n_head_kv * d;
     const int64_t n_kv = (int64_t)s->n_past + n;
     const float eps = hp->rms_eps;
-    const glesc_rope_mode mode = hp->rope_neox ? GLESC_ROPE_NEOX : GLESC_ROPE_NORMAL;
     static const int perm[4] = {0, 2, 1, 3};
-    glesc_tensor *freq_factors = rope_factors(s);
 
     glesc_tensor *x = glesc_get_rows(g, m->tok_embd, ids); /* [e, n] */
     if (hp->embd_scale != 1.0f)
@@ -116,13 +131,8 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
             q = glesc_mul(g, glesc_rms_norm(g, q, eps), L->q_norm);
             k = glesc_mul(g, glesc_rms_norm(g, k, eps), L->k_norm);
         }
-        float base = llm_layer_rope_base(hp, l), fscale = llm_layer_rope_scale(hp, l);
-        q = glesc_rope_yarn(g, q, pos, freq_factors, (int)hp->n_rot, mode, (int)hp->n_ctx_orig,
-                            base, fscale, hp->yarn_ext_factor, hp->rope_attn_factor,
-                            hp->yarn_beta_fast, hp->yarn_beta_slow);
-        k = glesc_rope_yarn(g, k, pos, freq_factors, (int)hp->n_rot, mode, (int)hp->n_ctx_orig,
-                            base, fscale, hp->yarn_ext_factor, hp->rope_attn_factor,
-                            hp->yarn_beta_fast, hp->yarn_beta_slow);
+        q = llm_rope(s, g, q, pos, l, false);
+        k = llm_rope(s, g, k, pos, l, false);
         glesc_tensor *kc =
             glesc_set_rows(g, s->k_cache[l], glesc_reshape(g, k, 2, (int64_t[]){kv_dim, n}), pos);
         glesc_tensor *vc = glesc_set_rows(g, s->v_cache[l], v, pos);

@@ -64,6 +64,14 @@ struct glesc_session {
 glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos, int32_t n,
                           bool all_logits);
 
+/* Rope of x [head_dim, heads, n] at positions pos (i32 [n]) on g as layer l
+ * rotates its queries and keys: the layer's base and scale, the session's
+ * frequency factors (Llama 3's, or LongRoPE's by the context length), YaRN.
+ * distance: a rotation by a position difference (the context shift's),
+ * of magnitude 1, since the cached keys carry their magnitude already. */
+glesc_tensor *llm_rope(const glesc_session *s, glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
+                       int64_t l, bool distance);
+
 /* ---- generate.c: the loop glesc_generate and glesc_chat share ---- */
 /* Reports ev to p's event callback, if any. */
 void llm_gen_event(const glesc_generate_params *p, const glesc_gen_event *ev);

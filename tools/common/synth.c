@@ -648,11 +648,11 @@ glesc_status synth_write(const synth_params *p, const char *path)
         if (p->chat_template)
             glesc_gguf_writer_set_str(w, "tokenizer.chat_template", p->chat_template);
     }
-    if (llama_cpp)
-        glesc_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)nv);
     if (llama_cpp || p->n_rot > 0)
         glesc_gguf_writer_set_u32(w, KEY("rope.dimension_count"),
                                   (uint32_t)(p->n_rot > 0 ? p->n_rot : hd));
+    if (llama_cpp)
+        glesc_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)nv);
 #undef KEY
 
     bool qwen2 = !strcmp(p->arch, "qwen2"), gemma3 = !strcmp(p->arch, "gemma3");
