@@ -63,7 +63,8 @@ void wg_argmax(inout float v, inout float i) {
 // AM_BASE), and counts itself in on counter word 0; the last of am_total
 // workgroups combines all slots, puts the counter back to zero and returns
 // true, every invocation with the winner in (v, i). Uniforms am_g0,
-// am_total; `shared uint am_last[1];`. Dispatches of one kernel that share the scratch are separated
+// am_total; AM_LAST, a float lvalue in shared memory (the includer's: a word
+// of another array is enough) for the "last one" flag. Dispatches of one kernel that share the scratch are separated
 // by barriers (they all write it), so the last workgroup sees every slot.
 bool argmax_across(inout float v, inout float i) {
     uint lid = gl_LocalInvocationIndex;
@@ -76,10 +77,10 @@ bool argmax_across(inout float v, inout float i) {
     memoryBarrierBuffer();
     barrier();
     if (lid == 0u) {
-        am_last[0] = atomicAdd(AM_SCRATCH(0u), 1u) == am_total - 1u ? 1u : 0u;
+        AM_LAST = atomicAdd(AM_SCRATCH(0u), 1u) == am_total - 1u ? 1.0 : 0.0;
     }
     RED_BARRIER();
-    if (am_last[0] == 0u) {
+    if (AM_LAST == 0.0) {
         return false;
     }
     memoryBarrierBuffer();

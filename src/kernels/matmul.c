@@ -464,7 +464,8 @@ static void gemv_argmax_decl(kb *b, mm_ctx *mc, int wg, bool own_stage, bool nor
         emit_kernel_shared(b->k, "float", "red_scratch", wg);
         emit_kernel_snippet(b->k, "common/reduce");
     }
-    emit_kernel_shared(b->k, "uint", "am_last", 1);
+    /* the "last workgroup" flag in wg_reduce_sum's scratch, free by then */
+    emit_kernel_define(b->k, "AM_LAST", "red_scratch[0]");
     if (own_stage) {
         emit_kernel_shared(b->k, "float", "am_v", wg);
         emit_kernel_shared(b->k, "float", "am_i", wg);
@@ -540,7 +541,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
     int xs_vec4 = m * (c.xs / 4 + c.xs / 32); /* gemv.glsl's XS4P a column */
     int bytes = 16 * (xs_vec4 + c.red) + (nrm || red ? 4 * c.wg : 0);
     bool own_stage = red && xs_vec4 < c.wg;
-    bytes += red ? 4 + (own_stage ? 8 * c.wg : 0) : 0;
+    bytes += own_stage ? 8 * c.wg : 0;
     if (bytes > b->ctx->caps.max_compute_shared_memory)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "GEMV: %d bytes of shared memory needed, the device has %d (m = %d)", bytes,
