@@ -62,7 +62,7 @@ glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out
     if (!cs->scratch || cs->scratch->size < need) {
         gl_pool_release(ctx, cs->scratch);
         cs->scratch = NULL;
-        glesc_status st = gl_pool_acquire(ctx, need, GL_USAGE_ACTIVATIONS, &cs->scratch);
+        glesc_status st = gl_pool_acquire(ctx, need, GL_USAGE_SCRATCH, &cs->scratch);
         if (st == GLESC_OK)
             st = gl_buffer_clear(ctx, cs->scratch, 0, cs->scratch->size);
         if (st != GLESC_OK) {

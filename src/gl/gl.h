@@ -152,6 +152,10 @@ typedef enum gl_usage {
     GL_USAGE_WEIGHTS,     /* written once from the host, read by shaders */
     GL_USAGE_ACTIVATIONS, /* written and read by shaders */
     GL_USAGE_READBACK,    /* written by shaders, read by the host */
+    /* the kernels' scratch (compute_scratch): its own class, so a new one
+     * (it only grows) is never a buffer that work in flight still uses,
+     * which the host's zero fill could land under */
+    GL_USAGE_SCRATCH,
     GL_USAGE_COUNT_
 } gl_usage;
 

@@ -19,6 +19,7 @@ static const GLenum usage_hint[GL_USAGE_COUNT_] = {
     [GL_USAGE_WEIGHTS] = GL_STATIC_DRAW,
     [GL_USAGE_ACTIVATIONS] = GL_DYNAMIC_COPY,
     [GL_USAGE_READBACK] = GL_DYNAMIC_READ,
+    [GL_USAGE_SCRATCH] = GL_DYNAMIC_COPY,
 };
 
 uint64_t gl_pool_size_class(uint64_t size)

@@ -521,6 +521,7 @@ GLESC_API void glesc_session_destroy(glesc_session *s)
     core_free(s->logits);
     for (int i = 0; i < 2; i++) {
         glesc_weight_free(s->next_id[i]);
+        glesc_weight_free(s->pos[i]);
         glesc_readback_destroy(s->pend[i].rb);
     }
     core_free(s);
@@ -618,9 +619,7 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
     bool all = (flags & GLESC_EVAL_ALL_LOGITS) != 0;
     int32_t start = s->n_past;
     s->has_logits = false;
-    s->chain = false; /* the tokens come from the host now */
-    s->n_pend = 0;
-    s->greedy_next = -1;
+    llm_greedy_settle(s); /* the tokens come from the host now */
     s->last.build_ns = s->last.submit_ns = s->last.read_ns = 0;
     for (size_t off = 0; off < n;) {
         int32_t c = (int32_t)CORE_MIN((size_t)s->n_batch, n - off);
@@ -663,15 +662,33 @@ GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n)
                             s ? (int)s->n_past : 0);
     if (n != s->n_past) {
         s->has_logits = false;
-        s->chain = false;
-        s->n_pend = 0; /* greedy results not read yet are dropped */
-        s->greedy_next = -1;
+        llm_greedy_settle(s); /* greedy results not read yet are dropped */
     }
     s->n_past = n;
     return GLESC_OK;
 }
 
 /* ---- Pipelined greedy decoding ---- */
+
+/* Waits for the greedy eval of pending entry i (once), keeping its token. */
+static void greedy_wait(glesc_session *s, int i)
+{
+    if (s->pend[i].done)
+        return;
+    s->pend[i].value = -1;
+    s->pend[i].st = glesc_readback_finish(s->pend[i].rb, &s->pend[i].value, sizeof(int32_t));
+    s->pend[i].done = true;
+}
+
+void llm_greedy_settle(glesc_session *s)
+{
+    for (; s->n_pend; s->n_pend--) {
+        greedy_wait(s, s->pend_head);
+        s->pend_head = (s->pend_head + 1) % 2;
+    }
+    s->chain = false;
+    s->greedy_next = -1;
+}
 
 /* The slots and readbacks, on first use. */
 static glesc_status greedy_setup(glesc_session *s)
@@ -681,6 +698,8 @@ static glesc_status greedy_setup(glesc_session *s)
         if (!s->next_id[i] &&
             !(s->next_id[i] = glesc_weight_new(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){1})))
             return ctx_fail(ctx, GLESC_ERROR_OUT_OF_MEMORY, "greedy eval: the token slots");
+        if (!s->pos[i] && !(s->pos[i] = glesc_weight_new(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){1})))
+            return ctx_fail(ctx, GLESC_ERROR_OUT_OF_MEMORY, "greedy eval: the positions");
         if (!s->pend[i].rb) {
             glesc_status st = glesc_readback_create(ctx, &s->pend[i].rb);
             if (st != GLESC_OK)
@@ -720,15 +739,24 @@ GLESC_API glesc_status glesc_session_eval_greedy(glesc_session *s, int32_t id)
         return st;
     glesc_context *ctx = s->m->ctx;
     glesc_tensor *in = s->next_id[s->next_slot], *out = s->next_id[1 - s->next_slot];
+    /* a given token goes where the eval before wrote its arg max: wait for
+     * that eval first (its token is kept for glesc_session_greedy_id) */
+    for (int i = 0; id >= 0 && i < s->n_pend; i++)
+        greedy_wait(s, (s->pend_head + i) % 2);
     if (id >= 0 && (st = glesc_tensor_write(in, &id, sizeof id)) != GLESC_OK)
         return ctx_fail(ctx, st, "greedy eval: the token");
     glesc_graph *g = s->g;
     uint64_t t_build = core_time_ns();
     glesc_graph_reset(g);
+    /* Nothing the host writes for this step may be memory that the step
+     * before, still running, reads: a graph input would come from the
+     * buffer pool, maybe the very buffer that step's positions are in (on
+     * an H200 such writes landed under the running step), so the position
+     * goes into its own tensor of two, and the token is on the GPU. */
     int32_t pos = s->n_past;
-    glesc_tensor *pos_t = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){1});
-    if (!pos_t || (st = glesc_tensor_write(pos_t, &pos, sizeof pos)) != GLESC_OK)
-        return ctx_fail(ctx, pos_t ? st : GLESC_ERROR_OUT_OF_MEMORY, "greedy eval: inputs");
+    glesc_tensor *pos_t = s->pos[pos % 2];
+    if ((st = glesc_tensor_write(pos_t, &pos, sizeof pos)) != GLESC_OK)
+        return ctx_fail(ctx, st, "greedy eval: the position");
     /* the arg max of the logits into the other slot: folded into the
      * output head's kernel (the logits never reach memory) */
     glesc_tensor *y = llm_forward(s, in, pos_t, 1, false);
@@ -743,6 +771,7 @@ GLESC_API glesc_status glesc_session_eval_greedy(glesc_session *s, int32_t id)
         return ctx_fail(ctx, st, "greedy eval");
     s->pend[slot].pos = pos;
     s->pend[slot].token = id;
+    s->pend[slot].done = false;
     s->n_pend++;
     s->n_past++;
     s->next_slot ^= 1;
@@ -779,8 +808,9 @@ GLESC_API glesc_status glesc_session_greedy_id(glesc_session *s, int32_t *id)
     int slot = s->pend_head;
     s->pend_head = (s->pend_head + 1) % 2;
     s->n_pend--;
-    int32_t v = -1;
-    glesc_status st = glesc_readback_finish(s->pend[slot].rb, &v, sizeof v);
+    greedy_wait(s, slot);
+    int32_t v = s->pend[slot].value;
+    glesc_status st = s->pend[slot].st;
     if (st != GLESC_OK)
         return ctx_fail(s->m->ctx, st, "reading a greedy eval's token");
     if (v < 0 || v >= s->m->hp.n_vocab) {

@@ -62,11 +62,19 @@ struct glesc_session {
      * result is also copied into a readback (the pending ones, oldest
      * first from pend_head), read by glesc_session_greedy_id. */
     glesc_tensor *next_id[2];
+    /* the positions of greedy steps: the one at position p reads pos[p % 2],
+     * written by the host while the step at p - 1 may still run, and last
+     * read by the step at p - 2, whose token was read (so it is done): no
+     * host write into memory that work in flight reads */
+    glesc_tensor *pos[2];
     int next_slot; /* the slot the next greedy eval reads */
     bool chain;    /* the last eval was greedy: its arg max is in next_id[next_slot] */
     struct {
         glesc_readback *rb;
         int32_t pos, token; /* the eval's position and input (-1: the GPU's) */
+        bool done;          /* waited for already: its token is in value, or failed (st) */
+        int32_t value;
+        glesc_status st;
     } pend[2];
     int pend_head, n_pend;
     /* The token the last eval's arg max chose, once read (the session's
@@ -88,6 +96,12 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
  * of magnitude 1, since the cached keys carry their magnitude already. */
 glesc_tensor *llm_rope(const glesc_session *s, glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
                        int64_t l, bool distance);
+
+/* Waits for the greedy evals whose tokens were not read (their tokens are
+ * dropped) and ends the chain: before anything that writes to the GPU from
+ * the host or moves positions (eval, truncate, shift), so no host write
+ * lands in memory that work in flight still reads. */
+void llm_greedy_settle(glesc_session *s);
 
 /* ---- generate.c: the loop glesc_generate and glesc_chat share ---- */
 /* Reports ev to p's event callback, if any. */
