@@ -349,7 +349,9 @@ enum {
  * floats for the last position, or n × n_vocab (position by position) with
  * GLESC_EVAL_ALL_LOGITS. n ≥ 1. Errors: an id out of the vocabulary, or
  * n_past + n > n_ctx (GLESC_ERROR_LIMIT, nothing evaluated); a logit that
- * is NaN or infinite in the rows written (GLESC_ERROR_NUMERIC, naming the
+ * is NaN or infinite in the rows written, or in the last row of each batch
+ * of n_batch tokens, which is read back even when logits is NULL to keep
+ * the host in step with the GPU (GLESC_ERROR_NUMERIC, naming the
  * position and token: a broken model); a GPU failure (the cache's contents
  * at these positions are then undefined). After any failure n_past is what
  * it was before the call. */

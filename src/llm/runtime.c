@@ -616,7 +616,7 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
             return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                                 "token %zu of the input: id %d is outside the vocabulary (0..%lld)",
                                 i, (int)ids[i], (long long)(n_vocab - 1));
-    bool all = (flags & GLESC_EVAL_ALL_LOGITS) != 0;
+    bool all = (flags & GLESC_EVAL_ALL_LOGITS) && logits; /* every row, for the caller */
     int32_t start = s->n_past;
     s->has_logits = false;
     llm_greedy_settle(s); /* the tokens come from the host now */
@@ -624,7 +624,12 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
     for (size_t off = 0; off < n;) {
         int32_t c = (int32_t)CORE_MIN((size_t)s->n_batch, n - off);
         bool last = off + (size_t)c == n;
-        float *dst = !logits ? NULL : all ? logits + off * (size_t)n_vocab : last ? logits : NULL;
+        /* Every chunk reads its last row at least (into the session's when
+         * no one asked for it): the next chunk's or eval's inputs come from
+         * the buffer pool and may be this chunk's, which a host write must
+         * not reach while this chunk still runs (on an H200 such writes
+         * landed under running kernels). */
+        float *dst = all ? logits + off * (size_t)n_vocab : last && logits ? logits : s->logits;
         glesc_status st = eval_chunk(s, ids + off, c, all, dst);
         if (st != GLESC_OK) {
             s->n_past = start; /* none of this call's positions are kept */
