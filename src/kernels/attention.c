@@ -66,7 +66,8 @@
 _Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
 
 /* Prefill (gen_prefill): the largest configuration, shrunk by the caps */
-#define ATTN_PF_WG 128        /* invocations per workgroup */
+#define ATTN_PF_WG 256        /* invocations per workgroup on GPUs */
+#define ATTN_PF_WG_CPU 128    /* on llvmpipe */
 #define ATTN_PF_HG 8          /* query heads per workgroup (of one kv head) */
 #define ATTN_PF_R 64          /* rows (query, head) per workgroup */
 #define ATTN_PF_BK 64         /* keys per tile */
@@ -427,7 +428,7 @@ static int pf_bytes(int r, int bk, int d4, int kvp)
     return 16 * r * d4 + 16 * bk * kvp + 4 * r * (bk + 1) + 12 * r + 4;
 }
 
-/* GLESC_ATTN="wg=128,r=64,bk=32,target=512": a tuning aid overriding the
+/* GLESC_ATTN="wg=128,r=64,bk=32,skg=8,target=512": a tuning aid overriding the
  * fields it names (read on every generation, so a process sees one value:
  * plans and programs stay consistent). */
 static void pf_env(pf_cfg *c)
@@ -444,6 +445,8 @@ static void pf_env(pf_cfg *c)
             c->r = v;
         else if (!strcmp(key, "bk"))
             c->bk = v;
+        else if (!strcmp(key, "skg"))
+            c->skg = v;
         else if (!strcmp(key, "target"))
             c->target = v;
         p += n;
@@ -461,14 +464,16 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     c.dv4 = (int)(a->src[2]->ne[0] + 3) / 4;
     c.kp = c.d4 + 1;
     c.kvp = CORE_MAX(c.kp, c.dv4);
-    c.wg = ATTN_PF_WG;
+    c.wg = ctx->cpu_device ? ATTN_PF_WG_CPU : ATTN_PF_WG;
     c.r = ATTN_PF_R;
+    c.skg = 8;
     c.bk = ATTN_PF_BK;
     c.target = ctx->cpu_device ? ATTN_PF_TARGET_CPU : ATTN_PF_TARGET_GPU;
     pf_env(&c);
     c.wg = pow2_floor(CORE_MAX(
         1, CORE_MIN(c.wg, CORE_MIN(caps->max_compute_invocations, caps->max_workgroup_size[0]))));
-    c.r = pow2_floor(CORE_MAX(1, CORE_MIN(c.r, ATTN_PF_R)));
+    /* at most an invocation per row (the softmax's) */
+    c.r = pow2_floor(CORE_MAX(1, CORE_MIN(c.r, CORE_MIN(ATTN_PF_R, c.wg))));
     c.bk = pow2_floor(CORE_MAX(1, CORE_MIN(c.bk, ATTN_PF_BK)));
     c.target = CORE_MAX(1, c.target);
     /* the most rows with tiles of ATTN_PF_BK_MIN keys or more that fit,
@@ -491,7 +496,7 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     c.bq = r / c.hg;
     /* eight invocations (a quarter warp's vec4 loads) across keys where the
      * tile has them: each reads its own key row, the row's q is broadcast */
-    c.skg = CORE_MAX(CORE_MIN(bk, 8), c.wg / r);
+    c.skg = CORE_MIN(CORE_MAX(CORE_MIN(bk, pow2_floor(CORE_MAX(1, c.skg))), c.wg / r), c.wg);
     c.tk = bk / c.skg;
     c.srg = c.wg / c.skg;
     c.tr = r / c.srg;
@@ -561,7 +566,23 @@ static glesc_status gen_prefill(kb *b)
     if (nqb > 65535 || n_groups > 65535)
         return kb_fail(b, GLESC_ERROR_LIMIT, "attention: %lld query blocks of %lld head groups",
                        (long long)nqb, (long long)n_groups);
+    /* Fused KV-cache writes (set_rows members) go first, in a dispatch of
+     * their own; the attention's dispatch then reads the cache (the
+     * executor's barrier between them): computing new keys from the source
+     * (rope included) wherever they are read, as decode does, would repeat
+     * it for every block of queries. */
+    int phase = kb_param_u(b, "at_phase", 1);
+    kb_line(b, "uint lid = gl_LocalInvocationIndex;");
+    kb_line(b, "if (at_phase == 0u) { // the KV-cache writes");
     kb_row_writes_begin(b);
+    kb_row_writes_store(
+        b,
+        "((gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + "
+        "gl_WorkGroupID.x) * WG_SIZE + lid",
+        "WG_SIZE * gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z");
+    kb_line(b, "return;");
+    kb_line(b, "}");
+    b->rw_read_memory = true;
     int sc = kb_scratch(b, nsplit == 1 ? 0
                                        : 4 * (uint64_t)KB_SCRATCH_COUNTERS +
                                              4 * (uint64_t)blocks * (uint64_t)nsplit *
@@ -575,12 +596,6 @@ static glesc_status gen_prefill(kb *b)
     kb_param_u(b, "at_S", (uint64_t)per);
     kb_param_u(b, "at_nsplit", (uint64_t)nsplit);
     kb_param_f(b, "at_scale", a->fp[0]);
-    kb_line(b, "uint lid = gl_LocalInvocationIndex;");
-    kb_row_writes_store(
-        b,
-        "((gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + "
-        "gl_WorkGroupID.x) * WG_SIZE + lid",
-        "WG_SIZE * gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z");
     if (b->k)
         emit_kernel_snippet(b->k, "graph/attn_prefill");
     /* the hooks: q (scaled) with its prologue, keys, values, the mask, the
@@ -613,6 +628,14 @@ static glesc_status gen_prefill(kb *b)
     if (b->k)
         emit_kernel_function_end(b->k);
     kb_line(b, "attn_prefill();");
+    if (b->n_rw) {
+        int64_t rows = 0; /* elements of the largest source */
+        for (int w = 0; w < b->n_rw; w++)
+            rows = CORE_MAX(rows, b->rw[w].w->src[1]->ne[0] * b->rw[w].w->src[1]->ne[1]);
+        kb_param_set_u(b, phase, 0);
+        kb_dispatch_groups(b, (uint32_t)CORE_MIN((rows + c.wg - 1) / c.wg, 65535), 1, 1);
+        kb_param_set_u(b, phase, 1);
+    }
     kb_dispatch_groups(b, (uint32_t)nqb, (uint32_t)n_groups, (uint32_t)nsplit);
     return b->st;
 }
