@@ -72,24 +72,25 @@ void attn_prefill() {
     }
     uint kb0 = sp * at_S;
     uint ke = min(uint(kend), kb0 + at_S);
+    // rows of queries that exist (the last block's are fewer): the others
+    // are neither loaded nor computed
+    uint nrows = min(R, (at_nq - q0) * HG);
 
-    for (uint e = lid; e < R * D4; e += WG_SIZE) {
+    for (uint e = lid; e < nrows * D4; e += WG_SIZE) {
         uint r = e / D4;
         uint d = (e - r * D4) * 4u;
         uint qi = q0 + r / HG;
         uint h = h0 + r % HG;
-        vec4 x = vec4(0.0);
-        if (qi < at_nq) {
-            x.x = attn_q(d, qi, h);
-            if (d + 1u < D) {
-                x.y = attn_q(d + 1u, qi, h);
-            }
-            if (d + 2u < D) {
-                x.z = attn_q(d + 2u, qi, h);
-            }
-            if (d + 3u < D) {
-                x.w = attn_q(d + 3u, qi, h);
-            }
+        vec4 x = vec4(0.0, 0.0, 0.0, 0.0);
+        x.x = attn_q(d, qi, h);
+        if (d + 1u < D) {
+            x.y = attn_q(d + 1u, qi, h);
+        }
+        if (d + 2u < D) {
+            x.z = attn_q(d + 2u, qi, h);
+        }
+        if (d + 3u < D) {
+            x.w = attn_q(d + 3u, qi, h);
         }
         qs[e] = x;
     }
@@ -109,42 +110,45 @@ void attn_prefill() {
     for (uint kt0 = kb0; kt0 < ke; kt0 += BK) {
         uint tn = min(BK, ke - kt0);
         AT_BARRIER(); // the last tile's readers are done with kvs and ps
-        for (uint e = lid; e < BK * D4; e += WG_SIZE) {
+        for (uint e = lid; e < tn * D4; e += WG_SIZE) {
             uint t = e / D4;
             uint d4 = e - t * D4;
             uint d = d4 * 4u;
-            vec4 x = vec4(0.0);
-            if (t < tn) {
-                uint j = kt0 + t;
-                x.x = attn_k(d, j, hk);
-                if (d + 1u < D) {
-                    x.y = attn_k(d + 1u, j, hk);
-                }
-                if (d + 2u < D) {
-                    x.z = attn_k(d + 2u, j, hk);
-                }
-                if (d + 3u < D) {
-                    x.w = attn_k(d + 3u, j, hk);
-                }
+            uint j = kt0 + t;
+            vec4 x = vec4(0.0, 0.0, 0.0, 0.0);
+            x.x = attn_k(d, j, hk);
+            if (d + 1u < D) {
+                x.y = attn_k(d + 1u, j, hk);
+            }
+            if (d + 2u < D) {
+                x.z = attn_k(d + 2u, j, hk);
+            }
+            if (d + 3u < D) {
+                x.w = attn_k(d + 3u, j, hk);
             }
             kvs[t * KP + d4] = x;
         }
         AT_BARRIER();
 
-        // scores: rows sr + i*SRG, keys sk + j*SKG
+        // scores: rows sr + i*SRG, keys sk + j*SKG (an invocation with
+        // neither a row nor a key in range skips them: its scores are never
+        // read; the others stay unguarded, the rest of the block being
+        // cheaper computed than tested)
         float s[TR * TK];
         for (uint i = 0u; i < TR * TK; i++) {
             s[i] = 0.0;
         }
-        for (uint d4 = 0u; d4 < D4; d4++) {
-            vec4 qv[TR];
-            for (uint i = 0u; i < TR; i++) {
-                qv[i] = qs[(sr + i * SRG) * D4 + d4];
-            }
-            for (uint j = 0u; j < TK; j++) {
-                vec4 kv = kvs[(sk + j * SKG) * KP + d4];
+        if (sr < nrows && sk < tn) {
+            for (uint d4 = 0u; d4 < D4; d4++) {
+                vec4 qv[TR];
                 for (uint i = 0u; i < TR; i++) {
-                    s[i * TK + j] += dot(qv[i], kv);
+                    qv[i] = qs[(sr + i * SRG) * D4 + d4];
+                }
+                for (uint j = 0u; j < TK; j++) {
+                    vec4 kv = kvs[(sk + j * SKG) * KP + d4];
+                    for (uint i = 0u; i < TR; i++) {
+                        s[i * TK + j] += dot(qv[i], kv);
+                    }
                 }
             }
         }
@@ -170,36 +174,35 @@ void attn_prefill() {
         AT_BARRIER();
 
         // the value tile into kvs (the scores are done with the keys) ...
-        for (uint e = lid; e < BK * DV4; e += WG_SIZE) {
+        for (uint e = lid; e < tn * DV4; e += WG_SIZE) {
             uint t = e / DV4;
             uint d4 = e - t * DV4;
             uint d = d4 * 4u;
-            vec4 x = vec4(0.0);
-            if (t < tn) {
-                uint j = kt0 + t;
-                x.x = attn_v(d, j, hk);
-                if (d + 1u < DV) {
-                    x.y = attn_v(d + 1u, j, hk);
-                }
-                if (d + 2u < DV) {
-                    x.z = attn_v(d + 2u, j, hk);
-                }
-                if (d + 3u < DV) {
-                    x.w = attn_v(d + 3u, j, hk);
-                }
+            uint j = kt0 + t;
+            vec4 x = vec4(0.0, 0.0, 0.0, 0.0);
+            x.x = attn_v(d, j, hk);
+            if (d + 1u < DV) {
+                x.y = attn_v(d + 1u, j, hk);
+            }
+            if (d + 2u < DV) {
+                x.z = attn_v(d + 2u, j, hk);
+            }
+            if (d + 3u < DV) {
+                x.w = attn_v(d + 3u, j, hk);
             }
             kvs[t * DV4 + d4] = x;
         }
-        // ... while each row's max, sum and weights are updated
-        if (lid < R) {
+        // ... while each row's max, sum and weights are updated (keys from
+        // tn on are never read: the tile's last rows are not loaded)
+        if (lid < nrows) {
             float mo = ms[lid];
             float mx = NEG_INF;
-            for (uint t = 0u; t < BK; t++) {
+            for (uint t = 0u; t < tn; t++) {
                 mx = max(mx, ps[lid * BKP + t]);
             }
             float mn = max(mo, mx);
             float sum = 0.0;
-            for (uint t = 0u; t < BK; t++) {
+            for (uint t = 0u; t < tn; t++) {
                 float sv = ps[lid * BKP + t];
                 float p = sv == NEG_INF ? 0.0 : exp(sv - mn);
                 ps[lid * BKP + t] = p;
@@ -219,7 +222,7 @@ void attn_prefill() {
                 o[i * TD4 + c] *= a;
             }
         }
-        for (uint t = 0u; t < BK; t++) {
+        for (uint t = 0u; t < tn; t++) {
             vec4 vv[TD4];
             for (uint c = 0u; c < TD4; c++) {
                 vv[c] = kvs[t * DV4 + min(od + c * ODG, DV4 - 1u)];
