@@ -174,18 +174,18 @@ Test(attention, long_context_splits_and_combines)
  * double-precision reference at most 1e-9 (f32 sums of a few hundred
  * products: ~1e-13 seen). */
 static const attn_case prefill_cases[] = {
-    {64, 8, 8, 100, 100, false, true, F32},   /* gqa 1, first batch */
-    {64, 32, 4, 77, 127, false, true, F16},   /* TinyLlama's heads, n_past 50 */
-    {128, 8, 2, 65, 65, false, true, F32},    /* gqa 4 */
-    {128, 16, 2, 33, 133, false, true, F16},  /* gqa 8, n_past 100 */
-    {32, 8, 4, 130, 130, false, true, F16},   /* the tiny models */
-    {8, 8, 4, 45, 61, false, true, F32},      /* stories260K */
-    {16, 8, 4, 20, 20, false, true, F16},     /* TinyStories-656K */
-    {4, 2, 2, 19, 40, false, true, F32},      /* llama-2-tiny: one vec4 a row */
-    {80, 6, 2, 40, 90, true, true, F32},      /* 20 vec4 a row, mask and causal */
-    {16, 14, 2, 50, 50, false, true, F32},    /* 7 heads per kv head */
-    {64, 4, 4, 20, 70, true, false, F32},     /* additive mask only */
-    {16, 2, 2, 10, 6, false, true, F32},      /* tk < tq: the first queries see no key */
+    {64, 8, 8, 100, 100, false, true, F32},  /* gqa 1, first batch */
+    {64, 32, 4, 77, 127, false, true, F16},  /* TinyLlama's heads, n_past 50 */
+    {128, 8, 2, 65, 65, false, true, F32},   /* gqa 4 */
+    {128, 16, 2, 33, 133, false, true, F16}, /* gqa 8, n_past 100 */
+    {32, 8, 4, 130, 130, false, true, F16},  /* the tiny models */
+    {8, 8, 4, 45, 61, false, true, F32},     /* stories260K */
+    {16, 8, 4, 20, 20, false, true, F16},    /* TinyStories-656K */
+    {4, 2, 2, 19, 40, false, true, F32},     /* llama-2-tiny: one vec4 a row */
+    {80, 6, 2, 40, 90, true, true, F32},     /* 20 vec4 a row, mask and causal */
+    {16, 14, 2, 50, 50, false, true, F32},   /* 7 heads per kv head */
+    {64, 4, 4, 20, 70, true, false, F32},    /* additive mask only */
+    {16, 2, 2, 10, 6, false, true, F32},     /* tk < tq: the first queries see no key */
 };
 
 Test(attention, prefill_blocks_tiles_and_cache_continuation)
@@ -260,19 +260,19 @@ static float *cache_batch(const cache_case *c, glesc_tensor *kcache, glesc_tenso
     static const int perm[4] = {0, 2, 1, 3};
     glesc_tensor *kv[2];
     for (int i = 0; i < 2; i++)
-        kv[i] = glesc_permute(
-            g,
-            glesc_view(g, i ? vs : ks, 3, (int64_t[]){d, c->hkv, n_kv},
-                       (size_t[]){0, (size_t)d * es, (size_t)(d * c->hkv) * es}, 0),
-            perm);
+        kv[i] =
+            glesc_permute(g,
+                          glesc_view(g, i ? vs : ks, 3, (int64_t[]){d, c->hkv, n_kv},
+                                     (size_t[]){0, (size_t)d * es, (size_t)(d * c->hkv) * es}, 0),
+                          perm);
     glesc_tensor *y = glesc_attention(g, glesc_permute(g, q, perm), kv[0], kv[1], NULL,
                                       1.0f / sqrtf((float)d), true);
     cr_assert_not_null(y, "%s", glesc_context_errmsg(ctx));
     char what[128];
-    snprintf(what, sizeof what, "cache write + attention d=%lld h=%lld/%lld past %lld n %lld%s %s%s",
-             (long long)d, (long long)c->h, (long long)c->hkv, (long long)past, (long long)n,
-             c->norms ? " q/k norms" : "", glesc_dtype_name(c->kv),
-             fusion > 0 ? " fused" : " unfused");
+    snprintf(
+        what, sizeof what, "cache write + attention d=%lld h=%lld/%lld past %lld n %lld%s %s%s",
+        (long long)d, (long long)c->h, (long long)c->hkv, (long long)past, (long long)n,
+        c->norms ? " q/k norms" : "", glesc_dtype_name(c->kv), fusion > 0 ? " fused" : " unfused");
     double e = tg_check(g, &y, 1, 1e-9, what);
     cr_log_info("%s: NMSE %.3g", what, e);
     float *out = tg_read(y);
@@ -283,7 +283,7 @@ static float *cache_batch(const cache_case *c, glesc_tensor *kcache, glesc_tenso
 Test(attention, cache_writes_in_prefill_batches)
 {
     static const cache_case cases[] = {
-        {64, 8, 2, 160, {40, 70, 1}, true, F16},  /* gqa 4, qwen3's norms */
+        {64, 8, 2, 160, {40, 70, 1}, true, F16},   /* gqa 4, qwen3's norms */
         {128, 8, 1, 160, {65, 33, 1}, false, F32}, /* gqa 8 */
         {32, 4, 2, 128, {17, 100, 1}, true, F32},  /* the qwen3 test model's heads */
         {64, 32, 4, 96, {50, 30, 1}, false, F16},  /* TinyLlama's heads */

@@ -66,13 +66,13 @@
 _Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
 
 /* Prefill (gen_prefill): the largest configuration, shrunk by the caps */
-#define ATTN_PF_WG 256        /* invocations per workgroup on GPUs */
-#define ATTN_PF_WG_CPU 128    /* on llvmpipe */
-#define ATTN_PF_HG 8          /* query heads per workgroup (of one kv head) */
-#define ATTN_PF_R 64          /* rows (query, head) per workgroup */
-#define ATTN_PF_BK 64         /* keys per tile */
-#define ATTN_PF_BK_MIN 32     /* shorter tiles only where no block of rows fits with these */
-#define ATTN_PF_SHARED 49152  /* bytes of shared memory at most */
+#define ATTN_PF_WG 256         /* invocations per workgroup on GPUs */
+#define ATTN_PF_WG_CPU 128     /* on llvmpipe */
+#define ATTN_PF_HG 8           /* query heads per workgroup (of one kv head) */
+#define ATTN_PF_R 64           /* rows (query, head) per workgroup */
+#define ATTN_PF_BK 64          /* keys per tile */
+#define ATTN_PF_BK_MIN 32      /* shorter tiles only where no block of rows fits with these */
+#define ATTN_PF_SHARED 49152   /* bytes of shared memory at most */
 #define ATTN_PF_TARGET_GPU 512 /* workgroups the key split aims at */
 #define ATTN_PF_TARGET_CPU 8
 
@@ -398,7 +398,7 @@ static glesc_status gen_decode(kb *b)
 /* The prefill kernel's shape (see the GLSL file for the names). */
 typedef struct pf_cfg {
     int wg, hg, bq, r, bk;
-    int skg, tk, srg, tr;  /* scores: invocations across keys x rows, each TK x TR */
+    int skg, tk, srg, tr;   /* scores: invocations across keys x rows, each TK x TR */
     int odg, td4, org, tro; /* outputs: across value vec4s x rows, each TD4 x TRO */
     int d4, dv4, kp, kvp;   /* vec4 per q/k and v row, key row stride, kvs row */
     int target;             /* workgroups the key split aims at */
@@ -532,10 +532,10 @@ static glesc_status gen_prefill(kb *b)
         emit_kernel_shared(b->k, "uint", "at_last", 1);
         emit_kernel_snippet(b->k, "graph/reduce");
         emit_kernel_snippet(b->k, "graph/eltwise");
-        static const char *const names[] = {"HG", "BQ",  "R",   "BK", "D",   "DV",  "D4",
-                                            "DV4", "KP", "SKG", "TK", "SRG", "TR",  "ODG",
-                                            "TD4", "ORG", "TRO"};
-        const int vals[] = {c.hg,  c.bq,  c.r,  c.bk,  (int)q->ne[0], (int)dv, c.d4,  c.dv4, c.kp,
+        static const char *const names[] = {"HG", "BQ",  "R",   "BK",  "D",  "DV",
+                                            "D4", "DV4", "KP",  "SKG", "TK", "SRG",
+                                            "TR", "ODG", "TD4", "ORG", "TRO"};
+        const int vals[] = {c.hg,  c.bq, c.r,   c.bk, (int)q->ne[0], (int)dv, c.d4,  c.dv4, c.kp,
                             c.skg, c.tk, c.srg, c.tr, c.odg,         c.td4,   c.org, c.tro};
         _Static_assert(sizeof vals / sizeof vals[0] == sizeof names / sizeof names[0],
                        "a value per define");
