@@ -237,8 +237,9 @@ bool kernels_matmul_units(const glesc_tensor *mm);
 glesc_status kernels_gen_get_rows(kb *b);
 glesc_status kernels_gen_set_rows(kb *b);
 glesc_status kernels_gen_attention(kb *b);
-/* Attention's code choices from its shapes (the op's variant): query heads
- * per workgroup, keys per tile, output accumulators per invocation. */
+/* Attention's code choices from its shapes (the op's variant): decode's
+ * query heads per workgroup, keys per tile, output accumulators per
+ * invocation; prefill's heads per workgroup and head sizes. */
 uint32_t kernels_attention_variant(const glesc_tensor *t);
 
 /* Expression helpers of the elementwise rows. */
