@@ -214,6 +214,28 @@ Test(attention, prefill_portable_caps)
     glesc_context_destroy(portable);
 }
 
+/* The prefill kernel's shapes under GLESC_ATTN (read at generation, so a
+ * fresh context each): tiny blocks with many splits of short tiles, no
+ * splits, and large blocks of long tiles. */
+Test(attention, prefill_tuning_settings)
+{
+    static const char *const knobs[] = {"wg=32,r=8,bk=8,skg=2,target=4096",
+                                        "wg=64,r=16,bk=16,target=1", "wg=256,r=32,bk=64,skg=16"};
+    static const size_t picks[] = {1, 3, 8, 11};
+    glesc_context *saved = ctx;
+    for (size_t k = 0; k < CORE_ARRAY_LEN(knobs); k++) {
+        setenv("GLESC_ATTN", knobs[k], 1);
+        ctx = test_context(NULL);
+        double worst = 0;
+        for (size_t i = 0; i < CORE_ARRAY_LEN(picks); i++)
+            worst = fmax(worst, run_attention(&prefill_cases[picks[i]], (uint32_t)(500 + 10 * i)));
+        cr_log_info("GLESC_ATTN=%s: worst NMSE %.3g (tolerance 1e-9)", knobs[k], worst);
+        glesc_context_destroy(ctx);
+    }
+    ctx = saved;
+    unsetenv("GLESC_ATTN");
+}
+
 /* A decoder layer's attention as the runtime builds it (llm/forward.c):
  * rope'd keys (after qwen3's per-head norms) and values written into the
  * caches at the batch's positions, attention over the first past + n rows.
