@@ -4,9 +4,9 @@
  * its token and position, so a shifted cache must equal the cache of a fresh
  * session fed only the kept tokens: the next step's logits are compared
  * (worst error printed) for the rotation modes (adjacent pairs, NeoX halves,
- * Llama 3 frequency factors, linear scaling, partial rotary) and both cache
- * types. Deeper models shift without error and keep evaluating; bad ranges
- * are refused and change nothing.
+ * Llama 3 frequency factors, linear scaling, partial rotary, YaRN, LongRoPE,
+ * a gemma3 local layer's own base, sliding windows) and both cache types. Deeper models shift
+ * without error and keep evaluating; bad ranges are refused and change nothing.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -42,6 +42,10 @@ typedef struct shape {
     int n_layer, head_dim, n_rot; /* 0: defaults */
     float linear;
     synth_rope_freqs freqs;
+    float base, yarn;      /* rope.freq_base (0: 10000), YaRN's factor */
+    bool longrope;         /* phi3's factors (the session's context exceeds n_ctx_orig) */
+    float attn_factor;     /* rope.scaling.attn_factor (0: none) */
+    int n_ctx_orig, n_swa; /* 0: none */
 } shape;
 
 static glesc_model *load(const shape *sh, char *path, size_t cap)
@@ -59,6 +63,12 @@ static glesc_model *load(const shape *sh, char *path, size_t cap)
     p.n_rot = sh->n_rot;
     p.rope_linear = sh->linear;
     p.rope_freqs = sh->freqs;
+    p.rope_base = sh->base;
+    p.rope_yarn = sh->yarn;
+    p.longrope = sh->longrope;
+    p.rope_attn_factor = sh->attn_factor;
+    p.n_ctx_orig = sh->n_ctx_orig;
+    p.n_swa = sh->n_swa;
     p.n_ctx = 64;
     p.weight_type = GLESC_DTYPE_F32;
     p.seed = 11;
@@ -139,28 +149,61 @@ static void equals_fresh(const shape *sh, glesc_dtype kv, double tol)
 
 Test(kv_shift, llama_one_layer_equals_fresh_cache)
 {
-    equals_fresh(&(shape){"llama", 1, 0, 0, 0, SYNTH_ROPE_FREQS_NONE}, GLESC_DTYPE_F32, 1e-4);
+    equals_fresh(&(shape){"llama", 1, 0, 0, 0, SYNTH_ROPE_FREQS_NONE, 0, 0, false, 0, 0, 0},
+                 GLESC_DTYPE_F32, 1e-4);
 }
 
 Test(kv_shift, qwen2_neox_one_layer_equals_fresh_cache)
 {
-    equals_fresh(&(shape){"qwen2", 1, 0, 0, 0, SYNTH_ROPE_FREQS_NONE}, GLESC_DTYPE_F32, 1e-4);
+    equals_fresh(&(shape){"qwen2", 1, 0, 0, 0, SYNTH_ROPE_FREQS_NONE, 0, 0, false, 0, 0, 0},
+                 GLESC_DTYPE_F32, 1e-4);
 }
 
 Test(kv_shift, rope_factors_linear_partial_equal_fresh_cache)
 {
-    equals_fresh(&(shape){"llama", 1, 32, 16, 2.0f, SYNTH_ROPE_FREQS_RAMP}, GLESC_DTYPE_F32, 1e-4);
+    equals_fresh(&(shape){"llama", 1, 32, 16, 2.0f, SYNTH_ROPE_FREQS_RAMP, 0, 0, false, 0, 0, 0},
+                 GLESC_DTYPE_F32, 1e-4);
+}
+
+/* The rotation by the distance has magnitude 1 whatever the model's rope
+ * multiplies keys by (YaRN's 1 + 0.1·ln(factor), LongRoPE's attn_factor),
+ * and a local layer's own base (gemma3: 10000 where the global layers use
+ * rope.freq_base). The windows (14) reach the kept first tokens from the
+ * last position after the shift but not before it, so the shift shows. */
+Test(kv_shift, yarn_longrope_and_local_layers_equal_fresh_cache)
+{
+    equals_fresh(&(shape){.arch = "qwen2",
+                          .n_layer = 1,
+                          .base = 10000,
+                          .yarn = 4,
+                          .n_ctx_orig = 4096,
+                          .freqs = SYNTH_ROPE_FREQS_NONE},
+                 GLESC_DTYPE_F32, 1e-4);
+    equals_fresh(&(shape){.arch = "phi3",
+                          .n_layer = 1,
+                          .head_dim = 32,
+                          .n_rot = 24,
+                          .longrope = true,
+                          .attn_factor = 1.19f,
+                          .n_ctx_orig = 16},
+                 GLESC_DTYPE_F32, 1e-4);
+    equals_fresh(&(shape){.arch = "gemma3", .n_layer = 1, .base = 1e6f, .linear = 8, .n_swa = 14},
+                 GLESC_DTYPE_F32, 1e-4);
+    equals_fresh(&(shape){.arch = "gemma2", .n_layer = 1, .n_swa = 14}, GLESC_DTYPE_F32, 1e-4);
 }
 
 Test(kv_shift, f16_cache_one_layer_stays_close)
 {
-    equals_fresh(&(shape){"llama", 1, 0, 0, 0, SYNTH_ROPE_FREQS_NONE}, GLESC_DTYPE_F16, 2e-3);
+    equals_fresh(&(shape){"llama", 1, 0, 0, 0, SYNTH_ROPE_FREQS_NONE, 0, 0, false, 0, 0, 0},
+                 GLESC_DTYPE_F16, 2e-3);
 }
 
 Test(kv_shift, deeper_model_shifts_and_goes_on_bad_ranges_refused)
 {
     char path[4200];
-    glesc_model *m = load(&(shape){"qwen3", 3, 0, 0, 0, SYNTH_ROPE_FREQS_NONE}, path, sizeof path);
+    glesc_model *m =
+        load(&(shape){"qwen3", 3, 0, 0, 0, SYNTH_ROPE_FREQS_NONE, 0, 0, false, 0, 0, 0}, path,
+             sizeof path);
     glesc_model_info mi;
     glesc_model_get_info(m, &mi);
     int32_t ids[N];

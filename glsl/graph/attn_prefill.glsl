@@ -13,10 +13,14 @@
 //             j*SKG) times SRG across rows (each TR rows sr + i*SRG), and the
 //             output phase's: ODG across value vec4s (each TD4: od + c*ODG)
 //             times ORG across rows (each TRO rows og + i*ORG);
-//             ATTN_CAUSAL, ATTN_MASK; ATTN_SCR the scratch binding (uint)
+//             ATTN_CAUSAL, ATTN_MASK, ATTN_SWA (a sliding window),
+//             ATTN_SOFTCAP (soft-capped scores); ATTN_SCR the scratch
+//             binding (uint), ATTN_COUNTERS its counters
 //   uniforms  at_nq, at_nkv (queries, keys), at_gqa (query heads per kv
 //             head), at_coff (causal: key j is visible to query i when
-//             j <= i + at_coff), at_S (keys per split, whole tiles),
+//             j <= i + at_coff), at_swa (the window: j > i + at_coff -
+//             at_swa), at_cap (scores become at_cap * tanh(s / at_cap)
+//             before the mask), at_S (keys per split, whole tiles),
 //             at_nsplit (splits dispatched)
 //   shared    vec4 qs[R*D4] (the scaled queries), vec4 kvs[BK*KVP] (the key
 //             tile, then the value tile), float ps[R*BKP] (scores, then
@@ -29,8 +33,9 @@
 //
 // A workgroup takes BQ queries of HG heads and one split of the keys
 // (workgroup z): tiles entirely above the causal diagonal are never loaded
-// (the key range ends at the block's last query), the diagonal tile is
-// masked per element. Per tile: keys in (coalesced: consecutive invocations
+// (the key range ends at the block's last query), nor those before a
+// sliding window (it starts at the block's first query's window), the
+// diagonal and the window's edge are masked per element. Per tile: keys in (coalesced: consecutive invocations
 // load consecutive elements of a key row), a TRxTK block of scores per
 // invocation from shared memory (vec4 dot products), values in while one
 // invocation per row updates the row's max and sum and turns its scores
@@ -64,13 +69,17 @@ void attn_prefill() {
 #ifdef ATTN_CAUSAL
     kend = min(kend, int(min(q0 + BQ, at_nq)) + at_coff); // the block's last query sees < kend
 #endif
-    kend = max(kend, 0);
+    int kbeg = 0;
+#ifdef ATTN_SWA
+    kbeg = max(0, int(q0) + at_coff - at_swa + 1); // the block's first query's window
+#endif
+    kend = max(kend, kbeg);
     // splits this block has (an empty key range still stores its zeros)
-    uint nsp = max(1u, (uint(kend) + at_S - 1u) / at_S);
+    uint nsp = max(1u, (uint(kend - kbeg) + at_S - 1u) / at_S);
     if (sp >= nsp) {
         return;
     }
-    uint kb0 = sp * at_S;
+    uint kb0 = uint(kbeg) + sp * at_S;
     uint ke = min(uint(kend), kb0 + at_S);
     // rows of queries that exist (the last block's are fewer): the others
     // are neither loaded nor computed
@@ -162,6 +171,12 @@ void attn_prefill() {
                 bool vis = t < tn;
 #ifdef ATTN_CAUSAL
                 vis = vis && int(kj) <= int(qi) + at_coff;
+#endif
+#ifdef ATTN_SWA
+                vis = vis && int(kj) > int(qi) + at_coff - at_swa;
+#endif
+#ifdef ATTN_SOFTCAP
+                v = at_cap * op_tanh(v / at_cap);
 #endif
 #ifdef ATTN_MASK
                 if (vis && qi < at_nq) {

@@ -48,7 +48,6 @@ static glesc_status shift_cache(glesc_session *s, int32_t keep, int32_t discard)
     glesc_context *ctx = m->ctx;
     const int32_t n_move = s->n_past - keep - discard;
     const int64_t d = hp->head_dim, kv_dim = hp->n_head_kv * d;
-    const glesc_rope_mode mode = hp->rope_neox ? GLESC_ROPE_NEOX : GLESC_ROPE_NORMAL;
     int32_t *idx = core_malloc((size_t)n_move * 2 * sizeof *idx);
     glesc_tensor **outs = core_calloc((size_t)hp->n_layer * 2, sizeof *outs);
     glesc_graph *g = glesc_graph_create(ctx);
@@ -70,11 +69,11 @@ static glesc_status shift_cache(glesc_session *s, int32_t keep, int32_t discard)
     if (!delta || !dst)
         goto done;
     for (int64_t l = 0; l < hp->n_layer; l++) {
-        /* The same rotation as forward.c's keys (its parameters per layer). */
+        /* The same rotation as forward.c's keys (its parameters per layer:
+         * base, scale, factors, YaRN), of magnitude 1. */
         glesc_tensor *k =
             rows_view(g, s->k_cache[l], s->kv_type, kv_dim, d, keep + discard, n_move);
-        k = glesc_rope_ext(g, k, delta, m->rope_freqs, (int)hp->n_rot, mode, hp->rope_freq_base,
-                           hp->rope_freq_scale);
+        k = llm_rope(s, g, k, delta, l, true);
         k = glesc_reshape(g, k, 2, (int64_t[]){kv_dim, n_move});
         glesc_tensor *v = glesc_cont(
             g, rows_view(g, s->v_cache[l], s->kv_type, kv_dim, 0, keep + discard, n_move));

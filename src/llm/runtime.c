@@ -138,6 +138,10 @@ static glesc_status upload_all(loader *ld)
         (st = upload(ld, "output.weight", false, &m->output)) ||
         (st = upload(ld, "rope_freqs.weight", true, &m->rope_freqs)))
         return st;
+    if (hp->arch == LLM_ARCH_PHI3 &&
+        ((st = upload(ld, "rope_factors_long.weight", true, &m->rope_long)) ||
+         (st = upload(ld, "rope_factors_short.weight", true, &m->rope_short))))
+        return st;
     for (int64_t l = 0; l < hp->n_layer; l++) {
         llm_layer *L = &m->layers[l];
         static const struct {
@@ -149,6 +153,7 @@ static glesc_status upload_all(loader *ld)
             {"attn_q.weight", false, offsetof(llm_layer, wq)},
             {"attn_k.weight", false, offsetof(llm_layer, wk)},
             {"attn_v.weight", false, offsetof(llm_layer, wv)},
+            {"attn_qkv.weight", false, offsetof(llm_layer, wqkv)},
             {"attn_q.bias", true, offsetof(llm_layer, bq)},
             {"attn_k.bias", true, offsetof(llm_layer, bk)},
             {"attn_v.bias", true, offsetof(llm_layer, bv)},
@@ -159,6 +164,8 @@ static glesc_status upload_all(loader *ld)
             {"ffn_gate.weight", false, offsetof(llm_layer, w_gate)},
             {"ffn_up.weight", false, offsetof(llm_layer, w_up)},
             {"ffn_down.weight", false, offsetof(llm_layer, w_down)},
+            {"post_attention_norm.weight", true, offsetof(llm_layer, post_attn_norm)},
+            {"post_ffw_norm.weight", true, offsetof(llm_layer, post_ffn_norm)},
         };
         for (size_t p = 0; p < CORE_ARRAY_LEN(parts); p++) {
             char name[96];
@@ -166,9 +173,17 @@ static glesc_status upload_all(loader *ld)
             bool is_bias = strstr(parts[p].suffix, ".bias") != NULL;
             bool is_qk_norm =
                 strstr(parts[p].suffix, "_q_norm") || strstr(parts[p].suffix, "_k_norm");
+            bool is_post_norm = !strncmp(parts[p].suffix, "post_", 5);
+            bool is_qkv = strstr(parts[p].suffix, "attn_qkv") != NULL;
+            bool is_split_qkv = !strcmp(parts[p].suffix, "attn_q.weight") ||
+                                !strcmp(parts[p].suffix, "attn_k.weight") ||
+                                !strcmp(parts[p].suffix, "attn_v.weight");
+            bool is_gate = strstr(parts[p].suffix, "ffn_gate") != NULL;
             /* Only what the architecture uses: a stray bias in a llama file
              * is ignored as llama.cpp ignores it. */
-            if ((is_bias && !hp->qkv_bias) || (is_qk_norm && !hp->qk_norm))
+            if ((is_bias && !hp->qkv_bias) || (is_qk_norm && !hp->qk_norm) ||
+                (is_post_norm && !hp->post_norms) || (is_qkv && !hp->fused_qkv) ||
+                (is_split_qkv && hp->fused_qkv) || (is_gate && hp->fused_up))
                 continue;
             if ((st = upload(ld, name, parts[p].vector,
                              (glesc_tensor **)((char *)L + parts[p].off))))
@@ -237,7 +252,10 @@ static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const cha
         goto fail;
     }
     glesc_gguf_tensor_info q;
-    glesc_gguf_tensor(f, glesc_gguf_find_tensor(f, "blk.0.attn_q.weight"), &q);
+    glesc_gguf_tensor(f,
+                      glesc_gguf_find_tensor(f, m->hp.fused_qkv ? "blk.0.attn_qkv.weight"
+                                                                : "blk.0.attn_q.weight"),
+                      &q);
     m->weight_type = q.type;
     loader ld = {m, f, path, opts, 0, 0, NULL, 0};
     st = upload_all(&ld);
@@ -350,9 +368,11 @@ GLESC_API void glesc_model_destroy(glesc_model *m)
     if (m->layers) {
         for (int64_t l = 0; l < m->hp.n_layer; l++) {
             llm_layer *L = &m->layers[l];
-            glesc_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,     L->wv,     L->bq,
-                                  L->bk,        L->bv,     L->q_norm, L->k_norm, L->wo,
-                                  L->ffn_norm,  L->w_gate, L->w_up,   L->w_down};
+            glesc_tensor *ts[] = {L->attn_norm,    L->wq,     L->wk,     L->wv,
+                                  L->wqkv,         L->bq,     L->bk,     L->bv,
+                                  L->q_norm,       L->k_norm, L->wo,     L->ffn_norm,
+                                  L->w_gate,       L->w_up,   L->w_down, L->post_attn_norm,
+                                  L->post_ffn_norm};
             for (size_t i = 0; i < CORE_ARRAY_LEN(ts); i++)
                 glesc_weight_free(ts[i]);
         }
@@ -362,6 +382,8 @@ GLESC_API void glesc_model_destroy(glesc_model *m)
     glesc_weight_free(m->output_norm);
     glesc_weight_free(m->output);
     glesc_weight_free(m->rope_freqs);
+    glesc_weight_free(m->rope_long);
+    glesc_weight_free(m->rope_short);
     glesc_tokenizer_destroy(m->tok);
     core_free(m->name);
     core_free(m->chat_template);
