@@ -78,6 +78,11 @@ struct glesc_context {
     /* executor state: barrier epochs (see exec.c) */
     uint64_t ssbo_epoch, update_epoch;
     uint64_t dispatches, barriers;
+    /* Dispatches known complete: ctx->dispatches when the last wait for
+     * the GPU began (exec.c, "Host writes"). */
+    uint64_t synced;
+    /* the last dispatch whose parameter block is in the ring */
+    uint64_t param_ring_use;
     /* Submission pacing (exec.c, "Flushes"): dispatches since the last
      * flush or host wait, and how many make the next flush; flush_max 0
      * turns early flushes off (GLESC_FLUSH_EVERY=0). */
@@ -163,6 +168,9 @@ typedef struct gl_buffer {
     bool defined; /* contents written since acquire */
     /* barrier tracking: epochs of the last shader write / read (exec.c) */
     uint64_t write_ssbo_epoch, write_update_epoch, read_ssbo_epoch;
+    /* the last dispatch that bound it (ctx->dispatches then): a host write
+     * must not overtake it (exec.c, "Host writes") */
+    uint64_t last_use;
     uint64_t lru_tick;             /* when it was released (cached buffers) */
     bool cached;                   /* in the pool's cache (else held by a user) */
     struct gl_buffer *prev, *next; /* the pool's live or cached list */
@@ -212,6 +220,11 @@ void gl_program_cache_drop_memory(glesc_context *ctx);
 glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offset, const void *data,
                               uint64_t size);
 /* Fills [offset, offset+size) with zero bytes. */
+/* Before the host writes memory that the dispatch numbered last_use (a
+ * ctx->dispatches value) used: waits for the GPU when that dispatch may not
+ * have completed (exec.c, "Host writes"); what names the write in a
+ * timeout's message. */
+glesc_status gl_host_write_guard(glesc_context *ctx, uint64_t last_use, const char *what);
 glesc_status gl_buffer_clear(glesc_context *ctx, gl_buffer *buf, uint64_t offset, uint64_t size);
 /* Waits (fence) for the GPU work that writes buf, then copies to dst. */
 glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t offset, void *dst,
