@@ -599,6 +599,11 @@ static void expect_same_logits(const float *a, const float *b, int n, const char
     for (int i = 0; i < n; i++)
         worst = fmaxf(worst, fabsf(a[i] - b[i]));
     cr_log_info("%s: worst logit difference %g", what, (double)worst);
+    /* the same programs on the same inputs: equal up to what a
+     * deterministic GPU gives (0 on llvmpipe). On 2026-11-23 the H200 gave
+     * different logits in fresh contexts with the disk cache off as well
+     * (up to 0.8 of |logits| <= 3): a failure here may be that, not the
+     * cache; compare two runs with GLESC_CACHE_DIR=off. */
     cr_expect_leq(worst, 1e-4f, "%s: logits differ by %g", what, (double)worst);
 }
 
