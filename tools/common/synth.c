@@ -609,10 +609,11 @@ glesc_status synth_write(const synth_params *p, const char *path)
         if (p->chat_template)
             glesc_gguf_writer_set_str(w, "tokenizer.chat_template", p->chat_template);
     }
-    if (llama_cpp) {
+    if (llama_cpp || p->n_rot > 0)
+        glesc_gguf_writer_set_u32(w, KEY("rope.dimension_count"),
+                                  (uint32_t)(p->n_rot > 0 ? p->n_rot : hd));
+    if (llama_cpp)
         glesc_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)nv);
-        glesc_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd);
-    }
 #undef KEY
 
     bool qwen2 = !strcmp(p->arch, "qwen2"), qwen3 = !strcmp(p->arch, "qwen3");
@@ -649,7 +650,7 @@ glesc_status synth_write(const synth_params *p, const char *path)
     if (!p->tied_output)
         spec_add(specs, &k, -1, "output.weight", e, nv, K_MATRIX);
     if (p->rope_freqs)
-        spec_add(specs, &k, -1, "rope_freqs.weight", hd / 2, 0, K_ROPE);
+        spec_add(specs, &k, -1, "rope_freqs.weight", (p->n_rot > 0 ? p->n_rot : hd) / 2, 0, K_ROPE);
     /* Types, sizes and stream positions; then the tensors, in file order. */
     uint64_t step = 0;
     st = GLESC_OK;

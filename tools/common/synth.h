@@ -83,6 +83,7 @@ typedef struct synth_params {
     uint64_t seed;
     const char *chat_template; /* tokenizer.chat_template, or NULL */
     int head_dim;              /* attention.key_length; 0: n_embd / n_head (not written) */
+    int n_rot;                 /* rope.dimension_count (partial rotary); 0: head_dim */
     float rope_base;           /* rope.freq_base; 0: 10000 */
     float rope_linear;         /* > 0: rope.scaling.type linear with this factor */
     float rms_eps;             /* attention.layer_norm_rms_epsilon; 0: 1e-5 */
