@@ -903,8 +903,6 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
             core_log(CORE_LOG_WARN, "GLESC_DEBUG: the context has no KHR_debug");
         }
     }
-    if (ctx->fn.MaxShaderCompilerThreadsKHR)
-        ctx->fn.MaxShaderCompilerThreadsKHR(0xffffffffu);
 
     /* Explicit beats GLESC_CACHE_DIR beats the XDG default. */
     ctx->cache_dir = core_disk_cache_resolve_dir(o.cache_dir);

@@ -203,12 +203,22 @@ void gl_program_cache_destroy(glesc_context *ctx);
  * cache and lives as long as the context. Compile/link errors carry the full
  * info log and the numbered source lines around the error. */
 glesc_status gl_program_get(glesc_context *ctx, const char *source, const gl_program **out);
-/* The same for n sources at once: misses are compiled concurrently where
- * GL_KHR_parallel_shader_compile exists. */
+/* The same for n sources at once: every hit is taken and every miss started
+ * before any is waited for, so misses compile concurrently where the driver
+ * has GL_KHR_parallel_shader_compile (unless GLESC_NO_PARALLEL_COMPILE=1);
+ * a source given twice is compiled once. */
 glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources, int n,
                                   const gl_program **out);
 void gl_program_cache_stats(const glesc_context *ctx, glesc_stats *st);
 void gl_program_cache_reset_stats(glesc_context *ctx);
+/* Whether a batch's misses compile concurrently (the driver's
+ * GL_KHR_parallel_shader_compile, not switched off by
+ * GLESC_NO_PARALLEL_COMPILE=1); read when the context is created. */
+bool gl_program_cache_parallel(const glesc_context *ctx);
+/* The most compiles that were started and not yet collected at once since
+ * creation or the last reset of the statistics: 1 when compiles run one at
+ * a time, up to a batch's misses when they run concurrently. */
+int gl_program_cache_max_in_flight(const glesc_context *ctx);
 /* Path of the disk entry for source (for tests), or NULL when disk caching
  * is off. core_free the result. */
 char *gl_program_cache_entry_path(glesc_context *ctx, const char *source);
