@@ -784,6 +784,11 @@ static void load_ext_fns(glesc_context *ctx)
         if (!ctx->fn.GetGraphicsResetStatus)
             ctx->caps.has_reset_notification = false;
     }
+    if (ctx->caps.has_buffer_storage) {
+        LOAD_(BufferStorageEXT, "glBufferStorageEXT");
+        if (!ctx->fn.BufferStorageEXT)
+            ctx->caps.has_buffer_storage = false;
+    }
 #undef LOAD_
 }
 
