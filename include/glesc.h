@@ -202,7 +202,9 @@ typedef struct glesc_context_options {
     /* Testing aid: pretend GL_MAX_SHADER_STORAGE_BLOCK_SIZE is this many bytes
      * (0 = the driver's value; a larger value than the driver's is ignored). */
     uint64_t max_storage_block_size;
-    /* Byte budget of buffers kept cached by the pool (0 = 256 MiB). */
+    /* Byte budget of buffers kept cached by the pool for the next compute
+     * (0 = 64 MiB: a step's activations reuse each other's buffers, and
+     * what a device holds beyond the weights and caches stays small). */
     uint64_t pool_budget;
     /* Testing aids for the portable path (false / 0 = the driver's): pretend
      * the device has no GL_KHR_shader_subgroup; cap the invocations per
@@ -356,10 +358,15 @@ typedef struct glesc_memory_stats {
      * glesc_context_options.pool_budget). */
     uint64_t cached_bytes;
     uint64_t total_bytes; /* persistent + activation + cached */
-    /* The same at the moment total_bytes was highest since the context was
-     * created, glesc_context_reset_stats or glesc_context_memory_reset_peak. */
-    uint64_t peak_total_bytes, peak_persistent_bytes, peak_activation_bytes;
-    uint64_t peak_activation_requested_bytes, peak_cached_bytes;
+    /* Since the context was created, glesc_context_reset_stats or
+     * glesc_context_memory_reset_peak: the highest total_bytes and its split
+     * at that moment (the peak adds up to the other three), and the most
+     * activation_requested_bytes held at once (the steps' own peak, which
+     * may fall at another moment: the rest of peak_total_bytes beyond the
+     * persistent bytes and this is what the pool held beyond the most the
+     * steps needed, its slack). */
+    uint64_t peak_total_bytes, peak_persistent_bytes, peak_activation_bytes, peak_cached_bytes;
+    uint64_t max_activation_requested_bytes;
 } glesc_memory_stats;
 
 /* Fills *out (zeros for a NULL ctx). Cheap: counters the pool keeps. */

@@ -90,6 +90,7 @@ Test(pool, memory_accounts)
     cr_expect_eq(m.peak_activation_bytes - m0.activation_bytes,
                  gl_pool_size_class(5000) + gl_pool_size_class(70000));
     cr_expect_eq(m.peak_cached_bytes, m0.cached_bytes);
+    cr_expect_eq(m.max_activation_requested_bytes - m0.activation_requested_bytes, 75000);
     /* a hit moves bytes from cached to live: no new peak */
     cr_assert_eq(gl_pool_acquire(ctx, 69000, GL_USAGE_ACTIVATIONS, &b), GLESC_OK);
     gl_pool_release(ctx, w);
@@ -97,10 +98,12 @@ Test(pool, memory_accounts)
     cr_expect_eq(m.persistent_bytes, m0.persistent_bytes);
     cr_expect_eq(m.activation_requested_bytes - m0.activation_requested_bytes, 74000);
     cr_expect_eq(m.peak_persistent_bytes - m0.persistent_bytes, 100000);
+    cr_expect_eq(m.max_activation_requested_bytes - m0.activation_requested_bytes, 75000);
     glesc_context_memory_reset_peak(ctx);
     glesc_context_memory(ctx, &m);
     cr_expect_eq(m.peak_total_bytes, m.total_bytes);
     cr_expect_eq(m.peak_persistent_bytes, m.persistent_bytes);
+    cr_expect_eq(m.max_activation_requested_bytes, m.activation_requested_bytes);
     gl_pool_release(ctx, a);
     gl_pool_release(ctx, b);
     glesc_context_memory(NULL, &m);

@@ -9,7 +9,8 @@
  *
  * The pool also keeps the accounts behind glesc_context_memory: bytes held
  * by usage, what the holders asked for (the rest is size-class rounding),
- * cached bytes, and the split at the moment the total was highest.
+ * cached bytes, the split at the moment the total was highest, and the
+ * most the holders of activations asked for at once.
  */
 #include <string.h>
 
@@ -28,6 +29,7 @@ struct gl_pool {
     uint64_t budget, tick;
     uint64_t hits, misses, live_bytes, cached_bytes, peak_bytes, live_n, cached_n;
     pool_split now, at_peak; /* at_peak: when live + cached was peak_bytes */
+    uint64_t max_requested;  /* the most now.requested since the peak's reset */
 };
 
 static const GLenum usage_hint[GL_USAGE_COUNT_] = {
@@ -134,6 +136,7 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
             p->now.cached -= b->size;
             p->now.live[usage] += b->size;
             p->now.requested += size;
+            p->max_requested = CORE_MAX(p->max_requested, p->now.requested);
             *out = b;
             return GLESC_OK;
         }
@@ -161,6 +164,7 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
     p->misses++;
     p->now.live[usage] += cls;
     p->now.requested += exact ? 0 : size;
+    p->max_requested = CORE_MAX(p->max_requested, p->now.requested);
     if (p->live_bytes + p->cached_bytes > p->peak_bytes) {
         p->peak_bytes = p->live_bytes + p->cached_bytes;
         p->at_peak = p->now;
@@ -232,14 +236,14 @@ void gl_pool_reset_peak(glesc_context *ctx)
     gl_pool *p = ctx->pool;
     p->peak_bytes = p->live_bytes + p->cached_bytes;
     p->at_peak = p->now;
+    p->max_requested = p->now.requested;
 }
 
 static void split_out(const pool_split *s, uint64_t *persistent, uint64_t *activation,
-                      uint64_t *requested, uint64_t *cached)
+                      uint64_t *cached)
 {
     *persistent = s->live[GL_USAGE_WEIGHTS];
     *activation = s->live[GL_USAGE_ACTIVATIONS] + s->live[GL_USAGE_READBACK];
-    *requested = s->requested;
     *cached = s->cached;
 }
 
@@ -249,12 +253,13 @@ GLESC_API void glesc_context_memory(const glesc_context *ctx, glesc_memory_stats
     if (!ctx)
         return;
     const gl_pool *p = ctx->pool;
-    split_out(&p->now, &out->persistent_bytes, &out->activation_bytes,
-              &out->activation_requested_bytes, &out->cached_bytes);
+    split_out(&p->now, &out->persistent_bytes, &out->activation_bytes, &out->cached_bytes);
+    out->activation_requested_bytes = p->now.requested;
     out->total_bytes = p->live_bytes + p->cached_bytes;
     split_out(&p->at_peak, &out->peak_persistent_bytes, &out->peak_activation_bytes,
-              &out->peak_activation_requested_bytes, &out->peak_cached_bytes);
+              &out->peak_cached_bytes);
     out->peak_total_bytes = p->peak_bytes;
+    out->max_activation_requested_bytes = p->max_requested;
 }
 
 GLESC_API void glesc_context_memory_reset_peak(glesc_context *ctx)
