@@ -713,6 +713,21 @@ GLESC_API glesc_tensor *glesc_rope(glesc_graph *g, glesc_tensor *x, glesc_tensor
 GLESC_API glesc_tensor *glesc_rope_ext(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
                                        glesc_tensor *freq_factors, int n_dims, glesc_rope_mode mode,
                                        float freq_base, float freq_scale);
+/* As glesc_rope_ext, with ggml_rope_ext's YaRN and magnitude parameters
+ * (the same names and meaning): each rotated pair is also multiplied by
+ * attn_factor (LongRoPE's magnitude, 1 for none). ext_factor ≠ 0 is YaRN:
+ * rotation i turns by θ = θ_i·(1 − r) + θ_e·r, with θ_e = pos ·
+ * base^(-2i/n_dims) / freq_factors[i] (extrapolated), θ_i = θ_e ·
+ * freq_scale (interpolated) and r = ext_factor · ramp(i), the ramp falling
+ * from 1 to 0 between the correction dimensions of beta_fast and
+ * beta_slow rotations over n_ctx_orig positions, and the magnitude is
+ * multiplied by 1 + 0.1·ln(1 / freq_scale) as well. ext_factor = 0 and
+ * attn_factor = 1 is glesc_rope_ext. */
+GLESC_API glesc_tensor *glesc_rope_yarn(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
+                                        glesc_tensor *freq_factors, int n_dims,
+                                        glesc_rope_mode mode, int n_ctx_orig, float freq_base,
+                                        float freq_scale, float ext_factor, float attn_factor,
+                                        float beta_fast, float beta_slow);
 /* Fused attention, ggml_flash_attn_ext's layout: q [d, n_q, n_head, 1],
  * k [d, n_kv, n_head_kv, 1], v [d, n_kv, n_head_kv, 1] (f32 or f16, any
  * strides), n_head a multiple of n_head_kv (grouped-query heads: head h
@@ -723,6 +738,15 @@ GLESC_API glesc_tensor *glesc_rope_ext(glesc_graph *g, glesc_tensor *x, glesc_te
 GLESC_API glesc_tensor *glesc_attention(glesc_graph *g, glesc_tensor *q, glesc_tensor *k,
                                         glesc_tensor *v, glesc_tensor *mask, float scale,
                                         bool causal);
+/* As glesc_attention, with a sliding window and soft-capped scores (Gemma
+ * 2/3). n_swa > 0: query i (at position i + n_kv - n_q) sees key j only
+ * when its position minus j is below n_swa (n_swa keys including its own
+ * position; llama.cpp's standard window); 0: no window. softcap > 0: each
+ * score s = q·k·scale becomes softcap·tanh(s / softcap) before the mask is
+ * added; 0: none. */
+GLESC_API glesc_tensor *glesc_attention_ext(glesc_graph *g, glesc_tensor *q, glesc_tensor *k,
+                                            glesc_tensor *v, glesc_tensor *mask, float scale,
+                                            bool causal, int n_swa, float softcap);
 
 /* ---- Running ---- */
 /* Computes outs[0..n-1] and what they need. Inputs must have been written.

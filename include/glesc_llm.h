@@ -373,6 +373,14 @@ GLESC_API int32_t glesc_session_n_ctx(const glesc_session *s);
 /* Forgets the positions from n on (0 ≤ n ≤ n_past): the next eval continues
  * at position n. The cache keeps its memory. */
 GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n);
+/* Context shift (llama.cpp's, as llama-cli does when the context fills):
+ * forgets positions [keep, keep + discard) and moves the later ones down by
+ * discard, rotating their cached keys to the new positions; the next eval
+ * continues at n_past - discard. What the moved positions took from the
+ * forgotten ones (in layers above the first) stays: the model sees a
+ * slightly different history than a fresh evaluation of the kept tokens.
+ * Needs 0 ≤ keep, 0 ≤ discard, keep + discard ≤ n_past. */
+GLESC_API glesc_status glesc_session_shift(glesc_session *s, int32_t keep, int32_t discard);
 
 typedef struct glesc_eval_stats {
     int32_t n_tokens;          /* tokens of the last eval (its last graph for split inputs) */
@@ -383,6 +391,12 @@ typedef struct glesc_eval_stats {
     int programs_compiled;     /* programs compiled (0 for a reused plan) */
     uint64_t ns;               /* wall time of the whole eval, logits read back included */
     uint64_t total_dispatches; /* over the session's life */
+    /* Where ns went, summed over the eval's graphs: building the step's
+     * graph (inputs written, layers built), glesc_graph_compute (ordering,
+     * plan lookup, recording or replaying the dispatches: host time, the GPU
+     * works meanwhile), and reading the logits back (waiting for the GPU
+     * included). */
+    uint64_t build_ns, submit_ns, read_ns;
 } glesc_eval_stats;
 
 /* Statistics of the last glesc_session_eval. */
@@ -503,12 +517,16 @@ typedef enum glesc_gen_event_kind {
     /* Chat: the context is full, the conversation starts over with the
      * kept messages (the system message); the KV cache is emptied. */
     GLESC_GEN_EVENT_START_OVER,
+    /* Chat: the context is full; the oldest turns after the kept messages
+     * left the cache and the later positions moved down
+     * (glesc_session_shift); n_tokens: positions dropped. */
+    GLESC_GEN_EVENT_CONTEXT_SHIFT,
 } glesc_gen_event_kind;
 
 typedef struct glesc_gen_event {
     glesc_gen_event_kind kind;
-    size_t n_tokens;               /* PROMPT_EVAL: tokens evaluated; TOKEN_EVAL: 1 */
-    int32_t id;                    /* TOKEN_EVAL: the token; else -1 */
+    size_t n_tokens; /* PROMPT_EVAL: tokens evaluated; TOKEN_EVAL: 1; CONTEXT_SHIFT: dropped */
+    int32_t id;      /* TOKEN_EVAL: the token; else -1 */
     const glesc_eval_stats *stats; /* *_EVAL: the eval's statistics; else NULL */
     glesc_stop_reason stop;        /* STOP: why */
 } glesc_gen_event;
@@ -578,12 +596,21 @@ typedef struct glesc_chat glesc_chat;
  * context. Stable values (append-only). */
 typedef enum glesc_chat_context_policy {
     /* Start over: keep the system message, drop the other messages, empty
-     * the cache, and carry on (a GLESC_GEN_EVENT_START_OVER event says so).
-     * gguf-run's behaviour. */
+     * the cache, and carry on (a GLESC_GEN_EVENT_START_OVER event says so). */
     GLESC_CHAT_CONTEXT_START_OVER = 0,
     /* Fail with GLESC_ERROR_LIMIT and keep the conversation as it was;
      * glesc_chat_reset starts over. */
     GLESC_CHAT_CONTEXT_FAIL,
+    /* Context shift, as llama-cli: keep the system message and drop the
+     * oldest turns from the cache (glesc_session_shift; at least half of
+     * the conversation's positions when that leaves the newest turns, so
+     * the reply has room), moving the rest down without evaluating them
+     * again (a GLESC_GEN_EVENT_CONTEXT_SHIFT event says so). A template
+     * that merges the system message into the first user turn (Gemma's)
+     * keeps that first turn too. Where dropping every older turn is not
+     * enough, it starts over. glesc_chat_options_init's default and
+     * gguf-run's behaviour. */
+    GLESC_CHAT_CONTEXT_SHIFT,
 } glesc_chat_context_policy;
 
 typedef struct glesc_chat_options {
@@ -595,8 +622,10 @@ typedef struct glesc_chat_options {
     glesc_chat_context_policy context_policy;
 } glesc_chat_options;
 
-/* The defaults (all zero): detected template, no system message, BOS where
- * the vocabulary wants one, start over when full. */
+/* The defaults: detected template, no system message, BOS where the
+ * vocabulary wants one, a context shift when full (GLESC_CHAT_CONTEXT_SHIFT;
+ * a zeroed struct starts over instead). glesc_chat_create with NULL options
+ * takes these. */
 GLESC_API void glesc_chat_options_init(glesc_chat_options *opts);
 
 /* A conversation in s, sampled with smp; opts may be NULL. The chat takes

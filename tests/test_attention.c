@@ -4,8 +4,9 @@
  * query row (decode) and many (prefill), grouped-query ratios 1, 2, 4, 8,
  * head sizes 8, 64, 128, additive and causal masks, f16 keys/values and
  * permuted (non-contiguous) inputs as a model's graph produces them, long
- * contexts split over workgroups and combined; rope fused with the
- * KV-cache write.
+ * contexts split over workgroups and combined; sliding windows and
+ * soft-capped scores (Gemma); YaRN and LongRoPE rope, also against ggml's
+ * float formula; rope fused with the KV-cache write.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -81,10 +82,111 @@ Test(attention, rope)
     glesc_graph_destroy(g);
 }
 
+/* ggml's CPU rope (ggml_rope_cache_init, rope_yarn, rope_yarn_ramp,
+ * ggml_rope_yarn_corr_dims) transcribed in float, as a check of the
+ * parameters' meaning independent of glesc's reference: one row of x
+ * [d] at position p, NeoX layout. */
+static void ggml_rope_row(const float *x, float *y, int d, int n_dims, int p, const float *ff,
+                          int n_ctx_orig, float base, float fscale, float ext, float attn,
+                          float beta_fast, float beta_slow)
+{
+    float corr[2] = {0, 0};
+    if (ext != 0) {
+        float lo =
+            floorf(n_dims * logf(n_ctx_orig / (beta_fast * 2 * (float)M_PI)) / (2 * logf(base)));
+        float hi =
+            ceilf(n_dims * logf(n_ctx_orig / (beta_slow * 2 * (float)M_PI)) / (2 * logf(base)));
+        corr[0] = fmaxf(0, lo);
+        corr[1] = fminf((float)(n_dims - 1), hi);
+    }
+    float theta_scale = powf(base, -2.0f / n_dims), theta = (float)p;
+    for (int i0 = 0; i0 < n_dims; i0 += 2) {
+        float te = theta / (ff ? ff[i0 / 2] : 1.0f), ti = fscale * te, th = ti, ms = attn;
+        if (ext != 0) {
+            float yy = (i0 / 2 - corr[0]) / fmaxf(0.001f, corr[1] - corr[0]);
+            float mix = (1 - fminf(1, fmaxf(0, yy))) * ext;
+            th = ti * (1 - mix) + te * mix;
+            ms *= 1.0f + 0.1f * logf(1.0f / fscale);
+        }
+        float c = cosf(th) * ms, sn = sinf(th) * ms;
+        int a = i0 / 2, b = i0 / 2 + n_dims / 2;
+        y[a] = x[a] * c - x[b] * sn;
+        y[b] = x[a] * sn + x[b] * c;
+        theta *= theta_scale;
+    }
+    for (int i = n_dims; i < d; i++)
+        y[i] = x[i];
+}
+
+Test(attention, rope_yarn_and_longrope)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *outs[6];
+    int n = 0;
+    /* YaRN as Qwen 2.5's long-context files set it (factor 4 over 32768
+     * positions), both layouts, partial rotation; LongRoPE (Phi-3's
+     * factors with a magnitude, no YaRN ramp) */
+    glesc_tensor *x = tg_input(g, F32, 3, (int64_t[]){64, 3, 5}, 60, -1, 1);
+    glesc_tensor *pos = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){5}, 61, 0, 1000);
+    glesc_tensor *ff = tg_input(g, F32, 1, (int64_t[]){24}, 62, 1, 30);
+    outs[n++] = glesc_rope_yarn(g, x, pos, NULL, 64, GLESC_ROPE_NEOX, 32768, 1e6f, 0.25f, 1.0f,
+                                1.0f, 32.0f, 1.0f);
+    outs[n++] = glesc_rope_yarn(g, x, pos, NULL, 48, GLESC_ROPE_NORMAL, 4096, 10000, 0.125f, 0.5f,
+                                1.0f, 32.0f, 1.0f);
+    outs[n++] = glesc_rope_yarn(g, x, pos, ff, 48, GLESC_ROPE_NEOX, 4096, 10000, 1.0f, 0.0f, 1.19f,
+                                32.0f, 1.0f);
+    outs[n++] = glesc_rope_yarn(g, x, pos, ff, 48, GLESC_ROPE_NEOX, 4096, 10000, 0.5f, 1.0f, 1.1f,
+                                16.0f, 2.0f);
+    for (int i = 0; i < n; i++)
+        cr_assert_not_null(outs[i], "%s", glesc_context_errmsg(ctx));
+    /* float theta over positions up to 1000 rad, as in the rope test */
+    double e = tg_check(g, outs, n, 1e-8, "rope yarn/longrope");
+    cr_log_info("rope YaRN and LongRoPE worst NMSE %.3g", e);
+
+    /* against ggml's own float formula (which accumulates theta by
+     * repeated products: small positions keep that within 1e-5) */
+    glesc_tensor *ps = tg_input(g, GLESC_DTYPE_I32, 1, (int64_t[]){5}, 63, 0, 20);
+    glesc_tensor *y1 = glesc_rope_yarn(g, x, ps, NULL, 64, GLESC_ROPE_NEOX, 32768, 1e6f, 0.25f,
+                                       1.0f, 1.0f, 32.0f, 1.0f);
+    glesc_tensor *y2 = glesc_rope_yarn(g, x, ps, ff, 48, GLESC_ROPE_NEOX, 4096, 10000, 1.0f, 0.0f,
+                                       1.19f, 32.0f, 1.0f);
+    glesc_tensor *ys[2] = {y1, y2};
+    cr_assert_eq(glesc_graph_compute(g, ys, 2), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    float *xv = tg_read(x), *pv = tg_read(ps), *fv = tg_read(ff);
+    double worst = 0;
+    for (int w = 0; w < 2; w++) {
+        float *got = tg_read(ys[w]);
+        for (int r = 0; r < 15; r++) {
+            float want[64];
+            if (w == 0)
+                ggml_rope_row(xv + r * 64, want, 64, 64, (int)pv[r / 3], NULL, 32768, 1e6f, 0.25f,
+                              1.0f, 1.0f, 32.0f, 1.0f);
+            else
+                ggml_rope_row(xv + r * 64, want, 64, 48, (int)pv[r / 3], fv, 4096, 10000, 1.0f,
+                              0.0f, 1.19f, 32.0f, 1.0f);
+            for (int i = 0; i < 64; i++)
+                worst = fmax(worst, fabs(got[r * 64 + i] - want[i]));
+        }
+        free(got);
+    }
+    cr_log_info("rope YaRN/LongRoPE vs ggml's float formula: max abs diff %.3g", worst);
+    cr_expect_lt(worst, 1e-4, "%.3g", worst);
+    free(xv);
+    free(pv);
+    free(fv);
+
+    cr_assert_null(glesc_rope_yarn(g, x, pos, NULL, 64, GLESC_ROPE_NEOX, 0, 1e6f, 0.25f, 1.0f, 1.0f,
+                                   32.0f, 1.0f));
+    cr_assert(strstr(glesc_context_errmsg(ctx), "n_ctx_orig"), "%s", glesc_context_errmsg(ctx));
+    glesc_graph_destroy(g);
+}
+
 typedef struct attn_case {
     int64_t d, h, hkv, tq, tk;
     bool mask, causal;
     glesc_dtype kv;
+    int n_swa;     /* sliding window, 0: none */
+    float softcap; /* 0: none */
 } attn_case;
 
 static double run_attention(const attn_case *c, uint32_t seed)
@@ -99,18 +201,21 @@ static double run_attention(const attn_case *c, uint32_t seed)
     glesc_tensor *m = NULL;
     if (c->mask)
         m = tg_input(g, F32, 2, (int64_t[]){c->tk, c->tq}, seed + 3, -2, 0);
-    glesc_tensor *y =
-        glesc_attention(g, glesc_permute(g, q, perm), glesc_permute(g, k, perm),
-                        glesc_permute(g, v, perm), m, 1.0f / sqrtf((float)c->d), c->causal);
+    /* soft-capping matters only when scores reach the cap: larger q then */
+    if (c->softcap > 0)
+        q = glesc_scale(g, q, 4.0f * c->softcap / sqrtf((float)c->d), 0);
+    glesc_tensor *y = glesc_attention_ext(g, glesc_permute(g, q, perm), glesc_permute(g, k, perm),
+                                          glesc_permute(g, v, perm), m, 1.0f / sqrtf((float)c->d),
+                                          c->causal, c->n_swa, c->softcap);
     cr_assert_not_null(y, "%s", glesc_context_errmsg(ctx));
     cr_assert_eq(glesc_tensor_dim(y, 0), c->d);
     cr_assert_eq(glesc_tensor_dim(y, 1), c->h);
     cr_assert_eq(glesc_tensor_dim(y, 2), c->tq);
-    char what[96];
-    snprintf(what, sizeof what, "attention d=%lld h=%lld/%lld tq=%lld tk=%lld%s%s %s",
+    char what[128];
+    snprintf(what, sizeof what, "attention d=%lld h=%lld/%lld tq=%lld tk=%lld%s%s %s swa=%d cap=%g",
              (long long)c->d, (long long)c->h, (long long)c->hkv, (long long)c->tq,
              (long long)c->tk, c->mask ? " mask" : "", c->causal ? " causal" : "",
-             glesc_dtype_name(c->kv));
+             glesc_dtype_name(c->kv), c->n_swa, (double)c->softcap);
     double e = tg_check(g, &y, 1, 1e-9, what);
     cr_log_info("%s: NMSE %.3g", what, e);
     glesc_graph_destroy(g);
@@ -121,15 +226,15 @@ Test(attention, decode_and_prefill_gqa_head_sizes)
 {
     static const attn_case cases[] = {
         /* decode: one query over the cache */
-        {8, 4, 4, 1, 7, false, false, F32},
-        {64, 8, 4, 1, 33, false, true, F16},
-        {128, 8, 2, 1, 70, false, false, F16}, /* two key tiles */
-        {64, 8, 1, 1, 65, true, false, F32},
+        {8, 4, 4, 1, 7, false, false, F32, 0, 0},
+        {64, 8, 4, 1, 33, false, true, F16, 0, 0},
+        {128, 8, 2, 1, 70, false, false, F16, 0, 0}, /* two key tiles */
+        {64, 8, 1, 1, 65, true, false, F32, 0, 0},
         /* prefill: many queries, causal */
-        {8, 2, 2, 5, 5, false, true, F32},
-        {64, 4, 1, 6, 9, false, true, F16},
-        {128, 8, 1, 4, 4, true, true, F32},
-        {64, 8, 2, 3, 70, true, false, F32},
+        {8, 2, 2, 5, 5, false, true, F32, 0, 0},
+        {64, 4, 1, 6, 9, false, true, F16, 0, 0},
+        {128, 8, 1, 4, 4, true, true, F32, 0, 0},
+        {64, 8, 2, 3, 70, true, false, F32, 0, 0},
     };
     double worst = 0;
     for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
@@ -146,14 +251,43 @@ Test(attention, long_context_splits_and_combines)
      * last one combines; run twice, since the combine must leave its
      * counters at zero for the next dispatch (of any shape) */
     static const attn_case cases[] = {
-        {64, 8, 2, 1, 2048, false, false, F16},  {64, 8, 2, 1, 2048, false, true, F32},
-        {128, 4, 4, 1, 300, false, false, F32},  {128, 4, 4, 1, 300, true, false, F32},
-        {16, 14, 2, 1, 1000, false, false, F32}, /* 7 heads per kv head */
-        {64, 4, 1, 3, 300, true, true, F16},
+        {64, 8, 2, 1, 2048, false, false, F16, 0, 0},  {64, 8, 2, 1, 2048, false, true, F32, 0, 0},
+        {128, 4, 4, 1, 300, false, false, F32, 0, 0},  {128, 4, 4, 1, 300, true, false, F32, 0, 0},
+        {16, 14, 2, 1, 1000, false, false, F32, 0, 0}, /* 7 heads per kv head */
+        {64, 4, 1, 3, 300, true, true, F16, 0, 0},
     };
     for (int rep = 0; rep < 2; rep++)
         for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++)
             run_attention(&cases[i], (uint32_t)(70 + 10 * i));
+}
+
+Test(attention, sliding_window_and_softcap)
+{
+    /* Gemma's local layers (a window of the last n_swa positions) and
+     * Gemma 2's soft-capped scores, in decode (one query; with many keys
+     * the splits cover only the window) and prefill (each query its own
+     * window), with and without a mask, GQA */
+    static const attn_case cases[] = {
+        {64, 4, 2, 1, 40, false, true, F32, 16, 0},   {64, 4, 2, 1, 40, false, true, F32, 16, 50},
+        {32, 2, 1, 1, 700, false, true, F16, 100, 0}, /* window over several splits */
+        {32, 2, 1, 1, 700, false, true, F32, 1, 0},   /* only its own position */
+        {64, 4, 2, 12, 12, false, true, F32, 5, 0},   {64, 4, 4, 9, 20, true, true, F32, 4, 30},
+        {64, 4, 2, 6, 30, false, false, F32, 7, 0}, /* a window without causality */
+        {128, 8, 1, 1, 300, false, true, F32, 0, 20}, {16, 4, 2, 7, 7, false, true, F16, 0, 10},
+    };
+    for (int rep = 0; rep < 2; rep++)
+        for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++)
+            run_attention(&cases[i], (uint32_t)(170 + 10 * i));
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *q = glesc_tensor_new(g, F32, 3, (int64_t[]){64, 1, 4});
+    glesc_tensor *k = glesc_tensor_new(g, F32, 3, (int64_t[]){64, 9, 4});
+    cr_assert_null(glesc_attention_ext(g, q, k, k, NULL, 1, true, -3, 0));
+    cr_assert_str_eq(glesc_context_errmsg(ctx),
+                     "glesc_attention: sliding window -3 is negative (0: none)");
+    cr_assert_null(glesc_attention_ext(g, q, k, k, NULL, 1, true, 0, -1));
+    cr_assert_str_eq(glesc_context_errmsg(ctx),
+                     "glesc_attention: soft-cap -1 must be positive (0: none)");
+    glesc_graph_destroy(g);
 }
 
 Test(attention, bad_shapes_name_the_inputs)

@@ -507,17 +507,21 @@ Test(load, weight_gpu_bytes_is_what_a_weight_takes)
 /* The model's tensors (NULL entries for absent ones), n of them. */
 static glesc_tensor **model_tensors(const glesc_model *m, int *n)
 {
-    int per = 14, cap = 4 + per * (int)m->hp.n_layer, k = 0;
+    int per = 17, cap = 6 + per * (int)m->hp.n_layer, k = 0;
     glesc_tensor **ts = calloc((size_t)cap, sizeof *ts);
     ts[k++] = m->tok_embd;
     ts[k++] = m->output_norm;
     ts[k++] = m->output;
     ts[k++] = m->rope_freqs;
+    ts[k++] = m->rope_long;
+    ts[k++] = m->rope_short;
     for (int64_t l = 0; l < m->hp.n_layer; l++) {
         const llm_layer *L = &m->layers[l];
-        glesc_tensor *lt[] = {L->attn_norm, L->wq,     L->wk,     L->wv,     L->bq,
-                              L->bk,        L->bv,     L->q_norm, L->k_norm, L->wo,
-                              L->ffn_norm,  L->w_gate, L->w_up,   L->w_down};
+        glesc_tensor *lt[] = {L->attn_norm,    L->wq,     L->wk,     L->wv,
+                              L->wqkv,         L->bq,     L->bk,     L->bv,
+                              L->q_norm,       L->k_norm, L->wo,     L->ffn_norm,
+                              L->w_gate,       L->w_up,   L->w_down, L->post_attn_norm,
+                              L->post_ffn_norm};
         for (int i = 0; i < per; i++)
             ts[k++] = lt[i];
     }

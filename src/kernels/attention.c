@@ -1,7 +1,10 @@
 /*
  * attention.c — fused attention: softmax(q·kᵀ·scale + mask) · v in one
  * kernel, for one query row (decode) or many (prefill), with grouped-query
- * heads (head h reads kv head h / (n_head / n_head_kv)).
+ * heads (head h reads kv head h / (n_head / n_head_kv)), optionally a
+ * sliding window (a query sees its last n_swa positions: its key loop
+ * starts there) and soft-capped scores (cap·tanh(s/cap) before the mask),
+ * Gemma's local layers and Gemma 2's attention.
  *
  * One workgroup per (query, group of HG query heads sharing a kv head,
  * split of the keys). The HG heads of a workgroup read each key and value
@@ -87,7 +90,8 @@ glesc_status kernels_gen_attention(kb *b)
 {
     const glesc_tensor *a = b->gk->anchor;
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *mask = a->src[3];
-    bool causal = a->ip[0] != 0;
+    bool causal = a->ip[0] != 0, softcap = a->ip[2] != 0;
+    int n_swa = a->ip[1];
     int wg = b->ctx->cpu_device ? ATTN_WG_CPU : ATTN_WG;
     attn_shape sh = shape_of(a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
@@ -108,18 +112,22 @@ glesc_status kernels_gen_attention(kb *b)
         emit_kernel_define(b->k, "BARRIER()", "memoryBarrierShared(); barrier()");
         emit_kernel_comment(b->k,
                             "attention: a workgroup per (query, HG heads of one kv head, split of "
-                            "the keys), online softmax over key tiles of T%s%s",
-                            mask ? ", additive mask" : "", causal ? ", causal" : "");
+                            "the keys), online softmax over key tiles of T%s%s%s%s",
+                            softcap ? ", soft-capped scores" : "", mask ? ", additive mask" : "",
+                            causal ? ", causal" : "", n_swa > 0 ? ", sliding window" : "");
     }
+    /* A sliding window hides the keys before the first query's window:
+     * the splits cover only [k0, n_kv) */
+    int64_t k0 = n_swa > 0 ? CORE_MAX(0, n_kv - n_q + 1 - (int64_t)n_swa) : 0;
     /* keys per split: enough workgroups to fill the device, whole tiles */
     int64_t target = b->ctx->cpu_device ? ATTN_WG_TARGET_CPU : ATTN_WG_TARGET_GPU;
-    int64_t tiles = (n_kv + sh.t - 1) / sh.t;
+    int64_t tiles = (n_kv - k0 + sh.t - 1) / sh.t;
     int64_t nsplit = (target + n_q * n_groups - 1) / (n_q * n_groups);
     nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / ATTN_SPLIT_TILES, ATTN_COMBINE / sh.hg));
     if (nsplit < 2 || n_q * n_groups > KB_SCRATCH_COUNTERS) /* a counter per (query, group) */
         nsplit = 1;
     int64_t per = ((tiles + nsplit - 1) / nsplit) * sh.t;
-    nsplit = (n_kv + per - 1) / per;
+    nsplit = CORE_MAX(1, (n_kv - k0 + per - 1) / per);
     if (nsplit > 65535)
         return kb_fail(b, GLESC_ERROR_LIMIT, "attention: %lld key splits", (long long)nsplit);
     kb_row_writes_begin(b);
@@ -134,8 +142,14 @@ glesc_status kernels_gen_attention(kb *b)
     kb_param_u(b, "S", (uint64_t)per);
     kb_param_u(b, "nsplit", (uint64_t)nsplit);
     kb_param_f(b, "scale", a->fp[0]);
-    if (causal)
+    if (softcap)
+        kb_param_f(b, "softcap", a->fp[1]);
+    if (causal || n_swa > 0)
         kb_param_i(b, "causal_off", n_kv - n_q);
+    if (n_swa > 0) {
+        kb_param_u(b, "k0", (uint64_t)k0);
+        kb_param_i(b, "n_swa", n_swa);
+    }
     kb_line(b, "uint qi = gl_WorkGroupID.x; // query");
     kb_line(b, "uint hg = gl_WorkGroupID.y; // head group");
     kb_line(b, "uint sp = gl_WorkGroupID.z; // split of the keys");
@@ -161,10 +175,12 @@ glesc_status kernels_gen_attention(kb *b)
     for (int hh = 0; hh < sh.hg; hh++)
         for (int e = 0; e < sh.dpt; e++)
             kb_line(b, "float o%d_%d = 0.0;", hh, e);
-    kb_line(b, "uint kb0 = sp * S;");
+    kb_line(b, "uint kb0 = %ssp * S;", n_swa > 0 ? "k0 + " : "");
     kb_line(b, "int ke = min(int(kb0 + S), int(Tk));");
     if (causal)
         kb_line(b, "ke = min(ke, int(qi) + causal_off + 1); // keys after the query are masked");
+    if (n_swa > 0)
+        kb_line(b, "kb0 = uint(max(int(kb0), int(qi) + causal_off - n_swa + 1)); // the window");
     kb_line(b, "BARRIER();");
     kb_line(b, "for (uint kt0 = kb0; int(kt0) < ke; kt0 += T) {");
     kb_line(b, "uint tn = min(T, uint(ke) - kt0);");
@@ -187,6 +203,8 @@ glesc_status kernels_gen_attention(kb *b)
     kb_line(b, "for (uint d = 0u; d < D; d++) {");
     kb_line(b, "dot += qs[hh * D + d] * ks[t * (D + 1u) + d];");
     kb_line(b, "}");
+    if (softcap)
+        kb_line(b, "dot = softcap * op_tanh(dot / softcap);");
     if (mask) {
         kb_line(b, "uint j = kt0 + t;");
         kb_line(b, "uint h = h0 + hh;");

@@ -130,6 +130,10 @@ static glesc_status plan_all(loader *ld)
         (st = plan_item(ld, "output.weight", false, &m->output)) ||
         (st = plan_item(ld, "rope_freqs.weight", true, &m->rope_freqs)))
         return st;
+    if (hp->arch == LLM_ARCH_PHI3 &&
+        ((st = plan_item(ld, "rope_factors_long.weight", true, &m->rope_long)) ||
+         (st = plan_item(ld, "rope_factors_short.weight", true, &m->rope_short))))
+        return st;
     for (int64_t l = 0; l < hp->n_layer; l++) {
         llm_layer *L = &m->layers[l];
         static const struct {
@@ -141,6 +145,7 @@ static glesc_status plan_all(loader *ld)
             {"attn_q.weight", false, offsetof(llm_layer, wq)},
             {"attn_k.weight", false, offsetof(llm_layer, wk)},
             {"attn_v.weight", false, offsetof(llm_layer, wv)},
+            {"attn_qkv.weight", false, offsetof(llm_layer, wqkv)},
             {"attn_q.bias", true, offsetof(llm_layer, bq)},
             {"attn_k.bias", true, offsetof(llm_layer, bk)},
             {"attn_v.bias", true, offsetof(llm_layer, bv)},
@@ -151,6 +156,8 @@ static glesc_status plan_all(loader *ld)
             {"ffn_gate.weight", false, offsetof(llm_layer, w_gate)},
             {"ffn_up.weight", false, offsetof(llm_layer, w_up)},
             {"ffn_down.weight", false, offsetof(llm_layer, w_down)},
+            {"post_attention_norm.weight", true, offsetof(llm_layer, post_attn_norm)},
+            {"post_ffw_norm.weight", true, offsetof(llm_layer, post_ffn_norm)},
         };
         for (size_t p = 0; p < CORE_ARRAY_LEN(parts); p++) {
             char name[96];
@@ -158,9 +165,17 @@ static glesc_status plan_all(loader *ld)
             bool is_bias = strstr(parts[p].suffix, ".bias") != NULL;
             bool is_qk_norm =
                 strstr(parts[p].suffix, "_q_norm") || strstr(parts[p].suffix, "_k_norm");
+            bool is_post_norm = !strncmp(parts[p].suffix, "post_", 5);
+            bool is_qkv = strstr(parts[p].suffix, "attn_qkv") != NULL;
+            bool is_split_qkv = !strcmp(parts[p].suffix, "attn_q.weight") ||
+                                !strcmp(parts[p].suffix, "attn_k.weight") ||
+                                !strcmp(parts[p].suffix, "attn_v.weight");
+            bool is_gate = strstr(parts[p].suffix, "ffn_gate") != NULL;
             /* Only what the architecture uses: a stray bias in a llama file
              * is ignored as llama.cpp ignores it. */
-            if ((is_bias && !hp->qkv_bias) || (is_qk_norm && !hp->qk_norm))
+            if ((is_bias && !hp->qkv_bias) || (is_qk_norm && !hp->qk_norm) ||
+                (is_post_norm && !hp->post_norms) || (is_qkv && !hp->fused_qkv) ||
+                (is_split_qkv && hp->fused_qkv) || (is_gate && hp->fused_up))
                 continue;
             if ((st = plan_item(ld, name, parts[p].vector,
                                 (glesc_tensor **)((char *)L + parts[p].off))))
@@ -310,7 +325,10 @@ static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const cha
         goto fail;
     }
     glesc_gguf_tensor_info q;
-    glesc_gguf_tensor(f, glesc_gguf_find_tensor(f, "blk.0.attn_q.weight"), &q);
+    glesc_gguf_tensor(f,
+                      glesc_gguf_find_tensor(f, m->hp.fused_qkv ? "blk.0.attn_qkv.weight"
+                                                                : "blk.0.attn_q.weight"),
+                      &q);
     m->weight_type = q.type;
     loader ld = {.m = m, .f = f, .path = path, .opts = opts};
     st = upload_all(&ld);
@@ -423,9 +441,11 @@ GLESC_API void glesc_model_destroy(glesc_model *m)
     if (m->layers) {
         for (int64_t l = 0; l < m->hp.n_layer; l++) {
             llm_layer *L = &m->layers[l];
-            glesc_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,     L->wv,     L->bq,
-                                  L->bk,        L->bv,     L->q_norm, L->k_norm, L->wo,
-                                  L->ffn_norm,  L->w_gate, L->w_up,   L->w_down};
+            glesc_tensor *ts[] = {L->attn_norm,    L->wq,     L->wk,     L->wv,
+                                  L->wqkv,         L->bq,     L->bk,     L->bv,
+                                  L->q_norm,       L->k_norm, L->wo,     L->ffn_norm,
+                                  L->w_gate,       L->w_up,   L->w_down, L->post_attn_norm,
+                                  L->post_ffn_norm};
             for (size_t i = 0; i < CORE_ARRAY_LEN(ts); i++)
                 glesc_weight_free(ts[i]);
         }
@@ -435,6 +455,8 @@ GLESC_API void glesc_model_destroy(glesc_model *m)
     glesc_weight_free(m->output_norm);
     glesc_weight_free(m->output);
     glesc_weight_free(m->rope_freqs);
+    glesc_weight_free(m->rope_long);
+    glesc_weight_free(m->rope_short);
     glesc_tokenizer_destroy(m->tok);
     core_free(m->name);
     core_free(m->chat_template);
@@ -573,6 +595,7 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
 {
     glesc_context *ctx = s->m->ctx;
     glesc_graph *g = s->g;
+    uint64_t t0 = core_time_ns();
     glesc_graph_reset(g);
     int32_t *pos = core_calloc((size_t)n, sizeof *pos);
     if (!pos)
@@ -590,8 +613,12 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
     glesc_tensor *y = llm_forward(s, ids_t, pos_t, n, all);
     if (!y)
         return ctx_fail(ctx, GLESC_ERROR_INVALID_ARGUMENT, "eval: building the step's graph");
+    uint64_t t1 = core_time_ns();
     if ((st = glesc_graph_compute(g, &y, 1)) != GLESC_OK)
         return ctx_fail(ctx, st, "eval");
+    uint64_t t2 = core_time_ns();
+    s->last.build_ns += t1 - t0;
+    s->last.submit_ns += t2 - t1;
     s->n_past += n;
     glesc_compute_stats cs;
     glesc_graph_stats(g, &cs);
@@ -608,6 +635,7 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
         st = glesc_tensor_read_f32(y, logits, rows * n_vocab);
         if (st != GLESC_OK)
             return ctx_fail(ctx, st, "eval: reading the logits");
+        s->last.read_ns += core_time_ns() - t2;
         /* A NaN or infinity would otherwise sample as id 0 and decode as
          * empty text: one pass over the rows read back is cheap beside the
          * step itself. */
@@ -653,6 +681,7 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
     bool all = (flags & GLESC_EVAL_ALL_LOGITS) != 0;
     int32_t start = s->n_past;
     s->has_logits = false;
+    s->last.build_ns = s->last.submit_ns = s->last.read_ns = 0;
     for (size_t off = 0; off < n;) {
         int32_t c = (int32_t)CORE_MIN((size_t)s->n_batch, n - off);
         bool last = off + (size_t)c == n;
