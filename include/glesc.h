@@ -583,9 +583,11 @@ typedef bool (*glesc_weights_done_fn)(void *user, int i);
  * a MiB that worker threads read through the sources and repack straight
  * into GPU-visible memory, while the calling thread keeps the GL work (maps,
  * copies, fences): reading and repacking the next pieces overlaps uploading
- * the earlier ones. The path (GLESC_UPLOAD): the destination buffers mapped
- * (map, the default), a staging buffer the GPU copies from (staging, where
- * GL_EXT_buffer_storage exists) or glBufferSubData (subdata). done (may be
+ * the earlier ones. The path (GLESC_UPLOAD=map|staging|subdata): a
+ * staging buffer the GPU copies from (staging: the default where
+ * GL_EXT_buffer_storage exists on a hardware GPU), the destination buffers
+ * mapped (map: the default elsewhere, e.g. on a software renderer, whose
+ * buffers are host memory) or glBufferSubData (subdata). done (may be
  * NULL) reports the sources in order; returning true fails the call with
  * GLESC_ERROR_CANCELLED. On failure the tensors' contents are undefined and
  * ctx's message names the failing tensor (by its name, else its index) with

@@ -169,7 +169,9 @@ gl_upload_path gl_upload_path_get(const glesc_context *ctx)
     const char *e = getenv("GLESC_UPLOAD");
     if (e && !strcmp(e, "subdata"))
         return GL_UPLOAD_SUBDATA;
-    if (e && !strcmp(e, "staging") && ctx->caps.has_buffer_storage)
+    if (e && !strcmp(e, "map"))
+        return GL_UPLOAD_MAP;
+    if (ctx->caps.has_buffer_storage && ((e && !strcmp(e, "staging")) || !ctx->caps.software))
         return GL_UPLOAD_STAGING;
     return GL_UPLOAD_MAP;
 }

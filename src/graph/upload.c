@@ -329,6 +329,7 @@ static void *worker_main(void *arg)
         piece_done(u, piece, slot, st, msg);
     }
     pthread_mutex_unlock(&u->mu);
+    core_err_clear(NULL); /* a source's message on this thread was copied */
     return NULL;
 }
 
