@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/args.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/rng.h"
 #include "glesc_gguf.h"
@@ -98,6 +99,10 @@ typedef struct model_meta {
     char arch[64], ftype[48], desc[160];
     uint64_t size, params;
     uint64_t weight_bytes; /* read by one decode step: all but token_embd's other rows */
+    /* the load: glesc_model_load's wall time, the weights' GPU bytes, the
+     * process's resident memory right after it */
+    double load_s;
+    uint64_t gpu_weight_bytes, rss_after_load;
 } model_meta;
 
 typedef struct kind_time {
@@ -122,6 +127,10 @@ typedef struct result {
     /* host time per step of the timed runs (glesc_eval_stats): building the
      * graph, submitting it, reading the logits back (waiting included) */
     double build_ns, submit_ns, read_ns;
+    /* GPU memory at its peak during the test (its session and timed runs):
+     * held = weights + kv + activations + slack (the pool's cached buffers
+     * and size-class rounding) */
+    uint64_t mem_held, mem_weights, mem_kv, mem_act, mem_slack;
 } result;
 
 /* Time to first token (see its section below). */
@@ -138,6 +147,9 @@ typedef struct ttft_result {
     uint64_t context_ns, load_ns, prompt_ns, decode_ns;
     unsigned long long compiled, disk_hits, disk_writes, disk_rejects;
 } ttft_result;
+
+/* The run's context, for its memory counters (glesc_context_memory). */
+static glesc_context *bench_ctx;
 
 static double now_s(void)
 {
@@ -532,6 +544,7 @@ static int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
     r->ns = calloc((size_t)r->reps, sizeof *r->ns);
     glesc_session *s = NULL;
     glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
+    glesc_context_memory_reset_peak(bench_ctx);
     if (ids && logits && r->ns)
         st = glesc_session_create(m, &so, &s);
     uint64_t ns, host[3] = {0, 0, 0};
@@ -539,6 +552,17 @@ static int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
         st = run_once(s, r, mi.n_vocab, ids, logits, rng, &ns, (uint64_t[3]){0, 0, 0});
     for (int i = 0; i < r->reps && st == GLESC_OK; i++)
         st = run_once(s, r, mi.n_vocab, ids, logits, rng, &r->ns[i], host);
+    if (st == GLESC_OK) {
+        glesc_memory_stats ms;
+        glesc_context_memory(bench_ctx, &ms);
+        glesc_model_info mi2;
+        glesc_model_get_info(m, &mi2);
+        r->mem_held = ms.peak_total_bytes;
+        r->mem_weights = mi2.gpu_bytes;
+        r->mem_kv = ms.peak_persistent_bytes - mi2.gpu_bytes;
+        r->mem_act = ms.max_activation_requested_bytes;
+        r->mem_slack = ms.peak_total_bytes - ms.peak_persistent_bytes - r->mem_act;
+    }
     if (st == GLESC_OK) {
         double steps = (double)r->reps * (r->n_prompt ? 1 : r->n_gen);
         r->build_ns = (double)host[0] / steps;
@@ -697,6 +721,45 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
         printf("weights GB/s: weight bytes a decode step reads × tg's tokens per second.\n");
 }
 
+static double mib(uint64_t b)
+{
+    return (double)b / (1 << 20);
+}
+
+/* The loads and the GPU memory each test held at its peak. */
+static void memory_table(const model_meta *meta, const options *o, const result *res, int n)
+{
+    printf("\n| %-30s | %7s | %9s | %11s | %12s |\n", "model", "load s", "file GB/s", "weights MiB",
+           "host RSS MiB");
+    printf("| %.30s | ------: | --------: | ----------: | -----------: |\n",
+           "------------------------------");
+    for (int i = 0; i < o->n_models; i++)
+        if (meta[i].load_s > 0)
+            printf("| %-30s | %7.3f | %9.2f | %11.1f | %12.1f |\n", meta[i].desc, meta[i].load_s,
+                   (double)meta[i].size / meta[i].load_s * 1e-9, mib(meta[i].gpu_weight_bytes),
+                   mib(meta[i].rss_after_load));
+    if (n) {
+        printf("\n| %-30s | %15s | %12s | %11s | %8s | %15s | %14s | %11s |\n", "model", "test",
+               "GPU MiB held", "weights MiB", "KV MiB", "activations MiB", "pool slack MiB",
+               "held/(W+KV)");
+        printf("| %.30s | %.14s: | -----------: | ----------: | -------: | --------------: | "
+               "-------------: | ----------: |\n",
+               "------------------------------", "---------------");
+    }
+    for (int i = 0; i < n; i++) {
+        const result *r = &res[i];
+        printf("| %-30s | %15s | %12.1f | %11.1f | %8.1f | %15.1f | %14.1f | %11.3f |\n",
+               r->meta->desc, r->test, mib(r->mem_held), mib(r->mem_weights), mib(r->mem_kv),
+               mib(r->mem_act), mib(r->mem_slack),
+               (double)r->mem_held / fmax(1, (double)(r->mem_weights + r->mem_kv)));
+    }
+    printf("\nload s: glesc_model_load's wall time; host RSS: the process's resident memory "
+           "right after it. GPU MiB held: the most GPU buffer memory held at once during a "
+           "test's session and timed runs (glesc_context_memory), split into the weights, the "
+           "KV cache, activations and kernel scratch, and pool slack (released buffers kept for "
+           "reuse, size-class rounding).\n");
+}
+
 static void json_kv_str(FILE *out, const char *key, const char *v, bool comma)
 {
     fprintf(out, "\"%s\": ", key);
@@ -753,6 +816,14 @@ static void print_json(FILE *out, const options *o, const glesc_caps *c, const g
             "\"model_size\": %llu, \"model_n_params\": %llu, \"weight_bytes_per_token\": %llu, ",
             (unsigned long long)r->meta->size, (unsigned long long)r->meta->params,
             (unsigned long long)r->meta->weight_bytes);
+        fprintf(out,
+                "\"load_s\": %.4f, \"host_rss_after_load\": %llu, \"gpu_memory\": {\"held\": "
+                "%llu, \"weights\": %llu, \"kv_cache\": %llu, \"activations\": %llu, "
+                "\"pool_slack\": %llu}, ",
+                r->meta->load_s, (unsigned long long)r->meta->rss_after_load,
+                (unsigned long long)r->mem_held, (unsigned long long)r->mem_weights,
+                (unsigned long long)r->mem_kv, (unsigned long long)r->mem_act,
+                (unsigned long long)r->mem_slack);
         json_kv_str(out, "backend", backend(o), true);
         json_kv_str(out, "test", r->test, true);
         json_kv_str(out, "kv_type", glesc_dtype_name(r->kv), true);
@@ -1106,6 +1177,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gguf-bench: no GPU context: %s\n", glesc_last_errmsg());
         return 1;
     }
+    bench_ctx = ctx;
     const glesc_caps *caps = glesc_context_caps(ctx);
     int max_results = o.n_models * o.n_kv * (o.n_p + o.n_n) * o.n_d;
     result *res = calloc((size_t)max_results, sizeof *res);
@@ -1138,6 +1210,11 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
+        meta[mi].load_s = now_s() - t0;
+        meta[mi].rss_after_load = tool_rss_bytes();
+        glesc_model_info lmi;
+        glesc_model_get_info(m, &lmi);
+        meta[mi].gpu_weight_bytes = lmi.gpu_bytes;
         if (o.verbose)
             fprintf(stderr, "gguf-bench: %s loaded in %.1f s\n", o.models[mi], now_s() - t0);
         for (int kv = 0; kv < o.n_kv && !rc; kv++)
@@ -1192,6 +1269,7 @@ int main(int argc, char **argv)
     } else if (!rc) {
         if (tests)
             detail_table(res, n_res, o.roofline_mib > 0 ? &roof : NULL);
+        memory_table(meta, &o, res, n_res);
         if (n_tt)
             ttft_table(tt, n_tt);
         if (o.roofline_mib > 0)
