@@ -221,10 +221,14 @@ GLESC_API void glesc_sampler_reset(glesc_sampler *s);
 typedef struct glesc_model glesc_model;
 typedef struct glesc_session glesc_session;
 
-/* Called during loading after each tensor is uploaded: bytes of the file's
- * tensors uploaded so far of total. Return true to cancel the load: it then
+/* Called during loading on the loading thread: once before the first
+ * weight is read (done 0), then after each tensor is uploaded, in order:
+ * bytes of the file's tensors the model uses uploaded so far of total (the
+ * last call has done == total). Return true to cancel the load: it then
  * fails with GLESC_ERROR_CANCELLED and frees everything it made. (Every glesc
- * callback that can stop work stops it by returning true.) */
+ * callback that can stop work stops it by returning true.) The weights are
+ * read ahead of the upload, so a tensor may already be read when the call
+ * before it comes. */
 typedef bool (*glesc_progress_fn)(void *user, uint64_t done, uint64_t total);
 
 /* Zero-initialized options are the defaults; glesc_model_options_init sets
@@ -305,9 +309,9 @@ typedef struct glesc_session_options {
 /* Memory a model and one session of it will take, before loading it. */
 typedef struct glesc_model_memory {
     /* GPU: the weights as uploaded: block types repacked to whole 32-bit
-     * words, norm vectors as f32, each buffer rounded up to the buffer
-     * pool's size class and split at the device's storage-block limit. What
-     * glesc_model_info.gpu_bytes reports after the load. */
+     * words, norm vectors as f32, each buffer at its size (persistent
+     * buffers take no size class) and split at the device's storage-block
+     * limit. What glesc_model_info.gpu_bytes reports after the load. */
     uint64_t weight_bytes;
     /* GPU: one session's KV cache for the options' n_ctx and kv_type. What
      * glesc_session_kv_bytes reports. */
@@ -349,9 +353,7 @@ enum {
  * floats for the last position, or n × n_vocab (position by position) with
  * GLESC_EVAL_ALL_LOGITS. n ≥ 1. Errors: an id out of the vocabulary, or
  * n_past + n > n_ctx (GLESC_ERROR_LIMIT, nothing evaluated); a logit that
- * is NaN or infinite in the rows written, or in the last row of each batch
- * of n_batch tokens, which is read back even when logits is NULL to keep
- * the host in step with the GPU (GLESC_ERROR_NUMERIC, naming the
+ * is NaN or infinite in the rows written (GLESC_ERROR_NUMERIC, naming the
  * position and token: a broken model); a GPU failure (the cache's contents
  * at these positions are then undefined). After any failure n_past is what
  * it was before the call. */

@@ -639,7 +639,8 @@ Test(fuse, cache_writes_join_the_attention)
          * differently in f32) */
         cr_assert_leq(tg_nmse(kk[1], kk[0], nc), 1e-12, "case %zu: k cache differs", i);
         cr_assert_eq(memcmp(vv[0], vv[1], (size_t)nc * 4), 0, "case %zu: v cache differs", i);
-        cr_assert_eq(disp[1], 1, "case %zu: %d dispatches", i, disp[1]);
+        /* one kernel; a prefill's writes are a dispatch of their own */
+        cr_assert_eq(disp[1], kc->t > 1 ? 2 : 1, "case %zu: %d dispatches", i, disp[1]);
         for (int pass = 0; pass < 2; pass++) {
             free(y[pass]);
             free(kk[pass]);

@@ -200,6 +200,17 @@ static void batching_case(glesc_dtype kv, double tol)
     cr_assert_eq(glesc_session_eval(s1, ids, 20, 0, b), GLESC_OK, "%s", glesc_last_errmsg());
     for (int32_t j = 0; j < V; j++)
         cr_assert_float_eq(b[j], a[19 * (size_t)V + (size_t)j], tol);
+    /* ... also from batches of 3 with nothing read back between them (the
+     * batches follow each other on the GPU: a batch's inputs and parameters
+     * must not reach the one still running before it; an H200 showed it) */
+    glesc_session_truncate(s2, 0);
+    cr_assert_eq(glesc_session_eval(s2, ids, 20, 0, b), GLESC_OK, "%s", glesc_last_errmsg());
+    double last = 0;
+    for (int32_t j = 0; j < V; j++)
+        last = fmax(last, fabs((double)b[j] - a[19 * (size_t)V + (size_t)j]));
+    cr_log_info("kv %s: last row after batches of 3 read only at the end: max |diff| %.3g",
+                glesc_dtype_name(kv), last);
+    cr_assert_leq(last, tol);
     free(a);
     free(b);
     glesc_session_destroy(s1);
@@ -1004,6 +1015,21 @@ static void greedy_matches_rows(glesc_model *m, const char *what, const int32_t 
     glesc_eval_stats st;
     glesc_session_last_stats(s, &st);
     cr_assert_eq(glesc_session_greedy_id(s, &got[steps]), GLESC_OK, "%s", glesc_last_errmsg());
+    /* from the third step on (the first two record the attention's second
+     * parameter region), no host write of a step waited for the GPU: the
+     * steps stay pipelined (exec.c's host-write guard never fires) */
+    cr_assert_eq(glesc_session_truncate(s, (int32_t)n_prompt), GLESC_OK);
+    cr_assert_eq(glesc_session_eval_greedy(s, got[0]), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_eval_greedy(s, GLESC_GREEDY_PREVIOUS), GLESC_OK);
+    cr_assert_eq(glesc_session_greedy_id(s, &got[1]), GLESC_OK);
+    uint64_t waits = ctx->write_waits;
+    for (int i = 2; i < steps; i++) {
+        cr_assert_eq(glesc_session_eval_greedy(s, GLESC_GREEDY_PREVIOUS), GLESC_OK);
+        cr_assert_eq(glesc_session_greedy_id(s, &got[i]), GLESC_OK);
+    }
+    cr_expect_eq(ctx->write_waits, waits, "%s: %llu host writes waited for the GPU in %d steps",
+                 what, (unsigned long long)(ctx->write_waits - waits), steps - 2);
+    cr_assert_eq(glesc_session_greedy_id(s, &got[steps]), GLESC_OK);
     cr_expect_null(glesc_session_logits(s), "a greedy eval reads no logits");
     cr_expect_eq(glesc_session_n_past(s), (int32_t)n_prompt + steps);
     int same = 0;

@@ -199,6 +199,31 @@ static int owner_node(glesc_context *ctx, const graph_order_t *ord, const glesc_
 /* Writes kernel k's parameter blocks into the plan's buffer: into its own
  * region when they fit, else into a new one at the end (the buffer grows by
  * doubling, keeping what it holds). */
+/* need bytes at the end of the plan's params_buf (growing it by doubling,
+ * keeping what it holds); *off their offset. */
+static glesc_status params_region(glesc_context *ctx, compute_plan *p, uint64_t need, uint64_t *off)
+{
+    glesc_status st;
+    if (p->params_used + need > p->params_size) {
+        uint64_t size = CORE_MAX(p->params_size * 2, p->params_used + need);
+        size = CORE_MAX(size, (uint64_t)4096);
+        GLuint nb;
+        if ((st = gl_param_buffer_create(ctx, size, &nb)) != GLESC_OK)
+            return st;
+        if (p->params_used &&
+            (st = gl_param_buffer_copy(ctx, p->params_buf, nb, p->params_used)) != GLESC_OK) {
+            gl_param_buffer_destroy(ctx, nb);
+            return st;
+        }
+        gl_param_buffer_destroy(ctx, p->params_buf);
+        p->params_buf = nb;
+        p->params_size = size;
+    }
+    *off = p->params_used;
+    p->params_used += need;
+    return GLESC_OK;
+}
+
 static glesc_status record_write_blocks(glesc_context *ctx, compute_plan *p, int k)
 {
     compute_record *r = &p->kernels[k].rec;
@@ -210,24 +235,29 @@ static glesc_status record_write_blocks(glesc_context *ctx, compute_plan *p, int
         return GLESC_OK;
     glesc_status st = GLESC_OK;
     if (need > r->block_cap) {
-        if (p->params_used + need > p->params_size) {
-            uint64_t size = CORE_MAX(p->params_size * 2, p->params_used + need);
-            size = CORE_MAX(size, (uint64_t)4096);
-            GLuint nb;
-            if ((st = gl_param_buffer_create(ctx, size, &nb)) != GLESC_OK)
-                return st;
-            if (p->params_used &&
-                (st = gl_param_buffer_copy(ctx, p->params_buf, nb, p->params_used)) != GLESC_OK) {
-                gl_param_buffer_destroy(ctx, nb);
-                return st;
-            }
-            gl_param_buffer_destroy(ctx, p->params_buf);
-            p->params_buf = nb;
-            p->params_size = size;
-        }
-        r->block0 = p->params_used;
+        if ((st = params_region(ctx, p, need, &r->block0)) != GLESC_OK)
+            return st;
         r->block_cap = need;
-        p->params_used += need;
+        r->block_use = 0; /* a region no dispatch read yet */
+        r->alt_cap = 0;
+    } else if (r->block_use > ctx->synced) {
+        /* a dispatch that may still run reads the region: write the other
+         * one (made now if there is none), waiting only if both may */
+        if (r->alt_cap < need) {
+            if ((st = params_region(ctx, p, r->block_cap, &r->alt0)) != GLESC_OK)
+                return st;
+            r->alt_cap = r->block_cap;
+            r->alt_use = 0;
+        }
+        uint64_t b0 = r->block0, use = r->block_use, cap = r->block_cap;
+        r->block0 = r->alt0;
+        r->block_use = r->alt_use;
+        r->block_cap = r->alt_cap;
+        r->alt0 = b0;
+        r->alt_use = use;
+        r->alt_cap = cap;
+        if ((st = gl_host_write_guard(ctx, r->block_use, "parameter blocks")) != GLESC_OK)
+            return st;
     }
     unsigned char *staging = core_malloc((size_t)need);
     if (!staging)
@@ -396,10 +426,10 @@ static glesc_status record_verify(glesc_context *ctx, const compute_plan *p, int
 }
 
 /* Dispatches kernel k's record with this compute's buffers. */
-static glesc_status record_dispatch(glesc_context *ctx, const compute_plan *p, int k,
+static glesc_status record_dispatch(glesc_context *ctx, compute_plan *p, int k,
                                     const graph_order_t *ord)
 {
-    const compute_kernel *pk = &p->kernels[k];
+    compute_kernel *pk = &p->kernels[k];
     const compute_record *r = &pk->rec;
     for (int d = 0; d < r->n_disp; d++) {
         const compute_rec_disp *rd = &r->disp[d];
@@ -426,6 +456,8 @@ static glesc_status record_dispatch(glesc_context *ctx, const compute_plan *p, i
                               rd->block, gl_param_block_size(rd->n_param), rd->groups);
         if (st != GLESC_OK)
             return st;
+        if (rd->n_param)
+            pk->rec.block_use = ctx->dispatches;
     }
     return GLESC_OK;
 }

@@ -14,7 +14,8 @@
 struct glesc_readback {
     glesc_context *ctx;
     gl_buffer *buf;
-    GLsync fence; /* behind the queued copy; 0: none queued */
+    GLsync fence;    /* behind the queued copy; 0: none queued */
+    uint64_t issued; /* dispatches issued before the fence */
     uint64_t size;
 };
 
@@ -88,7 +89,7 @@ GLESC_API glesc_status glesc_readback_start(glesc_readback *rb, glesc_tensor *t)
     if (!rb->buf && (st = gl_pool_acquire(ctx, size, GL_USAGE_READBACK, &rb->buf)) != GLESC_OK)
         return st;
     if ((st = gl_buffer_copy(ctx, o->st.chunks[0], t->offs, rb->buf, 0, size)) != GLESC_OK ||
-        (st = gl_fence(ctx, &rb->fence)) != GLESC_OK) {
+        (st = gl_sync_fence(ctx, &rb->fence, &rb->issued)) != GLESC_OK) {
         rb->fence = 0;
         return st;
     }
@@ -116,7 +117,7 @@ GLESC_API glesc_status glesc_readback_finish(glesc_readback *rb, void *dst, size
     glesc_status st = gl_context_bind(ctx, "glesc_readback_finish");
     if (st != GLESC_OK)
         return st;
-    st = gl_buffer_download_after(ctx, rb->fence, rb->buf, 0, dst, size);
+    st = gl_buffer_download_after(ctx, rb->fence, rb->issued, rb->buf, 0, dst, size);
     drop_fence(rb);
     return st;
 }
