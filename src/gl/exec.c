@@ -25,7 +25,12 @@
  * completed wait records how many dispatches had been issued
  * (ctx->synced), and a write to memory used after that waits for the GPU
  * first. A decode step reads its logits back, so its writes find the GPU
- * idle and never wait; a prompt in batches waits once between batches.
+ * idle and never wait; a prompt in batches waits once between batches. A
+ * pipelined greedy step (the next one queued before the last one's token
+ * is read) never waits either: a readback's fence counts the dispatches
+ * before it as done (gl_sync_wait), the step writes only memory the step
+ * still running does not use, and a kernel recorded again writes its
+ * parameter blocks into a second region (compute/exec.c).
  *
  * Flushes. A driver may keep submitted commands on the host until a flush or
  * a wait: a decode step's ~100 dispatches would then reach the GPU only when
