@@ -224,6 +224,9 @@ glesc_status kernels_gen_reduce(kb *b);
 glesc_status kernels_gen_norm(kb *b);
 glesc_status kernels_gen_softmax(kb *b);
 glesc_status kernels_gen_matmul(kb *b);
+/* A GEMM of at most this many columns takes narrower tiles (the variant's
+ * bit 18). */
+#define KERNELS_GEMM_SMALL_M 64
 /* Does the GEMV of matmul node mm read its weight through the fast units
  * (kernels_wload_units, and x not in the weight's memory)? */
 bool kernels_matmul_units(const glesc_tensor *mm);
