@@ -379,6 +379,12 @@ typedef struct glesc_eval_stats {
     int programs_compiled;     /* programs compiled (0 for a reused plan) */
     uint64_t ns;               /* wall time of the whole eval, logits read back included */
     uint64_t total_dispatches; /* over the session's life */
+    /* Where ns went, summed over the eval's graphs: building the step's
+     * graph (inputs written, layers built), glesc_graph_compute (ordering,
+     * plan lookup, recording or replaying the dispatches: host time, the GPU
+     * works meanwhile), and reading the logits back (waiting for the GPU
+     * included). */
+    uint64_t build_ns, submit_ns, read_ns;
 } glesc_eval_stats;
 
 /* Statistics of the last glesc_session_eval. */

@@ -108,6 +108,9 @@ typedef struct result {
     int profile_steps;
     kind_time kinds[K_N]; /* per step, averaged over profile_steps */
     uint64_t gpu_ns;      /* per step */
+    /* host time per step of the timed runs (glesc_eval_stats): building the
+     * graph, submitting it, reading the logits back (waiting included) */
+    double build_ns, submit_ns, read_ns;
 } result;
 
 static double now_s(void)
@@ -391,9 +394,20 @@ static void fill_ids(int32_t *ids, int n, int64_t n_vocab, uint64_t *rng)
         ids[i] = (int32_t)(tool_rng_next(rng) % (uint64_t)n_vocab);
 }
 
-/* One repetition: the depth (not timed), then the test; *ns its time. */
+/* Adds the last eval's host times to h (build, submit, read). */
+static void add_host(const glesc_session *s, uint64_t h[3])
+{
+    glesc_eval_stats es;
+    glesc_session_last_stats(s, &es);
+    h[0] += es.build_ns;
+    h[1] += es.submit_ns;
+    h[2] += es.read_ns;
+}
+
+/* One repetition: the depth (not timed), then the test; *ns its time, h
+ * its host times summed (add_host). */
 static glesc_status run_once(glesc_session *s, const result *r, int64_t n_vocab, int32_t *ids,
-                             float *logits, uint64_t *rng, uint64_t *ns)
+                             float *logits, uint64_t *rng, uint64_t *ns, uint64_t h[3])
 {
     glesc_status st = glesc_session_truncate(s, 0);
     if (st == GLESC_OK && r->n_depth) {
@@ -406,10 +420,12 @@ static glesc_status run_once(glesc_session *s, const result *r, int64_t n_vocab,
     if (r->n_prompt) {
         fill_ids(ids, r->n_prompt, n_vocab, rng);
         st = glesc_session_eval(s, ids, (size_t)r->n_prompt, 0, logits);
+        add_host(s, h);
     } else {
         for (int i = 0; i < r->n_gen && st == GLESC_OK; i++) {
             fill_ids(ids, 1, n_vocab, rng);
             st = glesc_session_eval(s, ids, 1, 0, logits);
+            add_host(s, h);
         }
     }
     *ns = now_ns() - t0;
@@ -481,12 +497,16 @@ static int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
     glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
     if (ids && logits && r->ns)
         st = glesc_session_create(m, &so, &s);
-    uint64_t ns;
+    uint64_t ns, host[3] = {0, 0, 0};
     if (st == GLESC_OK && o->warmup)
-        st = run_once(s, r, mi.n_vocab, ids, logits, rng, &ns);
+        st = run_once(s, r, mi.n_vocab, ids, logits, rng, &ns, (uint64_t[3]){0, 0, 0});
     for (int i = 0; i < r->reps && st == GLESC_OK; i++)
-        st = run_once(s, r, mi.n_vocab, ids, logits, rng, &r->ns[i]);
+        st = run_once(s, r, mi.n_vocab, ids, logits, rng, &r->ns[i], host);
     if (st == GLESC_OK) {
+        double steps = (double)r->reps * (r->n_prompt ? 1 : r->n_gen);
+        r->build_ns = (double)host[0] / steps;
+        r->submit_ns = (double)host[1] / steps;
+        r->read_ns = (double)host[2] / steps;
         glesc_eval_stats es;
         glesc_session_last_stats(s, &es);
         r->dispatches = es.dispatches;
@@ -579,14 +599,14 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
         for (int k = 0; k < K_N; k++)
             used[k] |= res[i].kinds[k].kernels > 0;
     }
-    printf("\n| %-30s | %15s | disp/step | GPU ms/step | GPU/wall | weights GB/s | of copy | of "
-           "read |",
+    printf("\n| %-30s | %15s | disp/step | GPU ms/step | GPU/wall | host ms b/s/r | weights "
+           "GB/s | of copy | of read |",
            "model", "test");
     for (int k = 0; k < K_N; k++)
         if (used[k])
             printf(" %15s |", k == K_MATMUL ? "gemv/gemm ms" : kind_names[k]);
-    printf("\n| %.30s | %.14s: | --------: | ----------: | -------: | -----------: | ------: | "
-           "------: |",
+    printf("\n| %.30s | %.14s: | --------: | ----------: | -------: | ------------: | "
+           "-----------: | ------: | ------: |",
            "------------------------------", "---------------");
     for (int k = 0; k < K_N; k++)
         if (used[k])
@@ -612,8 +632,11 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
                 snprintf(orr, sizeof orr, "%.0f%%", 100.0 * gbps / roof->read_gbps);
             }
         }
-        printf("| %-30s | %15s | %9d | %11s | %8s | %12s | %7s | %7s |", r->meta->desc, r->test,
-               r->dispatches, gpu, busy, wb, oc, orr);
+        char host[48];
+        snprintf(host, sizeof host, "%.2f/%.2f/%.2f", r->build_ns * 1e-6, r->submit_ns * 1e-6,
+                 r->read_ns * 1e-6);
+        printf("| %-30s | %15s | %9d | %11s | %8s | %13s | %12s | %7s | %7s |", r->meta->desc,
+               r->test, r->dispatches, gpu, busy, host, wb, oc, orr);
         for (int k = 0; k < K_N; k++) {
             if (!used[k])
                 continue;
@@ -630,6 +653,9 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
                "kernels' GPU times (each with its dispatch and barrier latency) in one extra "
                "step timed kernel by kernel; GPU/wall: that sum over the timed runs' wall time "
                "per step (near or above 100%%: the GPU never waits for the CPU).\n");
+    printf("host ms b/s/r: per step (tg) or prompt (pp) of the timed runs, the host's time "
+           "building the graph / submitting it (glesc_graph_compute) / reading the logits "
+           "back, waiting for the GPU included (glesc_eval_stats).\n");
     if (any_tg)
         printf("weights GB/s: weight bytes a decode step reads × tg's tokens per second.\n");
 }
@@ -704,6 +730,8 @@ static void print_json(FILE *out, const options *o, const glesc_caps *c, const g
         fprintf(out,
                 "], \"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.3f, \"stddev_ts\": %.3f, ",
                 r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
+        fprintf(out, "\"host_ns_per_step\": {\"build\": %.0f, \"submit\": %.0f, \"read\": %.0f}, ",
+                r->build_ns, r->submit_ns, r->read_ns);
         fprintf(out, "\"dispatches_per_step\": %d, \"kernels_per_step\": %d, ", r->dispatches,
                 r->kernels);
         if (r->n_gen) {

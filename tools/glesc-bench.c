@@ -399,6 +399,12 @@ int main(int argc, char **argv)
     if (time_each(ctx, rp, cb, 2, eprm, 2, (uint32_t[3]){1, 1, 1}, iters, 0, 0, 0, &sec))
         return fail(ctx, "empty kernel timing");
     printf("empty kernel, timed alone: %.2f us\n", sec * 1e6);
+    /* What a chain of dependent kernels pays per link (a decode step is
+     * one): back-to-back dispatches, each writing what the next writes
+     * (a barrier between every two), under one timer. */
+    if (time_dispatch(ctx, rp, cb, 2, eprm, 2, (uint32_t[3]){1, 1, 1}, iters, 0, 0, 0, &sec))
+        return fail(ctx, "empty kernel timing");
+    printf("empty kernel, chained (a barrier between each): %.2f us\n", sec * 1e6);
 
     printf("\n%-8s %-11s %9s %9s %8s %8s %8s %9s  %s\n", "type", "N x K", "us", "GB/s", "of copy",
            "of read", "of same", "same us", "kernel");

@@ -818,6 +818,25 @@ static void restore_binding(const egl_binding *b)
     }
 }
 
+/* GLESC_FLUSH_EVERY: the most dispatches between the executor's early
+ * flushes (exec.c, "Flushes"); 0 turns them off. */
+static uint32_t flush_max_from_env(void)
+{
+    const char *v = core_env("GLESC_FLUSH_EVERY");
+    if (!v || !*v)
+        return 16;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0 || n > 1000000) {
+        core_log(CORE_LOG_WARN,
+                 "GLESC_FLUSH_EVERY=%s is not a count of dispatches (0..1000000); "
+                 "using 16",
+                 v);
+        return 16;
+    }
+    return (uint32_t)n;
+}
+
 GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, glesc_context **out)
 {
     core_err_reset(NULL);
@@ -864,6 +883,8 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
     ctx->drm_fd = -1;
     ctx->ssbo_epoch = ctx->update_epoch = 1;
     ctx->debug = o.debug || core_env_flag("GLESC_DEBUG");
+    ctx->flush_max = flush_max_from_env();
+    ctx->flush_at = 1;
 
     if (o.egl_context)
         st = adopt_egl(ctx, (EGLDisplay)o.egl_display, (EGLContext)o.egl_context);

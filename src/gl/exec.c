@@ -10,6 +10,14 @@
  * it reads a buffer written in the current epoch (read after write), or
  * writes one read or written in it (write after read/write). A host copy
  * needs an update barrier when the buffer was written since the last one.
+ *
+ * Flushes. A driver may keep submitted commands on the host until a flush or
+ * a wait: a decode step's ~100 dispatches would then reach the GPU only when
+ * the host asks for the logits, and the GPU idles while the host builds and
+ * records the step. After a host wait the executor flushes after the 1st
+ * dispatch, then after 2, 4, ... up to flush_max dispatches, so the GPU
+ * starts at once and the host keeps ahead of it with few flushes
+ * (GLESC_FLUSH_EVERY sets flush_max, default 16; 0 turns this off).
  */
 #include <string.h>
 
@@ -29,6 +37,21 @@ static void update_barrier_if_written(glesc_context *ctx, gl_buffer *buf)
         ctx->update_epoch++;
         ctx->barriers++;
     }
+}
+
+static void flush_reset(glesc_context *ctx)
+{
+    ctx->since_flush = 0;
+    ctx->flush_at = 1;
+}
+
+static void flush_paced(glesc_context *ctx)
+{
+    if (!ctx->flush_max || ++ctx->since_flush < ctx->flush_at)
+        return;
+    glFlush();
+    ctx->since_flush = 0;
+    ctx->flush_at = ctx->flush_at * 2 < ctx->flush_max ? ctx->flush_at * 2 : ctx->flush_max;
 }
 
 static glesc_status check_range(glesc_context *ctx, const char *what, gl_buffer *buf,
@@ -98,6 +121,7 @@ static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
         }
     }
     glDeleteSync(sync);
+    flush_reset(ctx);
     /* The work finished (a lost context signals its fences too): was it reset? */
     if (st == GLESC_OK)
         st = gl_reset_check(ctx, "waiting for the GPU");
@@ -293,6 +317,7 @@ glesc_status gl_dispatch_block(glesc_context *ctx, const gl_program *prog,
         bind_range(GL_UNIFORM_BUFFER, 0, &ctx->bound.params, buf, offset, size);
     glDispatchCompute(groups[0], groups[1], groups[2]);
     ctx->dispatches++;
+    flush_paced(ctx);
     for (int i = 0; i < n_bindings; i++) {
         gl_buffer *bb = bindings[i].buf;
         if (bindings[i].write) {

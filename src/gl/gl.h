@@ -78,6 +78,10 @@ struct glesc_context {
     /* executor state: barrier epochs (see exec.c) */
     uint64_t ssbo_epoch, update_epoch;
     uint64_t dispatches, barriers;
+    /* Submission pacing (exec.c, "Flushes"): dispatches since the last
+     * flush or host wait, and how many make the next flush; flush_max 0
+     * turns early flushes off (GLESC_FLUSH_EVERY=0). */
+    uint32_t since_flush, flush_at, flush_max;
     /* What the executor last bound (exec.c, "State cache"): the program,
      * the first storage binding points and the parameter block. */
     struct {

@@ -500,6 +500,7 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
 {
     glesc_context *ctx = s->m->ctx;
     glesc_graph *g = s->g;
+    uint64_t t0 = core_time_ns();
     glesc_graph_reset(g);
     int32_t *pos = core_calloc((size_t)n, sizeof *pos);
     if (!pos)
@@ -517,8 +518,12 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
     glesc_tensor *y = llm_forward(s, ids_t, pos_t, n, all);
     if (!y)
         return ctx_fail(ctx, GLESC_ERROR_INVALID_ARGUMENT, "eval: building the step's graph");
+    uint64_t t1 = core_time_ns();
     if ((st = glesc_graph_compute(g, &y, 1)) != GLESC_OK)
         return ctx_fail(ctx, st, "eval");
+    uint64_t t2 = core_time_ns();
+    s->last.build_ns += t1 - t0;
+    s->last.submit_ns += t2 - t1;
     s->n_past += n;
     glesc_compute_stats cs;
     glesc_graph_stats(g, &cs);
@@ -535,6 +540,7 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
         st = glesc_tensor_read_f32(y, logits, rows * n_vocab);
         if (st != GLESC_OK)
             return ctx_fail(ctx, st, "eval: reading the logits");
+        s->last.read_ns += core_time_ns() - t2;
         /* A NaN or infinity would otherwise sample as id 0 and decode as
          * empty text: one pass over the rows read back is cheap beside the
          * step itself. */
@@ -580,6 +586,7 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
     bool all = (flags & GLESC_EVAL_ALL_LOGITS) != 0;
     int32_t start = s->n_past;
     s->has_logits = false;
+    s->last.build_ns = s->last.submit_ns = s->last.read_ns = 0;
     for (size_t off = 0; off < n;) {
         int32_t c = (int32_t)CORE_MIN((size_t)s->n_batch, n - off);
         bool last = off + (size_t)c == n;
