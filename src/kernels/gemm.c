@@ -124,14 +124,20 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
 
 /* mc->split: the parts K is cut into for a dispatch of `tiles` workgroups
  * (fewer than the target: enough parts to reach it, each of at least
- * GEMM_SPLIT_UNITS units, a scratch counter per tile), their uniforms and
- * the scratch they take. */
+ * GEMM_SPLIT_UNITS units, a scratch counter per tile, their sums within
+ * one storage block), their uniforms and the scratch they take. */
 static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
 {
     int64_t nu = (mc->w->ne[0] + 31) / 32, parts = 1;
     if (tiles < mc->split_target && tiles <= KB_SCRATCH_COUNTERS)
         parts = CORE_MIN((mc->split_target + tiles - 1) / tiles,
                          CORE_MIN(nu / GEMM_SPLIT_UNITS, (int64_t)GEMM_SPLIT_MAX));
+    /* the parts' sums fit one storage block */
+    uint64_t limit = b->ctx->caps.max_storage_block_size / 4;
+    while (parts > 1 &&
+           (uint64_t)KB_SCRATCH_COUNTERS + (uint64_t)(tiles * parts) * (uint64_t)mc->split_words >
+               limit)
+        parts--;
     parts = CORE_MAX(parts, 1);
     int64_t kper = (nu + parts - 1) / parts;
     parts = (nu + kper - 1) / kper; /* none empty */
