@@ -8,12 +8,16 @@
 //             NMEMB (matmuls of the kernel: 1, or a grouped q/k/v's up to
 //             4), PAIR (a second weight of the same x: gate/up), GEMM_NORM
 //             (a folded rms_norm: x's squares summed where x is loaded),
-//             GEMM_SCRATCH (the scratch binding, split K)
+//             GEMM_SCRATCH (the scratch binding, split K), GEMM_KQ_LOOP
+//             (a step's arithmetic as a loop: see gemm_step)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
 //             kper (units of 32 elements a part takes), and per sibling j
 //             s<j>_base, s<j>_count, s<j>_g0 (its first block of rows)
-//   shared    vec4 ws[8 * BN], xs[8 * BM]: the step's weights and x
+//             GEMM_ROUNDS (the results leave in that many rounds, see
+//             gemm_main)
+//   shared    vec4 gs[8 * (BN + BM)]: the step's weights (WS) and x (XS),
+//             then the results on their way out
 //   after it  a copy of glsl/graph/gemm_loop.glsl per matmul (gemm_loop_j),
 //             and the hooks generated from the graph: gemm_wunit_j (unit u
 //             of a row of matmul j's weight: the loader's 32 quants and
@@ -28,7 +32,7 @@
 // two runs of 16 may lie apart in the row, e.g. q4_k's) per step. The step's
 // weights are decoded straight into shared memory as floats and its x is
 // staged beside them, both as vec4 of four consecutive elements of a row
-// (or column): ws[SWZ(r, q)] holds elements 4q .. 4q+3 of staged row r. The
+// (or column): WS(SWZ(r, q)) holds elements 4q .. 4q+3 of staged row r. The
 // vec4 index is swizzled (q ^ (r & 7)), so the eight invocations of a
 // quarter warp that read eight consecutive rows hit eight different groups
 // of banks, and the ones that store consecutive rows do too: no bank
@@ -63,6 +67,8 @@ float gemm_norm_scale(float sq);
 #define XPART (WG_SIZE / BM) // invocations staging a column of x
 #define XQ4 (8u / XPART)     // vec4 of x each stages per step
 #define SWZ(r, q) ((r) * 8u + ((q) ^ ((r) & 7u)))
+#define WS(i) gs[i]
+#define XS(i) gs[8u * BN + (i)]
 #define SCRATCH_COUNTERS 1024u
 
 void gemm_wunit_0(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out vec4 ab);
@@ -136,11 +142,11 @@ void gemm_stage(vec4 pw[WQ4], vec4 px[XQ4]) {
     uint lid = gl_LocalInvocationIndex;
     uint wr = lid % BN, wq = (lid / BN) * WQ4;
     for (uint i = 0u; i < WQ4; i++) {
-        ws[SWZ(wr, wq + i)] = pw[i];
+        WS(SWZ(wr, wq + i)) = pw[i];
     }
     uint xr = lid % BM, xq = (lid / BM) * XQ4;
     for (uint i = 0u; i < XQ4; i++) {
-        xs[SWZ(xr, xq + i)] = px[i];
+        XS(SWZ(xr, xq + i)) = px[i];
     }
 }
 
@@ -151,10 +157,10 @@ void gemm_stage(vec4 pw[WQ4], vec4 px[XQ4]) {
     {                                                                          \
         vec4 w[TN];                                                            \
         for (uint i = 0u; i < TN; i++) {                                       \
-            w[i] = ws[SWZ(tx + NX * i, q)];                                    \
+            w[i] = WS(SWZ(tx + NX * i, q));                                    \
         }                                                                      \
         for (uint j = 0u; j < TM; j++) {                                       \
-            vec4 x = xs[SWZ(ty + NY * j, q)];                                  \
+            vec4 x = XS(SWZ(ty + NY * j, q));                                  \
             for (uint i = 0u; i < TN; i++) {                                   \
                 float a = acc[i * TM + j];                                     \
                 a += w[i].x * x.x;                                             \
@@ -168,8 +174,14 @@ void gemm_stage(vec4 pw[WQ4], vec4 px[XQ4]) {
 
 // The staged step's products, written out eight times (no loop a compiler
 // might keep rolled: the whole step is one block of straight-line code the
-// next step's loads can be scheduled into).
+// next step's loads can be scheduled into); with GEMM_KQ_LOOP a loop, for
+// compilers that take seconds over that block (llvmpipe's LLVM).
 void gemm_step(uint tx, uint ty, inout float acc[NACC]) {
+#ifdef GEMM_KQ_LOOP
+    for (uint q = 0u; q < 8u; q++) {
+        GEMM_KQ(q)
+    }
+#else
     GEMM_KQ(0u)
     GEMM_KQ(1u)
     GEMM_KQ(2u)
@@ -178,6 +190,57 @@ void gemm_step(uint tx, uint ty, inout float acc[NACC]) {
     GEMM_KQ(5u)
     GEMM_KQ(6u)
     GEMM_KQ(7u)
+#endif
+}
+
+// The results leave through shared memory in GEMM_ROUNDS rounds (1, 2 or
+// 4), round r the rows of a contiguous block of BNR / GEMM_ROUNDS: the
+// invocation's rows tx + NX*i of RI consecutive i, staged as vec4 of its
+// four columns ty + NY*(4g .. 4g+3), then stored by consecutive invocations
+// at consecutive rows (one copy of the epilogue's code, coalesced stores).
+// r is a constant at each call, so acc is only indexed by constants.
+#define RI (TNR / GEMM_ROUNDS)
+#ifdef PAIR
+#define RS (2u * RI) // staged rows: the round's, then the second weight's
+#else
+#define RS RI
+#endif
+void gemm_out(uint r, uint tx, uint ty, uint sel, uint nl0, uint cnt, uint nbase, uint m0,
+              uint b2, uint b3, float acc[NACC]) {
+    uint lid = gl_LocalInvocationIndex;
+    memoryBarrierShared();
+    barrier(); // shared memory is free again
+    for (uint il = 0u; il < RS; il++) {
+#ifdef PAIR
+        uint i = r * RI + il % RI + (il / RI) * TNR;
+#else
+        uint i = r * RI + il;
+#endif
+        for (uint jg = 0u; jg < TM / 4u; jg++) {
+            gs[((jg * RS + il) * NY + ty) * NX + tx] =
+                vec4(acc[i * TM + 4u * jg], acc[i * TM + 4u * jg + 1u],
+                     acc[i * TM + 4u * jg + 2u], acc[i * TM + 4u * jg + 3u]);
+        }
+    }
+    memoryBarrierShared();
+    barrier();
+    uint rows = BNR / GEMM_ROUNDS;
+    for (uint e = lid; e < rows * BM; e += WG_SIZE) {
+        uint nr = e % rows, cl = e / rows; // row within the round, column
+        uint nl = nl0 + r * rows + nr;
+        uint c = m0 + cl;
+        if (nl < cnt && c < M) {
+            uint j = cl / NY;
+            uint s = ((j / 4u) * RS + nr / NX) * NY * NX + (cl % NY) * NX + nr % NX;
+            float d = gs[s][j % 4u];
+#ifdef PAIR
+            float d2 = gs[s + RI * NY * NX][j % 4u];
+#else
+            float d2 = 0.0;
+#endif
+            gemm_store(sel, nbase + nl, c, b2, b3, d, d2);
+        }
+    }
 }
 
 void gemm_main() {
@@ -231,11 +294,11 @@ void gemm_main() {
     {
         gemm_loop_0(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
     }
-    // every column's squares: its XPART stagers' sums, through xs
+    // every column's squares: its XPART stagers' sums, through shared memory
     memoryBarrierShared();
     barrier();
 #ifdef GEMM_NORM
-    xs[lid] = vec4(sq);
+    gs[lid] = vec4(sq);
     memoryBarrierShared();
     barrier();
 #endif
@@ -244,7 +307,7 @@ void gemm_main() {
         csq[j] = 0.0;
 #ifdef GEMM_NORM
         for (uint p = 0u; p < XPART; p++) {
-            csq[j] += xs[p * BM + ty + NY * j].x;
+            csq[j] += gs[p * BM + ty + NY * j].x;
         }
 #endif
     }
@@ -266,20 +329,21 @@ void gemm_main() {
         if (lid < BM) {
             float s = 0.0;
             for (uint p = 0u; p < XPART; p++) {
-                s += xs[p * BM + lid].x;
+                s += gs[p * BM + lid].x;
             }
             GEMM_SCRATCH[pb + BN * BM + lid] = floatBitsToUint(s);
         }
 #endif
         memoryBarrierBuffer();
+        memoryBarrierShared();
         barrier();
         if (lid == 0u) {
             bool last = atomicAdd(GEMM_SCRATCH[tile], 1u) == ksplit - 1u;
-            ws[0] = vec4(last ? 1.0 : 0.0);
+            gs[0] = vec4(last ? 1.0 : 0.0);
         }
         memoryBarrierShared();
         barrier();
-        store = ws[0].x == 1.0;
+        store = gs[0].x == 1.0;
         if (store) { // every part is in: add them up
             memoryBarrierBuffer();
             for (uint i = 0u; i < NACC; i++) {
@@ -305,25 +369,23 @@ void gemm_main() {
             }
         }
     }
-    if (store) {
-        for (uint j = 0u; j < TM; j++) {
-            uint c = m0 + ty + NY * j;
+    if (!store) {
+        return; // uniform: another part of the tile stores it
+    }
 #ifdef GEMM_NORM
-            float r = gemm_norm_scale(csq[j]); // W (x g s) = s (W (x g))
-#else
-            float r = 1.0;
-#endif
-            for (uint i = 0u; i < TNR; i++) {
-                uint nl = nl0 + tx + NX * i;
-                if (nl < cnt && c < M) {
-#ifdef PAIR
-                    float d2 = acc[(i + TNR) * TM + j] * r;
-#else
-                    float d2 = 0.0;
-#endif
-                    gemm_store(sel, nbase + nl, c, b2, b3, acc[i * TM + j] * r, d2);
-                }
-            }
+    for (uint j = 0u; j < TM; j++) {
+        float r = gemm_norm_scale(csq[j]); // W (x g s) = s (W (x g))
+        for (uint i = 0u; i < TN; i++) {
+            acc[i * TM + j] *= r;
         }
     }
+#endif
+    gemm_out(0u, tx, ty, sel, nl0, cnt, nbase, m0, b2, b3, acc);
+#if GEMM_ROUNDS > 1
+    gemm_out(1u, tx, ty, sel, nl0, cnt, nbase, m0, b2, b3, acc);
+#endif
+#if GEMM_ROUNDS > 2
+    gemm_out(2u, tx, ty, sel, nl0, cnt, nbase, m0, b2, b3, acc);
+    gemm_out(3u, tx, ty, sel, nl0, cnt, nbase, m0, b2, b3, acc);
+#endif
 }

@@ -32,10 +32,12 @@
 #include "kernels/matmul.h"
 
 /* The tile: staged weight rows (the pair's: both weights'), columns, and
- * per invocation; workgroups a dispatch aims at (K is split below). */
+ * per invocation; workgroups a dispatch aims at (K is split below); loop:
+ * a step's eight groups of four k as a loop, not written out. */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int target;
+    int loop;
 } gemm_cfg;
 
 #define GEMM_TARGET_GPU 256 /* workgroups that fill a large GPU */
@@ -43,20 +45,33 @@ typedef struct gemm_cfg {
 #define GEMM_SPLIT_UNITS 8  /* units of 32 k each part of a split K takes at least */
 #define GEMM_SPLIT_MAX 16
 
-/* Does c fit the device and gemm.glsl's staging (an invocation stages half
- * or all of a weight row's unit, an eighth to all of a column's)? */
+/* The rounds (1, 2 or 4) in which gemm.glsl's results leave through its
+ * shared memory (8·(bn + bm) vec4: an invocation's rows of a round, four
+ * columns a vec4); 0: none fits. */
+static int out_rounds(const gemm_cfg *c, bool dual)
+{
+    int wg = (c->bn / c->tn) * (c->bm / c->tm), tnr = dual ? c->tn / 2 : c->tn;
+    for (int r = 1; r <= 4; r *= 2)
+        if (tnr % r == 0 && c->tm / 4 * (tnr / r) * (dual ? 2 : 1) * wg <= 8 * (c->bn + c->bm))
+            return r;
+    return 0;
+}
+
+/* Does c fit the device and gemm.glsl (an invocation stages half or all of
+ * a weight row's unit, an eighth to all of a column's; its columns leave as
+ * vec4)? */
 static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 {
-    if (c->bn < 2 || c->bm < 1 || c->tn < 1 || c->tm < 1 || c->bn % c->tn || c->bm % c->tm ||
-        c->bn > 1024 || c->bm > 1024)
+    if (c->bn < 2 || c->bm < 1 || c->tn < 1 || c->tm < 4 || c->bn % c->tn || c->bm % c->tm ||
+        c->tm % 4 || c->bn > 1024 || c->bm > 1024 || (dual && c->tn % 2))
         return false;
     int wg = (c->bn / c->tn) * (c->bm / c->tm);
     return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
            wg % c->bn == 0 && wg / c->bn <= 2 && wg % c->bm == 0 && 8 % (wg / c->bm) == 0 &&
-           (!dual || c->tn % 2 == 0) && 128 * (c->bn + c->bm) <= caps->max_compute_shared_memory;
+           out_rounds(c, dual) && 128 * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,target=256": a tuning aid overriding
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,target=256,loop=0": a tuning aid overriding
  * the fields it names (read on every generation, like GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
@@ -76,6 +91,8 @@ static void gemm_env(gemm_cfg *c)
             c->tm = v;
         else if (!strcmp(key, "target"))
             c->target = v;
+        else if (!strcmp(key, "loop"))
+            c->loop = v != 0;
         p += n;
         p += *p == ',';
     }
@@ -88,15 +105,15 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
-        {128, 128, 8, 8, 0}, /* 256 invocations, 32 KiB */
-        {64, 64, 8, 4, 0},   /* the portable 128 invocations and 16 KiB */
-        {64, 32, 4, 4, 0},   /* 128 invocations, 12 KiB */
-        {32, 32, 4, 4, 0},   /* 64 invocations, 8 KiB */
+        {128, 128, 8, 8, 0, 0}, /* 256 invocations, 32 KiB */
+        {64, 64, 8, 4, 0, 0},   /* the portable 128 invocations and 16 KiB */
+        {64, 32, 4, 4, 0, 0},   /* 128 invocations, 12 KiB */
+        {32, 32, 4, 4, 0, 0},   /* 64 invocations, 8 KiB */
     };
-    static const gemm_cfg gpu_small_m[] = {{128, 64, 8, 4, 0}};
+    static const gemm_cfg gpu_small_m[] = {{128, 64, 8, 4, 0, 0}};
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
-    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0}};
+    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0}};
     gemm_cfg c = {0};
     bool found = false;
     if (ctx->cpu_device)
@@ -112,6 +129,8 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
                        "GEMM: no tile fits %d invocations and %d bytes of shared memory",
                        ctx->caps.max_compute_invocations, ctx->caps.max_compute_shared_memory);
     c.target = ctx->cpu_device ? GEMM_TARGET_CPU : GEMM_TARGET_GPU;
+    /* LLVM (llvmpipe) takes seconds over the written-out step */
+    c.loop = ctx->cpu_device;
     gemm_env(&c);
     if (!cfg_fits(&ctx->caps, &c, dual))
         return kb_fail(b, GLESC_ERROR_INVALID_ARGUMENT,
@@ -233,8 +252,10 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "PAIR", "1");
         if (nrm)
             emit_kernel_define(b->k, "GEMM_NORM", "1");
-        emit_kernel_shared(b->k, "vec4", "ws", 8 * c.bn);
-        emit_kernel_shared(b->k, "vec4", "xs", 8 * c.bm);
+        if (c.loop)
+            emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
+        emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
+        emit_kernel_shared(b->k, "vec4", "gs", 8 * (c.bn + c.bm));
         emit_kernel_comment(b->k,
                             "GEMM (glsl/graph/gemm.glsl): tiles of %d weight rows%s by %d "
                             "columns, %d x %d per invocation, K one 32-element unit a step, "
