@@ -4,7 +4,7 @@
  * no multiple of any tile (N, M, and K for the plain types, whose last unit
  * is partial), every tile shape of gemm_config (forced with GLESC_GEMM on a
  * fresh context each, and the portable context's own), split K (forced
- * through the knob's target; the parts a dispatch gets are checked), the
+ * through the knob's slots; the parts a dispatch gets are checked), the
  * fused prologue and epilogues (a folded rms_norm, bias, activation and
  * residual, the gate/up pair, a grouped q/k/v of mixed types and row
  * counts, batched weights) with and without the split, and weights split
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "compute/compute.h"
+#include "graph/graph.h"
 #include "quant/quant.h"
 #include "test_graph_util.h"
 #include "test_util.h"
@@ -62,7 +63,7 @@ static const char *const tiles[] = {
     "bn=64,bm=32,tn=4,tm=4",   "bn=32,bm=32,tn=4,tm=4", "bn=64,bm=64,tn=8,tm=8", /* llvmpipe's */
 };
 
-/* A fresh context whose GEMMs take the tile (and split target) of knob
+/* A fresh context whose GEMMs take the tile (and split slots) of knob
  * (NULL: the device's own); programs and plans are per context, and the
  * knob is read when a kernel is generated. */
 static glesc_context *context_with(const char *knob, const glesc_context_options *o)
@@ -187,7 +188,7 @@ Test(gemm, every_tile_shape)
                                         GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q6_K};
     for (size_t s = 0; s < CORE_ARRAY_LEN(tiles); s++) {
         char knob[96];
-        snprintf(knob, sizeof knob, "%s,target=1000000", tiles[s]);
+        snprintf(knob, sizeof knob, "%s,slots=1000000", tiles[s]);
         glesc_context *c = context_with(knob, NULL);
         int bn, bm, tn, tm;
         cr_assert_eq(sscanf(tiles[s], "bn=%d,bm=%d,tn=%d,tm=%d", &bn, &bm, &tn, &tm), 4);
@@ -225,12 +226,16 @@ Test(gemm, portable_context_every_type)
 }
 
 /* The parts of K each dispatch of matmul y's kernel is cut into (its z
- * groups over the batches), from the bound kernel as the executor gets it. */
+ * groups over the batches), from the bound kernel as the executor gets it
+ * (nothing is computed). */
 static int64_t parts_of(glesc_graph *g, glesc_tensor *y, int64_t batches)
 {
     glesc_context *c = glesc_graph_context(g);
     graph_order_t ord = {0};
     cr_assert_eq(graph_order(g, &y, 1, &ord), GLESC_OK);
+    for (int i = 0; i < ord.n; i++) /* memory to bind (contents unused) */
+        if (ord.nodes[i]->owner == ord.nodes[i] && !ord.nodes[i]->st.n_chunks)
+            cr_assert_eq(graph_storage_alloc(ord.nodes[i], GL_USAGE_ACTIVATIONS, false), GLESC_OK);
     graph_kernel *gks = calloc((size_t)ord.n, sizeof *gks);
     int nk = 0, max_bind = compute_max_bindings(c);
     graph_fuse(ord.nodes, ord.n, true, max_bind, gks, &nk);
@@ -253,11 +258,11 @@ static int64_t parts_of(glesc_graph *g, glesc_tensor *y, int64_t batches)
     return parts;
 }
 
-/* Split K: a dispatch of few tiles (against the target, here forced high)
+/* Split K: a dispatch of few tiles (against the slots, here forced high)
  * cuts K into parts of at least 8 units, at most 16 parts, none empty. */
 Test(gemm, split_k_parts_follow_the_sizes)
 {
-    glesc_context *c = context_with("bn=64,bm=64,tn=8,tm=4,target=1000000", NULL);
+    glesc_context *c = context_with("bn=64,bm=64,tn=8,tm=4,slots=1000000", NULL);
     static const struct {
         int64_t k, n, m, parts;
     } cases[] = {
@@ -282,14 +287,42 @@ Test(gemm, split_k_parts_follow_the_sizes)
     }
     glesc_context_destroy(c);
     unsetenv("GLESC_GEMM");
-    /* the device's own target: a product of many tiles is not split */
+    /* the device's own slots: a product of many tiles is not split */
     glesc_graph *g = glesc_graph_create(ctx);
     glesc_tensor *w = tg_input(g, F32, 2, (int64_t[]){512, 8192}, 1, -1, 1);
     glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){512, 512}, 2, -1, 1);
-    glesc_tensor *y = glesc_matmul(g, w, x);
-    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
-    cr_expect_eq(parts_of(g, y, 1), 1);
+    cr_expect_eq(parts_of(g, glesc_matmul(g, w, x), 1), 1);
     glesc_graph_destroy(g);
+}
+
+/* With 128 workgroups at once (a large GPU), TinyLlama's prefill shapes:
+ * the parts that take the fewest waves of the 128 x 128 tiles. */
+Test(gemm, split_k_fills_the_last_wave)
+{
+    glesc_context *c = context_with("bn=128,bm=128,tn=8,tm=8,slots=128", NULL);
+    static const struct {
+        int64_t k, n, parts;
+    } cases[] = {
+        {2048, 2560, 3}, /* q, k, v: 80 tiles; 240 take 2 waves, 320 3 */
+        {2048, 2048, 2}, /* 64 tiles: 128 in one wave */
+        {5632, 2048, 2}, /* the same with a longer K */
+        {2048, 4096, 1}, /* 128 tiles: one wave already */
+        {2048, 8192, 1}, /* 256 tiles */
+    };
+    for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
+        glesc_graph *g = glesc_graph_create(c);
+        glesc_tensor *w =
+            glesc_tensor_new(g, F32, 2, (int64_t[]){cases[i].k, cases[i].n}); /* not read */
+        glesc_tensor *x = glesc_tensor_new(g, F32, 2, (int64_t[]){cases[i].k, 512});
+        int64_t p = parts_of(g, glesc_matmul(g, w, x), 1);
+        cr_log_info("K %lld, N %lld, M 512: %lld parts", (long long)cases[i].k,
+                    (long long)cases[i].n, (long long)p);
+        cr_expect_eq(p, cases[i].parts, "N %lld: %lld parts, want %lld", (long long)cases[i].n,
+                     (long long)p, (long long)cases[i].parts);
+        glesc_graph_destroy(g);
+    }
+    glesc_context_destroy(c);
+    unsetenv("GLESC_GEMM");
 }
 
 /* ---- fused prologue and epilogues, with and without the split ---- */
@@ -412,9 +445,9 @@ Test(gemm, fused_prologue_and_epilogues)
 
 Test(gemm, fused_with_split_k)
 {
-    /* the split forced (the target far above any tile count) on the
+    /* the split forced (the slots far above any tile count) on the
      * device's tile */
-    glesc_context *c = context_with("target=1000000", NULL);
+    glesc_context *c = context_with("slots=1000000", NULL);
     fused_cases(c);
     glesc_context_destroy(c);
     unsetenv("GLESC_GEMM");
@@ -426,7 +459,7 @@ Test(gemm, fused_with_split_k)
 Test(gemm, row_chunks_with_split_k)
 {
     glesc_context_options o = {.max_storage_block_size = 64 << 10};
-    glesc_context *c = context_with("bn=32,bm=32,tn=4,tm=4,target=1000000", &o);
+    glesc_context *c = context_with("bn=32,bm=32,tn=4,tm=4,slots=1000000", &o);
     glesc_graph *g = glesc_graph_create(c);
     /* q4_k rows of 576 bytes: 113 per chunk, 3 chunks; q6_k 2 */
     glesc_tensor *wq = qweight(g, GLESC_DTYPE_Q4_K, 2, (int64_t[]){1024, 300}, 20);

@@ -19,11 +19,12 @@
  * variant's bit 18), 64 × 64 of 8 × 4 on the portable 128 invocations and
  * 16 KiB, smaller ones below that; llvmpipe its own.
  *
- * When a dispatch has fewer tiles than the device wants workgroups, K is
- * split (the uniforms ksplit, kper, chosen per dispatch from the sizes):
- * each part leaves its sums in the kernel scratch buffer (kb_scratch) and
- * the last part of a tile adds them and stores. The code is the same with
- * or without the split, so the plan does not depend on the sizes.
+ * When a dispatch's tiles leave the device's compute units idle for part of
+ * its last wave, K is split (gemm_split: the uniforms ksplit, kper, chosen
+ * per dispatch from the sizes): each part leaves its sums in the kernel
+ * scratch buffer (kb_scratch) and the last part of a tile adds them and
+ * stores. The code is the same with or without the split, so the plan does
+ * not depend on the sizes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,18 +33,22 @@
 #include "kernels/matmul.h"
 
 /* The tile: staged weight rows (the pair's: both weights'), columns, and
- * per invocation; workgroups a dispatch aims at (K is split below); loop:
- * a step's eight groups of four k as a loop, not written out. */
+ * per invocation; the workgroups the device runs at once (gemm_split);
+ * loop: a step's eight groups of four k as a loop, not written out. */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
-    int target;
+    int slots;
     int loop;
 } gemm_cfg;
 
-#define GEMM_TARGET_GPU 256 /* workgroups that fill a large GPU */
-#define GEMM_TARGET_CPU 1   /* llvmpipe: its threads take the tiles there are */
-#define GEMM_SPLIT_UNITS 8  /* units of 32 k each part of a split K takes at least */
+/* Workgroups of 256 invocations a large GPU runs at once: about one per
+ * compute unit (the H200 has 132, an A100 108, an RTX 4090 128). A guess,
+ * since GLES does not say; only the split of K depends on it. */
+#define GEMM_SLOTS_GPU 128
+#define GEMM_SLOTS_CPU 1   /* llvmpipe: never split */
+#define GEMM_SPLIT_UNITS 8 /* units of 32 k each part of a split K takes at least */
 #define GEMM_SPLIT_MAX 16
+#define GEMM_PART_COST 0.05 /* a part's partial sums, against a whole tile's time */
 
 /* The rounds (1, 2 or 4) in which gemm.glsl's results leave through its
  * shared memory (8·(bn + bm) vec4: an invocation's rows of a round, four
@@ -71,7 +76,7 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
            out_rounds(c, dual) && 128 * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,target=256,loop=0": a tuning aid overriding
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0": a tuning aid overriding
  * the fields it names (read on every generation, like GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
@@ -89,8 +94,8 @@ static void gemm_env(gemm_cfg *c)
             c->tn = v;
         else if (!strcmp(key, "tm"))
             c->tm = v;
-        else if (!strcmp(key, "target"))
-            c->target = v;
+        else if (!strcmp(key, "slots"))
+            c->slots = v;
         else if (!strcmp(key, "loop"))
             c->loop = v != 0;
         p += n;
@@ -128,7 +133,7 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "GEMM: no tile fits %d invocations and %d bytes of shared memory",
                        ctx->caps.max_compute_invocations, ctx->caps.max_compute_shared_memory);
-    c.target = ctx->cpu_device ? GEMM_TARGET_CPU : GEMM_TARGET_GPU;
+    c.slots = ctx->cpu_device ? GEMM_SLOTS_CPU : GEMM_SLOTS_GPU;
     /* LLVM (llvmpipe) takes seconds over the written-out step */
     c.loop = ctx->cpu_device;
     gemm_env(&c);
@@ -141,23 +146,33 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
     return GLESC_OK;
 }
 
-/* mc->split: the parts K is cut into for a dispatch of `tiles` workgroups
- * (fewer than the target: enough parts to reach it, each of at least
- * GEMM_SPLIT_UNITS units, a scratch counter per tile, their sums within
- * one storage block), their uniforms and the scratch they take. */
+/* mc->split: the parts K is cut into for a dispatch of `tiles` workgroups,
+ * their uniforms and the scratch they take. The device runs about
+ * split_slots workgroups at once, so p parts take ceil(tiles·p / slots)
+ * waves of 1/p of K each: the p of the fewest waves per part (each part
+ * GEMM_PART_COST dearer for its partial sums; the fewest parts on a tie),
+ * parts of at least GEMM_SPLIT_UNITS units, a scratch counter per tile, the
+ * parts' sums within one storage block. A dispatch of many tiles, or on a
+ * device that runs one workgroup at a time, is not split. */
 static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
 {
-    int64_t nu = (mc->w->ne[0] + 31) / 32, parts = 1;
-    if (tiles < mc->split_target && tiles <= KB_SCRATCH_COUNTERS)
-        parts = CORE_MIN((mc->split_target + tiles - 1) / tiles,
-                         CORE_MIN(nu / GEMM_SPLIT_UNITS, (int64_t)GEMM_SPLIT_MAX));
-    /* the parts' sums fit one storage block */
+    int64_t nu = (mc->w->ne[0] + 31) / 32, slots = CORE_MAX(1, mc->split_slots), parts = 1;
+    int64_t pmax = CORE_MIN(nu / GEMM_SPLIT_UNITS, (int64_t)GEMM_SPLIT_MAX);
     uint64_t limit = b->ctx->caps.max_storage_block_size / 4;
-    while (parts > 1 &&
-           (uint64_t)KB_SCRATCH_COUNTERS + (uint64_t)(tiles * parts) * (uint64_t)mc->split_words >
-               limit)
-        parts--;
-    parts = CORE_MAX(parts, 1);
+    if (tiles > KB_SCRATCH_COUNTERS)
+        pmax = 1;
+    double best = (double)((tiles + slots - 1) / slots);
+    for (int64_t p = 2; p <= pmax; p++) {
+        if ((uint64_t)KB_SCRATCH_COUNTERS + (uint64_t)(tiles * p) * (uint64_t)mc->split_words >
+            limit)
+            break;
+        double cost = (double)((tiles * p + slots - 1) / slots) / (double)p *
+                      (1.0 + GEMM_PART_COST * (double)(p - 1));
+        if (cost < best * (1.0 - 1e-9)) {
+            best = cost;
+            parts = p;
+        }
+    }
     int64_t kper = (nu + parts - 1) / parts;
     parts = (nu + kper - 1) / kper; /* none empty */
     kb_param_set_u(b, mc->p_ksplit, (uint64_t)parts);
@@ -321,10 +336,10 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     kb_line(b, "gemm_main();");
     int64_t batches = mc->x->ne[2] * mc->x->ne[3];
     mc->split = gemm_split;
-    mc->split_target = c.target;
+    mc->split_slots = c.slots;
     mc->split_words = (int64_t)c.bn * c.bm + c.bm;
     if (batches * GEMM_SPLIT_MAX > 65535)
-        mc->split_target = 0; /* z holds batches × parts */
+        mc->split_slots = 1; /* z holds batches × parts: no split */
     kernels_mm_dispatch(b, mc, dual ? c.bn / 2 : c.bn, 0, false, (m + c.bm - 1) / c.bm, batches);
     return b->st;
 }

@@ -37,7 +37,7 @@ struct mm_ctx {
      * multiply the dispatch's z); NULL: none. */
     int64_t (*split)(kb *b, const mm_ctx *mc, int64_t groups);
     int p_ksplit, p_kper; /* GEMM: param indices of ksplit, kper */
-    int64_t split_target; /* GEMM: workgroups a dispatch aims at (0: no split) */
+    int64_t split_slots;  /* GEMM: workgroups the device runs at once */
     int64_t split_words;  /* GEMM: scratch words of a tile's part */
 };
 
