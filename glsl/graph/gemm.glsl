@@ -9,7 +9,7 @@
 //             4), PAIR (a second weight of the same x: gate/up), GEMM_NORM
 //             (a folded rms_norm: x's squares summed where x is loaded),
 //             GEMM_SCRATCH (the scratch binding, split K), GEMM_KQ_LOOP
-//             (a step's arithmetic as a loop: see gemm_step)
+//             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
 //             kper (units of 32 elements a part takes), and per sibling j
@@ -100,56 +100,6 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
                  inout float acc[NACC], inout float sq);
 #endif
 
-// The invocation's x of a step: column m0 + lid % BM, its part lid / BM of
-// the unit's 32 elements, whose two runs of 16 start at xo.x and xo.y of
-// the row. live false (the prefetch past the last step): zeros, no squares.
-// Past M or K: zeros (loads clamped inside, so no branch).
-void gemm_fetch_x(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ4],
-                  inout float sq) {
-    uint lid = gl_LocalInvocationIndex;
-    uint c = m0 + lid % BM;
-    uint l0 = (lid / BM) * XQ4 * 4u; // the first of its elements in the unit
-    for (uint i = 0u; i < XQ4 * 4u; i++) {
-        uint l = l0 + i;
-        uint k = (l < 16u ? xo.x : xo.y - 16u) + l;
-        bool in_ = live && c < M && k < K;
-        float s = 0.0;
-        float v = gemm_x(min(k, K - 1u), min(c, M - 1u), b2, b3, s);
-        px[i / 4u][i % 4u] = in_ ? v : 0.0;
-        sq += in_ ? s : 0.0;
-    }
-}
-
-// Weights of a step: the invocation's part of its row's unit (q, ab: the
-// loader's 32 quants and their runs' scales), as floats.
-void gemm_part_w(vec4 q[8], vec4 ab, out vec4 pw[WQ4]) {
-#if WPART == 1
-    for (uint i = 0u; i < 8u; i++) {
-        pw[i] = i < 4u ? q[i] * ab.x + ab.y : q[i] * ab.z + ab.w;
-    }
-#else
-    bool second = gl_LocalInvocationIndex >= BN; // the unit's second run
-    vec2 s = second ? ab.zw : ab.xy;
-    for (uint i = 0u; i < 4u; i++) {
-        pw[i] = (second ? q[4u + i] : q[i]) * s.x + s.y;
-    }
-#endif
-}
-
-// Stages the prefetched step into shared memory (vec4 q of a row holds its
-// elements 4q .. 4q+3 of the unit).
-void gemm_stage(vec4 pw[WQ4], vec4 px[XQ4]) {
-    uint lid = gl_LocalInvocationIndex;
-    uint wr = lid % BN, wq = (lid / BN) * WQ4;
-    for (uint i = 0u; i < WQ4; i++) {
-        WS(SWZ(wr, wq + i)) = pw[i];
-    }
-    uint xr = lid % BM, xq = (lid / BM) * XQ4;
-    for (uint i = 0u; i < XQ4; i++) {
-        XS(SWZ(xr, xq + i)) = px[i];
-    }
-}
-
 // Four k of the staged step: rows tx + NX*i by columns ty + NY*j. Each
 // product is four multiply-adds into the accumulator (never a dot product
 // added afterwards: that would be five operations).
@@ -171,27 +121,6 @@ void gemm_stage(vec4 pw[WQ4], vec4 px[XQ4]) {
             }                                                                  \
         }                                                                      \
     }
-
-// The staged step's products, written out eight times (no loop a compiler
-// might keep rolled: the whole step is one block of straight-line code the
-// next step's loads can be scheduled into); with GEMM_KQ_LOOP a loop, for
-// compilers that take seconds over that block (llvmpipe's LLVM).
-void gemm_step(uint tx, uint ty, inout float acc[NACC]) {
-#ifdef GEMM_KQ_LOOP
-    for (uint q = 0u; q < 8u; q++) {
-        GEMM_KQ(q)
-    }
-#else
-    GEMM_KQ(0u)
-    GEMM_KQ(1u)
-    GEMM_KQ(2u)
-    GEMM_KQ(3u)
-    GEMM_KQ(4u)
-    GEMM_KQ(5u)
-    GEMM_KQ(6u)
-    GEMM_KQ(7u)
-#endif
-}
 
 // The results leave through shared memory in GEMM_ROUNDS rounds (1, 2 or
 // 4), round r the rows of a contiguous block of BNR / GEMM_ROUNDS: the

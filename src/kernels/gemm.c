@@ -188,8 +188,9 @@ static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
  * around it. */
 static void gemm_loop_copies(kb *b, const mm_ctx *mc)
 {
-    static const char *const names[] = {"GEMM_LOOP", "GEMM_WAT", "GEMM_UX", "GEMM_WUNIT",
-                                        "GEMM_WUNIT2"};
+    static const char *const names[] = {"GEMM_LOOP",   "GEMM_WAT",    "GEMM_UX",
+                                        "GEMM_WUNIT",  "GEMM_WUNIT2", "GEMM_FETCH_X",
+                                        "GEMM_PART_W", "GEMM_STAGE",  "GEMM_STEP"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
@@ -202,8 +203,10 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc)
         sbuf_init(&s);
         sbuf_appendf(&s,
                      "#define GEMM_LOOP gemm_loop_%d\n#define GEMM_WAT %s_wat\n"
-                     "#define GEMM_UX %s_wunit_x\n#define GEMM_WUNIT gemm_wunit_%d\n",
-                     j, fn, fn, j);
+                     "#define GEMM_UX %s_wunit_x\n#define GEMM_WUNIT gemm_wunit_%d\n"
+                     "#define GEMM_FETCH_X gemm_fetch_x_%d\n#define GEMM_PART_W gemm_part_w_%d\n"
+                     "#define GEMM_STAGE gemm_stage_%d\n#define GEMM_STEP gemm_step_%d\n",
+                     j, fn, fn, j, j, j, j, j);
         if (j == 0 && mc->p)
             sbuf_append(&s, "#define GEMM_WUNIT2 gemm_wunit_p\n");
         sbuf_append(&s, text);
