@@ -202,7 +202,9 @@ typedef struct glesc_context_options {
     /* Testing aid: pretend GL_MAX_SHADER_STORAGE_BLOCK_SIZE is this many bytes
      * (0 = the driver's value; a larger value than the driver's is ignored). */
     uint64_t max_storage_block_size;
-    /* Byte budget of buffers kept cached by the pool (0 = 256 MiB). */
+    /* Byte budget of buffers kept cached by the pool for the next compute
+     * (0 = 64 MiB: a step's activations reuse each other's buffers, and
+     * what a device holds beyond the weights and caches stays small). */
     uint64_t pool_budget;
     /* Testing aids for the portable path (false / 0 = the driver's): pretend
      * the device has no GL_KHR_shader_subgroup; cap the invocations per
@@ -340,6 +342,38 @@ typedef struct glesc_stats {
 /* Counters since creation (or glesc_context_reset_stats). */
 GLESC_API void glesc_context_stats(const glesc_context *ctx, glesc_stats *out);
 GLESC_API void glesc_context_reset_stats(glesc_context *ctx);
+/* GPU memory glesc holds on a context: its storage buffers (every tensor's
+ * memory and the kernels' scratch) by what holds them, in bytes allocated
+ * from the driver. Weights and KV caches are both persistent tensors
+ * (glesc_model_info.gpu_bytes and glesc_session_kv_bytes tell them apart). */
+typedef struct glesc_memory_stats {
+    /* Persistent tensors (glesc_weight_new), each buffer at its exact size. */
+    uint64_t persistent_bytes;
+    /* Buffers graphs hold now (inputs, intermediates of a compute, kept
+     * outputs, kernel scratch), rounded up to the pool's size classes (at
+     * most 25%); activation_requested_bytes is what their holders asked
+     * for, the difference the rounding. */
+    uint64_t activation_bytes, activation_requested_bytes;
+    /* Released buffers the pool keeps for the next compute (at most
+     * glesc_context_options.pool_budget). */
+    uint64_t cached_bytes;
+    uint64_t total_bytes; /* persistent + activation + cached */
+    /* Since the context was created, glesc_context_reset_stats or
+     * glesc_context_memory_reset_peak: the highest total_bytes and its split
+     * at that moment (the peak adds up to the other three), and the most
+     * activation_requested_bytes held at once (the steps' own peak, which
+     * may fall at another moment: the rest of peak_total_bytes beyond the
+     * persistent bytes and this is what the pool held beyond the most the
+     * steps needed, its slack). */
+    uint64_t peak_total_bytes, peak_persistent_bytes, peak_activation_bytes, peak_cached_bytes;
+    uint64_t max_activation_requested_bytes;
+} glesc_memory_stats;
+
+/* Fills *out (zeros for a NULL ctx). Cheap: counters the pool keeps. */
+GLESC_API void glesc_context_memory(const glesc_context *ctx, glesc_memory_stats *out);
+/* Starts the peak of glesc_context_memory again from what is held now
+ * (also done by glesc_context_reset_stats). NULL is a no-op. */
+GLESC_API void glesc_context_memory_reset_peak(glesc_context *ctx);
 /* The program cache directory in use, or NULL when disk caching is off. Owned by ctx. */
 GLESC_API const char *glesc_context_cache_dir(const glesc_context *ctx);
 
@@ -496,20 +530,22 @@ GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype t, int ndim
                                          const int64_t *shape);
 /* A persistent tensor (a weight, a KV cache) on ctx: its memory lives until
  * glesc_weight_free and any graph of ctx may use it. Contents start as
- * zeros. A tensor larger than the device's storage-block limit is split into
- * row chunks (rows along dimensions 1..3); only matmul (as the weight) and
- * get_rows (as the table) read such a tensor. Types: f32, f16, bf16, i32,
- * and the ggml block types with a GPU layout (q4_0, q4_1, q5_0, q5_1, q8_0,
- * q8_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4), whose row
- * length shape[0] must be a multiple of the type's block; a quantized tensor
- * can only be matmul's weight or get_rows' table, used whole (no views).
- * NULL on error (message in ctx). */
+ * zeros (written when a graph first uses the tensor or it is read, unless
+ * glesc_tensor_write or glesc_weights_write filled it first: a new weight
+ * is written once). A tensor larger than the device's storage-block limit
+ * is split into row chunks (rows along dimensions 1..3); only matmul (as
+ * the weight) and get_rows (as the table) read such a tensor. Types: f32,
+ * f16, bf16, i32, and the ggml block types with a GPU layout (q4_0, q4_1,
+ * q5_0, q5_1, q8_0, q8_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs,
+ * mxfp4), whose row length shape[0] must be a multiple of the type's block;
+ * a quantized tensor can only be matmul's weight or get_rows' table, used
+ * whole (no views). NULL on error (message in ctx). */
 GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype t, int ndim,
                                          const int64_t *shape);
 /* GPU bytes a persistent tensor of type t and shape takes on ctx, as
  * glesc_weight_new allocates it: block types repacked to whole 32-bit
  * words, split into row chunks beyond the storage-block limit, each buffer
- * rounded up to the buffer pool's size class. ctx may be NULL (no
+ * at its exact size (rounded up to 4 bytes). ctx may be NULL (no
  * storage-block limit). 0 when glesc_weight_new would refuse the type or
  * shape, or a row does not fit the limit. For memory planning (see
  * glesc_model_estimate). */
@@ -526,6 +562,38 @@ GLESC_API void glesc_weight_free(glesc_tensor *t);
  * and src is the tensor's bytes as stored in a GGUF file (the GPU keeps the
  * blocks repacked to whole 32-bit words). */
 GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size_t size);
+/* Where glesc_weights_write takes a persistent tensor's contents from. read
+ * copies the size bytes at offset of the contents, in glesc_tensor_write's
+ * layout (a block type: the blocks as a GGUF file stores them), to dst and
+ * returns GLESC_OK, or an error status with the message set on the calling
+ * thread (glesc_last_errmsg(); glesc_gguf_tensor_read does both). It is
+ * called from several threads at once, for ranges that never overlap, and
+ * must be safe to call so. */
+typedef glesc_status (*glesc_read_fn)(void *user, uint64_t offset, void *dst, size_t size);
+typedef struct glesc_weight_source {
+    glesc_tensor *tensor; /* a persistent tensor (glesc_weight_new) */
+    glesc_read_fn read;
+    void *user;
+} glesc_weight_source;
+/* Called by glesc_weights_write on the calling thread once source i and
+ * every one before it are written; true stops the writing. */
+typedef bool (*glesc_weights_done_fn)(void *user, int i);
+/* Writes n persistent tensors from their sources (what glesc_tensor_write
+ * does with each), on all cores: the contents are cut into pieces of about
+ * a MiB that worker threads read through the sources and repack straight
+ * into GPU-visible memory, while the calling thread keeps the GL work (maps,
+ * copies, fences): reading and repacking the next pieces overlaps uploading
+ * the earlier ones. The path (GLESC_UPLOAD=map|staging|subdata): a
+ * staging buffer the GPU copies from (staging: the default where
+ * GL_EXT_buffer_storage exists on a hardware GPU), the destination buffers
+ * mapped (map: the default elsewhere, e.g. on a software renderer, whose
+ * buffers are host memory) or glBufferSubData (subdata). done (may be
+ * NULL) reports the sources in order; returning true fails the call with
+ * GLESC_ERROR_CANCELLED. On failure the tensors' contents are undefined and
+ * ctx's message names the failing tensor (by its name, else its index) with
+ * the source's message. */
+GLESC_API glesc_status glesc_weights_write(glesc_context *ctx, const glesc_weight_source *src,
+                                           int n, glesc_weights_done_fn done, void *user);
 /* Copies the tensor's elements in contiguous order (shape[0] fastest) into
  * dst; size must be exactly the tensor's size in bytes. t must be an input, a
  * persistent tensor, or an output of the last glesc_graph_compute of its
@@ -647,6 +715,21 @@ GLESC_API glesc_tensor *glesc_rope(glesc_graph *g, glesc_tensor *x, glesc_tensor
 GLESC_API glesc_tensor *glesc_rope_ext(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
                                        glesc_tensor *freq_factors, int n_dims, glesc_rope_mode mode,
                                        float freq_base, float freq_scale);
+/* As glesc_rope_ext, with ggml_rope_ext's YaRN and magnitude parameters
+ * (the same names and meaning): each rotated pair is also multiplied by
+ * attn_factor (LongRoPE's magnitude, 1 for none). ext_factor ≠ 0 is YaRN:
+ * rotation i turns by θ = θ_i·(1 − r) + θ_e·r, with θ_e = pos ·
+ * base^(-2i/n_dims) / freq_factors[i] (extrapolated), θ_i = θ_e ·
+ * freq_scale (interpolated) and r = ext_factor · ramp(i), the ramp falling
+ * from 1 to 0 between the correction dimensions of beta_fast and
+ * beta_slow rotations over n_ctx_orig positions, and the magnitude is
+ * multiplied by 1 + 0.1·ln(1 / freq_scale) as well. ext_factor = 0 and
+ * attn_factor = 1 is glesc_rope_ext. */
+GLESC_API glesc_tensor *glesc_rope_yarn(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
+                                        glesc_tensor *freq_factors, int n_dims,
+                                        glesc_rope_mode mode, int n_ctx_orig, float freq_base,
+                                        float freq_scale, float ext_factor, float attn_factor,
+                                        float beta_fast, float beta_slow);
 /* Fused attention, ggml_flash_attn_ext's layout: q [d, n_q, n_head, 1],
  * k [d, n_kv, n_head_kv, 1], v [d, n_kv, n_head_kv, 1] (f32 or f16, any
  * strides), n_head a multiple of n_head_kv (grouped-query heads: head h
@@ -657,6 +740,15 @@ GLESC_API glesc_tensor *glesc_rope_ext(glesc_graph *g, glesc_tensor *x, glesc_te
 GLESC_API glesc_tensor *glesc_attention(glesc_graph *g, glesc_tensor *q, glesc_tensor *k,
                                         glesc_tensor *v, glesc_tensor *mask, float scale,
                                         bool causal);
+/* As glesc_attention, with a sliding window and soft-capped scores (Gemma
+ * 2/3). n_swa > 0: query i (at position i + n_kv - n_q) sees key j only
+ * when its position minus j is below n_swa (n_swa keys including its own
+ * position; llama.cpp's standard window); 0: no window. softcap > 0: each
+ * score s = q·k·scale becomes softcap·tanh(s / softcap) before the mask is
+ * added; 0: none. */
+GLESC_API glesc_tensor *glesc_attention_ext(glesc_graph *g, glesc_tensor *q, glesc_tensor *k,
+                                            glesc_tensor *v, glesc_tensor *mask, float scale,
+                                            bool causal, int n_swa, float softcap);
 
 /* ---- Running ---- */
 /* Computes outs[0..n-1] and what they need. Inputs must have been written.

@@ -221,10 +221,14 @@ GLESC_API void glesc_sampler_reset(glesc_sampler *s);
 typedef struct glesc_model glesc_model;
 typedef struct glesc_session glesc_session;
 
-/* Called during loading after each tensor is uploaded: bytes of the file's
- * tensors uploaded so far of total. Return true to cancel the load: it then
+/* Called during loading on the loading thread: once before the first
+ * weight is read (done 0), then after each tensor is uploaded, in order:
+ * bytes of the file's tensors the model uses uploaded so far of total (the
+ * last call has done == total). Return true to cancel the load: it then
  * fails with GLESC_ERROR_CANCELLED and frees everything it made. (Every glesc
- * callback that can stop work stops it by returning true.) */
+ * callback that can stop work stops it by returning true.) The weights are
+ * read ahead of the upload, so a tensor may already be read when the call
+ * before it comes. */
 typedef bool (*glesc_progress_fn)(void *user, uint64_t done, uint64_t total);
 
 /* Zero-initialized options are the defaults; glesc_model_options_init sets
@@ -305,9 +309,9 @@ typedef struct glesc_session_options {
 /* Memory a model and one session of it will take, before loading it. */
 typedef struct glesc_model_memory {
     /* GPU: the weights as uploaded: block types repacked to whole 32-bit
-     * words, norm vectors as f32, each buffer rounded up to the buffer
-     * pool's size class and split at the device's storage-block limit. What
-     * glesc_model_info.gpu_bytes reports after the load. */
+     * words, norm vectors as f32, each buffer at its size (persistent
+     * buffers take no size class) and split at the device's storage-block
+     * limit. What glesc_model_info.gpu_bytes reports after the load. */
     uint64_t weight_bytes;
     /* GPU: one session's KV cache for the options' n_ctx and kv_type. What
      * glesc_session_kv_bytes reports. */
@@ -369,6 +373,14 @@ GLESC_API int32_t glesc_session_n_ctx(const glesc_session *s);
 /* Forgets the positions from n on (0 ≤ n ≤ n_past): the next eval continues
  * at position n. The cache keeps its memory. */
 GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n);
+/* Context shift (llama.cpp's, as llama-cli does when the context fills):
+ * forgets positions [keep, keep + discard) and moves the later ones down by
+ * discard, rotating their cached keys to the new positions; the next eval
+ * continues at n_past - discard. What the moved positions took from the
+ * forgotten ones (in layers above the first) stays: the model sees a
+ * slightly different history than a fresh evaluation of the kept tokens.
+ * Needs 0 ≤ keep, 0 ≤ discard, keep + discard ≤ n_past. */
+GLESC_API glesc_status glesc_session_shift(glesc_session *s, int32_t keep, int32_t discard);
 
 typedef struct glesc_eval_stats {
     int32_t n_tokens;          /* tokens of the last eval (its last graph for split inputs) */
@@ -505,12 +517,16 @@ typedef enum glesc_gen_event_kind {
     /* Chat: the context is full, the conversation starts over with the
      * kept messages (the system message); the KV cache is emptied. */
     GLESC_GEN_EVENT_START_OVER,
+    /* Chat: the context is full; the oldest turns after the kept messages
+     * left the cache and the later positions moved down
+     * (glesc_session_shift); n_tokens: positions dropped. */
+    GLESC_GEN_EVENT_CONTEXT_SHIFT,
 } glesc_gen_event_kind;
 
 typedef struct glesc_gen_event {
     glesc_gen_event_kind kind;
-    size_t n_tokens;               /* PROMPT_EVAL: tokens evaluated; TOKEN_EVAL: 1 */
-    int32_t id;                    /* TOKEN_EVAL: the token; else -1 */
+    size_t n_tokens; /* PROMPT_EVAL: tokens evaluated; TOKEN_EVAL: 1; CONTEXT_SHIFT: dropped */
+    int32_t id;      /* TOKEN_EVAL: the token; else -1 */
     const glesc_eval_stats *stats; /* *_EVAL: the eval's statistics; else NULL */
     glesc_stop_reason stop;        /* STOP: why */
 } glesc_gen_event;
@@ -580,12 +596,21 @@ typedef struct glesc_chat glesc_chat;
  * context. Stable values (append-only). */
 typedef enum glesc_chat_context_policy {
     /* Start over: keep the system message, drop the other messages, empty
-     * the cache, and carry on (a GLESC_GEN_EVENT_START_OVER event says so).
-     * gguf-run's behaviour. */
+     * the cache, and carry on (a GLESC_GEN_EVENT_START_OVER event says so). */
     GLESC_CHAT_CONTEXT_START_OVER = 0,
     /* Fail with GLESC_ERROR_LIMIT and keep the conversation as it was;
      * glesc_chat_reset starts over. */
     GLESC_CHAT_CONTEXT_FAIL,
+    /* Context shift, as llama-cli: keep the system message and drop the
+     * oldest turns from the cache (glesc_session_shift; at least half of
+     * the conversation's positions when that leaves the newest turns, so
+     * the reply has room), moving the rest down without evaluating them
+     * again (a GLESC_GEN_EVENT_CONTEXT_SHIFT event says so). A template
+     * that merges the system message into the first user turn (Gemma's)
+     * keeps that first turn too. Where dropping every older turn is not
+     * enough, it starts over. glesc_chat_options_init's default and
+     * gguf-run's behaviour. */
+    GLESC_CHAT_CONTEXT_SHIFT,
 } glesc_chat_context_policy;
 
 typedef struct glesc_chat_options {
@@ -597,8 +622,10 @@ typedef struct glesc_chat_options {
     glesc_chat_context_policy context_policy;
 } glesc_chat_options;
 
-/* The defaults (all zero): detected template, no system message, BOS where
- * the vocabulary wants one, start over when full. */
+/* The defaults: detected template, no system message, BOS where the
+ * vocabulary wants one, a context shift when full (GLESC_CHAT_CONTEXT_SHIFT;
+ * a zeroed struct starts over instead). glesc_chat_create with NULL options
+ * takes these. */
 GLESC_API void glesc_chat_options_init(glesc_chat_options *opts);
 
 /* A conversation in s, sampled with smp; opts may be NULL. The chat takes

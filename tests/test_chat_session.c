@@ -4,8 +4,11 @@
  * positions are the evaluated text and reply), a second turn evaluates only
  * the new text, a reply stopped from the token callback stays in the
  * history and the cache with its end of turn and the next turn continues,
- * a full context starts over with the system message kept (or fails and
- * keeps the conversation under GLESC_CHAT_CONTEXT_FAIL), a message larger
+ * a full context shifts by default (the oldest turns leave the cache, the
+ * system message and the newer turns stay, nothing is evaluated again; with
+ * Gemma's merged system message the first turn stays too), starts over with
+ * the system message kept, or fails and keeps the conversation under
+ * GLESC_CHAT_CONTEXT_FAIL, a message larger
  * than the context is refused without changing anything, reset forgets the
  * conversation, and the template is detected from the model.
  */
@@ -76,7 +79,8 @@ static glesc_session *session(int32_t n_ctx)
 typedef struct streamed {
     char text[8192];
     size_t len;
-    int tokens, stop_at, start_overs, prompt_evals;
+    int tokens, stop_at, start_overs, prompt_evals, shifts;
+    size_t shifted; /* positions dropped by context shifts */
 } streamed;
 
 static bool on_token(void *user, int32_t id, const char *piece, size_t len)
@@ -97,6 +101,10 @@ static void on_event(void *user, const glesc_gen_event *ev)
         w->start_overs++;
     if (ev->kind == GLESC_GEN_EVENT_PROMPT_EVAL)
         w->prompt_evals++;
+    if (ev->kind == GLESC_GEN_EVENT_CONTEXT_SHIFT) {
+        w->shifts++;
+        w->shifted += ev->n_tokens;
+    }
 }
 
 static glesc_generate_params params(streamed *w, int32_t n_predict)
@@ -294,6 +302,94 @@ Test(chat_session, a_full_context_starts_over_or_fails)
         glesc_chat_destroy(c);
         glesc_session_destroy(s);
     }
+}
+
+/* The default policy: a full context drops the oldest turns and goes on
+ * without evaluating the rest again; the system message stays in the
+ * history and in the cache. */
+Test(chat_session, a_full_context_shifts_keeping_the_system_message)
+{
+    load_model(NULL);
+    glesc_session *s = session(400);
+    glesc_chat_options co;
+    glesc_chat_options_init(&co);
+    cr_expect_eq(co.context_policy, GLESC_CHAT_CONTEXT_SHIFT, "the default");
+    co.system = "You tell short stories.";
+    glesc_chat *c;
+    cr_assert_eq(glesc_chat_create(s, smp, &co, &c), GLESC_OK);
+    int shifts = 0;
+    size_t dropped = 0, plain_prompt = 0;
+    for (int turn = 0; turn < 10; turn++) {
+        streamed w;
+        glesc_generate_params p = params(&w, 24);
+        glesc_generate_result r;
+        size_t n_before;
+        glesc_chat_messages(c, &n_before);
+        int32_t past = glesc_session_n_past(s);
+        cr_assert_eq(glesc_chat_send(c, "Tell me a story about a dog", &p, &r), GLESC_OK,
+                     "turn %d: %s", turn, glesc_last_errmsg());
+        cr_expect_eq(w.start_overs, 0, "turn %d started over", turn);
+        size_t n;
+        const glesc_chat_message *m = glesc_chat_messages(c, &n);
+        cr_assert_geq(n, 3);
+        cr_expect_str_eq(m[0].role, "system");
+        cr_expect_str_eq(m[0].content, "You tell short stories.");
+        cr_expect_str_eq(m[1].role, "user", "whole turns leave");
+        cr_expect_str_eq(m[n - 1].role, "assistant");
+        if (turn == 1 && !w.shifts)
+            plain_prompt = r.prompt_tokens; /* a turn's text and end, no shift */
+        if (w.shifts) {
+            shifts += w.shifts;
+            dropped += w.shifted;
+            cr_expect_lt(n, n_before + 2, "turn %d: the oldest turns left the history", turn);
+            /* the kept positions were not evaluated again: only this turn's
+             * text and its end (a start over would evaluate the system
+             * message and the whole message again) */
+            cr_expect_eq(r.prompt_tokens, plain_prompt, "turn %d evaluated %zu prompt tokens", turn,
+                         r.prompt_tokens);
+            cr_expect_lt(glesc_session_n_past(s), past + (int32_t)(r.prompt_tokens + 24));
+        }
+        /* The cache holds the conversation's text (each turn's reply and
+         * the kept message may tokenize a little differently as one text). */
+        size_t whole = formatted_tokens(c);
+        int32_t now = glesc_session_n_past(s);
+        cr_expect(whole + 30 >= (size_t)now && (size_t)now + 30 >= whole,
+                  "turn %d: cache %d, text %zu", turn, now, whole);
+        cr_expect_leq(now, 400);
+    }
+    cr_expect_gt(shifts, 0, "the context never filled");
+    cr_log_info("context shift: %d shifts dropped %zu positions over 10 turns in 400", shifts,
+                dropped);
+    glesc_chat_destroy(c);
+    glesc_session_destroy(s);
+
+    /* A template that merges the system message into the first user turn
+     * (Gemma's) keeps that turn with it and drops the later ones. */
+    s = session(400);
+    co.chat_template = GLESC_CHAT_GEMMA;
+    cr_assert_eq(glesc_chat_create(s, smp, &co, &c), GLESC_OK);
+    int start_overs = 0;
+    shifts = 0;
+    for (int turn = 0; turn < 8; turn++) {
+        streamed w;
+        glesc_generate_params p = params(&w, 20);
+        char msg[64];
+        snprintf(msg, sizeof msg, "Story %d about a dog", turn);
+        cr_assert_eq(glesc_chat_send(c, msg, &p, NULL), GLESC_OK, "%s", glesc_last_errmsg());
+        start_overs += w.start_overs;
+        shifts += w.shifts;
+        size_t n;
+        const glesc_chat_message *m = glesc_chat_messages(c, &n);
+        cr_expect_str_eq(m[1].content, "Story 0 about a dog", "the first turn stays");
+        size_t whole = formatted_tokens(c);
+        int32_t now = glesc_session_n_past(s);
+        cr_expect(whole + 30 >= (size_t)now && (size_t)now + 30 >= whole,
+                  "gemma turn %d: cache %d, text %zu", turn, now, whole);
+    }
+    cr_expect_eq(start_overs, 0);
+    cr_expect_gt(shifts, 0);
+    glesc_chat_destroy(c);
+    glesc_session_destroy(s);
 }
 
 Test(chat_session, options_and_arguments)

@@ -5,7 +5,8 @@
  * gguf-run loads and runs each; gguf-bench runs llama-bench's tests on one
  * (-p 8 -n 4 -r 1), its JSON parses and holds every field it promises
  * (also with --portable), its table has a row per test, and bad usage is
- * exit status 2 with a message.
+ * exit status 2 with a message; --ttft's cold start compiles and writes every
+ * program and its warm starts compile none.
  */
 #include <criterion/criterion.h>
 #include <json-c/json.h>
@@ -216,5 +217,71 @@ Test(gguf_bench, bad_usage)
     r = run("GLESC_GGUF_SYNTH", "-t Q3_X -o /tmp/x.gguf");
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "Q4_K_M"), "lists the types: %s", r.err);
+    test_run_free(&r);
+}
+
+/* --ttft: three fresh processes of gguf-bench on caches of their own: the
+ * cold one compiles every program and writes each binary, the warm ones
+ * (both caches warm; glesc's alone) load them all and compile nothing. One
+ * run (llvmpipe's cold compiles take seconds): the table on stdout, the
+ * JSON in a file. */
+Test(gguf_bench, ttft_cold_and_warm, .timeout = 600)
+{
+    synth("Q4_0", "f.gguf");
+    char args[8800], json[4200];
+    snprintf(json, sizeof json, "%s/ttft.json", dir);
+    snprintf(args, sizeof args,
+             "--cache-dir off -m '%s/f.gguf' --ttft 12 -p 0 -n 0 --roofline-mib 0 --json-file "
+             "'%s'",
+             dir, json);
+    test_run_result r = run("GLESC_GGUF_BENCH", args);
+    cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
+    cr_log_info("%s", r.out);
+    const char *want[] = {"ttft start", "| cold ", "| warm ", "| warm glesc, cold driver |",
+                          "TTFT ms",    "of cold", "(12)",    "100%"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect(strstr(r.out, want[i]), "'%s' not in:\n%s", want[i], r.out);
+    cr_expect_null(strstr(r.out, "t/s"), "no test table with -p 0 -n 0:\n%s", r.out);
+    test_run_free(&r);
+
+    json_object *root = json_object_from_file(json);
+    cr_assert_not_null(root, "%s does not parse", json);
+    cr_expect_eq(json_object_array_length(get(root, "results")), 0, "-p 0 -n 0: no tests");
+    json_object *t = get(root, "ttft");
+    cr_assert_eq(json_object_array_length(t), 3, "%s", json_object_to_json_string(t));
+    const char *starts[3] = {"cold", "warm", "warm glesc, cold driver"};
+    int64_t compiled = 0;
+    for (int i = 0; i < 3; i++) {
+        json_object *e = json_object_array_get_idx(t, (size_t)i);
+        cr_expect_str_eq(json_object_get_string(get(e, "start")), starts[i]);
+        cr_expect_eq(json_object_get_int(get(e, "n_prompt")), 12);
+        int64_t prompt = json_object_get_int64(get(e, "prompt_ns")),
+                decode = json_object_get_int64(get(e, "decode_ns"));
+        cr_expect_gt(prompt, 0);
+        cr_expect_gt(decode, 0);
+        cr_expect_gt(json_object_get_int64(get(e, "context_ns")), 0);
+        cr_expect_gt(json_object_get_int64(get(e, "load_ns")), 0);
+        cr_expect_eq(json_object_get_int64(get(e, "ttft_ns")), prompt + decode);
+        int64_t c = json_object_get_int64(get(e, "programs_compiled"));
+        int64_t hits = json_object_get_int64(get(e, "program_disk_hits"));
+        cr_expect_eq(json_object_get_int64(get(e, "program_disk_rejects")), 0);
+        if (i == 0) {
+            compiled = c;
+            cr_expect_gt(c, 0, "the cold start compiles");
+            cr_expect_eq(hits, 0);
+            cr_expect_eq(json_object_get_int64(get(e, "program_disk_writes")), c);
+            cr_expect_float_eq(json_object_get_double(get(e, "of_cold")), 1.0, 1e-9);
+        } else {
+            cr_expect_eq(c, 0, "the %s start compiled %lld programs", starts[i], (long long)c);
+            cr_expect_eq(hits, compiled, "the %s start: %lld disk hits of %lld", starts[i],
+                         (long long)hits, (long long)compiled);
+            cr_expect_gt(json_object_get_double(get(e, "of_cold")), 0);
+        }
+    }
+    json_object_put(root);
+
+    r = run("GLESC_GGUF_BENCH", "-m x.gguf --ttft 0");
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "--ttft"), "%s", r.err);
     test_run_free(&r);
 }

@@ -7,7 +7,14 @@
  * stays allocated (the GPU pool's live bytes return to where they were; the
  * ASan build checks the heap); and glesc_model_estimate predicts what a load
  * and a session take: the weights' and the KV cache's GPU bytes exactly,
- * the activations and the host heap as upper bounds.
+ * the activations and the host heap as upper bounds. Every weight type a
+ * model can hold loads exactly: each tensor's GPU buffers are the CPU
+ * repack of the file's bytes and read back as them (norm vectors stored as
+ * f16, bf16 or q8_0 as their f32 values), through each upload path and split
+ * into row chunks; a model large enough for the upload's worker threads
+ * reports progress in order to the end and fails cleanly when its file is
+ * cut under it; the GPU memory accounts (glesc_context_memory) are the
+ * tensors' own bytes.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -19,7 +26,9 @@
 
 #include "common/synth.h"
 #include "glesc_llm.h"
+#include "graph/graph.h"
 #include "llm/runtime.h"
+#include "quant/quant.h"
 #include "test_util.h"
 
 /* ---- A counting allocator: live heap bytes of glesc ---- */
@@ -244,7 +253,7 @@ Test(load, progress_callback_reports_and_cancels)
     cr_assert_eq(glesc_model_load(ctx, path, &mo, &m), GLESC_OK, "%s", glesc_last_errmsg());
     glesc_model_info mi;
     glesc_model_get_info(m, &mi);
-    cr_expect_eq(l.calls, mi.n_tensors, "one call per tensor");
+    cr_expect_eq(l.calls, mi.n_tensors + 1, "one call at the start, then one per tensor");
     cr_expect(l.monotonic);
     cr_expect_eq(l.last_done, l.total, "the last call reports everything");
     int calls = l.calls;
@@ -491,4 +500,306 @@ Test(load, weight_gpu_bytes_is_what_a_weight_takes)
     cr_expect_eq(glesc_weight_gpu_bytes(ctx, GLESC_DTYPE_F32, 1, (int64_t[]){1 << 15}), 0,
                  "a row beyond the limit cannot be split");
     cr_expect_eq(glesc_weight_gpu_bytes(NULL, GLESC_DTYPE_F32, 1, (int64_t[]){1 << 15}), 1 << 17);
+}
+
+/* ---- Every weight type, byte for byte ---- */
+
+/* The model's tensors (NULL entries for absent ones), n of them. */
+static glesc_tensor **model_tensors(const glesc_model *m, int *n)
+{
+    int per = 17, cap = 6 + per * (int)m->hp.n_layer, k = 0;
+    glesc_tensor **ts = calloc((size_t)cap, sizeof *ts);
+    ts[k++] = m->tok_embd;
+    ts[k++] = m->output_norm;
+    ts[k++] = m->output;
+    ts[k++] = m->rope_freqs;
+    ts[k++] = m->rope_long;
+    ts[k++] = m->rope_short;
+    for (int64_t l = 0; l < m->hp.n_layer; l++) {
+        const llm_layer *L = &m->layers[l];
+        glesc_tensor *lt[] = {L->attn_norm,    L->wq,     L->wk,     L->wv,
+                              L->wqkv,         L->bq,     L->bk,     L->bv,
+                              L->q_norm,       L->k_norm, L->wo,     L->ffn_norm,
+                              L->w_gate,       L->w_up,   L->w_down, L->post_attn_norm,
+                              L->post_ffn_norm};
+        for (int i = 0; i < per; i++)
+            ts[k++] = lt[i];
+    }
+    *n = k;
+    return ts;
+}
+
+/* Every tensor of m against the file: the GPU image is the CPU repack of
+ * the file's bytes (vectors: their f32 values), and reads back as them. */
+static void expect_exact(const glesc_model *m, const char *path, const char *how)
+{
+    glesc_gguf *f;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK);
+    int n;
+    glesc_tensor **ts = model_tensors(m, &n);
+    int checked = 0;
+    for (int k = 0; k < n; k++) {
+        glesc_tensor *t = ts[k];
+        if (!t)
+            continue;
+        int64_t i = glesc_gguf_find_tensor(f, t->name);
+        cr_assert_geq(i, 0, "%s", t->name);
+        glesc_gguf_tensor_info ti;
+        glesc_gguf_tensor(f, i, &ti);
+        uint8_t *file = malloc((size_t)ti.size);
+        cr_assert_eq(glesc_gguf_tensor_read(f, i, 0, file, ti.size), GLESC_OK);
+        size_t host = (size_t)graph_host_nbytes(t);
+        uint8_t *want = malloc(host), *back = malloc(host);
+        if (t->dtype == ti.type) {
+            cr_assert_eq(host, ti.size);
+            memcpy(want, file, host);
+        } else { /* a vector, uploaded as f32 */
+            cr_assert_eq(t->dtype, GLESC_DTYPE_F32, "%s", t->name);
+            cr_assert_eq(quant_dequantize(ti.type, file, (float *)(void *)want, ti.ne[0]),
+                         GLESC_OK);
+        }
+        /* the GPU image */
+        uint64_t rows = (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        uint64_t gpu = graph_nbytes(t);
+        uint8_t *img = calloc(1, (size_t)gpu + 4), *got = calloc(1, (size_t)gpu + 4);
+        if (graph_dtype_quant(t->dtype))
+            cr_assert_eq(
+                quant_gpu_repack(t->dtype, want, t->ne[0], (int64_t)rows, (uint32_t *)(void *)img),
+                GLESC_OK);
+        else
+            memcpy(img, want, host);
+        cr_assert_eq(graph_storage_read(t, 0, got, gpu), GLESC_OK);
+        cr_expect_eq(memcmp(got, img, (size_t)gpu), 0, "%s: %s (%s, %d chunks): GPU bytes differ",
+                     how, t->name, glesc_dtype_name(t->dtype), t->st.n_chunks);
+        cr_assert_eq(glesc_tensor_read(t, back, host), GLESC_OK);
+        cr_expect_eq(memcmp(back, want, host), 0, "%s: %s reads back differently", how, t->name);
+        free(file);
+        free(want);
+        free(back);
+        free(img);
+        free(got);
+        checked++;
+    }
+    cr_expect_eq(checked, m->n_tensors, "%s", how);
+    free(ts);
+    glesc_gguf_close(f);
+}
+
+static void tweak_k_shape(synth_params *p)
+{
+    p->n_embd = 256; /* whole blocks of 256 for the k-quants and iq4_xs */
+    p->n_ff = 512;
+    p->n_head = 4;
+    p->n_head_kv = 2;
+}
+
+/* Rewrites path with these norm vectors stored as f16, bf16 and q8_0. */
+static void norms_in_other_types(const char *path)
+{
+    static const struct {
+        const char *name;
+        glesc_dtype t;
+    } conv[] = {{"output_norm.weight", GLESC_DTYPE_F16},
+                {"blk.0.attn_norm.weight", GLESC_DTYPE_BF16},
+                {"blk.1.ffn_norm.weight", GLESC_DTYPE_Q8_0}};
+    glesc_gguf *f;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK);
+    glesc_gguf_writer *w = glesc_gguf_writer_create();
+    for (int64_t i = 0; i < glesc_gguf_n_kv(f); i++) {
+        const void *v;
+        uint64_t n;
+        cr_assert_eq(glesc_gguf_kv_raw(f, i, &v, &n), GLESC_OK);
+        cr_assert_eq(
+            glesc_gguf_writer_set_encoded(w, glesc_gguf_key(f, i), glesc_gguf_kv_type(f, i), v, n),
+            GLESC_OK);
+    }
+    void *made[3] = {NULL};
+    for (int64_t i = 0; i < glesc_gguf_n_tensors(f); i++) {
+        glesc_gguf_tensor_info t;
+        glesc_gguf_tensor(f, i, &t);
+        glesc_dtype type = t.type;
+        const void *data = t.data;
+        uint64_t size = t.size;
+        for (int c = 0; c < 3; c++) {
+            if (strcmp(t.name, conv[c].name))
+                continue;
+            type = conv[c].t;
+            size = glesc_dtype_row_bytes(type, t.ne[0]);
+            made[c] = malloc((size_t)size);
+            cr_assert_eq(glesc_quantize(type, t.data, 1, t.ne[0], made[c], (size_t)size), GLESC_OK,
+                         "%s", glesc_last_errmsg());
+            data = made[c];
+        }
+        cr_assert_eq(glesc_gguf_writer_add_tensor(w, t.name, type, t.n_dims, t.ne, data, size),
+                     GLESC_OK);
+    }
+    cr_assert_eq(glesc_gguf_writer_write(w, path), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_gguf_writer_destroy(w);
+    for (int c = 0; c < 3; c++)
+        free(made[c]);
+    glesc_gguf_close(f);
+}
+
+Test(load, every_weight_type_is_on_the_gpu_exactly)
+{
+    static const glesc_dtype types[] = {
+        GLESC_DTYPE_F32,  GLESC_DTYPE_F16,    GLESC_DTYPE_BF16,   GLESC_DTYPE_Q4_0,
+        GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0,   GLESC_DTYPE_Q5_1,   GLESC_DTYPE_Q8_0,
+        GLESC_DTYPE_Q2_K, GLESC_DTYPE_Q3_K,   GLESC_DTYPE_Q4_K,   GLESC_DTYPE_Q5_K,
+        GLESC_DTYPE_Q6_K, GLESC_DTYPE_IQ4_NL, GLESC_DTYPE_IQ4_XS, GLESC_DTYPE_MXFP4,
+    };
+    static const char *const paths[] = {"map", "staging", "subdata"};
+    /* 64 KiB storage blocks: token_embd and the feed-forward matrices are
+     * split into row chunks */
+    glesc_context_options co = {.cache_dir = "off", .max_storage_block_size = 1 << 16};
+    cr_assert_eq(glesc_context_create(&co, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "t-%s.gguf", glesc_dtype_name(types[i]));
+        char *path = write_model(name, types[i], tweak_k_shape);
+        if (i == 0)
+            norms_in_other_types(path);
+        const char *up = paths[i % 3];
+        setenv("GLESC_UPLOAD", up, 1);
+        glesc_model *m;
+        cr_assert_eq(glesc_model_load(ctx, path, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
+        char how[96];
+        snprintf(how, sizeof how, "%s weights, upload path %s", glesc_dtype_name(types[i]), up);
+        expect_exact(m, path, how);
+        glesc_model_destroy(m);
+        unlink(path);
+        free(path);
+    }
+    unsetenv("GLESC_UPLOAD");
+}
+
+/* ---- A model the upload's workers load ---- */
+
+/* 32000 tokens of f32 embeddings: 8 MiB, so the weights are written by the
+ * worker threads. */
+static void tweak_big_vocab(synth_params *p)
+{
+    p->n_vocab = 32000;
+    p->weight_type = GLESC_DTYPE_F32;
+}
+
+static bool cut_file(void *user, uint64_t done, uint64_t total)
+{
+    progress_log *l = user;
+    (void)total;
+    if (l->calls++ == 0) {
+        cr_assert_eq(done, 0, "the first call comes before any byte is read");
+        const char *path = (const char *)(uintptr_t)l->last_done;
+        struct stat sb;
+        cr_assert_eq(stat(path, &sb), 0);
+        cr_assert_eq(truncate(path, sb.st_size / 2), 0);
+    }
+    return false;
+}
+
+Test(load, a_large_model_reports_progress_and_survives_a_cut_file)
+{
+    ctx = test_context(NULL);
+    char *path = write_model("big.gguf", GLESC_DTYPE_F32, tweak_big_vocab);
+    for (int p = 0; p < 3; p++) {
+        static const char *const paths[] = {"map", "staging", "subdata"};
+        setenv("GLESC_UPLOAD", paths[p], 1);
+        glesc_model_options mo;
+        glesc_model_options_init(&mo);
+        progress_log l = {0, 0, 0, 0, true};
+        bool first_zero = true;
+        mo.progress = on_progress;
+        mo.progress_user = &l;
+        glesc_model *m;
+        cr_assert_eq(glesc_model_load(ctx, path, &mo, &m), GLESC_OK, "%s", glesc_last_errmsg());
+        glesc_model_info mi;
+        glesc_model_get_info(m, &mi);
+        cr_expect_eq(l.calls, mi.n_tensors + 1, "%s", paths[p]);
+        cr_expect(l.monotonic && first_zero, "%s", paths[p]);
+        cr_expect_eq(l.last_done, l.total, "%s: the last call reports everything", paths[p]);
+        expect_exact(m, path, paths[p]);
+        glesc_model_destroy(m);
+    }
+    unsetenv("GLESC_UPLOAD");
+    /* the file cut in half before its weights are read: an error naming it,
+     * nothing left on the GPU */
+    glesc_stats before, after;
+    glesc_context_stats(ctx, &before);
+    glesc_model_options mo;
+    glesc_model_options_init(&mo);
+    progress_log l = {0, 0, (uint64_t)(uintptr_t)path, 0, true};
+    mo.progress = cut_file;
+    mo.progress_user = &l;
+    glesc_model *m = (glesc_model *)1;
+    cr_assert_eq(glesc_model_load(ctx, path, &mo, &m), GLESC_ERROR_IO, "%s", glesc_last_errmsg());
+    cr_expect_null(m);
+    cr_expect(strstr(glesc_last_errmsg(), path) && strstr(glesc_last_errmsg(), "truncated"), "%s",
+              glesc_last_errmsg());
+    cr_expect_eq(l.calls, 1, "no progress after the failure");
+    glesc_context_stats(ctx, &after);
+    cr_expect_eq(after.pool_live_bytes, before.pool_live_bytes);
+    unlink(path);
+    free(path);
+}
+
+/* ---- The memory accounts ---- */
+
+Test(load, memory_accounts_are_the_tensors_bytes)
+{
+    ctx = test_context(NULL);
+    char *path = write_model("mem.gguf", GLESC_DTYPE_Q4_K, tweak_k_shape);
+    glesc_memory_stats m0, m1, m2, m3;
+    glesc_context_memory(ctx, &m0);
+    glesc_model *m;
+    cr_assert_eq(glesc_model_load(ctx, path, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context_memory(ctx, &m1);
+    glesc_model_info mi;
+    glesc_model_get_info(m, &mi);
+    /* the weights: every tensor's own GPU bytes, nothing else */
+    int n;
+    glesc_tensor **ts = model_tensors(m, &n);
+    uint64_t sum = 0, sum_predicted = 0;
+    for (int k = 0; k < n; k++) {
+        if (!ts[k])
+            continue;
+        for (int c = 0; c < ts[k]->st.n_chunks; c++)
+            sum += ts[k]->st.chunks[c]->size;
+        sum_predicted += glesc_weight_gpu_bytes(ctx, ts[k]->dtype, ts[k]->ndim, ts[k]->ne);
+    }
+    free(ts);
+    cr_expect_gt(mi.gpu_bytes, 0);
+    cr_expect_eq(m1.persistent_bytes - m0.persistent_bytes, mi.gpu_bytes);
+    cr_expect_eq(sum, mi.gpu_bytes, "buffers %llu, model %llu", (unsigned long long)sum,
+                 (unsigned long long)mi.gpu_bytes);
+    cr_expect_eq(sum_predicted, mi.gpu_bytes);
+    cr_expect_eq(m1.activation_bytes, m0.activation_bytes, "the load holds no activations");
+    /* a session adds its cache; a step its activations, given back after */
+    glesc_session *s;
+    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.n_ctx = 64}, &s), GLESC_OK);
+    glesc_context_memory(ctx, &m2);
+    cr_expect_eq(m2.persistent_bytes - m1.persistent_bytes, glesc_session_kv_bytes(s));
+    glesc_context_memory_reset_peak(ctx);
+    int32_t ids[16];
+    for (int i = 0; i < 16; i++)
+        ids[i] = 5 + i;
+    cr_assert_eq(glesc_session_eval(s, ids, 16, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context_memory(ctx, &m3);
+    cr_expect_gt(m3.max_activation_requested_bytes, 0);
+    cr_expect_eq(m3.peak_persistent_bytes, m2.persistent_bytes);
+    cr_expect_eq(m3.peak_total_bytes,
+                 m3.peak_persistent_bytes + m3.peak_activation_bytes + m3.peak_cached_bytes);
+    cr_expect_geq(m3.peak_total_bytes,
+                  m3.peak_persistent_bytes + m3.max_activation_requested_bytes);
+    cr_expect_eq(m3.total_bytes, m3.persistent_bytes + m3.activation_bytes + m3.cached_bytes);
+    cr_expect_leq(m3.activation_requested_bytes, m3.activation_bytes);
+    cr_log_info("weights %llu, KV %llu, activations at most %llu, peak %llu",
+                (unsigned long long)mi.gpu_bytes, (unsigned long long)glesc_session_kv_bytes(s),
+                (unsigned long long)m3.max_activation_requested_bytes,
+                (unsigned long long)m3.peak_total_bytes);
+    glesc_session_destroy(s);
+    glesc_model_destroy(m);
+    glesc_context_memory(ctx, &m3);
+    cr_expect_eq(m3.persistent_bytes, m0.persistent_bytes, "model and cache freed");
+    unlink(path);
+    free(path);
 }

@@ -1,6 +1,7 @@
 /*
  * test_model.c — llama-family hyperparameters and tensor validation: the
- * shared models load with the expected sizes, and bad files (unknown
+ * shared models load with the expected sizes, gemma2, gemma3 and phi3 with
+ * llama.cpp's per-layer decisions, and bad files (unknown
  * architecture, missing key, missing tensor, wrong shape) give errors that
  * name the file, key or tensor.
  */
@@ -54,8 +55,62 @@ Test(model, shared_models_load)
     }
 }
 
+/* llama.cpp's per-architecture decisions, as the reference files record
+ * them (model.arch_hparams of reference/expected/<name>.json): which layers
+ * are local, each layer's rope base, the scores' scale, the embedding
+ * scale, soft-capping and the window. */
+Test(model, reference_architectures_match_llama_cpp_decisions)
+{
+    static const struct {
+        const char *file;
+        int n_swa;
+        bool swa[6];
+        float base[6];
+        float kq_scale, embd_scale, attn_cap, final_cap;
+        bool fused;
+    } cases[] = {
+        {"reference/models/gemma2-f32.gguf", 16, {1, 0}, {1e4f, 1e4f}, 0.125f, 16, 50, 30, false},
+        {"reference/models/gemma3-f32.gguf",
+         16,
+         {1, 1, 1, 1, 1, 0},
+         {1e4f, 1e4f, 1e4f, 1e4f, 1e4f, 1e6f},
+         0.17677669f,
+         16,
+         0,
+         0,
+         false},
+        {"reference/models/phi3-f32.gguf", 0, {0, 0}, {1e4f, 1e4f}, 0.125f, 1, 0, 0, true},
+    };
+    TEST_REQUIRE_SHARED(first, cases[0].file);
+    free(first);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *p = test_shared_path(cases[i].file);
+        glesc_gguf *f;
+        cr_assert_eq(glesc_gguf_open(p, &f), GLESC_OK, "%s", glesc_last_errmsg());
+        llm_hparams hp;
+        cr_assert_eq(llm_hparams_load(f, cases[i].file, &hp), GLESC_OK, "%s", glesc_last_errmsg());
+        cr_assert_eq(llm_tensors_check(f, cases[i].file, &hp), GLESC_OK, "%s", glesc_last_errmsg());
+        cr_expect_eq(hp.n_swa, cases[i].n_swa, "%s", cases[i].file);
+        for (int64_t l = 0; l < hp.n_layer; l++) {
+            cr_expect_eq(llm_layer_is_swa(&hp, l), cases[i].swa[l], "%s layer %lld", cases[i].file,
+                         (long long)l);
+            cr_expect_float_eq(llm_layer_rope_base(&hp, l), cases[i].base[l], 0, "%s layer %lld",
+                               cases[i].file, (long long)l);
+            cr_expect_float_eq(llm_layer_rope_scale(&hp, l), 1.0f, 0);
+        }
+        cr_expect_float_eq(hp.attn_scale, cases[i].kq_scale, 1e-7f, "%s", cases[i].file);
+        cr_expect_float_eq(hp.embd_scale, cases[i].embd_scale, 0, "%s", cases[i].file);
+        cr_expect_float_eq(hp.attn_softcap, cases[i].attn_cap, 0, "%s", cases[i].file);
+        cr_expect_float_eq(hp.final_softcap, cases[i].final_cap, 0, "%s", cases[i].file);
+        cr_expect_eq(hp.fused_qkv, cases[i].fused, "%s", cases[i].file);
+        cr_expect_eq(hp.fused_up, cases[i].fused, "%s", cases[i].file);
+        glesc_gguf_close(f);
+        free(p);
+    }
+}
+
 /* A tiny llama file through the writer; `mutate` breaks one thing. */
-typedef enum { OK, ARCH, NO_LAYERS, NO_TENSOR, BAD_SHAPE, BAD_HEADS } mutation;
+typedef enum { OK, ARCH, NO_LAYERS, NO_TENSOR, BAD_SHAPE, BAD_HEADS, BAD_ROPE } mutation;
 
 static char *write_model(mutation m)
 {
@@ -71,6 +126,8 @@ static char *write_model(mutation m)
     glesc_gguf_writer_set_u32(w, "llama.feed_forward_length", 16);
     glesc_gguf_writer_set_u32(w, "llama.attention.head_count", 2);
     glesc_gguf_writer_set_u32(w, "llama.attention.head_count_kv", m == BAD_HEADS ? 3 : 1);
+    if (m == BAD_ROPE)
+        glesc_gguf_writer_set_str(w, "llama.rope.scaling.type", "ntk");
     static const struct {
         const char *name;
         int nd;
@@ -133,6 +190,12 @@ Test(model, missing_key)
 Test(model, missing_tensor)
 {
     expect_error(NO_TENSOR, GLESC_ERROR_NOT_FOUND, "'blk.0.ffn_up.weight'");
+}
+
+Test(model, unknown_rope_scaling)
+{
+    expect_error(BAD_ROPE, GLESC_ERROR_UNSUPPORTED,
+                 "llama.rope.scaling.type 'ntk' is not supported (none, linear, yarn");
 }
 
 Test(model, wrong_shape)

@@ -1,7 +1,9 @@
 /*
  * test_pool.c — SSBO pool: size classes waste at most 25%, released buffers
- * are reused by (class, usage), LRU trimming to the budget, the storage-block
- * limit is refused with a clear message, statistics add up.
+ * are reused by (class, usage), persistent buffers take their exact size and
+ * are never cached, LRU trimming to the budget, the storage-block limit is
+ * refused with a clear message, statistics and the memory accounts
+ * (glesc_context_memory) add up.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -38,9 +40,10 @@ Test(pool, reuse_by_class_and_usage)
     cr_assert_eq(gl_pool_acquire(ctx, 5100, GL_USAGE_ACTIVATIONS, &b), GLESC_OK);
     cr_assert_eq(b->id, id);
     cr_assert_not(b->defined, "a reused buffer's contents are undefined");
-    /* Another usage: a miss. */
+    /* Another usage: a miss; persistent buffers take their exact size. */
     cr_assert_eq(gl_pool_acquire(ctx, 5000, GL_USAGE_WEIGHTS, &c), GLESC_OK);
     cr_assert_neq(c->id, id);
+    cr_assert_eq(c->size, 5000);
     glesc_stats s;
     glesc_context_stats(ctx, &s);
     cr_assert_eq(s.pool_hits, 1);
@@ -52,8 +55,59 @@ Test(pool, reuse_by_class_and_usage)
     gl_pool_release(ctx, c);
     glesc_context_stats(ctx, &s);
     cr_assert_eq(s.pool_live_bytes, 0);
-    cr_assert_eq(s.pool_cached_buffers, 2);
+    cr_assert_eq(s.pool_cached_buffers, 1, "a persistent buffer is deleted on release");
+    cr_assert_eq(s.pool_cached_bytes, gl_pool_size_class(5000));
     cr_assert_geq(s.pool_peak_bytes, s.pool_cached_bytes);
+    glesc_context_destroy(ctx);
+}
+
+/* glesc_context_memory splits what the pool holds by holder, and the split
+ * at the peak adds up to the peak. */
+Test(pool, memory_accounts)
+{
+    glesc_context *ctx = test_context(NULL);
+    glesc_memory_stats m0, m;
+    glesc_context_memory(ctx, &m0);
+    glesc_context_memory_reset_peak(ctx);
+    gl_buffer *w, *a, *b;
+    cr_assert_eq(gl_pool_acquire(ctx, 100000, GL_USAGE_WEIGHTS, &w), GLESC_OK);
+    cr_assert_eq(gl_pool_acquire(ctx, 5000, GL_USAGE_ACTIVATIONS, &a), GLESC_OK);
+    cr_assert_eq(gl_pool_acquire(ctx, 70000, GL_USAGE_ACTIVATIONS, &b), GLESC_OK);
+    glesc_context_memory(ctx, &m);
+    cr_expect_eq(m.persistent_bytes - m0.persistent_bytes, 100000);
+    cr_expect_eq(m.activation_bytes - m0.activation_bytes,
+                 gl_pool_size_class(5000) + gl_pool_size_class(70000));
+    cr_expect_eq(m.activation_requested_bytes - m0.activation_requested_bytes, 75000);
+    cr_expect_eq(m.total_bytes, m.persistent_bytes + m.activation_bytes + m.cached_bytes);
+    gl_pool_release(ctx, b);
+    glesc_context_memory(ctx, &m);
+    cr_expect_eq(m.cached_bytes - m0.cached_bytes, gl_pool_size_class(70000));
+    cr_expect_eq(m.activation_requested_bytes - m0.activation_requested_bytes, 5000);
+    /* the peak was before the release, with b live */
+    cr_expect_eq(m.peak_total_bytes, m.total_bytes);
+    cr_expect_eq(m.peak_total_bytes,
+                 m.peak_persistent_bytes + m.peak_activation_bytes + m.peak_cached_bytes);
+    cr_expect_eq(m.peak_activation_bytes - m0.activation_bytes,
+                 gl_pool_size_class(5000) + gl_pool_size_class(70000));
+    cr_expect_eq(m.peak_cached_bytes, m0.cached_bytes);
+    cr_expect_eq(m.max_activation_requested_bytes - m0.activation_requested_bytes, 75000);
+    /* a hit moves bytes from cached to live: no new peak */
+    cr_assert_eq(gl_pool_acquire(ctx, 69000, GL_USAGE_ACTIVATIONS, &b), GLESC_OK);
+    gl_pool_release(ctx, w);
+    glesc_context_memory(ctx, &m);
+    cr_expect_eq(m.persistent_bytes, m0.persistent_bytes);
+    cr_expect_eq(m.activation_requested_bytes - m0.activation_requested_bytes, 74000);
+    cr_expect_eq(m.peak_persistent_bytes - m0.persistent_bytes, 100000);
+    cr_expect_eq(m.max_activation_requested_bytes - m0.activation_requested_bytes, 75000);
+    glesc_context_memory_reset_peak(ctx);
+    glesc_context_memory(ctx, &m);
+    cr_expect_eq(m.peak_total_bytes, m.total_bytes);
+    cr_expect_eq(m.peak_persistent_bytes, m.persistent_bytes);
+    cr_expect_eq(m.max_activation_requested_bytes, m.activation_requested_bytes);
+    gl_pool_release(ctx, a);
+    gl_pool_release(ctx, b);
+    glesc_context_memory(NULL, &m);
+    cr_expect_eq(m.total_bytes, 0);
     glesc_context_destroy(ctx);
 }
 

@@ -3,11 +3,10 @@
  * (../shared/reference): every model whose weights this build supports must
  * stay within its suggested logit tolerance, agree on the arg max where the
  * reference's top-2 gap exceeds the threshold, and reproduce the greedy ids
- * (stories260K: all 48 of both prompts). Every weight type of the reference
- * models is supported, so the only skip allowed is a model whose
- * architecture the runtime does not implement yet (gemma2, gemma3, phi3:
- * the architectures issue); the loader's message must say so. The rules are
- * in tools/refcheck.h.
+ * (stories260K: all 48 of both prompts). Every weight type and every
+ * architecture of the reference models (llama, qwen2, qwen3, gemma2,
+ * gemma3, phi3) is supported, so no model may be skipped. The rules are in
+ * tools/refcheck.h.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -44,7 +43,7 @@ Test(refcheck, logits_and_greedy_match_llama_cpp, .timeout = 580)
     cr_assert_gt(n, 0, "no reference files in %s", dir);
 
     glesc_context *ctx = test_context(NULL);
-    int passed = 0, skipped = 0;
+    int passed = 0;
     bool saw_stories = false;
     fprintf(stderr, "glesc vs llama.cpp, KV cache f32, %s\n", glesc_context_caps(ctx)->renderer);
     refcheck_print_header(stderr);
@@ -52,13 +51,6 @@ Test(refcheck, logits_and_greedy_match_llama_cpp, .timeout = 580)
         refcheck_result r;
         refcheck_run(ctx, files[i], NULL, &r);
         refcheck_print_row(stderr, &r);
-        if (r.status == REFCHECK_SKIP) {
-            cr_expect(strstr(r.note, "architecture '") && strstr(r.note, "is not supported"),
-                      "%s skipped for another reason than its architecture: %s", r.model, r.note);
-            cr_log_info("%s skipped: %s", r.model, r.note);
-            skipped++;
-            continue;
-        }
         cr_expect_eq(r.status, REFCHECK_PASS, "%s: %s", r.model, r.note);
         cr_expect_leq(r.max_diff, r.tol, "%s: D %.3g > %.3g", r.model, r.max_diff, r.tol);
         cr_expect_eq(r.argmax_failed, 0, "%s", r.model);
@@ -72,7 +64,8 @@ Test(refcheck, logits_and_greedy_match_llama_cpp, .timeout = 580)
     }
     for (int i = 0; i < n; i++)
         free(files[i]);
-    cr_log_info("%d passed, %d skipped of %d reference models", passed, skipped, n);
+    cr_log_info("%d of %d reference models passed", passed, n);
+    cr_expect_eq(passed, n, "every reference model must pass");
     cr_expect(saw_stories, "stories260K.json was not checked");
     glesc_context_destroy(ctx);
     free(dir);

@@ -198,6 +198,17 @@ static void batching_case(glesc_dtype kv, double tol)
     cr_assert_eq(glesc_session_eval(s1, ids, 20, 0, b), GLESC_OK, "%s", glesc_last_errmsg());
     for (int32_t j = 0; j < V; j++)
         cr_assert_float_eq(b[j], a[19 * (size_t)V + (size_t)j], tol);
+    /* ... also from batches of 3 with nothing read back between them (the
+     * batches follow each other on the GPU: a batch's inputs and parameters
+     * must not reach the one still running before it; an H200 showed it) */
+    glesc_session_truncate(s2, 0);
+    cr_assert_eq(glesc_session_eval(s2, ids, 20, 0, b), GLESC_OK, "%s", glesc_last_errmsg());
+    double last = 0;
+    for (int32_t j = 0; j < V; j++)
+        last = fmax(last, fabs((double)b[j] - a[19 * (size_t)V + (size_t)j]));
+    cr_log_info("kv %s: last row after batches of 3 read only at the end: max |diff| %.3g",
+                glesc_dtype_name(kv), last);
+    cr_assert_leq(last, tol);
     free(a);
     free(b);
     glesc_session_destroy(s1);
@@ -248,11 +259,32 @@ Test(runtime, context_overflow_and_bad_ids_are_refused)
  * qwen3 graphs (RMS norm, RoPE normal or NeoX with linear scaling, grouped
  * query attention, SwiGLU, tied head), over a synthetic f32 model. */
 
+/* The architectures' options, as the synthetic file and the CPU reference
+ * see them. */
+typedef struct arch_opts {
+    const char *arch;
+    int n_layer, head_dim, n_rot; /* 0: 2 layers, n_embd / n_head, head_dim */
+    float base, linear, yarn;     /* rope.freq_base (0: 10000), scaling factors */
+    bool tied, rope_freqs, longrope;
+    int n_ctx_orig; /* rope.scaling.original_context_length (0: the file's context, 64) */
+    float attn_factor;
+    int n_swa;                         /* attention.sliding_window */
+    float attn_softcap, final_softcap; /* gemma2's keys (0: llama.cpp's defaults 50, 30) */
+    int n_ctx;                         /* the session's context (0: 32) */
+    glesc_dtype kv;
+    double tol;
+    int per_layer; /* dispatches per layer per decode token at most (0: 5) */
+} arch_opts;
+
 typedef struct ref_model {
     const glesc_gguf *f;
-    int64_t e, L, ff, h, hkv, d, nv;
-    float eps, base, scale;
-    bool neox;
+    const arch_opts *o;
+    int64_t e, L, ff, h, hkv, d, nv, n_rot;
+    float eps;
+    bool neox, gemma, gemma2, gemma3, phi3;
+    int n_swa, swa_pattern;
+    double attn_scale, attn_cap, final_cap, embd_scale;
+    const float *factors; /* rope frequency factors, or NULL */
 } ref_model;
 
 /* Element i of tensor name (f32), or 0 with a test failure when absent. */
@@ -290,141 +322,234 @@ static void ref_rmsnorm(const double *x, const float *w, int64_t n, float eps, d
         y[i] = x[i] * r * (w ? w[i] : 1.0);
 }
 
-static void ref_rope(double *x, int64_t d, int pos, const ref_model *m)
+/* Is layer l local (a sliding window)? llama.cpp's patterns: gemma2 every
+ * other layer from 0, gemma3 five of six. */
+static bool ref_swa(const ref_model *m, int64_t l)
 {
-    for (int64_t i = 0; i < d / 2; i++) {
-        double theta = pos * m->scale * pow(m->base, -2.0 * (double)i / (double)d);
-        const float *ff = ref_tensor(m, "rope_freqs.weight", 0);
-        if (ff)
-            theta /= ff[i];
-        int64_t a = m->neox ? i : 2 * i, b = m->neox ? i + d / 2 : 2 * i + 1;
-        double x0 = x[a], x1 = x[b];
-        x[a] = x0 * cos(theta) - x1 * sin(theta);
-        x[b] = x0 * sin(theta) + x1 * cos(theta);
+    return m->swa_pattern > 0 && l % m->swa_pattern < m->swa_pattern - 1;
+}
+
+/* Rope of one head x[d] at position pos in layer l, written from the
+ * papers' definitions: theta_i = pos · base^(-2i/n_rot) / factor_i;
+ * linear scaling divides positions; YaRN (Peng et al.) blends
+ * interpolation and extrapolation by a ramp over the rotations whose
+ * wavelengths fall between n_ctx_orig / beta_fast and n_ctx_orig /
+ * beta_slow (llama.cpp's rounding of the bounds) and scales the magnitude
+ * by 0.1·ln(factor) + 1; LongRoPE multiplies it by attn_factor. Gemma 3's
+ * local layers rotate with base 10000, unscaled. */
+static void ref_rope(double *x, int pos, const ref_model *m, int64_t l)
+{
+    const arch_opts *o = m->o;
+    double base = o->base > 0 ? o->base : 1e4, factor = o->linear > 0 ? o->linear : o->yarn;
+    bool local = ref_swa(m, l) && m->gemma3;
+    if (local) {
+        base = 1e4;
+        factor = 0;
     }
+    double mag = o->attn_factor > 0 ? o->attn_factor : 1.0;
+    double lo = 0, hi = 0;
+    bool yarn = o->yarn > 0 && !local;
+    if (yarn) {
+        int n_orig = o->n_ctx_orig > 0 ? o->n_ctx_orig : 64;
+        lo = fmax(0, floor(m->n_rot * log(n_orig / (32 * 2 * M_PI)) / (2 * log(base))));
+        hi = fmin(m->n_rot - 1, ceil(m->n_rot * log(n_orig / (1 * 2 * M_PI)) / (2 * log(base))));
+        mag *= 1 + 0.1 * log(o->yarn);
+    }
+    for (int64_t i = 0; i < m->n_rot / 2; i++) {
+        double theta = pos * pow(base, -2.0 * (double)i / (double)m->n_rot);
+        if (m->factors)
+            theta /= m->factors[i];
+        double interp = factor > 0 ? theta / factor : theta;
+        if (yarn) {
+            double r = 1 - fmin(1, fmax(0, (i - lo) / fmax(0.001, hi - lo)));
+            theta = interp * (1 - r) + theta * r;
+        } else {
+            theta = interp;
+        }
+        int64_t a = m->neox ? i : 2 * i, b = m->neox ? i + m->n_rot / 2 : 2 * i + 1;
+        double x0 = x[a], x1 = x[b];
+        x[a] = mag * (x0 * cos(theta) - x1 * sin(theta));
+        x[b] = mag * (x0 * sin(theta) + x1 * cos(theta));
+    }
+}
+
+/* GELU, tanh form (Gemma's gelu_pytorch_tanh) */
+static double ref_gelu(double x)
+{
+    return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+/* q, k, v of one position from the normed input h: separate projections
+ * (with qwen2's biases) or phi3's one matrix. */
+static void ref_qkv(const ref_model *m, int64_t l, const double *h, double *q, double *k, double *v,
+                    double *tmp)
+{
+    int64_t e = m->e, qd = m->h * m->d, kvd = m->hkv * m->d;
+    const float *wqkv = ref_tensor(m, "blk.%lld.attn_qkv.weight", l);
+    if (wqkv) {
+        ref_matvec(wqkv, h, e, qd + 2 * kvd, tmp);
+        memcpy(q, tmp, (size_t)qd * sizeof *q);
+        memcpy(k, tmp + qd, (size_t)kvd * sizeof *k);
+        memcpy(v, tmp + qd + kvd, (size_t)kvd * sizeof *v);
+        return;
+    }
+    ref_matvec(ref_tensor(m, "blk.%lld.attn_q.weight", l), h, e, qd, q);
+    ref_matvec(ref_tensor(m, "blk.%lld.attn_k.weight", l), h, e, kvd, k);
+    ref_matvec(ref_tensor(m, "blk.%lld.attn_v.weight", l), h, e, kvd, v);
+    const float *bq = ref_tensor(m, "blk.%lld.attn_q.bias", l);
+    const float *bk = ref_tensor(m, "blk.%lld.attn_k.bias", l);
+    const float *bv = ref_tensor(m, "blk.%lld.attn_v.bias", l);
+    for (int64_t i = 0; bq && i < qd; i++)
+        q[i] += bq[i];
+    for (int64_t i = 0; bk && i < kvd; i++) {
+        k[i] += bk[i];
+        v[i] += bv[i];
+    }
+}
+
+/* Adds y (normed by post_<which>, Gemma) to the residual x. */
+static void ref_residual(const ref_model *m, int64_t l, const char *post, double *x, double *y,
+                         double *tmp)
+{
+    const float *pn = post ? ref_tensor(m, post, l) : NULL;
+    if (pn) {
+        ref_rmsnorm(y, pn, m->e, m->eps, tmp);
+        y = tmp;
+    }
+    for (int64_t i = 0; i < m->e; i++)
+        x[i] += y[i];
 }
 
 /* Logits [n, nv] of ids[0..n) from position 0. */
 static double *ref_forward(const ref_model *m, const int32_t *ids, int n)
 {
     int64_t e = m->e, d = m->d, qd = m->h * d, kvd = m->hkv * d;
+    int64_t big = CORE_MAX_(CORE_MAX_(e, qd + 2 * kvd), 2 * m->ff);
     double *x = calloc((size_t)(n * e), sizeof *x), *h = calloc((size_t)e, sizeof *h);
     double *q = calloc((size_t)qd, sizeof *q), *att = calloc((size_t)qd, sizeof *att);
     double *K = calloc((size_t)(n * kvd), sizeof *K), *V = calloc((size_t)(n * kvd), sizeof *V);
-    double *g = calloc((size_t)m->ff, sizeof *g), *u = calloc((size_t)m->ff, sizeof *u);
-    double *t = calloc((size_t)CORE_MAX_(e, qd), sizeof *t), *sc = calloc((size_t)n, sizeof *sc);
+    double *g = calloc((size_t)2 * m->ff, sizeof *g), *u = calloc((size_t)m->ff, sizeof *u);
+    double *t = calloc((size_t)big, sizeof *t), *t2 = calloc((size_t)big, sizeof *t2);
+    double *qq = calloc((size_t)qd, sizeof *qq), *sc = calloc((size_t)n, sizeof *sc);
     double *logits = calloc((size_t)(n * m->nv), sizeof *logits);
     const float *emb = ref_tensor(m, "token_embd.weight", 0);
     for (int p = 0; p < n; p++)
         for (int64_t i = 0; i < e; i++)
-            x[p * e + i] = emb[ids[p] * e + i];
+            x[p * e + i] = emb[ids[p] * e + i] * m->embd_scale;
     for (int64_t l = 0; l < m->L; l++) {
-        memset(K, 0, (size_t)(n * kvd) * sizeof *K);
+        const float *qn = ref_tensor(m, "blk.%lld.attn_q_norm.weight", l);
+        const float *kn = ref_tensor(m, "blk.%lld.attn_k_norm.weight", l);
         for (int p = 0; p < n; p++) { /* all positions' K/V first (causal below) */
             ref_rmsnorm(x + p * e, ref_tensor(m, "blk.%lld.attn_norm.weight", l), e, m->eps, h);
             double *k = K + p * kvd, *v = V + p * kvd;
-            ref_matvec(ref_tensor(m, "blk.%lld.attn_k.weight", l), h, e, kvd, k);
-            ref_matvec(ref_tensor(m, "blk.%lld.attn_v.weight", l), h, e, kvd, v);
-            const float *bk = ref_tensor(m, "blk.%lld.attn_k.bias", l);
-            const float *bv = ref_tensor(m, "blk.%lld.attn_v.bias", l);
-            for (int64_t i = 0; bk && i < kvd; i++) {
-                k[i] += bk[i];
-                v[i] += bv[i];
-            }
-            const float *kn = ref_tensor(m, "blk.%lld.attn_k_norm.weight", l);
+            ref_qkv(m, l, h, qq, k, v, t);
             for (int64_t hh = 0; hh < m->hkv; hh++) {
                 if (kn) {
                     ref_rmsnorm(k + hh * d, kn, d, m->eps, t);
                     memcpy(k + hh * d, t, (size_t)d * sizeof *t);
                 }
-                ref_rope(k + hh * d, d, p, m);
+                ref_rope(k + hh * d, p, m, l);
             }
         }
         for (int p = 0; p < n; p++) {
             ref_rmsnorm(x + p * e, ref_tensor(m, "blk.%lld.attn_norm.weight", l), e, m->eps, h);
-            ref_matvec(ref_tensor(m, "blk.%lld.attn_q.weight", l), h, e, qd, q);
-            const float *bq = ref_tensor(m, "blk.%lld.attn_q.bias", l);
-            const float *qn = ref_tensor(m, "blk.%lld.attn_q_norm.weight", l);
-            for (int64_t i = 0; bq && i < qd; i++)
-                q[i] += bq[i];
+            ref_qkv(m, l, h, q, t2, t2 + kvd, t);
+            int first = m->n_swa > 0 && ref_swa(m, l) ? CORE_MAX_(0, p - m->n_swa + 1) : 0;
             for (int64_t hh = 0; hh < m->h; hh++) {
                 double *qh = q + hh * d;
                 if (qn) {
                     ref_rmsnorm(qh, qn, d, m->eps, t);
                     memcpy(qh, t, (size_t)d * sizeof *t);
                 }
-                ref_rope(qh, d, p, m);
+                ref_rope(qh, p, m, l);
                 int64_t kh = hh / (m->h / m->hkv);
                 double mx = -1e300, sum = 0;
-                for (int j = 0; j <= p; j++) {
+                for (int j = first; j <= p; j++) {
                     double s = 0;
                     for (int64_t i = 0; i < d; i++)
                         s += qh[i] * K[j * kvd + kh * d + i];
-                    sc[j] = s / sqrt((double)d);
+                    s *= m->attn_scale;
+                    if (m->attn_cap > 0)
+                        s = m->attn_cap * tanh(s / m->attn_cap);
+                    sc[j] = s;
                     mx = fmax(mx, sc[j]);
                 }
-                for (int j = 0; j <= p; j++)
+                for (int j = first; j <= p; j++)
                     sum += (sc[j] = exp(sc[j] - mx));
                 for (int64_t i = 0; i < d; i++) {
                     double a = 0;
-                    for (int j = 0; j <= p; j++)
+                    for (int j = first; j <= p; j++)
                         a += sc[j] * V[j * kvd + kh * d + i];
                     att[hh * d + i] = a / sum;
                 }
             }
-            ref_matvec(ref_tensor(m, "blk.%lld.attn_output.weight", l), att, qd, e, t);
             double *xp = x + p * e;
-            for (int64_t i = 0; i < e; i++)
-                xp[i] += t[i];
+            ref_matvec(ref_tensor(m, "blk.%lld.attn_output.weight", l), att, qd, e, t2);
+            ref_residual(m, l, "blk.%lld.post_attention_norm.weight", xp, t2, t);
             ref_rmsnorm(xp, ref_tensor(m, "blk.%lld.ffn_norm.weight", l), e, m->eps, h);
-            ref_matvec(ref_tensor(m, "blk.%lld.ffn_gate.weight", l), h, e, m->ff, g);
-            ref_matvec(ref_tensor(m, "blk.%lld.ffn_up.weight", l), h, e, m->ff, u);
+            const float *wg = ref_tensor(m, "blk.%lld.ffn_gate.weight", l);
+            if (wg) {
+                ref_matvec(wg, h, e, m->ff, g);
+                ref_matvec(ref_tensor(m, "blk.%lld.ffn_up.weight", l), h, e, m->ff, u);
+            } else { /* phi3: gate then up rows of one matrix */
+                ref_matvec(ref_tensor(m, "blk.%lld.ffn_up.weight", l), h, e, 2 * m->ff, g);
+                memcpy(u, g + m->ff, (size_t)m->ff * sizeof *u);
+            }
             for (int64_t i = 0; i < m->ff; i++)
-                g[i] = g[i] / (1 + exp(-g[i])) * u[i];
-            ref_matvec(ref_tensor(m, "blk.%lld.ffn_down.weight", l), g, m->ff, e, t);
-            for (int64_t i = 0; i < e; i++)
-                xp[i] += t[i];
+                g[i] = (m->gemma ? ref_gelu(g[i]) : g[i] / (1 + exp(-g[i]))) * u[i];
+            ref_matvec(ref_tensor(m, "blk.%lld.ffn_down.weight", l), g, m->ff, e, t2);
+            ref_residual(m, l, "blk.%lld.post_ffw_norm.weight", xp, t2, t);
         }
     }
     const float *out = ref_tensor(m, "output.weight", 0);
     for (int p = 0; p < n; p++) {
+        double *lg = logits + p * m->nv;
         ref_rmsnorm(x + p * e, ref_tensor(m, "output_norm.weight", 0), e, m->eps, h);
-        ref_matvec(out ? out : emb, h, e, m->nv, logits + p * m->nv);
+        ref_matvec(out ? out : emb, h, e, m->nv, lg);
+        for (int64_t i = 0; m->final_cap > 0 && i < m->nv; i++)
+            lg[i] = m->final_cap * tanh(lg[i] / m->final_cap);
     }
     free(x);
     free(h);
     free(q);
+    free(qq);
     free(att);
     free(K);
     free(V);
     free(g);
     free(u);
     free(t);
+    free(t2);
     free(sc);
     return logits;
 }
 
-static bool with_rope_freqs;
-
-static void arch_case(const char *arch, int head_dim, float base, float linear, bool tied,
-                      glesc_dtype kv, double tol)
+static void arch_run(const arch_opts *o)
 {
     char *dir = test_tmpdir();
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s.gguf", dir, arch);
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, o->arch);
     synth_params p;
     synth_params_default(&p);
-    p.arch = arch;
+    p.arch = o->arch;
     p.n_embd = 64;
-    p.n_layer = 2;
+    p.n_layer = o->n_layer > 0 ? o->n_layer : 2;
     p.n_ff = 96;
     p.n_head = 4;
     p.n_head_kv = 2;
-    p.head_dim = head_dim;
-    p.rope_base = base;
-    p.rope_linear = linear;
-    p.tied_output = tied;
-    p.rope_freqs = with_rope_freqs ? SYNTH_ROPE_FREQS_RAMP : SYNTH_ROPE_FREQS_NONE;
+    p.head_dim = o->head_dim;
+    p.n_rot = o->n_rot;
+    p.rope_base = o->base;
+    p.rope_linear = o->linear;
+    p.rope_yarn = o->yarn;
+    p.n_ctx_orig = o->n_ctx_orig;
+    p.rope_attn_factor = o->attn_factor;
+    p.longrope = o->longrope;
+    p.n_swa = o->n_swa;
+    p.attn_softcap = o->attn_softcap;
+    p.final_softcap = o->final_softcap;
+    p.tied_output = o->tied;
+    p.rope_freqs = o->rope_freqs ? SYNTH_ROPE_FREQS_RAMP : SYNTH_ROPE_FREQS_NONE;
     p.n_ctx = 64;
     p.weight_type = GLESC_DTYPE_F32;
     p.seed = 7;
@@ -435,18 +560,40 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     glesc_model *m = load(path);
     glesc_model_info mi;
     glesc_model_get_info(m, &mi);
-    ref_model r = {f,
-                   mi.n_embd,
-                   mi.n_layer,
-                   mi.n_ff,
-                   mi.n_head,
-                   mi.n_head_kv,
-                   mi.head_dim,
-                   mi.n_vocab,
-                   1e-5f,
-                   base > 0 ? base : 1e4f,
-                   linear > 0 ? 1.0f / linear : 1.0f,
-                   strcmp(arch, "llama") != 0};
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : 32;
+    bool gemma2 = !strcmp(o->arch, "gemma2"), gemma3 = !strcmp(o->arch, "gemma3");
+    ref_model r = {.f = f,
+                   .o = o,
+                   .e = mi.n_embd,
+                   .L = mi.n_layer,
+                   .ff = mi.n_ff,
+                   .h = mi.n_head,
+                   .hkv = mi.n_head_kv,
+                   .d = mi.head_dim,
+                   .nv = mi.n_vocab,
+                   .n_rot = o->n_rot > 0 ? o->n_rot : mi.head_dim,
+                   .eps = 1e-5f,
+                   .neox = strcmp(o->arch, "llama") != 0,
+                   .gemma = gemma2 || gemma3,
+                   .gemma2 = gemma2,
+                   .gemma3 = gemma3,
+                   .phi3 = !strcmp(o->arch, "phi3"),
+                   .n_swa = gemma2 && o->n_swa == 0 ? 4096 : o->n_swa,
+                   .swa_pattern = gemma2                   ? 2
+                                  : gemma3 && o->n_swa > 0 ? 6
+                                                           : 0,
+                   .attn_scale = 1.0 / sqrt((double)mi.head_dim),
+                   .attn_cap = gemma2 ? (o->attn_softcap > 0 ? o->attn_softcap : 50) : 0,
+                   .final_cap = gemma2 ? (o->final_softcap > 0 ? o->final_softcap : 30) : 0,
+                   .embd_scale = gemma2 || gemma3 ? sqrt((double)mi.n_embd) : 1};
+    /* LongRoPE: the long factors once the context exceeds the original */
+    int n_orig = o->n_ctx_orig > 0 ? o->n_ctx_orig : 64;
+    r.factors =
+        o->rope_freqs ? ref_tensor(&r, "rope_freqs.weight", 0)
+        : o->longrope
+            ? ref_tensor(
+                  &r, n_ctx > n_orig ? "rope_factors_long.weight" : "rope_factors_short.weight", 0)
+            : NULL;
     enum { N = 12 };
     int32_t ids[N];
     for (int i = 0; i < N; i++)
@@ -454,25 +601,28 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     double *want = ref_forward(&r, ids, N);
     float *got = malloc((size_t)(N * mi.n_vocab) * sizeof *got);
     glesc_session *s;
-    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.n_ctx = 32, .kv_type = kv}, &s),
-                 GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(
+        glesc_session_create(m, &(glesc_session_options){.n_ctx = n_ctx, .kv_type = o->kv}, &s),
+        GLESC_OK, "%s", glesc_last_errmsg());
     /* a prefill of 8, then 4 decode steps */
     cr_assert_eq(glesc_session_eval(s, ids, 8, GLESC_EVAL_ALL_LOGITS, got), GLESC_OK, "%s",
                  glesc_last_errmsg());
+    int per_layer = o->per_layer > 0 ? o->per_layer : 5;
     for (int i = 8; i < N; i++) {
         cr_assert_eq(glesc_session_eval(s, &ids[i], 1, 0, got + i * mi.n_vocab), GLESC_OK, "%s",
                      glesc_last_errmsg());
-        /* a decoder layer is at most 5 dispatches (rms_norm·w with q/k/v;
-         * attention with rope and the cache writes; output projection +
-         * residual; rms_norm·w with gate/up and silu·mul; down projection
-         * + residual), plus the embedding and the output head */
+        /* a llama decoder layer is at most 5 dispatches (rms_norm·w with
+         * q/k/v; attention with rope and the cache writes; output
+         * projection + residual; rms_norm·w with gate/up and silu·mul; down
+         * projection + residual), plus the embedding and the output head;
+         * Gemma's post-norms add two (see arch_cases) */
         glesc_eval_stats st;
         glesc_session_last_stats(s, &st);
         if (!getenv("GLESC_NO_FUSION"))
-            cr_assert_leq(st.dispatches, 5 * mi.n_layer + 3, "%s: %d dispatches per decode token",
-                          arch, st.dispatches);
+            cr_assert_leq(st.dispatches, per_layer * mi.n_layer + 3,
+                          "%s: %d dispatches per decode token", o->arch, st.dispatches);
         if (i == N - 1)
-            cr_log_info("%s: %d dispatches per decode token (%lld layers)", arch, st.dispatches,
+            cr_log_info("%s: %d dispatches per decode token (%lld layers)", o->arch, st.dispatches,
                         (long long)mi.n_layer);
     }
     double worst = 0, scale = 0;
@@ -480,11 +630,13 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
         worst = fmax(worst, fabs(got[i] - want[i]));
         scale = fmax(scale, fabs(want[i]));
     }
-    cr_log_info("%s (head_dim %lld, base %g, linear %g%s%s, kv %s): max |logit diff| %.3g "
-                "(logits up to %.3g)",
-                arch, (long long)mi.head_dim, r.base, linear, tied ? ", tied" : "",
-                with_rope_freqs ? ", rope factors" : "", glesc_dtype_name(kv), worst, scale);
-    cr_expect_leq(worst, tol, "%s: %.3g", arch, worst);
+    cr_log_info("%s (head_dim %lld, rot %lld, base %g, linear %g, yarn %g%s%s%s, swa %d, caps "
+                "%g/%g, ctx %d, kv %s): max |logit diff| %.3g (logits up to %.3g)",
+                o->arch, (long long)mi.head_dim, (long long)r.n_rot, (double)o->base,
+                (double)o->linear, (double)o->yarn, o->tied ? ", tied" : "",
+                o->rope_freqs ? ", rope factors" : "", o->longrope ? ", longrope" : "", r.n_swa,
+                r.attn_cap, r.final_cap, n_ctx, glesc_dtype_name(o->kv), worst, scale);
+    cr_expect_leq(worst, o->tol, "%s: %.3g", o->arch, worst);
     free(want);
     free(got);
     glesc_session_destroy(s);
@@ -493,6 +645,18 @@ static void arch_case(const char *arch, int head_dim, float base, float linear, 
     unlink(path);
     rmdir(dir);
     free(dir);
+}
+
+static void arch_case(const char *arch, int head_dim, float base, float linear, bool tied,
+                      glesc_dtype kv, double tol)
+{
+    arch_run(&(arch_opts){.arch = arch,
+                          .head_dim = head_dim,
+                          .base = base,
+                          .linear = linear,
+                          .tied = tied,
+                          .kv = kv,
+                          .tol = tol});
 }
 
 Test(runtime, llama_matches_cpu_reference)
@@ -507,14 +671,29 @@ Test(runtime, llama_tied_linear_rope_matches_cpu_reference)
 
 Test(runtime, llama3_rope_factors_match_cpu_reference)
 {
-    with_rope_freqs = true;
-    arch_case("llama", 0, 500000.0f, 0, false, GLESC_DTYPE_F32, 1e-4);
-    with_rope_freqs = false;
+    arch_run(&(arch_opts){.arch = "llama",
+                          .base = 500000.0f,
+                          .rope_freqs = true,
+                          .kv = GLESC_DTYPE_F32,
+                          .tol = 1e-4});
 }
 
 Test(runtime, qwen2_matches_cpu_reference)
 {
     arch_case("qwen2", 0, 1000000.0f, 0, true, GLESC_DTYPE_F32, 1e-4);
+}
+
+Test(runtime, qwen2_yarn_matches_cpu_reference)
+{
+    /* Qwen 2.5's long-context files: YaRN, factor 4 over 4096 positions
+     * (with head_dim 16 and base 10000 the ramp spans rotations 2..6) */
+    arch_run(&(arch_opts){.arch = "qwen2",
+                          .base = 10000.0f,
+                          .yarn = 4.0f,
+                          .n_ctx_orig = 4096,
+                          .tied = true,
+                          .kv = GLESC_DTYPE_F32,
+                          .tol = 1e-4});
 }
 
 Test(runtime, qwen3_matches_cpu_reference)
@@ -526,6 +705,73 @@ Test(runtime, qwen3_matches_cpu_reference)
 Test(runtime, f16_cache_stays_close)
 {
     arch_case("qwen3", 32, 1000000.0f, 0, false, GLESC_DTYPE_F16, 2e-2);
+}
+
+/* Gemma's layer is 7 dispatches: its post-norms (rms_norm·w + residual
+ * after the output and the down projections) need the whole row of a
+ * matmul's result, which one GEMV workgroup does not have, so each is a
+ * kernel of its own (the norm, its weight and the residual add in one). */
+Test(runtime, gemma2_matches_cpu_reference)
+{
+    /* small caps so that soft-capping matters; a window of 5 of the 12
+     * positions on layers 0 and 2 */
+    arch_run(&(arch_opts){.arch = "gemma2",
+                          .n_layer = 3,
+                          .n_swa = 5,
+                          .attn_softcap = 0.5f,
+                          .final_softcap = 2.0f,
+                          .tied = true,
+                          .kv = GLESC_DTYPE_F32,
+                          .tol = 1e-4,
+                          .per_layer = 7});
+}
+
+Test(runtime, gemma2_default_caps_match_cpu_reference)
+{
+    /* no keys: llama.cpp's window 4096 and caps 50 / 30 */
+    arch_run(&(arch_opts){.arch = "gemma2",
+                          .head_dim = 32,
+                          .tied = true,
+                          .kv = GLESC_DTYPE_F16,
+                          .tol = 2e-2,
+                          .per_layer = 7});
+}
+
+Test(runtime, gemma3_matches_cpu_reference)
+{
+    /* six layers: five local ones (window 4, base 10000, unscaled) and a
+     * global one with base 1e6 and linear scaling 8 */
+    arch_run(&(arch_opts){.arch = "gemma3",
+                          .n_layer = 6,
+                          .head_dim = 32,
+                          .base = 1e6f,
+                          .linear = 8.0f,
+                          .n_swa = 4,
+                          .tied = true,
+                          .kv = GLESC_DTYPE_F32,
+                          .tol = 1e-4,
+                          .per_layer = 7});
+}
+
+Test(runtime, phi3_matches_cpu_reference)
+{
+    /* fused attn_qkv and gate|up, partial rotary (24 of 32 dimensions) */
+    arch_run(&(arch_opts){
+        .arch = "phi3", .head_dim = 32, .n_rot = 24, .kv = GLESC_DTYPE_F32, .tol = 1e-4});
+}
+
+Test(runtime, phi3_longrope_matches_cpu_reference)
+{
+    /* LongRoPE: the short factors while the context fits the original 32
+     * positions, the long ones beyond, both with the magnitude factor */
+    for (int n_ctx = 32; n_ctx <= 48; n_ctx += 16)
+        arch_run(&(arch_opts){.arch = "phi3",
+                              .longrope = true,
+                              .n_ctx_orig = 32,
+                              .attn_factor = 1.19f,
+                              .n_ctx = n_ctx,
+                              .kv = GLESC_DTYPE_F32,
+                              .tol = 1e-4});
 }
 
 /* A session created with timing reports one GPU time per kernel of its last

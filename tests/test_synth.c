@@ -240,13 +240,25 @@ Test(synth, presets_and_names)
     cr_assert(synth_params_preset(&p, "llama3.2-1b"));
     cr_expect(p.n_layer == 16 && p.n_head_kv == 8 && p.n_ff == 8192 && p.n_vocab == 128256 &&
               p.tied_output && p.rope_base == 5e5f && p.rope_freqs == SYNTH_ROPE_FREQS_LLAMA3);
+    cr_assert(synth_params_preset(&p, "gemma2-2b"));
+    cr_expect(!strcmp(p.arch, "gemma2") && p.n_embd == 2304 && p.head_dim == 256 &&
+              p.n_swa == 4096 && p.n_vocab == 256000 && p.tied_output);
+    cr_assert(synth_params_preset(&p, "gemma3-1b"));
+    cr_expect(!strcmp(p.arch, "gemma3") && p.n_embd == 1152 && p.n_head_kv == 1 &&
+              p.head_dim == 256 && p.n_swa == 512 && p.rope_base == 1e6f);
+    cr_assert(synth_params_preset(&p, "phi3.5-mini"));
+    cr_expect(!strcmp(p.arch, "phi3") && p.n_embd == 3072 && p.n_head_kv == 32 && p.longrope &&
+              p.n_ctx_orig == 4096 && p.n_ctx == 131072 && !p.tied_output);
+    /* llama-quantize's Q4_K_M takes phi3's fused attn_qkv one step up */
+    p.ftype = SYNTH_FTYPE_Q4_K_M;
+    cr_expect_eq(synth_tensor_type(&p, "blk.3.attn_qkv.weight", 3, 3072, false), GLESC_DTYPE_Q5_K);
     p.n_embd = 1;
     cr_expect_not(synth_params_preset(&p, "llama-70b"));
     cr_expect_eq(p.n_embd, 1, "an unknown preset leaves the parameters alone");
     int n = 0;
     while (synth_preset_name(n))
         n++;
-    cr_expect_eq(n, 4);
+    cr_expect_eq(n, 7);
     for (int f = SYNTH_FTYPE_NONE + 1; f < SYNTH_FTYPE_COUNT_; f++)
         cr_expect_eq(synth_ftype_find(synth_ftype_name((synth_ftype)f)), f);
     cr_expect_eq(synth_ftype_find("q4_k_m"), SYNTH_FTYPE_Q4_K_M);

@@ -18,6 +18,7 @@
 #include "glesc_gguf.h"
 #include "glesc_llm.h"
 #include "llm/llm.h"
+#include "test_gguf_edit.h"
 #include "test_util.h"
 
 /* ---- helpers ---- */
@@ -609,6 +610,128 @@ Test(tokenizer, user_defined_tokens)
     cr_expect(has_fim && has_o, "parse_special: fim %d, õ %d", has_fim, has_o);
     glesc_tokens_free(ids);
     glesc_tokenizer_destroy(t);
+}
+
+/* phi-3's vocabulary: its chat markers (<|assistant|>, <|end|>, ...) are
+ * CONTROL and match only when special tokens are parsed; its one token
+ * stored as USER_DEFINED, </s> (id 2), is an end-of-generation text that
+ * llama.cpp's vocabulary loader turns into a control token ("control-looking
+ * token ... its type will be overridden"), so it does not match in plain
+ * text either and ends generation. (The plain-text rule for user-defined
+ * tokens: user_defined_tokens above.) */
+static bool has_id(const glesc_tokenizer *t, const char *text, unsigned flags, int32_t id)
+{
+    size_t n;
+    int32_t *ids = tokenize(t, text, strlen(text), flags, &n);
+    bool found = false;
+    for (size_t i = 0; i < n; i++)
+        found |= ids[i] == id;
+    glesc_tokens_free(ids);
+    return found;
+}
+
+Test(tokenizer, phi3_special_tokens)
+{
+    LOAD_OR_SKIP(t, "models/vocab/ggml-vocab-phi-3.gguf");
+    int n_special = 0;
+    for (int32_t id = 0; id < glesc_tokenizer_n_vocab(t); id++) {
+        glesc_token_type ty = glesc_tokenizer_token_type(t, id);
+        if (ty != GLESC_TOKEN_TYPE_USER_DEFINED && ty != GLESC_TOKEN_TYPE_CONTROL)
+            continue;
+        size_t len;
+        const char *piece = glesc_tokenizer_token_text(t, id, &len);
+        char text[96];
+        snprintf(text, sizeof text, "Hi%.*sthere", (int)len, piece);
+        cr_expect(!has_id(t, text, 0, id), "token %d %.*s matched in plain text", (int)id, (int)len,
+                  piece);
+        cr_expect(has_id(t, text, GLESC_TOKENIZE_PARSE_SPECIAL, id),
+                  "token %d %.*s not matched with parse_special", (int)id, (int)len, piece);
+        n_special++;
+    }
+    cr_expect_eq(n_special, 14, "13 control tokens and </s>");
+    int32_t end = glesc_tokenizer_find(t, "</s>", 4);
+    cr_assert_eq(end, 2);
+    cr_expect_eq(glesc_tokenizer_token_type(t, end), GLESC_TOKEN_TYPE_USER_DEFINED, "as stored");
+    cr_expect(glesc_tokenizer_is_eog(t, end));
+    cr_expect(glesc_tokenizer_is_eog(t, glesc_tokenizer_find(t, "<|end|>", 7)));
+    glesc_tokenizer_destroy(t);
+}
+
+/* tokenizer.ggml.add_bos_token and add_space_prefix as the file says
+ * (Gemma's GGUFs: BOS, no space prefix; Qwen's: no BOS): stories260K's
+ * SentencePiece vocabulary with each key rewritten. */
+static glesc_tokenizer *edited_vocab(const char *key, bool value, char **path_out)
+{
+    char *src = test_shared_path("models/stories260K.gguf");
+    if (!src)
+        return NULL;
+    char *dir = test_tmpdir();
+    size_t size;
+    void *bytes = test_read_file(src, &size);
+    cr_assert(bytes, "reading %s", src);
+    char *path = malloc(strlen(dir) + 16);
+    sprintf(path, "%s/v.gguf", dir);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f && fwrite(bytes, 1, size, f) == size && !fclose(f), "writing %s", path);
+    uint8_t v = value;
+    test_gguf_rewrite(path,
+                      &(test_gguf_edit){.key = key, .key_type = GLESC_GGUF_BOOL, .key_value = &v});
+    glesc_tokenizer *t = load_tok(path);
+    free(bytes);
+    free(src);
+    free(dir);
+    *path_out = path;
+    return t;
+}
+
+static void edited_vocab_free(glesc_tokenizer *t, char *path)
+{
+    glesc_tokenizer_destroy(t);
+    unlink(path);
+    *strrchr(path, '/') = 0;
+    rmdir(path);
+    free(path);
+}
+
+Test(tokenizer, add_bos_and_space_prefix_keys_are_honoured)
+{
+    TEST_REQUIRE_SHARED(plain_path, "models/stories260K.gguf");
+    glesc_tokenizer *plain = load_tok(plain_path);
+    free(plain_path);
+    const char *text = "Hello world";
+    size_t n0, n1;
+    int32_t *a = tokenize(plain, text, strlen(text), GLESC_TOKENIZE_ADD_SPECIAL, &n0);
+    cr_assert(glesc_tokenizer_adds_bos(plain) && n0 > 1 && a[0] == glesc_tokenizer_bos(plain));
+
+    char *path;
+    glesc_tokenizer *t = edited_vocab("tokenizer.ggml.add_bos_token", false, &path);
+    cr_expect(!glesc_tokenizer_adds_bos(t));
+    int32_t *b = tokenize(t, text, strlen(text), GLESC_TOKENIZE_ADD_SPECIAL, &n1);
+    cr_expect_eq(n1, n0 - 1, "no BOS: %zu tokens, %zu with it", n1, n0);
+    cr_expect(n1 > 0 && b[0] != glesc_tokenizer_bos(t));
+    glesc_tokens_free(b);
+    edited_vocab_free(t, path);
+
+    /* Without the space prefix the first word is not "▁Hello": the
+     * SentencePiece pieces differ from the default's, and decoding keeps
+     * the text as it was (no leading space to strip). */
+    t = edited_vocab("tokenizer.ggml.add_space_prefix", false, &path);
+    b = tokenize(t, text, strlen(text), 0, &n1);
+    size_t np;
+    int32_t *c = tokenize(plain, text, strlen(text), 0, &np);
+    bool same = n1 == np && !memcmp(b, c, n1 * sizeof *b);
+    cr_expect(!same, "add_space_prefix false tokenized as the default");
+    size_t len;
+    const char *first = glesc_tokenizer_token_text(t, b[0], &len);
+    cr_expect(len < 3 || memcmp(first, "\xe2\x96\x81", 3), "the first piece starts with U+2581");
+    char *back = detokenize(t, b, n1, 0, &len);
+    cr_expect_str_eq(back, text);
+    free(back);
+    glesc_tokens_free(b);
+    glesc_tokens_free(c);
+    glesc_tokens_free(a);
+    edited_vocab_free(t, path);
+    glesc_tokenizer_destroy(plain);
 }
 
 /* ---- Streaming decoder ---- */

@@ -15,17 +15,27 @@
  * kernel and a read-only one). --json prints all of it as one JSON object.
  * --portable runs the fallback path a small GPU gets: no subgroups, 128
  * invocations per workgroup, 16 KiB shared memory, 128 MiB storage blocks.
+ * --ttft P measures the time to the first tokens (a P-token prompt's eval,
+ * then the first decode step) in fresh processes of itself: cold (empty
+ * program caches, glesc's and the driver's), warm (the caches the cold run
+ * left), and with only glesc's cache warm (see "Time to first token").
  *
  * usage: gguf-bench -m FILE [-m FILE ...] [-p 512] [-n 128] [-d 0] [-r 3] [options]
  */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/args.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/rng.h"
 #include "glesc_gguf.h"
@@ -77,6 +87,8 @@ typedef struct options {
     int n_kv;
     int reps, n_batch;
     long roofline_mib;
+    int ttft;        /* --ttft: the prompt's tokens (0: no measurement) */
+    bool ttft_child; /* --ttft-child: one measurement, printed for the parent */
     bool json, portable, profile, warmup, verbose;
     uint64_t seed;
     const char *platform, *device, *cache_dir, *json_file;
@@ -87,6 +99,10 @@ typedef struct model_meta {
     char arch[64], ftype[48], desc[160];
     uint64_t size, params;
     uint64_t weight_bytes; /* read by one decode step: all but token_embd's other rows */
+    /* the load: glesc_model_load's wall time, the weights' GPU bytes, the
+     * process's resident memory right after it */
+    double load_s;
+    uint64_t gpu_weight_bytes, rss_after_load;
 } model_meta;
 
 typedef struct kind_time {
@@ -111,7 +127,29 @@ typedef struct result {
     /* host time per step of the timed runs (glesc_eval_stats): building the
      * graph, submitting it, reading the logits back (waiting included) */
     double build_ns, submit_ns, read_ns;
+    /* GPU memory at its peak during the test (its session and timed runs):
+     * held = weights + kv + activations + slack (the pool's cached buffers
+     * and size-class rounding) */
+    uint64_t mem_held, mem_weights, mem_kv, mem_act, mem_slack;
 } result;
+
+/* Time to first token (see its section below). */
+enum { TTFT_COLD, TTFT_WARM, TTFT_GLESC_ONLY, TTFT_N };
+static const char *const ttft_phase_names[TTFT_N] = {"cold", "warm", "warm glesc, cold driver"};
+/* the driver cache subfolder each phase uses */
+static const char *const ttft_driver_dirs[TTFT_N] = {"driver", "driver", "driver-empty"};
+
+typedef struct ttft_result {
+    const char *file;
+    const model_meta *meta;
+    int n_prompt;
+    int phase;
+    uint64_t context_ns, load_ns, prompt_ns, decode_ns;
+    unsigned long long compiled, disk_hits, disk_writes, disk_rejects;
+} ttft_result;
+
+/* The run's context, for its memory counters (glesc_context_memory). */
+static glesc_context *bench_ctx;
 
 static double now_s(void)
 {
@@ -146,6 +184,10 @@ static void usage(FILE *out)
             "  --roofline-mib N      buffer of the roofline kernels (default 256; 0: skip them)\n"
             "  --no-profile          no per-kernel GPU times (the extra timed step)\n"
             "  --no-warmup           no untimed repetition first\n"
+            "  --ttft P              time to first token: a P-token prompt and the first\n"
+            "                        decode step in fresh processes of gguf-bench, with\n"
+            "                        cold, then warm program caches (glesc's and the\n"
+            "                        driver's, in a temporary directory), and the ratio\n"
             "  --seed N              the random token ids (default 1)\n"
             "  --json                one JSON object on stdout instead of the tables\n"
             "  --json-file FILE      the JSON object into FILE as well (with the tables)\n"
@@ -204,6 +246,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->warmup = false;
         else if (!strcmp(a, "-v"))
             o->verbose = true;
+        else if (!strcmp(a, "--ttft-child"))
+            o->ttft_child = true;
         else
             flag = false;
         if (flag)
@@ -227,6 +271,7 @@ static int parse_args(int argc, char **argv, options *o)
             "--platform",
             "--device",
             "--json-file",
+            "--ttft",
             "--cache-dir",
         };
         bool known = false;
@@ -299,6 +344,10 @@ static int parse_args(int argc, char **argv, options *o)
             o->device = v;
         } else if (!strcmp(a, "--json-file")) {
             o->json_file = v;
+        } else if (!strcmp(a, "--ttft")) {
+            if (tool_parse_long("gguf-bench", a, v, 1, 1 << 20, &x))
+                return 2;
+            o->ttft = (int)x;
         } else {
             o->cache_dir = v; /* --cache-dir, the last of `valued` */
         }
@@ -495,6 +544,7 @@ static int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
     r->ns = calloc((size_t)r->reps, sizeof *r->ns);
     glesc_session *s = NULL;
     glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
+    glesc_context_memory_reset_peak(bench_ctx);
     if (ids && logits && r->ns)
         st = glesc_session_create(m, &so, &s);
     uint64_t ns, host[3] = {0, 0, 0};
@@ -502,6 +552,17 @@ static int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
         st = run_once(s, r, mi.n_vocab, ids, logits, rng, &ns, (uint64_t[3]){0, 0, 0});
     for (int i = 0; i < r->reps && st == GLESC_OK; i++)
         st = run_once(s, r, mi.n_vocab, ids, logits, rng, &r->ns[i], host);
+    if (st == GLESC_OK) {
+        glesc_memory_stats ms;
+        glesc_context_memory(bench_ctx, &ms);
+        glesc_model_info mi2;
+        glesc_model_get_info(m, &mi2);
+        r->mem_held = ms.peak_total_bytes;
+        r->mem_weights = mi2.gpu_bytes;
+        r->mem_kv = ms.peak_persistent_bytes - mi2.gpu_bytes;
+        r->mem_act = ms.max_activation_requested_bytes;
+        r->mem_slack = ms.peak_total_bytes - ms.peak_persistent_bytes - r->mem_act;
+    }
     if (st == GLESC_OK) {
         double steps = (double)r->reps * (r->n_prompt ? 1 : r->n_gen);
         r->build_ns = (double)host[0] / steps;
@@ -660,6 +721,45 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
         printf("weights GB/s: weight bytes a decode step reads × tg's tokens per second.\n");
 }
 
+static double mib(uint64_t b)
+{
+    return (double)b / (1 << 20);
+}
+
+/* The loads and the GPU memory each test held at its peak. */
+static void memory_table(const model_meta *meta, const options *o, const result *res, int n)
+{
+    printf("\n| %-30s | %7s | %9s | %11s | %12s |\n", "model", "load s", "file GB/s", "weights MiB",
+           "host RSS MiB");
+    printf("| %.30s | ------: | --------: | ----------: | -----------: |\n",
+           "------------------------------");
+    for (int i = 0; i < o->n_models; i++)
+        if (meta[i].load_s > 0)
+            printf("| %-30s | %7.3f | %9.2f | %11.1f | %12.1f |\n", meta[i].desc, meta[i].load_s,
+                   (double)meta[i].size / meta[i].load_s * 1e-9, mib(meta[i].gpu_weight_bytes),
+                   mib(meta[i].rss_after_load));
+    if (n) {
+        printf("\n| %-30s | %15s | %12s | %11s | %8s | %15s | %14s | %11s |\n", "model", "test",
+               "GPU MiB held", "weights MiB", "KV MiB", "activations MiB", "pool slack MiB",
+               "held/(W+KV)");
+        printf("| %.30s | %.14s: | -----------: | ----------: | -------: | --------------: | "
+               "-------------: | ----------: |\n",
+               "------------------------------", "---------------");
+    }
+    for (int i = 0; i < n; i++) {
+        const result *r = &res[i];
+        printf("| %-30s | %15s | %12.1f | %11.1f | %8.1f | %15.1f | %14.1f | %11.3f |\n",
+               r->meta->desc, r->test, mib(r->mem_held), mib(r->mem_weights), mib(r->mem_kv),
+               mib(r->mem_act), mib(r->mem_slack),
+               (double)r->mem_held / fmax(1, (double)(r->mem_weights + r->mem_kv)));
+    }
+    printf("\nload s: glesc_model_load's wall time; host RSS: the process's resident memory "
+           "right after it. GPU MiB held: the most GPU buffer memory held at once during a "
+           "test's session and timed runs (glesc_context_memory), split into the weights, the "
+           "KV cache, activations and kernel scratch, and pool slack (released buffers kept for "
+           "reuse, size-class rounding).\n");
+}
+
 static void json_kv_str(FILE *out, const char *key, const char *v, bool comma)
 {
     fprintf(out, "\"%s\": ", key);
@@ -671,8 +771,10 @@ static void json_kv_str(FILE *out, const char *key, const char *v, bool comma)
         fprintf(out, ", ");
 }
 
+static void ttft_json(FILE *out, const ttft_result *t, int n);
+
 static void print_json(FILE *out, const options *o, const glesc_caps *c, const glesc_roofline *roof,
-                       const result *res, int n)
+                       const result *res, int n, const ttft_result *tt, int n_tt)
 {
     fprintf(out, "{");
     json_kv_str(out, "glesc_version", glesc_version(), true);
@@ -714,6 +816,14 @@ static void print_json(FILE *out, const options *o, const glesc_caps *c, const g
             "\"model_size\": %llu, \"model_n_params\": %llu, \"weight_bytes_per_token\": %llu, ",
             (unsigned long long)r->meta->size, (unsigned long long)r->meta->params,
             (unsigned long long)r->meta->weight_bytes);
+        fprintf(out,
+                "\"load_s\": %.4f, \"host_rss_after_load\": %llu, \"gpu_memory\": {\"held\": "
+                "%llu, \"weights\": %llu, \"kv_cache\": %llu, \"activations\": %llu, "
+                "\"pool_slack\": %llu}, ",
+                r->meta->load_s, (unsigned long long)r->meta->rss_after_load,
+                (unsigned long long)r->mem_held, (unsigned long long)r->mem_weights,
+                (unsigned long long)r->mem_kv, (unsigned long long)r->mem_act,
+                (unsigned long long)r->mem_slack);
         json_kv_str(out, "backend", backend(o), true);
         json_kv_str(out, "test", r->test, true);
         json_kv_str(out, "kv_type", glesc_dtype_name(r->kv), true);
@@ -764,7 +874,291 @@ static void print_json(FILE *out, const options *o, const glesc_caps *c, const g
         }
         fprintf(out, "}}}");
     }
-    fprintf(out, "\n]}\n");
+    fprintf(out, "\n]");
+    if (n_tt)
+        ttft_json(out, tt, n_tt);
+    fprintf(out, "}\n");
+}
+
+/* ---- Time to first token ----
+ * --ttft P: each measurement is a fresh process of this program
+ * (/proc/self/exe --ttft-child ...) that creates a context, loads the
+ * model, creates a session, evaluates a P-token prompt of random ids (the
+ * first token's logits) and one decode step of its greedy token, and prints
+ * the times and the program cache's counters on one line for the parent.
+ * The program caches live in a temporary directory: glesc's (--cache-dir)
+ * and the driver's own (Mesa: MESA_SHADER_CACHE_DIR, NVIDIA:
+ * __GL_SHADER_DISK_CACHE_PATH), so "cold" starts from nothing even on a
+ * machine that ran the same kernels before. Three runs: cold (both empty),
+ * warm (both as the cold run left them: a user's second start), and glesc's
+ * cache warm with an empty driver cache (what glesc's binaries alone give).
+ * TTFT is the prompt plus the first decode step; context creation and the
+ * load are shown beside it, not in it. */
+
+#define TTFT_LINE "gguf-bench-ttft"
+
+/* Sets the context options from the command line; 2 after a message. */
+static int context_options(const options *o, glesc_context_options *co)
+{
+    memset(co, 0, sizeof *co);
+    if (o->platform && !tool_parse_platform(o->platform, &co->platform)) {
+        fprintf(stderr, "gguf-bench: --platform: '%s' is not auto, gbm, device, surfaceless\n",
+                o->platform);
+        return 2;
+    }
+    co->device = o->device;
+    co->cache_dir = o->cache_dir;
+    if (o->portable) {
+        co->no_subgroups = true;
+        co->max_compute_invocations = 128;
+        co->max_compute_shared_memory = 16 << 10;
+        co->max_storage_block_size = 128u << 20;
+    }
+    return 0;
+}
+
+/* --ttft-child: one cold or warm start, its figures on stdout. */
+static int ttft_child(const options *o, const glesc_context_options *co)
+{
+    uint64_t t0 = now_ns();
+    glesc_context *ctx = NULL;
+    glesc_model *m = NULL;
+    glesc_session *s = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    if (glesc_context_create(co, &ctx) != GLESC_OK) {
+        fprintf(stderr, "gguf-bench: no GPU context: %s\n", glesc_last_errmsg());
+        return 1;
+    }
+    uint64_t t1 = now_ns();
+    glesc_status st = glesc_model_load(ctx, o->models[0], NULL, &m);
+    glesc_model_info mi = {0};
+    if (st == GLESC_OK) {
+        glesc_model_get_info(m, &mi);
+        glesc_session_options so = {
+            .n_ctx = o->ttft + 1, .kv_type = o->kv[0], .n_batch = o->n_batch};
+        st = glesc_session_create(m, &so, &s);
+    }
+    ids = malloc((size_t)o->ttft * sizeof *ids);
+    logits = malloc((size_t)(mi.n_vocab > 0 ? mi.n_vocab : 1) * sizeof *logits);
+    if (st == GLESC_OK && (!ids || !logits))
+        st = GLESC_ERROR_OUT_OF_MEMORY;
+    uint64_t t2 = now_ns(), t3 = t2, t4 = t2;
+    if (st == GLESC_OK) {
+        uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+        fill_ids(ids, o->ttft, mi.n_vocab, &rng);
+        st = glesc_session_eval(s, ids, (size_t)o->ttft, 0, logits);
+        t3 = now_ns();
+    }
+    if (st == GLESC_OK) {
+        int32_t next = 0; /* the greedy first token */
+        for (int64_t v = 1; v < mi.n_vocab; v++)
+            if (logits[v] > logits[next])
+                next = (int32_t)v;
+        st = glesc_session_eval(s, &next, 1, 0, logits);
+        t4 = now_ns();
+    }
+    int rc = 0;
+    if (st != GLESC_OK) {
+        fprintf(stderr, "gguf-bench: --ttft %s: %s\n", o->models[0],
+                m ? glesc_context_errmsg(ctx) : glesc_last_errmsg());
+        rc = 1;
+    } else {
+        glesc_stats gs;
+        glesc_context_stats(ctx, &gs);
+        printf(TTFT_LINE " %llu %llu %llu %llu %llu %llu %llu %llu\n",
+               (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),
+               (unsigned long long)(t3 - t2), (unsigned long long)(t4 - t3),
+               (unsigned long long)gs.programs_compiled, (unsigned long long)gs.program_disk_hits,
+               (unsigned long long)gs.program_disk_writes,
+               (unsigned long long)gs.program_disk_rejects);
+    }
+    free(ids);
+    free(logits);
+    glesc_session_destroy(s);
+    glesc_model_destroy(m);
+    glesc_context_destroy(ctx);
+    return rc;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Runs one --ttft-child for model and phase with the caches under dir;
+ * 0 and *r filled, or 1 after a message. */
+static int ttft_spawn(const options *o, const char *model, const char *dir, int phase,
+                      ttft_result *r)
+{
+    char glesc_dir[4200], driver_dir[4200], p[32], b[32], seed[32];
+    snprintf(glesc_dir, sizeof glesc_dir, "%s/glesc", dir);
+    snprintf(driver_dir, sizeof driver_dir, "%s/%s", dir, ttft_driver_dirs[phase]);
+    snprintf(p, sizeof p, "%d", o->ttft);
+    snprintf(b, sizeof b, "%d", o->n_batch);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    if (mkdir(driver_dir, 0700) && errno != EEXIST) {
+        fprintf(stderr, "gguf-bench: --ttft: cannot create %s: %s\n", driver_dir, strerror(errno));
+        return 1;
+    }
+    const char *argv[24] = {"gguf-bench",  "--ttft-child",
+                            "-m",          model,
+                            "--ttft",      p,
+                            "-b",          b,
+                            "--kv-type",   glesc_dtype_name(o->kv[0]),
+                            "--seed",      seed,
+                            "--cache-dir", glesc_dir};
+    int n = 14;
+    if (o->portable)
+        argv[n++] = "--portable";
+    if (o->platform) {
+        argv[n++] = "--platform";
+        argv[n++] = o->platform;
+    }
+    if (o->device) {
+        argv[n++] = "--device";
+        argv[n++] = o->device;
+    }
+    int fds[2];
+    if (pipe(fds)) {
+        fprintf(stderr, "gguf-bench: --ttft: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "gguf-bench: --ttft: fork: %s\n", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return 1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        setenv("MESA_SHADER_CACHE_DIR", driver_dir, 1);
+        setenv("__GL_SHADER_DISK_CACHE_PATH", driver_dir, 1);
+        execv("/proc/self/exe", (char *const *)argv);
+        fprintf(stderr, "gguf-bench: --ttft: cannot run /proc/self/exe: %s\n", strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    char out[1024];
+    size_t len = 0;
+    ssize_t k;
+    while ((k = read(fds[0], out + len, sizeof out - 1 - len)) > 0 || (k < 0 && errno == EINTR))
+        len += k > 0 ? (size_t)k : 0;
+    out[len] = '\0';
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    memset(r, 0, sizeof *r);
+    r->file = model;
+    r->n_prompt = o->ttft;
+    r->phase = phase;
+    unsigned long long ns[4];
+    const char *line = strstr(out, TTFT_LINE " ");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !line ||
+        sscanf(line + strlen(TTFT_LINE), "%llu %llu %llu %llu %llu %llu %llu %llu", &ns[0], &ns[1],
+               &ns[2], &ns[3], &r->compiled, &r->disk_hits, &r->disk_writes,
+               &r->disk_rejects) != 8) {
+        fprintf(stderr, "gguf-bench: --ttft: the %s run of %s failed (status %d)\n",
+                ttft_phase_names[phase], model, status);
+        return 1;
+    }
+    r->context_ns = ns[0];
+    r->load_ns = ns[1];
+    r->prompt_ns = ns[2];
+    r->decode_ns = ns[3];
+    return 0;
+}
+
+/* The three runs of one model into r[0 .. TTFT_N), in a temporary
+ * directory removed afterwards. */
+static int ttft_measure(const options *o, const char *model, const model_meta *meta, ttft_result *r)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/gguf-bench-ttft-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "gguf-bench: --ttft: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    int rc = 0;
+    for (int ph = 0; ph < TTFT_N && !rc; ph++) {
+        if (o->verbose)
+            fprintf(stderr, "gguf-bench: %s ttft, %s\n", meta->desc, ttft_phase_names[ph]);
+        rc = ttft_spawn(o, model, dir, ph, &r[ph]);
+        r[ph].meta = meta;
+    }
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
+
+static double ms(uint64_t ns)
+{
+    return (double)ns * 1e-6;
+}
+
+static uint64_t ttft_ns(const ttft_result *r)
+{
+    return r->prompt_ns + r->decode_ns;
+}
+
+static void ttft_table(const ttft_result *t, int n)
+{
+    printf("\n| %-30s | %-23s | context ms | load ms | prompt ms (n) | 1st decode ms | TTFT ms | "
+           "of cold | compiled | disk hits |\n",
+           "model", "ttft start");
+    printf("| %.30s | %.23s | ---------: | ------: | ------------: | ------------: | ------: | "
+           "------: | -------: | --------: |\n",
+           "------------------------------", "-----------------------");
+    for (int i = 0; i < n; i++) {
+        const ttft_result *r = &t[i], *cold = &t[i - r->phase];
+        char prompt[32];
+        snprintf(prompt, sizeof prompt, "%.1f (%d)", ms(r->prompt_ns), r->n_prompt);
+        printf("| %-30s | %-23s | %10.1f | %7.1f | %13s | %13.1f | %7.1f | %6.0f%% | %8llu | %9llu "
+               "|\n",
+               r->meta->desc, ttft_phase_names[r->phase], ms(r->context_ns), ms(r->load_ns), prompt,
+               ms(r->decode_ns), ms(ttft_ns(r)),
+               100.0 * (double)ttft_ns(r) / fmax((double)ttft_ns(cold), 1), r->compiled,
+               r->disk_hits);
+    }
+    printf("\nTTFT: the prompt's eval (its token count in parentheses) and the first decode "
+           "step, in fresh processes (context creation and the load beside it, not in it); "
+           "cold: empty program caches (glesc's and the driver's), warm: as the cold run left "
+           "them; of cold: TTFT over the cold TTFT.\n");
+    for (int i = 0; i < n; i++)
+        if (t[i].phase != TTFT_COLD && t[i].compiled)
+            printf("note: the %s start of %s compiled %llu programs the cold one had cached.\n",
+                   ttft_phase_names[t[i].phase], t[i].file, t[i].compiled);
+}
+
+static void ttft_json(FILE *out, const ttft_result *t, int n)
+{
+    fprintf(out, ", \"ttft\": [");
+    for (int i = 0; i < n; i++) {
+        const ttft_result *r = &t[i], *cold = &t[i - r->phase];
+        fprintf(out, "%s\n  {", i ? "," : "");
+        json_kv_str(out, "model_filename", r->file, true);
+        json_kv_str(out, "model_desc", r->meta->desc, true);
+        json_kv_str(out, "start", ttft_phase_names[r->phase], true);
+        fprintf(out,
+                "\"n_prompt\": %d, \"context_ns\": %llu, \"load_ns\": %llu, \"prompt_ns\": %llu, "
+                "\"decode_ns\": %llu, \"ttft_ns\": %llu, \"of_cold\": %.4f, "
+                "\"programs_compiled\": %llu, \"program_disk_hits\": %llu, "
+                "\"program_disk_writes\": %llu, \"program_disk_rejects\": %llu}",
+                r->n_prompt, (unsigned long long)r->context_ns, (unsigned long long)r->load_ns,
+                (unsigned long long)r->prompt_ns, (unsigned long long)r->decode_ns,
+                (unsigned long long)ttft_ns(r), (double)ttft_ns(r) / fmax((double)ttft_ns(cold), 1),
+                r->compiled, r->disk_hits, r->disk_writes, r->disk_rejects);
+    }
+    fprintf(out, "\n]");
 }
 
 int main(int argc, char **argv)
@@ -773,25 +1167,17 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc;
-    glesc_context_options co = {0};
-    if (o.platform && !tool_parse_platform(o.platform, &co.platform)) {
-        fprintf(stderr, "gguf-bench: --platform: '%s' is not auto, gbm, device, surfaceless\n",
-                o.platform);
-        return 2;
-    }
-    co.device = o.device;
-    co.cache_dir = o.cache_dir;
-    if (o.portable) {
-        co.no_subgroups = true;
-        co.max_compute_invocations = 128;
-        co.max_compute_shared_memory = 16 << 10;
-        co.max_storage_block_size = 128u << 20;
-    }
+    glesc_context_options co;
+    if ((rc = context_options(&o, &co)) != 0)
+        return rc;
+    if (o.ttft_child)
+        return ttft_child(&o, &co);
     glesc_context *ctx;
     if (glesc_context_create(&co, &ctx) != GLESC_OK) {
         fprintf(stderr, "gguf-bench: no GPU context: %s\n", glesc_last_errmsg());
         return 1;
     }
+    bench_ctx = ctx;
     const glesc_caps *caps = glesc_context_caps(ctx);
     int max_results = o.n_models * o.n_kv * (o.n_p + o.n_n) * o.n_d;
     result *res = calloc((size_t)max_results, sizeof *res);
@@ -811,7 +1197,10 @@ int main(int argc, char **argv)
     }
     int n_res = 0;
     uint64_t rng = o.seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
-    if (!o.json && !rc)
+    bool tests = false; /* -p 0 -n 0 (e.g. with --ttft): no test table */
+    for (int t = 0; t < o.n_p + o.n_n; t++)
+        tests |= (t < o.n_p ? o.p[t] : o.n[t - o.n_p]) > 0;
+    if (!o.json && !rc && tests)
         table_header();
     for (int mi = 0; mi < o.n_models && !rc; mi++) {
         glesc_model *m;
@@ -821,6 +1210,11 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
+        meta[mi].load_s = now_s() - t0;
+        meta[mi].rss_after_load = tool_rss_bytes();
+        glesc_model_info lmi;
+        glesc_model_get_info(m, &lmi);
+        meta[mi].gpu_weight_bytes = lmi.gpu_bytes;
         if (o.verbose)
             fprintf(stderr, "gguf-bench: %s loaded in %.1f s\n", o.models[mi], now_s() - t0);
         for (int kv = 0; kv < o.n_kv && !rc; kv++)
@@ -852,10 +1246,17 @@ int main(int argc, char **argv)
                 }
         glesc_model_destroy(m);
     }
+    ttft_result *tt = o.ttft ? calloc((size_t)o.n_models * TTFT_N, sizeof *tt) : NULL;
+    int n_tt = 0;
+    if (!rc && o.ttft && !tt)
+        rc = 1;
+    for (int mi = 0; mi < o.n_models && o.ttft && !rc; mi++)
+        if ((rc = ttft_measure(&o, o.models[mi], &meta[mi], tt + n_tt)) == 0)
+            n_tt += TTFT_N;
     if (!rc && o.json_file) {
         FILE *jf = fopen(o.json_file, "w");
         if (jf) {
-            print_json(jf, &o, caps, o.roofline_mib > 0 ? &roof : NULL, res, n_res);
+            print_json(jf, &o, caps, o.roofline_mib > 0 ? &roof : NULL, res, n_res, tt, n_tt);
             rc = ferror(jf) | (fclose(jf) != 0);
         }
         if (!jf || rc) {
@@ -864,9 +1265,13 @@ int main(int argc, char **argv)
         }
     }
     if (!rc && o.json) {
-        print_json(stdout, &o, caps, o.roofline_mib > 0 ? &roof : NULL, res, n_res);
+        print_json(stdout, &o, caps, o.roofline_mib > 0 ? &roof : NULL, res, n_res, tt, n_tt);
     } else if (!rc) {
-        detail_table(res, n_res, o.roofline_mib > 0 ? &roof : NULL);
+        if (tests)
+            detail_table(res, n_res, o.roofline_mib > 0 ? &roof : NULL);
+        memory_table(meta, &o, res, n_res);
+        if (n_tt)
+            ttft_table(tt, n_tt);
         if (o.roofline_mib > 0)
             printf("rooflines (%llu MiB, %d invocations): copy %.1f GB/s (read + write), read-only "
                    "%.1f GB/s.\n",
@@ -881,6 +1286,7 @@ int main(int argc, char **argv)
         free(res[n_res].ns);
     free(res);
     free(meta);
+    free(tt);
     glesc_context_destroy(ctx);
     return rc;
 }

@@ -23,7 +23,8 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: gguf-synth [PRESET] -o FILE [options]\n"
-                 "Writes a GGUF model with random weights (llama, qwen2 or qwen3 architecture).\n"
+                 "Writes a GGUF model with random weights (llama, qwen2, qwen3, gemma2, gemma3 or\n"
+                 "phi3 architecture).\n"
                  "  PRESET             a named shape (default: gguf-run's small demo model):");
     for (int i = 0; synth_preset_name(i); i++)
         fprintf(out, " %s", synth_preset_name(i));
@@ -38,7 +39,10 @@ static void usage(FILE *out)
             "                     default: placeholder SentencePiece tokens of the preset's size\n"
             "  --seed N           random weights' seed (default 1)\n"
             "  --threads N        threads generating and quantizing (default: all cores)\n"
-            "  --arch NAME        llama, qwen2 (q/k/v biases), qwen3 (q/k norms)\n"
+            "  --arch NAME        llama, qwen2 (q/k/v biases), qwen3 (q/k norms), gemma2,\n"
+            "                     gemma3 (post-norms, GeGLU, local layers), phi3 (fused\n"
+            "                     attn_qkv and gate|up)\n"
+            "  --n-swa N          attention.sliding_window of gemma2/gemma3's local layers\n"
             "  --n-embd N, --n-layer N, --n-head N, --n-head-kv N, --n-ff N, --n-vocab N,\n"
             "  --n-ctx N, --head-dim N       hyperparameters\n"
             "  --rope-base F, --rms-eps F    rope.freq_base, layer_norm_rms_epsilon\n"
@@ -92,7 +96,7 @@ int main(int argc, char **argv)
         {"--n-head", &p.n_head, 1, 1 << 16, NULL},  {"--n-head-kv", &p.n_head_kv, 1, 1 << 16, NULL},
         {"--n-ff", &p.n_ff, 1, 1 << 22, NULL},      {"--n-vocab", &p.n_vocab, 260, 1 << 24, NULL},
         {"--n-ctx", &p.n_ctx, 1, 1 << 24, NULL},    {"--head-dim", &p.head_dim, 2, 1 << 16, NULL},
-        {"--threads", &p.n_threads, 1, 4096, NULL},
+        {"--threads", &p.n_threads, 1, 4096, NULL}, {"--n-swa", &p.n_swa, 1, 1 << 24, NULL},
     };
     const int n_ints = (int)(sizeof ints / sizeof ints[0]);
     const char *seed = NULL, *rope_base = NULL, *rms_eps = NULL, *arch = NULL, *name = NULL;

@@ -213,6 +213,8 @@ void refcheck_run(glesc_context *ctx, const char *json_path, const refcheck_opti
     }
     json_object *types = get(get(root, "model"), "tensor_types");
     json_object *qt = get(types, "blk.0.attn_q.weight");
+    if (!qt) /* phi3: one fused q/k/v matrix */
+        qt = get(types, "blk.0.attn_qkv.weight");
     snprintf(r->types, sizeof r->types, "%s", qt ? json_object_get_string(qt) : "?");
     for (char *c = r->types; *c; c++)
         *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);

@@ -48,8 +48,9 @@ typedef struct compute_record {
     int n_disp, cap_disp;
     gl_param *params;
     int n_params, cap_params;
-    /* its region of the plan's params_buf: [block0, block0 + block_cap) */
-    uint64_t block0, block_cap;
+    /* its region of the plan's params_buf: [block0, block0 + block_cap),
+     * and the last dispatch that read it (gl_host_write_guard) */
+    uint64_t block0, block_cap, block_use;
     /* the kernel's bindings (for the statistics) */
     int n_kbind;
     int32_t kbind_node[KB_MAX_BIND];

@@ -227,8 +227,10 @@ static glesc_status record_write_blocks(glesc_context *ctx, compute_plan *p, int
         }
         r->block0 = p->params_used;
         r->block_cap = need;
+        r->block_use = 0; /* a region no dispatch read yet */
         p->params_used += need;
-    }
+    } else if ((st = gl_host_write_guard(ctx, r->block_use, "parameter blocks")) != GLESC_OK)
+        return st; /* rewritten in place: a dispatch before may still read it */
     unsigned char *staging = core_malloc((size_t)need);
     if (!staging)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "parameter blocks");
@@ -396,10 +398,10 @@ static glesc_status record_verify(glesc_context *ctx, const compute_plan *p, int
 }
 
 /* Dispatches kernel k's record with this compute's buffers. */
-static glesc_status record_dispatch(glesc_context *ctx, const compute_plan *p, int k,
+static glesc_status record_dispatch(glesc_context *ctx, compute_plan *p, int k,
                                     const graph_order_t *ord)
 {
-    const compute_kernel *pk = &p->kernels[k];
+    compute_kernel *pk = &p->kernels[k];
     const compute_record *r = &pk->rec;
     for (int d = 0; d < r->n_disp; d++) {
         const compute_rec_disp *rd = &r->disp[d];
@@ -426,6 +428,8 @@ static glesc_status record_dispatch(glesc_context *ctx, const compute_plan *p, i
                               rd->block, gl_param_block_size(rd->n_param), rd->groups);
         if (st != GLESC_OK)
             return st;
+        if (rd->n_param)
+            pk->rec.block_use = ctx->dispatches;
     }
     return GLESC_OK;
 }

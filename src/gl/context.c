@@ -784,6 +784,11 @@ static void load_ext_fns(glesc_context *ctx)
         if (!ctx->fn.GetGraphicsResetStatus)
             ctx->caps.has_reset_notification = false;
     }
+    if (ctx->caps.has_buffer_storage) {
+        LOAD_(BufferStorageEXT, "glBufferStorageEXT");
+        if (!ctx->fn.BufferStorageEXT)
+            ctx->caps.has_buffer_storage = false;
+    }
 #undef LOAD_
 }
 
@@ -903,12 +908,10 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
             core_log(CORE_LOG_WARN, "GLESC_DEBUG: the context has no KHR_debug");
         }
     }
-    if (ctx->fn.MaxShaderCompilerThreadsKHR)
-        ctx->fn.MaxShaderCompilerThreadsKHR(0xffffffffu);
 
     /* Explicit beats GLESC_CACHE_DIR beats the XDG default. */
     ctx->cache_dir = core_disk_cache_resolve_dir(o.cache_dir);
-    if ((st = gl_pool_create(ctx, o.pool_budget ? o.pool_budget : 256u << 20)) != GLESC_OK)
+    if ((st = gl_pool_create(ctx, o.pool_budget ? o.pool_budget : 64u << 20)) != GLESC_OK)
         goto fail;
     if ((st = gl_program_cache_create(ctx, ctx->cache_dir)) != GLESC_OK)
         goto fail;

@@ -11,6 +11,22 @@
  * writes one read or written in it (write after read/write). A host copy
  * needs an update barrier when the buffer was written since the last one.
  *
+ * Host writes. GL promises that a buffer update (glBufferSubData) issued
+ * after a dispatch does not change what that dispatch reads, but NVIDIA's
+ * driver (580, H200) lets the update land while an earlier dispatch that
+ * reads the same memory is still running: a prompt in several batches
+ * (each batch's parameter blocks and inputs written while the previous
+ * batch runs) gave logits off by up to 0.9 there, exact with a glFinish
+ * after every dispatch, still wrong with a full glMemoryBarrier before
+ * every dispatch (llvmpipe runs each dispatch as it is issued and never
+ * shows it). So every host write to memory a dispatch used goes through
+ * gl_host_write_guard: dispatches are numbered (ctx->dispatches), a buffer
+ * and a parameter block remember the last dispatch that used them, a
+ * completed wait records how many dispatches had been issued
+ * (ctx->synced), and a write to memory used after that waits for the GPU
+ * first. A decode step reads its logits back, so its writes find the GPU
+ * idle and never wait; a prompt in batches waits once between batches.
+ *
  * Flushes. A driver may keep submitted commands on the host until a flush or
  * a wait: a decode step's ~100 dispatches would then reach the GPU only when
  * the host asks for the logits, and the GPU idles while the host builds and
@@ -19,6 +35,7 @@
  * starts at once and the host keeps ahead of it with few flushes
  * (GLESC_FLUSH_EVERY sets flush_max, default 16; 0 turns this off).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "gl/gl.h"
@@ -71,6 +88,8 @@ glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offse
     glesc_status st = check_range(ctx, "buffer upload", buf, offset, size);
     if (st != GLESC_OK || size == 0)
         return st;
+    if ((st = gl_host_write_guard(ctx, buf->last_use, "buffer upload")) != GLESC_OK)
+        return st;
     update_barrier_if_written(ctx, buf);
     glBindBuffer(GL_COPY_WRITE_BUFFER, buf->id);
     glBufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)offset, (GLsizeiptr)size, data);
@@ -96,6 +115,7 @@ glesc_status gl_buffer_clear(glesc_context *ctx, gl_buffer *buf, uint64_t offset
 
 static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
 {
+    uint64_t issued = ctx->dispatches;
     GLsync sync = glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
     if (!sync) {
         glesc_status st = gl_check(ctx, "glFenceSync");
@@ -122,6 +142,8 @@ static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
     }
     glDeleteSync(sync);
     flush_reset(ctx);
+    if (st == GLESC_OK && issued > ctx->synced)
+        ctx->synced = issued;
     /* The work finished (a lost context signals its fences too): was it reset? */
     if (st == GLESC_OK)
         st = gl_reset_check(ctx, "waiting for the GPU");
@@ -131,6 +153,16 @@ static glesc_status wait_fence(glesc_context *ctx, uint64_t timeout_ns)
 glesc_status gl_finish(glesc_context *ctx, uint64_t timeout_ns)
 {
     return wait_fence(ctx, timeout_ns);
+}
+
+glesc_status gl_host_write_guard(glesc_context *ctx, uint64_t last_use, const char *what)
+{
+    if (last_use <= ctx->synced)
+        return GLESC_OK;
+    glesc_status st = wait_fence(ctx, 120ull * 1000000000ull);
+    if (st != GLESC_OK)
+        core_err_prefix(&ctx->err, "%s", what);
+    return st;
 }
 
 glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t offset, void *dst,
@@ -159,6 +191,145 @@ glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t off
         return core_err_set(&ctx->err, GLESC_ERROR_GL,
                             "glUnmapBuffer: the buffer's contents were lost while mapped");
     return gl_check(ctx, "download");
+}
+
+/* ---- Bulk uploads ---- */
+
+gl_upload_path gl_upload_path_get(const glesc_context *ctx)
+{
+    const char *e = getenv("GLESC_UPLOAD");
+    if (e && !strcmp(e, "subdata"))
+        return GL_UPLOAD_SUBDATA;
+    if (e && !strcmp(e, "map"))
+        return GL_UPLOAD_MAP;
+    if (ctx->caps.has_buffer_storage && ((e && !strcmp(e, "staging")) || !ctx->caps.software))
+        return GL_UPLOAD_STAGING;
+    return GL_UPLOAD_MAP;
+}
+
+const char *gl_upload_path_name(gl_upload_path p)
+{
+    static const char *const names[] = {"map", "staging", "subdata"};
+    return (unsigned)p < CORE_ARRAY_LEN(names) ? names[p] : "?";
+}
+
+glesc_status gl_buffer_map_write(glesc_context *ctx, gl_buffer *buf, void **out)
+{
+    *out = NULL;
+    glesc_status gst = gl_host_write_guard(ctx, buf->last_use, "buffer map");
+    if (gst != GLESC_OK)
+        return gst;
+    update_barrier_if_written(ctx, buf);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, buf->id);
+    void *p = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, (GLsizeiptr)buf->size,
+                               GL_MAP_WRITE_BIT | GL_MAP_INVALIDATE_BUFFER_BIT);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    if (!p) {
+        glesc_status st = gl_check(ctx, "glMapBufferRange (upload)");
+        return st != GLESC_OK
+                   ? st
+                   : core_err_set(&ctx->err, GLESC_ERROR_GL,
+                                  "glMapBufferRange (upload) of %llu bytes returned NULL",
+                                  (unsigned long long)buf->size);
+    }
+    *out = p;
+    return GLESC_OK;
+}
+
+glesc_status gl_buffer_unmap(glesc_context *ctx, gl_buffer *buf)
+{
+    glBindBuffer(GL_COPY_WRITE_BUFFER, buf->id);
+    GLboolean ok = glUnmapBuffer(GL_COPY_WRITE_BUFFER);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    glesc_status st = gl_check(ctx, "glUnmapBuffer (upload)");
+    if (st == GLESC_OK && !ok)
+        st = core_err_set(&ctx->err, GLESC_ERROR_GL,
+                          "glUnmapBuffer: the buffer's contents were lost while mapped");
+    buf->defined = true;
+    return st;
+}
+
+glesc_status gl_staging_create(glesc_context *ctx, uint64_t size, gl_staging *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!ctx->fn.BufferStorageEXT)
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "staging buffer: the driver lacks GL_EXT_buffer_storage");
+    const GLbitfield flags = GL_MAP_WRITE_BIT | GL_MAP_PERSISTENT_BIT_EXT | GL_MAP_COHERENT_BIT_EXT;
+    glGenBuffers(1, &out->id);
+    glBindBuffer(GL_COPY_READ_BUFFER, out->id);
+    ctx->fn.BufferStorageEXT(GL_COPY_READ_BUFFER, (GLsizeiptr)size, NULL,
+                             flags | GL_CLIENT_STORAGE_BIT_EXT);
+    out->ptr = glMapBufferRange(GL_COPY_READ_BUFFER, 0, (GLsizeiptr)size, flags);
+    glBindBuffer(GL_COPY_READ_BUFFER, 0);
+    glesc_status st = gl_check(ctx, "glBufferStorageEXT (staging)");
+    if (st == GLESC_OK && !out->ptr)
+        st = core_err_set(&ctx->err, GLESC_ERROR_GL, "mapping a staging buffer returned NULL");
+    if (st != GLESC_OK) {
+        core_err_prefix(&ctx->err, "a staging buffer of %llu bytes", (unsigned long long)size);
+        gl_staging_destroy(ctx, out);
+        return st;
+    }
+    out->size = size;
+    return GLESC_OK;
+}
+
+void gl_staging_destroy(glesc_context *ctx, gl_staging *s)
+{
+    if (s->id) {
+        /* a persistent mapping ends with the buffer */
+        gl_bound_forget(ctx, s->id);
+        glDeleteBuffers(1, &s->id);
+    }
+    memset(s, 0, sizeof *s);
+}
+
+glesc_status gl_staging_copy(glesc_context *ctx, gl_staging *s, uint64_t offset, gl_buffer *buf,
+                             uint64_t dst_offset, uint64_t size)
+{
+    glesc_status st = check_range(ctx, "staging copy", buf, dst_offset, size);
+    if (st != GLESC_OK || size == 0)
+        return st;
+    /* a copy command, but one the driver may run beside an earlier
+     * dispatch's reads as it does host updates ("Host writes") */
+    if ((st = gl_host_write_guard(ctx, buf->last_use, "staging copy")) != GLESC_OK)
+        return st;
+    update_barrier_if_written(ctx, buf);
+    glBindBuffer(GL_COPY_READ_BUFFER, s->id);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, buf->id);
+    glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, (GLintptr)offset,
+                        (GLintptr)dst_offset, (GLsizeiptr)size);
+    glBindBuffer(GL_COPY_READ_BUFFER, 0);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    buf->defined = true;
+    return gl_check(ctx, "glCopyBufferSubData (staging)");
+}
+
+GLsync gl_fence_insert(glesc_context *ctx)
+{
+    GLsync f = glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0);
+    if (!f) {
+        glesc_status st = gl_check(ctx, "glFenceSync");
+        if (st == GLESC_OK)
+            core_err_set(&ctx->err, GLESC_ERROR_GL, "glFenceSync: no sync");
+    }
+    return f;
+}
+
+glesc_status gl_fence_wait(glesc_context *ctx, GLsync fence, uint64_t timeout_ns, bool *done)
+{
+    GLenum r = glClientWaitSync(fence, GL_SYNC_FLUSH_COMMANDS_BIT, timeout_ns);
+    *done = r == GL_ALREADY_SIGNALED || r == GL_CONDITION_SATISFIED;
+    if (r != GL_WAIT_FAILED)
+        return GLESC_OK;
+    glesc_status st = gl_check(ctx, "glClientWaitSync");
+    return st != GLESC_OK ? st : core_err_set(&ctx->err, GLESC_ERROR_GL, "glClientWaitSync failed");
+}
+
+void gl_fence_delete(GLsync fence)
+{
+    if (fence)
+        glDeleteSync(fence);
 }
 
 /* ---- Parameter blocks ---- */
@@ -320,6 +491,7 @@ glesc_status gl_dispatch_block(glesc_context *ctx, const gl_program *prog,
     flush_paced(ctx);
     for (int i = 0; i < n_bindings; i++) {
         gl_buffer *bb = bindings[i].buf;
+        bb->last_use = ctx->dispatches;
         if (bindings[i].write) {
             bb->write_ssbo_epoch = ctx->ssbo_epoch;
             bb->write_update_epoch = ctx->update_epoch;
@@ -353,18 +525,22 @@ glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_bi
             return st;
         ctx->param_ring_size = PARAM_RING_SIZE;
     }
-    /* GL orders a write after the dispatches that read the old contents,
-     * so wrapping around needs no fence; a ring only keeps the driver from
-     * waiting on the block of the dispatch just before. */
-    if (ctx->param_ring_pos + stride > ctx->param_ring_size)
+    /* Wrapping around overwrites blocks that dispatches since the last
+     * wait may still read ("Host writes"): wait for those first. */
+    if (ctx->param_ring_pos + stride > ctx->param_ring_size) {
+        glesc_status st = gl_host_write_guard(ctx, ctx->param_ring_use, "parameter ring");
+        if (st != GLESC_OK)
+            return st;
         ctx->param_ring_pos = 0;
+    }
     uint64_t off = ctx->param_ring_pos;
     ctx->param_ring_pos += stride;
     gl_param_block_pack(params, n_params, words);
     glesc_status st = gl_param_buffer_write(ctx, ctx->param_ring, off, words, size);
-    if (st != GLESC_OK)
-        return st;
-    return gl_dispatch_block(ctx, prog, bindings, n_bindings, ctx->param_ring, off, size, groups);
+    if (st == GLESC_OK)
+        st = gl_dispatch_block(ctx, prog, bindings, n_bindings, ctx->param_ring, off, size, groups);
+    ctx->param_ring_use = ctx->dispatches;
+    return st;
 }
 
 /* ---- timers ---- */

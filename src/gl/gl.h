@@ -35,6 +35,10 @@ typedef struct gl_ext_fns {
     /* GLES 3.2, GL_KHR_robustness or GL_EXT_robustness; loaded only when the
      * context reports resets (caps.has_reset_notification). */
     GLenum(GL_APIENTRY *GetGraphicsResetStatus)(void);
+    /* GL_EXT_buffer_storage (caps.has_buffer_storage): staging buffers
+     * mapped for the whole upload (gl_staging_create). */
+    void(GL_APIENTRY *BufferStorageEXT)(GLenum target, GLsizeiptr size, const void *data,
+                                        GLbitfield flags);
 } gl_ext_fns;
 
 /* A buffer range bound to an indexed binding point (exec.c's state cache). */
@@ -78,6 +82,11 @@ struct glesc_context {
     /* executor state: barrier epochs (see exec.c) */
     uint64_t ssbo_epoch, update_epoch;
     uint64_t dispatches, barriers;
+    /* Dispatches known complete: ctx->dispatches when the last wait for
+     * the GPU began (exec.c, "Host writes"). */
+    uint64_t synced;
+    /* the last dispatch whose parameter block is in the ring */
+    uint64_t param_ring_use;
     /* Submission pacing (exec.c, "Flushes"): dispatches since the last
      * flush or host wait, and how many make the next flush; flush_max 0
      * turns early flushes off (GLESC_FLUSH_EVERY=0). */
@@ -147,9 +156,10 @@ bool gl_has_extension(const char *name);
  * Buffers are handed out by (size class, usage). Size classes are the powers
  * of two split in four steps (1, 1.25, 1.5, 1.75 × 2^k), so a buffer is at
  * most 25% larger than asked for; released buffers are cached and trimmed
- * least-recently-used first to the byte budget. */
+ * least-recently-used first to the byte budget. Persistent buffers
+ * (GL_USAGE_WEIGHTS) are the exception: exact size, deleted on release. */
 typedef enum gl_usage {
-    GL_USAGE_WEIGHTS,     /* written once from the host, read by shaders */
+    GL_USAGE_WEIGHTS,     /* persistent tensors (weights, KV caches): exact size, never cached */
     GL_USAGE_ACTIVATIONS, /* written and read by shaders */
     GL_USAGE_READBACK,    /* written by shaders, read by the host */
     GL_USAGE_COUNT_
@@ -163,6 +173,9 @@ typedef struct gl_buffer {
     bool defined; /* contents written since acquire */
     /* barrier tracking: epochs of the last shader write / read (exec.c) */
     uint64_t write_ssbo_epoch, write_update_epoch, read_ssbo_epoch;
+    /* the last dispatch that bound it (ctx->dispatches then): a host write
+     * must not overtake it (exec.c, "Host writes") */
+    uint64_t last_use;
     uint64_t lru_tick;             /* when it was released (cached buffers) */
     bool cached;                   /* in the pool's cache (else held by a user) */
     struct gl_buffer *prev, *next; /* the pool's live or cached list */
@@ -180,6 +193,8 @@ void gl_pool_release(glesc_context *ctx, gl_buffer *buf);
 void gl_pool_trim(glesc_context *ctx, uint64_t budget);
 void gl_pool_stats(const glesc_context *ctx, glesc_stats *st);
 void gl_pool_reset_stats(glesc_context *ctx);
+/* The peak of glesc_context_memory starts again from what is held now. */
+void gl_pool_reset_peak(glesc_context *ctx);
 
 /* ---- Program cache (program_cache.c) ---- */
 typedef struct gl_program {
@@ -195,12 +210,22 @@ void gl_program_cache_destroy(glesc_context *ctx);
  * cache and lives as long as the context. Compile/link errors carry the full
  * info log and the numbered source lines around the error. */
 glesc_status gl_program_get(glesc_context *ctx, const char *source, const gl_program **out);
-/* The same for n sources at once: misses are compiled concurrently where
- * GL_KHR_parallel_shader_compile exists. */
+/* The same for n sources at once: every hit is taken and every miss started
+ * before any is waited for, so misses compile concurrently where the driver
+ * has GL_KHR_parallel_shader_compile (unless GLESC_NO_PARALLEL_COMPILE=1);
+ * a source given twice is compiled once. */
 glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources, int n,
                                   const gl_program **out);
 void gl_program_cache_stats(const glesc_context *ctx, glesc_stats *st);
 void gl_program_cache_reset_stats(glesc_context *ctx);
+/* Whether a batch's misses compile concurrently (the driver's
+ * GL_KHR_parallel_shader_compile, not switched off by
+ * GLESC_NO_PARALLEL_COMPILE=1); read when the context is created. */
+bool gl_program_cache_parallel(const glesc_context *ctx);
+/* The most compiles that were started and not yet collected at once since
+ * creation or the last reset of the statistics: 1 when compiles run one at
+ * a time, up to a batch's misses when they run concurrently. */
+int gl_program_cache_max_in_flight(const glesc_context *ctx);
 /* Path of the disk entry for source (for tests), or NULL when disk caching
  * is off. core_free the result. */
 char *gl_program_cache_entry_path(glesc_context *ctx, const char *source);
@@ -212,10 +237,59 @@ void gl_program_cache_drop_memory(glesc_context *ctx);
 glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offset, const void *data,
                               uint64_t size);
 /* Fills [offset, offset+size) with zero bytes. */
+/* Before the host writes memory that the dispatch numbered last_use (a
+ * ctx->dispatches value) used: waits for the GPU when that dispatch may not
+ * have completed (exec.c, "Host writes"); what names the write in a
+ * timeout's message. */
+glesc_status gl_host_write_guard(glesc_context *ctx, uint64_t last_use, const char *what);
 glesc_status gl_buffer_clear(glesc_context *ctx, gl_buffer *buf, uint64_t offset, uint64_t size);
 /* Waits (fence) for the GPU work that writes buf, then copies to dst. */
 glesc_status gl_buffer_download(glesc_context *ctx, gl_buffer *buf, uint64_t offset, void *dst,
                                 uint64_t size);
+
+/* Bulk uploads (persistent tensors, glesc_weights_write) take one of three
+ * paths: the destination buffer mapped for writing (GL_UPLOAD_MAP), a
+ * persistently mapped staging buffer copied by the GPU (GL_UPLOAD_STAGING,
+ * GL_EXT_buffer_storage), or glBufferSubData from host memory
+ * (GL_UPLOAD_SUBDATA, every driver). On the H200 (NVIDIA 580) staging loads
+ * TinyLlama Q4_0 in 0.04-0.08 s, map in 0.07-0.36 s with a host copy of
+ * every mapped buffer kept by the driver (the process's RSS grows by the
+ * weights), subdata in 0.4-0.5 s (the GL thread copies alone); on a
+ * software renderer the buffers are host memory, and writing them in place
+ * (map) saves the copy. */
+typedef enum gl_upload_path { GL_UPLOAD_MAP, GL_UPLOAD_STAGING, GL_UPLOAD_SUBDATA } gl_upload_path;
+/* GLESC_UPLOAD=map|staging|subdata where set (staging falls back to map
+ * without GL_EXT_buffer_storage), else staging where GL_EXT_buffer_storage
+ * exists on a hardware renderer, else map. */
+gl_upload_path gl_upload_path_get(const glesc_context *ctx);
+const char *gl_upload_path_name(gl_upload_path p);
+/* Maps all of buf for writing; its old contents are discarded
+ * (GL_MAP_INVALIDATE_BUFFER_BIT). Any thread may write through *out until
+ * gl_buffer_unmap. */
+glesc_status gl_buffer_map_write(glesc_context *ctx, gl_buffer *buf, void **out);
+glesc_status gl_buffer_unmap(glesc_context *ctx, gl_buffer *buf);
+/* A host-visible buffer mapped for writing while it lives (persistent,
+ * coherent), the source of GPU copies into pool buffers. */
+typedef struct gl_staging {
+    GLuint id;
+    uint64_t size;
+    void *ptr; /* writable by any thread; what is written before a
+                  gl_staging_copy is what it copies */
+} gl_staging;
+/* GLESC_ERROR_UNSUPPORTED without GL_EXT_buffer_storage. */
+glesc_status gl_staging_create(glesc_context *ctx, uint64_t size, gl_staging *out);
+void gl_staging_destroy(glesc_context *ctx, gl_staging *s);
+/* Copies [offset, offset+size) of s into buf at dst_offset on the GPU, in
+ * order with later GL commands. Write that part of s again only after a
+ * fence issued after this copy has signalled (gl_fence_*). */
+glesc_status gl_staging_copy(glesc_context *ctx, gl_staging *s, uint64_t offset, gl_buffer *buf,
+                             uint64_t dst_offset, uint64_t size);
+/* A fence after the GL commands issued so far: NULL on failure (message in
+ * ctx). gl_fence_wait: timeout_ns 0 polls; true when signalled.
+ * gl_fence_delete: NULL is a no-op. */
+GLsync gl_fence_insert(glesc_context *ctx);
+glesc_status gl_fence_wait(glesc_context *ctx, GLsync fence, uint64_t timeout_ns, bool *done);
+void gl_fence_delete(GLsync fence);
 
 typedef struct gl_binding {
     gl_buffer *buf;

@@ -2,17 +2,34 @@
  * pool.c — storage buffers by (size class, usage). Activations of one graph
  * step come and go in the same few sizes, so a cache of released buffers
  * turns almost every acquire into a hit; the budget bounds what the cache
- * keeps, least-recently-released buffers go first.
+ * keeps, least-recently-released buffers go first. Persistent buffers
+ * (weights, KV caches) live as long as their tensor and are never reused by
+ * another size: they are allocated at their exact size and deleted when
+ * released, so they cost no size-class slack and leave nothing cached.
+ *
+ * The pool also keeps the accounts behind glesc_context_memory: bytes held
+ * by usage, what the holders asked for (the rest is size-class rounding),
+ * cached bytes, the split at the moment the total was highest, and the
+ * most the holders of activations asked for at once.
  */
 #include <string.h>
 
 #include "gl/gl.h"
+
+/* Bytes of the pool by holder, summed or at one moment (the peak). */
+typedef struct pool_split {
+    uint64_t live[GL_USAGE_COUNT_]; /* held, by usage */
+    uint64_t requested;             /* asked for by the non-persistent holders */
+    uint64_t cached;
+} pool_split;
 
 struct gl_pool {
     gl_buffer *live;   /* held by users */
     gl_buffer *cached; /* released, most recent first */
     uint64_t budget, tick;
     uint64_t hits, misses, live_bytes, cached_bytes, peak_bytes, live_n, cached_n;
+    pool_split now, at_peak; /* at_peak: when live + cached was peak_bytes */
+    uint64_t max_requested;  /* the most now.requested since the peak's reset */
 };
 
 static const GLenum usage_hint[GL_USAGE_COUNT_] = {
@@ -100,10 +117,11 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
                             "a storage buffer of %llu bytes exceeds the device's storage block "
                             "limit of %llu bytes (GL_MAX_SHADER_STORAGE_BLOCK_SIZE): split it",
                             (unsigned long long)size, (unsigned long long)limit);
-    uint64_t cls = gl_pool_size_class(size);
+    bool exact = usage == GL_USAGE_WEIGHTS; /* persistent: never cached */
+    uint64_t cls = exact ? size : gl_pool_size_class(size);
     if (cls > limit)
         cls = limit;
-    for (gl_buffer *b = p->cached; b; b = b->next) {
+    for (gl_buffer *b = exact ? NULL : p->cached; b; b = b->next) {
         if (b->size == cls && b->usage == usage) {
             list_remove(&p->cached, b);
             p->cached_bytes -= b->size;
@@ -115,6 +133,10 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
             p->live_bytes += b->size;
             p->live_n++;
             p->hits++;
+            p->now.cached -= b->size;
+            p->now.live[usage] += b->size;
+            p->now.requested += size;
+            p->max_requested = CORE_MAX(p->max_requested, p->now.requested);
             *out = b;
             return GLESC_OK;
         }
@@ -140,8 +162,13 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
     p->live_bytes += cls;
     p->live_n++;
     p->misses++;
-    if (p->live_bytes + p->cached_bytes > p->peak_bytes)
+    p->now.live[usage] += cls;
+    p->now.requested += exact ? 0 : size;
+    p->max_requested = CORE_MAX(p->max_requested, p->now.requested);
+    if (p->live_bytes + p->cached_bytes > p->peak_bytes) {
         p->peak_bytes = p->live_bytes + p->cached_bytes;
+        p->at_peak = p->now;
+    }
     *out = b;
     return GLESC_OK;
 }
@@ -157,6 +184,7 @@ void gl_pool_trim(glesc_context *ctx, uint64_t budget)
         list_remove(&p->cached, oldest);
         p->cached_bytes -= oldest->size;
         p->cached_n--;
+        p->now.cached -= oldest->size;
         delete_buffer(ctx, oldest);
     }
 }
@@ -169,6 +197,13 @@ void gl_pool_release(glesc_context *ctx, gl_buffer *b)
     list_remove(&p->live, b);
     p->live_bytes -= b->size;
     p->live_n--;
+    p->now.live[b->usage] -= b->size;
+    if (b->usage == GL_USAGE_WEIGHTS) {
+        delete_buffer(ctx, b);
+        return;
+    }
+    p->now.requested -= b->requested;
+    p->now.cached += b->size;
     b->cached = true;
     b->lru_tick = ++p->tick;
     list_push(&p->cached, b);
@@ -193,5 +228,42 @@ void gl_pool_reset_stats(glesc_context *ctx)
 {
     gl_pool *p = ctx->pool;
     p->hits = p->misses = 0;
+    gl_pool_reset_peak(ctx);
+}
+
+void gl_pool_reset_peak(glesc_context *ctx)
+{
+    gl_pool *p = ctx->pool;
     p->peak_bytes = p->live_bytes + p->cached_bytes;
+    p->at_peak = p->now;
+    p->max_requested = p->now.requested;
+}
+
+static void split_out(const pool_split *s, uint64_t *persistent, uint64_t *activation,
+                      uint64_t *cached)
+{
+    *persistent = s->live[GL_USAGE_WEIGHTS];
+    *activation = s->live[GL_USAGE_ACTIVATIONS] + s->live[GL_USAGE_READBACK];
+    *cached = s->cached;
+}
+
+GLESC_API void glesc_context_memory(const glesc_context *ctx, glesc_memory_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!ctx)
+        return;
+    const gl_pool *p = ctx->pool;
+    split_out(&p->now, &out->persistent_bytes, &out->activation_bytes, &out->cached_bytes);
+    out->activation_requested_bytes = p->now.requested;
+    out->total_bytes = p->live_bytes + p->cached_bytes;
+    split_out(&p->at_peak, &out->peak_persistent_bytes, &out->peak_activation_bytes,
+              &out->peak_cached_bytes);
+    out->peak_total_bytes = p->peak_bytes;
+    out->max_activation_requested_bytes = p->max_requested;
+}
+
+GLESC_API void glesc_context_memory_reset_peak(glesc_context *ctx)
+{
+    if (ctx)
+        gl_pool_reset_peak(ctx);
 }

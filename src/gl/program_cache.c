@@ -14,6 +14,19 @@
  * followed by the program binary. An entry the driver rejects (GL_LINK_STATUS
  * false after glProgramBinary) is deleted and the program compiled again;
  * nothing on the disk path is fatal: an unusable directory only costs compiles.
+ * A batch whose entries were refused says so once, as a warning naming the
+ * directory and the count (each entry and its reason at info).
+ *
+ * Compiling: a batch (a plan's kernels) first takes every hit and starts
+ * every miss (glCompileShader + glLinkProgram), then collects them. Where
+ * the driver has GL_KHR_parallel_shader_compile (and GLESC_NO_PARALLEL_COMPILE
+ * is not set) it is asked for all the threads it has and compiles the misses
+ * concurrently; they are collected as GL_COMPLETION_STATUS_KHR reports them
+ * done (their binaries written to disk while the rest still compile), and
+ * only when none is done does the collector wait, on the oldest. Without the
+ * extension, or with GLESC_NO_PARALLEL_COMPILE=1 (its threads set to 0, the
+ * spec's "no additional threads"), each miss is compiled, linked and
+ * collected before the next one starts.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +49,8 @@ struct gl_program_cache {
     char *key_tail;
     size_t key_tail_len;
     uint64_t compiled, memory_hits, disk_hits, disk_rejects, disk_writes;
+    bool parallel;     /* misses of a batch compile concurrently */
+    int max_in_flight; /* most compiles started and not yet collected */
 };
 
 /* ---- the in-memory map ---- */
@@ -102,6 +117,9 @@ glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program cache");
     core_map_init(&c->map);
     ctx->programs = c;
+    c->parallel = ctx->caps.has_parallel_compile && !core_env_flag("GLESC_NO_PARALLEL_COMPILE");
+    if (ctx->fn.MaxShaderCompilerThreadsKHR) /* 0xffffffff: as many as the driver has */
+        ctx->fn.MaxShaderCompilerThreadsKHR(c->parallel ? 0xffffffffu : 0u);
     glesc_status st = GLESC_OK;
     if (dir && (st = core_disk_cache_open(dir, 0, &ctx->err, &ctx->disk_cache)) != GLESC_OK)
         return st;
@@ -352,82 +370,141 @@ static gl_program *make_program(glesc_context *ctx, GLuint id, core_hash128 key)
     return p;
 }
 
+/* The state of one gl_program_get_batch. */
+typedef struct batch {
+    const char *const *sources;
+    core_hash128 *hash; /* of each source */
+    GLuint *pending;    /* a started compile not yet collected, else 0 */
+    bool *started;      /* a compile was started for this source */
+    char **keys;        /* disk keys (NULL: no disk entry) */
+    size_t key_len;     /* the same for every source */
+    int in_flight;
+} batch;
+
+/* Waits for miss i's link (its logs in the message on failure), then counts
+ * it, writes its binary to disk and records it. */
+static glesc_status collect(glesc_context *ctx, batch *b, int i, const gl_program **out)
+{
+    gl_program_cache *c = ctx->programs;
+    GLuint id = b->pending[i];
+    b->pending[i] = 0;
+    b->in_flight--;
+    glesc_status st = finish_compile(ctx, id, b->sources[i]);
+    if (st != GLESC_OK) {
+        glDeleteProgram(id);
+        return st;
+    }
+    c->compiled++;
+    if (b->keys[i])
+        disk_store(ctx, id, b->keys[i], b->key_len);
+    out[i] = make_program(ctx, id, b->hash[i]);
+    return out[i] ? GLESC_OK : ctx->err.status;
+}
+
+/* Collects every started compile: whichever the driver reports complete
+ * first; when none is, waits on the oldest (no spinning). */
+static glesc_status collect_all(glesc_context *ctx, batch *b, int n, const gl_program **out)
+{
+    while (b->in_flight > 0) {
+        int pick = -1, oldest = -1;
+        for (int i = 0; i < n && pick < 0; i++) {
+            if (!b->pending[i])
+                continue;
+            if (oldest < 0)
+                oldest = i;
+            GLint done = GL_FALSE;
+            glGetProgramiv(b->pending[i], GL_COMPLETION_STATUS_KHR, &done);
+            if (done)
+                pick = i;
+        }
+        glesc_status st = collect(ctx, b, pick >= 0 ? pick : oldest, out);
+        if (st != GLESC_OK)
+            return st;
+    }
+    return GLESC_OK;
+}
+
 glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources, int n,
                                   const gl_program **out)
 {
     gl_program_cache *c = ctx->programs;
-    GLuint *pending = core_calloc((size_t)(n > 0 ? n : 1), sizeof *pending);
-    char **keys = core_calloc((size_t)(n > 0 ? n : 1), sizeof *keys);
-    size_t key_len = 0; /* the same for every source */
+    size_t cap = (size_t)(n > 0 ? n : 1);
+    batch b = {.sources = sources};
+    b.hash = core_calloc(cap, sizeof *b.hash);
+    b.pending = core_calloc(cap, sizeof *b.pending);
+    b.started = core_calloc(cap, sizeof *b.started);
+    b.keys = core_calloc(cap, sizeof *b.keys);
+    uint64_t rejects = c->disk_rejects;
     glesc_status st = GLESC_OK;
-    if (!pending || !keys) {
+    if (!b.hash || !b.pending || !b.started || !b.keys) {
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program batch");
         goto done;
     }
-    /* Pass 1: memory and disk hits; start compiling every miss. */
+    /* Pass 1: memory and disk hits; start compiling every miss (and, when
+     * compiles do not run concurrently, finish it before the next). */
     for (int i = 0; i < n; i++) {
-        core_hash128 key = core_hash128_bytes(sources[i], strlen(sources[i]));
-        out[i] = map_find(c, key);
-        if (out[i]) {
+        out[i] = NULL;
+        b.hash[i] = core_hash128_bytes(sources[i], strlen(sources[i]));
+        /* The same source twice in one batch: compile it once (counted
+         * alike in both modes: not a memory hit). */
+        bool dup = false;
+        for (int j = 0; j < i && !dup; j++)
+            dup = b.started[j] && core_hash128_eq(b.hash[j], b.hash[i]) &&
+                  !strcmp(sources[j], sources[i]);
+        if (dup)
+            continue;
+        if ((out[i] = map_find(c, b.hash[i]))) {
             c->memory_hits++;
             continue;
         }
-        /* The same source twice in one batch: compile it once. */
-        bool dup = false;
-        for (int j = 0; j < i && !dup; j++)
-            dup = pending[j] && !strcmp(sources[j], sources[i]);
-        if (dup)
-            continue;
         if (c->key_tail) {
-            keys[i] = disk_key(c, sources[i], &key_len);
-            GLuint id = keys[i] ? disk_load(ctx, keys[i], key_len) : 0;
+            b.keys[i] = disk_key(c, sources[i], &b.key_len);
+            GLuint id = b.keys[i] ? disk_load(ctx, b.keys[i], b.key_len) : 0;
             if (id) {
-                if (!(out[i] = make_program(ctx, id, key))) {
+                if (!(out[i] = make_program(ctx, id, b.hash[i]))) {
                     st = ctx->err.status;
                     goto done;
                 }
                 continue;
             }
         }
-        if ((st = start_compile(ctx, sources[i], &pending[i])) != GLESC_OK)
+        if ((st = start_compile(ctx, sources[i], &b.pending[i])) != GLESC_OK)
+            goto done;
+        b.started[i] = true;
+        if (++b.in_flight > c->max_in_flight)
+            c->max_in_flight = b.in_flight;
+        if (!c->parallel && (st = collect(ctx, &b, i, out)) != GLESC_OK)
             goto done;
     }
-    /* Pass 2: collect the compiles (they ran concurrently where the driver
-     * has GL_KHR_parallel_shader_compile). */
-    for (int i = 0; i < n; i++) {
-        if (!pending[i])
-            continue;
-        GLuint id = pending[i];
-        pending[i] = 0;
-        if ((st = finish_compile(ctx, id, sources[i])) != GLESC_OK) {
-            glDeleteProgram(id);
-            goto done;
-        }
-        c->compiled++;
-        if (keys[i])
-            disk_store(ctx, id, keys[i], key_len);
-        core_hash128 key = core_hash128_bytes(sources[i], strlen(sources[i]));
-        if (!(out[i] = make_program(ctx, id, key))) {
-            st = ctx->err.status;
-            goto done;
-        }
-    }
+    /* Pass 2: collect the concurrent compiles. */
+    if ((st = collect_all(ctx, &b, n, out)) != GLESC_OK)
+        goto done;
     /* Duplicates within the batch. */
     for (int i = 0; i < n; i++)
         if (!out[i])
-            out[i] = map_find(c, core_hash128_bytes(sources[i], strlen(sources[i])));
+            out[i] = map_find(c, b.hash[i]);
     st = gl_check(ctx, "program cache");
 
 done:
-    if (pending)
+    if (c->disk_rejects > rejects) {
+        uint64_t k = c->disk_rejects - rejects;
+        core_log(CORE_LOG_WARN,
+                 "program cache: %llu cached program%s in %s %s damaged, foreign or refused by "
+                 "the driver: deleted and compiled again (GLESC_LOG=info names %s)",
+                 (unsigned long long)k, k > 1 ? "s" : "", core_disk_cache_dir(ctx->disk_cache),
+                 k > 1 ? "were" : "was", k > 1 ? "them" : "it");
+    }
+    if (b.pending)
         for (int i = 0; i < n; i++)
-            if (pending[i])
-                glDeleteProgram(pending[i]);
-    if (keys)
+            if (b.pending[i])
+                glDeleteProgram(b.pending[i]);
+    if (b.keys)
         for (int i = 0; i < n; i++)
-            core_free(keys[i]);
-    core_free(pending);
-    core_free(keys);
+            core_free(b.keys[i]);
+    core_free(b.hash);
+    core_free(b.pending);
+    core_free(b.started);
+    core_free(b.keys);
     return st;
 }
 
@@ -450,4 +527,15 @@ void gl_program_cache_reset_stats(glesc_context *ctx)
 {
     gl_program_cache *c = ctx->programs;
     c->compiled = c->memory_hits = c->disk_hits = c->disk_rejects = c->disk_writes = 0;
+    c->max_in_flight = 0;
+}
+
+bool gl_program_cache_parallel(const glesc_context *ctx)
+{
+    return ctx->programs->parallel;
+}
+
+int gl_program_cache_max_in_flight(const glesc_context *ctx)
+{
+    return ctx->programs->max_in_flight;
 }

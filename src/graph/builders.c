@@ -5,6 +5,8 @@
  * nothing runs until glesc_graph_compute. Views have their own builders
  * (views.c).
  */
+#include <math.h>
+
 #include "graph/graph.h"
 
 /* Quantized tensors are read only through weight loaders (matmul's W,
@@ -244,31 +246,62 @@ GLESC_API glesc_tensor *glesc_cpy(glesc_graph *g, glesc_tensor *src, glesc_tenso
 GLESC_API glesc_tensor *glesc_rope(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos, int n_dims,
                                    glesc_rope_mode mode, float freq_base, float freq_scale)
 {
-    glesc_tensor *s[2] = {x, pos};
-    int32_t ip[2] = {n_dims, (int32_t)mode};
-    float fp[2] = {freq_base, freq_scale};
-    return graph_node(g, GLESC_OP_ROPE, s, 2, ip, 2, fp, 2);
+    return glesc_rope_yarn(g, x, pos, NULL, n_dims, mode, 0, freq_base, freq_scale, 0.0f, 1.0f,
+                           0.0f, 0.0f);
 }
 
 GLESC_API glesc_tensor *glesc_rope_ext(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
                                        glesc_tensor *freq_factors, int n_dims, glesc_rope_mode mode,
                                        float freq_base, float freq_scale)
 {
-    if (!freq_factors)
-        return glesc_rope(g, x, pos, n_dims, mode, freq_base, freq_scale);
+    return glesc_rope_yarn(g, x, pos, freq_factors, n_dims, mode, 0, freq_base, freq_scale, 0.0f,
+                           1.0f, 0.0f, 0.0f);
+}
+
+/* ggml_rope_yarn_corr_dim: the rotation whose wavelength fits n_rot turns
+ * into n_ctx_orig positions. */
+static double yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base)
+{
+    return n_dims * logf((float)n_ctx_orig / (n_rot * 2 * 3.14159265358979f)) / (2 * logf(base));
+}
+
+GLESC_API glesc_tensor *glesc_rope_yarn(glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
+                                        glesc_tensor *freq_factors, int n_dims,
+                                        glesc_rope_mode mode, int n_ctx_orig, float freq_base,
+                                        float freq_scale, float ext_factor, float attn_factor,
+                                        float beta_fast, float beta_slow)
+{
     glesc_tensor *s[3] = {x, pos, freq_factors};
-    int32_t ip[2] = {n_dims, (int32_t)mode};
-    float fp[2] = {freq_base, freq_scale};
-    return graph_node(g, GLESC_OP_ROPE, s, 3, ip, 2, fp, 2);
+    /* ip: n_dims, mode, YaRN on, its correction dimensions (whole numbers,
+     * as ggml_rope_yarn_corr_dims makes them), n_ctx_orig */
+    int32_t ip[6] = {n_dims, (int32_t)mode, ext_factor != 0.0f, 0, 0, n_ctx_orig};
+    if (ext_factor != 0.0f && n_ctx_orig > 0 && freq_base > 1.0f && n_dims > 0) {
+        double lo = floor(yarn_corr_dim(n_dims, n_ctx_orig, beta_fast, freq_base));
+        double hi = ceil(yarn_corr_dim(n_dims, n_ctx_orig, beta_slow, freq_base));
+        ip[3] = (int32_t)fmax(0.0, fmin(lo, (double)n_dims));
+        ip[4] = (int32_t)fmax(0.0, fmin(hi, (double)(n_dims - 1)));
+    }
+    float fp[4] = {freq_base, freq_scale, ext_factor, attn_factor};
+    return graph_node(g, GLESC_OP_ROPE, s, freq_factors ? 3 : 2, ip, 6, fp, 4);
 }
 
 GLESC_API glesc_tensor *glesc_attention(glesc_graph *g, glesc_tensor *q, glesc_tensor *k,
                                         glesc_tensor *v, glesc_tensor *mask, float scale,
                                         bool causal)
 {
+    return glesc_attention_ext(g, q, k, v, mask, scale, causal, 0, 0.0f);
+}
+
+GLESC_API glesc_tensor *glesc_attention_ext(glesc_graph *g, glesc_tensor *q, glesc_tensor *k,
+                                            glesc_tensor *v, glesc_tensor *mask, float scale,
+                                            bool causal, int n_swa, float softcap)
+{
     if (!q || !k || !v)
         return NULL;
     glesc_tensor *s[4] = {q, k, v, mask};
-    int32_t ip = causal;
-    return graph_node(g, GLESC_OP_ATTENTION, s, 4, &ip, 1, &scale, 1);
+    /* ip: causal, window, soft-capping on (the code differs); fp: the
+     * scale and the cap (uniforms) */
+    int32_t ip[3] = {causal, n_swa, softcap != 0.0f};
+    float fp[2] = {scale, softcap};
+    return graph_node(g, GLESC_OP_ATTENTION, s, 4, ip, 3, fp, 2);
 }

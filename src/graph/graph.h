@@ -47,7 +47,11 @@ struct glesc_tensor {
     graph_storage st; /* on owners */
     bool persistent;
     bool written; /* leaves: data has been written (inputs must be before compute) */
-    int refs;     /* persistent: the caller's + one per graph using it */
+    /* persistent: the contents are zeros that are not in memory yet
+     * (glesc_weight_new writes them when the tensor is first used or read,
+     * unless a write from the host came first) */
+    bool zeros_due;
+    int refs; /* persistent: the caller's + one per graph using it */
     char *name;
     glesc_tensor *next; /* the graph's list of its tensors */
     /* planning scratch, valid during a compute */
@@ -107,6 +111,13 @@ void graph_storage_free(glesc_tensor *owner);
 glesc_status graph_storage_read(glesc_tensor *owner, uint64_t offset, void *dst, uint64_t size);
 glesc_status graph_storage_write(glesc_tensor *owner, uint64_t offset, const void *src,
                                  uint64_t size);
+/* A persistent tensor's memory was filled from the host (upload.c): its
+ * contents are defined, no zeros are due. */
+void graph_tensor_filled(glesc_tensor *t);
+/* glesc_weights_write with the context bound and the message reset: the
+ * persistent tensors of src filled on all cores (upload.c). */
+glesc_status graph_weights_write(glesc_context *ctx, const glesc_weight_source *src, int n,
+                                 glesc_weights_done_fn done, void *user);
 /* The tensor's elements as floats in contiguous order (n = nelements). */
 glesc_status graph_tensor_gather_f32(glesc_tensor *t, float *dst);
 void graph_free_tensor(glesc_tensor *t);

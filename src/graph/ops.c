@@ -10,6 +10,7 @@
  * a codegen row: either a GLSL expression (elementwise: it fuses with no
  * further work) or a generator in src/kernels/.
  */
+#include <math.h>
 #include <string.h>
 
 #include "graph/graph.h"
@@ -270,6 +271,15 @@ static glesc_status shape_rope(glesc_tensor *t)
         return graph_op_fail(t, GLESC_ERROR_SHAPE,
                              "frequency factors %s %s must be f32 [n_dims / 2 = %d]", GRAPH_SH(ff),
                              glesc_dtype_name(ff->dtype), n_dims / 2);
+    if (!isfinite(t->fp[2]) || !isfinite(t->fp[3]))
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                             "ext_factor %g and attn_factor %g must be finite", (double)t->fp[2],
+                             (double)t->fp[3]);
+    if (t->ip[2] && (t->ip[5] <= 0 || !(t->fp[0] > 1.0f) || !(t->fp[1] > 0.0f)))
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                             "YaRN (ext_factor %g) needs n_ctx_orig > 0 (%d), freq_base > 1 (%g) "
+                             "and freq_scale > 0 (%g)",
+                             (double)t->fp[2], t->ip[5], (double)t->fp[0], (double)t->fp[1]);
     same_as(t, x, GLESC_DTYPE_F32);
     return GLESC_OK;
 }
@@ -303,6 +313,12 @@ static glesc_status shape_attention(glesc_tensor *t)
     for (int i = 0; i < 4; i++)
         if (t->src[i] && !is_float(t->src[i]->dtype))
             return graph_op_fail(t, GLESC_ERROR_TYPE, "inputs must be f32, f16 or bf16");
+    if (t->ip[1] < 0)
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                             "sliding window %d is negative (0: none)", t->ip[1]);
+    if (!isfinite(t->fp[1]) || t->fp[1] < 0)
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                             "soft-cap %g must be positive (0: none)", (double)t->fp[1]);
     t->dtype = GLESC_DTYPE_F32;
     t->ne[0] = v->ne[0];
     t->ne[1] = q->ne[2];

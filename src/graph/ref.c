@@ -336,10 +336,12 @@ void ref_cpy(const glesc_tensor *t, float *dst, const float *const *src)
 
 void ref_rope(const glesc_tensor *t, float *dst, const float *const *src)
 {
-    int64_t D = t->ne[0];
     int n_dims = t->ip[0];
-    bool neox = t->ip[1] == GLESC_ROPE_NEOX;
-    double base = t->fp[0], fscale = t->fp[1];
+    bool neox = t->ip[1] == GLESC_ROPE_NEOX, yarn = t->ip[2] != 0;
+    double base = t->fp[0], fscale = t->fp[1], ext = t->fp[2], mscale = t->fp[3];
+    double lo_dim = t->ip[3], hi_dim = t->ip[4];
+    if (yarn) /* ggml's rope_yarn: the magnitude of the interpolation */
+        mscale *= 1.0 + 0.1 * log(1.0 / fscale);
     int64_t c[4], i = 0;
     FOR4(t->ne, c)
     {
@@ -360,12 +362,18 @@ void ref_rope(const glesc_tensor *t, float *dst, const float *const *src)
             lo = 2 * pair;
             hi = lo + 1;
         }
-        double theta = pos * fscale * pow(base, -2.0 * (double)pair / n_dims);
+        double theta = pos * pow(base, -2.0 * (double)pair / n_dims);
         if (t->n_src > 2 && src[2])
             theta /= src[2][pair];
-        double cs = cos(theta), sn = sin(theta);
+        if (yarn) { /* a ramp from extrapolation to interpolation */
+            double y = ((double)pair - lo_dim) / fmax(0.001, hi_dim - lo_dim);
+            double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * ext;
+            theta = theta * fscale * (1.0 - mix) + theta * mix;
+        } else {
+            theta *= fscale;
+        }
+        double cs = cos(theta) * mscale, sn = sin(theta) * mscale;
         dst[i++] = (float)(j == lo ? x[lo] * cs - x[hi] * sn : x[lo] * sn + x[hi] * cs);
-        (void)D;
     }
 }
 
@@ -374,8 +382,9 @@ void ref_attention(const glesc_tensor *t, float *dst, const float *const *src)
     const glesc_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *mask = t->src[3];
     int64_t D = q->ne[0], Tq = q->ne[1], H = q->ne[2], Tk = k->ne[1], Hkv = k->ne[2];
     int64_t Dv = v->ne[0];
-    double scale = t->fp[0];
+    double scale = t->fp[0], cap = t->ip[2] ? t->fp[1] : 0.0;
     bool causal = t->ip[0] != 0;
+    int64_t n_swa = t->ip[1];
     double *s = core_malloc((size_t)Tk * sizeof *s);
     if (!s)
         return;
@@ -390,11 +399,15 @@ void ref_attention(const glesc_tensor *t, float *dst, const float *const *src)
                 for (int64_t d = 0; d < D; d++)
                     acc += (double)qr[d] * kr[d];
                 acc *= scale;
+                if (cap > 0)
+                    acc = cap * tanh(acc / cap);
                 if (mask) {
                     int64_t mc[4] = {j, i, h, 0};
                     acc += src[3][bidx(mask->ne, mc)];
                 }
                 if (causal && j > i + (Tk - Tq))
+                    acc = -INFINITY;
+                if (n_swa > 0 && i + (Tk - Tq) - j >= n_swa)
                     acc = -INFINITY;
                 s[j] = acc;
                 mx = acc > mx ? acc : mx;

@@ -137,11 +137,34 @@ glesc_tensor *graph_tensor_alloc(glesc_graph *g)
     return t;
 }
 
+/* Writes the zeros a new persistent tensor is due (see glesc_weight_new). */
+static glesc_status zeros_now(glesc_tensor *t, const char *call)
+{
+    glesc_context *ctx = t->ctx;
+    glesc_status st = gl_context_bind(ctx, call);
+    for (int c = 0; c < t->st.n_chunks && st == GLESC_OK; c++)
+        st = gl_buffer_clear(ctx, t->st.chunks[c], 0, t->st.chunks[c]->size);
+    if (st != GLESC_OK)
+        return st;
+    t->zeros_due = false;
+    return GLESC_OK;
+}
+
+void graph_tensor_filled(glesc_tensor *t)
+{
+    t->zeros_due = false;
+    t->written = true;
+    t->live = true;
+}
+
 glesc_status graph_hold(glesc_graph *g, glesc_tensor *t)
 {
     for (int i = 0; i < g->n_persist; i++)
         if (g->persist[i] == t)
             return GLESC_OK;
+    glesc_status st;
+    if (t->zeros_due && (st = zeros_now(t, "a graph using a new persistent tensor")) != GLESC_OK)
+        return st;
     if (g->n_persist == g->cap_persist) {
         int cap = g->cap_persist ? 2 * g->cap_persist : 16;
         glesc_tensor **p = core_realloc(g->persist, (size_t)cap * sizeof *p);
@@ -232,11 +255,10 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int
     t->persistent = true;
     t->refs = 1;
     glesc_status st = graph_storage_alloc(t, GL_USAGE_WEIGHTS, true);
-    if (st == GLESC_OK) {
-        /* Zeros, so a cache read before it is written reads defined values. */
-        for (int c = 0; c < t->st.n_chunks && st == GLESC_OK; c++)
-            st = gl_buffer_clear(ctx, t->st.chunks[c], 0, t->st.chunks[c]->size);
-    }
+    /* Zeros, so a cache read before it is written reads defined values; but
+     * only once something reads it (graph_hold, a read): a weight written
+     * from the host first is written once. */
+    t->zeros_due = true;
     if (st != GLESC_OK) {
         core_err_prefix(&ctx->err, "glesc_weight_new");
         graph_storage_free(t);
@@ -258,7 +280,8 @@ GLESC_API uint64_t glesc_weight_gpu_bytes(const glesc_context *ctx, glesc_dtype 
         return 0;
     glesc_tensor t = {0};
     set_shape(&t, dt, ndim, shape);
-    /* As graph_storage_alloc splits it and gl_pool_acquire rounds it. */
+    /* As graph_storage_alloc splits it (persistent buffers are not rounded
+     * to a size class). */
     uint64_t limit = ctx ? ctx->caps.max_storage_block_size : UINT64_MAX;
     uint64_t bytes = (graph_nbytes(&t) + 3) & ~(uint64_t)3;
     uint64_t row_bytes = (uint64_t)t.nb[1], rows = (uint64_t)(t.ne[1] * t.ne[2] * t.ne[3]);
@@ -271,7 +294,7 @@ GLESC_API uint64_t glesc_weight_gpu_bytes(const glesc_context *ctx, glesc_dtype 
     uint64_t total = 0;
     for (uint64_t done = 0; done < rows; done += chunk_rows) {
         uint64_t sz = bytes > limit ? CORE_MIN(chunk_rows, rows - done) * row_bytes : bytes;
-        total += CORE_MIN(gl_pool_size_class(sz), limit);
+        total += sz;
     }
     return total;
 }
@@ -399,36 +422,10 @@ glesc_status graph_storage_write(glesc_tensor *o, uint64_t offset, const void *s
 
 /* ---- host access ---- */
 
-/* Rows per staging step of a quantized upload or download: about 4 MiB. */
+/* Rows per staging step of a quantized download: about 4 MiB. */
 static int64_t quant_step_rows(const glesc_tensor *t)
 {
     return CORE_MAX((int64_t)1, (int64_t)((4u << 20) / graph_row_bytes(t->dtype, t->ne[0])));
-}
-
-/* Quantized rows from the file layout: repacked to GPU rows (grouped fields,
- * aligned quants, see quant/gpu.c) a few MiB of rows at a time, then uploaded; the
- * upload walks chunk boundaries like any other write (chunks hold whole
- * rows). */
-static glesc_status quant_write(glesc_tensor *t, const void *src)
-{
-    int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], step = quant_step_rows(t);
-    uint64_t frow = glesc_dtype_row_bytes(t->dtype, t->ne[0]);
-    uint64_t grow = graph_row_bytes(t->dtype, t->ne[0]);
-    uint32_t *tmp = core_malloc((size_t)(CORE_MIN(step, rows) * grow));
-    if (!tmp)
-        return core_err_set(&t->ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "glesc_tensor_write");
-    glesc_status st = GLESC_OK;
-    for (int64_t r = 0; r < rows && st == GLESC_OK; r += step) {
-        int64_t n = CORE_MIN(step, rows - r);
-        st = quant_gpu_repack(t->dtype, (const char *)src + r * frow, t->ne[0], n, tmp);
-        if (st != GLESC_OK)
-            st = core_err_set(&t->ctx->err, st, "glesc_tensor_write: %s rows cannot be repacked",
-                              glesc_dtype_name(t->dtype));
-        else
-            st = graph_storage_write(t, (uint64_t)r * grow, tmp, (uint64_t)n * grow);
-    }
-    core_free(tmp);
-    return st;
 }
 
 /* Quantized rows back to the file layout (as_f32: dequantized on the CPU). */
@@ -464,6 +461,13 @@ static glesc_status quant_read(glesc_tensor *t, void *dst, bool as_f32)
     return st;
 }
 
+/* A glesc_weight_source over the caller's memory. */
+static glesc_status mem_read(void *user, uint64_t offset, void *dst, size_t size)
+{
+    memcpy(dst, (const char *)user + offset, size);
+    return GLESC_OK;
+}
+
 static bool is_leaf(const glesc_tensor *t)
 {
     return t->op == GLESC_OP_NONE;
@@ -489,10 +493,16 @@ GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size
     glesc_status st = gl_context_bind(ctx, "glesc_tensor_write");
     if (st != GLESC_OK)
         return st;
+    if (t->persistent) {
+        /* repacked and uploaded in pieces, on all cores where it is large */
+        glesc_weight_source ws = {t, mem_read, (void *)(uintptr_t)src};
+        if ((st = graph_weights_write(ctx, &ws, 1, NULL, NULL)) != GLESC_OK)
+            core_err_prefix(&ctx->err, "glesc_tensor_write");
+        return st;
+    }
     if (!t->st.n_chunks && (st = graph_storage_alloc(t, GL_USAGE_ACTIVATIONS, false)) != GLESC_OK)
         return st;
-    st = graph_dtype_quant(t->dtype) ? quant_write(t, src) : graph_storage_write(t, 0, src, size);
-    if (st != GLESC_OK)
+    if ((st = graph_storage_write(t, 0, src, size)) != GLESC_OK)
         return st;
     t->written = true;
     t->live = true;
@@ -578,6 +588,9 @@ static glesc_status tensor_gather(glesc_tensor *t, void *dst, bool as_f32)
     if (bst != GLESC_OK)
         return bst;
     glesc_tensor *o = t->owner;
+    glesc_status st;
+    if (o->zeros_due && (st = zeros_now(o, "glesc_tensor_read")) != GLESC_OK)
+        return st;
     if (!o->live || !o->st.n_chunks)
         return core_err_set(&ctx->err, GLESC_ERROR_STATE,
                             "glesc_tensor_read: the tensor (%s) holds no values: read inputs, "
@@ -598,7 +611,7 @@ static glesc_status tensor_gather(glesc_tensor *t, void *dst, bool as_f32)
     unsigned char *raw = core_malloc((size_t)(hi - lo));
     if (!raw)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "glesc_tensor_read");
-    glesc_status st = graph_storage_read(o, lo, raw, hi - lo);
+    st = graph_storage_read(o, lo, raw, hi - lo);
     if (st == GLESC_OK) {
         int64_t i = 0;
         for (int64_t i3 = 0; i3 < t->ne[3]; i3++)

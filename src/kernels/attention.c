@@ -1,10 +1,16 @@
 /*
  * attention.c — fused attention: softmax(q·kᵀ·scale + mask) · v in one
- * kernel, for one query row (decode) or many (prefill), with grouped-query
- * heads (head h reads kv head h / (n_head / n_head_kv)).
+ * kernel, with grouped-query heads (head h reads kv head h / (n_head /
+ * n_head_kv)), optionally a sliding window (a query sees its last n_swa
+ * positions: its key loop starts there) and soft-capped scores
+ * (cap·tanh(s/cap) before the mask), Gemma's local layers and Gemma 2's
+ * attention. Two kernels: one query row at a time (decode: gen_decode,
+ * here), and blocks of queries (prefill: gen_prefill, the flash-style
+ * glsl/graph/attn_prefill.glsl with hooks generated here); which one is a
+ * structure question (is n_q 1?), so part of the plan.
  *
- * One workgroup per (query, group of HG query heads sharing a kv head,
- * split of the keys). The HG heads of a workgroup read each key and value
+ * Decode: one workgroup per (query, group of HG query heads sharing a kv
+ * head, split of the keys). The HG heads of a workgroup read each key and value
  * once for all of them (GQA). Keys are walked in tiles of T: the tile is
  * staged in shared memory with consecutive invocations loading consecutive
  * elements of a key row (coalesced), scores for HG·T (head, key) pairs come
@@ -27,6 +33,13 @@
  * from the sizes; HG, T and the accumulators per invocation are the op's
  * variant (kernels_attention_variant), so part of the plan's structure.
  *
+ * Prefill: a workgroup takes a block of queries of HG heads (R rows) against
+ * key and value tiles in shared memory, register-blocked scores and outputs,
+ * the online softmax per row, tiles above the causal diagonal never loaded
+ * (see the GLSL file); its sizes come from the caps and the head sizes
+ * (prefill_config), keys are split over workgroups as in decode when the
+ * blocks alone would not fill the device.
+ *
  * q is staged once per workgroup through kb_expr, so an elementwise
  * prologue on it (rope, through the permute that makes q's layout) costs
  * nothing extra. Keys and values are read through kb_expr too, so a fused
@@ -37,6 +50,8 @@
  * cache (kb_row_writes_begin), so no workgroup reads what another writes.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 
@@ -52,6 +67,17 @@
 #define ATTN_SPLIT_TILES 1 /* key tiles per split at least */
 #define ATTN_COMBINE 512   /* (split, head) pairs the combine stages in ks */
 _Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
+
+/* Prefill (gen_prefill): the largest configuration, shrunk by the caps */
+#define ATTN_PF_WG 256         /* invocations per workgroup on GPUs */
+#define ATTN_PF_WG_CPU 128     /* on llvmpipe */
+#define ATTN_PF_HG 8           /* query heads per workgroup (of one kv head) */
+#define ATTN_PF_R 64           /* rows (query, head) per workgroup */
+#define ATTN_PF_BK 64          /* keys per tile */
+#define ATTN_PF_BK_MIN 32      /* shorter tiles only where no block of rows fits with these */
+#define ATTN_PF_SHARED 49152   /* bytes of shared memory at most */
+#define ATTN_PF_TARGET_GPU 512 /* workgroups the key split aims at */
+#define ATTN_PF_TARGET_CPU 8
 
 typedef struct attn_shape {
     int hg;        /* query heads per workgroup (divides gqa) */
@@ -75,19 +101,34 @@ static attn_shape shape_of(const glesc_tensor *a, int wg)
     return s;
 }
 
+/* Query heads a prefill workgroup takes: the largest power of two that
+ * divides the GQA ratio, at most ATTN_PF_HG. */
+static int prefill_hg(const glesc_tensor *a)
+{
+    int64_t gqa = a->src[0]->ne[2] / a->src[1]->ne[2];
+    int hg = 1;
+    while (hg < ATTN_PF_HG && gqa % (2 * hg) == 0)
+        hg *= 2;
+    return hg;
+}
+
 uint32_t kernels_attention_variant(const glesc_tensor *t)
 {
+    if (t->src[0]->ne[1] > 1) /* prefill: its config follows from these and the caps */
+        return 1u << 31 | (uint32_t)prefill_hg(t) | (uint32_t)t->src[0]->ne[0] << 4 |
+               (uint32_t)t->src[2]->ne[0] << 14;
     /* the accumulators per invocation for the smaller workgroup: with the
      * workgroup size fixed per context they follow from it */
     attn_shape s = shape_of(t, ATTN_WG_CPU);
     return (uint32_t)s.hg | (uint32_t)s.t << 4 | (uint32_t)s.dpt << 12 | (uint32_t)s.v_shared << 20;
 }
 
-glesc_status kernels_gen_attention(kb *b)
+static glesc_status gen_decode(kb *b)
 {
     const glesc_tensor *a = b->gk->anchor;
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *mask = a->src[3];
-    bool causal = a->ip[0] != 0;
+    bool causal = a->ip[0] != 0, softcap = a->ip[2] != 0;
+    int n_swa = a->ip[1];
     int wg = b->ctx->cpu_device ? ATTN_WG_CPU : ATTN_WG;
     attn_shape sh = shape_of(a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
@@ -108,18 +149,22 @@ glesc_status kernels_gen_attention(kb *b)
         emit_kernel_define(b->k, "BARRIER()", "memoryBarrierShared(); barrier()");
         emit_kernel_comment(b->k,
                             "attention: a workgroup per (query, HG heads of one kv head, split of "
-                            "the keys), online softmax over key tiles of T%s%s",
-                            mask ? ", additive mask" : "", causal ? ", causal" : "");
+                            "the keys), online softmax over key tiles of T%s%s%s%s",
+                            softcap ? ", soft-capped scores" : "", mask ? ", additive mask" : "",
+                            causal ? ", causal" : "", n_swa > 0 ? ", sliding window" : "");
     }
+    /* A sliding window hides the keys before the first query's window:
+     * the splits cover only [k0, n_kv) */
+    int64_t k0 = n_swa > 0 ? CORE_MAX(0, n_kv - n_q + 1 - (int64_t)n_swa) : 0;
     /* keys per split: enough workgroups to fill the device, whole tiles */
     int64_t target = b->ctx->cpu_device ? ATTN_WG_TARGET_CPU : ATTN_WG_TARGET_GPU;
-    int64_t tiles = (n_kv + sh.t - 1) / sh.t;
+    int64_t tiles = (n_kv - k0 + sh.t - 1) / sh.t;
     int64_t nsplit = (target + n_q * n_groups - 1) / (n_q * n_groups);
     nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / ATTN_SPLIT_TILES, ATTN_COMBINE / sh.hg));
     if (nsplit < 2 || n_q * n_groups > KB_SCRATCH_COUNTERS) /* a counter per (query, group) */
         nsplit = 1;
     int64_t per = ((tiles + nsplit - 1) / nsplit) * sh.t;
-    nsplit = (n_kv + per - 1) / per;
+    nsplit = CORE_MAX(1, (n_kv - k0 + per - 1) / per);
     if (nsplit > 65535)
         return kb_fail(b, GLESC_ERROR_LIMIT, "attention: %lld key splits", (long long)nsplit);
     kb_row_writes_begin(b);
@@ -134,8 +179,14 @@ glesc_status kernels_gen_attention(kb *b)
     kb_param_u(b, "S", (uint64_t)per);
     kb_param_u(b, "nsplit", (uint64_t)nsplit);
     kb_param_f(b, "scale", a->fp[0]);
-    if (causal)
+    if (softcap)
+        kb_param_f(b, "softcap", a->fp[1]);
+    if (causal || n_swa > 0)
         kb_param_i(b, "causal_off", n_kv - n_q);
+    if (n_swa > 0) {
+        kb_param_u(b, "k0", (uint64_t)k0);
+        kb_param_i(b, "n_swa", n_swa);
+    }
     kb_line(b, "uint qi = gl_WorkGroupID.x; // query");
     kb_line(b, "uint hg = gl_WorkGroupID.y; // head group");
     kb_line(b, "uint sp = gl_WorkGroupID.z; // split of the keys");
@@ -161,10 +212,12 @@ glesc_status kernels_gen_attention(kb *b)
     for (int hh = 0; hh < sh.hg; hh++)
         for (int e = 0; e < sh.dpt; e++)
             kb_line(b, "float o%d_%d = 0.0;", hh, e);
-    kb_line(b, "uint kb0 = sp * S;");
+    kb_line(b, "uint kb0 = %ssp * S;", n_swa > 0 ? "k0 + " : "");
     kb_line(b, "int ke = min(int(kb0 + S), int(Tk));");
     if (causal)
         kb_line(b, "ke = min(ke, int(qi) + causal_off + 1); // keys after the query are masked");
+    if (n_swa > 0)
+        kb_line(b, "kb0 = uint(max(int(kb0), int(qi) + causal_off - n_swa + 1)); // the window");
     kb_line(b, "BARRIER();");
     kb_line(b, "for (uint kt0 = kb0; int(kt0) < ke; kt0 += T) {");
     kb_line(b, "uint tn = min(T, uint(ke) - kt0);");
@@ -187,6 +240,8 @@ glesc_status kernels_gen_attention(kb *b)
     kb_line(b, "for (uint d = 0u; d < D; d++) {");
     kb_line(b, "dot += qs[hh * D + d] * ks[t * (D + 1u) + d];");
     kb_line(b, "}");
+    if (softcap)
+        kb_line(b, "dot = softcap * op_tanh(dot / softcap);");
     if (mask) {
         kb_line(b, "uint j = kt0 + t;");
         kb_line(b, "uint h = h0 + hh;");
@@ -354,4 +409,272 @@ glesc_status kernels_gen_attention(kb *b)
     kb_line(b, "}");
     kb_dispatch_groups(b, (uint32_t)n_q, (uint32_t)n_groups, (uint32_t)nsplit);
     return b->st;
+}
+
+/* ---- Prefill: glsl/graph/attn_prefill.glsl ---- */
+
+/* The prefill kernel's shape (see the GLSL file for the names). */
+typedef struct pf_cfg {
+    int wg, hg, bq, r, bk;
+    int skg, tk, srg, tr;   /* scores: invocations across keys x rows, each TK x TR */
+    int odg, td4, org, tro; /* outputs: across value vec4s x rows, each TD4 x TRO */
+    int d4, dv4, kp, kvp;   /* vec4 per q/k and v row, key row stride, kvs row */
+    int target;             /* workgroups the key split aims at */
+    int bytes;              /* shared memory */
+} pf_cfg;
+
+static int pow2_floor(int v)
+{
+    int p = 1;
+    while (p * 2 <= v)
+        p *= 2;
+    return p;
+}
+
+static int pow2_ceil(int v)
+{
+    int p = 1;
+    while (p < v)
+        p *= 2;
+    return p;
+}
+
+/* Shared memory of R rows and tiles of BK keys: qs, kvs, ps, ms/ls/al,
+ * at_last (attn_prefill.glsl's arrays). */
+static int pf_bytes(int r, int bk, int d4, int kvp)
+{
+    return 16 * r * d4 + 16 * bk * kvp + 4 * r * (bk + 1) + 12 * r + 4;
+}
+
+/* GLESC_ATTN="wg=128,r=64,bk=32,skg=8,target=512": a tuning aid overriding the
+ * fields it names (read on every generation, so a process sees one value:
+ * plans and programs stay consistent). */
+static void pf_env(pf_cfg *c)
+{
+    const char *e = getenv("GLESC_ATTN");
+    for (const char *p = e; p && *p;) {
+        char key[16];
+        int v, n = 0;
+        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0)
+            return;
+        if (!strcmp(key, "wg"))
+            c->wg = v;
+        else if (!strcmp(key, "r"))
+            c->r = v;
+        else if (!strcmp(key, "bk"))
+            c->bk = v;
+        else if (!strcmp(key, "skg"))
+            c->skg = v;
+        else if (!strcmp(key, "target"))
+            c->target = v;
+        p += n;
+        p += *p == ',';
+    }
+}
+
+/* Depends on the caps, the head sizes and the GQA ratio's power of two
+ * (the op's variant); r = 0 where not even one row fits. */
+static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
+{
+    const glesc_caps *caps = &ctx->caps;
+    pf_cfg c = {0};
+    c.d4 = (int)(a->src[0]->ne[0] + 3) / 4;
+    c.dv4 = (int)(a->src[2]->ne[0] + 3) / 4;
+    c.kp = c.d4 + 1;
+    c.kvp = CORE_MAX(c.kp, c.dv4);
+    c.wg = ctx->cpu_device ? ATTN_PF_WG_CPU : ATTN_PF_WG;
+    c.r = ATTN_PF_R;
+    c.skg = 8;
+    c.bk = ATTN_PF_BK;
+    c.target = ctx->cpu_device ? ATTN_PF_TARGET_CPU : ATTN_PF_TARGET_GPU;
+    pf_env(&c);
+    c.wg = pow2_floor(CORE_MAX(
+        1, CORE_MIN(c.wg, CORE_MIN(caps->max_compute_invocations, caps->max_workgroup_size[0]))));
+    /* at most an invocation per row (the softmax's) */
+    c.r = pow2_floor(CORE_MAX(1, CORE_MIN(c.r, CORE_MIN(ATTN_PF_R, c.wg))));
+    c.bk = pow2_floor(CORE_MAX(1, CORE_MIN(c.bk, ATTN_PF_BK)));
+    c.target = CORE_MAX(1, c.target);
+    /* the most rows with tiles of ATTN_PF_BK_MIN keys or more that fit,
+     * else with shorter tiles */
+    int limit = CORE_MIN(caps->max_compute_shared_memory, ATTN_PF_SHARED), r = 0, bk = 0;
+    for (int pass = 0; pass < 2 && !r; pass++)
+        for (int ri = c.r; ri >= 1 && !r; ri /= 2)
+            for (int bi = c.bk; bi >= (pass ? 1 : CORE_MIN(c.bk, ATTN_PF_BK_MIN)) && !r; bi /= 2)
+                if (pf_bytes(ri, bi, c.d4, c.kvp) <= limit) {
+                    r = ri;
+                    bk = bi;
+                }
+    c.r = r;
+    c.bk = bk;
+    if (!r)
+        return c;
+    c.bytes = pf_bytes(r, bk, c.d4, c.kvp);
+    c.wg = CORE_MIN(c.wg, r * bk); /* every invocation has a score */
+    c.hg = CORE_MIN(prefill_hg(a), r);
+    c.bq = r / c.hg;
+    /* eight invocations (a quarter warp's vec4 loads) across keys where the
+     * tile has them: each reads its own key row, the row's q is broadcast */
+    c.skg = CORE_MIN(CORE_MAX(CORE_MIN(bk, pow2_floor(CORE_MAX(1, c.skg))), c.wg / r), c.wg);
+    c.tk = bk / c.skg;
+    c.srg = c.wg / c.skg;
+    c.tr = r / c.srg;
+    c.odg = CORE_MIN(CORE_MAX(CORE_MIN(8, pow2_ceil(c.dv4)), c.wg / r), c.wg);
+    c.td4 = (c.dv4 + c.odg - 1) / c.odg;
+    c.org = c.wg / c.odg;
+    c.tro = r / c.org;
+    return c;
+}
+
+static glesc_status gen_prefill(kb *b)
+{
+    const glesc_tensor *a = b->gk->anchor;
+    const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *mask = a->src[3];
+    bool causal = a->ip[0] != 0, softcap = a->ip[2] != 0;
+    int n_swa = a->ip[1];
+    pf_cfg c = prefill_config(b->ctx, a);
+    if (!c.r)
+        return kb_fail(b, GLESC_ERROR_LIMIT,
+                       "attention: head sizes %lld/%lld need %d bytes of shared memory for one "
+                       "row, the device has %d",
+                       (long long)q->ne[0], (long long)v->ne[0], pf_bytes(1, 1, c.d4, c.kvp),
+                       b->ctx->caps.max_compute_shared_memory);
+    int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
+    int64_t nqb = (n_q + c.bq - 1) / c.bq, n_groups = n_head / c.hg, blocks = nqb * n_groups;
+    if (b->k) {
+        emit_kernel_local_size(b->k, c.wg, 1, 1);
+        emit_kernel_shared(b->k, "vec4", "qs", c.r * c.d4);
+        emit_kernel_shared(b->k, "vec4", "kvs", c.bk * c.kvp);
+        emit_kernel_shared(b->k, "float", "ps", c.r * (c.bk + 1));
+        emit_kernel_shared(b->k, "float", "ms", c.r);
+        emit_kernel_shared(b->k, "float", "ls", c.r);
+        emit_kernel_shared(b->k, "float", "al", c.r);
+        emit_kernel_shared(b->k, "uint", "at_last", 1);
+        emit_kernel_snippet(b->k, "graph/reduce");
+        emit_kernel_snippet(b->k, "graph/eltwise");
+        static const char *const names[] = {"HG", "BQ",  "R",   "BK",  "D",  "DV",
+                                            "D4", "DV4", "KP",  "SKG", "TK", "SRG",
+                                            "TR", "ODG", "TD4", "ORG", "TRO"};
+        const int vals[] = {c.hg,  c.bq, c.r,   c.bk, (int)q->ne[0], (int)dv, c.d4,  c.dv4, c.kp,
+                            c.skg, c.tk, c.srg, c.tr, c.odg,         c.td4,   c.org, c.tro};
+        _Static_assert(sizeof vals / sizeof vals[0] == sizeof names / sizeof names[0],
+                       "a value per define");
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
+            emit_kernel_define(b->k, names[i], "%du", vals[i]);
+        emit_kernel_define(b->k, "BKP", "%du", c.bk + 1);
+        emit_kernel_define(b->k, "ATTN_COUNTERS", "%du", KB_SCRATCH_COUNTERS);
+        if (causal)
+            emit_kernel_define(b->k, "ATTN_CAUSAL", "1");
+        if (mask)
+            emit_kernel_define(b->k, "ATTN_MASK", "1");
+        if (n_swa > 0)
+            emit_kernel_define(b->k, "ATTN_SWA", "1");
+        if (softcap)
+            emit_kernel_define(b->k, "ATTN_SOFTCAP", "1");
+        emit_kernel_comment(b->k,
+                            "attention, prefill (glsl/graph/attn_prefill.glsl): %d queries x %d "
+                            "heads a workgroup of %d, key tiles of %d, %dx%d scores and %dx%d "
+                            "output vec4 an invocation%s%s%s%s",
+                            c.bq, c.hg, c.wg, c.bk, c.tr, c.tk, c.tro, c.td4,
+                            softcap ? ", soft-capped scores" : "", mask ? ", additive mask" : "",
+                            causal ? ", causal" : "", n_swa > 0 ? ", sliding window" : "");
+    }
+    /* keys per split: whole tiles, enough workgroups to fill the device; a
+     * counter per block, the combine's weights fit a score row. A sliding
+     * window hides the keys before the first query's window (a block's
+     * range: its queries' windows together) */
+    int64_t k0 = n_swa > 0 ? CORE_MAX(0, n_kv - n_q + 1 - (int64_t)n_swa) : 0;
+    int64_t range = n_kv - k0;
+    if (n_swa > 0 && causal)
+        range = CORE_MIN(range, c.bq - 1 + (int64_t)n_swa);
+    int64_t tiles = CORE_MAX(1, (range + c.bk - 1) / c.bk);
+    int64_t nsplit = (c.target + blocks - 1) / blocks;
+    nsplit = CORE_MIN(nsplit, CORE_MIN(tiles, (int64_t)c.bk + 1));
+    if (nsplit < 2 || blocks > KB_SCRATCH_COUNTERS)
+        nsplit = 1;
+    int64_t per = ((tiles + nsplit - 1) / nsplit) * c.bk;
+    nsplit = CORE_MAX(1, (range + per - 1) / per);
+    if (nqb > 65535 || n_groups > 65535)
+        return kb_fail(b, GLESC_ERROR_LIMIT, "attention: %lld query blocks of %lld head groups",
+                       (long long)nqb, (long long)n_groups);
+    /* Fused KV-cache writes (set_rows members) go first, in a dispatch of
+     * their own; the attention's dispatch then reads the cache (the
+     * executor's barrier between them): computing new keys from the source
+     * (rope included) wherever they are read, as decode does, would repeat
+     * it for every block of queries. */
+    int phase = kb_param_u(b, "at_phase", 1);
+    kb_line(b, "uint lid = gl_LocalInvocationIndex;");
+    kb_line(b, "if (at_phase == 0u) { // the KV-cache writes");
+    kb_row_writes_begin(b);
+    kb_row_writes_store(
+        b,
+        "((gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + "
+        "gl_WorkGroupID.x) * WG_SIZE + lid",
+        "WG_SIZE * gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z");
+    kb_line(b, "return;");
+    kb_line(b, "}");
+    b->rw_read_memory = true;
+    int sc = kb_scratch(b, nsplit == 1 ? 0
+                                       : 4 * (uint64_t)KB_SCRATCH_COUNTERS +
+                                             4 * (uint64_t)blocks * (uint64_t)nsplit *
+                                                 (uint64_t)c.r * (uint64_t)(dv + 2));
+    if (b->k)
+        emit_kernel_define(b->k, "ATTN_SCR", "t%d", sc);
+    kb_param_u(b, "at_nq", (uint64_t)n_q);
+    kb_param_u(b, "at_nkv", (uint64_t)n_kv);
+    kb_param_u(b, "at_gqa", (uint64_t)(n_head / k->ne[2]));
+    kb_param_i(b, "at_coff", n_kv - n_q);
+    kb_param_u(b, "at_S", (uint64_t)per);
+    kb_param_u(b, "at_nsplit", (uint64_t)nsplit);
+    kb_param_f(b, "at_scale", a->fp[0]);
+    if (n_swa > 0)
+        kb_param_i(b, "at_swa", n_swa);
+    if (softcap)
+        kb_param_f(b, "at_cap", a->fp[1]);
+    if (b->k)
+        emit_kernel_snippet(b->k, "graph/attn_prefill");
+    /* the hooks: q (scaled) with its prologue, keys, values, the mask, the
+     * store with its epilogue */
+    char x[16];
+    static const struct {
+        const char *sig;
+        int src;
+        const char *c[4];
+    } loads[] = {
+        {"float attn_q(uint d, uint qi, uint h)", 0, {"d", "qi", "h", "0u"}},
+        {"float attn_k(uint d, uint j, uint hk)", 1, {"d", "j", "hk", "0u"}},
+        {"float attn_v(uint d, uint j, uint hk)", 2, {"d", "j", "hk", "0u"}},
+        {"float attn_mask(uint j, uint qi, uint h)", 3, {"j", "qi", "h", "0u"}},
+    };
+    for (size_t i = 0; i < sizeof loads / sizeof loads[0]; i++) {
+        if (!a->src[loads[i].src])
+            continue;
+        if (b->k)
+            emit_kernel_function_begin(b->k, loads[i].sig);
+        kb_expr(b, a->src[loads[i].src], loads[i].c, x);
+        kb_line(b, "return %s%s;", x, loads[i].src == 0 ? " * at_scale" : "");
+        if (b->k)
+            emit_kernel_function_end(b->k);
+    }
+    if (b->k)
+        emit_kernel_function_begin(b->k, "void attn_store(uint d, uint h, uint qi, float y)");
+    const char *co[4] = {"d", "h", "qi", "0u"};
+    kb_store_out(b, co, "y", NULL);
+    if (b->k)
+        emit_kernel_function_end(b->k);
+    kb_line(b, "attn_prefill();");
+    if (b->n_rw) {
+        int64_t rows = 0; /* elements of the largest source */
+        for (int w = 0; w < b->n_rw; w++)
+            rows = CORE_MAX(rows, b->rw[w].w->src[1]->ne[0] * b->rw[w].w->src[1]->ne[1]);
+        kb_param_set_u(b, phase, 0);
+        kb_dispatch_groups(b, (uint32_t)CORE_MIN((rows + c.wg - 1) / c.wg, 65535), 1, 1);
+        kb_param_set_u(b, phase, 1);
+    }
+    kb_dispatch_groups(b, (uint32_t)nqb, (uint32_t)n_groups, (uint32_t)nsplit);
+    return b->st;
+}
+
+glesc_status kernels_gen_attention(kb *b)
+{
+    return b->gk->anchor->src[0]->ne[1] > 1 ? gen_prefill(b) : gen_decode(b);
 }

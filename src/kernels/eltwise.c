@@ -5,6 +5,7 @@
  * source) → store. The expressions here are also what other kernels inline
  * as prologues and epilogues.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -114,15 +115,19 @@ void kernels_expr_concat(kb *b, const glesc_tensor *t, const char *const c[4], s
 
 void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out)
 {
-    bool neox = t->ip[1] == GLESC_ROPE_NEOX;
-    char nd[16], base[16], scale[16], pair[16], idx[16], th[16], pos[16], x[16], xp[16];
-    snprintf(nd, sizeof nd, "rope%d_nd", b->n_fparam);
-    snprintf(base, sizeof base, "rope%d_base", b->n_fparam);
-    snprintf(scale, sizeof scale, "rope%d_scale", b->n_fparam);
-    b->n_fparam++;
+    bool neox = t->ip[1] == GLESC_ROPE_NEOX, yarn = t->ip[2] != 0;
+    char nd[16], base[16], scale[16], ms[16], pair[16], idx[16], th[16], pos[16], x[16], xp[16];
+    int id = b->n_fparam++;
+    snprintf(nd, sizeof nd, "rope%d_nd", id);
+    snprintf(base, sizeof base, "rope%d_base", id);
+    snprintf(scale, sizeof scale, "rope%d_scale", id);
+    snprintf(ms, sizeof ms, "rope%d_ms", id);
     kb_param_u(b, nd, (uint64_t)t->ip[0]);
     kb_param_f(b, base, t->fp[0]);
     kb_param_f(b, scale, t->fp[1]);
+    /* the magnitude of a rotated pair: attn_factor, and YaRN's
+     * 1 + 0.1·ln(1 / freq_scale) on top (ggml's rope_yarn) */
+    kb_param_f(b, ms, yarn ? (float)(t->fp[3] * (1.0 + 0.1 * log(1.0 / t->fp[1]))) : t->fp[3]);
     kb_var(b, pair);
     kb_var(b, idx);
     kb_var(b, th);
@@ -138,13 +143,32 @@ void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbu
     }
     const char *pc[4] = {c[2], "0u", "0u", "0u"};
     kb_load_int(b, t->src[1], pc, pos);
-    kb_line(b, "float %s = float(%s) * %s * pow(%s, -2.0 * float(%s) / float(%s));", th, pos, scale,
-            base, idx, nd);
+    kb_line(b, "float %s = float(%s) * pow(%s, -2.0 * float(%s) / float(%s));", th, pos, base, idx,
+            nd);
     if (t->n_src > 2 && t->src[2]) { /* frequency factors: one per rotation */
         char ff[16];
         const char *fc[4] = {idx, "0u", "0u", "0u"};
         kb_expr(b, t->src[2], fc, ff);
         kb_line(b, "%s /= %s;", th, ff);
+    }
+    if (yarn) {
+        /* YaRN: interpolated (θ·scale) below the correction dimensions,
+         * extrapolated (θ) above, a linear ramp between (ggml's
+         * rope_yarn_ramp), weighted by ext_factor */
+        char lo[16], hi[16], ext[16], mix[16];
+        snprintf(lo, sizeof lo, "rope%d_lo", id);
+        snprintf(hi, sizeof hi, "rope%d_hi", id);
+        snprintf(ext, sizeof ext, "rope%d_ext", id);
+        kb_param_f(b, lo, (float)t->ip[3]);
+        kb_param_f(b, hi, (float)t->ip[4]);
+        kb_param_f(b, ext, t->fp[2]);
+        kb_var(b, mix);
+        kb_line(b,
+                "float %s = (1.0 - clamp((float(%s) - %s) / max(0.001, %s - %s), 0.0, 1.0)) * %s;",
+                mix, idx, lo, hi, lo, ext);
+        kb_line(b, "%s = %s * %s * (1.0 - %s) + %s * %s;", th, th, scale, mix, th, mix);
+    } else {
+        kb_line(b, "%s *= %s;", th, scale);
     }
     kb_expr(b, t->src[0], c, x);
     const char *cp[4] = {pair, c[1], c[2], c[3]};
@@ -154,6 +178,7 @@ void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbu
         sbuf_appendf(out, "%s < %s / 2u", c[0], nd);
     else
         sbuf_appendf(out, "(%s & 1u) == 0u", c[0]);
-    sbuf_appendf(out, " ? %s * cos(%s) - %s * sin(%s) : %s * sin(%s) + %s * cos(%s)))", x, th, xp,
-                 th, xp, th, x, th);
+    sbuf_appendf(out,
+                 " ? (%s * cos(%s) - %s * sin(%s)) * %s : (%s * sin(%s) + %s * cos(%s)) * %s))", x,
+                 th, xp, th, ms, xp, th, x, th, ms);
 }

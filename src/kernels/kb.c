@@ -358,7 +358,7 @@ static void load_leaf(kb *b, const glesc_tensor *t, const char *const c[4], cons
 {
     int li = kb_leaf(b, t);
     int bi = b->leaf[li].binding;
-    int w = row_writer_of(b, t->owner);
+    int w = b->rw_read_memory ? -1 : row_writer_of(b, t->owner);
     if (!b->k) {
         if (w >= 0) /* the source's uniforms, in build mode's order */
             load_written(b, w, "0u", var);

@@ -74,6 +74,9 @@ typedef struct kb {
         int binding, idx_leaf;
     } rw[KB_MAX_RW];
     int n_rw;
+    /* loads of the memory the row writes write read it as it is (the
+     * kernel's later dispatch, after one that wrote the rows) */
+    bool rw_read_memory;
     int scratch_bind; /* -1: none */
     uint64_t scratch_bytes;
     gl_param param[KB_MAX_PARAM];
@@ -166,7 +169,11 @@ void kb_coords_from_flat(kb *b, const char *flat, const glesc_tensor *shape_of, 
  * registers), any other row is read from memory, so no invocation ever
  * reads a row another one writes. kb_row_writes_store emits the writes:
  * the source's elements id, id + stride, ... (GLSL uint expressions; the
- * generator makes them cover the whole source once per dispatch). */
+ * generator makes them cover the whole source once per dispatch). A
+ * generator may instead write the rows in a dispatch of their own and read
+ * the memory in the next one (rw_read_memory: the executor's barrier
+ * between them makes the writes visible), where reads of new rows are
+ * many (prefill). */
 void kb_row_writes_begin(kb *b);
 void kb_row_writes_store(kb *b, const char *id, const char *stride);
 
@@ -233,8 +240,9 @@ bool kernels_matmul_units(const glesc_tensor *mm);
 glesc_status kernels_gen_get_rows(kb *b);
 glesc_status kernels_gen_set_rows(kb *b);
 glesc_status kernels_gen_attention(kb *b);
-/* Attention's code choices from its shapes (the op's variant): query heads
- * per workgroup, keys per tile, output accumulators per invocation. */
+/* Attention's code choices from its shapes (the op's variant): decode's
+ * query heads per workgroup, keys per tile, output accumulators per
+ * invocation; prefill's heads per workgroup and head sizes. */
 uint32_t kernels_attention_variant(const glesc_tensor *t);
 
 /* Expression helpers of the elementwise rows. */

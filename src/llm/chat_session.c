@@ -13,9 +13,17 @@
  * and the text is not found, the sampled end-of-generation token stands in
  * for the end of the turn, as in llama.cpp's cli.
  *
- * When text does not fit, the policy decides: start over with the kept
- * messages (the system message) and an empty cache, or fail and leave the
- * conversation as it was.
+ * When text does not fit, the policy decides: shift the context (drop the
+ * oldest turns after the kept messages from the cache and move the later
+ * positions down, glesc_session_shift, as llama-cli does), start over with
+ * the kept messages (the system message) and an empty cache, or fail and
+ * leave the conversation as it was. For the shift the chat knows where each
+ * message's tokens start in the cache (pos) and where the kept messages end
+ * (keep_pos): a fresh cache evaluates the kept messages' formatted text on
+ * its own first, where that text starts the conversation's; templates that
+ * merge the system message into the first user turn (Gemma's) keep that
+ * first turn as well. Dropping whole turns keeps the text invariant: the
+ * formatted text of the remaining messages is what the cache then holds.
  */
 #include <string.h>
 
@@ -33,6 +41,11 @@ struct glesc_chat {
     size_t keep;      /* messages kept when starting over (the system message) */
     size_t evaluated; /* bytes of the formatted conversation in the cache */
     bool full;        /* (fail policy) the last end of turn did not fit */
+    /* (shift policy) pos[i]: the cache position where message i's text
+     * starts (i ≥ keep, parallel to msgs); keep_pos: positions of the kept
+     * messages (BOS included), -1 when they cannot be told apart. */
+    int32_t *pos;
+    int32_t keep_pos;
 };
 
 /* Appends a message; content becomes the chat's (freed on failure too). */
@@ -41,8 +54,11 @@ static glesc_status push(glesc_chat *c, const char *role, char *content)
     if (content && c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 8;
         glesc_chat_message *m = core_realloc(c->msgs, cap * sizeof *m);
-        if (m) {
+        if (m)
             c->msgs = m;
+        int32_t *pos = m ? core_realloc(c->pos, cap * sizeof *pos) : NULL;
+        if (pos) {
+            c->pos = pos;
             c->cap = cap;
         }
     }
@@ -52,6 +68,7 @@ static glesc_status push(glesc_chat *c, const char *role, char *content)
     }
     c->msgs[c->n].role = role;
     c->msgs[c->n].content = content;
+    c->pos[c->n] = c->s->n_past;
     c->n++;
     return GLESC_OK;
 }
@@ -70,12 +87,15 @@ static void start_over(glesc_chat *c)
     glesc_session_truncate(c->s, 0);
     c->evaluated = 0;
     c->full = false;
+    c->keep_pos = -1;
 }
 
 GLESC_API void glesc_chat_options_init(glesc_chat_options *opts)
 {
-    if (opts)
+    if (opts) {
         memset(opts, 0, sizeof *opts);
+        opts->context_policy = GLESC_CHAT_CONTEXT_SHIFT;
+    }
 }
 
 GLESC_API glesc_status glesc_chat_create(glesc_session *s, glesc_sampler *smp,
@@ -88,11 +108,12 @@ GLESC_API glesc_status glesc_chat_create(glesc_session *s, glesc_sampler *smp,
     if (!s || !smp)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_chat_create: NULL session or sampler");
-    glesc_chat_options o = {0};
+    glesc_chat_options o;
+    glesc_chat_options_init(&o);
     if (opts)
         o = *opts;
     if ((unsigned)o.chat_template >= GLESC_CHAT_COUNT_ ||
-        (unsigned)o.context_policy > GLESC_CHAT_CONTEXT_FAIL)
+        (unsigned)o.context_policy > GLESC_CHAT_CONTEXT_SHIFT)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_chat_create: template %d or context policy %d is not one of "
                             "the enum's values",
@@ -105,6 +126,7 @@ GLESC_API glesc_status glesc_chat_create(glesc_session *s, glesc_sampler *smp,
     c->tok = s->m->tok;
     c->no_bos = o.no_bos;
     c->policy = o.context_policy;
+    c->keep_pos = -1;
     c->tmpl = o.chat_template;
     if (c->tmpl == GLESC_CHAT_NONE)
         c->tmpl = glesc_chat_template_detect(s->m->chat_template);
@@ -129,6 +151,7 @@ GLESC_API void glesc_chat_destroy(glesc_chat *c)
         return;
     truncate_msgs(c, 0);
     core_free(c->msgs);
+    core_free(c->pos);
     core_free(c);
 }
 
@@ -153,10 +176,11 @@ GLESC_API void glesc_chat_reset(glesc_chat *c)
 }
 
 /* Tokenizes text (special tokens parsed; BOS when the cache is empty) and
- * evaluates it when it fits the free context (*fits says whether). */
+ * evaluates it when it fits the free context (*fits says whether; *need,
+ * may be NULL, gets its token count). */
 static glesc_status eval_text(glesc_chat *c, const char *text, size_t len,
                               const glesc_generate_params *p, glesc_generate_result *res,
-                              bool *fits)
+                              bool *fits, size_t *need)
 {
     unsigned flags = GLESC_TOKENIZE_PARSE_SPECIAL;
     if (c->s->n_past == 0 && !c->no_bos)
@@ -167,10 +191,99 @@ static glesc_status eval_text(glesc_chat *c, const char *text, size_t len,
     if (st != GLESC_OK)
         return st;
     *fits = n <= (size_t)(c->s->n_ctx - c->s->n_past);
+    if (need)
+        *need = n;
+    /* Without kept messages the kept positions are BOS, if any. */
+    if (c->s->n_past == 0 && c->keep == 0)
+        c->keep_pos =
+            n > 0 && (flags & GLESC_TOKENIZE_ADD_SPECIAL) && ids[0] == glesc_tokenizer_bos(c->tok);
     if (*fits && n > 0)
         st = llm_eval_input(c->s, c->smp, ids, n, p, res);
     glesc_tokens_free(ids);
     return st;
+}
+
+/* (shift policy) On an empty cache, evaluates the kept messages' text on
+ * its own when it starts the conversation's text (conv), so their positions
+ * (keep_pos) are known; else keep_pos stays -1 (a full context then starts
+ * over). */
+static glesc_status eval_kept(glesc_chat *c, const char *conv, const glesc_generate_params *p,
+                              glesc_generate_result *res)
+{
+    if (c->policy != GLESC_CHAT_CONTEXT_SHIFT || c->s->n_past != 0 || c->keep == 0)
+        return GLESC_OK;
+    char *kept = NULL;
+    glesc_status st = glesc_chat_format(c->tmpl, c->msgs, c->keep, false, &kept);
+    size_t len = kept ? strlen(kept) : 0;
+    bool fits = false;
+    if (st == GLESC_OK && len > 0 && !strncmp(conv, kept, len) &&
+        (st = eval_text(c, kept, len, p, res, &fits, NULL)) == GLESC_OK && fits) {
+        c->keep_pos = c->s->n_past;
+        c->evaluated = len;
+    }
+    glesc_text_free(kept);
+    return st;
+}
+
+/* (shift policy) Makes room for need more tokens by dropping the oldest
+ * whole turns after the kept messages: messages first..j-1 for the smallest
+ * user message j ≤ end (end: the first message that must stay) that frees
+ * half of the conversation's positions beyond the kept ones, as llama-cli
+ * does, so the reply has room too, or failing that the smallest that lets
+ * need fit. Where the template merged the kept messages into the first
+ * turn (keep_pos -1), that turn is kept with them. *shifted says whether it
+ * did; the caller's formatted text is then stale (evaluated is recomputed
+ * for messages[0..n_eval)). */
+static glesc_status shift_turns(glesc_chat *c, size_t end, size_t n_eval, size_t need,
+                                const glesc_generate_params *p, bool *shifted)
+{
+    *shifted = false;
+    glesc_session *s = c->s;
+    if (c->policy != GLESC_CHAT_CONTEXT_SHIFT)
+        return GLESC_OK;
+    size_t first = c->keep;
+    int32_t base = c->keep_pos;
+    if (base < 0) { /* merged: the first turn (user, assistant) stays too */
+        first = c->keep + 2;
+        if (first >= c->n)
+            return GLESC_OK;
+        base = c->pos[first];
+    }
+    int32_t used = s->n_past - base;
+    size_t pick = 0;
+    for (size_t j = first + 1; j <= end && !pick; j++) {
+        if (j < end && strcmp(c->msgs[j].role, "user"))
+            continue;
+        int32_t freed = c->pos[j] - base;
+        bool room = need <= (size_t)(s->n_ctx - (s->n_past - freed));
+        if (room && (2 * freed >= used || j == end))
+            pick = j;
+    }
+    int32_t freed = pick ? c->pos[pick] - base : 0;
+    if (freed <= 0)
+        return GLESC_OK;
+    glesc_status st = glesc_session_shift(s, base, freed);
+    if (st != GLESC_OK)
+        return st;
+    size_t drop = pick - first;
+    for (size_t i = first; i < pick; i++)
+        core_free((char *)c->msgs[i].content);
+    memmove(c->msgs + first, c->msgs + pick, (c->n - pick) * sizeof *c->msgs);
+    memmove(c->pos + first, c->pos + pick, (c->n - pick) * sizeof *c->pos);
+    c->n -= drop;
+    n_eval -= drop;
+    for (size_t i = first; i < c->n; i++)
+        c->pos[i] -= freed;
+    char *text = NULL;
+    if (n_eval > 0 && (st = glesc_chat_format(c->tmpl, c->msgs, n_eval, false, &text)) != GLESC_OK)
+        return st;
+    c->evaluated = text ? strlen(text) : 0;
+    glesc_text_free(text);
+    *shifted = true;
+    llm_gen_event(p, &(glesc_gen_event){.kind = GLESC_GEN_EVENT_CONTEXT_SHIFT,
+                                        .n_tokens = (size_t)freed,
+                                        .id = -1});
+    return GLESC_OK;
 }
 
 /* The template's text of the conversation (with the assistant's start). */
@@ -266,15 +379,25 @@ GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
     glesc_status st = push(c, "user", core_strdup(content));
     if (st != GLESC_OK)
         return st;
+    bool shifted = false;
     for (int attempt = 0;; attempt++) {
         core_free(before);
         bool fits;
+        size_t need;
         if ((st = format(c, true, &before)) != GLESC_OK ||
-            (st = eval_text(c, before + c->evaluated, strlen(before) - c->evaluated, p, res,
-                            &fits)) != GLESC_OK)
+            (st = eval_kept(c, before, p, res)) != GLESC_OK ||
+            (st = eval_text(c, before + c->evaluated, strlen(before) - c->evaluated, p, res, &fits,
+                            &need)) != GLESC_OK)
             goto fail;
         if (fits)
             break;
+        /* Full: drop the oldest turns (once), else the policy below. */
+        if (!shifted && (st = shift_turns(c, c->n - 1, c->n - 1, need, p, &shifted)) != GLESC_OK)
+            goto fail;
+        if (shifted) {
+            attempt--;
+            continue;
+        }
         if (attempt > 0 || c->s->n_past == 0 || c->policy == GLESC_CHAT_CONTEXT_FAIL) {
             bool alone = attempt == 0 && c->s->n_past > 0;
             if (alone && (st = fits_alone(c, &alone)) != GLESC_OK)
@@ -309,12 +432,23 @@ GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
         goto fail;
     const char *tail = end_of_turn(before, after, c->msgs[c->n - 1].content);
     bool fits = true;
-    if (tail) {
-        st = eval_text(c, tail, strlen(tail), p, res, &fits);
-    } else if (r.last_id >= 0 && glesc_tokenizer_is_eog(c->tok, r.last_id)) {
-        fits = c->s->n_past < c->s->n_ctx;
-        if (fits)
-            st = llm_eval_input(c->s, c->smp, &r.last_id, 1, p, res);
+    int32_t eog =
+        !tail && r.last_id >= 0 && glesc_tokenizer_is_eog(c->tok, r.last_id) ? r.last_id : -1;
+    /* Where the end of the turn does not fit: drop older turns than this
+     * one (shift policy) and try once more. */
+    for (int k = 0; k < 2 && st == GLESC_OK; k++) {
+        size_t need = 1;
+        if (tail) {
+            st = eval_text(c, tail, strlen(tail), p, res, &fits, &need);
+        } else if (eog >= 0) {
+            fits = c->s->n_past < c->s->n_ctx;
+            if (fits)
+                st = llm_eval_input(c->s, c->smp, &eog, 1, p, res);
+        }
+        bool done = false;
+        if (st != GLESC_OK || fits || k ||
+            (st = shift_turns(c, c->n - 2, c->n, need, p, &done)) != GLESC_OK || !done)
+            break;
     }
     if (st != GLESC_OK)
         goto fail;
@@ -326,7 +460,11 @@ GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
             llm_gen_event(p, &(glesc_gen_event){.kind = GLESC_GEN_EVENT_START_OVER, .id = -1});
         }
     } else {
-        c->evaluated = strlen(after);
+        char *now = NULL; /* the conversation's text again, where turns were dropped */
+        if ((st = format(c, false, &now)) != GLESC_OK)
+            goto fail;
+        c->evaluated = strlen(now);
+        glesc_text_free(now);
     }
     goto out;
 fail:

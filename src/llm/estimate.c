@@ -4,9 +4,9 @@
  *
  * GPU bytes are the engine's own answer for each tensor
  * (glesc_weight_gpu_bytes: block types repacked to whole 32-bit words,
- * split into row chunks beyond the storage-block limit, every buffer rounded
- * up to the pool's size class). The tests compare the weights and the KV
- * cache with what a load and a session then take, byte for byte.
+ * split into row chunks beyond the storage-block limit, each buffer at its
+ * exact size). The tests compare the weights and the KV cache with what a
+ * load and a session then take, byte for byte.
  *
  * The activations of a step are bounded from the graph of forward.c: every
  * intermediate tensor of one layer, the step's inputs and its output head,
@@ -20,11 +20,18 @@
 #include "llm/llm.h"
 #include "llm/runtime.h"
 
-/* GPU bytes of a tensor [ne0, ne1] of type t on ctx (a persistent one, or
- * an activation: the same pool buffers when it fits one). */
+/* GPU bytes of a persistent tensor [ne0, ne1] of type t on ctx. */
 static uint64_t gpu_bytes(const glesc_context *ctx, glesc_dtype t, int64_t ne0, int64_t ne1)
 {
     return glesc_weight_gpu_bytes(ctx, t, 2, (int64_t[]){ne0, ne1});
+}
+
+/* At most what an activation of that size takes: its pool buffer is
+ * rounded up to a size class, at most 25% more (and at least 256 bytes). */
+static uint64_t act_bytes(const glesc_context *ctx, glesc_dtype t, int64_t ne0, int64_t ne1)
+{
+    uint64_t b = gpu_bytes(ctx, t, ne0, ne1);
+    return CORE_MAX(b + b / 4, 256);
 }
 
 /* Count and total bytes of the string array key (0, 0 when absent). */
@@ -224,9 +231,9 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
      * reads back). */
     int64_t n = o.n_batch, q_dim = hp.n_head * hp.head_dim;
     const glesc_dtype t = GLESC_DTYPE_F32;
-    out->scratch_bytes = 2 * gpu_bytes(ctx, t, n, 1) + 5 * gpu_bytes(ctx, t, hp.n_embd, n) +
-                         2 * gpu_bytes(ctx, t, q_dim, n) + 2 * gpu_bytes(ctx, t, kv_dim, n) +
-                         2 * gpu_bytes(ctx, t, hp.n_ff, n) + gpu_bytes(ctx, t, hp.n_vocab, n);
+    out->scratch_bytes = 2 * act_bytes(ctx, t, n, 1) + 5 * act_bytes(ctx, t, hp.n_embd, n) +
+                         2 * act_bytes(ctx, t, q_dim, n) + 2 * act_bytes(ctx, t, kv_dim, n) +
+                         2 * act_bytes(ctx, t, hp.n_ff, n) + act_bytes(ctx, t, hp.n_vocab, n);
     out->gpu_bytes = out->weight_bytes + out->kv_bytes + out->scratch_bytes;
 
     /* Host: the tokenizer, the model and its tensor records (an allowance

@@ -12,16 +12,50 @@
 typedef struct arch_info {
     const char *name;
     bool rope_neox, qkv_bias, qk_norm;
+    bool post_norms; /* post_attention_norm and post_ffw_norm */
+    bool gelu;       /* GeGLU feed-forward */
+    bool embd_scale; /* embeddings × √n_embd */
+    bool fused;      /* attn_qkv (when the file has it) and ffn_up = gate|up */
+    int swa_pattern; /* local layers: l % p < p - 1 (llama.cpp's set_swa_pattern) */
 } arch_info;
 
-/* One row per architecture: adding one (gemma, phi3) is a row here plus its
- * graph function. */
+/* One row per architecture: adding one is a row here (plus, for what the
+ * row cannot say, its keys below) and its branches in forward.c. */
 static const arch_info archs[LLM_ARCH_COUNT_] = {
-    [LLM_ARCH_LLAMA] = {"llama", false, false, false},
-    [LLM_ARCH_QWEN2] = {"qwen2", true, true, false},
-    [LLM_ARCH_QWEN3] = {"qwen3", true, false, true},
+    [LLM_ARCH_LLAMA] = {.name = "llama"},
+    [LLM_ARCH_QWEN2] = {.name = "qwen2", .rope_neox = true, .qkv_bias = true},
+    [LLM_ARCH_QWEN3] = {.name = "qwen3", .rope_neox = true, .qk_norm = true},
+    [LLM_ARCH_GEMMA2] = {.name = "gemma2",
+                         .rope_neox = true,
+                         .post_norms = true,
+                         .gelu = true,
+                         .embd_scale = true,
+                         .swa_pattern = 2},
+    [LLM_ARCH_GEMMA3] = {.name = "gemma3",
+                         .rope_neox = true,
+                         .qk_norm = true,
+                         .post_norms = true,
+                         .gelu = true,
+                         .embd_scale = true,
+                         .swa_pattern = 6},
+    [LLM_ARCH_PHI3] = {.name = "phi3", .rope_neox = true, .fused = true},
 };
 _Static_assert(CORE_ARRAY_LEN(archs) == LLM_ARCH_COUNT_, "one row per architecture");
+
+bool llm_layer_is_swa(const llm_hparams *hp, int64_t l)
+{
+    return hp->swa_pattern > 0 && l % hp->swa_pattern < hp->swa_pattern - 1;
+}
+
+float llm_layer_rope_base(const llm_hparams *hp, int64_t l)
+{
+    return llm_layer_is_swa(hp, l) ? hp->rope_freq_base_swa : hp->rope_freq_base;
+}
+
+float llm_layer_rope_scale(const llm_hparams *hp, int64_t l)
+{
+    return llm_layer_is_swa(hp, l) ? hp->rope_freq_scale_swa : hp->rope_freq_scale;
+}
 
 int llm_arch_find(const char *name)
 {
@@ -65,6 +99,112 @@ static glesc_status get_float(const glesc_gguf *f, const char *name, const llm_h
     return GLESC_OK;
 }
 
+/* Rope scaling as llama.cpp reads it: the type defaults to linear, the
+ * factor (rope.scaling.factor, or the older rope.scale_linear) gives the
+ * frequency scale whatever the type (none ignores it), YaRN adds its ramp
+ * over original_context_length; attn_factor multiplies the rotated pairs
+ * (LongRoPE). */
+static glesc_status load_rope_scaling(const glesc_gguf *f, const char *name, llm_hparams *hp)
+{
+    glesc_status st;
+    char key[128];
+    const char *s;
+    size_t n;
+    float factor = 0.0f;
+    hp->rope_scaling = LLM_ROPE_SCALING_LINEAR;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", hp->arch_name);
+    if (glesc_gguf_get_str(f, key, &s, &n) == GLESC_OK) {
+        if (n == 4 && !memcmp(s, "none", 4))
+            hp->rope_scaling = LLM_ROPE_SCALING_NONE;
+        else if (n == 4 && !memcmp(s, "yarn", 4))
+            hp->rope_scaling = LLM_ROPE_SCALING_YARN;
+        else if (n == 6 && !memcmp(s, "llama3", 6))
+            hp->rope_scaling = LLM_ROPE_SCALING_LLAMA3;
+        else if (!(n == 6 && !memcmp(s, "linear", 6)) && !(n == 8 && !memcmp(s, "longrope", 8)))
+            return core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
+                                "%s: %s '%.*s' is not supported (none, linear, yarn, longrope, "
+                                "llama3)",
+                                name, key, (int)n, s);
+    }
+    if ((st = get_float(f, name, hp, "rope.scaling.factor", 0.0f, &factor)))
+        return st;
+    if (factor == 0.0f && (st = get_float(f, name, hp, "rope.scale_linear", 0.0f, &factor)))
+        return st;
+    if (factor < 0.0f)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "%s: %s.rope.scaling.factor %g must be positive", name, hp->arch_name,
+                            (double)factor);
+    hp->rope_freq_scale =
+        factor == 0.0f || hp->rope_scaling == LLM_ROPE_SCALING_NONE ? 1.0f : 1.0f / factor;
+    /* a file with no scaling keys is the plain rope */
+    if (factor == 0.0f && hp->rope_scaling == LLM_ROPE_SCALING_LINEAR)
+        hp->rope_scaling = LLM_ROPE_SCALING_NONE;
+    if ((st = get_float(f, name, hp, "rope.scaling.attn_factor", 1.0f, &hp->rope_attn_factor)) ||
+        (st = get_int(f, name, hp, "rope.scaling.original_context_length", hp->n_ctx_train,
+                      &hp->n_ctx_orig)))
+        return st;
+    if (hp->n_ctx_orig <= 0 || hp->n_ctx_orig > INT32_MAX)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "%s: %s.rope.scaling.original_context_length %lld is out of range",
+                            name, hp->arch_name, (long long)hp->n_ctx_orig);
+    hp->yarn_ext_factor = hp->rope_scaling == LLM_ROPE_SCALING_YARN ? 1.0f : 0.0f;
+    hp->yarn_beta_fast = 32.0f;
+    hp->yarn_beta_slow = 1.0f;
+    if (hp->rope_scaling == LLM_ROPE_SCALING_YARN && !(hp->rope_freq_base > 1.0f))
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "%s: YaRN scaling needs %s.rope.freq_base above 1 (%g)", name,
+                            hp->arch_name, (double)hp->rope_freq_base);
+    /* llama3-style frequency factors come as a tensor. */
+    if (glesc_gguf_find_tensor(f, "rope_freqs.weight") >= 0)
+        hp->rope_scaling = LLM_ROPE_SCALING_LLAMA3;
+    return GLESC_OK;
+}
+
+/* What llama.cpp fixes per architecture or reads with its own defaults:
+ * local layers, soft-capping, the attention and embedding scales. */
+static glesc_status load_arch_keys(const glesc_gguf *f, const char *name, llm_hparams *hp)
+{
+    glesc_status st;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->embd_scale = archs[hp->arch].embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    hp->rope_freq_scale_swa = hp->rope_freq_scale;
+    switch (hp->arch) {
+    case LLM_ARCH_GEMMA2:
+        if ((st = get_int(f, name, hp, "attention.sliding_window", 4096, &hp->n_swa)) ||
+            (st = get_float(f, name, hp, "attn_logit_softcapping", 50.0f, &hp->attn_softcap)) ||
+            (st = get_float(f, name, hp, "final_logit_softcapping", 30.0f, &hp->final_softcap)))
+            return st;
+        hp->swa_pattern = archs[hp->arch].swa_pattern;
+        if (hp->n_layer == 46) /* 27B: gemma_pytorch's query_pre_attn_scalar */
+            hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+        break;
+    case LLM_ARCH_GEMMA3:
+        if ((st = get_int(f, name, hp, "attention.sliding_window", 0, &hp->n_swa)) ||
+            (st = get_float(f, name, hp, "final_logit_softcapping", 0.0f, &hp->final_softcap)))
+            return st;
+        if (hp->n_swa > 0) { /* local layers rotate with Gemma's base, unscaled */
+            hp->swa_pattern = archs[hp->arch].swa_pattern;
+            hp->rope_freq_base_swa = 10000.0f;
+            hp->rope_freq_scale_swa = 1.0f;
+        }
+        if (hp->n_layer == 62) /* 27B */
+            hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+        break;
+    default: /* phi3's attention.sliding_window is ignored, as llama.cpp does */
+        break;
+    }
+    if (hp->n_swa < 0 || hp->n_swa > (1 << 30))
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "%s: %s.attention.sliding_window %lld is out of range", name,
+                            hp->arch_name, (long long)hp->n_swa);
+    if (hp->attn_softcap < 0 || hp->final_softcap < 0)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "%s: %s soft-capping %g / %g must not be negative", name, hp->arch_name,
+                            (double)hp->attn_softcap, (double)hp->final_softcap);
+    return GLESC_OK;
+}
+
 glesc_status llm_hparams_load(const glesc_gguf *f, const char *name, llm_hparams *hp)
 {
     memset(hp, 0, sizeof *hp);
@@ -92,6 +232,10 @@ glesc_status llm_hparams_load(const glesc_gguf *f, const char *name, llm_hparams
     hp->rope_neox = archs[a].rope_neox;
     hp->qkv_bias = archs[a].qkv_bias;
     hp->qk_norm = archs[a].qk_norm;
+    hp->post_norms = archs[a].post_norms;
+    hp->gelu = archs[a].gelu;
+    hp->fused_up = archs[a].fused;
+    hp->fused_qkv = archs[a].fused && glesc_gguf_find_tensor(f, "blk.0.attn_qkv.weight") >= 0;
 
     if ((st = get_int(f, name, hp, "embedding_length", -1, &hp->n_embd)) ||
         (st = get_int(f, name, hp, "block_count", -1, &hp->n_layer)) ||
@@ -138,31 +282,8 @@ glesc_status llm_hparams_load(const glesc_gguf *f, const char *name, llm_hparams
                             "%s: value_length %lld differs from key_length %lld", name,
                             (long long)vlen, (long long)hp->head_dim);
 
-    hp->rope_freq_scale = 1.0f;
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", hp->arch_name);
-    if (glesc_gguf_get_str(f, key, &s, &n) == GLESC_OK) {
-        if (n == 6 && !memcmp(s, "linear", 6)) {
-            float factor;
-            if ((st = get_float(f, name, hp, "rope.scaling.factor", 1.0f, &factor)))
-                return st;
-            if (!(factor > 0))
-                return core_err_set(NULL, GLESC_ERROR_FORMAT,
-                                    "%s: %s.rope.scaling.factor %g must be positive", name,
-                                    hp->arch_name, factor);
-            hp->rope_scaling = LLM_ROPE_SCALING_LINEAR;
-            hp->rope_freq_scale = 1.0f / factor;
-        } else if (n == 6 && !memcmp(s, "llama3", 6)) {
-            hp->rope_scaling = LLM_ROPE_SCALING_LLAMA3;
-        } else if (!(n == 4 && !memcmp(s, "none", 4))) {
-            return core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
-                                "%s: %s '%.*s' is not supported (none, linear, llama3)", name, key,
-                                (int)n, s);
-        }
-    }
-    /* llama3-style frequency factors come as a tensor. */
-    if (glesc_gguf_find_tensor(f, "rope_freqs.weight") >= 0)
-        hp->rope_scaling = LLM_ROPE_SCALING_LLAMA3;
+    if ((st = load_rope_scaling(f, name, hp)) || (st = load_arch_keys(f, name, hp)))
+        return st;
 
     int64_t ti = glesc_gguf_find_tensor(f, "token_embd.weight");
     if (ti < 0)
@@ -189,8 +310,8 @@ static void req(llm_tensor_req *r, int *n, const char *name, int n_dims, int64_t
 
 llm_tensor_req *llm_tensor_reqs(const llm_hparams *hp, int *n)
 {
-    int per_layer = 9 + (hp->qkv_bias ? 3 : 0) + (hp->qk_norm ? 2 : 0);
-    llm_tensor_req *r = core_calloc((size_t)(4 + per_layer * hp->n_layer), sizeof *r);
+    int per_layer = 11 + (hp->qkv_bias ? 3 : 0) + (hp->qk_norm ? 2 : 0);
+    llm_tensor_req *r = core_calloc((size_t)(6 + per_layer * hp->n_layer), sizeof *r);
     if (!r)
         return NULL;
     int64_t e = hp->n_embd, q = hp->n_head * hp->head_dim, kv = hp->n_head_kv * hp->head_dim;
@@ -199,19 +320,31 @@ llm_tensor_req *llm_tensor_reqs(const llm_hparams *hp, int *n)
     req(r, n, "output_norm.weight", 1, e, 1, false, "n_embd");
     req(r, n, "output.weight", 2, e, hp->n_vocab, true, "n_embd x n_vocab");
     req(r, n, "rope_freqs.weight", 1, hp->n_rot / 2, 1, true, "rope dims / 2");
+    if (hp->arch == LLM_ARCH_PHI3) { /* LongRoPE, chosen by the context length */
+        req(r, n, "rope_factors_long.weight", 1, hp->n_rot / 2, 1, true, "rope dims / 2");
+        req(r, n, "rope_factors_short.weight", 1, hp->n_rot / 2, 1, true, "rope dims / 2");
+    }
     for (int64_t l = 0; l < hp->n_layer; l++) {
         char nm[64];
 #define LAYER_(suffix, nd, a, b, what)                                                             \
     snprintf(nm, sizeof nm, "blk.%lld." suffix, (long long)l);                                     \
     req(r, n, nm, nd, a, b, false, what)
         LAYER_("attn_norm.weight", 1, e, 1, "n_embd");
-        LAYER_("attn_q.weight", 2, e, q, "n_embd x n_head*head_dim");
-        LAYER_("attn_k.weight", 2, e, kv, "n_embd x n_head_kv*head_dim");
-        LAYER_("attn_v.weight", 2, e, kv, "n_embd x n_head_kv*head_dim");
+        if (hp->fused_qkv) {
+            LAYER_("attn_qkv.weight", 2, e, q + 2 * kv, "n_embd x (n_head + 2*n_head_kv)*head_dim");
+        } else {
+            LAYER_("attn_q.weight", 2, e, q, "n_embd x n_head*head_dim");
+            LAYER_("attn_k.weight", 2, e, kv, "n_embd x n_head_kv*head_dim");
+            LAYER_("attn_v.weight", 2, e, kv, "n_embd x n_head_kv*head_dim");
+        }
         LAYER_("attn_output.weight", 2, q, e, "n_head*head_dim x n_embd");
         LAYER_("ffn_norm.weight", 1, e, 1, "n_embd");
-        LAYER_("ffn_gate.weight", 2, e, hp->n_ff, "n_embd x n_ff");
-        LAYER_("ffn_up.weight", 2, e, hp->n_ff, "n_embd x n_ff");
+        if (hp->fused_up) {
+            LAYER_("ffn_up.weight", 2, e, 2 * hp->n_ff, "n_embd x 2*n_ff (gate, then up)");
+        } else {
+            LAYER_("ffn_gate.weight", 2, e, hp->n_ff, "n_embd x n_ff");
+            LAYER_("ffn_up.weight", 2, e, hp->n_ff, "n_embd x n_ff");
+        }
         LAYER_("ffn_down.weight", 2, hp->n_ff, e, "n_ff x n_embd");
         if (hp->qkv_bias) {
             LAYER_("attn_q.bias", 1, q, 1, "n_head*head_dim");
@@ -221,6 +354,10 @@ llm_tensor_req *llm_tensor_reqs(const llm_hparams *hp, int *n)
         if (hp->qk_norm) {
             LAYER_("attn_q_norm.weight", 1, hp->head_dim, 1, "head_dim");
             LAYER_("attn_k_norm.weight", 1, hp->head_dim, 1, "head_dim");
+        }
+        if (hp->post_norms) {
+            LAYER_("post_attention_norm.weight", 1, e, 1, "n_embd");
+            LAYER_("post_ffw_norm.weight", 1, e, 1, "n_embd");
         }
 #undef LAYER_
     }

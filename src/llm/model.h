@@ -11,9 +11,12 @@
 #include "glesc_gguf.h"
 
 typedef enum llm_arch {
-    LLM_ARCH_LLAMA, /* Llama 1/2/3, Mistral, TinyLlama */
-    LLM_ARCH_QWEN2, /* + q/k/v biases */
-    LLM_ARCH_QWEN3, /* + per-head q/k RMS norm */
+    LLM_ARCH_LLAMA,  /* Llama 1/2/3, Mistral, TinyLlama */
+    LLM_ARCH_QWEN2,  /* + q/k/v biases */
+    LLM_ARCH_QWEN3,  /* + per-head q/k RMS norm */
+    LLM_ARCH_GEMMA2, /* GeGLU, pre+post norms, ×√n_embd, soft-capping, local layers 0, 2, .. */
+    LLM_ARCH_GEMMA3, /* GeGLU, pre+post norms, ×√n_embd, q/k norms, five local layers of six */
+    LLM_ARCH_PHI3,   /* fused attn_qkv and gate|up, LongRoPE factors */
     LLM_ARCH_COUNT_
 } llm_arch;
 
@@ -21,6 +24,7 @@ typedef enum llm_rope_scaling {
     LLM_ROPE_SCALING_NONE,
     LLM_ROPE_SCALING_LINEAR, /* positions divided by the factor */
     LLM_ROPE_SCALING_LLAMA3, /* per-dimension frequency factors (rope_freqs.weight) */
+    LLM_ROPE_SCALING_YARN,   /* YaRN: interpolation ramped by dimension (Qwen 2.5 long context) */
 } llm_rope_scaling;
 
 typedef struct llm_hparams {
@@ -39,11 +43,36 @@ typedef struct llm_hparams {
     float rope_freq_base;  /* {arch}.rope.freq_base (default 10000) */
     float rope_freq_scale; /* 1 / {arch}.rope.scaling.factor for linear scaling, else 1 */
     llm_rope_scaling rope_scaling;
-    bool rope_neox;   /* NeoX layout (halves) rather than adjacent pairs */
-    bool qkv_bias;    /* attn_{q,k,v}.bias present (qwen2) */
-    bool qk_norm;     /* attn_{q,k}_norm.weight present (qwen3) */
-    bool tied_output; /* no output.weight: the head reuses token_embd */
+    float rope_attn_factor; /* {arch}.rope.scaling.attn_factor (1): rotated pairs' magnitude */
+    int64_t n_ctx_orig;     /* {arch}.rope.scaling.original_context_length (n_ctx_train) */
+    float yarn_ext_factor;  /* 1 with YaRN scaling, else 0 (llama.cpp's default) */
+    float yarn_beta_fast, yarn_beta_slow; /* 32, 1 */
+    /* Local (sliding-window) layers, fixed per architecture as llama.cpp
+     * fixes them: layer l is local when swa_pattern > 0 and l % swa_pattern
+     * < swa_pattern - 1; they see the last n_swa positions and rotate with
+     * their own base and scale. */
+    int64_t n_swa; /* {arch}.attention.sliding_window (gemma2: 4096 when absent) */
+    int swa_pattern;
+    float rope_freq_base_swa, rope_freq_scale_swa;
+    float attn_scale;    /* the scores' scale: 1/√head_dim (Gemma 27B: 1/√(n_embd/n_head)) */
+    float attn_softcap;  /* {arch}.attn_logit_softcapping (gemma2: 50 when absent), or 0 */
+    float final_softcap; /* {arch}.final_logit_softcapping (gemma2: 30 when absent), or 0 */
+    float embd_scale;    /* embeddings × √n_embd (gemma), else 1 */
+    bool rope_neox;      /* NeoX layout (halves) rather than adjacent pairs */
+    bool qkv_bias;       /* attn_{q,k,v}.bias present (qwen2) */
+    bool qk_norm;        /* attn_{q,k}_norm.weight present (qwen3, gemma3) */
+    bool post_norms;     /* post_attention_norm, post_ffw_norm after each block (gemma) */
+    bool gelu;           /* GeGLU: gelu(gate)·up (tanh GELU), rather than SwiGLU */
+    bool fused_qkv;      /* attn_qkv.weight: q, k, v rows of one matrix (phi3) */
+    bool fused_up;       /* ffn_up.weight holds gate then up rows (2·n_ff; phi3), no ffn_gate */
+    bool tied_output;    /* no output.weight: the head reuses token_embd */
 } llm_hparams;
+
+/* Is layer l a local (sliding-window) layer? */
+bool llm_layer_is_swa(const llm_hparams *hp, int64_t l);
+/* Layer l's rope base and scale (local layers have their own). */
+float llm_layer_rope_base(const llm_hparams *hp, int64_t l);
+float llm_layer_rope_scale(const llm_hparams *hp, int64_t l);
 
 /* The architecture called name, or -1 (LLM_ARCH_COUNT_ entries). */
 int llm_arch_find(const char *name);

@@ -4,13 +4,14 @@
  *
  * Loading validates everything before the first byte goes to the GPU
  * (model.c: architecture, hyperparameters, every tensor's name and shape),
- * then uploads each tensor: matrices through glesc_weight_new in their own
- * type and glesc_tensor_write with the file's bytes (so a block-quantized
- * type works as soon as the graph layer accepts it, and is refused with the
- * tensor named until then), norm vectors converted to f32. The bytes are
- * copied with glesc_gguf_tensor_read (pread) into one staging buffer rather
- * than read through the mapping: a model file truncated or rewritten while
- * it loads is then an error naming it, not a SIGBUS.
+ * then creates every tensor with glesc_weight_new (matrices in their own
+ * type, so a block-quantized type works as soon as the graph layer accepts
+ * it, and is refused with the tensor named until then; norm vectors as f32)
+ * and fills them all in one glesc_weights_write: worker threads read the
+ * file's bytes with glesc_gguf_tensor_read (pread, not through the mapping:
+ * a model file truncated or rewritten while it loads is then an error
+ * naming it, not a SIGBUS) and repack them straight into GPU memory, while
+ * this thread keeps the GL work and reports progress tensor by tensor.
  *
  * A session owns the KV cache (one persistent [n_head_kv·head_dim, n_ctx]
  * tensor per layer for keys and one for values) and one graph that is reset
@@ -32,111 +33,106 @@ static glesc_status ctx_fail(glesc_context *ctx, glesc_status st, const char *wh
     return core_err_set(NULL, st, "%s: %s", what, glesc_context_errmsg(ctx));
 }
 
+/* One tensor of the load: where it goes and how its bytes are read. */
+typedef struct load_item {
+    struct loader *ld;
+    const char *name;
+    int64_t index; /* in the file */
+    glesc_gguf_tensor_info info;
+    bool vector;         /* uploaded as f32 */
+    glesc_tensor **slot; /* in the model */
+} load_item;
+
 typedef struct loader {
     glesc_model *m;
     const glesc_gguf *f;
     const char *path;
     const glesc_model_options *opts;
     uint64_t done, total;
-    void *staging; /* one tensor's file bytes, grown to the largest */
-    uint64_t staging_size;
+    load_item *items;
+    int n_items, cap_items;
+    bool cancelled;
 } loader;
 
-/* Tensor i's file bytes, copied into the loader's staging buffer. */
-static glesc_status read_tensor(loader *ld, int64_t i, const glesc_gguf_tensor_info *t,
-                                const void **bytes)
+/* Reads a matrix's file bytes (glesc_read_fn: any thread). */
+static glesc_status read_matrix(void *user, uint64_t offset, void *dst, size_t size)
 {
-    if (t->size > ld->staging_size) {
-        void *p = t->size <= SIZE_MAX ? core_realloc(ld->staging, (size_t)t->size) : NULL;
-        if (!p)
-            return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY,
-                                "%s: tensor '%s': %llu bytes for staging its upload", ld->path,
-                                t->name, (unsigned long long)t->size);
-        ld->staging = p;
-        ld->staging_size = t->size;
-    }
-    *bytes = ld->staging;
-    return glesc_gguf_tensor_read(ld->f, i, 0, ld->staging, t->size);
+    const load_item *it = user;
+    return glesc_gguf_tensor_read(it->ld->f, it->index, offset, dst, size);
 }
 
-/* Uploads tensor name into *slot (left NULL when the tensor is absent: the
- * check before made sure only optional ones are). Vectors become f32. */
-static glesc_status upload(loader *ld, const char *name, bool vector, glesc_tensor **slot)
+/* Reads the f32 bytes [offset, offset+size) of a vector stored in the file
+ * as f32, f16, bf16 or a block type (glesc_read_fn: any thread). */
+static glesc_status read_vector(void *user, uint64_t offset, void *dst, size_t size)
 {
-    glesc_model *m = ld->m;
+    const load_item *it = user;
+    const loader *ld = it->ld;
+    glesc_dtype t = it->info.type;
+    if (t == GLESC_DTYPE_F32)
+        return read_matrix(user, offset, dst, size);
+    const quant_type_info *q = quant_type(t);
+    int64_t e0 = (int64_t)(offset / 4), e1 = (int64_t)((offset + size) / 4), bs = q->block_size;
+    int64_t b0 = e0 / bs, b1 = (e1 + bs - 1) / bs;
+    uint64_t bytes = (uint64_t)(b1 - b0) * (uint64_t)q->block_bytes;
+    void *raw = core_malloc((size_t)bytes);
+    float *vals = core_malloc((size_t)(b1 - b0) * (size_t)bs * sizeof *vals);
+    glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
+    if (!raw || !vals)
+        st = core_err_set(NULL, st, "%s: tensor '%s'", ld->path, it->name);
+    else if ((st = glesc_gguf_tensor_read(ld->f, it->index, (uint64_t)b0 * q->block_bytes, raw,
+                                          bytes)) == GLESC_OK &&
+             (st = quant_dequantize(t, raw, vals, (b1 - b0) * bs)) != GLESC_OK)
+        st = core_err_set(NULL, st, "%s: tensor '%s' (%s): %s", ld->path, it->name,
+                          glesc_dtype_name(t), glesc_last_errmsg());
+    if (st == GLESC_OK)
+        memcpy(dst, vals + (e0 - b0 * bs), size);
+    core_free(raw);
+    core_free(vals);
+    return st;
+}
+
+/* Adds tensor name to the load (nothing when the file lacks it: the check
+ * before made sure only optional ones are absent). */
+static glesc_status plan_item(loader *ld, const char *name, bool vector, glesc_tensor **slot)
+{
     int64_t i = glesc_gguf_find_tensor(ld->f, name);
     if (i < 0)
         return GLESC_OK;
-    glesc_gguf_tensor_info t;
-    glesc_gguf_tensor(ld->f, i, &t);
-    const void *bytes = NULL;
-    glesc_status st = read_tensor(ld, i, &t, &bytes);
-    if (st != GLESC_OK)
-        return st; /* names the file and tensor */
-    glesc_tensor *w;
-    if (vector) {
-        int64_t n = t.ne[0];
-        float *buf = core_calloc((size_t)n, sizeof *buf);
-        if (!buf)
+    if (ld->n_items == ld->cap_items) {
+        int cap = ld->cap_items ? 2 * ld->cap_items : 64;
+        load_item *p = core_realloc(ld->items, (size_t)cap * sizeof *p);
+        if (!p)
             return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: tensor '%s'", ld->path, name);
-        if (t.type == GLESC_DTYPE_F32)
-            memcpy(buf, bytes, (size_t)n * sizeof *buf);
-        else if ((st = quant_dequantize(t.type, bytes, buf, n)) != GLESC_OK) {
-            core_free(buf);
-            return core_err_set(NULL, st, "%s: tensor '%s' (%s): %s", ld->path, name,
-                                glesc_dtype_name(t.type), glesc_last_errmsg());
-        }
-        w = glesc_weight_new(m->ctx, GLESC_DTYPE_F32, 1, (int64_t[]){n});
-        st = w ? glesc_tensor_write(w, buf, (size_t)n * sizeof *buf) : GLESC_ERROR_OUT_OF_MEMORY;
-        core_free(buf);
-    } else {
-        w = glesc_weight_new(m->ctx, t.type, 2, (int64_t[]){t.ne[0], t.ne[1]});
-        if (!w) {
-            bool plain = t.type == GLESC_DTYPE_F32 || t.type == GLESC_DTYPE_F16 ||
-                         t.type == GLESC_DTYPE_BF16;
-            return core_err_set(NULL, plain ? GLESC_ERROR_OUT_OF_MEMORY : GLESC_ERROR_UNSUPPORTED,
-                                "%s: tensor '%s' (%s, [%lld, %lld]): %s%s", ld->path, name,
-                                glesc_dtype_name(t.type), (long long)t.ne[0], (long long)t.ne[1],
-                                plain ? ""
-                                      : "weights of this type cannot be computed on the GPU "
-                                        "by this build yet: ",
-                                glesc_context_errmsg(m->ctx));
-        }
-        st = glesc_tensor_write(w, bytes, (size_t)t.size);
+        ld->items = p;
+        ld->cap_items = cap;
     }
-    if (st != GLESC_OK) {
-        glesc_weight_free(w);
-        return core_err_set(NULL, st, "%s: uploading tensor '%s': %s", ld->path, name,
-                            glesc_context_errmsg(m->ctx));
-    }
-    glesc_tensor_set_name(w, name);
-    *slot = w;
-    m->n_tensors++;
-    m->weight_bytes += vector ? (uint64_t)t.ne[0] * 4 : t.size;
-    ld->done += t.size;
-    if (ld->opts && ld->opts->progress &&
-        ld->opts->progress(ld->opts->progress_user, ld->done, ld->total))
-        return core_err_set(NULL, GLESC_ERROR_CANCELLED,
-                            "%s: loading cancelled by the progress callback after %llu of %llu "
-                            "bytes",
-                            ld->path, (unsigned long long)ld->done, (unsigned long long)ld->total);
+    load_item *it = &ld->items[ld->n_items];
+    memset(it, 0, sizeof *it);
+    it->ld = ld;
+    it->index = i;
+    it->vector = vector;
+    it->slot = slot;
+    glesc_gguf_tensor(ld->f, i, &it->info);
+    it->name = it->info.name; /* the reader's, valid during the load */
+    ld->n_items++;
+    ld->total += it->info.size;
     return GLESC_OK;
 }
 
-static glesc_status upload_all(loader *ld)
+/* Every tensor the model uses, in the order of the upload. */
+static glesc_status plan_all(loader *ld)
 {
     glesc_model *m = ld->m;
     const llm_hparams *hp = &m->hp;
-    for (int64_t i = 0; i < glesc_gguf_n_tensors(ld->f); i++) {
-        glesc_gguf_tensor_info t;
-        glesc_gguf_tensor(ld->f, i, &t);
-        ld->total += t.size;
-    }
     glesc_status st;
-    if ((st = upload(ld, "token_embd.weight", false, &m->tok_embd)) ||
-        (st = upload(ld, "output_norm.weight", true, &m->output_norm)) ||
-        (st = upload(ld, "output.weight", false, &m->output)) ||
-        (st = upload(ld, "rope_freqs.weight", true, &m->rope_freqs)))
+    if ((st = plan_item(ld, "token_embd.weight", false, &m->tok_embd)) ||
+        (st = plan_item(ld, "output_norm.weight", true, &m->output_norm)) ||
+        (st = plan_item(ld, "output.weight", false, &m->output)) ||
+        (st = plan_item(ld, "rope_freqs.weight", true, &m->rope_freqs)))
+        return st;
+    if (hp->arch == LLM_ARCH_PHI3 &&
+        ((st = plan_item(ld, "rope_factors_long.weight", true, &m->rope_long)) ||
+         (st = plan_item(ld, "rope_factors_short.weight", true, &m->rope_short))))
         return st;
     for (int64_t l = 0; l < hp->n_layer; l++) {
         llm_layer *L = &m->layers[l];
@@ -149,6 +145,7 @@ static glesc_status upload_all(loader *ld)
             {"attn_q.weight", false, offsetof(llm_layer, wq)},
             {"attn_k.weight", false, offsetof(llm_layer, wk)},
             {"attn_v.weight", false, offsetof(llm_layer, wv)},
+            {"attn_qkv.weight", false, offsetof(llm_layer, wqkv)},
             {"attn_q.bias", true, offsetof(llm_layer, bq)},
             {"attn_k.bias", true, offsetof(llm_layer, bk)},
             {"attn_v.bias", true, offsetof(llm_layer, bv)},
@@ -159,6 +156,8 @@ static glesc_status upload_all(loader *ld)
             {"ffn_gate.weight", false, offsetof(llm_layer, w_gate)},
             {"ffn_up.weight", false, offsetof(llm_layer, w_up)},
             {"ffn_down.weight", false, offsetof(llm_layer, w_down)},
+            {"post_attention_norm.weight", true, offsetof(llm_layer, post_attn_norm)},
+            {"post_ffw_norm.weight", true, offsetof(llm_layer, post_ffn_norm)},
         };
         for (size_t p = 0; p < CORE_ARRAY_LEN(parts); p++) {
             char name[96];
@@ -166,14 +165,103 @@ static glesc_status upload_all(loader *ld)
             bool is_bias = strstr(parts[p].suffix, ".bias") != NULL;
             bool is_qk_norm =
                 strstr(parts[p].suffix, "_q_norm") || strstr(parts[p].suffix, "_k_norm");
+            bool is_post_norm = !strncmp(parts[p].suffix, "post_", 5);
+            bool is_qkv = strstr(parts[p].suffix, "attn_qkv") != NULL;
+            bool is_split_qkv = !strcmp(parts[p].suffix, "attn_q.weight") ||
+                                !strcmp(parts[p].suffix, "attn_k.weight") ||
+                                !strcmp(parts[p].suffix, "attn_v.weight");
+            bool is_gate = strstr(parts[p].suffix, "ffn_gate") != NULL;
             /* Only what the architecture uses: a stray bias in a llama file
              * is ignored as llama.cpp ignores it. */
-            if ((is_bias && !hp->qkv_bias) || (is_qk_norm && !hp->qk_norm))
+            if ((is_bias && !hp->qkv_bias) || (is_qk_norm && !hp->qk_norm) ||
+                (is_post_norm && !hp->post_norms) || (is_qkv && !hp->fused_qkv) ||
+                (is_split_qkv && hp->fused_qkv) || (is_gate && hp->fused_up))
                 continue;
-            if ((st = upload(ld, name, parts[p].vector,
-                             (glesc_tensor **)((char *)L + parts[p].off))))
+            if ((st = plan_item(ld, name, parts[p].vector,
+                                (glesc_tensor **)((char *)L + parts[p].off))))
                 return st;
         }
+    }
+    return GLESC_OK;
+}
+
+/* Allocates item it's tensor on the GPU (nothing written yet). */
+static glesc_status create_item(loader *ld, load_item *it)
+{
+    glesc_model *m = ld->m;
+    const glesc_gguf_tensor_info *t = &it->info;
+    glesc_tensor *w;
+    if (it->vector) {
+        w = glesc_weight_new(m->ctx, GLESC_DTYPE_F32, 1, (int64_t[]){t->ne[0]});
+        if (!w)
+            return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: tensor '%s': %s", ld->path,
+                                it->name, glesc_context_errmsg(m->ctx));
+    } else {
+        w = glesc_weight_new(m->ctx, t->type, 2, (int64_t[]){t->ne[0], t->ne[1]});
+        if (!w) {
+            bool plain = t->type == GLESC_DTYPE_F32 || t->type == GLESC_DTYPE_F16 ||
+                         t->type == GLESC_DTYPE_BF16;
+            return core_err_set(NULL, plain ? GLESC_ERROR_OUT_OF_MEMORY : GLESC_ERROR_UNSUPPORTED,
+                                "%s: tensor '%s' (%s, [%lld, %lld]): %s%s", ld->path, it->name,
+                                glesc_dtype_name(t->type), (long long)t->ne[0], (long long)t->ne[1],
+                                plain ? ""
+                                      : "weights of this type cannot be computed on the GPU "
+                                        "by this build yet: ",
+                                glesc_context_errmsg(m->ctx));
+        }
+    }
+    glesc_tensor_set_name(w, it->name);
+    *it->slot = w;
+    m->n_tensors++;
+    m->weight_bytes += it->vector ? (uint64_t)t->ne[0] * 4 : t->size;
+    return GLESC_OK;
+}
+
+/* glesc_weights_done_fn: tensor i is on the GPU. */
+static bool item_done(void *user, int i)
+{
+    loader *ld = user;
+    ld->done += ld->items[i].info.size;
+    if (ld->opts && ld->opts->progress &&
+        ld->opts->progress(ld->opts->progress_user, ld->done, ld->total))
+        ld->cancelled = true;
+    return ld->cancelled;
+}
+
+/* Creates every tensor, then fills them all at once (glesc_weights_write:
+ * the file read with pread on all cores, straight into GPU memory). */
+static glesc_status upload_all(loader *ld)
+{
+    glesc_model *m = ld->m;
+    glesc_status st = plan_all(ld);
+    for (int i = 0; i < ld->n_items && st == GLESC_OK; i++)
+        st = create_item(ld, &ld->items[i]);
+    if (st != GLESC_OK)
+        return st;
+    glesc_weight_source *src = core_calloc((size_t)ld->n_items + 1, sizeof *src);
+    if (!src)
+        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: weights", ld->path);
+    for (int i = 0; i < ld->n_items; i++) {
+        load_item *it = &ld->items[i];
+        src[i] = (glesc_weight_source){*it->slot, it->vector ? read_vector : read_matrix, it};
+    }
+    /* done 0 first: a caller sees the load start before any byte is read */
+    if (ld->opts && ld->opts->progress && ld->opts->progress(ld->opts->progress_user, 0, ld->total))
+        ld->cancelled = true;
+    else
+        st = glesc_weights_write(m->ctx, src, ld->n_items, item_done, ld);
+    core_free(src);
+    if (ld->cancelled)
+        return core_err_set(NULL, GLESC_ERROR_CANCELLED,
+                            "%s: loading cancelled by the progress callback after %llu of %llu "
+                            "bytes",
+                            ld->path, (unsigned long long)ld->done, (unsigned long long)ld->total);
+    if (st != GLESC_OK) {
+        /* a source's message names the file already */
+        const char *msg = glesc_context_errmsg(m->ctx);
+        if (strncmp(msg, ld->path, strlen(ld->path)) == 0)
+            return core_err_set(NULL, st, "%s", msg);
+        return core_err_set(NULL, st, "%s: uploading the weights: %s", ld->path, msg);
     }
     return GLESC_OK;
 }
@@ -237,11 +325,14 @@ static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const cha
         goto fail;
     }
     glesc_gguf_tensor_info q;
-    glesc_gguf_tensor(f, glesc_gguf_find_tensor(f, "blk.0.attn_q.weight"), &q);
+    glesc_gguf_tensor(f,
+                      glesc_gguf_find_tensor(f, m->hp.fused_qkv ? "blk.0.attn_qkv.weight"
+                                                                : "blk.0.attn_q.weight"),
+                      &q);
     m->weight_type = q.type;
-    loader ld = {m, f, path, opts, 0, 0, NULL, 0};
+    loader ld = {.m = m, .f = f, .path = path, .opts = opts};
     st = upload_all(&ld);
-    core_free(ld.staging);
+    core_free(ld.items);
     if (st != GLESC_OK)
         goto fail;
     /* The pool's live bytes grew by exactly the weights' buffers: nothing
@@ -350,9 +441,11 @@ GLESC_API void glesc_model_destroy(glesc_model *m)
     if (m->layers) {
         for (int64_t l = 0; l < m->hp.n_layer; l++) {
             llm_layer *L = &m->layers[l];
-            glesc_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,     L->wv,     L->bq,
-                                  L->bk,        L->bv,     L->q_norm, L->k_norm, L->wo,
-                                  L->ffn_norm,  L->w_gate, L->w_up,   L->w_down};
+            glesc_tensor *ts[] = {L->attn_norm,    L->wq,     L->wk,     L->wv,
+                                  L->wqkv,         L->bq,     L->bk,     L->bv,
+                                  L->q_norm,       L->k_norm, L->wo,     L->ffn_norm,
+                                  L->w_gate,       L->w_up,   L->w_down, L->post_attn_norm,
+                                  L->post_ffn_norm};
             for (size_t i = 0; i < CORE_ARRAY_LEN(ts); i++)
                 glesc_weight_free(ts[i]);
         }
@@ -362,6 +455,8 @@ GLESC_API void glesc_model_destroy(glesc_model *m)
     glesc_weight_free(m->output_norm);
     glesc_weight_free(m->output);
     glesc_weight_free(m->rope_freqs);
+    glesc_weight_free(m->rope_long);
+    glesc_weight_free(m->rope_short);
     glesc_tokenizer_destroy(m->tok);
     core_free(m->name);
     core_free(m->chat_template);

@@ -15,13 +15,16 @@ typedef struct llm_layer {
     glesc_tensor *attn_norm;       /* [n_embd] */
     glesc_tensor *wq;              /* [n_embd, n_head*head_dim] */
     glesc_tensor *wk, *wv;         /* [n_embd, n_head_kv*head_dim] */
+    glesc_tensor *wqkv;            /* [n_embd, (n_head + 2*n_head_kv)*head_dim] (phi3) or NULL */
     glesc_tensor *bq;              /* [n_head*head_dim] (qwen2) or NULL */
     glesc_tensor *bk, *bv;         /* [n_head_kv*head_dim] (qwen2) or NULL */
     glesc_tensor *q_norm, *k_norm; /* [head_dim] (qwen3) or NULL */
     glesc_tensor *wo;              /* [n_head*head_dim, n_embd] */
     glesc_tensor *ffn_norm;        /* [n_embd] */
-    glesc_tensor *w_gate, *w_up;   /* [n_embd, n_ff] */
+    glesc_tensor *w_gate, *w_up;   /* [n_embd, n_ff]; phi3: no gate, up [n_embd, 2*n_ff] */
     glesc_tensor *w_down;          /* [n_ff, n_embd] */
+    glesc_tensor *post_attn_norm;  /* [n_embd] (gemma) or NULL */
+    glesc_tensor *post_ffn_norm;   /* [n_embd] (gemma) or NULL */
 } llm_layer;
 
 struct glesc_model {
@@ -32,6 +35,8 @@ struct glesc_model {
     glesc_tensor *output_norm; /* [n_embd] */
     glesc_tensor *output;      /* [n_embd, n_vocab]; NULL when tied to tok_embd */
     glesc_tensor *rope_freqs;  /* [n_rot / 2] Llama 3 frequency factors, or NULL */
+    glesc_tensor *rope_long;   /* [n_rot / 2] LongRoPE factors beyond n_ctx_orig (phi3), or NULL */
+    glesc_tensor *rope_short;  /* [n_rot / 2] LongRoPE factors up to n_ctx_orig, or NULL */
     llm_layer *layers;         /* n_layer */
     char *name, *chat_template;
     glesc_dtype weight_type;
@@ -58,6 +63,14 @@ struct glesc_session {
  * a builder error (message in the context). */
 glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos, int32_t n,
                           bool all_logits);
+
+/* Rope of x [head_dim, heads, n] at positions pos (i32 [n]) on g as layer l
+ * rotates its queries and keys: the layer's base and scale, the session's
+ * frequency factors (Llama 3's, or LongRoPE's by the context length), YaRN.
+ * distance: a rotation by a position difference (the context shift's),
+ * of magnitude 1, since the cached keys carry their magnitude already. */
+glesc_tensor *llm_rope(const glesc_session *s, glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
+                       int64_t l, bool distance);
 
 /* ---- generate.c: the loop glesc_generate and glesc_chat share ---- */
 /* Reports ev to p's event callback, if any. */

@@ -122,14 +122,18 @@ int quant_gpu_align(glesc_dtype t)
 /* One row (nb blocks) between the file layout (file) and the GPU layout
  * (gpu: words): to_gpu gathers each group's fields into a byte image (the
  * padding zeroed) and stores it as little-endian words; else the other way.
- * Byte order is explicit, so any host gives the same words. */
+ * Byte order is explicit, so any host gives the same words; on a
+ * little-endian host the image is the words themselves, so a repack writes
+ * each byte once, in order (the destination may be a mapped GPU buffer). */
 static void convert_row(const gpu_layout *l, int64_t nb, int file_bytes, uint8_t *file,
                         uint32_t *gpu, bool to_gpu)
 {
-    uint8_t img[GROUP_MAX];
+    uint8_t local[GROUP_MAX];
+    const bool direct = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
     for (int64_t g0 = 0; g0 < nb; g0 += l->g) {
         int cnt = (int)CORE_MIN((int64_t)l->g, nb - g0), words = group_bytes(l, cnt) / 4;
-        if (!to_gpu)
+        uint8_t *img = direct ? (uint8_t *)gpu : local;
+        if (!to_gpu && !direct)
             for (int w = 0; w < words; w++)
                 core_put_le32(img + 4 * w, gpu[w]);
         uint8_t *p = img;
@@ -146,7 +150,7 @@ static void convert_row(const gpu_layout *l, int64_t nb, int file_bytes, uint8_t
                 memset(p + cnt * fb, 0, (size_t)(arr - cnt * fb));
             p += arr;
         }
-        if (to_gpu)
+        if (to_gpu && !direct)
             for (int w = 0; w < words; w++)
                 gpu[w] = core_le32(img + 4 * w);
         gpu += words;

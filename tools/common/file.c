@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "common/file.h"
 
@@ -49,4 +50,17 @@ char *tool_read_file(const char *path, size_t max, size_t *len)
     buf[n] = '\0';
     *len = n;
     return buf;
+}
+
+uint64_t tool_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    return (uint64_t)resident * (uint64_t)(page > 0 ? page : 4096);
 }

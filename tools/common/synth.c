@@ -120,6 +120,11 @@ glesc_dtype synth_tensor_type(const synth_params *p, const char *name, int layer
         if ((p->ftype == SYNTH_FTYPE_Q4_K_M || p->ftype == SYNTH_FTYPE_Q5_K_M) &&
             use_more_bits(layer, p->n_layer))
             t = GLESC_DTYPE_Q6_K;
+    } else if (strstr(name, "attn_qkv.weight")) { /* llama-quantize: one step up */
+        if (p->ftype == SYNTH_FTYPE_Q4_K_M)
+            t = GLESC_DTYPE_Q5_K;
+        else if (p->ftype == SYNTH_FTYPE_Q5_K_M)
+            t = GLESC_DTYPE_Q6_K;
     }
     return fallback(t, ne0);
 }
@@ -147,15 +152,29 @@ static const struct preset {
     float rope_base, rms_eps;
     bool tied;
     synth_rope_freqs rope_freqs;
+    int head_dim, n_swa, n_ctx_orig; /* 0: n_embd / n_head, none, the context */
+    bool longrope;
+    float rope_attn_factor;
 } presets[] = {
     {"tinyllama-1.1b", "llama", "TinyLlama-1.1B", 2048, 22, 32, 4, 5632, 32000, 2048, 1e4f, 1e-5f,
-     false, SYNTH_ROPE_FREQS_NONE},
+     false, SYNTH_ROPE_FREQS_NONE, 0, 0, 0, false, 0},
     {"llama-7b", "llama", "Llama-2-7B", 4096, 32, 32, 32, 11008, 32000, 4096, 1e4f, 1e-5f, false,
-     SYNTH_ROPE_FREQS_NONE},
+     SYNTH_ROPE_FREQS_NONE, 0, 0, 0, false, 0},
     {"qwen2.5-0.5b", "qwen2", "Qwen2.5-0.5B", 896, 24, 14, 2, 4864, 151936, 32768, 1e6f, 1e-6f,
-     true, SYNTH_ROPE_FREQS_NONE},
+     true, SYNTH_ROPE_FREQS_NONE, 0, 0, 0, false, 0},
     {"llama3.2-1b", "llama", "Llama-3.2-1B", 2048, 16, 32, 8, 8192, 128256, 131072, 5e5f, 1e-5f,
-     true, SYNTH_ROPE_FREQS_LLAMA3},
+     true, SYNTH_ROPE_FREQS_LLAMA3, 0, 0, 0, false, 0},
+    /* Gemma 2 2B: window 4096 on every other layer, llama.cpp's default
+     * soft-caps (50, 30) */
+    {"gemma2-2b", "gemma2", "Gemma-2-2B", 2304, 26, 8, 4, 9216, 256000, 8192, 1e4f, 1e-6f, true,
+     SYNTH_ROPE_FREQS_NONE, 256, 4096, 0, false, 0},
+    /* Gemma 3 1B: window 512 on five layers of six */
+    {"gemma3-1b", "gemma3", "Gemma-3-1B", 1152, 26, 4, 1, 6912, 262144, 32768, 1e6f, 1e-6f, true,
+     SYNTH_ROPE_FREQS_NONE, 256, 512, 0, false, 0},
+    /* Phi-3.5-mini: LongRoPE over 4096 original positions, magnitude
+     * sqrt(1 + ln(32) / ln(4096)) */
+    {"phi3.5-mini", "phi3", "Phi-3.5-mini", 3072, 32, 32, 32, 8192, 32064, 131072, 1e4f, 1e-5f,
+     false, SYNTH_ROPE_FREQS_NONE, 0, 0, 4096, true, 1.1902381f},
 };
 
 bool synth_params_preset(synth_params *p, const char *name)
@@ -181,6 +200,11 @@ bool synth_params_preset(synth_params *p, const char *name)
         p->rms_eps = s->rms_eps;
         p->tied_output = s->tied;
         p->rope_freqs = s->rope_freqs;
+        p->head_dim = s->head_dim;
+        p->n_swa = s->n_swa;
+        p->n_ctx_orig = s->n_ctx_orig;
+        p->longrope = s->longrope;
+        p->rope_attn_factor = s->rope_attn_factor;
         return true;
     }
     return false;
@@ -447,9 +471,10 @@ static glesc_status fill_rows(job *jb, int64_t r0, int64_t r1, float *f)
         int64_t j = j0 + i;
         float x;
         if (s->kind == K_ROPE)
-            x = p->rope_freqs == SYNTH_ROPE_FREQS_LLAMA3
+            x = p->rope_freqs == SYNTH_ROPE_FREQS_LLAMA3 && !strcmp(s->name, "rope_freqs.weight")
                     ? llama3_factor(j, total, p->rope_base > 0 ? p->rope_base : 1e4f)
-                    : 1.0f + 7.0f * (float)j / (float)(total > 2 ? total - 1 : 1);
+                    : 1.0f + (strstr(s->name, "short") ? 0.5f : 7.0f) * (float)j /
+                                 (float)(total > 2 ? total - 1 : 1);
         else if (s->kind == K_NORM)
             x = 1.0f + 0.1f * tool_rng_normal(&rng);
         else if (s->kind == K_BIAS)
@@ -593,7 +618,21 @@ glesc_status synth_write(const synth_params *p, const char *path)
     if (p->rope_linear > 0) {
         glesc_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
         glesc_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->rope_linear);
+    } else if (p->rope_yarn > 0) {
+        glesc_gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn");
+        glesc_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->rope_yarn);
     }
+    if (p->n_ctx_orig > 0)
+        glesc_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
+                                  (uint32_t)p->n_ctx_orig);
+    if (p->rope_attn_factor > 0)
+        glesc_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), p->rope_attn_factor);
+    if (p->n_swa > 0)
+        glesc_gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa);
+    if (p->attn_softcap > 0)
+        glesc_gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap);
+    if (p->final_softcap > 0)
+        glesc_gguf_writer_set_f32(w, KEY("final_logit_softcapping"), p->final_softcap);
     int64_t nv = (int64_t)v.n;
     if (p->vocab_path) {
         if ((st = copy_tokenizer(w, p->vocab_path, &nv)) != GLESC_OK)
@@ -609,15 +648,19 @@ glesc_status synth_write(const synth_params *p, const char *path)
         if (p->chat_template)
             glesc_gguf_writer_set_str(w, "tokenizer.chat_template", p->chat_template);
     }
-    if (llama_cpp) {
+    if (llama_cpp || p->n_rot > 0)
+        glesc_gguf_writer_set_u32(w, KEY("rope.dimension_count"),
+                                  (uint32_t)(p->n_rot > 0 ? p->n_rot : hd));
+    if (llama_cpp)
         glesc_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)nv);
-        glesc_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd);
-    }
 #undef KEY
 
-    bool qwen2 = !strcmp(p->arch, "qwen2"), qwen3 = !strcmp(p->arch, "qwen3");
+    bool qwen2 = !strcmp(p->arch, "qwen2"), gemma3 = !strcmp(p->arch, "gemma3");
+    bool qk_norm = !strcmp(p->arch, "qwen3") || gemma3;
+    bool post_norms = !strcmp(p->arch, "gemma2") || gemma3, phi3 = !strcmp(p->arch, "phi3");
     int64_t q = p->n_head * hd, kv = p->n_head_kv * hd;
-    ws->specs = calloc(4 + 14 * (size_t)p->n_layer, sizeof *ws->specs);
+    int64_t n_rot = p->n_rot > 0 ? p->n_rot : hd;
+    ws->specs = calloc(6 + 16 * (size_t)p->n_layer, sizeof *ws->specs);
     if (!ws->specs) {
         st = fail(GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
         goto done;
@@ -627,29 +670,45 @@ glesc_status synth_write(const synth_params *p, const char *path)
     spec_add(specs, &k, -1, "token_embd.weight", e, nv, K_EMBD);
     for (int l = 0; l < p->n_layer; l++) {
         spec_add(specs, &k, l, "attn_norm.weight", e, 0, K_NORM);
-        spec_add(specs, &k, l, "attn_q.weight", e, q, K_MATRIX);
-        spec_add(specs, &k, l, "attn_k.weight", e, kv, K_MATRIX);
-        spec_add(specs, &k, l, "attn_v.weight", e, kv, K_MATRIX);
+        if (phi3) { /* q, k and v rows of one matrix, as llama.cpp's converter writes phi3 */
+            spec_add(specs, &k, l, "attn_qkv.weight", e, q + 2 * kv, K_MATRIX);
+        } else {
+            spec_add(specs, &k, l, "attn_q.weight", e, q, K_MATRIX);
+            spec_add(specs, &k, l, "attn_k.weight", e, kv, K_MATRIX);
+            spec_add(specs, &k, l, "attn_v.weight", e, kv, K_MATRIX);
+        }
         if (qwen2) {
             spec_add(specs, &k, l, "attn_q.bias", q, 0, K_BIAS);
             spec_add(specs, &k, l, "attn_k.bias", kv, 0, K_BIAS);
             spec_add(specs, &k, l, "attn_v.bias", kv, 0, K_BIAS);
         }
-        if (qwen3) {
+        if (qk_norm) {
             spec_add(specs, &k, l, "attn_q_norm.weight", hd, 0, K_NORM);
             spec_add(specs, &k, l, "attn_k_norm.weight", hd, 0, K_NORM);
         }
         spec_add(specs, &k, l, "attn_output.weight", q, e, K_MATRIX);
+        if (post_norms)
+            spec_add(specs, &k, l, "post_attention_norm.weight", e, 0, K_NORM);
         spec_add(specs, &k, l, "ffn_norm.weight", e, 0, K_NORM);
-        spec_add(specs, &k, l, "ffn_gate.weight", e, p->n_ff, K_MATRIX);
-        spec_add(specs, &k, l, "ffn_up.weight", e, p->n_ff, K_MATRIX);
+        if (phi3) { /* gate then up rows */
+            spec_add(specs, &k, l, "ffn_up.weight", e, 2 * (int64_t)p->n_ff, K_MATRIX);
+        } else {
+            spec_add(specs, &k, l, "ffn_gate.weight", e, p->n_ff, K_MATRIX);
+            spec_add(specs, &k, l, "ffn_up.weight", e, p->n_ff, K_MATRIX);
+        }
         spec_add(specs, &k, l, "ffn_down.weight", p->n_ff, e, K_MATRIX);
+        if (post_norms)
+            spec_add(specs, &k, l, "post_ffw_norm.weight", e, 0, K_NORM);
     }
     spec_add(specs, &k, -1, "output_norm.weight", e, 0, K_NORM);
     if (!p->tied_output)
         spec_add(specs, &k, -1, "output.weight", e, nv, K_MATRIX);
     if (p->rope_freqs)
-        spec_add(specs, &k, -1, "rope_freqs.weight", hd / 2, 0, K_ROPE);
+        spec_add(specs, &k, -1, "rope_freqs.weight", n_rot / 2, 0, K_ROPE);
+    if (p->longrope) {
+        spec_add(specs, &k, -1, "rope_factors_long.weight", n_rot / 2, 0, K_ROPE);
+        spec_add(specs, &k, -1, "rope_factors_short.weight", n_rot / 2, 0, K_ROPE);
+    }
     /* Types, sizes and stream positions; then the tensors, in file order. */
     uint64_t step = 0;
     st = GLESC_OK;

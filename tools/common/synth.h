@@ -4,7 +4,8 @@
  * demo loads one; tests break one on purpose (a missing tensor, a wrong
  * shape, an unknown architecture) and check the runtime against a CPU
  * forward pass on each architecture: qwen2 files get q/k/v biases, qwen3
- * files per-head q/k norms. gguf-synth writes benchmark models of real
+ * files per-head q/k norms, gemma2 and gemma3 post-norms (gemma3 q/k norms
+ * too), phi3 a fused attn_qkv and a gate|up ffn_up. gguf-synth writes benchmark models of real
  * shapes (presets such as tinyllama-1.1b) with llama-quantize's choice of
  * type per tensor for a file type (Q4_K_M's q6_k tensors included), so
  * llama.cpp loads the same file.
@@ -67,7 +68,9 @@ typedef enum synth_rope_freqs {
 } synth_rope_freqs;
 
 typedef struct synth_params {
-    const char *arch; /* general.architecture: "llama", "qwen2", "qwen3", or any name */
+    /* general.architecture: "llama", "qwen2", "qwen3", "gemma2", "gemma3",
+     * "phi3" (the tensors and keys of each), or any name (llama's) */
+    const char *arch;
     const char *name; /* general.name; NULL: "glesc synthetic demo (random weights)" */
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
     /* The matrices' type (token_embd, attention, feed-forward, output) when
@@ -83,11 +86,21 @@ typedef struct synth_params {
     uint64_t seed;
     const char *chat_template; /* tokenizer.chat_template, or NULL */
     int head_dim;              /* attention.key_length; 0: n_embd / n_head (not written) */
+    int n_rot;                 /* rope.dimension_count (partial rotary); 0: head_dim */
     float rope_base;           /* rope.freq_base; 0: 10000 */
     float rope_linear;         /* > 0: rope.scaling.type linear with this factor */
     float rms_eps;             /* attention.layer_norm_rms_epsilon; 0: 1e-5 */
     bool tied_output;          /* no output.weight (the head reuses token_embd) */
     synth_rope_freqs rope_freqs;
+    float rope_yarn;        /* > 0: rope.scaling.type yarn with this factor */
+    int n_ctx_orig;         /* > 0: rope.scaling.original_context_length */
+    float rope_attn_factor; /* > 0: rope.scaling.attn_factor */
+    /* phi3: rope_factors_long.weight (rising from 1 to 8) and
+     * rope_factors_short.weight (from 1 to 1.5), LongRoPE's pair */
+    bool longrope;
+    int n_swa; /* > 0: attention.sliding_window (gemma2, gemma3) */
+    /* > 0: attn_logit_softcapping and final_logit_softcapping (gemma2) */
+    float attn_softcap, final_softcap;
     /* Tokens: 0 is the small demo vocabulary as it is; more pads it with
      * placeholder pieces "[PAD<i>]" (type unused) to n_vocab; at least 260. */
     int n_vocab;

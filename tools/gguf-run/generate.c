@@ -177,6 +177,12 @@ static void on_event(void *user, const glesc_gen_event *ev)
         if (ev->stop == GLESC_STOP_CONTEXT && !r->o->json)
             fprintf(stderr, "\ngguf-run: the context (%d tokens) is full\n", n_ctx);
         break;
+    case GLESC_GEN_EVENT_CONTEXT_SHIFT:
+        fprintf(stderr,
+                "gguf-run: the context (%d tokens) is full: the oldest turns (%zu tokens) leave "
+                "it\n",
+                n_ctx, ev->n_tokens);
+        break;
     case GLESC_GEN_EVENT_START_OVER:
         fprintf(stderr,
                 "gguf-run: the context (%d tokens) is full: the conversation starts "

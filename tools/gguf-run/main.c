@@ -113,12 +113,16 @@ static int open_model(run *r, const char *path)
     glesc_model_options mo = {0};
     if (isatty(2) && !o->json)
         mo.progress = progress;
+    struct timespec t_model;
+    clock_gettime(CLOCK_MONOTONIC, &t_model);
     if (glesc_model_load(r->ctx, path, &mo, &r->model) != GLESC_OK) {
         if (mo.progress)
             fprintf(stderr, "\n");
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
         return 1;
     }
+    double model_ms = ms_since(&t_model);
+    uint64_t rss = tool_rss_bytes();
     r->tok = glesc_model_tokenizer(r->model);
     glesc_model_info mi;
     glesc_model_get_info(r->model, &mi);
@@ -153,6 +157,15 @@ static int open_model(run *r, const char *path)
                 c->version, glesc_platform_name(c->platform),
                 c->software ? ", software renderer: runs on the CPU" : "",
                 (unsigned long long)sp.seed);
+        glesc_memory_stats ms;
+        glesc_context_memory(r->ctx, &ms);
+        uint64_t kv = glesc_session_kv_bytes(r->sess);
+        fprintf(stderr,
+                "gguf-run: weights loaded in %.0f ms (%.2f GB/s of GPU bytes); GPU memory: "
+                "weights %.1f MiB, KV cache %.1f MiB; host RSS after the load %.1f MiB\n",
+                model_ms, (double)mi.gpu_bytes / (model_ms > 0 ? model_ms : 1) * 1e-6,
+                (double)mi.gpu_bytes / 1048576.0, (double)kv / 1048576.0, (double)rss / 1048576.0);
+        glesc_context_memory_reset_peak(r->ctx);
     }
     return 0;
 }

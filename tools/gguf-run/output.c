@@ -104,6 +104,22 @@ void summary(const run *r)
             r->decode_tokens,
             r->decode_ms > 0 ? (double)r->decode_tokens * 1e3 / r->decode_ms : 0.0,
             r->dispatches_per_token, glesc_context_caps(r->ctx)->renderer);
+    if (r->o->verbose) {
+        /* the peak since the load: the weights, the cache, and what steps took */
+        glesc_memory_stats ms;
+        glesc_context_memory(r->ctx, &ms);
+        glesc_model_info mi;
+        glesc_model_get_info(r->model, &mi);
+        double mib = 1.0 / 1048576.0;
+        uint64_t kv = ms.peak_persistent_bytes - mi.gpu_bytes,
+                 act = ms.max_activation_requested_bytes;
+        fprintf(stderr,
+                "gguf-run: GPU memory at its peak: %.1f MiB = weights %.1f + KV cache %.1f + "
+                "activations %.1f (the most held at once) + pool slack %.1f\n",
+                (double)ms.peak_total_bytes * mib, (double)mi.gpu_bytes * mib, (double)kv * mib,
+                (double)act * mib,
+                (double)(ms.peak_total_bytes - ms.peak_persistent_bytes - act) * mib);
+    }
 }
 
 bool print_json(const run *r, const int32_t *prompt_ids, size_t n_prompt)
