@@ -299,7 +299,7 @@ typedef struct glesc_session_options {
     /* KV cache element type: GLESC_DTYPE_F32 (0, the default) or
      * GLESC_DTYPE_F16 (half the memory, rounding like llama.cpp's f16 cache). */
     glesc_dtype kv_type;
-    /* Most tokens one graph evaluates (longer inputs are split); 0: 256. */
+    /* Most tokens one graph evaluates (longer inputs are split); 0: 512. */
     int32_t n_batch;
     /* Measure each kernel's GPU time (glesc_session_kernel_times); costs a
      * timer query per kernel, so leave it off where speed is measured. */

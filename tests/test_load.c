@@ -346,7 +346,7 @@ static void check_estimate(const estimate_case *c)
 
     /* One step of n_batch tokens with every row read back: the most a step
      * holds at once. */
-    int32_t n = c->n_batch ? c->n_batch : 256;
+    int32_t n = c->n_batch ? c->n_batch : 512;
     if (n > glesc_session_n_ctx(s))
         n = glesc_session_n_ctx(s);
     int32_t *ids = malloc((size_t)n * sizeof *ids);

@@ -10,6 +10,10 @@
  * bytes (cycled through as many copies as the GEMV, each dispatch timed
  * alone as the graph times its kernels, so it pays the same launch and
  * tail costs: the roofline of a kernel that size).
+ * With --gemm M, the same matmul with M columns instead (the prefill's
+ * GEMM where M > 8) on one weight, as TFLOP/s (2·N·K·M per run) and as a
+ * fraction of the fp32 multiply-add peak that a plain kernel of independent
+ * multiply-adds reaches in the same run (compute_roofline_fma).
  * The time is the kernel's GPU time from the graph's timing option (CPU time
  * around glFinish where the driver's timer queries miss compute work, as on
  * llvmpipe).
@@ -18,7 +22,7 @@
  * the internal gl/ and emit/ layers): built, not installed.
  *
  * usage: glesc-bench [--iters N] [--types q4_0,q8_0,...] [--shapes 4096x4096,11008x4096]
- *                    [--copy-mib N] [--portable]
+ *                    [--copy-mib N] [--gemm M] [--portable]
  * --portable: no subgroups, 128 invocations, 16 KiB of shared memory and
  * 128 MiB storage blocks (what GLES guarantees), the fallback's speed.
  */
@@ -27,8 +31,7 @@
 #include <string.h>
 
 #include "common/args.h"
-#include "emit/emit.h"
-#include "gl/gl.h"
+#include "compute/compute.h"
 #include "quant/quant.h"
 
 static const glesc_dtype all_types[] = {
@@ -169,9 +172,10 @@ static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *
 /* The GEMV y = W·x through the graph: `copies` weights of type t and shape
  * [K, N] (the file-layout pool tiled over each), one graph per weight with
  * timing on, computed round-robin with their cached plan after a warm-up;
- * *sec is the mean GPU time of the matmul kernel; the kernel's header
- * line that says how the GEMV is shaped goes into how (size bytes). */
-static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, const void *pool,
+ * x is [K, M] (M > 8: the GEMM); *sec is the mean GPU time of the matmul
+ * kernel; the kernel's header line that says how it is shaped goes into
+ * how (size bytes). */
+static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, int M, const void *pool,
                       size_t pool_bytes, const float *x, int copies, int iters, double *sec,
                       char *how, size_t size)
 {
@@ -194,8 +198,8 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, const voi
         g[c] = glesc_graph_create(ctx);
         if (!g[c] || glesc_graph_set_options(g[c], &go) != GLESC_OK)
             goto done;
-        glesc_tensor *xt = glesc_tensor_new(g[c], GLESC_DTYPE_F32, 2, (int64_t[]){K, 1});
-        if (!xt || glesc_tensor_write_f32(xt, x, (size_t)K) != GLESC_OK)
+        glesc_tensor *xt = glesc_tensor_new(g[c], GLESC_DTYPE_F32, 2, (int64_t[]){K, M});
+        if (!xt || glesc_tensor_write_f32(xt, x, (size_t)K * (size_t)M) != GLESC_OK)
             goto done;
         if (!(y[c] = glesc_matmul(g[c], w[c], xt)))
             goto done;
@@ -203,7 +207,8 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, const voi
     for (int i = 0; i < CORE_MAX(3, copies); i++)
         if (glesc_graph_compute(g[i % copies], &y[i % copies], 1) != GLESC_OK)
             goto done;
-    const char *glsl = glesc_graph_last_glsl(g[0]), *l = glsl ? strstr(glsl, "// GEMV") : NULL;
+    const char *glsl = glesc_graph_last_glsl(g[0]);
+    const char *l = !glsl ? NULL : strstr(glsl, M > 8 ? "// GEMM" : "// GEMV");
     snprintf(how, size, "%.*s", l ? (int)strcspn(l + 3, "\n") : 0, l ? l + 3 : "");
     uint64_t ns = 0;
     for (int i = 0; i < iters; i++) {
@@ -212,7 +217,7 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, const voi
             goto done;
         glesc_graph_stats(g[i % copies], &st);
         if (st.n_kernel_times != 1 || !st.plan_reused) {
-            fprintf(stderr, "glesc-bench: graph GEMV ran %d kernels (plan reused: %d)\n",
+            fprintf(stderr, "glesc-bench: graph matmul ran %d kernels (plan reused: %d)\n",
                     st.n_kernel_times, st.plan_reused);
             goto done;
         }
@@ -291,9 +296,79 @@ static void grid_of(uint64_t n4, uint32_t g[3])
     g[2] = 1;
 }
 
+/* A weight of type t and N x K elements in the file layout: a quantized
+ * random pool (at most 2^20 elements) tiled over it; its floats in *pool,
+ * its blocks returned (free both), their bytes in *pool_bytes. */
+static void *weight_pool(glesc_dtype t, int N, int K, float **pool, size_t *pool_bytes)
+{
+    int64_t pool_n = CORE_MIN((int64_t)N * K, (int64_t)1 << 20);
+    pool_n -= pool_n % quant_gpu_block_elems(t);
+    float *f = malloc((size_t)pool_n * sizeof *f);
+    uint32_t seed = 1;
+    for (int64_t i = 0; f && i < pool_n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        f[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+    }
+    *pool_bytes = (size_t)glesc_dtype_row_bytes(t, pool_n);
+    void *blocks = malloc(*pool_bytes);
+    if (f && blocks)
+        quant_quantize(t, f, blocks, pool_n);
+    *pool = f;
+    return blocks;
+}
+
+/* --gemm M: the FMA peak, then the matmul of M columns per type and shape
+ * as TFLOP/s and its fraction of the peak. Frees the context. */
+static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char *shapes_arg, int M,
+                      int iters, gl_buffer *a, gl_buffer *b)
+{
+    gl_pool_release(ctx, a);
+    gl_pool_release(ctx, b);
+    double peak;
+    if (compute_roofline_fma(ctx, 0, &peak))
+        return fail(ctx, "FMA peak");
+    printf("fma: %.1f TFLOP/s (fp32 multiply-adds of a plain kernel, 2 FLOP each)\n", peak / 1e3);
+    printf("\n%-8s %-11s %6s %10s %9s %8s  %s\n", "type", "N x K", "M", "us", "TFLOP/s", "of fma",
+           "kernel");
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        glesc_dtype t = all_types[ti];
+        if (!types[ti])
+            continue;
+        for (const char *s = shapes_arg; s && *s;) {
+            int N = 0, K = 0; /* checked by check_shapes */
+            sscanf(s, "%dx%d", &N, &K);
+            s = strchr(s, ',');
+            s = s ? s + 1 : NULL;
+            float *f, *x = malloc((size_t)K * (size_t)M * sizeof *x);
+            size_t pool_bytes;
+            void *blocks = weight_pool(t, N, K, &f, &pool_bytes);
+            uint32_t seed = 7;
+            for (size_t i = 0; x && i < (size_t)K * (size_t)M; i++) {
+                seed = seed * 1664525u + 1013904223u;
+                x[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+            }
+            char how[200];
+            double sec;
+            if (!f || !x || !blocks ||
+                time_graph(ctx, t, N, K, M, blocks, pool_bytes, x, 1, iters, &sec, how, sizeof how))
+                return fail(ctx, "graph gemm");
+            double flops = 2.0 * N * (double)K * M / sec;
+            printf("%-8s %5dx%-5d %6d %10.1f %9.2f %7.1f%%  %s\n", glesc_dtype_name(t), N, K, M,
+                   sec * 1e6, flops / 1e12, 100.0 * flops / (peak * 1e9), how);
+            fflush(stdout);
+            gl_pool_trim(ctx, 0);
+            free(f);
+            free(x);
+            free(blocks);
+        }
+    }
+    glesc_context_destroy(ctx);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int iters = 20;
+    int iters = 20, gemm_m = 0;
     bool portable = false;
     uint64_t copy_mib = 0;
     const char *shapes_arg = "4096x4096,11008x4096";
@@ -316,11 +391,15 @@ int main(int argc, char **argv)
             if (tool_parse_long("glesc-bench", "--copy-mib", argv[++i], 1, 1 << 20, &v))
                 return 2;
             copy_mib = (uint64_t)v;
+        } else if (!strcmp(argv[i], "--gemm") && i + 1 < argc) {
+            if (tool_parse_long("glesc-bench", "--gemm", argv[++i], 1, 1 << 16, &v))
+                return 2;
+            gemm_m = (int)v;
         } else if (!strcmp(argv[i], "--portable")) {
             portable = true;
         } else {
             fprintf(stderr, "usage: glesc-bench [--iters N] [--types q4_0,...] "
-                            "[--shapes NxK,...] [--copy-mib N] [--portable]\n");
+                            "[--shapes NxK,...] [--copy-mib N] [--gemm M] [--portable]\n");
             return 2;
         }
     }
@@ -406,6 +485,8 @@ int main(int argc, char **argv)
         return fail(ctx, "empty kernel timing");
     printf("empty kernel, chained (a barrier between each): %.2f us\n", sec * 1e6);
 
+    if (gemm_m)
+        return gemm_table(ctx, types, shapes_arg, gemm_m, iters, a, b);
     printf("\n%-8s %-11s %9s %9s %8s %8s %8s %9s  %s\n", "type", "N x K", "us", "GB/s", "of copy",
            "of read", "of same", "same us", "kernel");
     for (size_t ti = 0; ti < N_TYPES; ti++) {
@@ -418,16 +499,11 @@ int main(int argc, char **argv)
             s = strchr(s, ',');
             s = s ? s + 1 : NULL;
             /* Weights: a quantized random pool tiled over the matrix. */
-            int64_t pool_n = CORE_MIN((int64_t)N * K, (int64_t)1 << 20);
-            pool_n -= pool_n % quant_gpu_block_elems(t);
-            float *f = malloc((size_t)pool_n * sizeof *f);
-            uint32_t seed = 1;
-            for (int64_t i = 0; i < pool_n; i++) {
-                seed = seed * 1664525u + 1013904223u;
-                f[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
-            }
-            void *blocks = malloc(glesc_dtype_row_bytes(t, pool_n));
-            quant_quantize(t, f, blocks, pool_n);
+            float *f;
+            size_t pool_bytes;
+            void *blocks = weight_pool(t, N, K, &f, &pool_bytes);
+            if (!f || !blocks)
+                return fail(ctx, "weights");
             uint64_t row_bytes = quant_gpu_row_bytes(t, K);
             if (!row_bytes) /* a plain type */
                 row_bytes = (uint64_t)glesc_dtype_row_bytes(t, K);
@@ -437,8 +513,8 @@ int main(int argc, char **argv)
              * compute reads its weights from memory, as decode does. */
             int copies = (int)CORE_MIN(64u, (256ull << 20) / wbytes + 1);
             char how[160];
-            if (time_graph(ctx, t, N, K, blocks, glesc_dtype_row_bytes(t, pool_n), f, copies,
-                           CORE_MAX(iters, copies), &sec, how, sizeof how))
+            if (time_graph(ctx, t, N, K, 1, blocks, pool_bytes, f, copies, CORE_MAX(iters, copies),
+                           &sec, how, sizeof how))
                 return fail(ctx, "graph gemv");
             /* the read-only kernel over exactly these bytes, cycled through
              * as many copies as fit the buffer (a, bytes long) */

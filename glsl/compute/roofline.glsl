@@ -4,13 +4,38 @@
 // loads, several in flight), no grid-stride loop; a workgroup covers
 // WG_SIZE * ROOF_UNROLL vec4s from roof_group() * that. Needs the uniform
 // `n4` (vec4 count) and the bindings named below; ROOF_READ defined selects
-// the read-only kernel.
+// the read-only kernel, ROOF_FMA the arithmetic one.
 
 uint roof_group() {
     return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
 }
 
-#ifndef ROOF_READ
+#if defined(ROOF_FMA)
+// The fp32 multiply-add peak: ROOF_CHAINS independent vec4 chains a = a * m
+// + c per invocation, n4 rounds of them (4 * ROOF_CHAINS multiply-adds per
+// invocation and round), nothing read; the sum is stored only when it hits
+// a value the uniforms never give, so nothing but the arithmetic costs
+// (binding: float dst writeonly; uniforms n4, m, c: m just below 1 keeps
+// the values finite).
+void roofline_fma() {
+    vec4 a[ROOF_CHAINS];
+    for (uint j = 0u; j < ROOF_CHAINS; j++) {
+        a[j] = vec4(float(gl_LocalInvocationIndex + j), 1.0, 2.0, 3.0);
+    }
+    for (uint i = 0u; i < n4; i++) {
+        for (uint j = 0u; j < ROOF_CHAINS; j++) {
+            a[j] = a[j] * fma_m + fma_c;
+        }
+    }
+    vec4 s = vec4(0.0);
+    for (uint j = 0u; j < ROOF_CHAINS; j++) {
+        s += a[j];
+    }
+    if (s.x + s.y + s.z + s.w == -1234.5) {
+        dst[roof_group()] = s.x;
+    }
+}
+#elif !defined(ROOF_READ)
 // dst[i] = src[i] (bindings: vec4 src readonly, vec4 dst writeonly).
 void roofline_copy() {
     uint base = roof_group() * WG_SIZE * ROOF_UNROLL + gl_LocalInvocationIndex;

@@ -87,9 +87,14 @@ static glesc_status time_matmul(glesc_context *ctx, glesc_tensor *w, int m, int 
         if ((st = gl_finish(ctx, PROFILE_TIMEOUT_NS)) != GLESC_OK)
             break;
         uint64_t t0 = core_time_ns();
-        for (int d = 0; d < b.n_disp && st == GLESC_OK; d++)
-            st = gl_dispatch(ctx, prog, b.disp[d].bind, b.disp[d].n_bind, b.disp[d].param,
-                             b.disp[d].n_param, b.disp[d].groups);
+        for (int d = 0; d < b.n_disp && st == GLESC_OK; d++) {
+            kb_dispatch *kd = &b.disp[d];
+            if (kd->scratch_bind >= 0) /* the GEMM's split K: the context's scratch */
+                st = compute_scratch(ctx, kd->scratch_bytes, &kd->bind[kd->scratch_bind].buf);
+            if (st == GLESC_OK)
+                st = gl_dispatch(ctx, prog, kd->bind, kd->n_bind, kd->param, kd->n_param,
+                                 kd->groups);
+        }
         if (st == GLESC_OK)
             st = gl_finish(ctx, PROFILE_TIMEOUT_NS);
         double s = (double)(core_time_ns() - t0) * 1e-9;

@@ -24,6 +24,16 @@
 #define ROOF_DEFAULT_BYTES (256ull << 20)
 #define ROOF_DEFAULT_ITERS 20
 
+/* The workgroup size of the roofline kernels: from the caps, at most 256. */
+static int roof_wg(const glesc_caps *c)
+{
+    int wg = 256;
+    while (wg > c->max_compute_invocations || wg > c->max_workgroup_size[0] ||
+           (int)(wg * sizeof(float)) > c->max_compute_shared_memory)
+        wg /= 2;
+    return wg;
+}
+
 static char *roof_glsl(bool read, int wg, core_err *err)
 {
     emit_kernel *k = emit_kernel_create(read ? "roofline_read" : "roofline_copy");
@@ -63,20 +73,20 @@ static int cmp_u64(const void *a, const void *b)
 
 /* The median time of `iters` runs of prog (after two warm-up runs). */
 static glesc_status time_kernel(glesc_context *ctx, const gl_program *prog, const gl_binding *b,
-                                uint32_t n4, const uint32_t groups[3], int iters, uint64_t *ns)
+                                int nb, const gl_param *prm, int np, const uint32_t groups[3],
+                                int iters, uint64_t *ns)
 {
     glesc_status st = GLESC_OK;
-    gl_param prm = GL_PARAM_U(n4);
     uint64_t *t = core_calloc((size_t)iters, sizeof *t);
     if (!t)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "roofline timings");
     for (int i = 0; i < 2 && st == GLESC_OK; i++)
-        st = gl_dispatch(ctx, prog, b, 2, &prm, 1, groups);
+        st = gl_dispatch(ctx, prog, b, nb, prm, np, groups);
     for (int i = 0; i < iters && st == GLESC_OK; i++) {
         gl_timer tm;
         if ((st = gl_timer_begin(ctx, &tm)) != GLESC_OK)
             break;
-        st = gl_dispatch(ctx, prog, b, 2, &prm, 1, groups);
+        st = gl_dispatch(ctx, prog, b, nb, prm, np, groups);
         glesc_status st2 = gl_timer_end(ctx, &tm);
         if (st == GLESC_OK)
             st = st2;
@@ -105,10 +115,7 @@ GLESC_API glesc_status glesc_context_roofline(glesc_context *ctx, uint64_t bytes
     if (bst != GLESC_OK)
         return bst;
     const glesc_caps *c = &ctx->caps;
-    int wg = 256;
-    while (wg > c->max_compute_invocations || wg > c->max_workgroup_size[0] ||
-           (int)(wg * sizeof(float)) > c->max_compute_shared_memory)
-        wg /= 2;
+    int wg = roof_wg(c);
     uint64_t per_group = (uint64_t)wg * ROOF_UNROLL * 16;
     if (!bytes)
         bytes = ROOF_DEFAULT_BYTES;
@@ -157,14 +164,14 @@ GLESC_API glesc_status glesc_context_roofline(glesc_context *ctx, uint64_t bytes
         pattern[i] = 0x3c000000u | (uint32_t)((i * 2654435761u) >> 12 & 0xfffffu);
     for (uint64_t off = 0; st == GLESC_OK && off < bytes; off += piece)
         st = gl_buffer_upload(ctx, src, off, pattern, bytes - off < piece ? bytes - off : piece);
-    uint32_t n4 = (uint32_t)(bytes / 16);
+    gl_param n4 = GL_PARAM_U((uint32_t)(bytes / 16));
     if (st == GLESC_OK) {
         gl_binding b[2] = {{src, 0, bytes, false}, {dst, 0, bytes, true}};
-        st = time_kernel(ctx, prog[0], b, n4, groups, iters, &out->copy_ns);
+        st = time_kernel(ctx, prog[0], b, 2, &n4, 1, groups, iters, &out->copy_ns);
     }
     if (st == GLESC_OK) {
         gl_binding b[2] = {{src, 0, bytes, false}, {partial, 0, n_groups * sizeof(float), true}};
-        st = time_kernel(ctx, prog[1], b, n4, groups, iters, &out->read_ns);
+        st = time_kernel(ctx, prog[1], b, 2, &n4, 1, groups, iters, &out->read_ns);
     }
     if (st == GLESC_OK) {
         out->bytes = bytes;
@@ -181,5 +188,62 @@ GLESC_API glesc_status glesc_context_roofline(glesc_context *ctx, uint64_t bytes
     gl_pool_release(ctx, src);
     core_free(glsl[0]);
     core_free(glsl[1]);
+    return st;
+}
+
+/* ---- The arithmetic peak ---- */
+
+#define FMA_CHAINS 8       /* independent vec4 chains per invocation */
+#define FMA_GROUPS 2048    /* workgroups: many per compute unit of any GPU */
+#define FMA_MIN_NS 2000000 /* rounds grow until a run takes this long */
+
+glesc_status compute_roofline_fma(glesc_context *ctx, int iters, double *gflops)
+{
+    *gflops = 0;
+    glesc_status st = gl_context_bind(ctx, "compute_roofline_fma");
+    if (st != GLESC_OK)
+        return st;
+    int wg = roof_wg(&ctx->caps);
+    emit_kernel *k = emit_kernel_create("roofline_fma");
+    if (!k)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "FMA roofline kernel");
+    emit_kernel_comment(k, "arithmetic roofline: independent chains of vec4 multiply-adds");
+    emit_kernel_local_size(k, wg, 1, 1);
+    emit_kernel_define(k, "ROOF_FMA", "1");
+    emit_kernel_define(k, "ROOF_CHAINS", "%du", FMA_CHAINS);
+    emit_kernel_binding(k, EMIT_FLOAT, EMIT_WRITEONLY | EMIT_RESTRICT, "dst");
+    emit_kernel_param(k, EMIT_PARAM_UINT, "n4");
+    emit_kernel_param(k, EMIT_PARAM_FLOAT, "fma_m");
+    emit_kernel_param(k, EMIT_PARAM_FLOAT, "fma_c");
+    emit_kernel_snippet(k, "compute/roofline");
+    emit_kernel_line(k, "roofline_fma();");
+    char *glsl = emit_kernel_glsl(k, &ctx->err);
+    emit_kernel_destroy(k);
+    if (!glsl)
+        return ctx->err.status ? ctx->err.status : GLESC_ERROR_OUT_OF_MEMORY;
+    const gl_program *prog;
+    gl_buffer *dst = NULL;
+    st = gl_program_get(ctx, glsl, &prog);
+    if (st == GLESC_OK)
+        st = gl_pool_acquire(ctx, FMA_GROUPS * sizeof(float), GL_USAGE_ACTIVATIONS, &dst);
+    uint32_t groups[3] = {FMA_GROUPS, 1, 1};
+    gl_binding b = {dst, 0, FMA_GROUPS * sizeof(float), true};
+    gl_param prm[3] = {GL_PARAM_U(16), GL_PARAM_F(0.999f), GL_PARAM_F(0.001f)};
+    uint64_t ns = 0;
+    /* as many rounds as make a run long beside its launch */
+    while (st == GLESC_OK) {
+        st = time_kernel(ctx, prog, &b, 1, prm, 3, groups, 3, &ns);
+        if (st != GLESC_OK || ns >= FMA_MIN_NS || prm[0].v.u >= (1u << 24))
+            break;
+        prm[0].v.u *= ns > FMA_MIN_NS / 64 ? 4 : 16;
+    }
+    if (st == GLESC_OK)
+        st = time_kernel(ctx, prog, &b, 1, prm, 3, groups, iters > 0 ? iters : 5, &ns);
+    if (st == GLESC_OK)
+        *gflops = 2.0 * 4 * FMA_CHAINS * (double)prm[0].v.u * wg * FMA_GROUPS / (double)ns;
+    else
+        core_err_prefix(&ctx->err, "the FMA roofline");
+    gl_pool_release(ctx, dst);
+    core_free(glsl);
     return st;
 }

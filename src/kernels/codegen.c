@@ -15,14 +15,13 @@
 /* ---- variants: shape-dependent code choices ---- */
 
 /* GEMV specialized for the exact m (1 .. gemv_max_m), or 0 for GEMM; bit
- * 16: the weight is read 4 elements at a time (kernels_wload_vec4); bit
- * 17: the GEMV's fast units (kernels_matmul_units) */
+ * 17: the fast units (kernels_matmul_units); bit 18: a GEMM of few
+ * columns (narrower tiles, gemm.c) */
 static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options *o)
 {
     int64_t m = t->src[1]->ne[1];
-    return (m <= o->gemv_max_m ? (uint32_t)m : 0u) |
-           (kernels_wload_vec4(t->src[0]) ? 1u << 16 : 0u) |
-           (kernels_matmul_units(t) ? 1u << 17 : 0u);
+    return (m <= o->gemv_max_m ? (uint32_t)m : 0u) | (kernels_matmul_units(t) ? 1u << 17 : 0u) |
+           (m > o->gemv_max_m && m <= KERNELS_GEMM_SMALL_M ? 1u << 18 : 0u);
 }
 
 static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_options *o)

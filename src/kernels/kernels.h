@@ -245,6 +245,9 @@ glesc_status kernels_gen_reduce(kb *b);
 glesc_status kernels_gen_norm(kb *b);
 glesc_status kernels_gen_softmax(kb *b);
 glesc_status kernels_gen_matmul(kb *b);
+/* A GEMM of at most this many columns takes narrower tiles (the variant's
+ * bit 18). */
+#define KERNELS_GEMM_SMALL_M 64
 /* Does the GEMV of matmul node mm read its weight through the fast units
  * (kernels_wload_units, and x not in the weight's memory)? */
 bool kernels_matmul_units(const glesc_tensor *mm);
@@ -271,25 +274,20 @@ void kernels_expr_cast(kb *b, const glesc_tensor *t, const char *const c[4], sbu
 /* ---- Weight loaders (wload.c) ----
  * How a matmul or get_rows kernel reads its weight: per weight type GLSL
  * functions over the weight's binding BUF (see wload.c): the element
- * loader `float NAME(uint row_byte, uint k)`, the 4-element loader
- * `vec4 NAME4(uint row_byte, uint k4)` and the GEMV's 32-element units
- * (NAME_wunit, NAME_wunit_x; glsl/quant/common.glsl). row_byte is the
+ * loader `float NAME(uint row_byte, uint k)` and the 32-element units the
+ * GEMV and the GEMM read (NAME_wunit, NAME_wunit_x; glsl/quant/common.glsl). row_byte is the
  * row's first byte in the binding (GPU rows of the block types: see
  * quant_gpu_repack); the block types also need the row's length, a GLSL
  * expression ne0 (e.g. a uniform's name). Which types have a loader is
  * quant_gpu_readable's answer. */
 enum {
     KERNELS_WLOAD_ELEM = 1u << 0,
-    KERNELS_WLOAD_VEC4 = 1u << 1,
     KERNELS_WLOAD_UNIT = 1u << 2,
     /* with UNIT: the binding is a uvec4 array and the units are the fast
      * ones (only where kernels_wload_units says so) */
     KERNELS_WLOAD_UVEC4 = 1u << 3,
 };
-/* Can w be read 4 elements at a time (NAME4)? ne0 % 4 == 0 and every row
- * starts on a word. Depends only on what a matmul's variant hashes. */
-bool kernels_wload_vec4(const glesc_tensor *w);
-/* Does w have the GEMV's fast units (its binding then is a uvec4 array)?
+/* Does w have the fast units (its binding then is a uvec4 array)?
  * The block types whose snippet has a unit decoder, and f32/f16/bf16
  * whose rows start on 16 bytes and hold a multiple of 32 elements. */
 bool kernels_wload_units(const glesc_tensor *w);

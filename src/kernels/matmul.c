@@ -10,22 +10,21 @@
  * device has subgroup arithmetic) share rows, every lane takes 32-element
  * units of the row whose scales it decodes once (wload.c: uvec4 loads where
  * the type's layout allows), x is loaded once per workgroup into shared
- * memory (in slices where K is long) and read by all its rows; GEMM, 64×64
- * output tiles through shared memory, 16 k at a time, 4×4 outputs per
- * invocation.
+ * memory (in slices where K is long) and read by all its rows; GEMM
+ * (gemm.c, glsl/graph/gemm.glsl), the prefill's: output tiles through
+ * shared memory with register blocking.
  *
  * The weight is read through its type's loader (wload.c): f32, f16, bf16
- * and the ggml block types alike; the GEMM four consecutive k at a time
- * (load_w4, one dq4 of a quantized block) whenever the weight allows it
- * (ne0 % 4 == 0, word-aligned rows: the variant's bit 16), else element by
- * element. X is read with kb_expr (any strides, f16, broadcast batches; the
- * GEMV through its generated hook gemv_x). The result goes through
- * kb_store_out (the GEMV's hook gemv_store): bias, activation and residual
- * epilogues come for free, and with a partner (a second matmul of the same
- * X, e.g. gate and up) both dot products run in the one kernel and the
- * epilogue sees both values (silu(g)·u). A folded rms_norm (reduction
- * prologue, kb_row_norm) sums the squares of its input where x is loaded
- * and scales the results before the epilogue.
+ * and the ggml block types alike, in the 32-element units of the type's
+ * decoder (uvec4 loads where the variant's bit 17 says the layout allows).
+ * X is read through the generated hooks gemv_x / gemm_x (kb_expr: any
+ * strides, f16, broadcast batches, a fused prologue). The result goes
+ * through kb_store_out (the hooks gemv_store / gemm_store): bias,
+ * activation and residual epilogues come for free, and with a partner (a
+ * second matmul of the same X, e.g. gate and up) both dot products run in
+ * the one kernel and the epilogue sees both values (silu(g)·u). A folded
+ * rms_norm (reduction prologue, kb_row_norm) sums the squares of its input
+ * where x is loaded and scales the results before the epilogue.
  *
  * A grouped matmul (fuse.c: q, k and v of one activation) is one kernel
  * whose workgroups pick their matmul by row range: blocks of rows from
@@ -49,36 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
-
-#define TILE 64 /* output rows and columns per GEMM workgroup */
-#define TK 16   /* k per shared-memory step */
-
-/* A grouped matmul's other members (uniforms s<i>_..., loader load_s<i>). */
-typedef struct mm_sib {
-    const glesc_tensor *a, *w;
-    int wb;                    /* binding of its weight */
-    bool units;                /* GEMV: the fast units (a uvec4 binding) */
-    int p_base, p_count, p_g0; /* param indices: first row, rows, first workgroup */
-    int64_t chunk_rows;
-    int n_chunks;
-} mm_sib;
-
-typedef struct mm_ctx {
-    const glesc_tensor *a, *p, *w, *x; /* anchor, partner, weights, activation */
-    int wb, wb2;                       /* bindings of W and the partner's W */
-    int p_base, p_count;               /* param indices of n_base, n_count */
-    bool vec4;                         /* weights read 4 elements at a time (load_w4) */
-    bool units;                        /* GEMV: the fast units, bindings as uvec4 */
-    int p_blocks;                      /* GEMV: param index of n_blocks */
-    int64_t chunk_rows;
-    int n_chunks;
-    mm_sib sib[GRAPH_MAX_SIB];
-    int n_sib;
-    /* a folded arg max (gk->reduce): param indices of am_g0 and am_total
-     * (glsl/graph/argmax.glsl); -1: none */
-    int p_am_g0, p_am_total;
-} mm_ctx;
+#include "kernels/matmul.h"
 
 static glesc_status check_chunks(kb *b, const glesc_tensor *w)
 {
@@ -98,40 +68,32 @@ bool kernels_matmul_units(const glesc_tensor *mm)
     return kernels_wload_units(mm->src[0]) && mm->src[0]->owner != mm->src[1]->owner;
 }
 
-/* A weight's binding and loader fn: the GEMV's units (over a uvec4 array
- * where units), else the GEMM's element and 4-element loaders. */
-static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool gemv, bool units,
-                         bool vec4)
+/* A weight's binding (a uvec4 array where units) and its loader fn: the
+ * 32-element units both kernels read. */
+static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool units)
 {
     int wb = units ? kb_binding_uvec4(b, w->owner, 0) : kb_binding(b, w->owner, 0, false);
-    unsigned what = gemv ? KERNELS_WLOAD_UNIT | (units ? KERNELS_WLOAD_UVEC4 : 0u)
-                         : KERNELS_WLOAD_ELEM | (vec4 ? KERNELS_WLOAD_VEC4 : 0u);
     char buf[16];
     snprintf(buf, sizeof buf, "t%d", wb);
-    kernels_wload_emit(b, w, fn, buf, what, "K");
+    kernels_wload_emit(b, w, fn, buf, KERNELS_WLOAD_UNIT | (units ? KERNELS_WLOAD_UVEC4 : 0u), "K");
     return wb;
 }
 
-/* Bindings, loaders and the uniforms both kernels share; gemv: the loaders
- * are the GEMV's units. */
-static void common(kb *b, mm_ctx *mc, bool gemv)
+void kernels_mm_common(kb *b, mm_ctx *mc)
 {
     const glesc_tensor *w = mc->w, *x = mc->x, *a = mc->a;
     check_chunks(b, w);
     mc->n_chunks = CORE_MAX(1, w->owner->st.n_chunks);
     mc->chunk_rows = mc->n_chunks > 1 ? w->owner->st.chunk_rows : w->ne[1];
-    /* every matmul's variant carries these bits, so the plan hash covers them */
-    mc->vec4 = kernels_wload_vec4(w) && (!mc->p || kernels_wload_vec4(mc->p->src[0]));
-    for (int i = 0; i < mc->n_sib; i++)
-        mc->vec4 = mc->vec4 && kernels_wload_vec4(mc->sib[i].w);
-    mc->units = gemv && kernels_matmul_units(a) && (!mc->p || kernels_matmul_units(mc->p));
-    mc->wb = weight_loader(b, w, "load_w", gemv, mc->units, mc->vec4);
+    /* every matmul's variant carries this bit, so the plan hash covers it */
+    mc->units = kernels_matmul_units(a) && (!mc->p || kernels_matmul_units(mc->p));
+    mc->wb = weight_loader(b, w, "load_w", mc->units);
     if (mc->p) {
         const glesc_tensor *w2 = mc->p->src[0];
         check_chunks(b, w2);
         if (CORE_MAX(1, w2->owner->st.n_chunks) != mc->n_chunks)
             kb_fail(b, GLESC_ERROR_UNSUPPORTED, "matmul pair: weights chunked differently");
-        mc->wb2 = weight_loader(b, w2, "load_u", gemv, mc->units, mc->vec4);
+        mc->wb2 = weight_loader(b, w2, "load_u", mc->units);
     }
     kb_param_u(b, "K", (uint64_t)w->ne[0]);
     kb_param_u(b, "M", (uint64_t)x->ne[1]);
@@ -158,8 +120,8 @@ static void common(kb *b, mm_ctx *mc, bool gemv)
         sb->chunk_rows = sb->n_chunks > 1 ? sb->w->owner->st.chunk_rows : sb->w->ne[1];
         char fn[32], name[32];
         snprintf(fn, sizeof fn, "load_s%d", i + 1);
-        sb->units = gemv && kernels_matmul_units(sb->a);
-        sb->wb = weight_loader(b, sb->w, fn, gemv, sb->units, mc->vec4);
+        sb->units = kernels_matmul_units(sb->a);
+        sb->wb = weight_loader(b, sb->w, fn, sb->units);
         snprintf(name, sizeof name, "s%d_off", i + 1);
         kb_param_u(b, name, sb->n_chunks > 1 ? 0 : sb->w->offs);
         snprintf(name, sizeof name, "s%d_nb1", i + 1);
@@ -173,26 +135,7 @@ static void common(kb *b, mm_ctx *mc, bool gemv)
     }
 }
 
-/* A group: which member workgroup g computes (sel), its index among that
- * member's workgroups (gl), its rows (cnt) and first row (nbase). */
-static void group_select(kb *b, const mm_ctx *mc, const char *g)
-{
-    kb_line(b, "uint sel = 0u;");
-    kb_line(b, "uint gl = %s;", g);
-    kb_line(b, "uint cnt = n_count;");
-    kb_line(b, "uint nbase = n_base;");
-    for (int i = 1; i <= mc->n_sib; i++) {
-        kb_line(b, "if (%s >= s%d_g0) {", g, i);
-        kb_line(b, "sel = %du;", i);
-        kb_line(b, "gl = %s - s%d_g0;", g, i);
-        kb_line(b, "cnt = s%d_count;", i);
-        kb_line(b, "nbase = s%d_base;", i);
-        kb_line(b, "}");
-    }
-}
-
-/* Opens member j's branch of a group ("if (sel == 0u) {", "} else if ..."). */
-static void member_open(kb *b, const mm_ctx *mc, int j)
+void kernels_mm_member_open(kb *b, const mm_ctx *mc, int j)
 {
     if (!mc->n_sib)
         return;
@@ -202,14 +145,13 @@ static void member_open(kb *b, const mm_ctx *mc, int j)
         kb_line(b, "} else if (sel == %du) {", j);
 }
 
-static void member_close(kb *b, const mm_ctx *mc)
+void kernels_mm_member_close(kb *b, const mm_ctx *mc)
 {
     if (mc->n_sib)
         kb_line(b, "}");
 }
 
-/* Member j's loader name ("load_w" / "load_s1"). */
-static const char *loader(int j, char buf[16])
+const char *kernels_mm_loader(int j, char buf[16])
 {
     if (j == 0)
         snprintf(buf, 16, "load_w");
@@ -218,32 +160,13 @@ static const char *loader(int j, char buf[16])
     return buf;
 }
 
-/* Stores value at (n, m) into member j's result (with its epilogue). */
-static void member_store(kb *b, int j, const char *const co[4], const char *value,
-                         const char *partner)
+void kernels_mm_member_store(kb *b, int j, const char *const co[4], const char *value,
+                             const char *partner)
 {
     if (j == 0)
         kb_store_out(b, co, value, partner);
     else
         kb_store_sib(b, j - 1, co, value);
-}
-
-/* Row byte offsets of W (and W2) for local row `nl` of batch (b2, b3). */
-static void row_bytes(kb *b, const mm_ctx *mc, const char *var, const char *nl)
-{
-    kb_line(b, "uint %s = w_off + %s * w_nb1 + (b2 / r2) * w_nb2 + (b3 / r3) * w_nb3;", var, nl);
-    if (mc->p)
-        kb_line(b, "uint %s_2 = w2_off + %s * w2_nb1 + (b2 / r2) * w2_nb2 + (b3 / r3) * w2_nb3;",
-                var, nl);
-}
-
-/* Row byte offset of member j's weight row nl (a group: unbatched). */
-static void member_row_bytes(kb *b, int j, const char *var, const char *nl)
-{
-    if (j == 0)
-        kb_line(b, "uint %s = w_off + %s * w_nb1;", var, nl);
-    else
-        kb_line(b, "uint %s = s%d_off + %s * s%d_nb1;", var, j, nl, j);
 }
 
 /* One dispatch per weight chunk (a group: dispatch c computes chunk c of
@@ -252,9 +175,10 @@ static void member_row_bytes(kb *b, int j, const char *var, const char *nl)
  * most workgroups of a dispatch (0: one per block; the GEMV's workgroups
  * loop over the blocks and read their count from mc->p_blocks); spread:
  * the workgroups spread over x and y (the device caps x at 65535; the GEMM
- * keeps y for its column tiles). */
-static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_wg, uint64_t max_groups,
-                            bool spread, int64_t m_groups, int64_t batches)
+ * keeps y for its column tiles); m_groups: workgroups along y per block
+ * (the GEMM's column tiles); batches: along z, times mc->split's parts. */
+void kernels_mm_dispatch(kb *b, const mm_ctx *mc, int64_t rows_per_wg, uint64_t max_groups,
+                         bool spread, int64_t m_groups, int64_t batches)
 {
     int n_disp = mc->n_chunks;
     for (int i = 0; i < mc->n_sib; i++)
@@ -287,7 +211,9 @@ static void dispatch_chunks(kb *b, const mm_ctx *mc, int64_t rows_per_wg, uint64
             y *= 2;
             x = ((uint64_t)wgs + y - 1) / y;
         }
-        kb_dispatch_groups(b, (uint32_t)x, (uint32_t)(y * (uint64_t)m_groups), (uint32_t)batches);
+        int64_t parts = mc->split ? mc->split(b, mc, (int64_t)(x * y) * m_groups * batches) : 1;
+        kb_dispatch_groups(b, (uint32_t)x, (uint32_t)(y * (uint64_t)m_groups),
+                           (uint32_t)(batches * parts));
     }
 }
 
@@ -421,7 +347,7 @@ static void gemv_units_copies(kb *b, const mm_ctx *mc)
     const char *text = emit_snippet_text("graph/gemv_units");
     for (int j = 0; text && j <= mc->n_sib; j++) {
         char fn[16], name[24];
-        loader(j, fn);
+        kernels_mm_loader(j, fn);
         sbuf s;
         sbuf_init(&s);
         sbuf_appendf(
@@ -584,7 +510,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
                                 "theirs by range",
                                 1 + mc->n_sib);
     }
-    common(b, mc, true);
+    kernels_mm_common(b, mc);
     mc->p_blocks = kb_param_u(b, "n_blocks", 0);
     if (red)
         gemv_argmax_decl(b, mc, c.wg, own_stage, nrm != NULL);
@@ -617,10 +543,10 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
         gemv_argmax_store(b, co);
     } else {
         for (int j = 0; j <= mc->n_sib; j++) {
-            member_open(b, mc, j);
-            member_store(b, j, co, "dot", dual ? "dot2" : NULL);
+            kernels_mm_member_open(b, mc, j);
+            kernels_mm_member_store(b, j, co, "dot", dual ? "dot2" : NULL);
         }
-        member_close(b, mc);
+        kernels_mm_member_close(b, mc);
     }
     if (b->k)
         emit_kernel_function_end(b->k);
@@ -635,202 +561,10 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
     kb_line(b, "gemv_main();");
     if (red)
         gemv_argmax_finish(b);
-    dispatch_chunks(b, mc, c.wg / c.team / c.ks * c.nr, (uint64_t)c.groups, true, 1,
-                    mc->x->ne[2] * mc->x->ne[3]);
+    kernels_mm_dispatch(b, mc, c.wg / c.team / c.ks * c.nr, (uint64_t)c.groups, true, 1,
+                        mc->x->ne[2] * mc->x->ne[3]);
     if (red)
         gemv_argmax_number(b, mc);
-    return b->st;
-}
-
-static glesc_status gen_gemm(kb *b, mm_ctx *mc)
-{
-    bool dual = mc->p != NULL;
-    if (b->gk->reduce) /* fuse.c folds it only into one column: a GEMV */
-        return kb_fail(b, GLESC_ERROR_STATE, "matmul: a GEMM takes no folded arg max");
-    const glesc_tensor *nrm = kb_row_norm(b, mc->x);
-    if (b->k) {
-        emit_kernel_local_size(b->k, 16, 16, 1);
-        emit_kernel_snippet(b->k, "graph/eltwise");
-        emit_kernel_define(b->k, "TILE", "%du", TILE);
-        emit_kernel_define(b->k, "TK", "%du", TK);
-        emit_kernel_shared(b->k, "float", "ws", TILE * TK);
-        emit_kernel_shared(b->k, "float", "xs", TILE * TK);
-        if (dual)
-            emit_kernel_shared(b->k, "float", "ws2", TILE * TK);
-        emit_kernel_comment(b->k, "GEMM: 64x64 output tiles, k in steps of 16 through shared "
-                                  "memory, 4x4 outputs per invocation");
-    }
-    common(b, mc, false);
-    kb_line(b, "uint tx = gl_LocalInvocationID.x;");
-    kb_line(b, "uint ty = gl_LocalInvocationID.y;");
-    kb_line(b, "uint lid = gl_LocalInvocationIndex;");
-    if (mc->n_sib) {
-        group_select(b, mc, "gl_WorkGroupID.x");
-        kb_line(b, "uint n0 = gl * TILE; // local to the member's chunk");
-    } else {
-        kb_line(b, "uint n0 = gl_WorkGroupID.x * TILE; // local to the chunk");
-    }
-    const char *cnt = mc->n_sib ? "cnt" : "n_count", *nbase = mc->n_sib ? "nbase" : "n_base";
-    kb_line(b, "uint m0 = gl_WorkGroupID.y * TILE;");
-    kb_line(b, "uint b2 = gl_WorkGroupID.z %% xb2;");
-    kb_line(b, "uint b3 = gl_WorkGroupID.z / xb2;");
-    /* 4x4 accumulators as scalars (constant names stay in registers) */
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            kb_line(b, "float a%d%d = 0.0;", i, j);
-            if (dual)
-                kb_line(b, "float p%d%d = 0.0;", i, j);
-        }
-    if (nrm)
-        kb_line(b, "vec4 sqv = vec4(0.0); // a folded norm's squares of columns ty + 16·jj");
-    kb_line(b, "for (uint k0 = 0u; k0 < K; k0 += TK) {");
-    if (mc->vec4) {
-        /* W: 4 consecutive k per invocation (K % 4 == 0: a group is all in
-         * or all out) */
-        kb_line(b, "for (uint i = lid; i < TILE * TK / 4u; i += WG_SIZE) {");
-        kb_line(b, "uint kq = 4u * (i %% (TK / 4u));");
-        kb_line(b, "uint r = i / (TK / 4u);");
-        kb_line(b, "uint k = k0 + kq;");
-        kb_line(b, "uint nl = n0 + r;");
-        kb_line(b, "bool inw = nl < %s && k < K;", cnt);
-        if (mc->n_sib) {
-            kb_line(b, "vec4 wv = vec4(0.0);");
-            kb_line(b, "if (inw) {");
-            for (int j = 0; j <= mc->n_sib; j++) {
-                member_open(b, mc, j);
-                member_row_bytes(b, j, "wr", "nl");
-                kb_line(b, "wv = %s4(wr, k >> 2u);", loader(j, (char[16]){0}));
-            }
-            member_close(b, mc);
-            kb_line(b, "}");
-        } else {
-            row_bytes(b, mc, "wr", "nl");
-            kb_line(b, "vec4 wv = inw ? load_w4(wr, k >> 2u) : vec4(0.0);");
-        }
-        for (int j = 0; j < 4; j++)
-            kb_line(b, "ws[(kq + %du) * TILE + r] = wv[%d];", j, j);
-        if (dual) {
-            kb_line(b, "vec4 uv = inw ? load_u4(wr_2, k >> 2u) : vec4(0.0);");
-            for (int j = 0; j < 4; j++)
-                kb_line(b, "ws2[(kq + %du) * TILE + r] = uv[%d];", j, j);
-        }
-        kb_line(b, "}");
-    }
-    /* consecutive invocations read consecutive k of a row: contiguous loads */
-    if (nrm) {
-        /* iteration jj loads column ty + 16·jj (i = lid + jj·WG_SIZE, TK = 16 =
-         * the x extent of the workgroup): the columns this invocation stores */
-        kb_line(b, "for (uint jj = 0u; jj < TILE * TK / WG_SIZE; jj++) {");
-        kb_line(b, "uint i = lid + jj * WG_SIZE;");
-    } else {
-        kb_line(b, "for (uint i = lid; i < TILE * TK; i += WG_SIZE) {");
-    }
-    kb_line(b, "uint kk = i %% TK;");
-    kb_line(b, "uint r = i / TK;");
-    kb_line(b, "uint k = k0 + kk;");
-    if (!mc->vec4) {
-        kb_line(b, "uint nl = n0 + r;");
-        kb_line(b, "bool inw = nl < %s && k < K;", cnt);
-        if (mc->n_sib) {
-            kb_line(b, "float wv = 0.0;");
-            kb_line(b, "if (inw) {");
-            for (int j = 0; j <= mc->n_sib; j++) {
-                member_open(b, mc, j);
-                member_row_bytes(b, j, "wr", "nl");
-                kb_line(b, "wv = %s(wr, k);", loader(j, (char[16]){0}));
-            }
-            member_close(b, mc);
-            kb_line(b, "}");
-            kb_line(b, "ws[kk * TILE + r] = wv;");
-        } else {
-            row_bytes(b, mc, "wr", "nl");
-            kb_line(b, "ws[kk * TILE + r] = inw ? load_w(wr, k) : 0.0;");
-        }
-        if (dual)
-            kb_line(b, "ws2[kk * TILE + r] = inw ? load_u(wr_2, k) : 0.0;");
-    }
-    kb_line(b, "uint m = m0 + r;");
-    kb_line(b, "float xv = 0.0;");
-    kb_line(b, "if (m < M && k < K) {");
-    const char *cx[4] = {"k", "m", "b2", "b3"};
-    char xv[16];
-    kb_expr(b, mc->x, cx, xv);
-    if (nrm) {
-        if (b->norm_evals != 1)
-            kb_fail(b, GLESC_ERROR_STATE, "matmul: the folded norm's input is read %d times",
-                    b->norm_evals);
-        kb_line(b, "sqv[jj] += %s * %s;", b->norm_in, b->norm_in);
-    }
-    kb_line(b, "xv = %s;", xv);
-    kb_line(b, "}");
-    kb_line(b, "xs[kk * TILE + r] = xv;");
-    kb_line(b, "}");
-    kb_line(b, "memoryBarrierShared();");
-    kb_line(b, "barrier();");
-    kb_line(b, "for (uint kk = 0u; kk < TK; kk++) {");
-    for (int i = 0; i < 4; i++) {
-        kb_line(b, "float w%d = ws[kk * TILE + tx + %du];", i, 16 * i);
-        if (dual)
-            kb_line(b, "float u%d = ws2[kk * TILE + tx + %du];", i, 16 * i);
-    }
-    for (int j = 0; j < 4; j++)
-        kb_line(b, "float x%d = xs[kk * TILE + ty + %du];", j, 16 * j);
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            kb_line(b, "a%d%d += w%d * x%d;", i, j, i, j);
-            if (dual)
-                kb_line(b, "p%d%d += u%d * x%d;", i, j, i, j);
-        }
-    kb_line(b, "}");
-    kb_line(b, "memoryBarrierShared();");
-    kb_line(b, "barrier();");
-    kb_line(b, "}");
-    if (nrm) {
-        /* the 16 invocations of a row ty hold partial sums of the same
-         * columns: add them up through xs (free after the last barrier) */
-        kb_line(b, "for (uint jj = 0u; jj < 4u; jj++) {");
-        kb_line(b, "xs[(ty + 16u * jj) * 16u + tx] = sqv[jj];");
-        kb_line(b, "}");
-        kb_line(b, "memoryBarrierShared();");
-        kb_line(b, "barrier();");
-        for (int j = 0; j < 4; j++) {
-            kb_line(b, "float sq%d = 0.0;", j);
-            kb_line(b, "for (uint t = 0u; t < 16u; t++) {");
-            kb_line(b, "sq%d += xs[(ty + %du) * 16u + t];", j, 16 * j);
-            kb_line(b, "}");
-            char rs[8], sq[8];
-            snprintf(rs, sizeof rs, "rs%d", j);
-            snprintf(sq, sizeof sq, "sq%d", j);
-            kb_row_norm_scale(b, nrm, rs, sq, "K");
-        }
-    }
-    /* stores: one block per accumulator, each with the fused epilogue */
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            kb_line(b, "if (n0 + tx + %du < %s && m0 + ty + %du < M) {", 16 * i, cnt, 16 * j);
-            kb_line(b, "uint n = %s + n0 + tx + %du;", nbase, 16 * i);
-            kb_line(b, "uint m = m0 + ty + %du;", 16 * j);
-            char av[16], pv[16];
-            snprintf(av, sizeof av, "a%d%d", i, j);
-            snprintf(pv, sizeof pv, "p%d%d", i, j);
-            if (nrm) { /* W·(x∘g·s) = s·(W·(x∘g)) */
-                kb_line(b, "float sa = a%d%d * rs%d;", i, j, j);
-                snprintf(av, sizeof av, "sa");
-                if (dual) {
-                    kb_line(b, "float sp = p%d%d * rs%d;", i, j, j);
-                    snprintf(pv, sizeof pv, "sp");
-                }
-            }
-            const char *co[4] = {"n", "m", "b2", "b3"};
-            for (int q = 0; q <= mc->n_sib; q++) {
-                member_open(b, mc, q);
-                member_store(b, q, co, av, dual ? pv : NULL);
-            }
-            member_close(b, mc);
-            kb_line(b, "}");
-        }
-    dispatch_chunks(b, mc, TILE, 0, false, (mc->x->ne[1] + TILE - 1) / TILE,
-                    mc->x->ne[2] * mc->x->ne[3]);
     return b->st;
 }
 
@@ -854,5 +588,5 @@ glesc_status kernels_gen_matmul(kb *b)
     int mmax = b->opts && b->opts->gemv_max_m ? b->opts->gemv_max_m : 8;
     if (mc.x->ne[1] <= mmax)
         return gen_gemv(b, &mc);
-    return gen_gemm(b, &mc);
+    return kernels_gen_gemm(b, &mc);
 }

@@ -4,9 +4,7 @@
  * row's first byte in it; ne0: a GLSL expression, the row's length):
  *
  *   KERNELS_WLOAD_ELEM  float NAME(uint row_byte, uint k): element k;
- *   KERNELS_WLOAD_VEC4  vec4 NAME4(uint row_byte, uint k4): elements
- *                       4·k4 .. 4·k4+3 (row_byte a multiple of 4);
- *   KERNELS_WLOAD_UNIT  the GEMV's 32-element units (glsl/graph/gemv.glsl):
+ *   KERNELS_WLOAD_UNIT  32-element units (glsl/graph/gemv.glsl, gemm.glsl):
  *                       `uvec4 NAME_wat(uint u)`, where unit u's block
  *                       lies in any row (the same for every row: computed
  *                       once for all the rows a lane reads),
@@ -21,7 +19,7 @@
  * checks against the CPU reference): quant/common, the layout's qlocate
  * (quant_gpu_locate_glsl, from src/quant/gpu.c's table) and the type's
  * snippet, reading words through QW(i) and QW4(i), macros over the binding
- * as uint words or, for the GEMV's fast units, as uvec4. A kernel can hold
+ * as uint words or, for the fast units, as uvec4. A kernel can hold
  * two loaders (gate/up pair), so every loader gets its own copy of the
  * snippets with each top-level name renamed by a #define to NAME_<name>
  * (collected from the text: function definitions, structs and constants
@@ -39,48 +37,28 @@
 #include "kernels/kernels.h"
 #include "quant/quant.h"
 
-static void emit_f32(sbuf *o, const char *fn, const char *buf, bool vec4)
+static void emit_f32(sbuf *o, const char *fn, const char *buf)
 {
     sbuf_appendf(o, "float %s(uint row_byte, uint k) {\n    return %s[(row_byte >> 2u) + k];\n}\n",
                  fn, buf);
-    if (vec4)
-        sbuf_appendf(o,
-                     "vec4 %s4(uint row_byte, uint k4) {\n"
-                     "    uint i = (row_byte >> 2u) + 4u * k4;\n"
-                     "    return vec4(%s[i], %s[i + 1u], %s[i + 2u], %s[i + 3u]);\n}\n",
-                     fn, buf, buf, buf, buf);
 }
 
-static void emit_f16(sbuf *o, const char *fn, const char *buf, bool vec4)
+static void emit_f16(sbuf *o, const char *fn, const char *buf)
 {
     sbuf_appendf(o,
                  "float %s(uint row_byte, uint k) {\n"
                  "    uint i = (row_byte >> 1u) + k;\n"
                  "    return f16_at(%s[i >> 1u], i);\n}\n",
                  fn, buf);
-    if (vec4)
-        sbuf_appendf(o,
-                     "vec4 %s4(uint row_byte, uint k4) {\n"
-                     "    uint i = (row_byte >> 2u) + 2u * k4;\n"
-                     "    return vec4(unpackHalf2x16(%s[i]), unpackHalf2x16(%s[i + 1u]));\n}\n",
-                     fn, buf, buf);
 }
 
-static void emit_bf16(sbuf *o, const char *fn, const char *buf, bool vec4)
+static void emit_bf16(sbuf *o, const char *fn, const char *buf)
 {
     sbuf_appendf(o,
                  "float %s(uint row_byte, uint k) {\n"
                  "    uint i = (row_byte >> 1u) + k;\n"
                  "    return bf16_at(%s[i >> 1u], i);\n}\n",
                  fn, buf);
-    if (vec4)
-        sbuf_appendf(o,
-                     "vec4 %s4(uint row_byte, uint k4) {\n"
-                     "    uint i = (row_byte >> 2u) + 2u * k4;\n"
-                     "    uvec2 w = uvec2(%s[i], %s[i + 1u]);\n"
-                     "    return uintBitsToFloat(uvec4(w.x << 16u, w.x & 0xffff0000u, w.y << 16u, "
-                     "w.y & 0xffff0000u));\n}\n",
-                     fn, buf, buf);
 }
 
 /* Do all of w's rows start on a multiple of `a` bytes? */
@@ -90,21 +68,6 @@ static bool rows_aligned(const glesc_tensor *w, int64_t a)
     for (int d = 1; d < 4; d++)
         ok = ok && (w->ne[d] == 1 || w->nb[d] % a == 0);
     return ok;
-}
-
-bool kernels_wload_vec4(const glesc_tensor *w)
-{
-    if (w->ne[0] % 4)
-        return false;
-    switch (w->dtype) {
-    case GLESC_DTYPE_F32:
-        return true; /* word-addressed: any row start works */
-    case GLESC_DTYPE_F16:
-    case GLESC_DTYPE_BF16:
-        return rows_aligned(w, 4); /* pairs of words */
-    default:
-        return graph_dtype_quant(w->dtype); /* GPU rows are whole words of whole blocks */
-    }
 }
 
 static bool snippet_has_unit(glesc_dtype t)
@@ -221,7 +184,7 @@ static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
     sbuf_append(o, "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n");
 }
 
-/* The snippet-based loaders of t (and, with units, the GEMV's fast units
+/* The snippet-based loaders of t (and, with units, the fast units
  * over a uvec4 binding; f32/f16/bf16 come here only for those). */
 static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, unsigned what,
                        const char *ne0, bool units)
@@ -256,12 +219,6 @@ static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, 
                      "float %s(uint row_byte, uint k) {\n"
                      "    return dq4(qlocate(row_byte >> 2u, (%s) / QK, k / QK), (k %% QK) >> "
                      "2u)[k & 3u];\n}\n",
-                     fn, ne0);
-    if (!plain && (what & KERNELS_WLOAD_VEC4))
-        sbuf_appendf(o,
-                     "vec4 %s4(uint row_byte, uint k4) {\n"
-                     "    return dq4(qlocate(row_byte >> 2u, (%s) / QK, k4 / (QK / 4u)), k4 %% (QK "
-                     "/ 4u));\n}\n",
                      fn, ne0);
     if (fast && plain) {
         int esize = (int)graph_dtype_size(t);
@@ -303,7 +260,7 @@ static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, 
 }
 
 /* The writer of a plain type's element loaders; NULL for the block types. */
-typedef void (*plain_loader)(sbuf *o, const char *fn, const char *buf, bool vec4);
+typedef void (*plain_loader)(sbuf *o, const char *fn, const char *buf);
 static plain_loader plain_loader_of(glesc_dtype t)
 {
     switch (t) {
@@ -339,7 +296,7 @@ void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char
         ok = quant_emit(&s, t, fn, buf, KERNELS_WLOAD_UNIT, ne0, true);
     } else if (ok && plain) {
         emit_kernel_snippet(b->k, "common/f16");
-        plain(&s, fn, buf, (what & KERNELS_WLOAD_VEC4) != 0);
+        plain(&s, fn, buf);
         if (what & KERNELS_WLOAD_UNIT)
             generic_unit(&s, fn, ne0, false);
     } else if (ok) {

@@ -187,7 +187,7 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
     if (o.n_ctx == 0)
         o.n_ctx = (int32_t)CORE_MIN(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
     if (o.n_batch == 0)
-        o.n_batch = 256;
+        o.n_batch = 512;
     o.n_batch = CORE_MIN(o.n_batch, o.n_ctx);
 
     int n_req;

@@ -518,7 +518,7 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     if (o.n_ctx == 0)
         o.n_ctx = (int32_t)CORE_MIN(hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096, 4096);
     if (o.n_batch == 0)
-        o.n_batch = 256;
+        o.n_batch = 512;
     o.n_batch = CORE_MIN(o.n_batch, o.n_ctx);
     if (o.kv_type != GLESC_DTYPE_F32 && o.kv_type != GLESC_DTYPE_F16)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,

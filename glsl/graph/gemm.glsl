@@ -1,0 +1,320 @@
+// GEMM: y[n, c] = sum_k W[k, n] * x[k, c] for many columns c (prefill),
+// one output tile of BN weight rows by BM columns per workgroup.
+// src/kernels/gemm.c declares around this file:
+//   defines   BN (rows of weights a tile stages: with PAIR half of them are
+//             the second weight's, for the same outputs), BM (columns),
+//             TN, TM (rows and columns an invocation accumulates), NX = BN / TN
+//             and NY = BM / TM (NX * NY = WG_SIZE, WG_SIZE >= BN and BM),
+//             NMEMB (matmuls of the kernel: 1, or a grouped q/k/v's up to
+//             4), PAIR (a second weight of the same x: gate/up), GEMM_NORM
+//             (a folded rms_norm: x's squares summed where x is loaded),
+//             GEMM_SCRATCH (the scratch binding, split K), GEMM_KQ_LOOP
+//             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP)
+//   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
+//             chunk's), xb2, ksplit (parts of K, each its own workgroup),
+//             kper (units of 32 elements a part takes), and per sibling j
+//             s<j>_base, s<j>_count, s<j>_g0 (its first block of rows)
+//             GEMM_ROUNDS (the results leave in that many rounds, see
+//             gemm_main)
+//   shared    vec4 gs[8 * (BN + BM)]: the step's weights (WS) and x (XS),
+//             then the results on their way out
+//   after it  a copy of glsl/graph/gemm_loop.glsl per matmul (gemm_loop_j),
+//             and the hooks generated from the graph: gemm_wunit_j (unit u
+//             of a row of matmul j's weight: the loader's 32 quants and
+//             their scales, see glsl/quant/common.glsl; gemm_wunit_p the
+//             pair's), gemm_x (the activation with its fused prologue; adds a
+//             folded norm's squares into sq), gemm_store (matmul sel's
+//             store with its epilogue: bias, activation, residual, the
+//             pair's gating), gemm_norm_scale (the folded norm's scale of a
+//             column's sum of squares).
+//
+// K is walked one unit (32 elements: a quantized type's decoder unit, whose
+// two runs of 16 may lie apart in the row, e.g. q4_k's) per step. The step's
+// weights are decoded straight into shared memory as floats and its x is
+// staged beside them, both as vec4 of four consecutive elements of a row
+// (or column): WS(SWZ(r, q)) holds elements 4q .. 4q+3 of staged row r. The
+// vec4 index is swizzled (q ^ (r & 7)), so the eight invocations of a
+// quarter warp that read eight consecutive rows hit eight different groups
+// of banks, and the ones that store consecutive rows do too: no bank
+// conflicts, no padding. Each invocation then takes rows tx + NX*i and
+// columns ty + NY*j: per four k, TN + TM vec4 loads from shared memory feed
+// 4*TN*TM multiply-adds. While a step is multiplied, the next unit's
+// weights (decoded) and x are already loaded into registers: one staging
+// area, two barriers per step, the global loads of step u+1 in flight
+// during the arithmetic of step u.
+//
+// Split K: with ksplit > 1 the workgroups of one tile take kper units each
+// and leave their partial sums (and a folded norm's partial squares) in the
+// scratch buffer, counting themselves in with an atomic; the last of a tile
+// adds the parts in order (the result does not depend on which is last),
+// stores through the epilogue and puts the counter back to zero.
+float gemm_x(uint k, uint c, uint b2, uint b3, inout float sq);
+void gemm_store(uint sel, uint n, uint c, uint b2, uint b3, float dot, float dot2);
+#ifdef GEMM_NORM
+float gemm_norm_scale(float sq);
+#endif
+
+#define NACC (TN * TM)
+#ifdef PAIR
+#define BNR (BN / 2u) // rows of outputs a tile has
+#define TNR (TN / 2u) // and an invocation
+#else
+#define BNR BN
+#define TNR TN
+#endif
+#define WPART (WG_SIZE / BN) // invocations staging a weight row: 1 or 2
+#define WQ4 (8u / WPART)     // vec4 of weights each stages per step
+#define XPART (WG_SIZE / BM) // invocations staging a column of x
+#define XQ4 (8u / XPART)     // vec4 of x each stages per step
+#define SWZ(r, q) ((r) * 8u + ((q) ^ ((r) & 7u)))
+#define WS(i) gs[i]
+#define XS(i) gs[8u * BN + (i)]
+#define SCRATCH_COUNTERS 1024u
+
+void gemm_wunit_0(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out vec4 ab);
+#if NMEMB > 1
+void gemm_wunit_1(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out vec4 ab);
+#endif
+#if NMEMB > 2
+void gemm_wunit_2(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out vec4 ab);
+#endif
+#if NMEMB > 3
+void gemm_wunit_3(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out vec4 ab);
+#endif
+#ifdef PAIR
+void gemm_wunit_p(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out vec4 ab);
+#endif
+
+void gemm_loop_0(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
+                 inout float acc[NACC], inout float sq);
+#if NMEMB > 1
+void gemm_loop_1(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
+                 inout float acc[NACC], inout float sq);
+#endif
+#if NMEMB > 2
+void gemm_loop_2(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
+                 inout float acc[NACC], inout float sq);
+#endif
+#if NMEMB > 3
+void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
+                 inout float acc[NACC], inout float sq);
+#endif
+
+// Four k of the staged step: rows tx + NX*i by columns ty + NY*j. Each
+// product is four multiply-adds into the accumulator (never a dot product
+// added afterwards: that would be five operations).
+#define GEMM_KQ(q)                                                             \
+    {                                                                          \
+        vec4 w[TN];                                                            \
+        for (uint i = 0u; i < TN; i++) {                                       \
+            w[i] = WS(SWZ(tx + NX * i, q));                                    \
+        }                                                                      \
+        for (uint j = 0u; j < TM; j++) {                                       \
+            vec4 x = XS(SWZ(ty + NY * j, q));                                  \
+            for (uint i = 0u; i < TN; i++) {                                   \
+                float a = acc[i * TM + j];                                     \
+                a += w[i].x * x.x;                                             \
+                a += w[i].y * x.y;                                             \
+                a += w[i].z * x.z;                                             \
+                a += w[i].w * x.w;                                             \
+                acc[i * TM + j] = a;                                           \
+            }                                                                  \
+        }                                                                      \
+    }
+
+// The results leave through shared memory in GEMM_ROUNDS rounds (1, 2 or
+// 4), round r the rows of a contiguous block of BNR / GEMM_ROUNDS: the
+// invocation's rows tx + NX*i of RI consecutive i, staged as vec4 of its
+// four columns ty + NY*(4g .. 4g+3), then stored by consecutive invocations
+// at consecutive rows (one copy of the epilogue's code, coalesced stores).
+// r is a constant at each call, so acc is only indexed by constants.
+#define RI (TNR / GEMM_ROUNDS)
+#ifdef PAIR
+#define RS (2u * RI) // staged rows: the round's, then the second weight's
+#else
+#define RS RI
+#endif
+void gemm_out(uint r, uint tx, uint ty, uint sel, uint nl0, uint cnt, uint nbase, uint m0,
+              uint b2, uint b3, float acc[NACC]) {
+    uint lid = gl_LocalInvocationIndex;
+    memoryBarrierShared();
+    barrier(); // shared memory is free again
+    for (uint il = 0u; il < RS; il++) {
+#ifdef PAIR
+        uint i = r * RI + il % RI + (il / RI) * TNR;
+#else
+        uint i = r * RI + il;
+#endif
+        for (uint jg = 0u; jg < TM / 4u; jg++) {
+            gs[((jg * RS + il) * NY + ty) * NX + tx] =
+                vec4(acc[i * TM + 4u * jg], acc[i * TM + 4u * jg + 1u],
+                     acc[i * TM + 4u * jg + 2u], acc[i * TM + 4u * jg + 3u]);
+        }
+    }
+    memoryBarrierShared();
+    barrier();
+    uint rows = BNR / GEMM_ROUNDS;
+    for (uint e = lid; e < rows * BM; e += WG_SIZE) {
+        uint nr = e % rows, cl = e / rows; // row within the round, column
+        uint nl = nl0 + r * rows + nr;
+        uint c = m0 + cl;
+        if (nl < cnt && c < M) {
+            uint j = cl / NY;
+            uint s = ((j / 4u) * RS + nr / NX) * NY * NX + (cl % NY) * NX + nr % NX;
+            float d = gs[s][j % 4u];
+#ifdef PAIR
+            float d2 = gs[s + RI * NY * NX][j % 4u];
+#else
+            float d2 = 0.0;
+#endif
+            gemm_store(sel, nbase + nl, c, b2, b3, d, d2);
+        }
+    }
+}
+
+void gemm_main() {
+    uint lid = gl_LocalInvocationIndex;
+    uint tx = lid % NX, ty = lid / NX;
+    uint zb = gl_WorkGroupID.z / ksplit; // batch
+    uint part = gl_WorkGroupID.z % ksplit;
+    uint b2 = zb % xb2, b3 = zb / xb2;
+    uint g = gl_WorkGroupID.x;
+    // a group: the matmul (sel) block g belongs to, its rows
+    uint sel = 0u, gl = g, cnt = n_count, nbase = n_base;
+#if NMEMB > 1
+    if (g >= s1_g0) {
+        sel = 1u; gl = g - s1_g0; cnt = s1_count; nbase = s1_base;
+    }
+#endif
+#if NMEMB > 2
+    if (g >= s2_g0) {
+        sel = 2u; gl = g - s2_g0; cnt = s2_count; nbase = s2_base;
+    }
+#endif
+#if NMEMB > 3
+    if (g >= s3_g0) {
+        sel = 3u; gl = g - s3_g0; cnt = s3_count; nbase = s3_base;
+    }
+#endif
+    uint nl0 = gl * BNR; // first local row (within the chunk)
+    uint m0 = gl_WorkGroupID.y * BM;
+    uint nu = (K + 31u) / 32u;
+    uint u0 = part * kper, u1 = min(nu, u0 + kper);
+    float acc[NACC];
+    for (uint i = 0u; i < NACC; i++) {
+        acc[i] = 0.0;
+    }
+    float sq = 0.0; // a folded norm: squares of this invocation's x
+#if NMEMB > 3
+    if (sel == 3u) {
+        gemm_loop_3(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
+    } else
+#endif
+#if NMEMB > 2
+    if (sel == 2u) {
+        gemm_loop_2(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
+    } else
+#endif
+#if NMEMB > 1
+    if (sel == 1u) {
+        gemm_loop_1(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
+    } else
+#endif
+    {
+        gemm_loop_0(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
+    }
+    // every column's squares: its XPART stagers' sums, through shared memory
+    memoryBarrierShared();
+    barrier();
+#ifdef GEMM_NORM
+    gs[lid] = vec4(sq);
+    memoryBarrierShared();
+    barrier();
+#endif
+    float csq[TM]; // the squares of the invocation's columns ty + NY*j
+    for (uint j = 0u; j < TM; j++) {
+        csq[j] = 0.0;
+#ifdef GEMM_NORM
+        for (uint p = 0u; p < XPART; p++) {
+            csq[j] += gs[p * BM + ty + NY * j].x;
+        }
+#endif
+    }
+    bool store = true;
+    if (ksplit > 1u) {
+        // this part's sums into the scratch buffer, then the last part of
+        // the tile adds them all
+        uint tile = g + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * zb);
+        uint tw = BN * BM + BM; // words of a part
+        uint pb0 = SCRATCH_COUNTERS + tile * ksplit * tw;
+        uint pb = pb0 + part * tw;
+        for (uint j = 0u; j < TM; j++) {
+            for (uint i = 0u; i < TN; i++) {
+                GEMM_SCRATCH[pb + (ty + NY * j) * BN + tx + NX * i] =
+                    floatBitsToUint(acc[i * TM + j]);
+            }
+        }
+#ifdef GEMM_NORM
+        if (lid < BM) {
+            float s = 0.0;
+            for (uint p = 0u; p < XPART; p++) {
+                s += gs[p * BM + lid].x;
+            }
+            GEMM_SCRATCH[pb + BN * BM + lid] = floatBitsToUint(s);
+        }
+#endif
+        memoryBarrierBuffer();
+        memoryBarrierShared();
+        barrier();
+        if (lid == 0u) {
+            bool last = atomicAdd(GEMM_SCRATCH[tile], 1u) == ksplit - 1u;
+            gs[0] = vec4(last ? 1.0 : 0.0);
+        }
+        memoryBarrierShared();
+        barrier();
+        store = gs[0].x == 1.0;
+        if (store) { // every part is in: add them up
+            memoryBarrierBuffer();
+            for (uint i = 0u; i < NACC; i++) {
+                acc[i] = 0.0;
+            }
+            for (uint j = 0u; j < TM; j++) {
+                csq[j] = 0.0;
+            }
+            for (uint p = 0u; p < ksplit; p++) {
+                uint qb = pb0 + p * tw;
+                for (uint j = 0u; j < TM; j++) {
+                    for (uint i = 0u; i < TN; i++) {
+                        acc[i * TM + j] += uintBitsToFloat(
+                            GEMM_SCRATCH[qb + (ty + NY * j) * BN + tx + NX * i]);
+                    }
+#ifdef GEMM_NORM
+                    csq[j] += uintBitsToFloat(GEMM_SCRATCH[qb + BN * BM + ty + NY * j]);
+#endif
+                }
+            }
+            if (lid == 0u) {
+                GEMM_SCRATCH[tile] = 0u; // ready for the next dispatch
+            }
+        }
+    }
+    if (!store) {
+        return; // uniform: another part of the tile stores it
+    }
+#ifdef GEMM_NORM
+    for (uint j = 0u; j < TM; j++) {
+        float r = gemm_norm_scale(csq[j]); // W (x g s) = s (W (x g))
+        for (uint i = 0u; i < TN; i++) {
+            acc[i * TM + j] *= r;
+        }
+    }
+#endif
+    gemm_out(0u, tx, ty, sel, nl0, cnt, nbase, m0, b2, b3, acc);
+#if GEMM_ROUNDS > 1
+    gemm_out(1u, tx, ty, sel, nl0, cnt, nbase, m0, b2, b3, acc);
+#endif
+#if GEMM_ROUNDS > 2
+    gemm_out(2u, tx, ty, sel, nl0, cnt, nbase, m0, b2, b3, acc);
+    gemm_out(3u, tx, ty, sel, nl0, cnt, nbase, m0, b2, b3, acc);
+#endif
+}

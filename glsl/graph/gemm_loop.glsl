@@ -1,0 +1,145 @@
+// One matmul's walk over K (glsl/graph/gemm.glsl): src/kernels/gemm.c adds
+// a copy of this file per matmul of the kernel (a grouped q/k/v has up to
+// four, each weight of its own type), with these names defined around it:
+//   GEMM_LOOP                 this copy's function
+//   GEMM_WAT, GEMM_UX         its loader's unit location and x offsets
+//                             (wload.c: NAME_wat, NAME_wunit_x)
+//   GEMM_WUNIT                the hook reading unit u of local row nl
+//                             (its row's bytes, then NAME_wunit)
+//   GEMM_WUNIT2               the same for the pair's second weight (PAIR)
+//   GEMM_FETCH_X, GEMM_PART_W, GEMM_STAGE, GEMM_STEP  this copy's helpers
+// A copy per matmul keeps the member choice out of the loop: the next
+// step's loads and the current step's arithmetic are one block of code.
+// Each copy has its own helpers too, so none is called from more places
+// than in a kernel of one matmul (a compiler may keep a function called
+// from many places out of line, and its arrays in memory).
+
+
+// The invocation's x of a step: column m0 + lid % BM, its part lid / BM of
+// the unit's 32 elements, whose two runs of 16 start at xo.x and xo.y of
+// the row. live false (the prefetch past the last step): zeros, no squares.
+// Past M or K: zeros (loads clamped inside, so no branch).
+void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ4],
+                  inout float sq) {
+    uint lid = gl_LocalInvocationIndex;
+    uint c = m0 + lid % BM;
+    uint l0 = (lid / BM) * XQ4 * 4u; // the first of its elements in the unit
+    for (uint i = 0u; i < XQ4 * 4u; i++) {
+        uint l = l0 + i;
+        uint k = (l < 16u ? xo.x : xo.y - 16u) + l;
+        bool in_ = live && c < M && k < K;
+        float s = 0.0;
+        float v = gemm_x(min(k, K - 1u), min(c, M - 1u), b2, b3, s);
+        px[i / 4u][i % 4u] = in_ ? v : 0.0;
+        sq += in_ ? s : 0.0;
+    }
+}
+
+// Weights of a step: the invocation's part of its row's unit (q, ab: the
+// loader's 32 quants and their runs' scales), as floats.
+void GEMM_PART_W(vec4 q[8], vec4 ab, out vec4 pw[WQ4]) {
+#if WPART == 1
+    for (uint i = 0u; i < 8u; i++) {
+        pw[i] = i < 4u ? q[i] * ab.x + ab.y : q[i] * ab.z + ab.w;
+    }
+#else
+    bool second = gl_LocalInvocationIndex >= BN; // the unit's second run
+    vec2 s = second ? ab.zw : ab.xy;
+    for (uint i = 0u; i < 4u; i++) {
+        pw[i] = (second ? q[4u + i] : q[i]) * s.x + s.y;
+    }
+#endif
+}
+
+// Stages the prefetched step into shared memory (vec4 q of a row holds its
+// elements 4q .. 4q+3 of the unit).
+void GEMM_STAGE(vec4 pw[WQ4], vec4 px[XQ4]) {
+    uint lid = gl_LocalInvocationIndex;
+    uint wr = lid % BN, wq = (lid / BN) * WQ4;
+    for (uint i = 0u; i < WQ4; i++) {
+        WS(SWZ(wr, wq + i)) = pw[i];
+    }
+    uint xr = lid % BM, xq = (lid / BM) * XQ4;
+    for (uint i = 0u; i < XQ4; i++) {
+        XS(SWZ(xr, xq + i)) = px[i];
+    }
+}
+
+// The staged step's products, written out eight times (no loop a compiler
+// might keep rolled: the whole step is one block of straight-line code the
+// next step's loads can be scheduled into); with GEMM_KQ_LOOP a loop, for
+// compilers that take seconds over that block (llvmpipe's LLVM).
+void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
+#ifdef GEMM_KQ_LOOP
+    for (uint q = 0u; q < 8u; q++) {
+        GEMM_KQ(q)
+    }
+#else
+    GEMM_KQ(0u)
+    GEMM_KQ(1u)
+    GEMM_KQ(2u)
+    GEMM_KQ(3u)
+    GEMM_KQ(4u)
+    GEMM_KQ(5u)
+    GEMM_KQ(6u)
+    GEMM_KQ(7u)
+#endif
+}
+
+// Units u0 .. u1-1 of the tile's rows nl0 .. (cnt: the member's rows; rows
+// past it repeat the last one, not stored) into acc.
+void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
+               inout float acc[NACC], inout float sq) {
+    uint lid = gl_LocalInvocationIndex;
+    uint tx = lid % NX, ty = lid / NX;
+    uint wr = lid % BN; // the staged row this invocation decodes
+#ifdef PAIR
+    bool second = wr >= BNR; // the second weight's row
+    uint nl = min(nl0 + wr % BNR, cnt - 1u);
+#else
+    uint nl = min(nl0 + wr, cnt - 1u);
+#endif
+    vec4 pw[WQ4];
+    vec4 px[XQ4];
+    vec4 q[8];
+    vec4 ab;
+    {
+        uvec4 at = GEMM_WAT(u0);
+        GEMM_WUNIT(nl, b2, b3, at, u0, q, ab);
+#ifdef PAIR
+        vec4 q2[8];
+        vec4 ab2;
+        GEMM_WUNIT2(nl, b2, b3, at, u0, q2, ab2);
+        for (uint i = 0u; i < 8u; i++) {
+            q[i] = second ? q2[i] : q[i];
+        }
+        ab = second ? ab2 : ab;
+#endif
+        GEMM_PART_W(q, ab, pw);
+        GEMM_FETCH_X(GEMM_UX(u0), true, m0, b2, b3, px, sq);
+    }
+    for (uint u = u0; u < u1; u++) {
+        memoryBarrierShared();
+        barrier(); // every invocation is done with the last step
+        GEMM_STAGE(pw, px);
+        memoryBarrierShared();
+        barrier();
+        // the next step (past the last: the last one again, not staged)
+        bool live = u + 1u < u1;
+        uint un = min(u + 1u, u1 - 1u);
+        uvec4 at = GEMM_WAT(un);
+        GEMM_WUNIT(nl, b2, b3, at, un, q, ab);
+#ifdef PAIR
+        vec4 q2[8];
+        vec4 ab2;
+        GEMM_WUNIT2(nl, b2, b3, at, un, q2, ab2);
+        for (uint i = 0u; i < 8u; i++) {
+            q[i] = second ? q2[i] : q[i];
+        }
+        ab = second ? ab2 : ab;
+#endif
+        GEMM_PART_W(q, ab, pw);
+        GEMM_FETCH_X(GEMM_UX(un), live, m0, b2, b3, px, sq);
+        GEMM_STEP(tx, ty, acc);
+    }
+}

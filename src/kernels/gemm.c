@@ -1,0 +1,350 @@
+/*
+ * gemm.c — the matmul kernel for many columns (prefill: m > gemv_max_m),
+ * glsl/graph/gemm.glsl with one copy of glsl/graph/gemm_loop.glsl per
+ * matmul of the kernel, and the hooks generated here from the graph: x with
+ * its fused prologue (gemm_x, a folded norm's squares), the stores with
+ * their epilogues (gemm_store), the folded norm's scale, and each weight's
+ * unit reader (gemm_wunit_<j>: its row's bytes, then the loader's
+ * 32-element unit, wload.c, the decoder the GEMV uses).
+ *
+ * A workgroup computes a tile of BN weight rows (the gate/up pair: BN/2
+ * rows of each weight, for the same outputs) by BM columns, TN × TM
+ * outputs per invocation, walking K one 32-element unit per step: the
+ * unit's weights are decoded into shared memory as floats beside the same
+ * elements of x, read back as vec4 (swizzled: no bank conflicts), and the
+ * next step's loads are in flight while a step is multiplied
+ * (gemm.glsl says how). The shape comes from the caps (gemm_config): 128 ×
+ * 128 tiles of 8 × 8 per invocation where 256 invocations and 32 KiB of
+ * shared memory exist, 128 × 64 when the matmul has at most 64 columns (the
+ * variant's bit 18), 64 × 64 of 8 × 4 on the portable 128 invocations and
+ * 16 KiB, smaller ones below that; llvmpipe its own.
+ *
+ * When a dispatch's tiles leave the device's compute units idle for part of
+ * its last wave, K is split (gemm_split: the uniforms ksplit, kper, chosen
+ * per dispatch from the sizes): each part leaves its sums in the kernel
+ * scratch buffer (kb_scratch) and the last part of a tile adds them and
+ * stores. The code is the same with or without the split, so the plan does
+ * not depend on the sizes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/matmul.h"
+
+/* The tile: staged weight rows (the pair's: both weights'), columns, and
+ * per invocation; the workgroups the device runs at once (gemm_split);
+ * loop: a step's eight groups of four k as a loop, not written out. */
+typedef struct gemm_cfg {
+    int bn, bm, tn, tm;
+    int slots;
+    int loop;
+} gemm_cfg;
+
+/* Workgroups of 256 invocations a large GPU runs at once: about one per
+ * compute unit (the H200 has 132, an A100 108, an RTX 4090 128). A guess,
+ * since GLES does not say; only the split of K depends on it. */
+#define GEMM_SLOTS_GPU 128
+#define GEMM_SLOTS_CPU 1   /* llvmpipe: never split */
+#define GEMM_SPLIT_UNITS 8 /* units of 32 k each part of a split K takes at least */
+#define GEMM_SPLIT_MAX 16
+#define GEMM_PART_COST 0.05 /* a part's partial sums, against a whole tile's time */
+
+/* The rounds (1, 2 or 4) in which gemm.glsl's results leave through its
+ * shared memory (8·(bn + bm) vec4: an invocation's rows of a round, four
+ * columns a vec4); 0: none fits. */
+static int out_rounds(const gemm_cfg *c, bool dual)
+{
+    int wg = (c->bn / c->tn) * (c->bm / c->tm), tnr = dual ? c->tn / 2 : c->tn;
+    for (int r = 1; r <= 4; r *= 2)
+        if (tnr % r == 0 && c->tm / 4 * (tnr / r) * (dual ? 2 : 1) * wg <= 8 * (c->bn + c->bm))
+            return r;
+    return 0;
+}
+
+/* Does c fit the device and gemm.glsl (an invocation stages half or all of
+ * a weight row's unit, an eighth to all of a column's; its columns leave as
+ * vec4)? */
+static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
+{
+    if (c->bn < 2 || c->bm < 1 || c->tn < 1 || c->tm < 4 || c->bn % c->tn || c->bm % c->tm ||
+        c->tm % 4 || c->bn > 1024 || c->bm > 1024 || (dual && c->tn % 2))
+        return false;
+    int wg = (c->bn / c->tn) * (c->bm / c->tm);
+    return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
+           wg % c->bn == 0 && wg / c->bn <= 2 && wg % c->bm == 0 && 8 % (wg / c->bm) == 0 &&
+           out_rounds(c, dual) && 128 * (c->bn + c->bm) <= caps->max_compute_shared_memory;
+}
+
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0": a tuning aid overriding
+ * the fields it names (read on every generation, like GLESC_GEMV). */
+static void gemm_env(gemm_cfg *c)
+{
+    const char *e = getenv("GLESC_GEMM");
+    for (const char *p = e; p && *p;) {
+        char key[16];
+        int v, n = 0;
+        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0)
+            return;
+        if (!strcmp(key, "bn"))
+            c->bn = v;
+        else if (!strcmp(key, "bm"))
+            c->bm = v;
+        else if (!strcmp(key, "tn"))
+            c->tn = v;
+        else if (!strcmp(key, "tm"))
+            c->tm = v;
+        else if (!strcmp(key, "slots"))
+            c->slots = v;
+        else if (!strcmp(key, "loop"))
+            c->loop = v != 0;
+        p += n;
+        p += *p == ',';
+    }
+}
+
+/* The first shape of the list that fits the device; depends on the caps,
+ * the variant's small-m bit and the pair (a plan cache belongs to one
+ * context; the plan hash covers the other two). */
+static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
+{
+    const glesc_context *ctx = b->ctx;
+    static const gemm_cfg gpu[] = {
+        {128, 128, 8, 8, 0, 0}, /* 256 invocations, 32 KiB */
+        {64, 64, 8, 4, 0, 0},   /* the portable 128 invocations and 16 KiB */
+        {64, 32, 4, 4, 0, 0},   /* 128 invocations, 12 KiB */
+        {32, 32, 4, 4, 0, 0},   /* 64 invocations, 8 KiB */
+    };
+    static const gemm_cfg gpu_small_m[] = {{128, 64, 8, 4, 0, 0}};
+    /* llvmpipe runs an invocation's accumulators as vector registers of its
+     * SIMD loop: a workgroup of 64 with 8 × 8 each */
+    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0}};
+    gemm_cfg c = {0};
+    bool found = false;
+    if (ctx->cpu_device)
+        for (size_t i = 0; !found && i < CORE_ARRAY_LEN(cpu); i++)
+            found = cfg_fits(&ctx->caps, &cpu[i], dual) && (c = cpu[i], true);
+    if (small_m)
+        for (size_t i = 0; !found && i < CORE_ARRAY_LEN(gpu_small_m); i++)
+            found = cfg_fits(&ctx->caps, &gpu_small_m[i], dual) && (c = gpu_small_m[i], true);
+    for (size_t i = 0; !found && i < CORE_ARRAY_LEN(gpu); i++)
+        found = cfg_fits(&ctx->caps, &gpu[i], dual) && (c = gpu[i], true);
+    if (!found)
+        return kb_fail(b, GLESC_ERROR_LIMIT,
+                       "GEMM: no tile fits %d invocations and %d bytes of shared memory",
+                       ctx->caps.max_compute_invocations, ctx->caps.max_compute_shared_memory);
+    c.slots = ctx->cpu_device ? GEMM_SLOTS_CPU : GEMM_SLOTS_GPU;
+    /* LLVM (llvmpipe) takes seconds over the written-out step */
+    c.loop = ctx->cpu_device;
+    gemm_env(&c);
+    if (!cfg_fits(&ctx->caps, &c, dual))
+        return kb_fail(b, GLESC_ERROR_INVALID_ARGUMENT,
+                       "GLESC_GEMM=%s: a tile of %d x %d with %d x %d per invocation does not fit "
+                       "gemm.glsl or this device",
+                       getenv("GLESC_GEMM"), c.bn, c.bm, c.tn, c.tm);
+    *out = c;
+    return GLESC_OK;
+}
+
+/* mc->split: the parts K is cut into for a dispatch of `tiles` workgroups,
+ * their uniforms and the scratch they take. The device runs about
+ * split_slots workgroups at once, so p parts take ceil(tiles·p / slots)
+ * waves of 1/p of K each: the p of the fewest waves per part (each part
+ * GEMM_PART_COST dearer for its partial sums; the fewest parts on a tie),
+ * parts of at least GEMM_SPLIT_UNITS units, a scratch counter per tile, the
+ * parts' sums within one storage block. A dispatch of many tiles, or on a
+ * device that runs one workgroup at a time, is not split. */
+static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
+{
+    int64_t nu = (mc->w->ne[0] + 31) / 32, slots = CORE_MAX(1, mc->split_slots), parts = 1;
+    int64_t pmax = CORE_MIN(nu / GEMM_SPLIT_UNITS, (int64_t)GEMM_SPLIT_MAX);
+    uint64_t limit = b->ctx->caps.max_storage_block_size / 4;
+    if (tiles > KB_SCRATCH_COUNTERS)
+        pmax = 1;
+    double best = (double)((tiles + slots - 1) / slots);
+    for (int64_t p = 2; p <= pmax; p++) {
+        if ((uint64_t)KB_SCRATCH_COUNTERS + (uint64_t)(tiles * p) * (uint64_t)mc->split_words >
+            limit)
+            break;
+        double cost = (double)((tiles * p + slots - 1) / slots) / (double)p *
+                      (1.0 + GEMM_PART_COST * (double)(p - 1));
+        if (cost < best * (1.0 - 1e-9)) {
+            best = cost;
+            parts = p;
+        }
+    }
+    int64_t kper = (nu + parts - 1) / parts;
+    parts = (nu + kper - 1) / kper; /* none empty */
+    kb_param_set_u(b, mc->p_ksplit, (uint64_t)parts);
+    kb_param_set_u(b, mc->p_kper, (uint64_t)kper);
+    kb_scratch(b, parts == 1 ? 0
+                             : 4 * ((uint64_t)KB_SCRATCH_COUNTERS +
+                                    (uint64_t)(tiles * parts) * (uint64_t)mc->split_words));
+    return parts;
+}
+
+/* A copy of glsl/graph/gemm_loop.glsl per matmul of the kernel (member j
+ * reads its weight through loader load_w or load_s<j>), its names defined
+ * around it. */
+static void gemm_loop_copies(kb *b, const mm_ctx *mc)
+{
+    static const char *const names[] = {"GEMM_LOOP",   "GEMM_WAT",    "GEMM_UX",
+                                        "GEMM_WUNIT",  "GEMM_WUNIT2", "GEMM_FETCH_X",
+                                        "GEMM_PART_W", "GEMM_STAGE",  "GEMM_STEP"};
+    const char *text = emit_snippet_text("graph/gemm_loop");
+    if (!text) {
+        kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
+        return;
+    }
+    for (int j = 0; j <= mc->n_sib; j++) {
+        char fn[16], name[24];
+        kernels_mm_loader(j, fn);
+        sbuf s;
+        sbuf_init(&s);
+        sbuf_appendf(&s,
+                     "#define GEMM_LOOP gemm_loop_%d\n#define GEMM_WAT %s_wat\n"
+                     "#define GEMM_UX %s_wunit_x\n#define GEMM_WUNIT gemm_wunit_%d\n"
+                     "#define GEMM_FETCH_X gemm_fetch_x_%d\n#define GEMM_PART_W gemm_part_w_%d\n"
+                     "#define GEMM_STAGE gemm_stage_%d\n#define GEMM_STEP gemm_step_%d\n",
+                     j, fn, fn, j, j, j, j, j);
+        if (j == 0 && mc->p)
+            sbuf_append(&s, "#define GEMM_WUNIT2 gemm_wunit_p\n");
+        sbuf_append(&s, text);
+        for (size_t i = 0; i < CORE_ARRAY_LEN(names); i++)
+            sbuf_appendf(&s, "#undef %s\n", names[i]);
+        snprintf(name, sizeof name, "gemm_loop_%d", j);
+        if (sbuf_str(&s))
+            emit_kernel_helper(b->k, name, sbuf_str(&s));
+        else
+            kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "GEMM loop");
+        sbuf_free(&s);
+    }
+}
+
+/* The hook reading unit u of local row nl of member j's weight (second: the
+ * pair's): the row's first byte, then the loader's unit. */
+static void wunit_hook(kb *b, int j, bool second)
+{
+    if (!b->k)
+        return;
+    char sig[128], fn[16], id[16] = "p";
+    if (!second)
+        snprintf(id, sizeof id, "%d", j);
+    snprintf(sig, sizeof sig,
+             "void gemm_wunit_%s(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out "
+             "vec4 ab)",
+             id);
+    emit_kernel_function_begin(b->k, sig);
+    if (second)
+        kb_line(b, "uint rb = w2_off + nl * w2_nb1 + (b2 / r2) * w2_nb2 + (b3 / r3) * w2_nb3;");
+    else if (j == 0)
+        kb_line(b, "uint rb = w_off + nl * w_nb1 + (b2 / r2) * w_nb2 + (b3 / r3) * w_nb3;");
+    else
+        kb_line(b, "uint rb = s%d_off + nl * s%d_nb1; // a group is unbatched", j, j);
+    kb_line(b, "%s_wunit(rb, at, u, q, ab);", second ? "load_u" : kernels_mm_loader(j, fn));
+    emit_kernel_function_end(b->k);
+}
+
+glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
+{
+    bool dual = mc->p != NULL;
+    if (b->gk->reduce) /* fuse.c folds it only into one column: a GEMV */
+        return kb_fail(b, GLESC_ERROR_STATE, "matmul: a GEMM takes no folded arg max");
+    int64_t m = mc->x->ne[1];
+    /* a folded rms_norm (reduction prologue): the squares of each column's
+     * input summed where x is loaded, the scale applied before the store */
+    const glesc_tensor *nrm = kb_row_norm(b, mc->x);
+    gemm_cfg c = {0};
+    if (gemm_config(b, m <= KERNELS_GEMM_SMALL_M, dual, &c) != GLESC_OK)
+        return b->st;
+    int nx = c.bn / c.tn, ny = c.bm / c.tm;
+    if (b->k) {
+        emit_kernel_local_size(b->k, nx * ny, 1, 1);
+        emit_kernel_snippet(b->k, "graph/eltwise");
+        emit_kernel_define(b->k, "BN", "%du", c.bn);
+        emit_kernel_define(b->k, "BM", "%du", c.bm);
+        emit_kernel_define(b->k, "TN", "%du", c.tn);
+        emit_kernel_define(b->k, "TM", "%du", c.tm);
+        emit_kernel_define(b->k, "NX", "%du", nx);
+        emit_kernel_define(b->k, "NY", "%du", ny);
+        emit_kernel_define(b->k, "NMEMB", "%du", 1 + mc->n_sib);
+        if (dual)
+            emit_kernel_define(b->k, "PAIR", "1");
+        if (nrm)
+            emit_kernel_define(b->k, "GEMM_NORM", "1");
+        if (c.loop)
+            emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
+        emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
+        emit_kernel_shared(b->k, "vec4", "gs", 8 * (c.bn + c.bm));
+        emit_kernel_comment(b->k,
+                            "GEMM (glsl/graph/gemm.glsl): tiles of %d weight rows%s by %d "
+                            "columns, %d x %d per invocation, K one 32-element unit a step, "
+                            "split where tiles are few",
+                            c.bn, dual ? " (both of the pair)" : "", c.bm, c.tn, c.tm);
+        if (mc->n_sib)
+            emit_kernel_comment(b->k,
+                                "grouped: %d matmuls of one activation, blocks of rows pick "
+                                "theirs by range",
+                                1 + mc->n_sib);
+    }
+    kernels_mm_common(b, mc);
+    int64_t nu = (mc->w->ne[0] + 31) / 32;
+    mc->p_ksplit = kb_param_u(b, "ksplit", 1);
+    mc->p_kper = kb_param_u(b, "kper", (uint64_t)nu);
+    int sc = kb_scratch(b, 0);
+    if (b->k) {
+        emit_kernel_define(b->k, "GEMM_SCRATCH", "t%d", sc);
+        emit_kernel_snippet(b->k, "graph/gemm");
+        gemm_loop_copies(b, mc);
+    }
+    /* the hooks gemm.glsl calls: x with its prologue (and a folded norm's
+     * squares), the stores with their epilogues, the norm's scale, the
+     * weights' units */
+    if (b->k)
+        emit_kernel_function_begin(
+            b->k, "float gemm_x(uint k, uint c, uint b2, uint b3, inout float sq)");
+    char xv[16];
+    const char *cx[4] = {"k", "c", "b2", "b3"};
+    kb_expr(b, mc->x, cx, xv);
+    if (nrm) {
+        if (b->norm_evals != 1)
+            kb_fail(b, GLESC_ERROR_STATE, "matmul: the folded norm's input is read %d times",
+                    b->norm_evals);
+        kb_line(b, "sq += %s * %s;", b->norm_in, b->norm_in);
+    }
+    kb_line(b, "return %s;", xv);
+    if (b->k) {
+        emit_kernel_function_end(b->k);
+        emit_kernel_function_begin(b->k, "void gemm_store(uint sel, uint n, uint c, uint b2, "
+                                         "uint b3, float dot, float dot2)");
+    }
+    const char *co[4] = {"n", "c", "b2", "b3"};
+    for (int j = 0; j <= mc->n_sib; j++) {
+        kernels_mm_member_open(b, mc, j);
+        kernels_mm_member_store(b, j, co, "dot", dual ? "dot2" : NULL);
+    }
+    kernels_mm_member_close(b, mc);
+    if (b->k)
+        emit_kernel_function_end(b->k);
+    if (nrm) {
+        if (b->k)
+            emit_kernel_function_begin(b->k, "float gemm_norm_scale(float sq)");
+        kb_row_norm_scale(b, nrm, "rs", "sq", "K");
+        kb_line(b, "return rs;");
+        if (b->k)
+            emit_kernel_function_end(b->k);
+    }
+    for (int j = 0; j <= mc->n_sib; j++)
+        wunit_hook(b, j, false);
+    if (dual)
+        wunit_hook(b, 0, true);
+    kb_line(b, "gemm_main();");
+    int64_t batches = mc->x->ne[2] * mc->x->ne[3];
+    mc->split = gemm_split;
+    mc->split_slots = c.slots;
+    mc->split_words = (int64_t)c.bn * c.bm + c.bm;
+    if (batches * GEMM_SPLIT_MAX > 65535)
+        mc->split_slots = 1; /* z holds batches × parts: no split */
+    kernels_mm_dispatch(b, mc, dual ? c.bn / 2 : c.bn, 0, false, (m + c.bm - 1) / c.bm, batches);
+    return b->st;
+}

@@ -1,0 +1,67 @@
+/*
+ * matmul.h — private to src/kernels/: what the matmul kernel's two
+ * generators share. matmul.c holds the GEMV (decode: m ≤ gemv_max_m
+ * columns) and these helpers, gemm.c the GEMM (prefill); both bind the
+ * kernel's matmuls (the anchor, a gate/up partner or the siblings of a
+ * grouped q/k/v) through the helpers below, so weights, loaders, uniforms
+ * and the dispatch per weight chunk are the same for both.
+ */
+#ifndef GLESC_KERNELS_MATMUL_H
+#define GLESC_KERNELS_MATMUL_H
+
+#include "kernels/kernels.h"
+
+/* A grouped matmul's other members (uniforms s<i>_..., loader load_s<i>). */
+typedef struct mm_sib {
+    const glesc_tensor *a, *w;
+    int wb;                    /* binding of its weight */
+    bool units;                /* the fast units (a uvec4 binding) */
+    int p_base, p_count, p_g0; /* param indices: first row, rows, first workgroup */
+    int64_t chunk_rows;
+    int n_chunks;
+} mm_sib;
+
+typedef struct mm_ctx mm_ctx;
+struct mm_ctx {
+    const glesc_tensor *a, *p, *w, *x; /* anchor, partner, weights, activation */
+    int wb, wb2;                       /* bindings of W and the partner's W */
+    int p_base, p_count;               /* param indices of n_base, n_count */
+    bool units;                        /* the fast units, bindings as uvec4 */
+    int p_blocks;                      /* GEMV: param index of n_blocks */
+    int64_t chunk_rows;
+    int n_chunks;
+    mm_sib sib[GRAPH_MAX_SIB];
+    int n_sib;
+    /* The GEMM's split of K: given a dispatch's workgroups, sets its
+     * uniforms and returns the parts each workgroup's K is cut into (they
+     * multiply the dispatch's z); NULL: none. */
+    int64_t (*split)(kb *b, const mm_ctx *mc, int64_t groups);
+    int p_ksplit, p_kper; /* GEMM: param indices of ksplit, kper */
+    int64_t split_slots;  /* GEMM: workgroups the device runs at once */
+    int64_t split_words;  /* GEMM: scratch words of a tile's part */
+    /* GEMV: a folded arg max (gk->reduce): param indices of am_g0 and
+     * am_total (glsl/graph/argmax.glsl); -1: none */
+    int p_am_g0, p_am_total;
+};
+
+/* Bindings, the loaders of every matmul's weight (wload.c's 32-element
+ * units: load_w, load_u for the partner, load_s<i> for sibling i) and the
+ * uniforms both kernels read (see glsl/graph/gemv.glsl and gemm.glsl). */
+void kernels_mm_common(kb *b, mm_ctx *mc);
+/* Member j's loader name ("load_w" / "load_s1") into buf; returns buf. */
+const char *kernels_mm_loader(int j, char buf[16]);
+/* A group's store, member by member: "if (sel == 0u) {", "} else if ...",
+ * the store of member j's value at co (with its epilogue; partner: the
+ * pair's value), and the closing brace. */
+void kernels_mm_member_open(kb *b, const mm_ctx *mc, int j);
+void kernels_mm_member_close(kb *b, const mm_ctx *mc);
+void kernels_mm_member_store(kb *b, int j, const char *const co[4], const char *value,
+                             const char *partner);
+/* One dispatch per weight chunk (see matmul.c). */
+void kernels_mm_dispatch(kb *b, const mm_ctx *mc, int64_t rows_per_wg, uint64_t max_groups,
+                         bool spread, int64_t m_groups, int64_t batches);
+
+/* The GEMM (gemm.c): mc's matmuls for m > gemv_max_m columns. */
+glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc);
+
+#endif /* GLESC_KERNELS_MATMUL_H */
