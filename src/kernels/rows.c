@@ -96,7 +96,7 @@ void kernels_expr_gather(kb *b, const glesc_tensor *t, const char *const c[4], c
             kb_fail(b, GLESC_ERROR_STATE, "an inline gather's table is split into chunks");
         b->gather[b->n_gather++] = t;
         int tb = kb_binding(b, tab->owner, 0, false);
-        char fn[16], buf[16], pn[24];
+        char fn[24], buf[24], pn[24];
         snprintf(fn, sizeof fn, "load_g%d", g);
         snprintf(buf, sizeof buf, "t%d", tb);
         snprintf(pn, sizeof pn, "g%d_ne0", g);
