@@ -300,40 +300,14 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     /* the hooks gemm.glsl calls: x with its prologue (and a folded norm's
      * squares), the stores with their epilogues, the norm's scale, the
      * weights' units */
+    kernels_mm_x_hook(b, mc, nrm, "gemm");
     if (b->k)
-        emit_kernel_function_begin(
-            b->k, "float gemm_x(uint k, uint c, uint b2, uint b3, inout float sq)");
-    char xv[16];
-    const char *cx[4] = {"k", "c", "b2", "b3"};
-    kb_expr(b, mc->x, cx, xv);
-    if (nrm) {
-        if (b->norm_evals != 1)
-            kb_fail(b, GLESC_ERROR_STATE, "matmul: the folded norm's input is read %d times",
-                    b->norm_evals);
-        kb_line(b, "sq += %s * %s;", b->norm_in, b->norm_in);
-    }
-    kb_line(b, "return %s;", xv);
-    if (b->k) {
-        emit_kernel_function_end(b->k);
         emit_kernel_function_begin(b->k, "void gemm_store(uint sel, uint n, uint c, uint b2, "
                                          "uint b3, float dot, float dot2)");
-    }
-    const char *co[4] = {"n", "c", "b2", "b3"};
-    for (int j = 0; j <= mc->n_sib; j++) {
-        kernels_mm_member_open(b, mc, j);
-        kernels_mm_member_store(b, j, co, "dot", dual ? "dot2" : NULL);
-    }
-    kernels_mm_member_close(b, mc);
+    kernels_mm_member_stores(b, mc, dual);
     if (b->k)
         emit_kernel_function_end(b->k);
-    if (nrm) {
-        if (b->k)
-            emit_kernel_function_begin(b->k, "float gemm_norm_scale(float sq)");
-        kb_row_norm_scale(b, nrm, "rs", "sq", "K");
-        kb_line(b, "return rs;");
-        if (b->k)
-            emit_kernel_function_end(b->k);
-    }
+    kernels_mm_norm_scale_hook(b, nrm, "gemm");
     for (int j = 0; j <= mc->n_sib; j++)
         wunit_hook(b, j, false);
     if (dual)

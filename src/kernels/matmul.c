@@ -169,6 +169,53 @@ void kernels_mm_member_store(kb *b, int j, const char *const co[4], const char *
         kb_store_sib(b, j - 1, co, value);
 }
 
+void kernels_mm_x_hook(kb *b, const mm_ctx *mc, const glesc_tensor *nrm, const char *kind)
+{
+    if (b->k) {
+        char sig[96];
+        snprintf(sig, sizeof sig, "float %s_x(uint k, uint c, uint b2, uint b3, inout float sq)",
+                 kind);
+        emit_kernel_function_begin(b->k, sig);
+    }
+    char xv[16];
+    const char *cx[4] = {"k", "c", "b2", "b3"};
+    kb_expr(b, mc->x, cx, xv);
+    if (nrm) {
+        if (b->norm_evals != 1)
+            kb_fail(b, GLESC_ERROR_STATE, "matmul: the folded norm's input is read %d times",
+                    b->norm_evals);
+        kb_line(b, "sq += %s * %s;", b->norm_in, b->norm_in);
+    }
+    kb_line(b, "return %s;", xv);
+    if (b->k)
+        emit_kernel_function_end(b->k);
+}
+
+void kernels_mm_norm_scale_hook(kb *b, const glesc_tensor *nrm, const char *kind)
+{
+    if (!nrm)
+        return;
+    if (b->k) {
+        char sig[64];
+        snprintf(sig, sizeof sig, "float %s_norm_scale(float sq)", kind);
+        emit_kernel_function_begin(b->k, sig);
+    }
+    kb_row_norm_scale(b, nrm, "rs", "sq", "K");
+    kb_line(b, "return rs;");
+    if (b->k)
+        emit_kernel_function_end(b->k);
+}
+
+void kernels_mm_member_stores(kb *b, const mm_ctx *mc, bool dual)
+{
+    const char *co[4] = {"n", "c", "b2", "b3"};
+    for (int j = 0; j <= mc->n_sib; j++) {
+        kernels_mm_member_open(b, mc, j);
+        kernels_mm_member_store(b, j, co, "dot", dual ? "dot2" : NULL);
+    }
+    kernels_mm_member_close(b, mc);
+}
+
 /* One dispatch per weight chunk (a group: dispatch c computes chunk c of
  * every member that has one, each member's blocks of rows after the
  * previous member's). rows_per_wg: output rows per block; max_groups: the
@@ -520,44 +567,17 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
     }
     /* the hooks gemv.glsl calls: x with its prologue (and a folded norm's
      * squares), the stores with their epilogues, the norm's scale */
+    kernels_mm_x_hook(b, mc, nrm, "gemv");
     if (b->k)
-        emit_kernel_function_begin(
-            b->k, "float gemv_x(uint k, uint c, uint b2, uint b3, inout float sq)");
-    char xv[16];
-    const char *cx[4] = {"k", "c", "b2", "b3"};
-    kb_expr(b, mc->x, cx, xv);
-    if (nrm) {
-        if (b->norm_evals != 1)
-            kb_fail(b, GLESC_ERROR_STATE, "matmul: the folded norm's input is read %d times",
-                    b->norm_evals);
-        kb_line(b, "sq += %s * %s;", b->norm_in, b->norm_in);
-    }
-    kb_line(b, "return %s;", xv);
-    if (b->k) {
-        emit_kernel_function_end(b->k);
         emit_kernel_function_begin(b->k, "void gemv_store(uint sel, uint n, uint c, uint b2, "
                                          "uint b3, float dot, float dot2)");
-    }
-    const char *co[4] = {"n", "c", "b2", "b3"};
-    if (red) {
-        gemv_argmax_store(b, co);
-    } else {
-        for (int j = 0; j <= mc->n_sib; j++) {
-            kernels_mm_member_open(b, mc, j);
-            kernels_mm_member_store(b, j, co, "dot", dual ? "dot2" : NULL);
-        }
-        kernels_mm_member_close(b, mc);
-    }
+    if (red)
+        gemv_argmax_store(b, (const char *[4]){"n", "c", "b2", "b3"});
+    else
+        kernels_mm_member_stores(b, mc, dual);
     if (b->k)
         emit_kernel_function_end(b->k);
-    if (nrm) {
-        if (b->k)
-            emit_kernel_function_begin(b->k, "float gemv_norm_scale(float sq)");
-        kb_row_norm_scale(b, nrm, "rs", "sq", "K");
-        kb_line(b, "return rs;");
-        if (b->k)
-            emit_kernel_function_end(b->k);
-    }
+    kernels_mm_norm_scale_hook(b, nrm, "gemv");
     kb_line(b, "gemv_main();");
     if (red)
         gemv_argmax_finish(b);

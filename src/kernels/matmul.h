@@ -57,6 +57,14 @@ void kernels_mm_member_open(kb *b, const mm_ctx *mc, int j);
 void kernels_mm_member_close(kb *b, const mm_ctx *mc);
 void kernels_mm_member_store(kb *b, int j, const char *const co[4], const char *value,
                              const char *partner);
+/* The hooks gemv.glsl and gemm.glsl call, named "<kind>_x" and
+ * "<kind>_norm_scale": x at (k, c, b2, b3) with its prologue, adding a
+ * folded norm's square to sq; a folded norm's scale from sq (nothing
+ * without a norm). */
+void kernels_mm_x_hook(kb *b, const mm_ctx *mc, const glesc_tensor *nrm, const char *kind);
+void kernels_mm_norm_scale_hook(kb *b, const glesc_tensor *nrm, const char *kind);
+/* Every member's store at (n, c, b2, b3) of "dot" (the pair's "dot2"). */
+void kernels_mm_member_stores(kb *b, const mm_ctx *mc, bool dual);
 /* One dispatch per weight chunk (see matmul.c). */
 void kernels_mm_dispatch(kb *b, const mm_ctx *mc, int64_t rows_per_wg, uint64_t max_groups,
                          bool spread, int64_t m_groups, int64_t batches);
