@@ -324,10 +324,25 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
 {
     gl_pool_release(ctx, a);
     gl_pool_release(ctx, b);
-    double peak;
-    if (compute_roofline_fma(ctx, 0, &peak))
-        return fail(ctx, "FMA peak");
-    printf("fma: %.1f TFLOP/s (fp32 multiply-adds of a plain kernel, 2 FLOP each)\n", peak / 1e3);
+    /* the peak: the best of 8, 16 and 32 independent vec4 chains (more
+     * chains, more latency hidden per invocation); the f16 rate where the
+     * driver has float16_t arithmetic */
+    double peak = 0, rate;
+    for (int chains = 8; chains <= 32; chains *= 2) {
+        if (compute_roofline_fma(ctx, 0, chains, false, &rate))
+            return fail(ctx, "FMA peak");
+        printf("fma fp32, %2d vec4 chains: %.1f TFLOP/s\n", chains, rate / 1e3);
+        peak = CORE_MAX(peak, rate);
+    }
+    printf("fma: %.1f TFLOP/s (the best of those: fp32 multiply-adds of a plain kernel, 2 FLOP "
+           "each)\n",
+           peak / 1e3);
+    printf("f16 arithmetic: %s\n", ctx->f16_ext ? ctx->f16_ext : "none");
+    for (int chains = 8; ctx->f16_ext && chains <= 32; chains *= 2) {
+        if (compute_roofline_fma(ctx, 0, chains, true, &rate))
+            return fail(ctx, "f16 FMA peak");
+        printf("fma f16, %2d f16vec4 chains: %.1f TFLOP/s\n", chains, rate / 1e3);
+    }
     printf("\n%-8s %-11s %6s %10s %9s %8s  %s\n", "type", "N x K", "M", "us", "TFLOP/s", "of fma",
            "kernel");
     for (size_t ti = 0; ti < N_TYPES; ti++) {

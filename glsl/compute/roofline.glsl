@@ -11,25 +11,35 @@ uint roof_group() {
 }
 
 #if defined(ROOF_FMA)
-// The fp32 multiply-add peak: ROOF_CHAINS independent vec4 chains a = a * m
-// + c per invocation, n4 rounds of them (4 * ROOF_CHAINS multiply-adds per
-// invocation and round), nothing read; the sum is stored only when it hits
-// a value the uniforms never give, so nothing but the arithmetic costs
-// (binding: float dst writeonly; uniforms n4, m, c: m just below 1 keeps
-// the values finite).
+// The multiply-add peak: ROOF_CHAINS independent vec4 chains a = a * m + c
+// per invocation (fp32; with ROOF_F16 f16vec4, the float16_t arithmetic of
+// the extension the generator enabled), n4 rounds of them, each round
+// written out four times (4 * 4 * ROOF_CHAINS multiply-adds per invocation
+// and round, little loop overhead), nothing read; the sum is stored only
+// when it hits a value the uniforms never give, so nothing but the
+// arithmetic costs (binding: float dst writeonly; uniforms n4, m, c: m just
+// below 1 keeps the values finite).
+#ifdef ROOF_F16
+#define RVEC f16vec4
+#else
+#define RVEC vec4
+#endif
 void roofline_fma() {
-    vec4 a[ROOF_CHAINS];
+    RVEC a[ROOF_CHAINS];
+    RVEC m = RVEC(fma_m), c = RVEC(fma_c);
     for (uint j = 0u; j < ROOF_CHAINS; j++) {
-        a[j] = vec4(float(gl_LocalInvocationIndex + j), 1.0, 2.0, 3.0);
+        a[j] = RVEC(vec4(float(gl_LocalInvocationIndex + j) * 0.001, 0.25, 0.5, 0.75));
     }
     for (uint i = 0u; i < n4; i++) {
-        for (uint j = 0u; j < ROOF_CHAINS; j++) {
-            a[j] = a[j] * fma_m + fma_c;
+        for (uint r = 0u; r < 4u; r++) {
+            for (uint j = 0u; j < ROOF_CHAINS; j++) {
+                a[j] = a[j] * m + c;
+            }
         }
     }
     vec4 s = vec4(0.0);
     for (uint j = 0u; j < ROOF_CHAINS; j++) {
-        s += a[j];
+        s += vec4(a[j]);
     }
     if (s.x + s.y + s.z + s.w == -1234.5) {
         dst[roof_group()] = s.x;

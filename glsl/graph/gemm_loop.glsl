@@ -68,21 +68,38 @@ void GEMM_STAGE(vec4 pw[WQ4], vec4 px[XQ4]) {
 // The staged step's products, written out eight times (no loop a compiler
 // might keep rolled: the whole step is one block of straight-line code the
 // next step's loads can be scheduled into); with GEMM_KQ_LOOP a loop, for
-// compilers that take seconds over that block (llvmpipe's LLVM).
+// compilers that take seconds over that block (llvmpipe's LLVM). With
+// GEMM_F16 the step's products are f16 (gemm.glsl's GEMM_KQH), added into
+// acc at its end.
 void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
+#ifdef GEMM_F16
+    f16vec2 acch[NACC];
+    for (uint i = 0u; i < NACC; i++) {
+        acch[i] = f16vec2(0.0);
+    }
+#define GEMM_Q GEMM_KQH
+#else
+#define GEMM_Q GEMM_KQ
+#endif
 #ifdef GEMM_KQ_LOOP
     for (uint q = 0u; q < 8u; q++) {
-        GEMM_KQ(q)
+        GEMM_Q(q)
     }
 #else
-    GEMM_KQ(0u)
-    GEMM_KQ(1u)
-    GEMM_KQ(2u)
-    GEMM_KQ(3u)
-    GEMM_KQ(4u)
-    GEMM_KQ(5u)
-    GEMM_KQ(6u)
-    GEMM_KQ(7u)
+    GEMM_Q(0u)
+    GEMM_Q(1u)
+    GEMM_Q(2u)
+    GEMM_Q(3u)
+    GEMM_Q(4u)
+    GEMM_Q(5u)
+    GEMM_Q(6u)
+    GEMM_Q(7u)
+#endif
+#undef GEMM_Q
+#ifdef GEMM_F16
+    for (uint i = 0u; i < NACC; i++) {
+        acc[i] += float(acch[i].x) + float(acch[i].y);
+    }
 #endif
 }
 

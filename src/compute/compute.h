@@ -162,12 +162,15 @@ glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out
 glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,
                                  const glesc_graph_options *opts, kb *b);
 
-/* The fp32 multiply-add peak a plain GLES kernel reaches on this device
- * (roofline.c: independent chains of vec4 multiply-adds, nothing read, the
- * caps' workgroup size), in GFLOP/s (a multiply-add is two), the median of
- * iters runs (0: 5) long enough to dwarf a launch. A GEMM's efficiency is
- * set against it (glesc-bench). */
-glesc_status compute_roofline_fma(glesc_context *ctx, int iters, double *gflops);
+/* The multiply-add rate a plain GLES kernel reaches on this device
+ * (roofline.c: `chains` independent chains of vec4 multiply-adds per
+ * invocation, fp32 or with f16 the float16_t arithmetic of ctx->f16_ext,
+ * nothing read, the caps' workgroup size), in GFLOP/s (a multiply-add is
+ * two), the median of iters runs (0: 5) long enough to dwarf a launch. A
+ * GEMM's efficiency is set against the best of several chain counts
+ * (glesc-bench). */
+glesc_status compute_roofline_fma(glesc_context *ctx, int iters, int chains, bool f16,
+                                  double *gflops);
 
 /* Hash of the structure of ord for options o (see the rule in kernels.h);
  * plan.c says what it covers. */

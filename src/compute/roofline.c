@@ -193,13 +193,17 @@ GLESC_API glesc_status glesc_context_roofline(glesc_context *ctx, uint64_t bytes
 
 /* ---- The arithmetic peak ---- */
 
-#define FMA_CHAINS 8       /* independent vec4 chains per invocation */
 #define FMA_GROUPS 2048    /* workgroups: many per compute unit of any GPU */
 #define FMA_MIN_NS 2000000 /* rounds grow until a run takes this long */
 
-glesc_status compute_roofline_fma(glesc_context *ctx, int iters, double *gflops)
+glesc_status compute_roofline_fma(glesc_context *ctx, int iters, int chains, bool f16,
+                                  double *gflops)
 {
     *gflops = 0;
+    if (chains < 1 || chains > 64 || (f16 && !ctx->f16_ext))
+        return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                            "compute_roofline_fma: %d chains (1 to 64)%s", chains,
+                            f16 && !ctx->f16_ext ? ", f16 without a float16 extension" : "");
     glesc_status st = gl_context_bind(ctx, "compute_roofline_fma");
     if (st != GLESC_OK)
         return st;
@@ -207,10 +211,15 @@ glesc_status compute_roofline_fma(glesc_context *ctx, int iters, double *gflops)
     emit_kernel *k = emit_kernel_create("roofline_fma");
     if (!k)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "FMA roofline kernel");
-    emit_kernel_comment(k, "arithmetic roofline: independent chains of vec4 multiply-adds");
+    emit_kernel_comment(k, "arithmetic roofline: independent chains of %s multiply-adds",
+                        f16 ? "f16vec4" : "vec4");
     emit_kernel_local_size(k, wg, 1, 1);
+    if (f16)
+        emit_kernel_extension(k, ctx->f16_ext);
     emit_kernel_define(k, "ROOF_FMA", "1");
-    emit_kernel_define(k, "ROOF_CHAINS", "%du", FMA_CHAINS);
+    if (f16)
+        emit_kernel_define(k, "ROOF_F16", "1");
+    emit_kernel_define(k, "ROOF_CHAINS", "%du", chains);
     emit_kernel_binding(k, EMIT_FLOAT, EMIT_WRITEONLY | EMIT_RESTRICT, "dst");
     emit_kernel_param(k, EMIT_PARAM_UINT, "n4");
     emit_kernel_param(k, EMIT_PARAM_FLOAT, "fma_m");
@@ -228,21 +237,22 @@ glesc_status compute_roofline_fma(glesc_context *ctx, int iters, double *gflops)
         st = gl_pool_acquire(ctx, FMA_GROUPS * sizeof(float), GL_USAGE_ACTIVATIONS, &dst);
     uint32_t groups[3] = {FMA_GROUPS, 1, 1};
     gl_binding b = {dst, 0, FMA_GROUPS * sizeof(float), true};
-    gl_param prm[3] = {GL_PARAM_U(16), GL_PARAM_F(0.999f), GL_PARAM_F(0.001f)};
+    gl_param prm[3] = {GL_PARAM_U(4), GL_PARAM_F(0.999f), GL_PARAM_F(0.001f)};
     uint64_t ns = 0;
     /* as many rounds as make a run long beside its launch */
     while (st == GLESC_OK) {
         st = time_kernel(ctx, prog, &b, 1, prm, 3, groups, 3, &ns);
-        if (st != GLESC_OK || ns >= FMA_MIN_NS || prm[0].v.u >= (1u << 24))
+        if (st != GLESC_OK || ns >= FMA_MIN_NS || prm[0].v.u >= (1u << 22))
             break;
         prm[0].v.u *= ns > FMA_MIN_NS / 64 ? 4 : 16;
     }
     if (st == GLESC_OK)
         st = time_kernel(ctx, prog, &b, 1, prm, 3, groups, iters > 0 ? iters : 5, &ns);
     if (st == GLESC_OK)
-        *gflops = 2.0 * 4 * FMA_CHAINS * (double)prm[0].v.u * wg * FMA_GROUPS / (double)ns;
+        *gflops = 2.0 * 4 * 4 * chains * (double)prm[0].v.u * wg * FMA_GROUPS / (double)ns;
     else
-        core_err_prefix(&ctx->err, "the FMA roofline");
+        core_err_prefix(&ctx->err, "the FMA roofline (%d %s chains)", chains,
+                        f16 ? "f16vec4" : "vec4");
     gl_pool_release(ctx, dst);
     core_free(glsl);
     return st;
