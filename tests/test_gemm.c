@@ -13,7 +13,9 @@
  * Plain products: the worst |got - Σ w·x| / Σ|w·x| over the outputs (the
  * scale of the rounding a float dot product picks up), below 1e-5, the
  * tolerance of test_quant_graph.c; fused graphs: NMSE against the CPU
- * evaluator below 1e-10. The worst error is logged per case.
+ * evaluator below 1e-10. The worst error is logged per case. The f16
+ * products (GLESC_GEMM f16=1, only where the driver has a float16_t
+ * extension): below F16_TOL, see f16_products_where_the_driver_has_them.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -30,6 +32,13 @@
 #define F16 GLESC_DTYPE_F16
 #define TOL 1e-5
 #define NMSE_TOL 1e-10
+/* f16 products: w and x rounded to f16 (2^-11 each, relative), each of a
+ * step's two f16 partial sums of 16 products rounded 16 times (16 · 2^-11
+ * of its Σ|w·x|), the f32 rest negligible: 18 · 2^-11 = 8.8e-3 of Σ|w·x|
+ * (first order), as long as no partial sum leaves f16's range (65504). */
+#define F16_TOL 8.8e-3
+
+static double product_tol = TOL; /* product()'s tolerance */
 
 static glesc_context *ctx;
 
@@ -147,8 +156,8 @@ static double product(glesc_context *c, glesc_dtype t, int64_t k, int64_t n, int
     double e = worst_error(deq, xv, got, k, n, m);
     cr_log_info("%-7s W [%lld, %lld] x X [%lld, %lld]: worst error %.3g of sum|w*x|",
                 glesc_dtype_name(t), (long long)k, (long long)n, (long long)k, (long long)m, e);
-    cr_expect(e < TOL, "%s: W [%lld, %lld], m = %lld: error %.3g above %g", glesc_dtype_name(t),
-              (long long)k, (long long)n, (long long)m, e, TOL);
+    cr_expect(e < product_tol, "%s: W [%lld, %lld], m = %lld: error %.3g above %g",
+              glesc_dtype_name(t), (long long)k, (long long)n, (long long)m, e, product_tol);
     free(xv);
     free(got);
     free(deq);
@@ -499,4 +508,49 @@ Test(gemm, a_tile_that_does_not_fit_is_refused)
     glesc_graph_destroy(g);
     glesc_context_destroy(c);
     unsetenv("GLESC_GEMM");
+}
+
+/* f16 products (GLESC_GEMM f16=1) where the context found a float16_t
+ * extension (ctx->f16_ext): the plain and block types within F16_TOL of
+ * the f32 reference, with K split too. Without one (llvmpipe) the knob is
+ * refused with an error naming the extensions, and the default GEMM is
+ * the f32 one. */
+Test(gemm, f16_products_where_the_driver_has_them)
+{
+    glesc_context *c = context_with("f16=1", NULL);
+    if (!c->f16_ext) {
+        glesc_graph *g = glesc_graph_create(c);
+        glesc_tensor *w = tg_input(g, F32, 2, (int64_t[]){64, 64}, 1, -1, 1);
+        glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){64, 64}, 2, -1, 1);
+        glesc_tensor *y = glesc_matmul(g, w, x);
+        cr_assert_neq(glesc_graph_compute(g, &y, 1), GLESC_OK);
+        cr_log_info("no float16_t extension: %s", glesc_context_errmsg(c));
+        cr_expect(strstr(glesc_context_errmsg(c), "f16 products need a float16_t extension"),
+                  "%s", glesc_context_errmsg(c));
+        glesc_graph_destroy(g);
+        glesc_context_destroy(c);
+        unsetenv("GLESC_GEMM");
+        /* the default: f32 products */
+        double e = product(ctx, GLESC_DTYPE_Q4_0, 256, 70, 20, NULL);
+        cr_log_info("default GEMM (f32): worst %.3g", e);
+        return;
+    }
+    cr_log_info("float16_t arithmetic through %s", c->f16_ext);
+    glesc_context_destroy(c);
+    static const glesc_dtype types[] = {GLESC_DTYPE_F32, GLESC_DTYPE_F16, GLESC_DTYPE_Q4_0,
+                                        GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q6_K};
+    static const char *const knobs[] = {"f16=1", "f16=1,slots=1000000"};
+    product_tol = F16_TOL;
+    double worst = 0;
+    for (size_t kn = 0; kn < CORE_ARRAY_LEN(knobs); kn++) {
+        c = context_with(knobs[kn], NULL);
+        for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+            double e = product(c, types[i], 2048, 300, 130, "f16 products");
+            worst = fmax(worst, e);
+        }
+        glesc_context_destroy(c);
+    }
+    product_tol = TOL;
+    unsetenv("GLESC_GEMM");
+    cr_log_info("f16 products: worst %.3g of sum|w*x| (bound %g)", worst, F16_TOL);
 }

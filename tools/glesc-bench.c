@@ -13,7 +13,12 @@
  * With --gemm M, the same matmul with M columns instead (the prefill's
  * GEMM where M > 8) on one weight, as TFLOP/s (2·N·K·M per run) and as a
  * fraction of the fp32 multiply-add peak that a plain kernel of independent
- * multiply-adds reaches in the same run (compute_roofline_fma).
+ * multiply-adds reaches in the same run (compute_roofline_fma: the best of
+ * 8, 16 and 32 chains; the f16 rate beside it where the driver has float16_t
+ * arithmetic). With --gemm a shape may also be one of the prefill's fused
+ * kernels: N1+N2+N3xK a grouped matmul (q/k/v), N*2xK the gate/up pair (N
+ * rows each), a leading n for a folded rms_norm(x)·w, e.g. TinyLlama's
+ * --shapes n2048+256+256x2048,n5632*2x2048,2048x2048,2048x5632.
  * The time is the kernel's GPU time from the graph's timing option (CPU time
  * around glFinish where the driver's timer queries miss compute work, as on
  * llvmpipe).
@@ -67,14 +72,51 @@ static int parse_types(const char *arg, bool sel[N_TYPES])
     }
 }
 
-/* --shapes: NxK,... with positive sizes, K a multiple of every selected
- * type's block; -1 after a message naming the first bad one. */
-static int check_shapes(const char *arg, const bool sel[N_TYPES])
+/* A shape of --shapes: NxK, or with --gemm the forms of the prefill's
+ * fused matmuls: N1+N2+...xK a grouped matmul (q/k/v: up to 4 weights of
+ * one activation), N*2xK the gate/up pair silu(Wg h)·(Wu h) of N rows
+ * each, and a leading n: of h = rms_norm(x)·w (a folded norm). Parses the
+ * shape at s (up to a comma) into n[] (its weights' rows, *nn of them), *K,
+ * *pair and *norm; false if it is none of these. */
+#define MAX_MEMB 4
+static bool parse_shape(const char *s, int n[MAX_MEMB], int *nn, int *K, bool *pair, bool *norm)
+{
+    size_t len = strcspn(s, ",");
+    *norm = s[0] == 'n';
+    int used = *norm;
+    *nn = 0;
+    *pair = false;
+    for (;;) {
+        int v = 0, u = 0;
+        if (*nn == MAX_MEMB || sscanf(s + used, "%d%n", &v, &u) != 1 || v <= 0)
+            return false;
+        n[(*nn)++] = v;
+        used += u;
+        if (s[used] == '+' && !*pair) {
+            used++;
+            continue;
+        }
+        if (s[used] == '*' && *nn == 1 && s[used + 1] == '2') {
+            *pair = true;
+            used += 2;
+        }
+        break;
+    }
+    int u = 0;
+    return sscanf(s + used, "x%d%n", K, &u) == 1 && (size_t)(used + u) == len && *K > 0;
+}
+
+/* --shapes: NxK,... with positive sizes (and the fused forms of
+ * parse_shape with --gemm), K a multiple of every selected type's block; -1
+ * after a message naming the first bad one. */
+static int check_shapes(const char *arg, const bool sel[N_TYPES], bool fused)
 {
     for (const char *s = arg;;) {
-        int N = 0, K = 0, used = 0;
+        int N[MAX_MEMB], nn = 0, K = 0;
+        bool pair, norm;
         size_t n = strcspn(s, ",");
-        bool ok = sscanf(s, "%dx%d%n", &N, &K, &used) == 2 && (size_t)used == n && N > 0 && K > 0;
+        bool ok = parse_shape(s, N, &nn, &K, &pair, &norm) &&
+                  (fused || (nn == 1 && !pair && !norm));
         for (size_t k = 0; ok && k < N_TYPES; k++)
             if (sel[k] && K % quant_gpu_block_elems(all_types[k])) {
                 fprintf(stderr,
@@ -85,8 +127,9 @@ static int check_shapes(const char *arg, const bool sel[N_TYPES])
                 return -1;
             }
         if (!ok) {
-            fprintf(stderr, "glesc-bench: --shapes: '%.*s' is not NxK with positive sizes\n",
-                    (int)n, s);
+            fprintf(stderr,
+                    "glesc-bench: --shapes: '%.*s' is not NxK with positive sizes%s\n", (int)n,
+                    s, fused ? " (nor N+N+...xK, N*2xK, nNxK...)" : "");
             return -1;
         }
         if (!s[n])
@@ -174,38 +217,65 @@ static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *
  * timing on, computed round-robin with their cached plan after a warm-up;
  * x is [K, M] (M > 8: the GEMM); *sec is the mean GPU time of the matmul
  * kernel; the kernel's header line that says how it is shaped goes into
- * how (size bytes). */
-static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, int M, const void *pool,
-                      size_t pool_bytes, const float *x, int copies, int iters, double *sec,
-                      char *how, size_t size)
+ * how (size bytes). With nn > 1 weights (N[i] rows each, one copy) the
+ * grouped matmul, with pair the gate/up pair silu(Wg h)·(Wu h) (N[0] rows
+ * each), with norm of h = rms_norm(x)·w: the prefill's fused kernels. */
+static int time_graph(glesc_context *ctx, glesc_dtype t, const int *N, int nn, bool pair,
+                      bool norm, int K, int M, const void *pool, size_t pool_bytes, const float *x,
+                      int copies, int iters, double *sec, char *how, size_t size)
 {
-    int rc = -1;
-    size_t fbytes = (size_t)glesc_dtype_row_bytes(t, K) * (size_t)N;
+    int rc = -1, nw = pair ? 2 : nn;
+    bool fused = nw > 1 || norm;
+    size_t fbytes = 0;
+    for (int i = 0; i < nw; i++)
+        fbytes = CORE_MAX(fbytes, (size_t)glesc_dtype_row_bytes(t, K) * (size_t)N[pair ? 0 : i]);
     char *file = malloc(fbytes);
+    float *ones = malloc((size_t)K * sizeof *ones);
     glesc_tensor *w[64] = {0};
     glesc_graph *g[64] = {0};
-    glesc_tensor *y[64] = {0};
-    if (!file)
-        return -1;
+    glesc_tensor *y[64][MAX_MEMB] = {{0}};
+    int ny = pair ? 1 : nn;
+    if (!file || !ones || (fused && copies > 64 / nw))
+        goto done;
+    for (int i = 0; i < K; i++)
+        ones[i] = 1.0f + (float)(i % 7) / 64;
     for (size_t off = 0; off < fbytes; off += pool_bytes)
         memcpy(file + off, pool, CORE_MIN(pool_bytes, fbytes - off));
     glesc_graph_options go = {0};
     go.timing = true;
     for (int c = 0; c < copies; c++) {
-        w[c] = glesc_weight_new(ctx, t, 2, (int64_t[]){K, N});
-        if (!w[c] || glesc_tensor_write(w[c], file, fbytes) != GLESC_OK)
-            goto done;
         g[c] = glesc_graph_create(ctx);
         if (!g[c] || glesc_graph_set_options(g[c], &go) != GLESC_OK)
             goto done;
         glesc_tensor *xt = glesc_tensor_new(g[c], GLESC_DTYPE_F32, 2, (int64_t[]){K, M});
         if (!xt || glesc_tensor_write_f32(xt, x, (size_t)K * (size_t)M) != GLESC_OK)
             goto done;
-        if (!(y[c] = glesc_matmul(g[c], w[c], xt)))
+        if (norm) {
+            glesc_tensor *nt = glesc_tensor_new(g[c], GLESC_DTYPE_F32, 1, (int64_t[]){K});
+            if (!nt || glesc_tensor_write_f32(nt, ones, (size_t)K) != GLESC_OK)
+                goto done;
+            xt = glesc_mul(g[c], glesc_rms_norm(g[c], xt, 1e-5f), nt);
+        }
+        glesc_tensor *mm[MAX_MEMB];
+        for (int i = 0; i < nw; i++) {
+            int64_t rows = N[pair ? 0 : i];
+            glesc_tensor *wt = w[c * nw + i] = glesc_weight_new(ctx, t, 2, (int64_t[]){K, rows});
+            if (!wt ||
+                glesc_tensor_write(wt, file,
+                                   (size_t)glesc_dtype_row_bytes(t, K) * (size_t)rows) != GLESC_OK)
+                goto done;
+            if (!(mm[i] = glesc_matmul(g[c], wt, xt)))
+                goto done;
+        }
+        if (pair)
+            y[c][0] = glesc_mul(g[c], glesc_silu(g[c], mm[0]), mm[1]);
+        else
+            memcpy(y[c], mm, (size_t)nn * sizeof *mm);
+        if (!y[c][0])
             goto done;
     }
     for (int i = 0; i < CORE_MAX(3, copies); i++)
-        if (glesc_graph_compute(g[i % copies], &y[i % copies], 1) != GLESC_OK)
+        if (glesc_graph_compute(g[i % copies], y[i % copies], ny) != GLESC_OK)
             goto done;
     const char *glsl = glesc_graph_last_glsl(g[0]);
     const char *l = !glsl ? NULL : strstr(glsl, M > 8 ? "// GEMM" : "// GEMV");
@@ -213,7 +283,7 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, int M, co
     uint64_t ns = 0;
     for (int i = 0; i < iters; i++) {
         glesc_compute_stats st;
-        if (glesc_graph_compute(g[i % copies], &y[i % copies], 1) != GLESC_OK)
+        if (glesc_graph_compute(g[i % copies], y[i % copies], ny) != GLESC_OK)
             goto done;
         glesc_graph_stats(g[i % copies], &st);
         if (st.n_kernel_times != 1 || !st.plan_reused) {
@@ -226,11 +296,12 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, int N, int K, int M, co
     *sec = (double)ns * 1e-9 / iters;
     rc = 0;
 done:
-    for (int c = 0; c < copies; c++) {
+    for (int c = 0; c < copies; c++)
         glesc_graph_destroy(g[c]);
-        glesc_weight_free(w[c]);
-    }
+    for (int i = 0; i < 64; i++)
+        glesc_weight_free(w[i]);
     free(file);
+    free(ones);
     return rc;
 }
 
@@ -343,20 +414,25 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
             return fail(ctx, "f16 FMA peak");
         printf("fma f16, %2d f16vec4 chains: %.1f TFLOP/s\n", chains, rate / 1e3);
     }
-    printf("\n%-8s %-11s %6s %10s %9s %8s  %s\n", "type", "N x K", "M", "us", "TFLOP/s", "of fma",
+    printf("\n%-8s %17s %6s %10s %9s %8s  %s\n", "type", "N x K", "M", "us", "TFLOP/s", "of fma",
            "kernel");
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         glesc_dtype t = all_types[ti];
         if (!types[ti])
             continue;
         for (const char *s = shapes_arg; s && *s;) {
-            int N = 0, K = 0; /* checked by check_shapes */
-            sscanf(s, "%dx%d", &N, &K);
+            int N[MAX_MEMB], nn = 0, K = 0, rows = 0;
+            bool pair, norm;
+            parse_shape(s, N, &nn, &K, &pair, &norm); /* checked by check_shapes */
+            char name[32];
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(s, "x"), s);
             s = strchr(s, ',');
             s = s ? s + 1 : NULL;
+            for (int i = 0; i < nn; i++)
+                rows = CORE_MAX(rows, N[i]);
             float *f, *x = malloc((size_t)K * (size_t)M * sizeof *x);
             size_t pool_bytes;
-            void *blocks = weight_pool(t, N, K, &f, &pool_bytes);
+            void *blocks = weight_pool(t, rows, K, &f, &pool_bytes);
             uint32_t seed = 7;
             for (size_t i = 0; x && i < (size_t)K * (size_t)M; i++) {
                 seed = seed * 1664525u + 1013904223u;
@@ -365,11 +441,15 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
             char how[200];
             double sec;
             if (!f || !x || !blocks ||
-                time_graph(ctx, t, N, K, M, blocks, pool_bytes, x, 1, iters, &sec, how, sizeof how))
+                time_graph(ctx, t, N, nn, pair, norm, K, M, blocks, pool_bytes, x, 1, iters, &sec, how,
+                           sizeof how))
                 return fail(ctx, "graph gemm");
-            double flops = 2.0 * N * (double)K * M / sec;
-            printf("%-8s %5dx%-5d %6d %10.1f %9.2f %7.1f%%  %s\n", glesc_dtype_name(t), N, K, M,
-                   sec * 1e6, flops / 1e12, 100.0 * flops / (peak * 1e9), how);
+            int all = pair ? 2 * N[0] : 0;
+            for (int i = 0; !pair && i < nn; i++)
+                all += N[i];
+            double flops = 2.0 * all * (double)K * M / sec;
+            printf("%-8s %11sx%-5d %6d %10.1f %9.2f %7.1f%%  %s\n", glesc_dtype_name(t), name, K,
+                   M, sec * 1e6, flops / 1e12, 100.0 * flops / (peak * 1e9), how);
             fflush(stdout);
             gl_pool_trim(ctx, 0);
             free(f);
@@ -418,7 +498,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (check_shapes(shapes_arg, types))
+    if (check_shapes(shapes_arg, types, gemm_m > 0))
         return 2;
     glesc_context_options opts;
     glesc_context_options_init(&opts);
@@ -528,8 +608,8 @@ int main(int argc, char **argv)
              * compute reads its weights from memory, as decode does. */
             int copies = (int)CORE_MIN(64u, (256ull << 20) / wbytes + 1);
             char how[160];
-            if (time_graph(ctx, t, N, K, 1, blocks, pool_bytes, f, copies, CORE_MAX(iters, copies),
-                           &sec, how, sizeof how))
+            if (time_graph(ctx, t, &N, 1, false, false, K, 1, blocks, pool_bytes, f, copies,
+                           CORE_MAX(iters, copies), &sec, how, sizeof how))
                 return fail(ctx, "graph gemv");
             /* the read-only kernel over exactly these bytes, cycled through
              * as many copies as fit the buffer (a, bytes long) */
