@@ -103,6 +103,36 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
 #endif
 }
 
+// The invocation's staged row's unit u: the weight's, or with PAIR the
+// gate's or the up's (second: the tile's second half of rows). With
+// GEMM_PAIR_SELECT both are read and one is selected, else a branch (the
+// same for whole warps where BNR is a multiple of their size: 64 on the
+// GPU tiles), so each invocation reads and decodes one weight.
+#ifdef PAIR
+#ifdef GEMM_PAIR_SELECT
+#define GEMM_WROW(nl, b2, b3, at, u, q, ab)                                    \
+    {                                                                          \
+        GEMM_WUNIT(nl, b2, b3, at, u, q, ab);                                  \
+        vec4 q2[8];                                                            \
+        vec4 ab2;                                                              \
+        GEMM_WUNIT2(nl, b2, b3, at, u, q2, ab2);                               \
+        for (uint i = 0u; i < 8u; i++) {                                       \
+            q[i] = second ? q2[i] : q[i];                                      \
+        }                                                                      \
+        ab = second ? ab2 : ab;                                                \
+    }
+#else
+#define GEMM_WROW(nl, b2, b3, at, u, q, ab)                                    \
+    if (second) {                                                              \
+        GEMM_WUNIT2(nl, b2, b3, at, u, q, ab);                                 \
+    } else {                                                                   \
+        GEMM_WUNIT(nl, b2, b3, at, u, q, ab);                                  \
+    }
+#endif
+#else
+#define GEMM_WROW(nl, b2, b3, at, u, q, ab) GEMM_WUNIT(nl, b2, b3, at, u, q, ab)
+#endif
+
 // Units u0 .. u1-1 of the tile's rows nl0 .. (cnt: the member's rows; rows
 // past it repeat the last one, not stored) into acc.
 void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
@@ -122,16 +152,7 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
     vec4 ab;
     {
         uvec4 at = GEMM_WAT(u0);
-        GEMM_WUNIT(nl, b2, b3, at, u0, q, ab);
-#ifdef PAIR
-        vec4 q2[8];
-        vec4 ab2;
-        GEMM_WUNIT2(nl, b2, b3, at, u0, q2, ab2);
-        for (uint i = 0u; i < 8u; i++) {
-            q[i] = second ? q2[i] : q[i];
-        }
-        ab = second ? ab2 : ab;
-#endif
+        GEMM_WROW(nl, b2, b3, at, u0, q, ab);
         GEMM_PART_W(q, ab, pw);
         GEMM_FETCH_X(GEMM_UX(u0), true, m0, b2, b3, px, sq);
     }
@@ -145,16 +166,7 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
         bool live = u + 1u < u1;
         uint un = min(u + 1u, u1 - 1u);
         uvec4 at = GEMM_WAT(un);
-        GEMM_WUNIT(nl, b2, b3, at, un, q, ab);
-#ifdef PAIR
-        vec4 q2[8];
-        vec4 ab2;
-        GEMM_WUNIT2(nl, b2, b3, at, un, q2, ab2);
-        for (uint i = 0u; i < 8u; i++) {
-            q[i] = second ? q2[i] : q[i];
-        }
-        ab = second ? ab2 : ab;
-#endif
+        GEMM_WROW(nl, b2, b3, at, un, q, ab);
         GEMM_PART_W(q, ab, pw);
         GEMM_FETCH_X(GEMM_UX(un), live, m0, b2, b3, px, sq);
         GEMM_STEP(tx, ty, acc);

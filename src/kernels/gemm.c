@@ -42,6 +42,7 @@ typedef struct gemm_cfg {
     int slots;
     int loop;
     int f16;
+    int psel;
 } gemm_cfg;
 
 /* Workgroups of 256 invocations a large GPU runs at once: about one per
@@ -103,6 +104,8 @@ static void gemm_env(gemm_cfg *c)
             c->loop = v != 0;
         else if (!strcmp(key, "f16"))
             c->f16 = v != 0;
+        else if (!strcmp(key, "psel"))
+            c->psel = v != 0;
         p += n;
         p += *p == ',';
     }
@@ -115,15 +118,15 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
-        {128, 128, 8, 8, 0, 0, 0}, /* 256 invocations, 32 KiB */
-        {64, 64, 8, 4, 0, 0, 0},   /* the portable 128 invocations and 16 KiB */
-        {64, 32, 4, 4, 0, 0, 0},   /* 128 invocations, 12 KiB */
-        {32, 32, 4, 4, 0, 0, 0},   /* 64 invocations, 8 KiB */
+        {128, 128, 8, 8, 0, 0, 0, 0}, /* 256 invocations, 32 KiB */
+        {64, 64, 8, 4, 0, 0, 0, 0},   /* the portable 128 invocations and 16 KiB */
+        {64, 32, 4, 4, 0, 0, 0, 0},   /* 128 invocations, 12 KiB */
+        {32, 32, 4, 4, 0, 0, 0, 0},   /* 64 invocations, 8 KiB */
     };
-    static const gemm_cfg gpu_small_m[] = {{128, 64, 8, 4, 0, 0, 0}};
+    static const gemm_cfg gpu_small_m[] = {{128, 64, 8, 4, 0, 0, 0, 0}};
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
-    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0, 0}};
+    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0, 0, 0}};
     gemm_cfg c = {0};
     bool found = false;
     if (ctx->cpu_device)
@@ -201,7 +204,7 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc)
 {
     static const char *const names[] = {"GEMM_LOOP",   "GEMM_WAT",    "GEMM_UX",
                                         "GEMM_WUNIT",  "GEMM_WUNIT2", "GEMM_FETCH_X",
-                                        "GEMM_PART_W", "GEMM_STAGE",  "GEMM_STEP"};
+                                        "GEMM_PART_W", "GEMM_STAGE",  "GEMM_STEP", "GEMM_WROW"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
@@ -285,6 +288,8 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_NORM", "1");
         if (c.loop)
             emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
+        if (c.psel)
+            emit_kernel_define(b->k, "GEMM_PAIR_SELECT", "1");
         if (c.f16) {
             emit_kernel_extension(b->k, b->ctx->f16_ext);
             emit_kernel_define(b->k, "GEMM_F16", "1");
