@@ -9,9 +9,7 @@
 //             4), PAIR (a second weight of the same x: gate/up), GEMM_NORM
 //             (a folded rms_norm: x's squares summed where x is loaded),
 //             GEMM_SCRATCH (the scratch binding, split K), GEMM_KQ_LOOP
-//             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP),
-//             GEMM_F16 (f16 products, see GEMM_KQH; the generator enables
-//             the float16_t extension)
+//             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
 //             kper (units of 32 elements a part takes), and per sibling j
@@ -123,30 +121,6 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
             }                                                                  \
         }                                                                      \
     }
-
-#ifdef GEMM_F16
-// The same with float16_t products (GEMM_F16: the extension's f16vec4
-// arithmetic): the staged floats rounded to f16, each product added into an
-// f16vec2 of the step's (even k, odd k) partial sums; GEMM_STEP adds those
-// into the f32 accumulators after each step of 32 k, so a partial sum takes
-// at most 16 products.
-#define GEMM_KQH(q)                                                            \
-    {                                                                          \
-        f16vec4 w[TN];                                                         \
-        for (uint i = 0u; i < TN; i++) {                                       \
-            w[i] = f16vec4(WS(SWZ(tx + NX * i, q)));                           \
-        }                                                                      \
-        for (uint j = 0u; j < TM; j++) {                                       \
-            f16vec4 x = f16vec4(XS(SWZ(ty + NY * j, q)));                      \
-            for (uint i = 0u; i < TN; i++) {                                   \
-                f16vec2 h = acch[i * TM + j];                                  \
-                h += w[i].xy * x.xy;                                           \
-                h += w[i].zw * x.zw;                                           \
-                acch[i * TM + j] = h;                                          \
-            }                                                                  \
-        }                                                                      \
-    }
-#endif
 
 // The results leave through shared memory in GEMM_ROUNDS rounds (1, 2 or
 // 4), round r the rows of a contiguous block of BNR / GEMM_ROUNDS: the

@@ -68,67 +68,36 @@ void GEMM_STAGE(vec4 pw[WQ4], vec4 px[XQ4]) {
 // The staged step's products, written out eight times (no loop a compiler
 // might keep rolled: the whole step is one block of straight-line code the
 // next step's loads can be scheduled into); with GEMM_KQ_LOOP a loop, for
-// compilers that take seconds over that block (llvmpipe's LLVM). With
-// GEMM_F16 the step's products are f16 (gemm.glsl's GEMM_KQH), added into
-// acc at its end.
+// compilers that take seconds over that block (llvmpipe's LLVM).
 void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
-#ifdef GEMM_F16
-    f16vec2 acch[NACC];
-    for (uint i = 0u; i < NACC; i++) {
-        acch[i] = f16vec2(0.0);
-    }
-#define GEMM_Q GEMM_KQH
-#else
-#define GEMM_Q GEMM_KQ
-#endif
 #ifdef GEMM_KQ_LOOP
     for (uint q = 0u; q < 8u; q++) {
-        GEMM_Q(q)
+        GEMM_KQ(q)
     }
 #else
-    GEMM_Q(0u)
-    GEMM_Q(1u)
-    GEMM_Q(2u)
-    GEMM_Q(3u)
-    GEMM_Q(4u)
-    GEMM_Q(5u)
-    GEMM_Q(6u)
-    GEMM_Q(7u)
-#endif
-#undef GEMM_Q
-#ifdef GEMM_F16
-    for (uint i = 0u; i < NACC; i++) {
-        acc[i] += float(acch[i].x) + float(acch[i].y);
-    }
+    GEMM_KQ(0u)
+    GEMM_KQ(1u)
+    GEMM_KQ(2u)
+    GEMM_KQ(3u)
+    GEMM_KQ(4u)
+    GEMM_KQ(5u)
+    GEMM_KQ(6u)
+    GEMM_KQ(7u)
 #endif
 }
 
 // The invocation's staged row's unit u: the weight's, or with PAIR the
-// gate's or the up's (second: the tile's second half of rows). With
-// GEMM_PAIR_SELECT both are read and one is selected, else a branch (the
-// same for whole warps where BNR is a multiple of their size: 64 on the
-// GPU tiles), so each invocation reads and decodes one weight.
+// gate's or the up's (second: the tile's second half of rows), through a
+// branch (the same for whole warps where BNR is a multiple of their size:
+// 64 on the GPU tiles), so each invocation reads and decodes one weight,
+// not both and a select (3% of the H200's pp512).
 #ifdef PAIR
-#ifdef GEMM_PAIR_SELECT
-#define GEMM_WROW(nl, b2, b3, at, u, q, ab)                                    \
-    {                                                                          \
-        GEMM_WUNIT(nl, b2, b3, at, u, q, ab);                                  \
-        vec4 q2[8];                                                            \
-        vec4 ab2;                                                              \
-        GEMM_WUNIT2(nl, b2, b3, at, u, q2, ab2);                               \
-        for (uint i = 0u; i < 8u; i++) {                                       \
-            q[i] = second ? q2[i] : q[i];                                      \
-        }                                                                      \
-        ab = second ? ab2 : ab;                                                \
-    }
-#else
 #define GEMM_WROW(nl, b2, b3, at, u, q, ab)                                    \
     if (second) {                                                              \
         GEMM_WUNIT2(nl, b2, b3, at, u, q, ab);                                 \
     } else {                                                                   \
         GEMM_WUNIT(nl, b2, b3, at, u, q, ab);                                  \
     }
-#endif
 #else
 #define GEMM_WROW(nl, b2, b3, at, u, q, ab) GEMM_WUNIT(nl, b2, b3, at, u, q, ab)
 #endif

@@ -200,10 +200,14 @@ glesc_status compute_roofline_fma(glesc_context *ctx, int iters, int chains, boo
                                   double *gflops)
 {
     *gflops = 0;
-    if (chains < 1 || chains > 64 || (f16 && !ctx->f16_ext))
+    if (chains < 1 || chains > 64)
         return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "compute_roofline_fma: %d chains (1 to 64)%s", chains,
-                            f16 && !ctx->f16_ext ? ", f16 without a float16 extension" : "");
+                            "compute_roofline_fma: %d chains (1 to 64)", chains);
+    if (f16 && !ctx->f16_ext)
+        return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                            "compute_roofline_fma: f16 without a float16 extension "
+                            "(GL_EXT_shader_explicit_arithmetic_types_float16, "
+                            "GL_AMD_gpu_shader_half_float or GL_NV_gpu_shader5)");
     glesc_status st = gl_context_bind(ctx, "compute_roofline_fma");
     if (st != GLESC_OK)
         return st;

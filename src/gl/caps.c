@@ -105,10 +105,9 @@ glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts
     c->has_buffer_storage = gl_has_extension("GL_EXT_buffer_storage");
     static const char *const f16_exts[] = {"GL_EXT_shader_explicit_arithmetic_types_float16",
                                            "GL_AMD_gpu_shader_half_float", "GL_NV_gpu_shader5"};
-    const char *nof16 = getenv("GLESC_NO_F16");
     ctx->f16_ext = NULL;
-    for (size_t i = 0; i < CORE_ARRAY_LEN(f16_exts) && !(nof16 && !strcmp(nof16, "1")); i++)
-        if (gl_has_extension(f16_exts[i]) && !ctx->f16_ext)
+    for (size_t i = 0; i < CORE_ARRAY_LEN(f16_exts) && !ctx->f16_ext; i++)
+        if (gl_has_extension(f16_exts[i]))
             ctx->f16_ext = f16_exts[i];
     c->has_debug = (c->gl_major == 3 && c->gl_minor >= 2) || gl_has_extension("GL_KHR_debug");
     /* Resets are reported only when the context was made with (or, adopted,

@@ -113,10 +113,11 @@ struct glesc_context {
      * workgroup size by device take small ones there (its barriers and
      * large workgroups cost more than the parallelism gives). */
     bool cpu_device;
-    /* The GLSL extension whose float16_t / f16vec4 arithmetic kernels may
-     * use (GL_EXT_shader_explicit_arithmetic_types_float16,
+    /* The GLSL extension with float16_t / f16vec4 arithmetic
+     * (GL_EXT_shader_explicit_arithmetic_types_float16,
      * GL_AMD_gpu_shader_half_float or GL_NV_gpu_shader5, the first the
-     * driver lists); NULL: none, or GLESC_NO_F16=1. */
+     * driver lists); NULL: none. glesc-bench measures its multiply-add rate
+     * beside fp32's (compute_roofline_fma). */
     const char *f16_ext;
     /* State of a higher layer that lives as long as the context (the compute
      * layer's plan cache, trace file and device profile). The gl layer cannot

@@ -34,15 +34,11 @@
 
 /* The tile: staged weight rows (the pair's: both weights'), columns, and
  * per invocation; the workgroups the device runs at once (gemm_split);
- * loop: a step's eight groups of four k as a loop, not written out; f16:
- * f16 products (gemm.glsl's GEMM_KQH), only where the context has a
- * float16_t extension. */
+ * loop: a step's eight groups of four k as a loop, not written out. */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
     int loop;
-    int f16;
-    int psel;
 } gemm_cfg;
 
 /* Workgroups of 256 invocations a large GPU runs at once: about one per
@@ -80,7 +76,7 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
            out_rounds(c, dual) && 128 * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,f16=1": a tuning aid overriding
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0": a tuning aid overriding
  * the fields it names (read on every generation, like GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
@@ -88,7 +84,7 @@ static void gemm_env(gemm_cfg *c)
     for (const char *p = e; p && *p;) {
         char key[16];
         int v, n = 0;
-        if (sscanf(p, "%15[a-z0-9]=%d%n", key, &v, &n) != 2 || n <= 0)
+        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0)
             return;
         if (!strcmp(key, "bn"))
             c->bn = v;
@@ -102,10 +98,6 @@ static void gemm_env(gemm_cfg *c)
             c->slots = v;
         else if (!strcmp(key, "loop"))
             c->loop = v != 0;
-        else if (!strcmp(key, "f16"))
-            c->f16 = v != 0;
-        else if (!strcmp(key, "psel"))
-            c->psel = v != 0;
         p += n;
         p += *p == ',';
     }
@@ -118,15 +110,15 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
-        {128, 128, 8, 8, 0, 0, 0, 0}, /* 256 invocations, 32 KiB */
-        {64, 64, 8, 4, 0, 0, 0, 0},   /* the portable 128 invocations and 16 KiB */
-        {64, 32, 4, 4, 0, 0, 0, 0},   /* 128 invocations, 12 KiB */
-        {32, 32, 4, 4, 0, 0, 0, 0},   /* 64 invocations, 8 KiB */
+        {128, 128, 8, 8, 0, 0}, /* 256 invocations, 32 KiB */
+        {64, 64, 8, 4, 0, 0},   /* the portable 128 invocations and 16 KiB */
+        {64, 32, 4, 4, 0, 0},   /* 128 invocations, 12 KiB */
+        {32, 32, 4, 4, 0, 0},   /* 64 invocations, 8 KiB */
     };
-    static const gemm_cfg gpu_small_m[] = {{128, 64, 8, 4, 0, 0, 0, 0}};
+    static const gemm_cfg gpu_small_m[] = {{128, 64, 8, 4, 0, 0}};
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
-    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0, 0, 0}};
+    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0}};
     gemm_cfg c = {0};
     bool found = false;
     if (ctx->cpu_device)
@@ -145,12 +137,6 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
     /* LLVM (llvmpipe) takes seconds over the written-out step */
     c.loop = ctx->cpu_device;
     gemm_env(&c);
-    if (c.f16 && !ctx->f16_ext)
-        return kb_fail(b, GLESC_ERROR_INVALID_ARGUMENT,
-                       "GLESC_GEMM=%s: f16 products need a float16_t extension "
-                       "(GL_EXT_shader_explicit_arithmetic_types_float16, "
-                       "GL_AMD_gpu_shader_half_float or GL_NV_gpu_shader5); this device has none",
-                       getenv("GLESC_GEMM"));
     if (!cfg_fits(&ctx->caps, &c, dual))
         return kb_fail(b, GLESC_ERROR_INVALID_ARGUMENT,
                        "GLESC_GEMM=%s: a tile of %d x %d with %d x %d per invocation does not fit "
@@ -288,20 +274,13 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_NORM", "1");
         if (c.loop)
             emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
-        if (c.psel)
-            emit_kernel_define(b->k, "GEMM_PAIR_SELECT", "1");
-        if (c.f16) {
-            emit_kernel_extension(b->k, b->ctx->f16_ext);
-            emit_kernel_define(b->k, "GEMM_F16", "1");
-        }
         emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
         emit_kernel_shared(b->k, "vec4", "gs", 8 * (c.bn + c.bm));
         emit_kernel_comment(b->k,
                             "GEMM (glsl/graph/gemm.glsl): tiles of %d weight rows%s by %d "
                             "columns, %d x %d per invocation, K one 32-element unit a step, "
-                            "split where tiles are few%s",
-                            c.bn, dual ? " (both of the pair)" : "", c.bm, c.tn, c.tm,
-                            c.f16 ? ", f16 products" : "");
+                            "split where tiles are few",
+                            c.bn, dual ? " (both of the pair)" : "", c.bm, c.tn, c.tm);
         if (mc->n_sib)
             emit_kernel_comment(b->k,
                                 "grouped: %d matmuls of one activation, blocks of rows pick "
