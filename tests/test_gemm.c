@@ -534,3 +534,35 @@ Test(gemm, fma_roofline_chains_and_f16)
         cr_expect_gt(gflops, 0);
     }
 }
+
+/* A grouped q/k/v of many columns takes the 128 x 64 tiles where they fit
+ * (a GPU of 256 invocations and 32 KiB: gemm_config's narrow list), a
+ * single weight of as many columns the 128 x 128 ones; llvmpipe keeps its
+ * own tile for both. */
+Test(gemm, grouped_takes_the_narrow_tiles)
+{
+    bool gpu = !glesc_context_caps(ctx)->software &&
+               glesc_context_caps(ctx)->max_compute_invocations >= 256 &&
+               glesc_context_caps(ctx)->max_compute_shared_memory >= 32768;
+    mm_m = 200;
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *outs[3];
+    int n = 0;
+    outs[0] = norm_qkv(g, outs + 1, &n);
+    tg_check(g, outs, 1 + n, NMSE_TOL, "grouped q/k/v, m = 200");
+    const char *glsl = glesc_graph_last_glsl(g);
+    cr_assert(glsl && strstr(glsl, "grouped: 3 matmuls"), "not one grouped GEMM");
+    const char *want = gpu ? "by 64 columns, 8 x 4" : "by 64 columns, 8 x 8";
+    cr_log_info("%s: the tile '%s'", gpu ? "a GPU" : "llvmpipe", want);
+    cr_expect(strstr(glsl, want), "the grouped GEMM has not the tile '%s'", want);
+    glesc_graph_destroy(g);
+    free_weights();
+    g = glesc_graph_create(ctx);
+    glesc_tensor *w = tg_input(g, F32, 2, (int64_t[]){512, 300}, 1, -1, 1);
+    glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){512, 200}, 2, -1, 1);
+    glesc_tensor *y = glesc_matmul(g, w, x);
+    tg_check(g, &y, 1, NMSE_TOL, "one weight, m = 200");
+    want = gpu ? "by 128 columns, 8 x 8" : "by 64 columns, 8 x 8";
+    cr_expect(strstr(glesc_graph_last_glsl(g), want), "the GEMM has not the tile '%s'", want);
+    glesc_graph_destroy(g);
+}

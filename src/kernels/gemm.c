@@ -15,9 +15,10 @@
  * next step's loads are in flight while a step is multiplied
  * (gemm.glsl says how). The shape comes from the caps (gemm_config): 128 ×
  * 128 tiles of 8 × 8 per invocation where 256 invocations and 32 KiB of
- * shared memory exist, 128 × 64 when the matmul has at most 64 columns (the
- * variant's bit 18), 64 × 64 of 8 × 4 on the portable 128 invocations and
- * 16 KiB, smaller ones below that; llvmpipe its own.
+ * shared memory exist, 128 × 64 of 8 × 4 when the matmul has at most 64
+ * columns (the variant's bit 18) or is a grouped q/k/v (see gemm_config),
+ * 64 × 64 of 8 × 4 on the portable 128 invocations and 16 KiB, smaller ones
+ * below that; llvmpipe its own.
  *
  * When a dispatch's tiles leave the device's compute units idle for part of
  * its last wave, K is split (gemm_split: the uniforms ksplit, kper, chosen
@@ -104,9 +105,14 @@ static void gemm_env(gemm_cfg *c)
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
- * the variant's small-m bit and the pair (a plan cache belongs to one
- * context; the plan hash covers the other two). */
-static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
+ * the variant's small-m bit, the group and the pair (a plan cache belongs
+ * to one context; the plan hash covers the rest). narrow: the 128 × 64
+ * tiles first, for few columns, and for a grouped q/k/v, whose copies of
+ * the K loop (one per member) cost the 128 × 128 tiles' 64 accumulators
+ * dearly (H200, TinyLlama's q/k/v with a folded norm, 2048 + 256 + 256
+ * rows by 2048 by 512 columns: 540 us in 128 × 128 tiles, 337 us in
+ * 128 × 64; one weight of 2560 rows: 302 us and 328 us). */
+static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
@@ -115,7 +121,7 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
         {64, 32, 4, 4, 0, 0},   /* 128 invocations, 12 KiB */
         {32, 32, 4, 4, 0, 0},   /* 64 invocations, 8 KiB */
     };
-    static const gemm_cfg gpu_small_m[] = {{128, 64, 8, 4, 0, 0}};
+    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0}};
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
     static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0}};
@@ -124,9 +130,9 @@ static glesc_status gemm_config(kb *b, bool small_m, bool dual, gemm_cfg *out)
     if (ctx->cpu_device)
         for (size_t i = 0; !found && i < CORE_ARRAY_LEN(cpu); i++)
             found = cfg_fits(&ctx->caps, &cpu[i], dual) && (c = cpu[i], true);
-    if (small_m)
-        for (size_t i = 0; !found && i < CORE_ARRAY_LEN(gpu_small_m); i++)
-            found = cfg_fits(&ctx->caps, &gpu_small_m[i], dual) && (c = gpu_small_m[i], true);
+    if (narrow)
+        for (size_t i = 0; !found && i < CORE_ARRAY_LEN(gpu_narrow); i++)
+            found = cfg_fits(&ctx->caps, &gpu_narrow[i], dual) && (c = gpu_narrow[i], true);
     for (size_t i = 0; !found && i < CORE_ARRAY_LEN(gpu); i++)
         found = cfg_fits(&ctx->caps, &gpu[i], dual) && (c = gpu[i], true);
     if (!found)
@@ -255,7 +261,7 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
      * input summed where x is loaded, the scale applied before the store */
     const glesc_tensor *nrm = kb_row_norm(b, mc->x);
     gemm_cfg c = {0};
-    if (gemm_config(b, m <= KERNELS_GEMM_SMALL_M, dual, &c) != GLESC_OK)
+    if (gemm_config(b, m <= KERNELS_GEMM_SMALL_M || mc->n_sib > 0, dual, &c) != GLESC_OK)
         return b->st;
     int nx = c.bn / c.tn, ny = c.bm / c.tm;
     if (b->k) {
