@@ -656,6 +656,44 @@ static onnx_map_status map_matmul(onnx_map_ctx *m)
     return ONNX_MAP_OK;
 }
 
+/* Gemm: alpha·A'·B' + beta·C with A' = A or Aᵀ (transA), B' = B or Bᵀ
+ * (transB), C broadcasting to [M, N] (attribute broadcast of opsets before 7
+ * asks for just that). glesc's weight is B'ᵀ: B itself when
+ * transB (its rows are glesc's contiguous dimension 0), else a contiguous
+ * transpose; the activation is A' (A, or a contiguous transpose). */
+static onnx_map_status map_gemm(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    CHECK(need_float(m, 1));
+    if (m->in[0]->rank != 2 || m->in[1]->rank != 2)
+        return INVALID("Gemm's A and B must be 2-D");
+    float alpha = attr_f(m, "alpha", 1.0f), beta = attr_f(m, "beta", 1.0f);
+    glesc_tensor *a, *b, *y;
+    CHECK(gpu_in(m, 0, &a));
+    CHECK(gpu_in(m, 1, &b));
+    if (attr_i(m, "transA", 0)) {
+        TRY(a = glesc_transpose(m->g, a), "glesc_transpose");
+        TRY(a = glesc_cont(m->g, a), "glesc_cont");
+    }
+    if (!attr_i(m, "transB", 0)) {
+        TRY(b = glesc_transpose(m->g, b), "glesc_transpose");
+        TRY(b = glesc_cont(m->g, b), "glesc_cont");
+    }
+    TRY(y = glesc_matmul(m->g, b, a), "glesc_matmul");
+    if (alpha != 1.0f)
+        TRY(y = glesc_scale(m->g, y, alpha, 0.0f), "glesc_scale");
+    if (m->n_in > 2 && m->in[2] && beta != 0.0f) {
+        glesc_tensor *c;
+        CHECK(need_float(m, 2));
+        CHECK(gpu_in(m, 2, &c));
+        if (beta != 1.0f)
+            TRY(c = glesc_scale(m->g, c, beta, 0.0f), "glesc_scale");
+        TRY(y = glesc_add(m->g, y, c), "glesc_add");
+    }
+    set_out(m, 0, y, m->in[0]->type, 2);
+    return ONNX_MAP_OK;
+}
+
 /* ---- shape ---- */
 
 static onnx_map_status map_concat(onnx_map_ctx *m)
@@ -721,6 +759,105 @@ static onnx_map_status map_reshape(onnx_map_ctx *m)
     CHECK(gpu_in(m, 0, &x));
     CHECK(reshape_to(m, x, n, dims, &y));
     set_out(m, 0, y, xv->type, n);
+    return ONNX_MAP_OK;
+}
+
+/* The axes of Squeeze / Unsqueeze: attribute axes (before opset 13) or the
+ * optional INT64 input 1. */
+static onnx_map_status axes_list(onnx_map_ctx *m, int64_t *axes, int *n)
+{
+    const Onnx__AttributeProto *a = attr(m, "axes");
+    *n = 0;
+    if (a) {
+        if (a->n_ints > ONNX_MAX_RANK)
+            return INVALID("attribute axes has %zu values", a->n_ints);
+        for (size_t i = 0; i < a->n_ints; i++)
+            axes[(*n)++] = a->ints[i];
+        return ONNX_MAP_OK;
+    }
+    if (m->n_in > 1 && m->in[1])
+        return host_ints(m, 1, axes, ONNX_MAX_RANK, n);
+    return ONNX_MAP_OK;
+}
+
+/* Squeeze: a reshape without the given size-1 dimensions (none given: all
+ * of them). */
+static onnx_map_status map_squeeze(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int64_t axes[ONNX_MAX_RANK];
+    int n;
+    CHECK(axes_list(m, axes, &n));
+    bool drop[ONNX_MAX_RANK] = {false};
+    for (int i = 0; i < xv->rank; i++)
+        drop[i] = n == 0 && xv->dims[i] == 1;
+    for (int i = 0; i < n; i++) {
+        int oa, ga;
+        CHECK(axis_of(m, axes[i], xv->rank, &oa, &ga));
+        if (xv->dims[oa] != 1)
+            return INVALID("axis %" PRId64 " has size %" PRId64 ", not 1", axes[i], xv->dims[oa]);
+        drop[oa] = true;
+    }
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    int nr = 0;
+    for (int i = 0; i < xv->rank; i++)
+        if (!drop[i])
+            dims[nr++] = xv->dims[i];
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    CHECK(reshape_to(m, x, nr, dims, &y));
+    set_out(m, 0, y, xv->type, nr);
+    return ONNX_MAP_OK;
+}
+
+/* Unsqueeze: a reshape with size-1 dimensions inserted at the axes (of the
+ * result's rank). */
+static onnx_map_status map_unsqueeze(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int64_t axes[ONNX_MAX_RANK];
+    int n;
+    CHECK(axes_list(m, axes, &n));
+    int r = xv->rank + n;
+    if (r > ONNX_MAX_RANK)
+        return UNSUP("result rank %d", r);
+    bool ins[ONNX_MAX_RANK] = {false};
+    for (int i = 0; i < n; i++) {
+        int oa, ga;
+        CHECK(axis_of(m, axes[i], r, &oa, &ga));
+        if (ins[oa])
+            return INVALID("axis %" PRId64 " is repeated", axes[i]);
+        ins[oa] = true;
+    }
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    for (int i = 0, k = 0; i < r; i++)
+        dims[i] = ins[i] ? 1 : xv->dims[k++];
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    CHECK(reshape_to(m, x, r, dims, &y));
+    set_out(m, 0, y, xv->type, r);
+    return ONNX_MAP_OK;
+}
+
+/* Flatten: [prod(dims[:axis]), prod(dims[axis:])], a reshape. */
+static onnx_map_status map_flatten(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int64_t a = attr_i(m, "axis", 1);
+    if (a < -xv->rank || a > xv->rank)
+        return INVALID("axis %" PRId64 " is out of range for rank %d", a, xv->rank);
+    if (a < 0)
+        a += xv->rank;
+    int64_t dims[2] = {1, 1};
+    for (int i = 0; i < xv->rank; i++)
+        dims[i >= a] *= xv->dims[i];
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    CHECK(reshape_to(m, x, 2, dims, &y));
+    set_out(m, 0, y, xv->type, 2);
     return ONNX_MAP_OK;
 }
 
@@ -839,6 +976,8 @@ static const onnx_map_entry table[] = {
     {"Cos", map_cos, ""},
     {"Div", map_div, ""},
     {"Exp", map_exp, ""},
+    {"Flatten", map_flatten, "axis"},
+    {"Gemm", map_gemm, "alpha,beta,broadcast,transA,transB"},
     {"Identity", map_identity, ""},
     {"LayerNormalization", map_layer_norm, "axis,epsilon,stash_type"},
     {"Log", map_log, ""},
@@ -867,10 +1006,12 @@ static const onnx_map_entry table[] = {
     {"Softmax", map_softmax, "axis"},
     {"Softplus", map_softplus, ""},
     {"Sqrt", map_sqrt, ""},
+    {"Squeeze", map_squeeze, "axes"},
     {"Sub", map_sub, ""},
     {"Sum", map_sum, ""},
     {"Tanh", map_tanh, ""},
     {"Transpose", map_transpose, "perm"},
+    {"Unsqueeze", map_unsqueeze, "axes"},
 };
 
 const onnx_map_entry *onnx_map_find(const char *op)
