@@ -53,6 +53,13 @@ Test(onnx_reader, raw_and_typed_fields)
     cr_assert_eq(((int64_t *)t.data)[1], 127);
     onnx_tensor_free(&t);
 
+    /* dims [0], FLOAT, empty raw_data: no elements */
+    uint8_t empty[] = {0x08, 0x00, 0x10, 0x01, 0x4a, 0x00};
+    cr_assert_eq(parse(empty, sizeof empty, &t, err), ONNX_READ_OK, "%s", err);
+    cr_assert_eq(t.n, 0);
+    cr_assert_eq(t.rank, 1);
+    onnx_tensor_free(&t);
+
     /* a scalar (no dims) FLOAT16 in int32_data: 0x3c00 = 1.0 */
     uint8_t f16[] = {0x10, 0x0a, 0x2a, 0x03, 0x80, 0xf8, 0x00};
     cr_assert_eq(parse(f16, sizeof f16, &t, err), ONNX_READ_OK, "%s", err);

@@ -172,7 +172,8 @@ onnx_read_status onnx_tensor_decode(const Onnx__TensorProto *tp, const char *wha
     }
     if (!strcmp(field, "raw_data")) {
         /* raw_data is little-endian, as every host glesc runs on. */
-        memcpy(out->data, tp->raw_data.data, bytes);
+        if (bytes)
+            memcpy(out->data, tp->raw_data.data, bytes);
         if (type == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL) {
             for (int64_t i = 0; i < n; i++) {
                 if (((uint8_t *)out->data)[i] > 1) {
