@@ -7,6 +7,7 @@
  */
 #include "map.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -344,11 +345,14 @@ static onnx_map_status map_identity(onnx_map_ctx *m)
     return ONNX_MAP_OK;
 }
 
-/* Clip: bounds from attributes min/max (opset < 11) or optional scalar
- * inputs 1 and 2; an absent bound is infinite. */
+/* Clip: bounds from attributes min/max (opset < 11: their defaults are
+ * float's lowest and largest, so an infinity is clipped) or optional
+ * scalar inputs 1 and 2 (an absent one does not clip, as ONNX's reference
+ * implementation). */
 static onnx_map_status map_clip(onnx_map_ctx *m)
 {
-    float lo = attr_f(m, "min", -INFINITY), hi = attr_f(m, "max", INFINITY);
+    float lo = attr_f(m, "min", m->opset < 11 ? -FLT_MAX : -INFINITY),
+          hi = attr_f(m, "max", m->opset < 11 ? FLT_MAX : INFINITY);
     glesc_tensor *x, *y;
     CHECK(need_float(m, 0));
     if (m->n_in > 1 && m->in[1])
