@@ -506,7 +506,6 @@ Test(gemm, a_tile_that_does_not_fit_is_refused)
     unsetenv("GLESC_GEMM");
 }
 
-
 /* The multiply-add peak the GEMM is set against (glesc-bench --gemm):
  * positive for the chain counts glesc-bench takes; a bad chain count, or
  * f16 chains without a float16_t extension (llvmpipe has none), refused. */

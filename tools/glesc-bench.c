@@ -115,8 +115,8 @@ static int check_shapes(const char *arg, const bool sel[N_TYPES], bool fused)
         int N[MAX_MEMB], nn = 0, K = 0;
         bool pair, norm;
         size_t n = strcspn(s, ",");
-        bool ok = parse_shape(s, N, &nn, &K, &pair, &norm) &&
-                  (fused || (nn == 1 && !pair && !norm));
+        bool ok =
+            parse_shape(s, N, &nn, &K, &pair, &norm) && (fused || (nn == 1 && !pair && !norm));
         for (size_t k = 0; ok && k < N_TYPES; k++)
             if (sel[k] && K % quant_gpu_block_elems(all_types[k])) {
                 fprintf(stderr,
@@ -127,9 +127,8 @@ static int check_shapes(const char *arg, const bool sel[N_TYPES], bool fused)
                 return -1;
             }
         if (!ok) {
-            fprintf(stderr,
-                    "glesc-bench: --shapes: '%.*s' is not NxK with positive sizes%s\n", (int)n,
-                    s, fused ? " (nor N+N+...xK, N*2xK, nNxK...)" : "");
+            fprintf(stderr, "glesc-bench: --shapes: '%.*s' is not NxK with positive sizes%s\n",
+                    (int)n, s, fused ? " (nor N+N+...xK, N*2xK, nNxK...)" : "");
             return -1;
         }
         if (!s[n])
@@ -220,9 +219,9 @@ static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *
  * how (size bytes). With nn > 1 weights (N[i] rows each, one copy) the
  * grouped matmul, with pair the gate/up pair silu(Wg h)·(Wu h) (N[0] rows
  * each), with norm of h = rms_norm(x)·w: the prefill's fused kernels. */
-static int time_graph(glesc_context *ctx, glesc_dtype t, const int *N, int nn, bool pair,
-                      bool norm, int K, int M, const void *pool, size_t pool_bytes, const float *x,
-                      int copies, int iters, double *sec, char *how, size_t size)
+static int time_graph(glesc_context *ctx, glesc_dtype t, const int *N, int nn, bool pair, bool norm,
+                      int K, int M, const void *pool, size_t pool_bytes, const float *x, int copies,
+                      int iters, double *sec, char *how, size_t size)
 {
     int rc = -1, nw = pair ? 2 : nn;
     bool fused = nw > 1 || norm;
@@ -261,8 +260,8 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, const int *N, int nn, b
             int64_t rows = N[pair ? 0 : i];
             glesc_tensor *wt = w[c * nw + i] = glesc_weight_new(ctx, t, 2, (int64_t[]){K, rows});
             if (!wt ||
-                glesc_tensor_write(wt, file,
-                                   (size_t)glesc_dtype_row_bytes(t, K) * (size_t)rows) != GLESC_OK)
+                glesc_tensor_write(wt, file, (size_t)glesc_dtype_row_bytes(t, K) * (size_t)rows) !=
+                    GLESC_OK)
                 goto done;
             if (!(mm[i] = glesc_matmul(g[c], wt, xt)))
                 goto done;
@@ -441,15 +440,15 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
             char how[200];
             double sec;
             if (!f || !x || !blocks ||
-                time_graph(ctx, t, N, nn, pair, norm, K, M, blocks, pool_bytes, x, 1, iters, &sec, how,
-                           sizeof how))
+                time_graph(ctx, t, N, nn, pair, norm, K, M, blocks, pool_bytes, x, 1, iters, &sec,
+                           how, sizeof how))
                 return fail(ctx, "graph gemm");
             int all = pair ? 2 * N[0] : 0;
             for (int i = 0; !pair && i < nn; i++)
                 all += N[i];
             double flops = 2.0 * all * (double)K * M / sec;
-            printf("%-8s %11sx%-5d %6d %10.1f %9.2f %7.1f%%  %s\n", glesc_dtype_name(t), name, K,
-                   M, sec * 1e6, flops / 1e12, 100.0 * flops / (peak * 1e9), how);
+            printf("%-8s %11sx%-5d %6d %10.1f %9.2f %7.1f%%  %s\n", glesc_dtype_name(t), name, K, M,
+                   sec * 1e6, flops / 1e12, 100.0 * flops / (peak * 1e9), how);
             fflush(stdout);
             gl_pool_trim(ctx, 0);
             free(f);

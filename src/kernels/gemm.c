@@ -194,9 +194,9 @@ static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
  * around it. */
 static void gemm_loop_copies(kb *b, const mm_ctx *mc)
 {
-    static const char *const names[] = {"GEMM_LOOP",   "GEMM_WAT",    "GEMM_UX",
-                                        "GEMM_WUNIT",  "GEMM_WUNIT2", "GEMM_FETCH_X",
-                                        "GEMM_PART_W", "GEMM_STAGE",  "GEMM_STEP", "GEMM_WROW"};
+    static const char *const names[] = {"GEMM_LOOP",   "GEMM_WAT",     "GEMM_UX",     "GEMM_WUNIT",
+                                        "GEMM_WUNIT2", "GEMM_FETCH_X", "GEMM_PART_W", "GEMM_STAGE",
+                                        "GEMM_STEP",   "GEMM_WROW"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
