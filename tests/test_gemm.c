@@ -537,7 +537,8 @@ Test(gemm, fma_roofline_chains_and_f16)
 /* A grouped q/k/v of many columns takes the 128 x 64 tiles where they fit
  * (a GPU of 256 invocations and 32 KiB: gemm_config's narrow list), a
  * single weight of as many columns the 128 x 128 ones; llvmpipe keeps its
- * own tile for both. */
+ * own tile for both, and runs the grouped kernel in the narrow tile when
+ * forced. */
 Test(gemm, grouped_takes_the_narrow_tiles)
 {
     bool gpu = !glesc_context_caps(ctx)->software &&
@@ -556,6 +557,23 @@ Test(gemm, grouped_takes_the_narrow_tiles)
     cr_expect(strstr(glsl, want), "the grouped GEMM has not the tile '%s'", want);
     glesc_graph_destroy(g);
     free_weights();
+    /* the narrow tile forced (llvmpipe): the grouped kernel in it, with
+     * and without the split, equals the CPU */
+    static const char *const knobs[] = {"bn=128,bm=64,tn=8,tm=4",
+                                        "bn=128,bm=64,tn=8,tm=4,slots=1000000"};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(knobs); i++) {
+        glesc_context *c = context_with(knobs[i], NULL);
+        g = glesc_graph_create(c);
+        n = 0;
+        outs[0] = norm_qkv(g, outs + 1, &n);
+        double e = tg_check(g, outs, 1 + n, NMSE_TOL, knobs[i]);
+        cr_log_info("grouped q/k/v, GLESC_GEMM=%s: NMSE %.3g", knobs[i], e);
+        cr_expect(strstr(glesc_graph_last_glsl(g), "by 64 columns, 8 x 4"), "not the tile");
+        glesc_graph_destroy(g);
+        free_weights();
+        glesc_context_destroy(c);
+    }
+    unsetenv("GLESC_GEMM");
     g = glesc_graph_create(ctx);
     glesc_tensor *w = tg_input(g, F32, 2, (int64_t[]){512, 300}, 1, -1, 1);
     glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){512, 200}, 2, -1, 1);
