@@ -530,9 +530,17 @@ Test(graph, allocation_failures_are_reported)
 
 /* A readback copies a tensor's bytes after the work before it and before
  * the work after it: read after the next compute overwrote the tensor, it
- * still gives the first compute's values. */
-Test(graph, readback_reads_what_the_work_before_it_wrote)
+ * still gives the first compute's values. Both paths: the persistently
+ * mapped buffer (where GL_EXT_buffer_storage exists) and the pool buffer
+ * mapped per read (GLESC_READBACK=map). */
+static void readback_case(const char *mode)
 {
+    if (mode)
+        setenv("GLESC_READBACK", mode, 1);
+    else
+        unsetenv("GLESC_READBACK");
+    cr_log_info("readback %s (GL_EXT_buffer_storage: %s)", mode ? mode : "default",
+                glesc_context_caps(ctx)->has_buffer_storage ? "yes" : "no");
     glesc_readback *rb;
     cr_assert_eq(glesc_readback_create(ctx, &rb), GLESC_OK, "%s", glesc_last_errmsg());
     glesc_tensor *acc = glesc_weight_new(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){3});
@@ -573,4 +581,15 @@ Test(graph, readback_reads_what_the_work_before_it_wrote)
     glesc_weight_free(acc);
     glesc_readback_destroy(rb);
     glesc_readback_destroy(NULL);
+}
+
+Test(graph, readback_reads_what_the_work_before_it_wrote)
+{
+    readback_case(NULL);
+}
+
+Test(graph, readback_through_a_map_reads_the_same)
+{
+    readback_case("map");
+    unsetenv("GLESC_READBACK");
 }

@@ -204,7 +204,14 @@ static void batching_case(glesc_dtype kv, double tol)
      * batches follow each other on the GPU: a batch's inputs and parameters
      * must not reach the one still running before it; an H200 showed it) */
     glesc_session_truncate(s2, 0);
+    uint64_t waits = ctx->write_waits;
     cr_assert_eq(glesc_session_eval(s2, ids, 20, 0, b), GLESC_OK, "%s", glesc_last_errmsg());
+    /* ... and the host never waited for all the GPU's work to write the
+     * next batch's inputs and parameters: each batch's inputs go into the
+     * pair of tensors the batch before the last one read, after a wait for
+     * that batch alone (exec.c's guard counts the waits it had to do) */
+    cr_expect_eq(ctx->write_waits, waits, "kv %s: %llu host writes waited for the GPU in 7 batches",
+                 glesc_dtype_name(kv), (unsigned long long)(ctx->write_waits - waits));
     double last = 0;
     for (int32_t j = 0; j < V; j++)
         last = fmax(last, fabs((double)b[j] - a[19 * (size_t)V + (size_t)j]));
@@ -215,6 +222,82 @@ static void batching_case(glesc_dtype kv, double tol)
     free(b);
     glesc_session_destroy(s1);
     glesc_session_destroy(s2);
+    glesc_model_destroy(m);
+    free(path);
+}
+
+/* Decode steps record the next step's graph while they run: a session
+ * doing that (logits of the last row) and one reading every row (no graph
+ * recorded ahead) give the same logits through what drops such a graph or
+ * makes it stale: truncating, greedy steps, several tokens at once, an eval
+ * without logits, a context shift. The plain decode steps never wait to
+ * write their inputs. */
+static void ahead_eval(glesc_session *a, glesc_session *b, const int32_t *ids, size_t n, float *la,
+                       float *lb, int32_t V, double *worst)
+{
+    cr_assert_eq(glesc_session_eval(a, ids, n, 0, la), GLESC_OK, "%s", glesc_last_errmsg());
+    float *all = malloc(n * (size_t)V * sizeof *all);
+    cr_assert_eq(glesc_session_eval(b, ids, n, GLESC_EVAL_ALL_LOGITS, all), GLESC_OK, "%s",
+                 glesc_last_errmsg());
+    memcpy(lb, all + (n - 1) * (size_t)V, (size_t)V * sizeof *lb);
+    free(all);
+    for (int32_t j = 0; j < V; j++)
+        *worst = fmax(*worst, fabs((double)la[j] - lb[j]));
+    cr_assert_eq(glesc_session_n_past(a), glesc_session_n_past(b));
+}
+
+Test(runtime, decode_graphs_recorded_ahead_stay_right)
+{
+    TEST_REQUIRE_SHARED(path, "models/stories260K.gguf");
+    glesc_model *m = load(path);
+    int32_t V = glesc_tokenizer_n_vocab(glesc_model_tokenizer(m));
+    float *la = malloc((size_t)V * sizeof *la), *lb = malloc((size_t)V * sizeof *lb);
+    glesc_session *a, *b;
+    glesc_session_options o = {.n_ctx = 40, .n_batch = 4};
+    cr_assert_eq(glesc_session_create(m, &o, &a), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_create(m, &o, &b), GLESC_OK, "%s", glesc_last_errmsg());
+    double worst = 0;
+    static const int32_t prompt[6] = {1, 300, 301, 302, 303, 304};
+    ahead_eval(a, b, prompt, 6, la, lb, V, &worst);
+    int32_t id = argmax(la, V);
+    uint64_t waits = ctx->write_waits;
+    for (int i = 0; i < 5; i++) {
+        ahead_eval(a, b, &id, 1, la, lb, V, &worst);
+        id = argmax(la, V);
+    }
+    cr_expect_eq(ctx->write_waits, waits, "%llu host writes of 10 decode steps waited",
+                 (unsigned long long)(ctx->write_waits - waits));
+    /* back two positions: the graph recorded for the next one is stale */
+    cr_assert_eq(glesc_session_truncate(a, 9), GLESC_OK);
+    cr_assert_eq(glesc_session_truncate(b, 9), GLESC_OK);
+    ahead_eval(a, b, &id, 1, la, lb, V, &worst);
+    /* greedy steps use the graph for their own */
+    int32_t ga, gb;
+    cr_assert_eq(glesc_session_eval_greedy(a, 305), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_eval_greedy(b, 305), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_greedy_id(a, &ga), GLESC_OK);
+    cr_assert_eq(glesc_session_greedy_id(b, &gb), GLESC_OK);
+    cr_expect_eq(ga, gb);
+    ahead_eval(a, b, &ga, 1, la, lb, V, &worst);
+    /* several tokens, one of them alone, then one without logits */
+    static const int32_t three[3] = {310, 311, 312};
+    ahead_eval(a, b, three, 3, la, lb, V, &worst);
+    ahead_eval(a, b, &three[1], 1, la, lb, V, &worst);
+    cr_assert_eq(glesc_session_eval(a, &three[2], 1, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_eval(b, &three[2], 1, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
+    ahead_eval(a, b, &three[0], 1, la, lb, V, &worst);
+    /* a shift moves the positions back */
+    cr_assert_eq(glesc_session_shift(a, 1, 3), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_shift(b, 1, 3), GLESC_OK, "%s", glesc_last_errmsg());
+    for (int i = 0; i < 3; i++)
+        ahead_eval(a, b, &three[i], 1, la, lb, V, &worst);
+    cr_log_info("decode steps with graphs recorded ahead vs every row read: max |diff| %.3g",
+                worst);
+    cr_expect_leq(worst, 1e-5);
+    free(la);
+    free(lb);
+    glesc_session_destroy(a);
+    glesc_session_destroy(b);
     glesc_model_destroy(m);
     free(path);
 }
