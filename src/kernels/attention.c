@@ -123,6 +123,26 @@ uint32_t kernels_attention_variant(const glesc_tensor *t)
     return (uint32_t)s.hg | (uint32_t)s.t << 4 | (uint32_t)s.dpt << 12 | (uint32_t)s.v_shared << 20;
 }
 
+/* GLESC_ATTN_DECODE="target=256,tiles=1": a tuning aid overriding the
+ * workgroups a decode step's key split aims at and the key tiles a split
+ * takes at least (uniforms only: the kernel's text does not change). */
+static void decode_env(int64_t *target, int64_t *min_tiles)
+{
+    const char *e = getenv("GLESC_ATTN_DECODE");
+    for (const char *p = e; p && *p;) {
+        char key[16];
+        int v, n = 0;
+        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0 || v < 1)
+            return;
+        if (!strcmp(key, "target"))
+            *target = v;
+        else if (!strcmp(key, "tiles"))
+            *min_tiles = v;
+        p += n;
+        p += *p == ',';
+    }
+}
+
 static glesc_status gen_decode(kb *b)
 {
     const glesc_tensor *a = b->gk->anchor;
@@ -158,9 +178,11 @@ static glesc_status gen_decode(kb *b)
     int64_t k0 = n_swa > 0 ? CORE_MAX(0, n_kv - n_q + 1 - (int64_t)n_swa) : 0;
     /* keys per split: enough workgroups to fill the device, whole tiles */
     int64_t target = b->ctx->cpu_device ? ATTN_WG_TARGET_CPU : ATTN_WG_TARGET_GPU;
+    int64_t min_tiles = ATTN_SPLIT_TILES;
+    decode_env(&target, &min_tiles);
     int64_t tiles = (n_kv - k0 + sh.t - 1) / sh.t;
     int64_t nsplit = (target + n_q * n_groups - 1) / (n_q * n_groups);
-    nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / ATTN_SPLIT_TILES, ATTN_COMBINE / sh.hg));
+    nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / min_tiles, ATTN_COMBINE / sh.hg));
     if (nsplit < 2 || n_q * n_groups > KB_SCRATCH_COUNTERS) /* a counter per (query, group) */
         nsplit = 1;
     int64_t per = ((tiles + nsplit - 1) / nsplit) * sh.t;
