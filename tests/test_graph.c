@@ -278,11 +278,14 @@ Test(graph, chrome_trace_file)
     cr_assert_not_null(strstr(text, "\"pid\":1,\"tid\":1"));
     cr_assert_not_null(strstr(text, "glesc_graph_compute"));
     cr_assert_not_null(strstr(text, "]}"));
-    /* two computes: two kernel events and two compute events */
+    /* the host's work before the first dispatch, on its own track */
+    cr_assert_not_null(strstr(text, "{\"name\":\"plan\",\"ph\":\"X\""));
+    cr_assert_not_null(strstr(text, "\"pid\":1,\"tid\":3"));
+    /* two computes: two kernel events, two compute events, two plan events */
     int events = 0;
     for (const char *p = text; (p = strstr(p, "\"ph\":\"X\"")); p++)
         events++;
-    cr_assert_eq(events, 4);
+    cr_assert_eq(events, 6);
     free(text);
     unlink(path);
     rmdir(dir);

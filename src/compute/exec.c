@@ -776,6 +776,8 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     g->stats.n_kernel_times = g->n_ktimes;
     if (cs->trace) {
         trace_event(cs, "glesc_graph_compute", 2, t_start - cs->trace_t0, g->stats.cpu_ns, NULL);
+        /* the host's work before the first dispatch (order, plan, apply) */
+        trace_event(cs, "plan", 3, t_start - cs->trace_t0, t_gpu0 - t_start, NULL);
         fflush(cs->trace);
     }
     graph_order_free(&ord);
