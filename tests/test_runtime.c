@@ -267,6 +267,7 @@ Test(runtime, decode_graphs_recorded_ahead_stay_right)
     }
     cr_expect_eq(ctx->write_waits, waits, "%llu host writes of 10 decode steps waited",
                  (unsigned long long)(ctx->write_waits - waits));
+    cr_expect(compute_state_get(ctx)->prep.valid, "the next step's compute is prepared");
     /* back two positions: the graph recorded for the next one is stale */
     cr_assert_eq(glesc_session_truncate(a, 9), GLESC_OK);
     cr_assert_eq(glesc_session_truncate(b, 9), GLESC_OK);

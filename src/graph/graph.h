@@ -67,6 +67,8 @@ struct glesc_graph {
     glesc_context *ctx;
     glesc_graph_options opts;
     glesc_tensor *tensors;  /* every tensor created in g, newest first */
+    uint64_t gen; /* graph_gen_next() at its creation and each change of its tensors or
+                     options: a compute prepared ahead (compute/exec.c) checks it */
     glesc_tensor **persist; /* persistent tensors g holds a reference to */
     int n_persist, cap_persist;
     /* results of the last compute */
@@ -77,6 +79,9 @@ struct glesc_graph {
     int n_ktimes;
     const char *last_glsl;
 };
+
+/* A value never handed out before (process-wide, any thread). */
+uint64_t graph_gen_next(void);
 
 /* ---- Tensors (tensor.c) ---- */
 size_t graph_dtype_size(glesc_dtype t); /* bytes per element of f32/f16/bf16/i32, else 0 */

@@ -134,6 +134,7 @@ glesc_tensor *graph_tensor_alloc(glesc_graph *g)
     t->g = g;
     t->next = g->tensors;
     g->tensors = t;
+    g->gen = graph_gen_next();
     return t;
 }
 

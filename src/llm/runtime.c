@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compute/compute.h"
 #include "gguf/gguf.h"
 #include "llm/runtime.h"
 #include "quant/quant.h"
@@ -712,8 +713,9 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
     s->last.programs_compiled = cs.programs_compiled;
     s->total_dispatches += (uint64_t)cs.dispatches;
     /* A decode step is likely followed by another: record its graph now,
-     * while this one runs (the host's share of the next step shrinks to
-     * writing its inputs and submitting). */
+     * and order and plan it (compute_prepare), while this one runs: the
+     * host's share of the next step shrinks to writing its inputs and
+     * dispatching. */
     if (row && n == 1 && s->n_past < s->n_ctx) {
         uint64_t tp = core_time_ns();
         int next = s->in_slot;
@@ -722,6 +724,8 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
             (s->pre_y = llm_forward(s, s->in_ids[next], s->in_pos[next], 1, false))) {
             s->pre_pos = s->n_past;
             s->pre_slot = next;
+            /* ordered and planned too: the next compute only dispatches */
+            compute_prepare(g, s->pre_y);
         }
         core_err_reset(NULL); /* a failure shows again when the step is built */
         s->last.build_ns += core_time_ns() - tp;
