@@ -645,10 +645,10 @@ Test(graph, compute_prepared_ahead_runs_only_when_nothing_changed)
     cr_expect(!used, "the graph was rebuilt");
     cr_expect_float_eq(prep_compute(g, 4, 5, true, false, true, &used), 20, 0);
     cr_expect(!used, "another compute ran in between");
-    cr_assert_eq(compute_prepare(g, glesc_scale(g, glesc_tensor_new(g, GLESC_DTYPE_F32, 1,
-                                                                    (int64_t[]){4}),
-                                                2.0f, 0.0f)),
-                 GLESC_OK);
+    cr_assert_eq(
+        compute_prepare(
+            g, glesc_scale(g, glesc_tensor_new(g, GLESC_DTYPE_F32, 1, (int64_t[]){4}), 2.0f, 0.0f)),
+        GLESC_OK);
     compute_plans_drop(ctx);
     cr_expect(!compute_state_get(ctx)->prep.valid, "dropping the plans drops it");
     glesc_graph_destroy(g);

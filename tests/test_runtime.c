@@ -240,8 +240,8 @@ static int ahead_eval(glesc_session *s, bool all_rows, const int32_t *ids, size_
 {
     cr_assert_lt(k, AHEAD_EVALS);
     float *out = malloc(n * (size_t)V * sizeof *out);
-    cr_assert_eq(glesc_session_eval(s, ids, n, all_rows ? GLESC_EVAL_ALL_LOGITS : 0, out),
-                 GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_eval(s, ids, n, all_rows ? GLESC_EVAL_ALL_LOGITS : 0, out), GLESC_OK,
+                 "%s", glesc_last_errmsg());
     if (!all_rows)
         cr_expect(n > 1 || compute_state_get(ctx)->prep.valid,
                   "eval %d: the next step's compute is prepared", k);
@@ -275,8 +275,7 @@ static int ahead_sequence(glesc_session *s, bool all_rows, float *rows, int32_t 
     /* several tokens, one alone, one without logits */
     k = ahead_eval(s, all_rows, three, 3, rows, k, V);
     k = ahead_eval(s, all_rows, &three[1], 1, rows, k, V);
-    cr_assert_eq(glesc_session_eval(s, &three[2], 1, 0, NULL), GLESC_OK, "%s",
-                 glesc_last_errmsg());
+    cr_assert_eq(glesc_session_eval(s, &three[2], 1, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
     k = ahead_eval(s, all_rows, &three[0], 1, rows, k, V);
     /* a shift moves the positions back */
     cr_assert_eq(glesc_session_shift(s, 1, 3), GLESC_OK, "%s", glesc_last_errmsg());

@@ -135,7 +135,7 @@ typedef struct compute_prepared {
     bool valid;
     glesc_graph *g;
     const glesc_tensor *out;
-    uint64_t gen, computes; /* g->gen and compute_state.computes when prepared */
+    uint64_t gen, computes;     /* g->gen and compute_state.computes when prepared */
     glesc_graph_options g_opts; /* g->opts when prepared */
     glesc_graph_options opts;   /* with the GEMV threshold filled in */
     graph_order_t ord;
@@ -153,9 +153,9 @@ typedef struct compute_state {
     uint64_t trace_t0;
     compute_profile profile; /* valid when profiled */
     bool profiled;
-    gl_buffer *scratch; /* kernels' scratch (kb_scratch): counters at zero between dispatches */
-    uint64_t computes;  /* glesc_graph_compute calls and plan drops: what a prepared compute may
-                           not see between its preparation and its run */
+    gl_buffer *scratch;    /* kernels' scratch (kb_scratch): counters at zero between dispatches */
+    uint64_t computes;     /* glesc_graph_compute calls and plan drops: what a prepared compute may
+                              not see between its preparation and its run */
     compute_prepared prep; /* compute_prepare's (valid: it may still run) */
 } compute_state;
 

@@ -852,8 +852,7 @@ static uint64_t sync_spin_from_env(void)
     char *end;
     long n = strtol(v, &end, 10);
     if (*end || n < 0 || n > 1000000) {
-        core_log(CORE_LOG_WARN, "GLESC_SYNC_SPIN=%s is not a time in µs (0..1000000); using 0",
-                 v);
+        core_log(CORE_LOG_WARN, "GLESC_SYNC_SPIN=%s is not a time in µs (0..1000000); using 0", v);
         return 0;
     }
     return (uint64_t)n * 1000;

@@ -395,8 +395,7 @@ glesc_status gl_read_staging_create(glesc_context *ctx, uint64_t size, gl_stagin
     if (st == GLESC_OK && !out->ptr)
         st = core_err_set(&ctx->err, GLESC_ERROR_GL, "mapping a read staging buffer returned NULL");
     if (st != GLESC_OK) {
-        core_err_prefix(&ctx->err, "a read staging buffer of %llu bytes",
-                        (unsigned long long)size);
+        core_err_prefix(&ctx->err, "a read staging buffer of %llu bytes", (unsigned long long)size);
         gl_staging_destroy(ctx, out);
         return st;
     }

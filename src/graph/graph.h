@@ -67,8 +67,8 @@ struct glesc_graph {
     glesc_context *ctx;
     glesc_graph_options opts;
     glesc_tensor *tensors;  /* every tensor created in g, newest first */
-    uint64_t gen; /* graph_gen_next() at its creation and each change of its tensors or
-                     options: a compute prepared ahead (compute/exec.c) checks it */
+    uint64_t gen;           /* graph_gen_next() at its creation and each change of its tensors or
+                               options: a compute prepared ahead (compute/exec.c) checks it */
     glesc_tensor **persist; /* persistent tensors g holds a reference to */
     int n_persist, cap_persist;
     /* results of the last compute */

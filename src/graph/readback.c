@@ -22,8 +22,8 @@ struct glesc_readback {
     gl_buffer *buf;     /* the map path's */
     gl_staging staging; /* the persistent path's (id 0: none yet) */
     bool on_staging;    /* the queued copy went to staging */
-    GLsync fence;    /* behind the queued copy; 0: none queued */
-    uint64_t issued; /* dispatches issued before the fence */
+    GLsync fence;       /* behind the queued copy; 0: none queued */
+    uint64_t issued;    /* dispatches issued before the fence */
     uint64_t size;
 };
 

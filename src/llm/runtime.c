@@ -748,8 +748,8 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
         int32_t at = s->n_past - n + r;
         char batch[64] = "";
         if (n > 1)
-            snprintf(batch, sizeof batch, ", in a batch of positions %d..%d",
-                     (int)(s->n_past - n), (int)s->n_past - 1);
+            snprintf(batch, sizeof batch, ", in a batch of positions %d..%d", (int)(s->n_past - n),
+                     (int)s->n_past - 1);
         return core_err_set(NULL, GLESC_ERROR_NUMERIC,
                             "the logits of position %d (token %d%s) are not finite (logit "
                             "%zu is %s): the model's weights or hyperparameters hold a NaN "

@@ -90,9 +90,9 @@ struct glesc_session {
      * no host write lands under a running kernel. */
     glesc_tensor *in_ids[2], *in_pos[2];
     glesc_readback *in_rb[2];
-    bool in_fenced[2]; /* in_rb[i] holds a copy not waited for yet */
-    int in_slot;       /* the pair the next batch takes */
-    int32_t *in_scratch; /* [n_batch]: where the fences' copies land */
+    bool in_fenced[2];         /* in_rb[i] holds a copy not waited for yet */
+    int in_slot;               /* the pair the next batch takes */
+    int32_t *in_scratch;       /* [n_batch]: where the fences' copies land */
     glesc_readback *logits_rb; /* the last row of a batch whose logits are read */
     /* The graph of the next decode step (one token at position pre_pos,
      * reading pair pre_slot, logits of its row), recorded on g while the
