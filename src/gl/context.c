@@ -842,22 +842,6 @@ static uint32_t flush_max_from_env(void)
     return (uint32_t)n;
 }
 
-/* GLESC_SYNC_SPIN: µs a wait for a fence polls before it blocks (exec.c,
- * gl_sync_wait); 0 or unset: it blocks at once. */
-static uint64_t sync_spin_from_env(void)
-{
-    const char *v = core_env("GLESC_SYNC_SPIN");
-    if (!v || !*v)
-        return 0;
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (*end || n < 0 || n > 1000000) {
-        core_log(CORE_LOG_WARN, "GLESC_SYNC_SPIN=%s is not a time in µs (0..1000000); using 0", v);
-        return 0;
-    }
-    return (uint64_t)n * 1000;
-}
-
 GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, glesc_context **out)
 {
     core_err_reset(NULL);
@@ -905,7 +889,6 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
     ctx->ssbo_epoch = ctx->update_epoch = 1;
     ctx->debug = o.debug || core_env_flag("GLESC_DEBUG");
     ctx->flush_max = flush_max_from_env();
-    ctx->sync_spin_ns = sync_spin_from_env();
     ctx->flush_at = 1;
 
     if (o.egl_context)

@@ -25,7 +25,9 @@
  * completed wait records how many dispatches had been issued
  * (ctx->synced), and a write to memory used after that waits for the GPU
  * first. A decode step reads its logits back, so its writes find the GPU
- * idle and never wait; a prompt in batches waits once between batches. A
+ * idle and never wait; a prompt in batches writes a batch's inputs into
+ * tensors the batch before the last one read, after waiting for that
+ * batch's fence alone (llm/runtime.c), so batches chain without a wait. A
  * pipelined greedy step (the next one queued before the last one's token
  * is read) never waits either: a readback's fence counts the dispatches
  * before it as done (gl_sync_wait), the step writes only memory the step
@@ -144,18 +146,8 @@ glesc_status gl_sync_wait(glesc_context *ctx, GLsync sync, uint64_t issued, uint
 {
     uint64_t start = core_time_ns();
     glesc_status st = GLESC_OK;
-    /* GLESC_SYNC_SPIN: poll first (a blocking wait may sleep, and waking
-     * costs the host tens of µs that a decode step waits for) */
-    GLbitfield flush = GL_SYNC_FLUSH_COMMANDS_BIT;
-    for (uint64_t t = start; ctx->sync_spin_ns && t - start < ctx->sync_spin_ns;
-         t = core_time_ns()) {
-        GLenum r = glClientWaitSync(sync, flush, 0);
-        flush = 0;
-        if (r != GL_TIMEOUT_EXPIRED)
-            break;
-    }
     for (;;) {
-        GLenum r = glClientWaitSync(sync, flush, 100000000ull);
+        GLenum r = glClientWaitSync(sync, GL_SYNC_FLUSH_COMMANDS_BIT, 100000000ull);
         if (r == GL_ALREADY_SIGNALED || r == GL_CONDITION_SATISFIED)
             break;
         if (r == GL_WAIT_FAILED) {

@@ -94,9 +94,6 @@ struct glesc_context {
      * flush or host wait, and how many make the next flush; flush_max 0
      * turns early flushes off (GLESC_FLUSH_EVERY=0). */
     uint32_t since_flush, flush_at, flush_max;
-    /* How long a wait for a fence polls before it blocks (exec.c,
-     * gl_sync_wait; GLESC_SYNC_SPIN in µs, default 0: it blocks at once). */
-    uint64_t sync_spin_ns;
     /* What the executor last bound (exec.c, "State cache"): the program,
      * the first storage binding points and the parameter block. */
     struct {
