@@ -344,6 +344,14 @@ Test(vops, log_softmax)
     glesc_tensor *x = values(g, F32, 1, (int64_t[]){3}, (float[]){1, 2, 3});
     expect(glesc_log_softmax(g, x, 0), (float[]){-2.40760596f, -1.40760596f, -0.40760596f}, 3, 1e-6,
            "log_softmax of [1, 2, 3]");
+    /* ONNX's test_logsoftmax_large_number: rows far from 0, where x − (max +
+     * log Σ) would lose the result to max's rounding */
+    glesc_tensor *big =
+        values(g, F32, 2, (int64_t[]){4, 2}, (float[]){0, 1, 2, 3, 10000, 10001, 10002, 10003});
+    expect(glesc_log_softmax(g, big, 0),
+           (float[]){-3.4401897f, -2.4401897f, -1.4401897f, -0.4401897f, -3.4401897f, -2.4401897f,
+                     -1.4401897f, -0.4401897f},
+           8, 1e-6, "log_softmax of [0..3], [10000..10003]");
     glesc_graph_destroy(g);
 }
 

@@ -204,7 +204,7 @@ glesc_status kernels_gen_softmax(kb *b)
 }
 
 /* log(softmax(x)) along any dimension: one workgroup per row of that
- * dimension, three passes (max, sum of e^(x − max), store x − max − log
+ * dimension, three passes (max, sum of e^(x − max), store (x − max) − log
  * sum), so no value underflows to −inf before its logarithm. */
 glesc_status kernels_gen_log_softmax(kb *b)
 {
@@ -229,9 +229,11 @@ glesc_status kernels_gen_log_softmax(kb *b)
     kb_line(b, "for (uint j = lid; j < len; j += WG_SIZE) {");
     kb_line(b, "sum += exp(%s - mx);", kb_expr(b, x, cj, v));
     kb_line(b, "}");
-    kb_line(b, "float lse = mx + log(wg_reduce_sum(sum));");
+    kb_line(b, "float ls = log(wg_reduce_sum(sum));");
     kb_line(b, "for (uint j = lid; j < len; j += WG_SIZE) {");
-    kb_line(b, "float y = %s - lse;", kb_expr(b, x, cj, v));
+    /* (x − max) first: exact for values near the max, where x − (max + ls)
+     * would round max + ls to x's magnitude */
+    kb_line(b, "float y = (%s - mx) - ls;", kb_expr(b, x, cj, v));
     kb_store_out(b, cj, "y", NULL);
     kb_line(b, "}");
     kb_dispatch_1d(b, (uint64_t)rows);
