@@ -806,10 +806,11 @@ typedef enum glesc_pad_mode {
 } glesc_pad_mode;
 /* ONNX Pad: pads[d] elements before and pads[4 + d] after dimension d
  * (glesc's order); a negative pad removes elements. Every result dimension
- * must keep at least one element; reflect needs the source dimension to
- * have at least 2 elements where it is padded (pads wider than the source
- * reflect again, as numpy's). Result f32, the source's ndim. A pure
- * elementwise op: it fuses with its neighbours. */
+ * must keep at least one element. Reflect pads wider than the source
+ * reflect again and a dimension of one element repeats it, as numpy's
+ * pad. x f32, f16, bf16 or i32 (read as floats:
+ * exact up to 2^24; glesc_cast the result back to i32). Result f32, the
+ * source's ndim. A pure elementwise op: it fuses with its neighbours. */
 GLESC_API glesc_tensor *glesc_pad(glesc_graph *g, glesc_tensor *x, const int64_t pads[8],
                                   glesc_pad_mode mode, float value);
 /* ONNX Slice: for each of the n (1..4) dimensions axes[i] (0..3 in glesc's

@@ -185,6 +185,12 @@ Test(vops, pad)
         glesc_relu(g, glesc_pad(g, glesc_add(g, x, b), (int64_t[]){2, 1, 0, 0, 1, 2, 0, 0},
                                 GLESC_PAD_REFLECT, 0));
     cr_assert_eq(check(g, &y, 1, 1e-6, 1e-6, "relu(pad(x + b))"), 1);
+    /* i32 data (read as floats, exact below 2^24): ONNX's edge/reflect pad
+     * tests pad INT32 tensors */
+    glesc_tensor *xi = tg_input(g, GLESC_DTYPE_I32, 2, (int64_t[]){4, 3}, 9, -1000, 1000);
+    glesc_tensor *yi = glesc_cast(
+        g, glesc_pad(g, xi, (int64_t[]){3, 1, 0, 0, 2, 2, 0, 0}, GLESC_PAD_REFLECT, 0), I32);
+    check(g, &yi, 1, 0, 0, "pad of i32 data, cast back to i32");
     /* refusals */
     refused(glesc_pad(g, x, (int64_t[]){-4, 0, 0, 0, -4, 0, 0, 0}, GLESC_PAD_CONSTANT, 0),
             "leave nothing", "pad that removes a whole dimension");
