@@ -163,6 +163,7 @@ Test(vops, pad)
         {{-1, 1, 0, 0, 2, -2, 0, 0}, GLESC_PAD_CONSTANT}, /* negative: crops */
         {{9, 0, 0, 0, 11, 0, 0, 0}, GLESC_PAD_REFLECT},   /* wider than the source */
         {{0, 0, 0, 1, 0, 0, 0, 2}, GLESC_PAD_EDGE},       /* a new dimension */
+        {{0, 0, 0, 2, 0, 0, 0, 1}, GLESC_PAD_REFLECT},    /* reflect of one element */
     };
     for (int fusion = -1; fusion <= 1; fusion += 2)
         for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
