@@ -292,6 +292,20 @@ Test(vops, gather)
         refused(glesc_gather(g, x, x, 0), "must be i32", "float indices");
         glesc_graph_destroy(g);
     }
+    /* computed indices: fused into the gather where they have its shape
+     * (a 1-D x), loaded from memory where not */
+    for (int fusion = -1; fusion <= 1; fusion += 2) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        tg_fusion(g, fusion);
+        glesc_tensor *x1 = input(g, F32, 1, (int64_t[]){7}, 24);
+        glesc_tensor *x2 = input(g, F32, 2, (int64_t[]){3, 7}, 25);
+        glesc_tensor *f = tg_input(g, F32, 1, (int64_t[]){9}, 26, -9, 9);
+        glesc_tensor *outs[] = {glesc_gather(g, x1, glesc_cast(g, f, I32), 0),
+                                glesc_gather(g, x2, glesc_cast(g, f, I32), 1)};
+        int k = check(g, outs, 2, 0, 0, "gather by computed (cast) indices");
+        cr_assert_eq(k, fusion == 1 ? 3 : 4, "the first cast fuses into its gather: %d kernels", k);
+        glesc_graph_destroy(g);
+    }
     /* ONNX's test_gather_negative_indices: arange(10), [0, -9, -10] */
     glesc_graph *g = glesc_graph_create(ctx);
     float a[10];

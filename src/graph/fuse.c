@@ -204,8 +204,10 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     if (ic->kind == GRAPH_KIND_ELTWISE) {
         /* A source of another shape is read at C's coordinates only by a
          * node that computes them itself (a remap: pad, slice, gather,
-         * concat); any other would broadcast it. */
-        if (is_inplace_dst(c, s) || (!graph_same_shape(seen, c) && !ic->remaps))
+         * concat); any other would broadcast it. Indices (i32: rope's
+         * positions) stay loads from memory. */
+        if (is_inplace_dst(c, s) ||
+            (!graph_same_shape(seen, c) && (!ic->remaps || p->dtype == GLESC_DTYPE_I32)))
             return;
         if (!KP->anchor) {
             anchor = KC->anchor;
