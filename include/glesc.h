@@ -490,7 +490,7 @@ typedef enum glesc_op {
     GLESC_OP_GATHER,       /* ONNX Gather along one dimension */
     GLESC_OP_LOG_SOFTMAX,  /* along one dimension */
     GLESC_OP_POOL,         /* max or average pooling over dimensions 0 and 1 */
-    GLESC_OP_CONV_TRANSPOSE_2D,
+    GLESC_OP_CONV_TRANSPOSE,
     GLESC_OP_COUNT_ /* not an op */
 } glesc_op;
 
@@ -788,7 +788,8 @@ GLESC_API glesc_tensor *glesc_attention_ext(glesc_graph *g, glesc_tensor *q, gle
 
 /* ---- Vision: pooling and shape ops (ONNX semantics, opset 13-17) ----
  * Images are [W, H, C, N] (ONNX's NCHW with the dimensions in glesc's
- * order, ne[0] fastest), 1-D signals [L, C, N]. */
+ * order, ne[0] fastest), 1-D signals [W, C, N]; window parameters are in
+ * ONNX's order, as glesc_conv_params. */
 /* x >= 0 ? x : alpha·x (ONNX LeakyRelu). */
 GLESC_API glesc_tensor *glesc_leaky_relu(glesc_graph *g, glesc_tensor *x, float alpha);
 /* x >= 0 ? x : alpha·(e^x − 1) (ONNX Elu). */
@@ -843,55 +844,93 @@ typedef enum glesc_pool_type {
     GLESC_POOL_MAX = 0,
     GLESC_POOL_AVG = 1,
 } glesc_pool_type;
-/* Pooling windows in ONNX's terms, index 0 for the width (dimension 0), 1
- * for the height (dimension 1). */
+/* Pooling windows with ONNX MaxPool's and AveragePool's attributes, in
+ * ONNX's order (spatial axes outer first: H, then W), as glesc_conv_params. */
 typedef struct glesc_pool_params {
+    /* sizeof(glesc_pool_params) as the caller was compiled, set by
+     * glesc_pool_params_init(); 0 means this header's layout. */
+    uint32_t struct_size;
     glesc_pool_type type;
-    int kernel[2];
-    int stride[2];   /* 0: 1 */
-    int dilation[2]; /* 0: 1 */
-    /* ONNX's pads: begin width, begin height, end width, end height. Each
-     * must be smaller than the window's extent ((kernel − 1)·dilation + 1),
-     * so that no window lies in the padding alone. */
+    int kernel_shape[2]; /* H, W; required (>= 1) */
+    int strides[2];      /* H, W; default 1 */
+    /* H begin, W begin, H end, W end; default 0. Each must be smaller than
+     * its window's extent ((kernel - 1)·dilation + 1), so that no window
+     * lies in the padding alone. */
     int pads[4];
-    /* Output size ceil instead of floor of (in + pads − extent) / stride + 1;
-     * a last window that would start past the input and its begin padding
-     * is dropped (PyTorch's and newer ONNX's rule). */
+    int dilations[2]; /* H, W; default 1 */
+    /* Output size ceil instead of floor of (in + pads - extent) / stride +
+     * 1; a last window that would start past the input and its begin
+     * padding is dropped (PyTorch's and newer ONNX's rule). */
     bool ceil_mode;
     /* Average: divide by the window's positions inside the padded input
      * (true) or inside the input only (false, ONNX's default). Max ignores
      * padding. */
     bool count_include_pad;
 } glesc_pool_params;
-/* MaxPool / AveragePool of x [W, H, C, N] (f32, f16 or bf16) → [W', H',
- * C, N] (f32). A window with no input element (possible only with
- * dilation) gives 0. */
-GLESC_API glesc_tensor *glesc_pool_2d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p);
-/* The 1-D form: x [L, C, N], index 0 of kernel, stride, dilation and the
- * begin/end pads pads[0], pads[2] (the rest ignored). */
-GLESC_API glesc_tensor *glesc_pool_1d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p);
+
+/* Zeroes *p (max pooling, the defaults; set kernel_shape) and sets
+ * struct_size. */
+static inline void glesc_pool_params_init(glesc_pool_params *p)
+{
+    for (size_t i = 0; i < sizeof *p; i++)
+        ((unsigned char *)p)[i] = 0;
+    p->struct_size = (uint32_t)sizeof *p;
+}
+
+/* MaxPool / AveragePool (2-D) of x [W, H, C, N] (f32, f16 or bf16) →
+ * [OW, OH, C, N] (f32). A window with no input element (possible only with
+ * dilation) gives 0. A fused elementwise producer is computed where the
+ * window reads it, consumers in the same kernel. */
+GLESC_API glesc_tensor *glesc_pool2d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p);
+/* The 1-D form: x [W, C, N]; only p's W entries are read (kernel_shape[1],
+ * strides[1], pads[1] and pads[3], dilations[1]) and the H entries must be
+ * 0 or their default. A 2-D pool of height 1 through reshapes. */
+GLESC_API glesc_tensor *glesc_pool1d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p);
 /* GlobalAveragePool (GLESC_POOL_AVG) or GlobalMaxPool over the first
  * n_spatial (1 or 2) dimensions, which keep size 1: glesc_reduce's mean or
  * max over the merged dimensions (no new kernel). */
 GLESC_API glesc_tensor *glesc_global_pool(glesc_graph *g, glesc_tensor *x, glesc_pool_type type,
                                           int n_spatial);
 
-/* ONNX ConvTranspose, 2-D: x [W, H, C_in, N], w [kW, kH, C_out / groups,
- * C_in] (ONNX's [C_in, C_out/groups, kH, kW] in glesc's order), bias
- * [C_out] or NULL → [W', H', C_out, N] (f32) with W' = stride·(W − 1) +
- * output_padding + (kW − 1)·dilation + 1 − pad_begin − pad_end (the same
- * for H). Index 0 of each pair is the width; pads are begin width, begin
- * height, end width, end height. */
+/* ONNX ConvTranspose's attributes in ONNX's order (H, then W), as
+ * glesc_conv_params. 0 means the default. */
 typedef struct glesc_conv_transpose_params {
-    int stride[2];         /* 0: 1 */
-    int dilation[2];       /* 0: 1 */
-    int pads[4];           /* each >= 0 */
-    int output_padding[2]; /* each below its stride or its dilation */
-    int groups;            /* 0: 1; divides C_in */
+    /* sizeof(glesc_conv_transpose_params) as the caller was compiled, set
+     * by glesc_conv_transpose_params_init(); 0 means this header's layout. */
+    uint32_t struct_size;
+    int strides[2];        /* H, W; default 1 */
+    int pads[4];           /* H begin, W begin, H end, W end (>= 0); default 0 */
+    int dilations[2];      /* H, W; default 1 */
+    int output_padding[2]; /* H, W; each below its stride or its dilation; default 0 */
+    int group;             /* divides C_in; default 1 */
 } glesc_conv_transpose_params;
-GLESC_API glesc_tensor *glesc_conv_transpose_2d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
-                                                glesc_tensor *bias,
-                                                const glesc_conv_transpose_params *p);
+
+/* Zeroes *p (the defaults) and sets struct_size. */
+static inline void glesc_conv_transpose_params_init(glesc_conv_transpose_params *p)
+{
+    for (size_t i = 0; i < sizeof *p; i++)
+        ((unsigned char *)p)[i] = 0;
+    p->struct_size = (uint32_t)sizeof *p;
+}
+
+/* ONNX ConvTranspose (2-D): x [W, H, C_in, N], w [kW, kH, C_out / group,
+ * C_in] (ONNX's [C_in, C_out / group, kH, kW]), b [C_out] or NULL (all f32,
+ * f16 or bf16); params NULL = the defaults. Result [OW, OH, C_out, N]
+ * (f32) with OH = stride_h·(H - 1) + output_padding_h + dilation_h·(kH -
+ * 1) + 1 - pad_h_begin - pad_h_end (OW alike). ONNX's output_shape and
+ * auto_pad are pads the caller computes. Elementwise consumers run in its
+ * kernel. */
+GLESC_API glesc_tensor *glesc_conv_transpose2d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
+                                               glesc_tensor *b,
+                                               const glesc_conv_transpose_params *params);
+/* The 1-D form: x [W, C_in, N], w [kW, C_out / group, C_in], b [C_out] or
+ * NULL; only params' W entries are read (index 1 of strides, dilations,
+ * output_padding; pads[1] and pads[3]) and the H entries must be 0 or
+ * their default. Result [OW, C_out, N]: glesc_conv_transpose2d of height 1
+ * through reshapes. */
+GLESC_API glesc_tensor *glesc_conv_transpose1d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
+                                               glesc_tensor *b,
+                                               const glesc_conv_transpose_params *params);
 
 /* ---- Running ---- */
 /* Computes outs[0..n-1] and what they need. Inputs must have been written.

@@ -381,15 +381,15 @@ Test(vops, log_softmax)
 Test(vops, pool_2d)
 {
     static const glesc_pool_params cases[] = {
-        {GLESC_POOL_MAX, {3, 3}, {2, 2}, {0, 0}, {0, 0, 0, 0}, false, false},
-        {GLESC_POOL_MAX, {3, 3}, {2, 2}, {0, 0}, {0, 0, 0, 0}, true, false},
-        {GLESC_POOL_AVG, {3, 3}, {2, 2}, {0, 0}, {0, 0, 0, 0}, true, false},
-        {GLESC_POOL_AVG, {3, 2}, {2, 1}, {0, 0}, {1, 0, 2, 1}, false, false},
-        {GLESC_POOL_AVG, {3, 2}, {2, 1}, {0, 0}, {1, 0, 2, 1}, false, true},
-        {GLESC_POOL_AVG, {4, 3}, {3, 2}, {0, 0}, {2, 1, 1, 2}, true, true},
-        {GLESC_POOL_MAX, {2, 2}, {1, 1}, {2, 3}, {1, 2, 0, 1}, false, false},
-        {GLESC_POOL_AVG, {2, 3}, {2, 1}, {2, 2}, {0, 1, 2, 0}, true, true},
-        {GLESC_POOL_MAX, {5, 1}, {3, 1}, {0, 0}, {2, 0, 2, 0}, true, false},
+        {0, GLESC_POOL_MAX, {3, 3}, {2, 2}, {0, 0, 0, 0}, {0, 0}, false, false},
+        {0, GLESC_POOL_MAX, {3, 3}, {2, 2}, {0, 0, 0, 0}, {0, 0}, true, false},
+        {0, GLESC_POOL_AVG, {3, 3}, {2, 2}, {0, 0, 0, 0}, {0, 0}, true, false},
+        {0, GLESC_POOL_AVG, {2, 3}, {1, 2}, {0, 1, 1, 2}, {0, 0}, false, false},
+        {0, GLESC_POOL_AVG, {2, 3}, {1, 2}, {0, 1, 1, 2}, {0, 0}, false, true},
+        {0, GLESC_POOL_AVG, {3, 4}, {2, 3}, {1, 2, 2, 1}, {0, 0}, true, true},
+        {0, GLESC_POOL_MAX, {2, 2}, {1, 1}, {2, 1, 1, 0}, {3, 2}, false, false},
+        {0, GLESC_POOL_AVG, {3, 2}, {1, 2}, {1, 0, 0, 2}, {2, 2}, true, true},
+        {0, GLESC_POOL_MAX, {1, 5}, {1, 3}, {0, 2, 0, 2}, {0, 0}, true, false},
     };
     for (int fusion = -1; fusion <= 1; fusion += 2)
         for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
@@ -397,7 +397,7 @@ Test(vops, pool_2d)
             tg_fusion(g, fusion);
             glesc_tensor *x =
                 input(g, i % 3 == 2 ? F16 : F32, 4, (int64_t[]){10, 9, 3, 2}, (uint32_t)(50 + i));
-            glesc_tensor *y = glesc_pool_2d(g, x, &cases[i]);
+            glesc_tensor *y = glesc_pool2d(g, x, &cases[i]);
             char what[96];
             snprintf(what, sizeof what,
                      "pool_2d case %zu (%s, ceil %d, include pad %d, fusion %d) -> [%lld, %lld]", i,
@@ -415,18 +415,25 @@ Test(vops, pool_fusion_and_refusals)
     tg_fusion(g, 1);
     glesc_tensor *x = input(g, F32, 4, (int64_t[]){8, 8, 4, 1}, 61);
     glesc_tensor *b = input(g, F32, 3, (int64_t[]){1, 1, 4}, 62);
-    glesc_pool_params p = {GLESC_POOL_MAX, {2, 2}, {2, 2}, {0, 0}, {0, 0, 0, 0}, false, false};
+    glesc_pool_params p = {0, GLESC_POOL_MAX, {2, 2}, {2, 2}, {0, 0, 0, 0}, {0, 0}, false, false};
     /* relu(maxpool(x + b)) * 2: prologue and epilogue in the pooling kernel */
-    glesc_tensor *y = glesc_scale(g, glesc_relu(g, glesc_pool_2d(g, glesc_add(g, x, b), &p)), 2, 0);
+    glesc_tensor *y = glesc_scale(g, glesc_relu(g, glesc_pool2d(g, glesc_add(g, x, b), &p)), 2, 0);
     cr_assert_eq(check(g, &y, 1, 1e-6, 1e-6, "scale(relu(maxpool(x + b)))"), 1);
     p.pads[2] = 2;
-    refused(glesc_pool_2d(g, x, &p), "below the window's extent", "pad as wide as the window");
+    refused(glesc_pool2d(g, x, &p), "below the window's extent", "pad as wide as the window");
     p.pads[2] = 0;
-    p.kernel[0] = 9;
-    refused(glesc_pool_2d(g, x, &p), "does not fit", "window wider than the input");
-    p.kernel[0] = 2;
+    p.kernel_shape[1] = 9;
+    refused(glesc_pool2d(g, x, &p), "does not fit", "window wider than the input");
+    p.kernel_shape[1] = 2;
     p.type = (glesc_pool_type)7;
-    refused(glesc_pool_2d(g, x, &p), "type 7", "pool type 7");
+    refused(glesc_pool2d(g, x, &p), "type 7", "pool type 7");
+    glesc_pool_params_init(&p); /* no kernel_shape */
+    refused(glesc_pool2d(g, x, &p), "kernel 0", "pool without kernel_shape");
+    p.kernel_shape[0] = p.kernel_shape[1] = 2;
+    refused(glesc_pool1d(g, glesc_reshape(g, x, 3, (int64_t[]){8, 8, 4}), &p), "H entries",
+            "1-D pool with a kernel height");
+    p.struct_size = 2;
+    refused(glesc_pool2d(g, x, &p), "struct_size 2", "struct_size too small");
     refused(glesc_global_pool(g, x, GLESC_POOL_AVG, 3), "spatial", "global pool over 3");
     glesc_graph_destroy(g);
 }
@@ -440,17 +447,17 @@ Test(vops, pool_onnx_examples)
         v[i] = (float)(i + 1);
     glesc_graph *g = glesc_graph_create(ctx);
     glesc_tensor *x = values(g, F32, 4, (int64_t[]){4, 4, 1, 1}, v);
-    glesc_pool_params p = {GLESC_POOL_MAX, {3, 3}, {2, 2}, {0, 0}, {0, 0, 0, 0}, true, false};
-    expect(glesc_pool_2d(g, x, &p), (float[]){11, 12, 15, 16}, 4, 0, "maxpool_2d_ceil");
+    glesc_pool_params p = {0, GLESC_POOL_MAX, {3, 3}, {2, 2}, {0, 0, 0, 0}, {0, 0}, true, false};
+    expect(glesc_pool2d(g, x, &p), (float[]){11, 12, 15, 16}, 4, 0, "maxpool_2d_ceil");
     p.type = GLESC_POOL_AVG;
-    expect(glesc_pool_2d(g, x, &p), (float[]){6, 7.5f, 12, 13.5f}, 4, 1e-6, "averagepool_2d_ceil");
+    expect(glesc_pool2d(g, x, &p), (float[]){6, 7.5f, 12, 13.5f}, 4, 1e-6, "averagepool_2d_ceil");
     /* test_maxpool_2d_dilations: kernel 2, dilations 2 */
-    glesc_pool_params d = {GLESC_POOL_MAX, {2, 2}, {1, 1}, {2, 2}, {0, 0, 0, 0}, false, false};
-    expect(glesc_pool_2d(g, x, &d), (float[]){11, 12, 15, 16}, 4, 0, "maxpool_2d_dilations");
+    glesc_pool_params d = {0, GLESC_POOL_MAX, {2, 2}, {1, 1}, {0, 0, 0, 0}, {2, 2}, false, false};
+    expect(glesc_pool2d(g, x, &d), (float[]){11, 12, 15, 16}, 4, 0, "maxpool_2d_dilations");
     /* test_averagepool_2d_pads_count_include_pad, a corner of it by hand:
      * 1..16, kernel 3, pads 1: the first window holds 1, 2, 5, 6 over 9 */
-    glesc_pool_params c = {GLESC_POOL_AVG, {3, 3}, {1, 1}, {0, 0}, {1, 1, 1, 1}, false, true};
-    glesc_tensor *y = glesc_pool_2d(g, x, &c);
+    glesc_pool_params c = {0, GLESC_POOL_AVG, {3, 3}, {1, 1}, {1, 1, 1, 1}, {0, 0}, false, true};
+    glesc_tensor *y = glesc_pool2d(g, x, &c);
     cr_assert_not_null(y);
     cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK);
     float *got = tg_read(y);
@@ -466,12 +473,13 @@ Test(vops, pool_1d_and_global)
         glesc_graph *g = glesc_graph_create(ctx);
         tg_fusion(g, fusion);
         glesc_tensor *x = input(g, F32, 3, (int64_t[]){17, 3, 2}, 71);
-        glesc_pool_params p = {GLESC_POOL_AVG, {4, 0}, {3, 0}, {0, 0}, {2, 0, 1, 0}, true, true};
-        glesc_pool_params q = {GLESC_POOL_MAX, {3, 0}, {2, 0}, {2, 0}, {1, 0, 0, 0}, false, false};
+        glesc_pool_params p = {0, GLESC_POOL_AVG, {0, 4}, {0, 3}, {0, 2, 0, 1}, {0, 0}, true, true};
+        glesc_pool_params q = {0,      GLESC_POOL_MAX, {0, 3}, {0, 2}, {0, 1, 0, 0},
+                               {0, 2}, false,          false};
         glesc_tensor *img = input(g, F32, 4, (int64_t[]){7, 6, 3, 2}, 72);
         glesc_tensor *outs[] = {
-            glesc_pool_1d(g, x, &p),
-            glesc_pool_1d(g, glesc_transpose(g, glesc_transpose(g, x)), &q),
+            glesc_pool1d(g, x, &p),
+            glesc_pool1d(g, glesc_transpose(g, glesc_transpose(g, x)), &q),
             glesc_global_pool(g, img, GLESC_POOL_AVG, 2),
             glesc_global_pool(g, glesc_transpose(g, img), GLESC_POOL_MAX, 2),
             glesc_global_pool(g, x, GLESC_POOL_AVG, 1),
@@ -494,11 +502,11 @@ Test(vops, conv_transpose)
         glesc_conv_transpose_params p;
         bool bias;
     } cases[] = {
-        {{3, 3, 1, 1}, {3, 3, 2, 1}, {{1, 1}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1}, false},
-        {{5, 4, 3, 2}, {3, 3, 2, 3}, {{2, 2}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, true},
-        {{4, 5, 4, 1}, {2, 3, 3, 4}, {{3, 2}, {1, 1}, {0, 1, 2, 0}, {2, 0}, 2}, true},
-        {{6, 3, 2, 2}, {3, 2, 2, 2}, {{1, 2}, {2, 3}, {1, 0, 0, 2}, {0, 1}, 2}, false},
-        {{7, 1, 3, 1}, {4, 1, 1, 3}, {{2, 1}, {1, 1}, {0, 0, 1, 0}, {0, 0}, 3}, true},
+        {{3, 3, 1, 1}, {3, 3, 2, 1}, {0, {1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1}, false},
+        {{5, 4, 3, 2}, {3, 3, 2, 3}, {0, {2, 2}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 1}, true},
+        {{4, 5, 4, 1}, {2, 3, 3, 4}, {0, {2, 3}, {1, 0, 0, 2}, {1, 1}, {0, 2}, 2}, true},
+        {{6, 3, 2, 2}, {3, 2, 2, 2}, {0, {2, 1}, {0, 1, 2, 0}, {3, 2}, {1, 0}, 2}, false},
+        {{7, 1, 3, 1}, {4, 1, 1, 3}, {0, {1, 2}, {0, 0, 0, 1}, {1, 1}, {0, 0}, 3}, true},
     };
     for (int fusion = -1; fusion <= 1; fusion += 2)
         for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
@@ -506,9 +514,9 @@ Test(vops, conv_transpose)
             tg_fusion(g, fusion);
             glesc_tensor *x = input(g, F32, 4, cases[i].x, (uint32_t)(80 + i));
             glesc_tensor *w = input(g, i % 2 ? F16 : F32, 4, cases[i].w, (uint32_t)(90 + i));
-            int64_t c_out = cases[i].w[2] * (cases[i].p.groups ? cases[i].p.groups : 1);
+            int64_t c_out = cases[i].w[2] * (cases[i].p.group ? cases[i].p.group : 1);
             glesc_tensor *b = cases[i].bias ? input(g, F32, 1, &c_out, (uint32_t)(95 + i)) : NULL;
-            glesc_tensor *y = glesc_relu(g, glesc_conv_transpose_2d(g, x, w, b, &cases[i].p));
+            glesc_tensor *y = glesc_relu(g, glesc_conv_transpose2d(g, x, w, b, &cases[i].p));
             char what[96];
             snprintf(what, sizeof what, "conv_transpose case %zu (fusion %d) -> [%lld, %lld, %lld]",
                      i, fusion, y ? (long long)glesc_tensor_dim(y, 0) : 0,
@@ -519,6 +527,27 @@ Test(vops, conv_transpose)
                 cr_assert_eq(k, 1, "relu fuses into the transposed convolution");
             glesc_graph_destroy(g);
         }
+    /* 1-D: [W, C_in, N] through a 2-D one of height 1 */
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *x = input(g, F32, 3, (int64_t[]){9, 4, 2}, 97);
+    glesc_tensor *w = input(g, F32, 3, (int64_t[]){3, 3, 4}, 98);
+    glesc_tensor *b = input(g, F32, 1, (int64_t[]){6}, 99);
+    glesc_conv_transpose_params p;
+    glesc_conv_transpose_params_init(&p);
+    p.strides[1] = 2;
+    p.pads[1] = 1;
+    p.pads[3] = 2;
+    p.output_padding[1] = 1;
+    p.group = 2;
+    glesc_tensor *y = glesc_conv_transpose1d(g, x, w, b, &p);
+    cr_assert(y && glesc_tensor_ndim(y) == 3 && glesc_tensor_dim(y, 0) == 17 &&
+                  glesc_tensor_dim(y, 1) == 6,
+              "[%lld, %lld]: 2·8 + 1 + 3 - 3 = 17 by 6 channels",
+              y ? (long long)glesc_tensor_dim(y, 0) : 0, y ? (long long)glesc_tensor_dim(y, 1) : 0);
+    check(g, &y, 1, 1e-5, 1e-5, "conv_transpose1d (stride 2, pads 1/2, output padding 1, group 2)");
+    p.strides[0] = 2;
+    refused(glesc_conv_transpose1d(g, x, w, b, &p), "H entries", "1-D with a stride in H");
+    glesc_graph_destroy(g);
 }
 
 Test(vops, conv_transpose_onnx_example)
@@ -537,17 +566,18 @@ Test(vops, conv_transpose_onnx_example)
     glesc_graph *g = glesc_graph_create(ctx);
     glesc_tensor *x = values(g, F32, 4, (int64_t[]){3, 3, 1, 1}, xv);
     glesc_tensor *w = values(g, F32, 4, (int64_t[]){3, 3, 2, 1}, wv);
-    glesc_conv_transpose_params p = {{0, 0}, {0, 0}, {0, 0, 0, 0}, {0, 0}, 0};
-    expect(glesc_conv_transpose_2d(g, x, w, NULL, &p), want, 50, 0, "convtranspose");
+    expect(glesc_conv_transpose2d(g, x, w, NULL, NULL), want, 50, 0, "convtranspose");
+    glesc_conv_transpose_params p;
+    glesc_conv_transpose_params_init(&p);
     /* refusals */
     p.output_padding[0] = 1;
-    refused(glesc_conv_transpose_2d(g, x, w, NULL, &p), "output padding",
+    refused(glesc_conv_transpose2d(g, x, w, NULL, &p), "output padding",
             "output padding 1, stride 1");
     p.output_padding[0] = 0;
-    p.groups = 2;
-    refused(glesc_conv_transpose_2d(g, x, w, NULL, &p), "groups 2", "groups not dividing C_in");
-    p.groups = 1;
+    p.group = 2;
+    refused(glesc_conv_transpose2d(g, x, w, NULL, &p), "group 2", "group not dividing C_in");
+    p.group = 1;
     glesc_tensor *b = input(g, F32, 1, (int64_t[]){3}, 1);
-    refused(glesc_conv_transpose_2d(g, x, w, b, &p), "bias", "bias of the wrong size");
+    refused(glesc_conv_transpose2d(g, x, w, b, &p), "bias", "bias of the wrong size");
     glesc_graph_destroy(g);
 }

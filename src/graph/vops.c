@@ -16,8 +16,10 @@
  *   pool         type, kernel w, h, stride w, h, dilation w, h, pads
  *                begin w, begin h, end w, end h, ceil mode,
  *                count_include_pad
- *   conv_transpose_2d  stride w, h, dilation w, h, pads begin w, begin h,
- *                end w, end h, output padding w, h, groups
+ *   conv_transpose  stride w, h, dilation w, h, pads begin w, begin h, end
+ *                w, end h, output padding w, h, group
+ * (glesc's order, index 0 the width; the public parameter structs are in
+ * ONNX's, H first, as glesc_conv_params).
  */
 #include <limits.h>
 #include <math.h>
@@ -153,21 +155,20 @@ glesc_status graph_shape_pool(glesc_tensor *t)
         int k = p[1 + d], s = p[3 + d], dil = p[5 + d], pb = p[7 + d], pe = p[9 + d];
         if (k < 1 || s < 1 || dil < 1)
             return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
-                                 "kernel %d, stride %d and dilation %d (dimension %d) must be >= 1",
-                                 k, s, dil, d);
+                                 "kernel %d, stride %d and dilation %d of %s must be >= 1", k, s,
+                                 dil, d ? "H" : "W");
         int64_t ext = (int64_t)(k - 1) * dil + 1;
         if (pb < 0 || pe < 0 || pb >= ext || pe >= ext)
             return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
-                                 "pads %d, %d of dimension %d must be >= 0 and below the window's "
+                                 "pads %d, %d of %s must be >= 0 and below the window's "
                                  "extent %lld (kernel %d, dilation %d): a window in the padding "
                                  "alone has no value",
-                                 pb, pe, d, (long long)ext, k, dil);
+                                 pb, pe, d ? "H" : "W", (long long)ext, k, dil);
         int64_t o = pool_out(x->ne[d], pb, pe, ext, s, p[11] != 0);
         if (o < 1)
             return graph_op_fail(t, GLESC_ERROR_SHAPE,
-                                 "a window of extent %lld does not fit dimension %d of %s with "
-                                 "pads %d, %d",
-                                 (long long)ext, d, GRAPH_SH(x), pb, pe);
+                                 "a window of extent %lld does not fit %s of %s with pads %d, %d",
+                                 (long long)ext, d ? "H" : "W", GRAPH_SH(x), pb, pe);
         t->ne[d] = o;
     }
     return GLESC_OK;
@@ -183,12 +184,11 @@ glesc_status graph_shape_conv_transpose(glesc_tensor *t)
         (bias && float_source(t, bias, "bias") != GLESC_OK))
         return t->ctx->err.status;
     if (groups < 1 || x->ne[2] % groups)
-        return graph_op_fail(t, GLESC_ERROR_SHAPE,
-                             "groups %d must divide x %s's C_in (dimension 2)", groups,
-                             GRAPH_SH(x));
+        return graph_op_fail(t, GLESC_ERROR_SHAPE, "group %d must divide x %s's C_in (dimension 2)",
+                             groups, GRAPH_SH(x));
     if (w->ne[3] != x->ne[2] || x->ne[3] < 1)
         return graph_op_fail(t, GLESC_ERROR_SHAPE,
-                             "weight %s must be [kW, kH, C_out / groups, C_in] for x %s "
+                             "weight %s must be [kW, kH, C_out / group, C_in] for x %s "
                              "(C_in %lld)",
                              GRAPH_SH(w), GRAPH_SH(x), (long long)x->ne[2]);
     int64_t c_out = w->ne[2] * groups;
@@ -201,19 +201,18 @@ glesc_status graph_shape_conv_transpose(glesc_tensor *t)
         int s = p[d], dil = p[2 + d], pb = p[4 + d], pe = p[6 + d], op = p[8 + d];
         if (s < 1 || dil < 1 || pb < 0 || pe < 0)
             return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
-                                 "stride %d, dilation %d (>= 1) and pads %d, %d (>= 0) of "
-                                 "dimension %d",
-                                 s, dil, pb, pe, d);
+                                 "stride %d, dilation %d (>= 1) and pads %d, %d (>= 0) of %s", s,
+                                 dil, pb, pe, d ? "H" : "W");
         if (op < 0 || (op >= s && op >= dil))
             return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
-                                 "output padding %d of dimension %d must be below its stride %d "
-                                 "or dilation %d",
-                                 op, d, s, dil);
+                                 "output padding %d of %s must be below its stride %d or "
+                                 "dilation %d",
+                                 op, d ? "H" : "W", s, dil);
         int64_t o = (int64_t)s * (x->ne[d] - 1) + op + (w->ne[d] - 1) * dil + 1 - pb - pe;
         if (o < 1)
             return graph_op_fail(t, GLESC_ERROR_SHAPE,
-                                 "pads %d, %d leave nothing of dimension %d (x %s, weight %s)", pb,
-                                 pe, d, GRAPH_SH(x), GRAPH_SH(w));
+                                 "pads %d, %d leave nothing of %s (x %s, weight %s)", pb, pe,
+                                 d ? "H" : "W", GRAPH_SH(x), GRAPH_SH(w));
         t->ne[d] = o;
     }
     t->ne[2] = c_out;
@@ -388,43 +387,72 @@ static int or_one(int v)
     return v == 0 ? 1 : v;
 }
 
-GLESC_API glesc_tensor *glesc_pool_2d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p)
+/* A public parameter struct (struct_size first) into *dst: false (message
+ * set) when its struct_size is too small. */
+static bool params_in(glesc_graph *g, void *dst, size_t size, const void *src, const char *fn)
 {
-    if (!g || !x)
-        return NULL;
-    if (!p)
-        return fail_null(g, GLESC_ERROR_INVALID_ARGUMENT, "glesc_pool_2d: no parameters");
+    if (core_struct_in(dst, size, src))
+        return true;
+    core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                 "%s: struct_size %u is too small (use the params' _init function)", fn,
+                 (unsigned)*(const uint32_t *)src);
+    return false;
+}
+
+/* The node's parameters are in glesc's order (index 0 the width); the
+ * public ones in ONNX's (H, then W). */
+static glesc_tensor *pool_node(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p)
+{
     int32_t ip[13] = {(int32_t)p->type,
-                      p->kernel[0],
-                      p->kernel[1],
-                      or_one(p->stride[0]),
-                      or_one(p->stride[1]),
-                      or_one(p->dilation[0]),
-                      or_one(p->dilation[1]),
-                      p->pads[0],
+                      p->kernel_shape[1],
+                      p->kernel_shape[0],
+                      or_one(p->strides[1]),
+                      or_one(p->strides[0]),
+                      or_one(p->dilations[1]),
+                      or_one(p->dilations[0]),
                       p->pads[1],
-                      p->pads[2],
+                      p->pads[0],
                       p->pads[3],
+                      p->pads[2],
                       p->ceil_mode,
                       p->count_include_pad};
     return graph_node(g, GLESC_OP_POOL, &x, 1, ip, 13, NULL, 0);
 }
 
-GLESC_API glesc_tensor *glesc_pool_1d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p)
+GLESC_API glesc_tensor *glesc_pool2d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p)
 {
     if (!g || !x)
         return NULL;
+    glesc_pool_params q;
     if (!p)
-        return fail_null(g, GLESC_ERROR_INVALID_ARGUMENT, "glesc_pool_1d: no parameters");
+        return fail_null(g, GLESC_ERROR_INVALID_ARGUMENT,
+                         "glesc_pool2d: no parameters (kernel_shape is required)");
+    if (!params_in(g, &q, sizeof q, p, "glesc_pool2d"))
+        return NULL;
+    return pool_node(g, x, &q);
+}
+
+GLESC_API glesc_tensor *glesc_pool1d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p)
+{
+    if (!g || !x)
+        return NULL;
+    glesc_pool_params q;
+    if (!p)
+        return fail_null(g, GLESC_ERROR_INVALID_ARGUMENT,
+                         "glesc_pool1d: no parameters (kernel_shape is required)");
+    if (!params_in(g, &q, sizeof q, p, "glesc_pool1d"))
+        return NULL;
     if (x->ne[3] != 1)
-        return fail_null(g, GLESC_ERROR_SHAPE, "glesc_pool_1d: x %s must be [L, C, N]",
-                         GRAPH_SH(x));
-    /* [L, C, N] as [L, 1, C, N]: a 2-D pool of height 1 */
-    glesc_pool_params q = *p;
-    q.kernel[1] = q.stride[1] = q.dilation[1] = 1;
-    q.pads[1] = q.pads[3] = 0;
+        return fail_null(g, GLESC_ERROR_SHAPE, "glesc_pool1d: x %s must be [W, C, N]", GRAPH_SH(x));
+    if (q.kernel_shape[0] > 1 || q.strides[0] > 1 || q.dilations[0] > 1 || q.pads[0] || q.pads[2])
+        return fail_null(g, GLESC_ERROR_INVALID_ARGUMENT,
+                         "glesc_pool1d: the H entries (kernel %d, stride %d, dilation %d, pads "
+                         "%d, %d) must be 0 or their default",
+                         q.kernel_shape[0], q.strides[0], q.dilations[0], q.pads[0], q.pads[2]);
+    q.kernel_shape[0] = 1;
+    /* [W, C, N] as [W, 1, C, N]: a 2-D pool of height 1 */
     int64_t s4[4] = {x->ne[0], 1, x->ne[1], x->ne[2]};
-    glesc_tensor *y = glesc_pool_2d(g, glesc_reshape(g, contiguous(g, x), 4, s4), &q);
+    glesc_tensor *y = pool_node(g, glesc_reshape(g, contiguous(g, x), 4, s4), &q);
     if (!y)
         return NULL;
     int64_t s3[3] = {y->ne[0], y->ne[2], y->ne[3]};
@@ -454,25 +482,61 @@ GLESC_API glesc_tensor *glesc_global_pool(glesc_graph *g, glesc_tensor *x, glesc
     return glesc_reshape(g, r, CORE_MAX(2, x->ndim), s4);
 }
 
-GLESC_API glesc_tensor *glesc_conv_transpose_2d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
-                                                glesc_tensor *bias,
-                                                const glesc_conv_transpose_params *p)
+static glesc_tensor *conv_transpose_node(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
+                                         glesc_tensor *b, const glesc_conv_transpose_params *p)
+{
+    glesc_tensor *s[3] = {x, w, b};
+    int32_t ip[11] = {or_one(p->strides[1]),
+                      or_one(p->strides[0]),
+                      or_one(p->dilations[1]),
+                      or_one(p->dilations[0]),
+                      p->pads[1],
+                      p->pads[0],
+                      p->pads[3],
+                      p->pads[2],
+                      p->output_padding[1],
+                      p->output_padding[0],
+                      or_one(p->group)};
+    return graph_node(g, GLESC_OP_CONV_TRANSPOSE, s, b ? 3 : 2, ip, 11, NULL, 0);
+}
+
+GLESC_API glesc_tensor *glesc_conv_transpose2d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
+                                               glesc_tensor *b,
+                                               const glesc_conv_transpose_params *params)
 {
     if (!g || !x || !w)
         return NULL;
-    if (!p)
-        return fail_null(g, GLESC_ERROR_INVALID_ARGUMENT, "glesc_conv_transpose_2d: no parameters");
-    glesc_tensor *s[3] = {x, w, bias};
-    int32_t ip[11] = {or_one(p->stride[0]),
-                      or_one(p->stride[1]),
-                      or_one(p->dilation[0]),
-                      or_one(p->dilation[1]),
-                      p->pads[0],
-                      p->pads[1],
-                      p->pads[2],
-                      p->pads[3],
-                      p->output_padding[0],
-                      p->output_padding[1],
-                      or_one(p->groups)};
-    return graph_node(g, GLESC_OP_CONV_TRANSPOSE_2D, s, bias ? 3 : 2, ip, 11, NULL, 0);
+    glesc_conv_transpose_params q;
+    if (!params_in(g, &q, sizeof q, params, "glesc_conv_transpose2d"))
+        return NULL;
+    return conv_transpose_node(g, x, w, b, &q);
+}
+
+GLESC_API glesc_tensor *glesc_conv_transpose1d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
+                                               glesc_tensor *b,
+                                               const glesc_conv_transpose_params *params)
+{
+    if (!g || !x || !w)
+        return NULL;
+    glesc_conv_transpose_params q;
+    if (!params_in(g, &q, sizeof q, params, "glesc_conv_transpose1d"))
+        return NULL;
+    if (x->ne[3] != 1 || w->ne[3] != 1)
+        return fail_null(g, GLESC_ERROR_SHAPE,
+                         "glesc_conv_transpose1d: x %s and w %s must be [W, C_in, N] and [kW, "
+                         "C_out / group, C_in]",
+                         GRAPH_SH(x), GRAPH_SH(w));
+    if (q.strides[0] > 1 || q.dilations[0] > 1 || q.pads[0] || q.pads[2] || q.output_padding[0])
+        return fail_null(g, GLESC_ERROR_INVALID_ARGUMENT,
+                         "glesc_conv_transpose1d: the H entries (stride %d, dilation %d, pads %d, "
+                         "%d, output padding %d) must be 0 or their default",
+                         q.strides[0], q.dilations[0], q.pads[0], q.pads[2], q.output_padding[0]);
+    /* [W, C, N] as [W, 1, C, N]: a 2-D transposed convolution of height 1 */
+    int64_t xs[4] = {x->ne[0], 1, x->ne[1], x->ne[2]}, ws[4] = {w->ne[0], 1, w->ne[1], w->ne[2]};
+    glesc_tensor *y = conv_transpose_node(g, glesc_reshape(g, contiguous(g, x), 4, xs),
+                                          glesc_reshape(g, contiguous(g, w), 4, ws), b, &q);
+    if (!y)
+        return NULL;
+    int64_t s3[3] = {y->ne[0], y->ne[2], y->ne[3]};
+    return glesc_reshape(g, y, 3, s3);
 }

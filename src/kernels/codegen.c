@@ -94,7 +94,7 @@ static const kernels_codegen rows[] = {
     [GLESC_OP_GATHER] = {.expr = kernels_expr_gather_axis},
     [GLESC_OP_LOG_SOFTMAX] = {.gen = kernels_gen_log_softmax},
     [GLESC_OP_POOL] = {.gen = kernels_gen_pool},
-    [GLESC_OP_CONV_TRANSPOSE_2D] = {.gen = kernels_gen_conv_transpose},
+    [GLESC_OP_CONV_TRANSPOSE] = {.gen = kernels_gen_conv_transpose},
 };
 _Static_assert(CORE_ARRAY_LEN(rows) == GLESC_OP_COUNT_, "one codegen row per glesc_op");
 

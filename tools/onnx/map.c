@@ -1301,21 +1301,25 @@ static onnx_map_status pool(onnx_map_ctx *m, glesc_pool_type type)
             p[ns + i] = total - p[i];
         }
     }
-    /* ONNX index i counts from the slowest spatial dim; glesc's 0 is the width */
-    glesc_pool_params q = {.type = type, .ceil_mode = ceil_mode};
+    /* glesc's parameters are in ONNX's order (H, W); a 1-D pool reads the W
+     * entries (index 1) */
+    glesc_pool_params q;
+    glesc_pool_params_init(&q);
+    q.type = type;
+    q.ceil_mode = ceil_mode;
     q.count_include_pad = attr_i(m, "count_include_pad", 0) != 0;
     for (int i = 0; i < ns; i++) {
-        int g = ns - 1 - i;
-        q.kernel[g] = (int)k[i];
-        q.stride[g] = (int)s[i];
-        q.dilation[g] = (int)d[i];
-        q.pads[g] = (int)p[i];
-        q.pads[2 + g] = (int)p[ns + i];
+        int j = i + 2 - ns;
+        q.kernel_shape[j] = (int)k[i];
+        q.strides[j] = (int)s[i];
+        q.dilations[j] = (int)d[i];
+        q.pads[j] = (int)p[i];
+        q.pads[2 + j] = (int)p[ns + i];
     }
     glesc_tensor *x, *y;
     CHECK(gpu_in(m, 0, &x));
-    TRY(y = ns == 2 ? glesc_pool_2d(m->g, x, &q) : glesc_pool_1d(m->g, x, &q),
-        ns == 2 ? "glesc_pool_2d" : "glesc_pool_1d");
+    TRY(y = ns == 2 ? glesc_pool2d(m->g, x, &q) : glesc_pool1d(m->g, x, &q),
+        ns == 2 ? "glesc_pool2d" : "glesc_pool1d");
     set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
@@ -1350,7 +1354,7 @@ static onnx_map_status map_global_average_pool(onnx_map_ctx *m)
     return global_pool(m, GLESC_POOL_AVG);
 }
 
-/* ConvTranspose, 1-D (as 2-D of height 1) and 2-D; output_shape and
+/* ConvTranspose, 1-D and 2-D; output_shape and
  * auto_pad become pads as ONNX computes them (a negative end pad is output
  * padding: positions no input reaches). */
 static onnx_map_status map_conv_transpose(onnx_map_ctx *m)
@@ -1404,14 +1408,16 @@ static onnx_map_status map_conv_transpose(onnx_map_ctx *m)
                 return UNSUP("output_shape %" PRId64 " needs a negative begin pad", want);
         }
     }
-    glesc_conv_transpose_params q = {.groups = (int)attr_i(m, "group", 1)};
+    glesc_conv_transpose_params q;
+    glesc_conv_transpose_params_init(&q);
+    q.group = (int)attr_i(m, "group", 1);
     for (int i = 0; i < ns; i++) {
-        int g = ns - 1 - i;
-        q.stride[g] = (int)s[i];
-        q.dilation[g] = (int)d[i];
-        q.pads[g] = (int)p[i];
-        q.pads[2 + g] = (int)p[ns + i];
-        q.output_padding[g] = (int)op[i];
+        int j = i + 2 - ns; /* ONNX's order (H, W); 1-D: the W entries */
+        q.strides[j] = (int)s[i];
+        q.dilations[j] = (int)d[i];
+        q.pads[j] = (int)p[i];
+        q.pads[2 + j] = (int)p[ns + i];
+        q.output_padding[j] = (int)op[i];
     }
     glesc_tensor *x, *w, *b = NULL, *y;
     CHECK(gpu_in(m, 0, &x));
@@ -1420,18 +1426,10 @@ static onnx_map_status map_conv_transpose(onnx_map_ctx *m)
         CHECK(need_float(m, 2));
         CHECK(gpu_in(m, 2, &b));
     }
-    if (ns == 1) { /* [L, C, N] as [L, 1, C, N] */
-        const int64_t xs[4] = {xv->dims[2], 1, xv->dims[1], xv->dims[0]};
-        const int64_t ws[4] = {wv->dims[2], 1, wv->dims[1], wv->dims[0]};
-        TRY(x = glesc_reshape(m->g, x, 4, xs), "glesc_reshape");
-        TRY(w = glesc_reshape(m->g, w, 4, ws), "glesc_reshape");
-    }
-    TRY(y = glesc_conv_transpose_2d(m->g, x, w, b, &q), "glesc_conv_transpose_2d");
-    if (ns == 1) {
-        const int64_t ys[3] = {glesc_tensor_dim(y, 0), glesc_tensor_dim(y, 2),
-                               glesc_tensor_dim(y, 3)};
-        TRY(y = glesc_reshape(m->g, y, 3, ys), "glesc_reshape");
-    }
+    if (ns == 2)
+        TRY(y = glesc_conv_transpose2d(m->g, x, w, b, &q), "glesc_conv_transpose2d");
+    else
+        TRY(y = glesc_conv_transpose1d(m->g, x, w, b, &q), "glesc_conv_transpose1d");
     set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
