@@ -13,8 +13,8 @@
 #include "gl/gl.h"
 
 #define GRAPH_MAX_SRC 4
-#define GRAPH_MAX_IP 8 /* integer op parameters: part of the structure hash */
-#define GRAPH_MAX_FP 4 /* float op parameters: uniforms, free to change */
+#define GRAPH_MAX_IP 16 /* integer op parameters: part of the structure hash */
+#define GRAPH_MAX_FP 4  /* float op parameters: uniforms, free to change */
 
 /* Memory of a storage owner: one buffer, or row chunks when the tensor is
  * larger than the device's storage-block limit. A row is nb[1] bytes; chunk
