@@ -7,7 +7,10 @@
  * first ("Replay" below); gl_dispatch places barriers from buffer epochs,
  * memory goes back to the pool after its last reader. Statistics,
  * per-kernel GPU times and the Chrome trace (GLESC_TRACE=file.json) are
- * gathered here.
+ * gathered here. compute_prepare does the steps before the run ahead of
+ * time (a decode step prepares the next one while the GPU works): the
+ * next compute of the same graph and output runs what it prepared when
+ * nothing changed in between.
  */
 #include <stdio.h>
 #include <string.h>

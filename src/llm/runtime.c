@@ -17,6 +17,13 @@
  * tensor per layer for keys and one for values) and one graph that is reset
  * and rebuilt for every step; the plan cache makes the rebuild cheap.
  *
+ * Each eval's batches take their inputs (token ids, positions) from two
+ * pairs of the session's tensors in turn, written after a fence of the
+ * batch that read the pair before (no full wait between batches). A decode
+ * step whose row is read records, orders and plans the next step's graph
+ * while the GPU runs it (compute_prepare), then reads the row through a
+ * readback.
+ *
  * Greedy steps (glesc_session_eval_greedy) end in the arg max of the
  * logits, copied into one of two i32 tensors that the next step's
  * embedding lookup reads: the GPU feeds itself, and the host reads each
