@@ -12,7 +12,7 @@
 
 #include "gl/gl.h"
 
-#define GRAPH_MAX_SRC 4
+#define GRAPH_MAX_SRC 5
 #define GRAPH_MAX_IP 8 /* integer op parameters: part of the structure hash */
 #define GRAPH_MAX_FP 4 /* float op parameters: uniforms, free to change */
 

@@ -328,6 +328,74 @@ static glesc_status shape_attention(glesc_tensor *t)
     return GLESC_OK;
 }
 
+/* ---- vision: convolution ----
+ * ip of a convolution: strides (H, W), pads (H begin, W begin, H end, W
+ * end), the dilations packed as H | W << 16, the group count. */
+
+static bool conv_float(const glesc_tensor *t)
+{
+    return !t || is_float(t->dtype);
+}
+
+static glesc_status shape_conv(glesc_tensor *t)
+{
+    const glesc_tensor *x = t->src[0], *w = t->src[1], *b = t->src[2];
+    int sh = t->ip[0], sw = t->ip[1], ph0 = t->ip[2], pw0 = t->ip[3], ph1 = t->ip[4],
+        pw1 = t->ip[5], dh = t->ip[6] & 0xffff, dw = t->ip[6] >> 16, grp = t->ip[7];
+    if (!conv_float(x) || !conv_float(w) || !conv_float(b))
+        return graph_op_fail(t, GLESC_ERROR_TYPE, "x, w and b must be f32, f16 or bf16");
+    if (sh < 1 || sw < 1 || dh < 1 || dw < 1 || ph0 < 0 || pw0 < 0 || ph1 < 0 || pw1 < 0 || grp < 1)
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                             "strides %d, %d and dilations %d, %d must be at least 1, pads %d, "
+                             "%d, %d, %d at least 0 and the group count %d at least 1",
+                             sh, sw, dh, dw, ph0, pw0, ph1, pw1, grp);
+    int64_t cin = x->ne[2], cout = w->ne[3];
+    if (cin % grp || cout % grp || w->ne[2] * grp != cin)
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "x %s and w %s with %d groups: want x [W, H, C_in, N] and w [kW, kH, "
+                             "C_in / group, C_out], C_in and C_out multiples of the group count",
+                             GRAPH_SH(x), GRAPH_SH(w), grp);
+    if (b && (b->ne[0] != cout || b->ne[1] * b->ne[2] * b->ne[3] != 1))
+        return graph_op_fail(t, GLESC_ERROR_SHAPE, "bias %s must be [C_out = %lld]", GRAPH_SH(b),
+                             (long long)cout);
+    int64_t nh = x->ne[1] + ph0 + ph1 - (int64_t)dh * (w->ne[1] - 1) - 1;
+    int64_t nw = x->ne[0] + pw0 + pw1 - (int64_t)dw * (w->ne[0] - 1) - 1;
+    if (nh < 0 || nw < 0)
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "the dilated kernel %s does not fit the padded input %s", GRAPH_SH(w),
+                             GRAPH_SH(x));
+    t->dtype = GLESC_DTYPE_F32;
+    t->ne[0] = nw / sw + 1;
+    t->ne[1] = nh / sh + 1;
+    t->ne[2] = cout;
+    t->ne[3] = x->ne[3];
+    t->ndim = CORE_MAX(3, x->ndim);
+    return GLESC_OK;
+}
+
+static glesc_status shape_batch_norm(glesc_tensor *t)
+{
+    const glesc_tensor *x = t->src[0];
+    if (!is_float(x->dtype))
+        return graph_op_fail(t, GLESC_ERROR_TYPE, "x must be f32, f16 or bf16, not %s",
+                             glesc_dtype_name(x->dtype));
+    static const char *const names[] = {"", "scale", "bias", "mean", "var"};
+    for (int i = 1; i < 5; i++) {
+        const glesc_tensor *p = t->src[i];
+        if (!is_float(p->dtype) || p->ne[0] != x->ne[2] || p->ne[1] * p->ne[2] * p->ne[3] != 1)
+            return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                                 "%s %s %s must be f32, f16 or bf16 [C = %lld] for x %s (C is "
+                                 "dimension 2 of x)",
+                                 names[i], GRAPH_SH(p), glesc_dtype_name(p->dtype),
+                                 (long long)x->ne[2], GRAPH_SH(x));
+    }
+    if (!isfinite(t->fp[0]) || t->fp[0] < 0)
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT, "epsilon %g must be finite and >= 0",
+                             (double)t->fp[0]);
+    same_as(t, x, GLESC_DTYPE_F32);
+    return GLESC_OK;
+}
+
 static glesc_status shape_view(glesc_tensor *t)
 {
     return GLESC_OK; /* views are checked by their builders */
@@ -484,6 +552,17 @@ static const graph_op_info ops[] = {
      .row_write_prologue = 1u << 1 | 1u << 2, /* k, v: new cache rows */
      .norm_prologue = 1u | 1u << 1 | 1u << 2, /* per-head q/k norms, computed inline */
      .extra_bindings = 1},
+    {.name = "conv",
+     .arity = 3, /* x, w, optional bias */
+     .kind = GRAPH_KIND_ANCHOR,
+     .shape = shape_conv,
+     .cpu = ref_conv,
+     .epilogue = true},
+    {.name = "batch_norm",
+     .arity = 5, /* x, scale, bias, mean, var */
+     .kind = GRAPH_KIND_ELTWISE,
+     .shape = shape_batch_norm,
+     .cpu = ref_batch_norm},
 };
 _Static_assert(CORE_ARRAY_LEN(ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
 
