@@ -73,8 +73,13 @@ static glesc_tensor *conv_bn(net *n, glesc_tensor *x, int64_t cout, int k, int s
     glesc_tensor *w = weight(n, 4, (int64_t[]){k, k, cin / group, cout}, -r, r);
     glesc_tensor *p[4];
     for (int i = 0; i < 4; i++)
-        p[i] = weight(n, 1, &cout, i == 0 ? 0.8f : i == 3 ? 0.5f : -0.1f,
-                      i == 0 ? 1.2f : i == 3 ? 1.5f : 0.1f);
+        p[i] = weight(n, 1, &cout,
+                      i == 0   ? 0.8f
+                      : i == 3 ? 0.5f
+                               : -0.1f,
+                      i == 0   ? 1.2f
+                      : i == 3 ? 1.5f
+                               : 0.1f);
     if (!w || !p[0] || !p[1] || !p[2] || !p[3])
         return NULL;
     glesc_conv_params cp;
@@ -95,8 +100,8 @@ static glesc_tensor *conv_bn(net *n, glesc_tensor *x, int64_t cout, int k, int s
 static glesc_tensor *build(net *n, glesc_tensor *x)
 {
     static const int cfg[][4] = {/* expansion t, channels c, repeats n, stride s */
-                                 {1, 16, 1, 1},  {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
-                                 {6, 96, 3, 1},  {6, 160, 3, 2}, {6, 320, 1, 1}};
+                                 {1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
+                                 {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
     glesc_tensor *y = conv_bn(n, x, 32, 3, 2, 1, true);
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++)
         for (int r = 0; r < cfg[i][2] && y; r++) {

@@ -23,8 +23,10 @@
 #define CONV_MAX_K 255    /* kernel size per axis (the variant keeps 8 bits each) */
 
 typedef struct conv_cfg {
-    int kw, kh, cot, cit, tw, th;
+    int kw, kh, cot, cit, tw, th, ppi;
+    bool one;   /* a 1x1 kernel: flat tiles, no patch */
     int pw, ph; /* the patch */
+    int64_t tiles;
 } conv_cfg;
 
 static int pow2_at_least(int64_t v, int cap)
@@ -35,7 +37,34 @@ static int pow2_at_least(int64_t v, int cap)
     return p;
 }
 
-/* The blocking of convolution t, or false (no fit: message in *why). */
+/* Workgroups (all three dimensions together) that c gives t. */
+static int64_t conv_groups(const glesc_tensor *t, const conv_cfg *c)
+{
+    int grp = t->ip[7];
+    return c->tiles * grp * ((t->ne[2] / grp + c->cot - 1) / c->cot) * t->ne[3];
+}
+
+static void conv_tiles(const glesc_tensor *t, conv_cfg *c)
+{
+    if (c->one)
+        c->tiles = (t->ne[0] * t->ne[1] + CONV_WG - 1) / CONV_WG;
+    else
+        c->tiles = ((t->ne[0] + c->tw - 1) / c->tw) *
+                   ((t->ne[1] + (int64_t)c->th * c->ppi - 1) / ((int64_t)c->th * c->ppi));
+}
+
+/* Shared memory c takes (bytes). */
+static int64_t conv_shared(const conv_cfg *c)
+{
+    int64_t wbytes = (int64_t)c->cit * c->kh * c->kw * ((c->cot + 3) / 4) * (c->cot == 1 ? 4 : 16);
+    return wbytes + (c->one ? 0 : (int64_t)c->cit * c->ph * c->pw * 4);
+}
+
+/* The blocking of convolution t, or false (no fit: message in *why).
+ * Enough workgroups come first (at least CONV_MIN_GROUPS where the shape
+ * allows: a wide GPU needs them), then the most reuse: more output
+ * channels (COT) and rows (PPI) per workgroup, more input channels a step. */
+#define CONV_MIN_GROUPS 256
 static bool conv_config(const glesc_tensor *t, conv_cfg *c, const char **why)
 {
     const glesc_tensor *x = t->src[0], *w = t->src[1];
@@ -47,23 +76,34 @@ static bool conv_config(const glesc_tensor *t, conv_cfg *c, const char **why)
     }
     c->kw = (int)w->ne[0];
     c->kh = (int)w->ne[1];
+    c->one = c->kw == 1 && c->kh == 1;
     int64_t cog = t->ne[2] / grp, cg = x->ne[2] / grp;
-    c->cot = cog == 1 ? 1 : cog <= 4 ? 4 : cog <= 8 ? 8 : 16;
     /* one row of 128 pixels when the output is one row (1-D), else 16 x 8 */
     c->tw = t->ne[1] == 1 ? CONV_WG : 16;
     c->th = CONV_WG / c->tw;
+    c->ppi = 1;
+    c->cot = cog == 1 ? 1 : cog <= 4 ? 4 : cog <= 8 ? 8 : 16;
+    conv_tiles(t, c);
+    while (c->cot > 4 && conv_groups(t, c) < CONV_MIN_GROUPS)
+        c->cot /= 2;
+    if (!c->one)
+        for (int ppi = 4; ppi > 1; ppi /= 2) {
+            conv_cfg d = *c;
+            d.ppi = ppi;
+            conv_tiles(t, &d);
+            if ((int64_t)d.th * ppi <= t->ne[1] && conv_groups(t, &d) >= CONV_MIN_GROUPS) {
+                *c = d;
+                break;
+            }
+        }
     c->pw = (c->tw - 1) * sw + (c->kw - 1) * dw + 1;
-    c->ph = (c->th - 1) * sh + (c->kh - 1) * dh + 1;
-    int cot4 = (c->cot + 3) / 4;
+    c->ph = (c->th * c->ppi - 1) * sh + (c->kh - 1) * dh + 1;
     int shared = CONV_SHARED;
     if (t->ctx && t->ctx->caps.max_compute_shared_memory > 0)
         shared = CORE_MIN(shared, t->ctx->caps.max_compute_shared_memory);
-    for (c->cit = pow2_at_least(cg, 32); c->cit >= 1; c->cit /= 2) {
-        int64_t bytes =
-            (int64_t)c->cit * c->ph * c->pw * 4 + (int64_t)c->cit * c->kh * c->kw * cot4 * 16;
-        if (bytes <= shared)
+    for (c->cit = pow2_at_least(cg, c->one ? 64 : 32); c->cit >= 1; c->cit /= 2)
+        if (conv_shared(c) <= shared)
             return true;
-    }
     *why = "one input channel's patch and its weights do not fit the shared memory (a large "
            "dilation or stride)";
     return false;
@@ -79,7 +119,7 @@ uint32_t kernels_conv_variant(const glesc_tensor *t)
     while ((1 << cit_l) < c.cit)
         cit_l++;
     return (uint32_t)c.kw | (uint32_t)c.kh << 8 | (uint32_t)cot_i << 16 | (uint32_t)cit_l << 18 |
-           (c.tw == CONV_WG ? 1u << 21 : 0u);
+           (c.tw == CONV_WG ? 1u << 21 : 0u) | (uint32_t)(c.ppi >> 1) << 22;
 }
 
 /* A tensor split into row chunks (a persistent one beyond the device's
@@ -105,25 +145,36 @@ glesc_status kernels_gen_conv(kb *b)
     refuse_chunked(b, b->gk->out, "result", "split the batch or the image");
     int grp = a->ip[7];
     int64_t cog = a->ne[2] / grp, cg = x->ne[2] / grp;
-    int64_t tiles_x = (a->ne[0] + c.tw - 1) / c.tw, tiles_y = (a->ne[1] + c.th - 1) / c.th;
+    int64_t tiles_x = (a->ne[0] + c.tw - 1) / c.tw;
     int64_t cotiles = (cog + c.cot - 1) / c.cot;
     const glesc_caps *caps = &b->ctx->caps;
-    if (tiles_x * tiles_y > caps->max_workgroup_count[0] ||
-        grp * cotiles > caps->max_workgroup_count[1] || a->ne[3] > caps->max_workgroup_count[2])
+    if (c.tiles > caps->max_workgroup_count[0] || grp * cotiles > caps->max_workgroup_count[1] ||
+        a->ne[3] > caps->max_workgroup_count[2])
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "conv: result %s needs %lld x %lld x %lld workgroups, above the device's "
                        "%d x %d x %d",
-                       GRAPH_SH(a), (long long)(tiles_x * tiles_y), (long long)(grp * cotiles),
+                       GRAPH_SH(a), (long long)c.tiles, (long long)(grp * cotiles),
                        (long long)a->ne[3], caps->max_workgroup_count[0],
                        caps->max_workgroup_count[1], caps->max_workgroup_count[2]);
     int cot4 = (c.cot + 3) / 4;
     if (b->k) {
         emit_kernel_local_size(b->k, CONV_WG, 1, 1);
         emit_kernel_snippet(b->k, "graph/eltwise"); /* for the fused epilogue */
-        emit_kernel_define(b->k, "TW", "%du", c.tw);
-        emit_kernel_define(b->k, "TH", "%du", c.th);
+        if (c.one) {
+            emit_kernel_define(b->k, "CONV_1X1", "1");
+        } else {
+            emit_kernel_define(b->k, "TW", "%du", c.tw);
+            emit_kernel_define(b->k, "TH", "%du", c.th);
+            emit_kernel_define(b->k, "PPI", "%du", c.ppi);
+            emit_kernel_define(b->k, "PW", "%du", c.pw);
+            emit_kernel_define(b->k, "PH", "%du", c.ph);
+            emit_kernel_shared(b->k, "float", "xs", c.cit * c.ph * c.pw);
+        }
+        const char *wt = c.cot == 1 ? "float" : "vec4";
         emit_kernel_define(b->k, "COT", "%du", c.cot);
         emit_kernel_define(b->k, "COT4", "%du", cot4);
+        emit_kernel_define(b->k, "WLANES", "%du", c.cot == 1 ? 1 : 4);
+        emit_kernel_define(b->k, "WTYPE", "%s", wt);
         emit_kernel_define(b->k, "CIT", "%du", c.cit);
         emit_kernel_define(b->k, "KW", "%du", c.kw);
         emit_kernel_define(b->k, "KH", "%du", c.kh);
@@ -131,14 +182,17 @@ glesc_status kernels_gen_conv(kb *b)
         emit_kernel_define(b->k, "SH", "%du", a->ip[0]);
         emit_kernel_define(b->k, "DW", "%du", a->ip[6] >> 16);
         emit_kernel_define(b->k, "DH", "%du", a->ip[6] & 0xffff);
-        emit_kernel_define(b->k, "PW", "%du", c.pw);
-        emit_kernel_define(b->k, "PH", "%du", c.ph);
-        emit_kernel_shared(b->k, "float", "xs", c.cit * c.ph * c.pw);
-        emit_kernel_shared(b->k, "vec4", "ws", c.cit * c.kh * c.kw * cot4);
-        emit_kernel_comment(b->k,
-                            "convolution (glsl/graph/conv.glsl): %dx%d kernel, tiles of %d x %d "
-                            "pixels by %d output channels, %d input channels a step",
-                            c.kw, c.kh, c.tw, c.th, c.cot, c.cit);
+        emit_kernel_shared(b->k, wt, "ws", c.cit * c.kh * c.kw * cot4);
+        if (c.one)
+            emit_kernel_comment(b->k,
+                                "convolution (glsl/graph/conv.glsl): 1x1 kernel, tiles of %d "
+                                "pixels by %d output channels, %d input channels a step",
+                                CONV_WG, c.cot, c.cit);
+        else
+            emit_kernel_comment(b->k,
+                                "convolution (glsl/graph/conv.glsl): %dx%d kernel, tiles of %d x "
+                                "%d pixels by %d output channels, %d input channels a step",
+                                c.kw, c.kh, c.tw, c.th * c.ppi, c.cot, c.cit);
     }
     kb_param_u(b, "IW", (uint64_t)x->ne[0]);
     kb_param_u(b, "IH", (uint64_t)x->ne[1]);
@@ -173,8 +227,7 @@ glesc_status kernels_gen_conv(kb *b)
     if (b->k)
         emit_kernel_function_end(b->k);
     kb_line(b, "conv_main();");
-    kb_dispatch_groups(b, (uint32_t)(tiles_x * tiles_y), (uint32_t)(grp * cotiles),
-                       (uint32_t)a->ne[3]);
+    kb_dispatch_groups(b, (uint32_t)c.tiles, (uint32_t)(grp * cotiles), (uint32_t)a->ne[3]);
     return b->st;
 }
 
