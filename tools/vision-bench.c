@@ -10,6 +10,7 @@
  * convolutions, the rest in their epilogues) and off.
  *
  *   vision-bench [-s SIZE] [-b BATCH] [-r REPS] [-w WARMUP] [--fusion on|off|both]
+ *                [--profile]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,10 @@ typedef struct net {
     uint64_t rng;
     double flops;
     int convs;
+    /* per convolution, in build order: its kind (0 stem or dense, 1
+     * pointwise, 2 depthwise) and FLOPs, for --profile */
+    int kind[64];
+    double kflops[64];
 } net;
 
 static glesc_tensor *weight(net *n, int ndim, const int64_t *shape, float lo, float hi)
@@ -91,7 +96,12 @@ static glesc_tensor *conv_bn(net *n, glesc_tensor *x, int64_t cout, int k, int s
     glesc_tensor *y = glesc_conv2d(n->g, x, w, NULL, &cp);
     if (!y)
         return NULL;
-    n->flops += 2.0 * (double)glesc_tensor_nelements(y) * (double)(cin / group * k * k);
+    double f = 2.0 * (double)glesc_tensor_nelements(y) * (double)(cin / group * k * k);
+    n->flops += f;
+    if (n->convs < 64) {
+        n->kind[n->convs] = group > 1 ? 2 : k == 1 ? 1 : 0;
+        n->kflops[n->convs] = f;
+    }
     n->convs++;
     y = glesc_batch_norm(n->g, y, p[0], p[1], p[2], p[3], 1e-5f);
     return relu6 ? glesc_clamp(n->g, y, 0.0f, 6.0f) : y;
@@ -143,8 +153,42 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Builds and times the network with fusion on (1) or off (-1). */
+/* With fusion on every convolution is one kernel, in build order: GPU time
+ * per kind of convolution (timer queries, one more compute). */
+static int profile(net *n, glesc_tensor *y)
+{
+    glesc_graph_options o;
+    glesc_graph_options_init(&o);
+    o.fusion = 1;
+    o.timing = true;
+    if (glesc_graph_set_options(n->g, &o) != GLESC_OK || glesc_graph_compute(n->g, &y, 1) ||
+        glesc_graph_compute(n->g, &y, 1))
+        return 1;
+    glesc_compute_stats s;
+    glesc_graph_stats(n->g, &s);
+    static const char *const names[3] = {"dense 3x3 (stem)", "pointwise 1x1", "depthwise 3x3"};
+    double ns[4] = {0}, fl[3] = {0};
+    int cnt[4] = {0};
+    for (int i = 0; i < s.n_kernel_times; i++) {
+        int k = i < n->convs && i < 64 ? n->kind[i] : 3;
+        ns[k] += (double)s.kernel_times[i].gpu_ns;
+        cnt[k]++;
+        if (k < 3)
+            fl[k] += n->kflops[i];
+    }
+    double total = ns[0] + ns[1] + ns[2] + ns[3];
+    printf("profile (GPU time of one fused inference, %d kernels, %.3f ms):\n", s.n_kernel_times,
+           total / 1e6);
+    for (int k = 0; k < 4; k++)
+        if (cnt[k])
+            printf("  %-18s %3d kernels %8.3f ms (%4.1f%%)  %8.1f GFLOP/s\n",
+                   k < 3 ? names[k] : "pool + classifier", cnt[k], ns[k] / 1e6,
+                   100.0 * ns[k] / total, k < 3 && ns[k] > 0 ? fl[k] / ns[k] : 0.0);
+    return 0;
+}
+
 static int run(glesc_context *ctx, int fusion, long size, long batch, long reps, long warmup,
-               float *logits_out)
+               float *logits_out, bool prof)
 {
     net n = {.ctx = ctx, .rng = 0x9e3779b97f4a7c15ull};
     n.g = glesc_graph_create(ctx);
@@ -195,6 +239,8 @@ static int run(glesc_context *ctx, int fusion, long size, long batch, long reps,
            n.flops / (med * 1e6), s.nodes, s.kernels, s.dispatches, build_ms, first);
     if (logits_out)
         memcpy(logits_out, out, 1000 * sizeof *out);
+    if (prof && fusion > 0 && profile(&n, y) != 0)
+        goto fail;
     rc = 0;
     goto done;
 fail:
@@ -213,21 +259,26 @@ done:
 static void usage(void)
 {
     fprintf(stderr, "usage: vision-bench [-s SIZE] [-b BATCH] [-r REPS] [-w WARMUP] "
-                    "[--fusion on|off|both]\n"
+                    "[--fusion on|off|both] [--profile]\n"
                     "  A MobileNet-v2-style network (random weights) at SIZE x SIZE (224),\n"
-                    "  timed REPS times (10, median) after WARMUP runs (2).\n");
+                    "  timed REPS times (10, median) after WARMUP runs (2); --profile: GPU time\n"
+                    "  per kind of convolution (fusion on).\n");
 }
 
 int main(int argc, char **argv)
 {
     long size = 224, batch = 1, reps = 10, warmup = 2;
     const char *fusion = "both";
+    bool prof = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;
+        } else if (!strcmp(a, "--profile")) {
+            prof = true;
+            continue;
         } else if (!v) {
             bad = 1;
         } else if (!strcmp(a, "-s")) {
@@ -261,9 +312,9 @@ int main(int argc, char **argv)
     int rc = 0;
     bool both = !strcmp(fusion, "both");
     if (both || !strcmp(fusion, "on"))
-        rc |= run(ctx, 1, size, batch, reps, warmup, on);
+        rc |= run(ctx, 1, size, batch, reps, warmup, on, prof);
     if (both || !strcmp(fusion, "off"))
-        rc |= run(ctx, -1, size, batch, reps, warmup, off);
+        rc |= run(ctx, -1, size, batch, reps, warmup, off, false);
     if (both && !rc) {
         double worst = 0, mag = 0;
         for (int i = 0; i < 1000; i++) {
