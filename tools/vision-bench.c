@@ -10,7 +10,7 @@
  * convolutions, the rest in their epilogues) and off.
  *
  *   vision-bench [-s SIZE] [-b BATCH] [-r REPS] [-w WARMUP] [--fusion on|off|both]
- *                [--profile]
+ *                [--profile] [--layers]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +33,7 @@ typedef struct net {
      * pointwise, 2 depthwise) and FLOPs, for --profile */
     int kind[64];
     double kflops[64];
+    char desc[64][48]; /* "1x1 56x56 24->144" */
 } net;
 
 static glesc_tensor *weight(net *n, int ndim, const int64_t *shape, float lo, float hi)
@@ -100,6 +101,9 @@ static glesc_tensor *conv_bn(net *n, glesc_tensor *x, int64_t cout, int k, int s
     n->flops += f;
     if (n->convs < 64) {
         n->kind[n->convs] = group > 1 ? 2 : k == 1 ? 1 : 0;
+        snprintf(n->desc[n->convs], sizeof n->desc[0], "%dx%d/%d %lldx%lld %lld->%lld", k, k,
+                 stride, (long long)glesc_tensor_dim(x, 0), (long long)glesc_tensor_dim(x, 1),
+                 (long long)cin, (long long)cout);
         n->kflops[n->convs] = f;
     }
     n->convs++;
@@ -139,6 +143,8 @@ static glesc_tensor *build(net *n, glesc_tensor *x)
     return glesc_matmul(n->g, fc, y);
 }
 
+#define CORE_MAX_(a, b) ((a) > (b) ? (a) : (b))
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -155,7 +161,7 @@ static int cmp_double(const void *a, const void *b)
 /* Builds and times the network with fusion on (1) or off (-1). */
 /* With fusion on every convolution is one kernel, in build order: GPU time
  * per kind of convolution (timer queries, one more compute). */
-static int profile(net *n, glesc_tensor *y)
+static int profile(net *n, glesc_tensor *y, bool layers)
 {
     glesc_graph_options o;
     glesc_graph_options_init(&o);
@@ -171,6 +177,11 @@ static int profile(net *n, glesc_tensor *y)
     int cnt[4] = {0};
     for (int i = 0; i < s.n_kernel_times; i++) {
         int k = i < n->convs && i < 64 ? n->kind[i] : 3;
+        if (layers)
+            printf("  %2d %-28s %-24s %8.1f us %8.1f GFLOP/s\n", i, s.kernel_times[i].name,
+                   k < 3 ? n->desc[i] : "", s.kernel_times[i].gpu_ns / 1e3,
+                   k < 3 && s.kernel_times[i].gpu_ns ? n->kflops[i] / s.kernel_times[i].gpu_ns
+                                                     : 0.0);
         ns[k] += (double)s.kernel_times[i].gpu_ns;
         cnt[k]++;
         if (k < 3)
@@ -188,7 +199,7 @@ static int profile(net *n, glesc_tensor *y)
 }
 
 static int run(glesc_context *ctx, int fusion, long size, long batch, long reps, long warmup,
-               float *logits_out, bool prof)
+               float *logits_out, int prof)
 {
     net n = {.ctx = ctx, .rng = 0x9e3779b97f4a7c15ull};
     n.g = glesc_graph_create(ctx);
@@ -239,7 +250,7 @@ static int run(glesc_context *ctx, int fusion, long size, long batch, long reps,
            n.flops / (med * 1e6), s.nodes, s.kernels, s.dispatches, build_ms, first);
     if (logits_out)
         memcpy(logits_out, out, 1000 * sizeof *out);
-    if (prof && fusion > 0 && profile(&n, y) != 0)
+    if (prof && fusion > 0 && profile(&n, y, prof > 1) != 0)
         goto fail;
     rc = 0;
     goto done;
@@ -259,25 +270,25 @@ done:
 static void usage(void)
 {
     fprintf(stderr, "usage: vision-bench [-s SIZE] [-b BATCH] [-r REPS] [-w WARMUP] "
-                    "[--fusion on|off|both] [--profile]\n"
+                    "[--fusion on|off|both] [--profile] [--layers]\n"
                     "  A MobileNet-v2-style network (random weights) at SIZE x SIZE (224),\n"
                     "  timed REPS times (10, median) after WARMUP runs (2); --profile: GPU time\n"
-                    "  per kind of convolution (fusion on).\n");
+                    "  per kind of convolution (fusion on); --layers: and per kernel.\n");
 }
 
 int main(int argc, char **argv)
 {
     long size = 224, batch = 1, reps = 10, warmup = 2;
     const char *fusion = "both";
-    bool prof = false;
+    int prof = 0; /* 1: per kind, 2: per kernel too */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;
-        } else if (!strcmp(a, "--profile")) {
-            prof = true;
+        } else if (!strcmp(a, "--profile") || !strcmp(a, "--layers")) {
+            prof = CORE_MAX_(prof, a[2] == 'l' ? 2 : 1);
             continue;
         } else if (!v) {
             bad = 1;
