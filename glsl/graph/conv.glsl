@@ -5,14 +5,12 @@
 //             ceil(COT / 4), WLANES (output channels a weight word holds:
 //             1 when COT is 1, else 4), WTYPE (float or vec4), CIT (input
 //             channels a step stages), KW, KH (the kernel), SW, SH
-//             (strides), DW, DH (dilations), PPI (output pixels or rows
-//             per invocation); and either CONV_1X1 (a 1x1 kernel: the tile
-//             is WG_SIZE * PPI consecutive output pixels, invocation i
-//             taking i, i + WG_SIZE, ..., each reading its own input
-//             pixels, since no neighbour shares them) or the patch tile:
-//             TW, TH (TW * TH = WG_SIZE invocations; the tile is TW x
-//             TH * PPI pixels, PPI rows TH apart an invocation), PW, PH
-//             (the input patch the
+//             (strides), DW, DH (dilations); and either CONV_1X1 (a 1x1
+//             kernel: the tile is WG_SIZE consecutive output pixels, one
+//             per invocation, each reading its own input pixel, since no
+//             neighbour shares it) or the patch tile: TW, TH (TW * TH =
+//             WG_SIZE invocations), PPI (output rows per invocation: the
+//             tile is TW x TH * PPI pixels), PW, PH (the input patch the
 //             tile reads: (TW - 1) * SW + (KW - 1) * DW + 1 wide and
 //             (TH * PPI - 1) * SH + (KH - 1) * DH + 1 high)
 //   uniforms  IW, IH (input size), OW, OH (output size), CG (input
@@ -48,15 +46,7 @@ void conv_store(uint ox, uint oy, uint co, uint n, float v);
 #define WGET(w, j) (w)[j]
 #endif
 #ifdef CONV_1X1
-// A step of the 1x1 kernel over CN input channels (CIT when the step is
-// whole: a constant bound the compiler unrolls).
-#define CONV_1X1_STEP(CN)                                                      \
-    for (uint c = 0u; c < (CN); c++) {                                         \
-        for (uint r = 0u; r < PPI; r++) {                                      \
-            float xv = inside[r] ? conv_x(uint(ix[r]), uint(iy[r]), ci0 + cc + c, n) : 0.0; \
-            for (uint q = 0u; q < COT4; q++) acc[r * COT4 + q] += xv * ws[c * COT4 + q]; \
-        }                                                                      \
-    }
+#define PPI 1u
 #endif
 
 // Stages the weights of input channels cc .. cc + CIT - 1 of the group for
@@ -86,26 +76,23 @@ void conv_main() {
     WTYPE acc[PPI * COT4];
     for (uint q = 0u; q < PPI * COT4; q++) acc[q] = WTYPE(0.0);
 #ifdef CONV_1X1
-    uint p0 = tile * WG_SIZE * PPI + lid;
-    int ix[PPI], iy[PPI];
-    bool inside[PPI];
-    for (uint r = 0u; r < PPI; r++) {
-        uint p = p0 + r * WG_SIZE, ox = p % OW, oy = p / OW;
-        ix[r] = int(ox * SW) - int(PAD_L);
-        iy[r] = int(oy * SH) - int(PAD_T);
-        inside[r] = oy < OH && ix[r] >= 0 && ix[r] < int(IW) && iy[r] >= 0 && iy[r] < int(IH);
-    }
+    uint p = tile * WG_SIZE + lid;
+    uint ox = p % OW, oy = p / OW;
+    int ix = int(ox * SW) - int(PAD_L), iy = int(oy * SH) - int(PAD_T);
+    bool inside = oy < OH && ix >= 0 && ix < int(IW) && iy >= 0 && iy < int(IH);
     for (uint cc = 0u; cc < CG; cc += CIT) {
         conv_stage_w(lid, cc, ci0, col, co0);
         barrier();
         uint cn = min(CIT, CG - cc);
-        if (cn == CIT) {
-            CONV_1X1_STEP(CIT)
-        } else {
-            CONV_1X1_STEP(cn)
+        if (inside) {
+            for (uint c = 0u; c < cn; c++) {
+                float xv = conv_x(uint(ix), uint(iy), ci0 + cc + c, n);
+                for (uint q = 0u; q < COT4; q++) acc[q] += xv * ws[c * COT4 + q];
+            }
         }
         barrier();
     }
+    if (oy >= OH) return;
 #else
     uint tx0 = (tile % TILES_X) * TW, ty0 = (tile / TILES_X) * TH * PPI;
     uint lx = lid % TW, ly = lid / TW;
@@ -137,12 +124,10 @@ void conv_main() {
     if (ox >= OW) return;
 #endif
     for (uint r = 0u; r < PPI; r++) {
-#ifdef CONV_1X1
-        uint p = p0 + r * WG_SIZE, ox = p % OW, oy = p / OW;
-#else
+#ifndef CONV_1X1
         uint oy = ty0 + ly + r * TH;
-#endif
         if (oy >= OH) break;
+#endif
         for (uint q = 0u; q < COT4; q++) {
             for (uint j = 0u; j < WLANES; j++) {
                 uint o = q * WLANES + j;

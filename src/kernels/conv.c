@@ -47,8 +47,7 @@ static int64_t conv_groups(const glesc_tensor *t, const conv_cfg *c)
 static void conv_tiles(const glesc_tensor *t, conv_cfg *c)
 {
     if (c->one)
-        c->tiles =
-            (t->ne[0] * t->ne[1] + (int64_t)CONV_WG * c->ppi - 1) / ((int64_t)CONV_WG * c->ppi);
+        c->tiles = (t->ne[0] * t->ne[1] + CONV_WG - 1) / CONV_WG;
     else
         c->tiles = ((t->ne[0] + c->tw - 1) / c->tw) *
                    ((t->ne[1] + (int64_t)c->th * c->ppi - 1) / ((int64_t)c->th * c->ppi));
@@ -87,17 +86,16 @@ static bool conv_config(const glesc_tensor *t, conv_cfg *c, const char **why)
     conv_tiles(t, c);
     while (c->cot > 4 && conv_groups(t, c) < CONV_MIN_GROUPS)
         c->cot /= 2;
-    for (int ppi = 4; ppi > 1; ppi /= 2) {
-        conv_cfg d = *c;
-        d.ppi = ppi;
-        conv_tiles(t, &d);
-        bool fits = c->one ? (int64_t)CONV_WG * ppi <= t->ne[0] * t->ne[1]
-                           : (int64_t)d.th * ppi <= t->ne[1];
-        if (fits && conv_groups(t, &d) >= CONV_MIN_GROUPS) {
-            *c = d;
-            break;
+    if (!c->one)
+        for (int ppi = 4; ppi > 1; ppi /= 2) {
+            conv_cfg d = *c;
+            d.ppi = ppi;
+            conv_tiles(t, &d);
+            if ((int64_t)d.th * ppi <= t->ne[1] && conv_groups(t, &d) >= CONV_MIN_GROUPS) {
+                *c = d;
+                break;
+            }
         }
-    }
     c->pw = (c->tw - 1) * sw + (c->kw - 1) * dw + 1;
     c->ph = (c->th * c->ppi - 1) * sh + (c->kh - 1) * dh + 1;
     int shared = CONV_SHARED;
@@ -162,12 +160,12 @@ glesc_status kernels_gen_conv(kb *b)
     if (b->k) {
         emit_kernel_local_size(b->k, CONV_WG, 1, 1);
         emit_kernel_snippet(b->k, "graph/eltwise"); /* for the fused epilogue */
-        emit_kernel_define(b->k, "PPI", "%du", c.ppi);
         if (c.one) {
             emit_kernel_define(b->k, "CONV_1X1", "1");
         } else {
             emit_kernel_define(b->k, "TW", "%du", c.tw);
             emit_kernel_define(b->k, "TH", "%du", c.th);
+            emit_kernel_define(b->k, "PPI", "%du", c.ppi);
             emit_kernel_define(b->k, "PW", "%du", c.pw);
             emit_kernel_define(b->k, "PH", "%du", c.ph);
             emit_kernel_shared(b->k, "float", "xs", c.cit * c.ph * c.pw);
@@ -189,7 +187,7 @@ glesc_status kernels_gen_conv(kb *b)
             emit_kernel_comment(b->k,
                                 "convolution (glsl/graph/conv.glsl): 1x1 kernel, tiles of %d "
                                 "pixels by %d output channels, %d input channels a step",
-                                CONV_WG * c.ppi, c.cot, c.cit);
+                                CONV_WG, c.cot, c.cit);
         else
             emit_kernel_comment(b->k,
                                 "convolution (glsl/graph/conv.glsl): %dx%d kernel, tiles of %d x "
