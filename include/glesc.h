@@ -837,7 +837,8 @@ GLESC_API glesc_tensor *glesc_conv1d(glesc_graph *g, glesc_tensor *x, glesc_tens
  * one of them does not reach the folded node (build the graph again).
  * Folding is off while the graph's fusion is (glesc_graph_options.fusion
  * -1, or GLESC_NO_FUSION=1 with fusion 0): the batch norm is then a node
- * of its own. */
+ * of its own. A fold reads the weights back from the GPU, each time a
+ * graph is built: build a network's graph once and compute it many times. */
 GLESC_API glesc_tensor *glesc_batch_norm(glesc_graph *g, glesc_tensor *x, glesc_tensor *scale,
                                          glesc_tensor *bias, glesc_tensor *mean, glesc_tensor *var,
                                          float eps);
