@@ -16,6 +16,7 @@
 #include "common/synth.h"
 #include "core/core.h"
 #include "glesc_llm.h"
+#include "test_synth_util.h"
 #include "test_util.h"
 
 static glesc_context *ctx;
@@ -28,14 +29,8 @@ static void setup(void)
     dir = test_tmpdir();
     snprintf(path, sizeof path, "%s/g.gguf", dir);
     synth_params p;
-    synth_params_default(&p);
-    p.n_embd = 64;
-    p.n_layer = 2;
-    p.n_head = 4;
-    p.n_head_kv = 2;
+    test_tiny_params(&p, 2, 128);
     p.n_ff = 128;
-    p.n_ctx = 128;
-    p.weight_type = GLESC_DTYPE_F32;
     cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     cr_assert_eq(glesc_model_load(ctx, path, NULL, &model), GLESC_OK, "%s", glesc_last_errmsg());
 }

@@ -23,6 +23,7 @@
 
 #include "common/synth.h"
 #include "test_gguf_edit.h"
+#include "test_synth_util.h"
 #include "test_util.h"
 
 /* Runs gguf-run with args (a shell fragment; stdin from input when not
@@ -58,21 +59,14 @@ static void expect_failure(const char *args, int status, const char *const *need
  * fills in the breakage. free() the path. */
 static char *synth(void (*mutate)(synth_params *))
 {
-    char *dir = test_tmpdir();
-    char *path = malloc(strlen(dir) + 16);
-    sprintf(path, "%s/m.gguf", dir);
-    free(dir);
     synth_params p;
-    synth_params_default(&p);
-    p.n_embd = 64;
-    p.n_layer = 1;
-    p.n_ff = 96;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.n_ctx = 64;
+    test_tiny_params(&p, 1, 64);
+    p.weight_type = GLESC_DTYPE_F16;
     if (mutate)
         mutate(&p);
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
+    char *dir = test_tmpdir();
+    char *path = test_synth_write(&p, dir, "m.gguf");
+    free(dir);
     return path;
 }
 

@@ -17,6 +17,7 @@
 
 #include "common/synth.h"
 #include "glesc_llm.h"
+#include "test_synth_util.h"
 #include "test_util.h"
 
 static glesc_context *ctx;
@@ -52,13 +53,8 @@ static glesc_model *load(const shape *sh, char *path, size_t cap)
 {
     snprintf(path, cap, "%s/%s-%d.gguf", dir, sh->arch, sh->n_layer);
     synth_params p;
-    synth_params_default(&p);
+    test_tiny_params(&p, sh->n_layer, 64);
     p.arch = sh->arch;
-    p.n_embd = 64;
-    p.n_layer = sh->n_layer;
-    p.n_ff = 96;
-    p.n_head = 4;
-    p.n_head_kv = 2;
     p.head_dim = sh->head_dim;
     p.n_rot = sh->n_rot;
     p.rope_linear = sh->linear;
@@ -69,8 +65,6 @@ static glesc_model *load(const shape *sh, char *path, size_t cap)
     p.rope_attn_factor = sh->attn_factor;
     p.n_ctx_orig = sh->n_ctx_orig;
     p.n_swa = sh->n_swa;
-    p.n_ctx = 64;
-    p.weight_type = GLESC_DTYPE_F32;
     p.seed = 11;
     cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     glesc_model *m;

@@ -29,6 +29,7 @@
 #include "graph/graph.h"
 #include "llm/runtime.h"
 #include "quant/quant.h"
+#include "test_synth_util.h"
 #include "test_util.h"
 
 /* ---- A counting allocator: live heap bytes of glesc ---- */
@@ -77,20 +78,12 @@ TestSuite(load, .init = setup, .fini = teardown);
 static char *write_model(const char *name, glesc_dtype t, void (*tweak)(synth_params *))
 {
     synth_params p;
-    synth_params_default(&p);
-    p.n_embd = 64;
-    p.n_layer = 2;
-    p.n_head = 4;
-    p.n_head_kv = 2;
+    test_tiny_params(&p, 2, 256);
     p.n_ff = 128;
-    p.n_ctx = 256;
     p.weight_type = t;
     if (tweak)
         tweak(&p);
-    char *path = malloc(strlen(dir) + strlen(name) + 2);
-    sprintf(path, "%s/%s", dir, name);
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
-    return path;
+    return test_synth_write(&p, dir, name);
 }
 
 /* The last row of logits for a fixed prompt (malloc'ed, n_vocab floats). */

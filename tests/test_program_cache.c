@@ -28,6 +28,7 @@
 #include "emit/emit.h"
 #include "gl/gl.h"
 #include "glesc_llm.h"
+#include "test_synth_util.h"
 #include "test_util.h"
 
 /* stderr into a file between capture_begin and capture_end, which returns
@@ -539,18 +540,10 @@ Test(program_cache, sequential_batch)
 static char *write_model(const char *dir)
 {
     synth_params sp;
-    synth_params_default(&sp);
-    sp.n_embd = 64;
-    sp.n_layer = 2;
-    sp.n_head = 4;
-    sp.n_head_kv = 2;
+    test_tiny_params(&sp, 2, 128);
     sp.n_ff = 128;
-    sp.n_ctx = 128;
     sp.weight_type = GLESC_DTYPE_Q4_0;
-    char *path = malloc(strlen(dir) + 16);
-    sprintf(path, "%s/m.gguf", dir);
-    cr_assert_eq(synth_write(&sp, path), GLESC_OK, "%s", synth_errmsg());
-    return path;
+    return test_synth_write(&sp, dir, "m.gguf");
 }
 
 /* A fresh context on cache_dir: a prompt of n_prompt tokens in batches of

@@ -24,6 +24,7 @@
 #include "compute/compute.h"
 #include "glesc_llm.h"
 #include "test_gguf_edit.h"
+#include "test_synth_util.h"
 #include "test_util.h"
 
 #define CORE_MAX_(a, b) ((a) > (b) ? (a) : (b))
@@ -532,13 +533,8 @@ static void arch_run(const arch_opts *o)
     char path[4200];
     snprintf(path, sizeof path, "%s/%s.gguf", dir, o->arch);
     synth_params p;
-    synth_params_default(&p);
+    test_tiny_params(&p, o->n_layer > 0 ? o->n_layer : 2, 64);
     p.arch = o->arch;
-    p.n_embd = 64;
-    p.n_layer = o->n_layer > 0 ? o->n_layer : 2;
-    p.n_ff = 96;
-    p.n_head = 4;
-    p.n_head_kv = 2;
     p.head_dim = o->head_dim;
     p.n_rot = o->n_rot;
     p.rope_base = o->base;
@@ -552,8 +548,6 @@ static void arch_run(const arch_opts *o)
     p.final_softcap = o->final_softcap;
     p.tied_output = o->tied;
     p.rope_freqs = o->rope_freqs ? SYNTH_ROPE_FREQS_RAMP : SYNTH_ROPE_FREQS_NONE;
-    p.n_ctx = 64;
-    p.weight_type = GLESC_DTYPE_F32;
     p.seed = 7;
     cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
 
@@ -787,13 +781,8 @@ Test(runtime, kernel_times_with_timing)
     char path[4200];
     snprintf(path, sizeof path, "%s/timed.gguf", dir);
     synth_params p;
-    synth_params_default(&p);
-    p.n_embd = 64;
-    p.n_layer = 1;
-    p.n_ff = 96;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.n_ctx = 32;
+    test_tiny_params(&p, 1, 32);
+    p.weight_type = GLESC_DTYPE_F16;
     cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     glesc_model *m = load(path);
     glesc_session *timed, *plain;
@@ -834,20 +823,11 @@ Test(runtime, kernel_times_with_timing)
 /* A small f32 llama model in a fresh directory; rm_model() removes both. */
 static char *small_model(void)
 {
-    char *dir = test_tmpdir();
-    char *path = malloc(strlen(dir) + 16);
-    sprintf(path, "%s/m.gguf", dir);
-    free(dir);
     synth_params p;
-    synth_params_default(&p);
-    p.n_embd = 64;
-    p.n_layer = 2;
-    p.n_ff = 96;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.n_ctx = 64;
-    p.weight_type = GLESC_DTYPE_F32;
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
+    test_tiny_params(&p, 2, 64);
+    char *dir = test_tmpdir();
+    char *path = test_synth_write(&p, dir, "m.gguf");
+    free(dir);
     return path;
 }
 
@@ -1087,14 +1067,8 @@ static void greedy_on_models(int steps)
         char path[4200];
         snprintf(path, sizeof path, "%s/%s.gguf", dir, archs[a].arch);
         synth_params p;
-        synth_params_default(&p);
+        test_tiny_params(&p, 2, 64);
         p.arch = archs[a].arch;
-        p.n_embd = 64;
-        p.n_layer = 2;
-        p.n_ff = 96;
-        p.n_head = 4;
-        p.n_head_kv = 2;
-        p.n_ctx = 64;
         p.tied_output = archs[a].tied;
         p.weight_type = GLESC_DTYPE_Q8_0;
         cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());

@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(meson ninja-build pkg-config gcc libc6-dev python3 git
           libegl-dev libgles-dev libgbm-dev libegl-mesa0 libgl1-mesa-dri
           libxxhash-dev libpcre2-dev libutf8proc-dev libjson-c-dev libcriterion-dev
-          valgrind clang-format)
+          valgrind clang-format
+          protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata)
 CROSS_PACKAGES=(gcc-aarch64-linux-gnu libc6-dev:arm64 libegl-dev:arm64 libgles-dev:arm64
                 libgbm-dev:arm64 libxxhash-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64
                 libjson-c-dev:arm64)

@@ -1,0 +1,1060 @@
+/*
+ * map.c — the ONNX op table of onnx-run: each row maps one ONNX op onto
+ * glesc's public graph API, exactly or not at all. A mapping checks every
+ * attribute, type and shape it relies on and answers UNSUPPORTED (with the
+ * reason) for anything glesc cannot express as ONNX defines it; it never
+ * approximates. Layout conventions are in map.h.
+ */
+#include "map.h"
+
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T_FLOAT ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+#define T_FLOAT16 ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16
+#define T_BFLOAT16 ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16
+#define T_INT32 ONNX__TENSOR_PROTO__DATA_TYPE__INT32
+#define T_INT64 ONNX__TENSOR_PROTO__DATA_TYPE__INT64
+
+static onnx_map_status say(onnx_map_ctx *m, onnx_map_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->why, m->why_len, fmt, ap);
+    va_end(ap);
+    return s;
+}
+#define UNSUP(...) say(m, ONNX_MAP_UNSUPPORTED, __VA_ARGS__)
+#define INVALID(...) say(m, ONNX_MAP_ERROR, __VA_ARGS__)
+
+/* A builder returned NULL: glesc's message. */
+static onnx_map_status glesc_failed(onnx_map_ctx *m, const char *what)
+{
+    return say(m, ONNX_MAP_ERROR, "%s: %s", what, glesc_context_errmsg(glesc_graph_context(m->g)));
+}
+#define TRY(expr, what)                                                                            \
+    do {                                                                                           \
+        if (!(expr))                                                                               \
+            return glesc_failed(m, what);                                                          \
+    } while (0)
+#define CHECK(expr)                                                                                \
+    do {                                                                                           \
+        onnx_map_status s_ = (expr);                                                               \
+        if (s_ != ONNX_MAP_OK)                                                                     \
+            return s_;                                                                             \
+    } while (0)
+
+/* ---- attributes ---- */
+
+static const Onnx__AttributeProto *attr(const onnx_map_ctx *m, const char *name)
+{
+    for (size_t i = 0; i < m->node->n_attribute; i++)
+        if (!strcmp(m->node->attribute[i]->name, name))
+            return m->node->attribute[i];
+    return NULL;
+}
+
+static int64_t attr_i(const onnx_map_ctx *m, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = attr(m, name);
+    return a && a->has_i ? a->i : def;
+}
+
+static float attr_f(const onnx_map_ctx *m, const char *name, float def)
+{
+    const Onnx__AttributeProto *a = attr(m, name);
+    return a && a->has_f ? a->f : def;
+}
+
+/* ---- values ---- */
+
+static bool is_float(int32_t type)
+{
+    return type == T_FLOAT || type == T_FLOAT16;
+}
+
+/* Input i must be present and FLOAT or FLOAT16 (what glesc's compute ops
+ * read; their results are f32). */
+static onnx_map_status need_float(onnx_map_ctx *m, int i)
+{
+    if (i >= m->n_in || !m->in[i])
+        return INVALID("input %d is missing", i);
+    if (!is_float(m->in[i]->type))
+        return UNSUP("input %d (%s) is %s: glesc's ops compute in f32 (FLOAT and FLOAT16 inputs "
+                     "only)",
+                     i, m->in[i]->name, onnx_type_name(m->in[i]->type));
+    return ONNX_MAP_OK;
+}
+
+static void gshape(int rank, const int64_t *dims, int *ndim, int64_t shape[4])
+{
+    *ndim = rank ? rank : 1;
+    for (int i = 0; i < 4; i++)
+        shape[i] = i < rank ? dims[rank - 1 - i] : 1;
+}
+
+onnx_map_status onnx_value_gpu(onnx_map_ctx *m, onnx_value *v, glesc_tensor **out)
+{
+    if (v->t) {
+        *out = v->t;
+        return ONNX_MAP_OK;
+    }
+    if (v->rank > 4)
+        return UNSUP("%s has rank %d: glesc tensors have at most 4 dimensions", v->name, v->rank);
+    for (int i = 0; i < v->rank; i++)
+        if (v->dims[i] == 0)
+            return UNSUP("%s has a zero-sized dimension: glesc tensors are never empty", v->name);
+    if (!v->host)
+        return INVALID("%s has no value", v->name);
+    glesc_dtype dt;
+    switch (v->type) {
+    case T_FLOAT:
+        dt = GLESC_DTYPE_F32;
+        break;
+    case T_FLOAT16:
+        dt = GLESC_DTYPE_F16;
+        break;
+    case T_BFLOAT16:
+        dt = GLESC_DTYPE_BF16;
+        break;
+    default:
+        return UNSUP("%s is %s: glesc's ops read floating-point data only", v->name,
+                     onnx_type_name(v->type));
+    }
+    int ndim;
+    int64_t shape[4];
+    gshape(v->rank, v->dims, &ndim, shape);
+    glesc_tensor *t = glesc_tensor_new(m->g, dt, ndim, shape);
+    TRY(t, "glesc_tensor_new");
+    glesc_tensor_set_name(t, v->name);
+    size_t bytes = (size_t)v->host->n * onnx_type_size(v->type);
+    if (glesc_tensor_write(t, v->host->data, bytes) != GLESC_OK)
+        return glesc_failed(m, "glesc_tensor_write");
+    *out = v->t = t;
+    return ONNX_MAP_OK;
+}
+
+static onnx_map_status gpu_in(onnx_map_ctx *m, int i, glesc_tensor **out)
+{
+    if (i >= m->n_in || !m->in[i])
+        return INVALID("input %d is missing", i);
+    return onnx_value_gpu(m, m->in[i], out);
+}
+
+/* Output k: t with the given ONNX type and rank; dims read from t. */
+static void set_out(onnx_map_ctx *m, int k, glesc_tensor *t, int32_t type, int rank)
+{
+    onnx_value *o = &m->out[k];
+    o->t = t;
+    o->type = type;
+    o->rank = rank;
+    for (int i = 0; i < rank; i++)
+        o->dims[i] = glesc_tensor_dim(t, rank - 1 - i);
+}
+
+/* A glesc reshape of x to ONNX dims (rank 0..4). */
+static onnx_map_status reshape_to(onnx_map_ctx *m, glesc_tensor *x, int rank, const int64_t *dims,
+                                  glesc_tensor **out)
+{
+    if (rank > 4)
+        return UNSUP("result rank %d: glesc tensors have at most 4 dimensions", rank);
+    int ndim;
+    int64_t shape[4];
+    gshape(rank, dims, &ndim, shape);
+    TRY(*out = glesc_reshape(m->g, x, ndim, shape), "glesc_reshape");
+    return ONNX_MAP_OK;
+}
+
+/* Integer contents of input i, which must be known on the host (a graph
+ * input, initializer or Constant of INT64 or INT32). */
+static onnx_map_status host_ints(onnx_map_ctx *m, int i, int64_t *vals, int max, int *n)
+{
+    const onnx_value *v = m->in[i];
+    if (!v->host)
+        return UNSUP("input %d (%s) is computed on the GPU: it must be a constant, an "
+                     "initializer or a graph input",
+                     i, v->name);
+    if (v->type != T_INT64 && v->type != T_INT32)
+        return INVALID("input %d (%s) is %s, not INT64", i, v->name, onnx_type_name(v->type));
+    if (v->host->n > max)
+        return UNSUP("input %d (%s) has %" PRId64 " values (at most %d)", i, v->name, v->host->n,
+                     max);
+    for (int64_t k = 0; k < v->host->n; k++)
+        vals[k] = v->type == T_INT64 ? ((const int64_t *)v->host->data)[k]
+                                     : ((const int32_t *)v->host->data)[k];
+    *n = (int)v->host->n;
+    return ONNX_MAP_OK;
+}
+
+/* A scalar float of input i known on the host (Clip's bounds). */
+static onnx_map_status host_scalar(onnx_map_ctx *m, int i, float *val)
+{
+    const onnx_value *v = m->in[i];
+    if (!v->host)
+        return UNSUP("input %d (%s) is computed on the GPU: it must be a constant, an "
+                     "initializer or a graph input",
+                     i, v->name);
+    if (v->host->n != 1)
+        return INVALID("input %d (%s) has %" PRId64 " values, not 1", i, v->name, v->host->n);
+    if (v->type != T_FLOAT)
+        return UNSUP("input %d (%s) is %s (FLOAT bounds only)", i, v->name,
+                     onnx_type_name(v->type));
+    *val = *(const float *)v->host->data;
+    return ONNX_MAP_OK;
+}
+
+/* ONNX axis a of a rank-r tensor (negative counts from the end) → glesc
+ * axis. */
+static onnx_map_status axis_of(onnx_map_ctx *m, int64_t a, int rank, int *onnx_axis, int *gaxis)
+{
+    if (a < -rank || a >= (rank ? rank : 1))
+        return INVALID("axis %" PRId64 " is out of range for rank %d", a, rank);
+    if (a < 0)
+        a += rank;
+    if (onnx_axis)
+        *onnx_axis = (int)a;
+    *gaxis = rank ? rank - 1 - (int)a : 0;
+    return ONNX_MAP_OK;
+}
+
+/* ---- elementwise ---- */
+
+static onnx_map_status unary(onnx_map_ctx *m, glesc_op op)
+{
+    glesc_tensor *x, *y;
+    CHECK(need_float(m, 0));
+    CHECK(gpu_in(m, 0, &x));
+    TRY(y = glesc_unary(m->g, op, x), glesc_op_name(op));
+    set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
+    return ONNX_MAP_OK;
+}
+#define UNARY(name, OP)                                                                            \
+    static onnx_map_status map_##name(onnx_map_ctx *m)                                             \
+    {                                                                                              \
+        return unary(m, GLESC_OP_##OP);                                                            \
+    }
+UNARY(abs, ABS)
+UNARY(neg, NEG)
+UNARY(sqrt, SQRT)
+UNARY(exp, EXP)
+UNARY(log, LOG)
+UNARY(sin, SIN)
+UNARY(cos, COS)
+UNARY(tanh, TANH)
+UNARY(sigmoid, SIGMOID)
+UNARY(relu, RELU)
+UNARY(softplus, SOFTPLUS)
+
+/* 1 / x: a division by a one-element constant 1. */
+static onnx_map_status map_reciprocal(onnx_map_ctx *m)
+{
+    glesc_tensor *x, *one, *y;
+    CHECK(need_float(m, 0));
+    CHECK(gpu_in(m, 0, &x));
+    const int64_t shape[1] = {1};
+    const float v = 1.0f;
+    TRY(one = glesc_tensor_new(m->g, GLESC_DTYPE_F32, 1, shape), "glesc_tensor_new");
+    if (glesc_tensor_write(one, &v, sizeof v) != GLESC_OK)
+        return glesc_failed(m, "glesc_tensor_write");
+    TRY(y = glesc_div(m->g, one, x), "glesc_div");
+    set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
+    return ONNX_MAP_OK;
+}
+
+/* Numpy broadcasting of a and b (both float, the same type), folded over
+ * every input for the variadic ops (Max, Min, Sum, Mean). */
+static onnx_map_status binary(onnx_map_ctx *m, glesc_op op, bool variadic)
+{
+    if (m->n_in < (variadic ? 1 : 2))
+        return INVALID("%s needs %s inputs", m->node->op_type, variadic ? "1 or more" : "2");
+    if (!variadic && m->n_in != 2)
+        return INVALID("%s takes 2 inputs, not %d", m->node->op_type, m->n_in);
+    glesc_tensor *acc;
+    CHECK(need_float(m, 0));
+    CHECK(gpu_in(m, 0, &acc));
+    int rank = m->in[0]->rank;
+    for (int i = 1; i < m->n_in; i++) {
+        glesc_tensor *b;
+        CHECK(need_float(m, i));
+        if (m->in[i]->type != m->in[0]->type)
+            return UNSUP("inputs of types %s and %s", onnx_type_name(m->in[0]->type),
+                         onnx_type_name(m->in[i]->type));
+        CHECK(gpu_in(m, i, &b));
+        TRY(acc = glesc_binary(m->g, op, acc, b), glesc_op_name(op));
+        if (m->in[i]->rank > rank)
+            rank = m->in[i]->rank;
+    }
+    set_out(m, 0, acc, m->in[0]->type, rank);
+    return ONNX_MAP_OK;
+}
+static onnx_map_status map_add(onnx_map_ctx *m)
+{
+    return binary(m, GLESC_OP_ADD, false);
+}
+static onnx_map_status map_sub(onnx_map_ctx *m)
+{
+    return binary(m, GLESC_OP_SUB, false);
+}
+static onnx_map_status map_mul(onnx_map_ctx *m)
+{
+    return binary(m, GLESC_OP_MUL, false);
+}
+static onnx_map_status map_div(onnx_map_ctx *m)
+{
+    return binary(m, GLESC_OP_DIV, false);
+}
+static onnx_map_status map_pow(onnx_map_ctx *m)
+{
+    return binary(m, GLESC_OP_POW, false);
+}
+static onnx_map_status map_max(onnx_map_ctx *m)
+{
+    return binary(m, GLESC_OP_MAX, true);
+}
+static onnx_map_status map_min(onnx_map_ctx *m)
+{
+    return binary(m, GLESC_OP_MIN, true);
+}
+static onnx_map_status map_sum(onnx_map_ctx *m)
+{
+    return binary(m, GLESC_OP_ADD, true);
+}
+/* The sum of the n inputs times 1/n. */
+static onnx_map_status map_mean(onnx_map_ctx *m)
+{
+    CHECK(binary(m, GLESC_OP_ADD, true));
+    glesc_tensor *y;
+    TRY(y = glesc_scale(m->g, m->out[0].t, 1.0f / (float)m->n_in, 0.0f), "glesc_scale");
+    m->out[0].t = y;
+    return ONNX_MAP_OK;
+}
+
+static onnx_map_status map_identity(onnx_map_ctx *m)
+{
+    if (m->n_in != 1 || !m->in[0])
+        return INVALID("Identity takes 1 input");
+    onnx_value *o = &m->out[0];
+    const char *name = o->name;
+    *o = *m->in[0];
+    o->name = name;
+    return ONNX_MAP_OK;
+}
+
+/* Clip: bounds from attributes min/max (opset < 11: their defaults are
+ * float's lowest and largest, so an infinity is clipped) or optional
+ * scalar inputs 1 and 2 (an absent one does not clip, as ONNX's reference
+ * implementation). */
+static onnx_map_status map_clip(onnx_map_ctx *m)
+{
+    float lo = attr_f(m, "min", m->opset < 11 ? -FLT_MAX : -INFINITY),
+          hi = attr_f(m, "max", m->opset < 11 ? FLT_MAX : INFINITY);
+    glesc_tensor *x, *y;
+    CHECK(need_float(m, 0));
+    if (m->n_in > 1 && m->in[1])
+        CHECK(host_scalar(m, 1, &lo));
+    if (m->n_in > 2 && m->in[2])
+        CHECK(host_scalar(m, 2, &hi));
+    CHECK(gpu_in(m, 0, &x));
+    TRY(y = glesc_clamp(m->g, x, lo, hi), "glesc_clamp");
+    set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
+    return ONNX_MAP_OK;
+}
+
+/* Cast and CastLike among FLOAT, FLOAT16 and BFLOAT16 (glesc_cast rounds to
+ * nearest even, as ONNX's reference). */
+static onnx_map_status cast_to(onnx_map_ctx *m, int32_t to)
+{
+    const onnx_value *x = m->in[0];
+    glesc_dtype dt;
+    switch (to) {
+    case T_FLOAT:
+        dt = GLESC_DTYPE_F32;
+        break;
+    case T_FLOAT16:
+        dt = GLESC_DTYPE_F16;
+        break;
+    case T_BFLOAT16:
+        dt = GLESC_DTYPE_BF16;
+        break;
+    default:
+        return UNSUP("cast to %s: glesc casts among FLOAT, FLOAT16 and BFLOAT16 only",
+                     onnx_type_name(to));
+    }
+    if (x->type != T_FLOAT && x->type != T_FLOAT16 && x->type != T_BFLOAT16)
+        return UNSUP("cast from %s: glesc casts among FLOAT, FLOAT16 and BFLOAT16 only",
+                     onnx_type_name(x->type));
+    glesc_tensor *t, *y;
+    CHECK(gpu_in(m, 0, &t));
+    if (glesc_tensor_dtype(t) == dt)
+        y = t;
+    else
+        TRY(y = glesc_cast(m->g, t, dt), "glesc_cast");
+    set_out(m, 0, y, to, x->rank);
+    return ONNX_MAP_OK;
+}
+static onnx_map_status map_cast(onnx_map_ctx *m)
+{
+    if (m->n_in != 1 || !m->in[0] || !attr(m, "to"))
+        return INVALID("Cast takes 1 input and attribute to");
+    return cast_to(m, (int32_t)attr_i(m, "to", 0));
+}
+static onnx_map_status map_castlike(onnx_map_ctx *m)
+{
+    if (m->n_in != 2 || !m->in[0] || !m->in[1])
+        return INVALID("CastLike takes 2 inputs");
+    return cast_to(m, m->in[1]->type);
+}
+
+/* ---- reductions ---- */
+
+/* The reductions over a set of axes: from attribute axes (older opsets) or
+ * the optional INT64 input 1 (ReduceSum from opset 13, the others from 18);
+ * none: every axis, unless noop_with_empty_axes. pre and post are the
+ * elementwise ops of the composed reductions (ReduceL2: sqr, then sqrt). */
+static onnx_map_status reduce(onnx_map_ctx *m, glesc_op op, glesc_op pre, glesc_op post)
+{
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int r = xv->rank;
+    int64_t axes[ONNX_MAX_RANK];
+    int n_axes = 0;
+    const Onnx__AttributeProto *a = attr(m, "axes");
+    if (a) {
+        if (a->n_ints > ONNX_MAX_RANK)
+            return INVALID("attribute axes has %zu values", a->n_ints);
+        for (size_t i = 0; i < a->n_ints; i++)
+            axes[n_axes++] = a->ints[i];
+    } else if (m->n_in > 1 && m->in[1]) {
+        CHECK(host_ints(m, 1, axes, ONNX_MAX_RANK, &n_axes));
+    }
+    bool keep = attr_i(m, "keepdims", 1) != 0;
+    glesc_tensor *x;
+    CHECK(gpu_in(m, 0, &x));
+    if (n_axes == 0 && attr_i(m, "noop_with_empty_axes", 0)) {
+        set_out(m, 0, x, xv->type, r);
+        return ONNX_MAP_OK;
+    }
+    bool reduced[ONNX_MAX_RANK] = {false};
+    if (n_axes == 0)
+        for (int i = 0; i < r; i++)
+            reduced[i] = true;
+    for (int i = 0; i < n_axes; i++) {
+        int oa, ga;
+        CHECK(axis_of(m, axes[i], r, &oa, &ga));
+        if (reduced[oa])
+            return INVALID("axis %" PRId64 " is repeated", axes[i]);
+        reduced[oa] = true;
+    }
+    if (pre != GLESC_OP_NONE)
+        TRY(x = glesc_unary(m->g, pre, x), glesc_op_name(pre));
+    for (int i = 0; i < r; i++)
+        if (reduced[i])
+            TRY(x = glesc_reduce(m->g, op, x, r - 1 - i), glesc_op_name(op));
+    if (post != GLESC_OP_NONE)
+        TRY(x = glesc_unary(m->g, post, x), glesc_op_name(post));
+    int32_t type = op == GLESC_OP_ARGMAX ? T_INT64 : xv->type;
+    if (keep) {
+        set_out(m, 0, x, type, r);
+        return ONNX_MAP_OK;
+    }
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    int nr = 0;
+    for (int i = 0; i < r; i++)
+        if (!reduced[i])
+            dims[nr++] = xv->dims[i];
+    CHECK(reshape_to(m, x, nr, dims, &x));
+    set_out(m, 0, x, type, nr);
+    return ONNX_MAP_OK;
+}
+#define REDUCE(name, OP, PRE, POST)                                                                \
+    static onnx_map_status map_##name(onnx_map_ctx *m)                                             \
+    {                                                                                              \
+        return reduce(m, GLESC_OP_##OP, GLESC_OP_##PRE, GLESC_OP_##POST);                          \
+    }
+REDUCE(reduce_sum, SUM, NONE, NONE)
+REDUCE(reduce_mean, MEAN, NONE, NONE)
+REDUCE(reduce_max, REDUCE_MAX, NONE, NONE)
+REDUCE(reduce_min, REDUCE_MIN, NONE, NONE)
+REDUCE(reduce_sum_square, SUM, SQR, NONE)
+REDUCE(reduce_l1, SUM, ABS, NONE)
+REDUCE(reduce_l2, SUM, SQR, SQRT)
+REDUCE(reduce_log_sum, SUM, NONE, LOG)
+REDUCE(reduce_log_sum_exp, SUM, EXP, LOG)
+
+/* ArgMax along one axis: glesc gives the first maximum's index (i32). */
+static onnx_map_status map_argmax(onnx_map_ctx *m)
+{
+    if (attr_i(m, "select_last_index", 0))
+        return UNSUP("select_last_index=1: glesc's argmax gives the first maximum");
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int oa, ga;
+    CHECK(axis_of(m, attr_i(m, "axis", 0), xv->rank, &oa, &ga));
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    TRY(y = glesc_reduce(m->g, GLESC_OP_ARGMAX, x, ga), "argmax");
+    if (attr_i(m, "keepdims", 1)) {
+        set_out(m, 0, y, T_INT64, xv->rank);
+        return ONNX_MAP_OK;
+    }
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    int nr = 0;
+    for (int i = 0; i < xv->rank; i++)
+        if (i != oa)
+            dims[nr++] = xv->dims[i];
+    CHECK(reshape_to(m, y, nr, dims, &y));
+    set_out(m, 0, y, T_INT64, nr);
+    return ONNX_MAP_OK;
+}
+
+/* ---- softmax and normalization ---- */
+
+/* glesc dimension ga swapped with dimension 0 (a permutation is its own
+ * inverse), as a contiguous copy. */
+static onnx_map_status swap0(onnx_map_ctx *m, glesc_tensor *x, int ga, glesc_tensor **out)
+{
+    if (ga == 0) {
+        *out = x;
+        return ONNX_MAP_OK;
+    }
+    int perm[4] = {0, 1, 2, 3};
+    perm[0] = ga;
+    perm[ga] = 0;
+    TRY(x = glesc_permute(m->g, x, perm), "glesc_permute");
+    TRY(*out = glesc_cont(m->g, x), "glesc_cont");
+    return ONNX_MAP_OK;
+}
+
+/* Softmax from opset 13: along one axis (glesc's dimension 0 after a swap).
+ * Before 13: over the input coerced to 2-D at axis, i.e. every dimension
+ * from axis on at once (glesc's leading dimensions, reshaped into one). */
+static onnx_map_status map_softmax(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int r = xv->rank, oa, ga;
+    CHECK(axis_of(m, attr_i(m, "axis", m->opset >= 13 ? -1 : 1), r, &oa, &ga));
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    if (m->opset >= 13) {
+        CHECK(swap0(m, x, ga, &x));
+        TRY(y = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
+        CHECK(swap0(m, y, ga, &y));
+    } else {
+        int64_t inner = 1, outer = 1;
+        for (int i = 0; i < r; i++)
+            *(i >= oa ? &inner : &outer) *= xv->dims[i];
+        const int64_t flat[2] = {inner, outer};
+        TRY(x = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
+        TRY(y = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
+        CHECK(reshape_to(m, y, r, xv->dims, &y));
+    }
+    set_out(m, 0, y, xv->type, r);
+    return ONNX_MAP_OK;
+}
+
+/* LayerNormalization (opset 17): over the dimensions from axis on (glesc's
+ * leading ones, reshaped into dimension 0), times Scale plus B. Outputs
+ * Mean and InvStdDev are the reductions of the same reshape. */
+static onnx_map_status map_layer_norm(onnx_map_ctx *m)
+{
+    if (attr_i(m, "stash_type", 1) != 1)
+        return UNSUP("stash_type %" PRId64 ": glesc normalizes in f32", attr_i(m, "stash_type", 1));
+    CHECK(need_float(m, 0));
+    CHECK(need_float(m, 1));
+    const onnx_value *xv = m->in[0];
+    int r = xv->rank, oa, ga;
+    CHECK(axis_of(m, attr_i(m, "axis", -1), r, &oa, &ga));
+    float eps = attr_f(m, "epsilon", 1e-5f);
+    glesc_tensor *x, *scale, *bias = NULL, *y;
+    CHECK(gpu_in(m, 0, &x));
+    CHECK(gpu_in(m, 1, &scale));
+    if (m->n_in > 2 && m->in[2]) {
+        CHECK(need_float(m, 2));
+        CHECK(gpu_in(m, 2, &bias));
+    }
+    int64_t inner = 1, outer = 1;
+    for (int i = 0; i < r; i++)
+        *(i >= oa ? &inner : &outer) *= xv->dims[i];
+    const int64_t flat[2] = {inner, outer};
+    glesc_tensor *xf;
+    TRY(xf = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
+    TRY(y = glesc_layer_norm(m->g, xf, eps), "glesc_layer_norm");
+    CHECK(reshape_to(m, y, r, xv->dims, &y));
+    TRY(y = glesc_mul(m->g, y, scale), "glesc_mul");
+    if (bias)
+        TRY(y = glesc_add(m->g, y, bias), "glesc_add");
+    set_out(m, 0, y, xv->type, r);
+    if (m->n_out < 2)
+        return ONNX_MAP_OK;
+    /* Mean and InvStdDev: shape X.shape[:axis] + [1] * (r - axis). */
+    int64_t sdims[ONNX_MAX_RANK];
+    for (int i = 0; i < r; i++)
+        sdims[i] = i < oa ? xv->dims[i] : 1;
+    glesc_tensor *mean, *var, *inv;
+    TRY(mean = glesc_reduce(m->g, GLESC_OP_MEAN, xf, 0), "mean");
+    TRY(var = glesc_sub(m->g, xf, mean), "glesc_sub");
+    TRY(var = glesc_unary(m->g, GLESC_OP_SQR, var), "sqr");
+    TRY(var = glesc_reduce(m->g, GLESC_OP_MEAN, var, 0), "mean");
+    TRY(inv = glesc_scale(m->g, var, 1.0f, eps), "glesc_scale");
+    TRY(inv = glesc_unary(m->g, GLESC_OP_RSQRT, inv), "rsqrt");
+    CHECK(reshape_to(m, mean, r, sdims, &mean));
+    set_out(m, 1, mean, T_FLOAT, r);
+    if (m->n_out > 2) {
+        CHECK(reshape_to(m, inv, r, sdims, &inv));
+        set_out(m, 2, inv, T_FLOAT, r);
+    }
+    return ONNX_MAP_OK;
+}
+
+/* ---- products ---- */
+
+/* MatMul (numpy semantics): A [..., M, K] · B [..., K, N]. In glesc's
+ * order A is X [K, M, ...] and Bᵀ is the weight W [K, N, ...] (a contiguous
+ * transpose), W's batch dimensions broadcasting over X's; a 1-D operand
+ * is a row (A) or column (B) vector whose unit dimension is dropped. */
+static onnx_map_status map_matmul(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    CHECK(need_float(m, 1));
+    const onnx_value *av = m->in[0], *bv = m->in[1];
+    if (av->rank < 1 || bv->rank < 1)
+        return INVALID("MatMul of a scalar");
+    glesc_tensor *a, *b, *w, *y;
+    CHECK(gpu_in(m, 0, &a));
+    CHECK(gpu_in(m, 1, &b));
+    /* batch dims: B's must broadcast to A's (glesc broadcasts the weight) */
+    int ra = av->rank, rb = bv->rank;
+    int batch = (ra > rb ? ra : rb) - 2;
+    for (int i = 0; i < batch; i++) {
+        int64_t da = i - (batch - (ra - 2)) >= 0 && ra > 2 ? av->dims[i - (batch - (ra - 2))] : 1;
+        int64_t db = i - (batch - (rb - 2)) >= 0 && rb > 2 ? bv->dims[i - (batch - (rb - 2))] : 1;
+        if (da % db != 0 || (db != da && db != 1))
+            return UNSUP("batch dimensions of A and B: glesc broadcasts B's over A's, not A's "
+                         "over B's");
+    }
+    if (rb == 1) {
+        const int64_t col[2] = {bv->dims[0], 1};
+        TRY(w = glesc_reshape(m->g, b, 2, col), "glesc_reshape");
+    } else {
+        TRY(w = glesc_transpose(m->g, b), "glesc_transpose");
+        TRY(w = glesc_cont(m->g, w), "glesc_cont");
+    }
+    TRY(y = glesc_matmul(m->g, w, a), "glesc_matmul");
+    /* result dims: batch..., M (unless A is 1-D), N (unless B is 1-D) */
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    int nr = 0;
+    for (int i = 0; i < batch; i++)
+        dims[nr++] = glesc_tensor_dim(y, 2 + batch - 1 - i);
+    if (ra > 1)
+        dims[nr++] = av->dims[ra - 2];
+    if (rb > 1)
+        dims[nr++] = bv->dims[rb - 1];
+    CHECK(reshape_to(m, y, nr, dims, &y));
+    set_out(m, 0, y, av->type, nr);
+    return ONNX_MAP_OK;
+}
+
+/* Gemm: alpha·A'·B' + beta·C with A' = A or Aᵀ (transA), B' = B or Bᵀ
+ * (transB), C broadcasting to [M, N] (attribute broadcast of opsets before 7
+ * asks for just that). glesc's weight is B'ᵀ: B itself when
+ * transB (its rows are glesc's contiguous dimension 0), else a contiguous
+ * transpose; the activation is A' (A, or a contiguous transpose). */
+static onnx_map_status map_gemm(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    CHECK(need_float(m, 1));
+    if (m->in[0]->rank != 2 || m->in[1]->rank != 2)
+        return INVALID("Gemm's A and B must be 2-D");
+    float alpha = attr_f(m, "alpha", 1.0f), beta = attr_f(m, "beta", 1.0f);
+    glesc_tensor *a, *b, *y;
+    CHECK(gpu_in(m, 0, &a));
+    CHECK(gpu_in(m, 1, &b));
+    if (attr_i(m, "transA", 0)) {
+        TRY(a = glesc_transpose(m->g, a), "glesc_transpose");
+        TRY(a = glesc_cont(m->g, a), "glesc_cont");
+    }
+    if (!attr_i(m, "transB", 0)) {
+        TRY(b = glesc_transpose(m->g, b), "glesc_transpose");
+        TRY(b = glesc_cont(m->g, b), "glesc_cont");
+    }
+    TRY(y = glesc_matmul(m->g, b, a), "glesc_matmul");
+    if (alpha != 1.0f)
+        TRY(y = glesc_scale(m->g, y, alpha, 0.0f), "glesc_scale");
+    if (m->n_in > 2 && m->in[2] && beta != 0.0f) {
+        glesc_tensor *c;
+        CHECK(need_float(m, 2));
+        CHECK(gpu_in(m, 2, &c));
+        if (beta != 1.0f)
+            TRY(c = glesc_scale(m->g, c, beta, 0.0f), "glesc_scale");
+        TRY(y = glesc_add(m->g, y, c), "glesc_add");
+    }
+    set_out(m, 0, y, m->in[0]->type, 2);
+    return ONNX_MAP_OK;
+}
+
+/* ---- shape ---- */
+
+static onnx_map_status map_concat(onnx_map_ctx *m)
+{
+    if (!attr(m, "axis"))
+        return INVALID("Concat needs attribute axis");
+    CHECK(need_float(m, 0));
+    int r = m->in[0]->rank, ga;
+    CHECK(axis_of(m, attr_i(m, "axis", 0), r, NULL, &ga));
+    glesc_tensor *acc;
+    CHECK(gpu_in(m, 0, &acc));
+    for (int i = 1; i < m->n_in; i++) {
+        glesc_tensor *b;
+        CHECK(need_float(m, i));
+        if (m->in[i]->type != m->in[0]->type || m->in[i]->rank != r)
+            return INVALID("Concat inputs differ in type or rank");
+        CHECK(gpu_in(m, i, &b));
+        TRY(acc = glesc_concat(m->g, acc, b, ga), "glesc_concat");
+    }
+    set_out(m, 0, acc, m->in[0]->type, r);
+    return ONNX_MAP_OK;
+}
+
+static onnx_map_status map_reshape(onnx_map_ctx *m)
+{
+    if (m->n_in != 2 || !m->in[0] || !m->in[1])
+        return INVALID("Reshape takes 2 inputs");
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    int n;
+    CHECK(host_ints(m, 1, dims, ONNX_MAX_RANK, &n));
+    bool allowzero = attr_i(m, "allowzero", 0) != 0;
+    int64_t total = 1, known = 1;
+    int infer = -1;
+    for (int i = 0; i < xv->rank; i++)
+        total *= xv->dims[i];
+    for (int i = 0; i < n; i++) {
+        if (dims[i] == 0 && !allowzero) {
+            if (i >= xv->rank)
+                return INVALID("shape[%d] = 0 copies a dimension the input lacks", i);
+            dims[i] = xv->dims[i];
+        }
+        if (dims[i] == -1) {
+            if (infer >= 0)
+                return INVALID("shape has two -1 entries");
+            infer = i;
+            continue;
+        }
+        if (dims[i] < 0)
+            return INVALID("shape[%d] = %" PRId64, i, dims[i]);
+        known *= dims[i];
+    }
+    if (infer >= 0) {
+        if (known == 0 || total % known)
+            return INVALID("shape's -1 cannot be inferred");
+        dims[infer] = total / known;
+        known *= dims[infer];
+    }
+    if (known != total)
+        return INVALID("shape gives %" PRId64 " elements, the input has %" PRId64, known, total);
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    CHECK(reshape_to(m, x, n, dims, &y));
+    set_out(m, 0, y, xv->type, n);
+    return ONNX_MAP_OK;
+}
+
+/* The axes of Squeeze / Unsqueeze: attribute axes (before opset 13) or the
+ * optional INT64 input 1. */
+static onnx_map_status axes_list(onnx_map_ctx *m, int64_t *axes, int *n)
+{
+    const Onnx__AttributeProto *a = attr(m, "axes");
+    *n = 0;
+    if (a) {
+        if (a->n_ints > ONNX_MAX_RANK)
+            return INVALID("attribute axes has %zu values", a->n_ints);
+        for (size_t i = 0; i < a->n_ints; i++)
+            axes[(*n)++] = a->ints[i];
+        return ONNX_MAP_OK;
+    }
+    if (m->n_in > 1 && m->in[1])
+        return host_ints(m, 1, axes, ONNX_MAX_RANK, n);
+    return ONNX_MAP_OK;
+}
+
+/* Squeeze: a reshape without the given size-1 dimensions (none given: all
+ * of them). */
+static onnx_map_status map_squeeze(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int64_t axes[ONNX_MAX_RANK];
+    int n;
+    CHECK(axes_list(m, axes, &n));
+    bool drop[ONNX_MAX_RANK] = {false};
+    for (int i = 0; i < xv->rank; i++)
+        drop[i] = n == 0 && xv->dims[i] == 1;
+    for (int i = 0; i < n; i++) {
+        int oa, ga;
+        CHECK(axis_of(m, axes[i], xv->rank, &oa, &ga));
+        if (xv->dims[oa] != 1)
+            return INVALID("axis %" PRId64 " has size %" PRId64 ", not 1", axes[i], xv->dims[oa]);
+        drop[oa] = true;
+    }
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    int nr = 0;
+    for (int i = 0; i < xv->rank; i++)
+        if (!drop[i])
+            dims[nr++] = xv->dims[i];
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    CHECK(reshape_to(m, x, nr, dims, &y));
+    set_out(m, 0, y, xv->type, nr);
+    return ONNX_MAP_OK;
+}
+
+/* Unsqueeze: a reshape with size-1 dimensions inserted at the axes (of the
+ * result's rank). */
+static onnx_map_status map_unsqueeze(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int64_t axes[ONNX_MAX_RANK];
+    int n;
+    CHECK(axes_list(m, axes, &n));
+    int r = xv->rank + n;
+    if (r > ONNX_MAX_RANK)
+        return UNSUP("result rank %d", r);
+    bool ins[ONNX_MAX_RANK] = {false};
+    for (int i = 0; i < n; i++) {
+        int oa, ga;
+        CHECK(axis_of(m, axes[i], r, &oa, &ga));
+        if (ins[oa])
+            return INVALID("axis %" PRId64 " is repeated", axes[i]);
+        ins[oa] = true;
+    }
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    for (int i = 0, k = 0; i < r; i++)
+        dims[i] = ins[i] ? 1 : xv->dims[k++];
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    CHECK(reshape_to(m, x, r, dims, &y));
+    set_out(m, 0, y, xv->type, r);
+    return ONNX_MAP_OK;
+}
+
+/* Flatten: [prod(dims[:axis]), prod(dims[axis:])], a reshape. */
+static onnx_map_status map_flatten(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int64_t a = attr_i(m, "axis", 1);
+    if (a < -xv->rank || a > xv->rank)
+        return INVALID("axis %" PRId64 " is out of range for rank %d", a, xv->rank);
+    if (a < 0)
+        a += xv->rank;
+    int64_t dims[2] = {1, 1};
+    for (int i = 0; i < xv->rank; i++)
+        dims[i >= a] *= xv->dims[i];
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    CHECK(reshape_to(m, x, 2, dims, &y));
+    set_out(m, 0, y, xv->type, 2);
+    return ONNX_MAP_OK;
+}
+
+/* Transpose: output dim j is input dim perm[j] (default: reversed). */
+static onnx_map_status map_transpose(onnx_map_ctx *m)
+{
+    CHECK(need_float(m, 0));
+    const onnx_value *xv = m->in[0];
+    int r = xv->rank;
+    int64_t perm[ONNX_MAX_RANK];
+    const Onnx__AttributeProto *a = attr(m, "perm");
+    if (a && (int)a->n_ints != r)
+        return INVALID("perm has %zu entries for rank %d", a->n_ints, r);
+    bool seen[ONNX_MAX_RANK] = {false};
+    for (int j = 0; j < r; j++) {
+        perm[j] = a ? a->ints[j] : r - 1 - j;
+        if (perm[j] < 0 || perm[j] >= r || seen[perm[j]])
+            return INVALID("perm is not a permutation of 0..%d", r - 1);
+        seen[perm[j]] = true;
+    }
+    glesc_tensor *x, *y;
+    CHECK(gpu_in(m, 0, &x));
+    /* glesc_permute: source dim i becomes result dim p[i] */
+    int p[4] = {0, 1, 2, 3};
+    for (int j = 0; j < r; j++)
+        p[r - 1 - perm[j]] = r - 1 - j;
+    TRY(y = glesc_permute(m->g, x, p), "glesc_permute");
+    TRY(y = glesc_cont(m->g, y), "glesc_cont");
+    set_out(m, 0, y, xv->type, r);
+    return ONNX_MAP_OK;
+}
+
+/* Constant: a host value from attribute value (a tensor) or value_float(s),
+ * value_int(s). */
+static onnx_map_status map_constant(onnx_map_ctx *m)
+{
+    onnx_tensor *h = m->new_host(m->user);
+    if (!h)
+        return INVALID("out of memory");
+    const Onnx__AttributeProto *a;
+    if ((a = attr(m, "value")) && a->t) {
+        char err[256];
+        onnx_read_status s = onnx_tensor_decode(a->t, "Constant value", h, err, sizeof err);
+        if (s != ONNX_READ_OK)
+            return say(m, s == ONNX_READ_UNSUPPORTED ? ONNX_MAP_UNSUPPORTED : ONNX_MAP_ERROR, "%s",
+                       err);
+    } else if ((a = attr(m, "value_float")) || (a = attr(m, "value_floats")) ||
+               (a = attr(m, "value_int")) || (a = attr(m, "value_ints"))) {
+        bool floats = a->has_f || a->n_floats;
+        bool list = a->n_floats || a->n_ints || !strcmp(a->name, "value_floats") ||
+                    !strcmp(a->name, "value_ints");
+        int64_t n = list ? (int64_t)(floats ? a->n_floats : a->n_ints) : 1;
+        h->type = floats ? T_FLOAT : T_INT64;
+        h->rank = list ? 1 : 0;
+        h->dims[0] = n;
+        h->n = n;
+        h->data = malloc((size_t)(n ? n : 1) * 8);
+        if (!h->data)
+            return INVALID("out of memory");
+        for (int64_t i = 0; i < n; i++) {
+            if (floats)
+                ((float *)h->data)[i] = list ? a->floats[i] : a->f;
+            else
+                ((int64_t *)h->data)[i] = list ? a->ints[i] : a->i;
+        }
+    } else {
+        return UNSUP("Constant without value, value_float(s) or value_int(s)");
+    }
+    onnx_value *o = &m->out[0];
+    o->type = h->type;
+    o->rank = h->rank;
+    memcpy(o->dims, h->dims, sizeof o->dims);
+    o->host = h;
+    return ONNX_MAP_OK;
+}
+
+/* Shape: the input's dims[start:end] as a host INT64 tensor. */
+static onnx_map_status map_shape(onnx_map_ctx *m)
+{
+    if (m->n_in != 1 || !m->in[0])
+        return INVALID("Shape takes 1 input");
+    const onnx_value *xv = m->in[0];
+    int64_t r = xv->rank, start = attr_i(m, "start", 0), end = attr_i(m, "end", r);
+    start = start < 0 ? start + r : start;
+    end = end < 0 ? end + r : end;
+    start = start < 0 ? 0 : start > r ? r : start;
+    end = end < 0 ? 0 : end > r ? r : end;
+    int64_t n = end > start ? end - start : 0;
+    onnx_tensor *h = m->new_host(m->user);
+    if (!h || !(h->data = malloc((size_t)(n ? n : 1) * sizeof(int64_t))))
+        return INVALID("out of memory");
+    h->type = T_INT64;
+    h->rank = 1;
+    h->dims[0] = h->n = n;
+    for (int64_t i = 0; i < n; i++)
+        ((int64_t *)h->data)[i] = xv->dims[start + i];
+    onnx_value *o = &m->out[0];
+    o->type = T_INT64;
+    o->rank = 1;
+    o->dims[0] = n;
+    o->host = h;
+    return ONNX_MAP_OK;
+}
+
+/* ---- the table ---- */
+
+static const onnx_map_entry table[] = {
+    {"Abs", map_abs, ""},
+    {"Add", map_add, ""},
+    {"ArgMax", map_argmax, "axis,keepdims,select_last_index"},
+    {"Cast", map_cast, "to"},
+    {"CastLike", map_castlike, ""},
+    {"Clip", map_clip, "min,max"},
+    {"Concat", map_concat, "axis"},
+    {"Constant", map_constant, "value,value_float,value_floats,value_int,value_ints"},
+    {"Cos", map_cos, ""},
+    {"Div", map_div, ""},
+    {"Exp", map_exp, ""},
+    {"Flatten", map_flatten, "axis"},
+    {"Gemm", map_gemm, "alpha,beta,broadcast,transA,transB"},
+    {"Identity", map_identity, ""},
+    {"LayerNormalization", map_layer_norm, "axis,epsilon,stash_type"},
+    {"Log", map_log, ""},
+    {"MatMul", map_matmul, ""},
+    {"Max", map_max, ""},
+    {"Mean", map_mean, ""},
+    {"Min", map_min, ""},
+    {"Mul", map_mul, ""},
+    {"Neg", map_neg, ""},
+    {"Pow", map_pow, ""},
+    {"Reciprocal", map_reciprocal, ""},
+    {"ReduceL1", map_reduce_l1, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceL2", map_reduce_l2, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceLogSum", map_reduce_log_sum, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceLogSumExp", map_reduce_log_sum_exp, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceMax", map_reduce_max, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceMean", map_reduce_mean, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceMin", map_reduce_min, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceSum", map_reduce_sum, "axes,keepdims,noop_with_empty_axes"},
+    {"ReduceSumSquare", map_reduce_sum_square, "axes,keepdims,noop_with_empty_axes"},
+    {"Relu", map_relu, ""},
+    {"Reshape", map_reshape, "allowzero"},
+    {"Shape", map_shape, "start,end"},
+    {"Sigmoid", map_sigmoid, ""},
+    {"Sin", map_sin, ""},
+    {"Softmax", map_softmax, "axis"},
+    {"Softplus", map_softplus, ""},
+    {"Sqrt", map_sqrt, ""},
+    {"Squeeze", map_squeeze, "axes"},
+    {"Sub", map_sub, ""},
+    {"Sum", map_sum, ""},
+    {"Tanh", map_tanh, ""},
+    {"Transpose", map_transpose, "perm"},
+    {"Unsqueeze", map_unsqueeze, "axes"},
+};
+
+const onnx_map_entry *onnx_map_find(const char *op)
+{
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (!strcmp(table[i].op, op))
+            return &table[i];
+    return NULL;
+}
+
+/* name is one of the comma-separated names of list. */
+static bool listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return true;
+        p += len + (e ? 1 : 0);
+    }
+    return false;
+}
+
+onnx_map_status onnx_map_node(const onnx_map_entry *e, onnx_map_ctx *m)
+{
+    const char *d = m->node->domain;
+    if (d && d[0] && strcmp(d, "ai.onnx"))
+        return UNSUP("%s of domain %s", m->node->op_type, d);
+    for (size_t i = 0; i < m->node->n_attribute; i++) {
+        const Onnx__AttributeProto *a = m->node->attribute[i];
+        if (!listed(e->attrs, a->name))
+            return UNSUP("%s attribute %s is not mapped", e->op, a->name);
+        if (a->ref_attr_name && a->ref_attr_name[0])
+            return UNSUP("%s attribute %s refers to a function attribute", e->op, a->name);
+    }
+    for (int k = 0; k < m->n_out; k++) {
+        m->out[k].t = NULL;
+        m->out[k].host = NULL;
+    }
+    return e->fn(m);
+}
