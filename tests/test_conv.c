@@ -471,3 +471,37 @@ Test(conv, tensors_beyond_the_storage_limit_are_refused_clearly)
     glesc_graph_destroy(g);
     glesc_context_destroy(small);
 }
+
+/* The folded convolution is a new node: the original stays for another
+ * consumer, and a parameter the graph writes in place is no constant. */
+Test(conv, folding_keeps_the_original_and_skips_written_parameters)
+{
+    block k;
+    block_new(&k, 4, 8);
+    glesc_graph *g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    glesc_tensor *x = tg_input(g, F32, 4, (int64_t[]){9, 7, 4, 1}, 40, -1, 1);
+    glesc_tensor *c = glesc_conv2d(g, x, k.w, k.b, NULL);
+    glesc_tensor *y = glesc_batch_norm(g, c, k.bn[0], k.bn[1], k.bn[2], k.bn[3], 1e-5f);
+    cr_assert_eq(glesc_tensor_op(y), GLESC_OP_CONV);
+    cr_assert_neq(y, c);
+    glesc_tensor *outs[2] = {y, glesc_relu(g, c)};
+    tg_check(g, outs, 2, 1e-10, "folded conv and the original's relu");
+    glesc_compute_stats s;
+    glesc_graph_stats(g, &s);
+    cr_assert_eq(s.dispatches, 2, "the folded and the original convolution: %d", s.dispatches);
+    glesc_graph_destroy(g);
+
+    /* a graph that copies into the variance: no fold, same values */
+    g = glesc_graph_create(ctx);
+    tg_fusion(g, 1);
+    x = tg_input(g, F32, 4, (int64_t[]){9, 7, 4, 1}, 40, -1, 1);
+    glesc_tensor *v = tg_input(g, F32, 1, (int64_t[]){8}, 41, 0.5f, 1.0f);
+    glesc_tensor *w = glesc_cpy(g, v, k.bn[3]);
+    cr_assert_not_null(w, "%s", glesc_context_errmsg(ctx));
+    c = glesc_conv2d(g, x, k.w, k.b, NULL);
+    y = glesc_batch_norm(g, c, k.bn[0], k.bn[1], k.bn[2], k.bn[3], 1e-5f);
+    cr_assert_eq(glesc_tensor_op(y), GLESC_OP_BATCH_NORM, "a written parameter is no constant");
+    glesc_graph_destroy(g);
+    block_free(&k);
+}
