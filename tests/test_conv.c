@@ -10,7 +10,9 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph/graph.h"
 #include "test_graph_util.h"
@@ -504,4 +506,33 @@ Test(conv, folding_keeps_the_original_and_skips_written_parameters)
     cr_assert_eq(glesc_tensor_op(y), GLESC_OP_BATCH_NORM, "a written parameter is no constant");
     glesc_graph_destroy(g);
     block_free(&k);
+}
+
+/* One structure at several sizes: the plan cache reuses a plan when the
+ * variant is the same (new sizes in the uniforms) and makes a new one
+ * when the blocking changes. */
+Test(conv, sizes_change_under_one_structure)
+{
+    static const int64_t sizes[][2] = {{33, 30}, {35, 31}, {64, 64}, {9, 5}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        glesc_graph *g = glesc_graph_create(ctx);
+        glesc_tensor *x =
+            tg_input(g, F32, 4, (int64_t[]){sizes[i][0], sizes[i][1], 6, 1}, 50, -1, 1);
+        glesc_tensor *w = tg_input(g, F32, 4, (int64_t[]){3, 3, 3, 12}, 51, -1, 1);
+        glesc_tensor *b = tg_input(g, F32, 1, (int64_t[]){12}, 52, -1, 1);
+        glesc_conv_params p;
+        glesc_conv_params_init(&p);
+        p.strides[0] = p.strides[1] = 2;
+        p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = 1;
+        p.group = 2;
+        glesc_tensor *y = glesc_clamp(g, glesc_conv2d(g, x, w, b, &p), 0.0f, 6.0f);
+        char what[64];
+        snprintf(what, sizeof what, "conv + relu6 at %lldx%lld", (long long)sizes[i][0],
+                 (long long)sizes[i][1]);
+        free(check(g, y, 1e-5, what));
+        glesc_compute_stats s;
+        glesc_graph_stats(g, &s);
+        cr_log_info("%s: plan %s", what, s.plan_reused ? "reused" : "new");
+        glesc_graph_destroy(g);
+    }
 }
