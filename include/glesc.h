@@ -816,9 +816,8 @@ GLESC_API glesc_tensor *glesc_conv2d(glesc_graph *g, glesc_tensor *x, glesc_tens
 /* ONNX Conv (1-D): x [W, C_in, N], w [kW, C_in / group, C_out], b [C_out]
  * or NULL; only params' W entries are read (strides[1], pads[1] and pads[3],
  * dilations[1]) and the H entries must be 0 or their default. Result [OW,
- * C_out, N]: glesc_conv2d over H = 1 (through reshapes: an elementwise
- * consumer is its own kernel, since fusion does not look through a view
- * of a convolution's result). */
+ * C_out, N]: the same op and kernel as glesc_conv2d over H = 1, with the
+ * same fusion. */
 GLESC_API glesc_tensor *glesc_conv1d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
                                      glesc_tensor *b, const glesc_conv_params *params);
 /* ONNX BatchNormalization, inference form: y = (x - mean[c]) · scale[c] /

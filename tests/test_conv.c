@@ -232,6 +232,12 @@ Test(conv, conv1d_matches_the_reference)
     cr_assert_eq(glesc_tensor_dim(y, 0), 149);
     cr_assert_eq(glesc_tensor_dim(y, 1), 4);
     free(check(g, y, 1e-5, "conv1d s2 d2 pads 1/4, 2 groups"));
+    /* the same op in its 1-D form: an activation runs in its epilogue */
+    glesc_tensor *r = glesc_clamp(g, y, 0.0f, 6.0f);
+    free(check(g, r, 1e-5, "conv1d + relu6"));
+    glesc_compute_stats s;
+    glesc_graph_stats(g, &s);
+    cr_assert_eq(s.dispatches, 1, "conv1d + relu6: %d dispatches", s.dispatches);
     p.strides[0] = 2;
     cr_assert_null(glesc_conv1d(g, x, w, b, &p));
     cr_assert(strstr(glesc_context_errmsg(ctx), "H entries"), "%s", glesc_context_errmsg(ctx));

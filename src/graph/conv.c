@@ -1,12 +1,13 @@
 /*
- * conv.c — the builders of the vision ops: glesc_conv2d, glesc_conv1d (a
- * 2-D convolution over H = 1, through reshapes) and glesc_batch_norm, which
+ * conv.c — the builders of the vision ops: glesc_conv2d, glesc_conv1d (the
+ * same op in its 1-D form) and glesc_batch_norm, which
  * folds a batch normalization into the convolution before it when the
  * weights and the normalization's parameters are constants (persistent
  * tensors, read here once: see glesc.h). The folded node is an ordinary
  * convolution with new persistent weights that the graph holds; the
  * original convolution stays in the graph for any other consumer (it costs
- * nothing when nothing needs it).
+ * nothing when nothing needs it); and the convolution's sizes
+ * (graph_conv_dims_of), which its shape rule, reference and kernel share.
  */
 #include <math.h>
 #include <string.h>
@@ -26,56 +27,75 @@ static glesc_conv_params conv_params(const glesc_conv_params *p)
     return c;
 }
 
+void graph_conv_dims_of(const glesc_tensor *t, graph_conv_dims *d)
+{
+    const glesc_tensor *x = t->src[0], *w = t->src[1];
+    d->one_d = (t->ip[7] & GRAPH_CONV_1D) != 0;
+    d->group = t->ip[7] & (GRAPH_CONV_1D - 1);
+    d->sh = t->ip[0];
+    d->sw = t->ip[1];
+    d->ph = t->ip[2];
+    d->pw = t->ip[3];
+    d->dh = t->ip[6] & 0xffff;
+    d->dw = t->ip[6] >> 16;
+    int o = d->one_d ? 1 : 0; /* the 1-D form lacks dimension 1 */
+    d->w = x->ne[0];
+    d->h = d->one_d ? 1 : x->ne[1];
+    d->c = x->ne[2 - o];
+    d->n = x->ne[3 - o];
+    d->kw = w->ne[0];
+    d->kh = d->one_d ? 1 : w->ne[1];
+    d->cg = w->ne[2 - o];
+    d->co = w->ne[3 - o];
+    d->ow = t->ne[0];
+    d->oh = d->one_d ? 1 : t->ne[1];
+}
+
 static int or1(int v)
 {
     return v ? v : 1;
+}
+
+/* A convolution node (1-D or 2-D) from the caller's params. */
+static glesc_tensor *conv_node(glesc_graph *g, const char *fn, glesc_tensor *x, glesc_tensor *w,
+                               glesc_tensor *b, const glesc_conv_params *p, bool one_d)
+{
+    int dh = or1(p->dilations[0]), dw = or1(p->dilations[1]), grp = or1(p->group);
+    if (g && (dh < 1 || dw < 1 || dh > 0x7fff || dw > 0x7fff || grp < 1 || grp >= GRAPH_CONV_1D)) {
+        core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                     "%s: dilations %d, %d are not 1 .. 32767 or the group count %d is not 1 .. "
+                     "2^24 - 1",
+                     fn, dh, dw, grp);
+        return NULL;
+    }
+    if (!x || !w)
+        return NULL;
+    glesc_tensor *s[3] = {x, w, b};
+    int32_t ip[8] = {
+        or1(p->strides[0]), or1(p->strides[1]), p->pads[0],    p->pads[1],
+        p->pads[2],         p->pads[3],         dh | dw << 16, grp | (one_d ? GRAPH_CONV_1D : 0)};
+    return graph_node(g, GLESC_OP_CONV, s, 3, ip, 8, NULL, 0);
 }
 
 GLESC_API glesc_tensor *glesc_conv2d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
                                      glesc_tensor *b, const glesc_conv_params *params)
 {
     glesc_conv_params p = conv_params(params);
-    int dh = or1(p.dilations[0]), dw = or1(p.dilations[1]);
-    if (g && (dh < 1 || dw < 1 || dh > 0x7fff || dw > 0x7fff)) {
-        core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                     "glesc_conv2d: dilations %d, %d are not 1 .. 32767", dh, dw);
-        return NULL;
-    }
-    glesc_tensor *s[3] = {x, w, b};
-    int32_t ip[8] = {or1(p.strides[0]), or1(p.strides[1]), p.pads[0],     p.pads[1],
-                     p.pads[2],         p.pads[3],         dh | dw << 16, or1(p.group)};
-    if (!x || !w)
-        return NULL;
-    return graph_node(g, GLESC_OP_CONV, s, 3, ip, 8, NULL, 0);
+    return conv_node(g, "glesc_conv2d", x, w, b, &p, false);
 }
 
 GLESC_API glesc_tensor *glesc_conv1d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
                                      glesc_tensor *b, const glesc_conv_params *params)
 {
-    if (!g || !x || !w)
-        return NULL;
     glesc_conv_params p = conv_params(params);
-    if (or1(p.strides[0]) != 1 || or1(p.dilations[0]) != 1 || p.pads[0] || p.pads[2]) {
+    if (g && (or1(p.strides[0]) != 1 || or1(p.dilations[0]) != 1 || p.pads[0] || p.pads[2])) {
         core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                      "glesc_conv1d: the H entries of the params (stride %d, pads %d and %d, "
                      "dilation %d) must be 0 or their default: a 1-D convolution reads only W's",
                      p.strides[0], p.pads[0], p.pads[2], p.dilations[0]);
         return NULL;
     }
-    if (x->ne[3] != 1 || w->ne[3] != 1) {
-        char sx[64], sw[64];
-        core_err_set(&g->ctx->err, GLESC_ERROR_SHAPE,
-                     "glesc_conv1d: x %s and w %s: want x [W, C_in, N] and w [kW, C_in / group, "
-                     "C_out]",
-                     graph_shape_str(x, sx, sizeof sx), graph_shape_str(w, sw, sizeof sw));
-        return NULL;
-    }
-    glesc_tensor *x4 = glesc_reshape(g, x, 4, (int64_t[]){x->ne[0], 1, x->ne[1], x->ne[2]});
-    glesc_tensor *w4 = glesc_reshape(g, w, 4, (int64_t[]){w->ne[0], 1, w->ne[1], w->ne[2]});
-    glesc_tensor *y = glesc_conv2d(g, x4, w4, b, &p);
-    if (!y)
-        return NULL;
-    return glesc_reshape(g, y, 3, (int64_t[]){y->ne[0], y->ne[2], y->ne[3]});
+    return conv_node(g, "glesc_conv1d", x, w, b, &p, true);
 }
 
 /* Is t a constant for folding: a persistent tensor of a float type that no
@@ -102,7 +122,9 @@ static glesc_tensor *fold(glesc_graph *g, glesc_tensor *conv, glesc_tensor *cons
 {
     glesc_context *ctx = g->ctx;
     glesc_tensor *w = conv->src[1], *b = conv->src[2];
-    int64_t co = w->ne[3], per = graph_nelements(w) / co;
+    graph_conv_dims d;
+    graph_conv_dims_of(conv, &d);
+    int64_t co = d.co, per = graph_nelements(w) / co;
     size_t nw = (size_t)graph_nelements(w);
     float *wv = core_malloc(nw * sizeof *wv), *pv = core_malloc(5 * (size_t)co * sizeof *pv);
     glesc_tensor *nwt = NULL, *nbt = NULL, *res = NULL;
@@ -125,7 +147,7 @@ static glesc_tensor *fold(glesc_graph *g, glesc_tensor *conv, glesc_tensor *cons
                 wv[c * per + i] = (float)(wv[c * per + i] * s);
             bv[c] = (float)(((double)bv[c] - pv[2 * co + c]) * s + pv[co + c]);
         }
-        nwt = glesc_weight_new(ctx, GLESC_DTYPE_F32, 4, w->ne);
+        nwt = glesc_weight_new(ctx, GLESC_DTYPE_F32, w->ndim, w->ne);
         nbt = glesc_weight_new(ctx, GLESC_DTYPE_F32, 1, &co);
         st = nwt && nbt ? glesc_tensor_write_f32(nwt, wv, nw) : ctx->err.status;
         if (st == GLESC_OK)
@@ -153,7 +175,8 @@ GLESC_API glesc_tensor *glesc_batch_norm(glesc_graph *g, glesc_tensor *x, glesc_
         return NULL;
     glesc_tensor *s[5] = {x, scale, bias, mean, var};
     glesc_tensor *bn = graph_node(g, GLESC_OP_BATCH_NORM, s, 5, NULL, 0, &eps, 1);
-    if (!bn || x->op != GLESC_OP_CONV || !fusion_on(g))
+    /* a 1-D convolution's channel is its dimension 1, not the batch norm's */
+    if (!bn || x->op != GLESC_OP_CONV || (x->ip[7] & GRAPH_CONV_1D) || !fusion_on(g))
         return bn;
     bool constant = is_constant(g, x->src[1]) && (!x->src[2] || is_constant(g, x->src[2]));
     for (int i = 1; i < 5; i++)

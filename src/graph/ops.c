@@ -328,9 +328,7 @@ static glesc_status shape_attention(glesc_tensor *t)
     return GLESC_OK;
 }
 
-/* ---- vision: convolution ----
- * ip of a convolution: strides (H, W), pads (H begin, W begin, H end, W
- * end), the dilations packed as H | W << 16, the group count. */
+/* ---- vision: convolution (ip: see graph_conv_dims) ---- */
 
 static bool conv_float(const glesc_tensor *t)
 {
@@ -340,36 +338,47 @@ static bool conv_float(const glesc_tensor *t)
 static glesc_status shape_conv(glesc_tensor *t)
 {
     const glesc_tensor *x = t->src[0], *w = t->src[1], *b = t->src[2];
-    int sh = t->ip[0], sw = t->ip[1], ph0 = t->ip[2], pw0 = t->ip[3], ph1 = t->ip[4],
-        pw1 = t->ip[5], dh = t->ip[6] & 0xffff, dw = t->ip[6] >> 16, grp = t->ip[7];
+    graph_conv_dims d;
+    graph_conv_dims_of(t, &d); /* its result sizes are not set yet */
     if (!conv_float(x) || !conv_float(w) || !conv_float(b))
         return graph_op_fail(t, GLESC_ERROR_TYPE, "x, w and b must be f32, f16 or bf16");
-    if (sh < 1 || sw < 1 || dh < 1 || dw < 1 || ph0 < 0 || pw0 < 0 || ph1 < 0 || pw1 < 0 || grp < 1)
+    if (d.sh < 1 || d.sw < 1 || d.dh < 1 || d.dw < 1 || d.ph < 0 || d.pw < 0 || t->ip[4] < 0 ||
+        t->ip[5] < 0 || d.group < 1)
         return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
                              "strides %d, %d and dilations %d, %d must be at least 1, pads %d, "
                              "%d, %d, %d at least 0 and the group count %d at least 1",
-                             sh, sw, dh, dw, ph0, pw0, ph1, pw1, grp);
-    int64_t cin = x->ne[2], cout = w->ne[3];
-    if (cin % grp || cout % grp || w->ne[2] * grp != cin)
+                             d.sh, d.sw, d.dh, d.dw, d.ph, d.pw, t->ip[4], t->ip[5], d.group);
+    if (d.one_d && (x->ne[3] != 1 || w->ne[3] != 1))
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "x %s and w %s: a 1-D convolution takes x [W, C_in, N] and w [kW, "
+                             "C_in / group, C_out]",
+                             GRAPH_SH(x), GRAPH_SH(w));
+    if (d.c % d.group || d.co % d.group || d.cg * d.group != d.c)
         return graph_op_fail(t, GLESC_ERROR_SHAPE,
                              "x %s and w %s with %d groups: want x [W, H, C_in, N] and w [kW, kH, "
                              "C_in / group, C_out], C_in and C_out multiples of the group count",
-                             GRAPH_SH(x), GRAPH_SH(w), grp);
-    if (b && (b->ne[0] != cout || b->ne[1] * b->ne[2] * b->ne[3] != 1))
+                             GRAPH_SH(x), GRAPH_SH(w), d.group);
+    if (b && (b->ne[0] != d.co || b->ne[1] * b->ne[2] * b->ne[3] != 1))
         return graph_op_fail(t, GLESC_ERROR_SHAPE, "bias %s must be [C_out = %lld]", GRAPH_SH(b),
-                             (long long)cout);
-    int64_t nh = x->ne[1] + ph0 + ph1 - (int64_t)dh * (w->ne[1] - 1) - 1;
-    int64_t nw = x->ne[0] + pw0 + pw1 - (int64_t)dw * (w->ne[0] - 1) - 1;
+                             (long long)d.co);
+    int64_t nh = d.h + d.ph + t->ip[4] - (int64_t)d.dh * (d.kh - 1) - 1;
+    int64_t nw = d.w + d.pw + t->ip[5] - (int64_t)d.dw * (d.kw - 1) - 1;
     if (nh < 0 || nw < 0)
         return graph_op_fail(t, GLESC_ERROR_SHAPE,
                              "the dilated kernel %s does not fit the padded input %s", GRAPH_SH(w),
                              GRAPH_SH(x));
     t->dtype = GLESC_DTYPE_F32;
-    t->ne[0] = nw / sw + 1;
-    t->ne[1] = nh / sh + 1;
-    t->ne[2] = cout;
-    t->ne[3] = x->ne[3];
-    t->ndim = CORE_MAX(3, x->ndim);
+    int64_t ne[4] = {nw / d.sw + 1, nh / d.sh + 1, d.co, d.n};
+    if (d.one_d) {
+        t->ne[0] = ne[0];
+        t->ne[1] = d.co;
+        t->ne[2] = d.n;
+        t->ne[3] = 1;
+        t->ndim = CORE_MAX(2, x->ndim);
+    } else {
+        memcpy(t->ne, ne, sizeof ne);
+        t->ndim = CORE_MAX(3, x->ndim);
+    }
     return GLESC_OK;
 }
 

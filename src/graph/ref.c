@@ -432,37 +432,33 @@ void ref_attention(const glesc_tensor *t, float *dst, const float *const *src)
 }
 
 /* ONNX Conv over x [W, H, C_in, N] and w [kW, kH, C_in / group, C_out]
- * (ip: see ops.c), zeros outside the input. */
+ * (or their 1-D forms: graph_conv_dims), zeros outside the input. */
 void ref_conv(const glesc_tensor *t, float *dst, const float *const *src)
 {
-    const glesc_tensor *x = t->src[0], *w = t->src[1];
+    graph_conv_dims d;
+    graph_conv_dims_of(t, &d);
     const float *xv = src[0], *wv = src[1], *bv = t->src[2] ? src[2] : NULL;
-    int64_t W = x->ne[0], H = x->ne[1], C = x->ne[2], N = x->ne[3];
-    int64_t KW = w->ne[0], KH = w->ne[1], CG = w->ne[2];
-    int64_t OW = t->ne[0], OH = t->ne[1], CO = t->ne[2];
-    int sh = t->ip[0], sw = t->ip[1], ph = t->ip[2], pw = t->ip[3];
-    int dh = t->ip[6] & 0xffff, dw = t->ip[6] >> 16, grp = t->ip[7];
-    int64_t cog = CO / grp;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t co = 0; co < CO; co++) {
-            int64_t ci0 = co / cog * CG;
-            for (int64_t oy = 0; oy < OH; oy++)
-                for (int64_t ox = 0; ox < OW; ox++) {
+    int64_t cog = d.co / d.group;
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t co = 0; co < d.co; co++) {
+            int64_t ci0 = co / cog * d.cg;
+            for (int64_t oy = 0; oy < d.oh; oy++)
+                for (int64_t ox = 0; ox < d.ow; ox++) {
                     double acc = bv ? bv[co] : 0.0;
-                    for (int64_t ci = 0; ci < CG; ci++)
-                        for (int64_t ky = 0; ky < KH; ky++) {
-                            int64_t iy = oy * sh - ph + ky * dh;
-                            if (iy < 0 || iy >= H)
+                    for (int64_t ci = 0; ci < d.cg; ci++)
+                        for (int64_t ky = 0; ky < d.kh; ky++) {
+                            int64_t iy = oy * d.sh - d.ph + ky * d.dh;
+                            if (iy < 0 || iy >= d.h)
                                 continue;
-                            for (int64_t kx = 0; kx < KW; kx++) {
-                                int64_t ix = ox * sw - pw + kx * dw;
-                                if (ix < 0 || ix >= W)
+                            for (int64_t kx = 0; kx < d.kw; kx++) {
+                                int64_t ix = ox * d.sw - d.pw + kx * d.dw;
+                                if (ix < 0 || ix >= d.w)
                                     continue;
-                                acc += (double)xv[((n * C + ci0 + ci) * H + iy) * W + ix] *
-                                       wv[((co * CG + ci) * KH + ky) * KW + kx];
+                                acc += (double)xv[((n * d.c + ci0 + ci) * d.h + iy) * d.w + ix] *
+                                       wv[((co * d.cg + ci) * d.kh + ky) * d.kw + kx];
                             }
                         }
-                    dst[((n * CO + co) * OH + oy) * OW + ox] = (float)acc;
+                    dst[((n * d.co + co) * d.oh + oy) * d.ow + ox] = (float)acc;
                 }
         }
 }

@@ -38,19 +38,18 @@ static int pow2_at_least(int64_t v, int cap)
 }
 
 /* Workgroups (all three dimensions together) that c gives t. */
-static int64_t conv_groups(const glesc_tensor *t, const conv_cfg *c)
+static int64_t conv_groups(const graph_conv_dims *d, const conv_cfg *c)
 {
-    int grp = t->ip[7];
-    return c->tiles * grp * ((t->ne[2] / grp + c->cot - 1) / c->cot) * t->ne[3];
+    return c->tiles * d->group * ((d->co / d->group + c->cot - 1) / c->cot) * d->n;
 }
 
-static void conv_tiles(const glesc_tensor *t, conv_cfg *c)
+static void conv_tiles(const graph_conv_dims *d, conv_cfg *c)
 {
     if (c->one)
-        c->tiles = (t->ne[0] * t->ne[1] + CONV_WG - 1) / CONV_WG;
+        c->tiles = (d->ow * d->oh + CONV_WG - 1) / CONV_WG;
     else
-        c->tiles = ((t->ne[0] + c->tw - 1) / c->tw) *
-                   ((t->ne[1] + (int64_t)c->th * c->ppi - 1) / ((int64_t)c->th * c->ppi));
+        c->tiles = ((d->ow + c->tw - 1) / c->tw) *
+                   ((d->oh + (int64_t)c->th * c->ppi - 1) / ((int64_t)c->th * c->ppi));
 }
 
 /* Shared memory c takes (bytes). */
@@ -67,37 +66,37 @@ static int64_t conv_shared(const conv_cfg *c)
 #define CONV_MIN_GROUPS 256
 static bool conv_config(const glesc_tensor *t, conv_cfg *c, const char **why)
 {
-    const glesc_tensor *x = t->src[0], *w = t->src[1];
-    int sh = t->ip[0], sw = t->ip[1], dh = t->ip[6] & 0xffff, dw = t->ip[6] >> 16, grp = t->ip[7];
+    graph_conv_dims d;
+    graph_conv_dims_of(t, &d);
     *why = NULL;
-    if (w->ne[0] > CONV_MAX_K || w->ne[1] > CONV_MAX_K) {
+    if (d.kw > CONV_MAX_K || d.kh > CONV_MAX_K) {
         *why = "the kernel is larger than 255 along an axis";
         return false;
     }
-    c->kw = (int)w->ne[0];
-    c->kh = (int)w->ne[1];
+    c->kw = (int)d.kw;
+    c->kh = (int)d.kh;
     c->one = c->kw == 1 && c->kh == 1;
-    int64_t cog = t->ne[2] / grp, cg = x->ne[2] / grp;
+    int64_t cog = d.co / d.group, cg = d.cg;
     /* one row of 128 pixels when the output is one row (1-D), else 16 x 8 */
-    c->tw = t->ne[1] == 1 ? CONV_WG : 16;
+    c->tw = d.oh == 1 ? CONV_WG : 16;
     c->th = CONV_WG / c->tw;
     c->ppi = 1;
     c->cot = cog == 1 ? 1 : cog <= 4 ? 4 : cog <= 8 ? 8 : 16;
-    conv_tiles(t, c);
-    while (c->cot > 4 && conv_groups(t, c) < CONV_MIN_GROUPS)
+    conv_tiles(&d, c);
+    while (c->cot > 4 && conv_groups(&d, c) < CONV_MIN_GROUPS)
         c->cot /= 2;
     if (!c->one)
         for (int ppi = 4; ppi > 1; ppi /= 2) {
-            conv_cfg d = *c;
-            d.ppi = ppi;
-            conv_tiles(t, &d);
-            if ((int64_t)d.th * ppi <= t->ne[1] && conv_groups(t, &d) >= CONV_MIN_GROUPS) {
-                *c = d;
+            conv_cfg e = *c;
+            e.ppi = ppi;
+            conv_tiles(&d, &e);
+            if ((int64_t)e.th * ppi <= d.oh && conv_groups(&d, &e) >= CONV_MIN_GROUPS) {
+                *c = e;
                 break;
             }
         }
-    c->pw = (c->tw - 1) * sw + (c->kw - 1) * dw + 1;
-    c->ph = (c->th * c->ppi - 1) * sh + (c->kh - 1) * dh + 1;
+    c->pw = (c->tw - 1) * d.sw + (c->kw - 1) * d.dw + 1;
+    c->ph = (c->th * c->ppi - 1) * d.sh + (c->kh - 1) * d.dh + 1;
     int shared = CONV_SHARED;
     if (t->ctx && t->ctx->caps.max_compute_shared_memory > 0)
         shared = CORE_MIN(shared, t->ctx->caps.max_compute_shared_memory);
@@ -143,19 +142,21 @@ glesc_status kernels_gen_conv(kb *b)
     refuse_chunked(b, x, "input", "split the batch or the image");
     refuse_chunked(b, w, "weight", "split the output channels over several convolutions");
     refuse_chunked(b, b->gk->out, "result", "split the batch or the image");
-    int grp = a->ip[7];
-    int64_t cog = a->ne[2] / grp, cg = x->ne[2] / grp;
-    int64_t tiles_x = (a->ne[0] + c.tw - 1) / c.tw;
+    graph_conv_dims d;
+    graph_conv_dims_of(a, &d);
+    int grp = d.group;
+    int64_t cog = d.co / grp, cg = d.cg;
+    int64_t tiles_x = (d.ow + c.tw - 1) / c.tw;
     int64_t cotiles = (cog + c.cot - 1) / c.cot;
     const glesc_caps *caps = &b->ctx->caps;
     if (c.tiles > caps->max_workgroup_count[0] || grp * cotiles > caps->max_workgroup_count[1] ||
-        a->ne[3] > caps->max_workgroup_count[2])
+        d.n > caps->max_workgroup_count[2])
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "conv: result %s needs %lld x %lld x %lld workgroups, above the device's "
                        "%d x %d x %d",
-                       GRAPH_SH(a), (long long)c.tiles, (long long)(grp * cotiles),
-                       (long long)a->ne[3], caps->max_workgroup_count[0],
-                       caps->max_workgroup_count[1], caps->max_workgroup_count[2]);
+                       GRAPH_SH(a), (long long)c.tiles, (long long)(grp * cotiles), (long long)d.n,
+                       caps->max_workgroup_count[0], caps->max_workgroup_count[1],
+                       caps->max_workgroup_count[2]);
     int cot4 = (c.cot + 3) / 4;
     if (b->k) {
         emit_kernel_local_size(b->k, CONV_WG, 1, 1);
@@ -178,10 +179,10 @@ glesc_status kernels_gen_conv(kb *b)
         emit_kernel_define(b->k, "CIT", "%du", c.cit);
         emit_kernel_define(b->k, "KW", "%du", c.kw);
         emit_kernel_define(b->k, "KH", "%du", c.kh);
-        emit_kernel_define(b->k, "SW", "%du", a->ip[1]);
-        emit_kernel_define(b->k, "SH", "%du", a->ip[0]);
-        emit_kernel_define(b->k, "DW", "%du", a->ip[6] >> 16);
-        emit_kernel_define(b->k, "DH", "%du", a->ip[6] & 0xffff);
+        emit_kernel_define(b->k, "SW", "%du", d.sw);
+        emit_kernel_define(b->k, "SH", "%du", d.sh);
+        emit_kernel_define(b->k, "DW", "%du", d.dw);
+        emit_kernel_define(b->k, "DH", "%du", d.dh);
         emit_kernel_shared(b->k, wt, "ws", c.cit * c.kh * c.kw * cot4);
         if (c.one)
             emit_kernel_comment(b->k,
@@ -194,28 +195,36 @@ glesc_status kernels_gen_conv(kb *b)
                                 "%d pixels by %d output channels, %d input channels a step",
                                 c.kw, c.kh, c.tw, c.th * c.ppi, c.cot, c.cit);
     }
-    kb_param_u(b, "IW", (uint64_t)x->ne[0]);
-    kb_param_u(b, "IH", (uint64_t)x->ne[1]);
-    kb_param_u(b, "OW", (uint64_t)a->ne[0]);
-    kb_param_u(b, "OH", (uint64_t)a->ne[1]);
+    kb_param_u(b, "IW", (uint64_t)d.w);
+    kb_param_u(b, "IH", (uint64_t)d.h);
+    kb_param_u(b, "OW", (uint64_t)d.ow);
+    kb_param_u(b, "OH", (uint64_t)d.oh);
     kb_param_u(b, "CG", (uint64_t)cg);
     kb_param_u(b, "COG", (uint64_t)cog);
     kb_param_u(b, "COTILES", (uint64_t)cotiles);
     kb_param_u(b, "TILES_X", (uint64_t)tiles_x);
-    kb_param_u(b, "PAD_L", (uint64_t)a->ip[3]);
-    kb_param_u(b, "PAD_T", (uint64_t)a->ip[2]);
+    kb_param_u(b, "PAD_L", (uint64_t)d.pw);
+    kb_param_u(b, "PAD_T", (uint64_t)d.ph);
     if (b->k)
         emit_kernel_snippet(b->k, "graph/conv");
-    /* the hooks */
+    /* the hooks; a 1-D convolution's tensors lack dimension 1 (H) */
     char v[16], bv[16];
+    const char *cx[4] = {"ix", "iy", "ci", "n"}, *cw[4] = {"kx", "ky", "(ci % CG)", "co"},
+               *cy[4] = {"ox", "oy", "co", "n"};
+    if (d.one_d)
+        for (int i = 1; i < 4; i++) {
+            cx[i] = i < 3 ? cx[i + 1] : "0u";
+            cw[i] = i < 3 ? cw[i + 1] : "0u";
+            cy[i] = i < 3 ? cy[i + 1] : "0u";
+        }
     if (b->k)
         emit_kernel_function_begin(b->k, "float conv_x(uint ix, uint iy, uint ci, uint n)");
-    kb_line(b, "return %s;", kb_expr(b, x, (const char *[4]){"ix", "iy", "ci", "n"}, v));
+    kb_line(b, "return %s;", kb_expr(b, x, cx, v));
     if (b->k) {
         emit_kernel_function_end(b->k);
         emit_kernel_function_begin(b->k, "float conv_w(uint kx, uint ky, uint ci, uint co)");
     }
-    kb_line(b, "return %s;", kb_expr(b, w, (const char *[4]){"kx", "ky", "(ci % CG)", "co"}, v));
+    kb_line(b, "return %s;", kb_expr(b, w, cw, v));
     if (b->k) {
         emit_kernel_function_end(b->k);
         emit_kernel_function_begin(b->k, "void conv_store(uint ox, uint oy, uint co, uint n, "
@@ -223,11 +232,11 @@ glesc_status kernels_gen_conv(kb *b)
     }
     if (bias)
         kb_line(b, "v += %s;", kb_expr(b, bias, (const char *[4]){"co", "0u", "0u", "0u"}, bv));
-    kb_store_out(b, (const char *[4]){"ox", "oy", "co", "n"}, "v", NULL);
+    kb_store_out(b, cy, "v", NULL);
     if (b->k)
         emit_kernel_function_end(b->k);
     kb_line(b, "conv_main();");
-    kb_dispatch_groups(b, (uint32_t)c.tiles, (uint32_t)(grp * cotiles), (uint32_t)a->ne[3]);
+    kb_dispatch_groups(b, (uint32_t)c.tiles, (uint32_t)(grp * cotiles), (uint32_t)d.n);
     return b->st;
 }
 
