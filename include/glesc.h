@@ -483,7 +483,18 @@ typedef enum glesc_op {
     /* vision: convolution */
     GLESC_OP_CONV,       /* 1-D and 2-D convolution (glesc_conv2d, glesc_conv1d) */
     GLESC_OP_BATCH_NORM, /* inference form, per channel (dimension 2) */
-    GLESC_OP_COUNT_      /* not an op */
+    /* vision: pooling and shape */
+    GLESC_OP_LEAKY_RELU,   /* x >= 0 ? x : alpha x */
+    GLESC_OP_ELU,          /* x >= 0 ? x : alpha (e^x - 1) */
+    GLESC_OP_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
+    GLESC_OP_HARD_SWISH,   /* x max(0, min(1, x / 6 + 1 / 2)) */
+    GLESC_OP_PAD,          /* constant, reflect or edge padding */
+    GLESC_OP_SLICE,        /* a strided window that is no view (a negative step) */
+    GLESC_OP_GATHER,       /* ONNX Gather along one dimension */
+    GLESC_OP_LOG_SOFTMAX,  /* along one dimension */
+    GLESC_OP_POOL,         /* max or average pooling over dimensions 0 and 1 */
+    GLESC_OP_CONV_TRANSPOSE,
+    GLESC_OP_COUNT_ /* not an op */
 } glesc_op;
 
 /* "add", "rms_norm", ...; NULL for a value that is not an op. Static string. */
@@ -804,6 +815,97 @@ static inline void glesc_conv_params_init(glesc_conv_params *p)
     p->struct_size = (uint32_t)sizeof *p;
 }
 
+/* ---- Vision: pooling and shape ops (ONNX semantics, opset 13-17) ----
+ * Images are [W, H, C, N] (ONNX's NCHW with the dimensions in glesc's
+ * order, ne[0] fastest), 1-D signals [W, C, N]; window parameters are in
+ * ONNX's order, as glesc_conv_params. */
+/* x >= 0 ? x : alpha·x (ONNX LeakyRelu). */
+GLESC_API glesc_tensor *glesc_leaky_relu(glesc_graph *g, glesc_tensor *x, float alpha);
+/* x >= 0 ? x : alpha·(e^x − 1) (ONNX Elu). */
+GLESC_API glesc_tensor *glesc_elu(glesc_graph *g, glesc_tensor *x, float alpha);
+/* max(0, min(1, alpha·x + beta)) (ONNX HardSigmoid; its defaults 0.2, 0.5). */
+GLESC_API glesc_tensor *glesc_hard_sigmoid(glesc_graph *g, glesc_tensor *x, float alpha,
+                                           float beta);
+/* x·max(0, min(1, x/6 + 1/2)) (ONNX HardSwish). */
+GLESC_API glesc_tensor *glesc_hard_swish(glesc_graph *g, glesc_tensor *x);
+
+typedef enum glesc_pad_mode {
+    GLESC_PAD_CONSTANT = 0, /* the value */
+    GLESC_PAD_REFLECT = 1,  /* mirrored without repeating the edge (numpy's reflect) */
+    GLESC_PAD_EDGE = 2,     /* the edge element repeated */
+} glesc_pad_mode;
+/* ONNX Pad: pads[d] elements before and pads[4 + d] after dimension d
+ * (glesc's order); a negative pad removes elements. Every result dimension
+ * must keep at least one element. Reflect pads wider than the source
+ * reflect again and a dimension of one element repeats it, as numpy's
+ * pad. x f32, f16, bf16 or i32 (read as floats:
+ * exact up to 2^24; glesc_cast the result back to i32). Result f32, the
+ * source's ndim. A pure elementwise op: it fuses with its neighbours. */
+GLESC_API glesc_tensor *glesc_pad(glesc_graph *g, glesc_tensor *x, const int64_t pads[8],
+                                  glesc_pad_mode mode, float value);
+/* ONNX Slice: for each of the n (1..4) dimensions axes[i] (0..3 in glesc's
+ * order, distinct), elements starts[i], starts[i] + steps[i], ... up to
+ * ends[i] (exclusive); negative starts/ends count from the end, both are
+ * clamped as ONNX says (to [0, n] for positive steps, [-1, n-1] for
+ * negative ones); steps[i] != 0 (NULL: all 1). With every step positive the
+ * result is a view (no copy, x's type; a slice of a slice stays a view);
+ * a negative step gives a GLESC_OP_SLICE node (an elementwise copy, f32).
+ * An empty result is GLESC_ERROR_SHAPE. */
+GLESC_API glesc_tensor *glesc_slice(glesc_graph *g, glesc_tensor *x, int n, const int *axes,
+                                    const int64_t *starts, const int64_t *ends,
+                                    const int64_t *steps);
+/* ONNX Gather along dimension axis (glesc's order) of x with i32 indices
+ * of any shape: the result's dimensions are x's below axis, then the
+ * indices', then x's above axis (at most 4 in all; f32). A negative index
+ * counts from the end (−1 is the last); an index outside [−n, n) reads 0
+ * (ONNX calls it an error; the GPU cannot report one per element). */
+GLESC_API glesc_tensor *glesc_gather(glesc_graph *g, glesc_tensor *x, glesc_tensor *indices,
+                                     int axis);
+/* ONNX Flatten: the 2-D [ne0·…·ne(k−1), ne(k)·…·ne3] for k in 0..4 (ONNX's
+ * axis a of a rank-r tensor is k = r − a). A reshape (a view) of a
+ * contiguous x, else of a contiguous copy. */
+GLESC_API glesc_tensor *glesc_flatten(glesc_graph *g, glesc_tensor *x, int k);
+/* log(softmax(x)) along dimension axis (0..3), computed as x − max −
+ * log Σ e^(x − max) (no underflow to −inf). ONNX LogSoftmax (opset 13). */
+GLESC_API glesc_tensor *glesc_log_softmax(glesc_graph *g, glesc_tensor *x, int axis);
+
+typedef enum glesc_pool_type {
+    GLESC_POOL_MAX = 0,
+    GLESC_POOL_AVG = 1,
+} glesc_pool_type;
+/* Pooling windows with ONNX MaxPool's and AveragePool's attributes, in
+ * ONNX's order (spatial axes outer first: H, then W), as glesc_conv_params. */
+typedef struct glesc_pool_params {
+    /* sizeof(glesc_pool_params) as the caller was compiled, set by
+     * glesc_pool_params_init(); 0 means this header's layout. */
+    uint32_t struct_size;
+    glesc_pool_type type;
+    int kernel_shape[2]; /* H, W; required (>= 1) */
+    int strides[2];      /* H, W; default 1 */
+    /* H begin, W begin, H end, W end; default 0. Each must be smaller than
+     * its window's extent ((kernel - 1)·dilation + 1), so that no window
+     * lies in the padding alone. */
+    int pads[4];
+    int dilations[2]; /* H, W; default 1 */
+    /* Output size ceil instead of floor of (in + pads - extent) / stride +
+     * 1; a last window that would start past the input and its begin
+     * padding is dropped (PyTorch's and newer ONNX's rule). */
+    bool ceil_mode;
+    /* Average: divide by the window's positions inside the padded input
+     * (true) or inside the input only (false, ONNX's default). Max ignores
+     * padding. */
+    bool count_include_pad;
+} glesc_pool_params;
+
+/* Zeroes *p (max pooling, the defaults; set kernel_shape) and sets
+ * struct_size. */
+static inline void glesc_pool_params_init(glesc_pool_params *p)
+{
+    for (size_t i = 0; i < sizeof *p; i++)
+        ((unsigned char *)p)[i] = 0;
+    p->struct_size = (uint32_t)sizeof *p;
+}
+
 /* ONNX Conv (2-D): x [W, H, C_in, N] (f32, f16 or bf16), w [kW, kH, C_in /
  * group, C_out] (f32, f16 or bf16), b [C_out] or NULL; params NULL = the
  * defaults. Result [OW, OH, C_out, N] with OH = (H + pad_h_begin +
@@ -841,6 +943,61 @@ GLESC_API glesc_tensor *glesc_conv1d(glesc_graph *g, glesc_tensor *x, glesc_tens
 GLESC_API glesc_tensor *glesc_batch_norm(glesc_graph *g, glesc_tensor *x, glesc_tensor *scale,
                                          glesc_tensor *bias, glesc_tensor *mean, glesc_tensor *var,
                                          float eps);
+
+/* MaxPool / AveragePool (2-D) of x [W, H, C, N] (f32, f16 or bf16) →
+ * [OW, OH, C, N] (f32). A window with no input element (possible only with
+ * dilation) gives 0. A fused elementwise producer is computed where the
+ * window reads it, consumers in the same kernel. */
+GLESC_API glesc_tensor *glesc_pool2d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p);
+/* The 1-D form: x [W, C, N]; only p's W entries are read (kernel_shape[1],
+ * strides[1], pads[1] and pads[3], dilations[1]) and the H entries must be
+ * 0 or their default. A 2-D pool of height 1 through reshapes. */
+GLESC_API glesc_tensor *glesc_pool1d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p);
+/* GlobalAveragePool (GLESC_POOL_AVG) or GlobalMaxPool over the first
+ * n_spatial (1 or 2) dimensions, which keep size 1: glesc_reduce's mean or
+ * max over the merged dimensions (no new kernel). */
+GLESC_API glesc_tensor *glesc_global_pool(glesc_graph *g, glesc_tensor *x, glesc_pool_type type,
+                                          int n_spatial);
+
+/* ONNX ConvTranspose's attributes in ONNX's order (H, then W), as
+ * glesc_conv_params. 0 means the default. */
+typedef struct glesc_conv_transpose_params {
+    /* sizeof(glesc_conv_transpose_params) as the caller was compiled, set
+     * by glesc_conv_transpose_params_init(); 0 means this header's layout. */
+    uint32_t struct_size;
+    int strides[2];        /* H, W; default 1 */
+    int pads[4];           /* H begin, W begin, H end, W end (>= 0); default 0 */
+    int dilations[2];      /* H, W; default 1 */
+    int output_padding[2]; /* H, W; each below its stride or its dilation; default 0 */
+    int group;             /* divides C_in; default 1 */
+} glesc_conv_transpose_params;
+
+/* Zeroes *p (the defaults) and sets struct_size. */
+static inline void glesc_conv_transpose_params_init(glesc_conv_transpose_params *p)
+{
+    for (size_t i = 0; i < sizeof *p; i++)
+        ((unsigned char *)p)[i] = 0;
+    p->struct_size = (uint32_t)sizeof *p;
+}
+
+/* ONNX ConvTranspose (2-D): x [W, H, C_in, N], w [kW, kH, C_out / group,
+ * C_in] (ONNX's [C_in, C_out / group, kH, kW]), b [C_out] or NULL (all f32,
+ * f16 or bf16); params NULL = the defaults. Result [OW, OH, C_out, N]
+ * (f32) with OH = stride_h·(H - 1) + output_padding_h + dilation_h·(kH -
+ * 1) + 1 - pad_h_begin - pad_h_end (OW alike). ONNX's output_shape and
+ * auto_pad are pads the caller computes. Elementwise consumers run in its
+ * kernel. */
+GLESC_API glesc_tensor *glesc_conv_transpose2d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
+                                               glesc_tensor *b,
+                                               const glesc_conv_transpose_params *params);
+/* The 1-D form: x [W, C_in, N], w [kW, C_out / group, C_in], b [C_out] or
+ * NULL; only params' W entries are read (index 1 of strides, dilations,
+ * output_padding; pads[1] and pads[3]) and the H entries must be 0 or
+ * their default. Result [OW, C_out, N]: glesc_conv_transpose2d of height 1
+ * through reshapes. */
+GLESC_API glesc_tensor *glesc_conv_transpose1d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
+                                               glesc_tensor *b,
+                                               const glesc_conv_transpose_params *params);
 
 /* ---- Running ---- */
 /* Computes outs[0..n-1] and what they need. Inputs must have been written.

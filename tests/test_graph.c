@@ -278,11 +278,14 @@ Test(graph, chrome_trace_file)
     cr_assert_not_null(strstr(text, "\"pid\":1,\"tid\":1"));
     cr_assert_not_null(strstr(text, "glesc_graph_compute"));
     cr_assert_not_null(strstr(text, "]}"));
-    /* two computes: two kernel events and two compute events */
+    /* the host's work before the first dispatch, on its own track */
+    cr_assert_not_null(strstr(text, "{\"name\":\"plan\",\"ph\":\"X\""));
+    cr_assert_not_null(strstr(text, "\"pid\":1,\"tid\":3"));
+    /* two computes: two kernel events, two compute events, two plan events */
     int events = 0;
     for (const char *p = text; (p = strstr(p, "\"ph\":\"X\"")); p++)
         events++;
-    cr_assert_eq(events, 4);
+    cr_assert_eq(events, 6);
     free(text);
     unlink(path);
     rmdir(dir);
@@ -530,9 +533,17 @@ Test(graph, allocation_failures_are_reported)
 
 /* A readback copies a tensor's bytes after the work before it and before
  * the work after it: read after the next compute overwrote the tensor, it
- * still gives the first compute's values. */
-Test(graph, readback_reads_what_the_work_before_it_wrote)
+ * still gives the first compute's values. Both paths: the persistently
+ * mapped buffer (where GL_EXT_buffer_storage exists) and the pool buffer
+ * mapped per read (GLESC_READBACK=map). */
+static void readback_case(const char *mode)
 {
+    if (mode)
+        setenv("GLESC_READBACK", mode, 1);
+    else
+        unsetenv("GLESC_READBACK");
+    cr_log_info("readback %s (GL_EXT_buffer_storage: %s)", mode ? mode : "default",
+                glesc_context_caps(ctx)->has_buffer_storage ? "yes" : "no");
     glesc_readback *rb;
     cr_assert_eq(glesc_readback_create(ctx, &rb), GLESC_OK, "%s", glesc_last_errmsg());
     glesc_tensor *acc = glesc_weight_new(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){3});
@@ -573,4 +584,72 @@ Test(graph, readback_reads_what_the_work_before_it_wrote)
     glesc_weight_free(acc);
     glesc_readback_destroy(rb);
     glesc_readback_destroy(NULL);
+}
+
+Test(graph, readback_reads_what_the_work_before_it_wrote)
+{
+    readback_case(NULL);
+}
+
+Test(graph, readback_through_a_map_reads_the_same)
+{
+    readback_case("map");
+    unsetenv("GLESC_READBACK");
+}
+
+/* A compute prepared ahead (compute_prepare: ordered and planned) runs at
+ * the next compute of the same graph and output, and only then: a change
+ * of the graph's tensors, another compute in between or a plan drop makes
+ * the compute plan again (a stale order would read freed tensors: ASan). */
+static float prep_compute(glesc_graph *g, float xv, float mul, bool prepare, bool rebuild,
+                          bool other, bool *used)
+{
+    glesc_tensor *x = glesc_tensor_new(g, GLESC_DTYPE_F32, 1, (int64_t[]){4});
+    glesc_tensor *y = glesc_scale(g, x, mul, 0.0f);
+    if (prepare)
+        cr_assert_eq(compute_prepare(g, y), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    if (rebuild) { /* the same structure again, the old tensors freed */
+        glesc_graph_reset(g);
+        x = glesc_tensor_new(g, GLESC_DTYPE_F32, 1, (int64_t[]){4});
+        y = glesc_scale(g, x, mul, 0.0f);
+    }
+    if (other) { /* a compute of another graph in between */
+        glesc_graph *o = glesc_graph_create(ctx);
+        glesc_tensor *a = glesc_tensor_new(o, GLESC_DTYPE_F32, 1, (int64_t[]){4});
+        cr_assert_eq(glesc_tensor_write_f32(a, (float[]){1, 2, 3, 4}, 4), GLESC_OK);
+        glesc_tensor *b = glesc_scale(o, a, 3.0f, 0.0f);
+        cr_assert_eq(glesc_graph_compute(o, &b, 1), GLESC_OK);
+        glesc_graph_destroy(o);
+    }
+    float in[4] = {xv, xv, xv, xv}, out[4];
+    cr_assert_eq(glesc_tensor_write_f32(x, in, 4), GLESC_OK);
+    compute_state *cs = compute_state_get(ctx);
+    *used = cs->prep.valid && cs->prep.out == y && cs->prep.gen == g->gen &&
+            cs->prep.computes == cs->computes;
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    cr_expect(!cs->prep.valid, "a compute consumes or drops what was prepared");
+    cr_assert_eq(glesc_tensor_read_f32(y, out, 4), GLESC_OK);
+    glesc_graph_reset(g);
+    return out[3];
+}
+
+Test(graph, compute_prepared_ahead_runs_only_when_nothing_changed)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    bool used;
+    cr_expect_float_eq(prep_compute(g, 2, 3, false, false, false, &used), 6, 0);
+    cr_expect(!used);
+    cr_expect_float_eq(prep_compute(g, 2, 5, true, false, false, &used), 10, 0);
+    cr_expect(used, "prepared, nothing changed: the compute takes it");
+    cr_expect_float_eq(prep_compute(g, 3, 5, true, true, false, &used), 15, 0);
+    cr_expect(!used, "the graph was rebuilt");
+    cr_expect_float_eq(prep_compute(g, 4, 5, true, false, true, &used), 20, 0);
+    cr_expect(!used, "another compute ran in between");
+    cr_assert_eq(
+        compute_prepare(
+            g, glesc_scale(g, glesc_tensor_new(g, GLESC_DTYPE_F32, 1, (int64_t[]){4}), 2.0f, 0.0f)),
+        GLESC_OK);
+    compute_plans_drop(ctx);
+    cr_expect(!compute_state_get(ctx)->prep.valid, "dropping the plans drops it");
+    glesc_graph_destroy(g);
 }

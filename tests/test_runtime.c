@@ -205,7 +205,14 @@ static void batching_case(glesc_dtype kv, double tol)
      * batches follow each other on the GPU: a batch's inputs and parameters
      * must not reach the one still running before it; an H200 showed it) */
     glesc_session_truncate(s2, 0);
+    uint64_t waits = ctx->write_waits;
     cr_assert_eq(glesc_session_eval(s2, ids, 20, 0, b), GLESC_OK, "%s", glesc_last_errmsg());
+    /* ... and the host never waited for all the GPU's work to write the
+     * next batch's inputs and parameters: each batch's inputs go into the
+     * pair of tensors the batch before the last one read, after a wait for
+     * that batch alone (exec.c's guard counts the waits it had to do) */
+    cr_expect_eq(ctx->write_waits, waits, "kv %s: %llu host writes waited for the GPU in 7 batches",
+                 glesc_dtype_name(kv), (unsigned long long)(ctx->write_waits - waits));
     double last = 0;
     for (int32_t j = 0; j < V; j++)
         last = fmax(last, fabs((double)b[j] - a[19 * (size_t)V + (size_t)j]));
@@ -216,6 +223,96 @@ static void batching_case(glesc_dtype kv, double tol)
     free(b);
     glesc_session_destroy(s1);
     glesc_session_destroy(s2);
+    glesc_model_destroy(m);
+    free(path);
+}
+
+/* Decode steps record, order and plan the next step's graph while they
+ * run: a session doing that (logits of the last row) and one reading every
+ * row (nothing prepared ahead) give the same logits through what drops such
+ * a graph or makes it stale: truncating, greedy steps, several tokens at
+ * once, an eval without logits, a context shift. The sequence runs on one
+ * session, then on the other (a compute of another graph in between drops
+ * what was prepared). The plain decode steps never wait to write their
+ * inputs. */
+#define AHEAD_EVALS 32
+static int ahead_eval(glesc_session *s, bool all_rows, const int32_t *ids, size_t n, float *rows,
+                      int k, int32_t V)
+{
+    cr_assert_lt(k, AHEAD_EVALS);
+    float *out = malloc(n * (size_t)V * sizeof *out);
+    cr_assert_eq(glesc_session_eval(s, ids, n, all_rows ? GLESC_EVAL_ALL_LOGITS : 0, out), GLESC_OK,
+                 "%s", glesc_last_errmsg());
+    if (!all_rows)
+        cr_expect(n > 1 || compute_state_get(ctx)->prep.valid,
+                  "eval %d: the next step's compute is prepared", k);
+    memcpy(rows + (size_t)k * (size_t)V, out + (all_rows ? (n - 1) * (size_t)V : 0),
+           (size_t)V * sizeof *out);
+    free(out);
+    return k + 1;
+}
+
+static int ahead_sequence(glesc_session *s, bool all_rows, float *rows, int32_t V,
+                          uint64_t *step_waits)
+{
+    static const int32_t prompt[6] = {1, 300, 301, 302, 303, 304};
+    static const int32_t three[3] = {310, 311, 312};
+    int k = ahead_eval(s, all_rows, prompt, 6, rows, 0, V);
+    int32_t id = argmax(rows, V);
+    uint64_t waits = ctx->write_waits;
+    for (int i = 0; i < 5; i++) {
+        k = ahead_eval(s, all_rows, &id, 1, rows, k, V);
+        id = argmax(rows + (size_t)(k - 1) * (size_t)V, V);
+    }
+    *step_waits = ctx->write_waits - waits;
+    /* back two positions: the graph recorded for the next one is stale */
+    cr_assert_eq(glesc_session_truncate(s, 9), GLESC_OK);
+    k = ahead_eval(s, all_rows, &id, 1, rows, k, V);
+    /* greedy steps use the graph for their own */
+    int32_t g;
+    cr_assert_eq(glesc_session_eval_greedy(s, 305), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_greedy_id(s, &g), GLESC_OK);
+    k = ahead_eval(s, all_rows, &g, 1, rows, k, V);
+    /* several tokens, one alone, one without logits */
+    k = ahead_eval(s, all_rows, three, 3, rows, k, V);
+    k = ahead_eval(s, all_rows, &three[1], 1, rows, k, V);
+    cr_assert_eq(glesc_session_eval(s, &three[2], 1, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
+    k = ahead_eval(s, all_rows, &three[0], 1, rows, k, V);
+    /* a shift moves the positions back */
+    cr_assert_eq(glesc_session_shift(s, 1, 3), GLESC_OK, "%s", glesc_last_errmsg());
+    for (int i = 0; i < 3; i++)
+        k = ahead_eval(s, all_rows, &three[i], 1, rows, k, V);
+    return k;
+}
+
+Test(runtime, decode_graphs_recorded_ahead_stay_right)
+{
+    TEST_REQUIRE_SHARED(path, "models/stories260K.gguf");
+    glesc_model *m = load(path);
+    int32_t V = glesc_tokenizer_n_vocab(glesc_model_tokenizer(m));
+    float *ra = malloc(AHEAD_EVALS * (size_t)V * sizeof *ra);
+    float *rb = malloc(AHEAD_EVALS * (size_t)V * sizeof *rb);
+    glesc_session *a, *b;
+    glesc_session_options o = {.n_ctx = 40, .n_batch = 4};
+    cr_assert_eq(glesc_session_create(m, &o, &a), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_create(m, &o, &b), GLESC_OK, "%s", glesc_last_errmsg());
+    uint64_t waits_a, waits_b;
+    int ka = ahead_sequence(a, false, ra, V, &waits_a);
+    int kr = ahead_sequence(b, true, rb, V, &waits_b);
+    cr_assert_eq(ka, kr);
+    cr_expect_eq(waits_a, 0, "%llu host writes of 5 decode steps waited",
+                 (unsigned long long)waits_a);
+    double worst = 0;
+    for (size_t i = 0; i < (size_t)ka * (size_t)V; i++)
+        worst = fmax(worst, fabs((double)ra[i] - rb[i]));
+    cr_log_info("%d evals with graphs prepared ahead vs every row read: max |diff| %.3g", ka,
+                worst);
+    cr_expect_leq(worst, 1e-5);
+    cr_expect_eq(glesc_session_n_past(a), glesc_session_n_past(b));
+    free(ra);
+    free(rb);
+    glesc_session_destroy(a);
+    glesc_session_destroy(b);
     glesc_model_destroy(m);
     free(path);
 }

@@ -128,6 +128,23 @@ char *compute_profile_key(const glesc_context *ctx, size_t *len);
 
 /* The context's compute state: the plan cache, the trace file and the
  * device profile (created on first use, freed with the context). */
+/* A compute prepared ahead (compute_prepare): the graph ordered and its plan
+ * found (or made and built), to run at the next glesc_graph_compute of the
+ * same graph and output when nothing changed in between. */
+typedef struct compute_prepared {
+    bool valid;
+    glesc_graph *g;
+    const glesc_tensor *out;
+    uint64_t gen, computes;     /* g->gen and compute_state.computes when prepared */
+    glesc_graph_options g_opts; /* g->opts when prepared */
+    glesc_graph_options opts;   /* with the GEMV threshold filled in */
+    graph_order_t ord;
+    struct compute_plan *p;
+    bool reused;    /* the plan existed and was built */
+    int glsl_built; /* kernels whose GLSL was generated */
+    uint64_t t0;    /* core_time_ns() after the device profile (0: it failed) */
+} compute_prepared;
+
 typedef struct compute_state {
     compute_plan *plans;
     int n_plans;
@@ -136,8 +153,19 @@ typedef struct compute_state {
     uint64_t trace_t0;
     compute_profile profile; /* valid when profiled */
     bool profiled;
-    gl_buffer *scratch; /* kernels' scratch (kb_scratch): counters at zero between dispatches */
+    gl_buffer *scratch;    /* kernels' scratch (kb_scratch): counters at zero between dispatches */
+    uint64_t computes;     /* glesc_graph_compute calls and plan drops: what a prepared compute may
+                              not see between its preparation and its run */
+    compute_prepared prep; /* compute_prepare's (valid: it may still run) */
 } compute_state;
+
+/* Orders g for output out and finds (or makes and builds) its plan now, so
+ * that the next glesc_graph_compute(g, &out, 1) only runs it: a decode step
+ * prepares the next one while the GPU runs. Dropped when anything in
+ * between computes, drops plans or changes g's tensors or options. */
+glesc_status compute_prepare(glesc_graph *g, glesc_tensor *out);
+/* Drops the prepared compute, if any. */
+void compute_prepared_drop(compute_state *s);
 
 /* The context's state, created on first use; NULL on out-of-memory. */
 compute_state *compute_state_get(glesc_context *ctx);

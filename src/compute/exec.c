@@ -7,7 +7,10 @@
  * first ("Replay" below); gl_dispatch places barriers from buffer epochs,
  * memory goes back to the pool after its last reader. Statistics,
  * per-kernel GPU times and the Chrome trace (GLESC_TRACE=file.json) are
- * gathered here.
+ * gathered here. compute_prepare does the steps before the run ahead of
+ * time (a decode step prepares the next one while the GPU works): the
+ * next compute of the same graph and output runs what it prepared when
+ * nothing changed in between.
  */
 #include <stdio.h>
 #include <string.h>
@@ -566,6 +569,102 @@ static bool needs_gemv_threshold(const glesc_graph *g)
     return false;
 }
 
+/* Orders g for outs[0..n) and finds its plan, or makes and builds one:
+ * what a compute does before its first dispatch. pp->ord is the caller's
+ * to free, also on failure; pp->t0 is when the device profile (taken here
+ * the first time a graph needs it) was done. */
+static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, compute_prepared *pp)
+{
+    glesc_context *ctx = g->ctx;
+    memset(pp, 0, sizeof *pp);
+    pp->opts = g->opts;
+    if (!pp->opts.gemv_max_m) {
+        /* Only a matmul with 2..8 activation columns depends on the GEMV
+         * threshold: take the device profile then (measured the first time),
+         * before anything of this compute happens. */
+        pp->opts.gemv_max_m = 8;
+        if (needs_gemv_threshold(g)) {
+            const compute_profile *prof = compute_profile_get(ctx);
+            if (!prof)
+                return ctx->err.status;
+            pp->opts.gemv_max_m = prof->gemv_max_m;
+        }
+    }
+    pp->t0 = core_time_ns();
+    glesc_status st = graph_order(g, outs, n, &pp->ord);
+    if (st != GLESC_OK) {
+        memset(&pp->ord, 0, sizeof pp->ord);
+        return st;
+    }
+    count_consumers(&pp->ord, outs, n);
+    const glesc_graph_options *opts = &pp->opts;
+    bool fusion = opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"));
+    int max_bind = compute_max_bindings(ctx);
+    core_hash128 key = compute_plan_key(&pp->ord, opts, fusion, max_bind);
+    compute_plan *p = compute_plan_find(ctx, key);
+    /* compute_plan_key only reads the options; variants read gemv_max_m */
+    if (p) {
+        compute_plan_apply(p, &pp->ord);
+        pp->reused = p->built;
+        if (p->built && core_env_flag("GLESC_PLAN_VERIFY"))
+            st = verify_plan(ctx, p, &pp->ord, max_bind, opts);
+    } else if (!(p = compute_plan_create(ctx, key, &pp->ord, fusion, max_bind))) {
+        return ctx->err.status;
+    }
+    pp->p = p;
+    if (st == GLESC_OK && !p->built) {
+        if (abort_requested(ctx))
+            st = core_err_set(&ctx->err, GLESC_ERROR_CANCELLED,
+                              "glesc_graph_compute: cancelled by the abort callback before "
+                              "compiling the plan's %d kernels",
+                              p->n_kernels);
+        else
+            st = build_programs(ctx, p, &pp->ord, max_bind, opts);
+        pp->glsl_built = p->n_kernels;
+    }
+    return st;
+}
+
+void compute_prepared_drop(compute_state *s)
+{
+    if (s->prep.valid)
+        graph_order_free(&s->prep.ord);
+    s->prep.valid = false;
+}
+
+glesc_status compute_prepare(glesc_graph *g, glesc_tensor *out)
+{
+    glesc_context *ctx = g->ctx;
+    glesc_status st = check_outputs(g, &out, 1);
+    if (st != GLESC_OK || (st = gl_context_bind(ctx, "compute_prepare")) != GLESC_OK)
+        return st;
+    compute_state *cs = compute_state_get(ctx);
+    if (!cs)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph state");
+    compute_prepared_drop(cs);
+    compute_prepared pp;
+    if ((st = prepare(g, &out, 1, &pp)) != GLESC_OK) {
+        graph_order_free(&pp.ord);
+        return st;
+    }
+    pp.valid = true;
+    pp.g = g;
+    pp.out = out;
+    pp.gen = g->gen;
+    pp.computes = cs->computes;
+    cs->prep = pp;
+    return GLESC_OK;
+}
+
+/* Is the prepared compute this one, with nothing changed since? */
+static bool prepared_matches(const compute_state *cs, const glesc_graph *g,
+                             glesc_tensor *const *outs, int n)
+{
+    const compute_prepared *pp = &cs->prep;
+    return pp->valid && pp->g == g && n == 1 && outs[0] == pp->out && pp->gen == g->gen &&
+           pp->computes == cs->computes;
+}
+
 GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *outs, int n)
 {
     if (!g)
@@ -577,29 +676,33 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     core_err_reset(&ctx->err);
     if ((st = gl_context_bind(ctx, "glesc_graph_compute")) != GLESC_OK)
         return st;
-    glesc_graph_options opts = g->opts;
-    if (!opts.gemv_max_m) {
-        /* Only a matmul with 2..8 activation columns depends on the GEMV
-         * threshold: take the device profile then (measured the first time),
-         * before anything of this compute happens. */
-        opts.gemv_max_m = 8;
-        if (needs_gemv_threshold(g)) {
-            const compute_profile *prof = compute_profile_get(ctx);
-            if (!prof)
-                return ctx->err.status;
-            opts.gemv_max_m = prof->gemv_max_m;
-        }
-    }
-    uint64_t t_start = core_time_ns(); /* the compute's own time, without the profile's */
+    compute_state *cs = compute_state_get(ctx);
+    if (!cs)
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph state");
     graph_release_kept(g);
     memset(&g->stats, 0, sizeof g->stats);
     g->n_ktimes = 0;
-
-    graph_order_t ord;
-    if ((st = graph_order(g, outs, n, &ord)) != GLESC_OK)
+    /* prepared ahead (compute_prepare), or now */
+    compute_prepared pp;
+    uint64_t t_start; /* the compute's own time, without the profile's */
+    if (prepared_matches(cs, g, outs, n)) {
+        pp = cs->prep;
+        cs->prep.valid = false; /* pp owns the order now */
+        t_start = core_time_ns();
+    } else {
+        compute_prepared_drop(cs);
+        st = prepare(g, outs, n, &pp);
+        t_start = pp.t0;
+    }
+    cs->computes++;
+    graph_order_t ord = pp.ord;
+    compute_plan *p = pp.p;
+    const glesc_graph_options opts = pp.opts;
+    g->stats.plan_reused = pp.reused;
+    g->stats.glsl_built = pp.glsl_built;
+    if (st != GLESC_OK && !pp.t0) /* the profile failed: nothing ordered */
         return st;
-    count_consumers(&ord, outs, n);
-    for (int i = 0; i < ord.n; i++) {
+    for (int i = 0; i < ord.n && st == GLESC_OK; i++) {
         glesc_tensor *t = ord.nodes[i];
         graph_kind kind = graph_op(t->op)->kind;
         if (kind == GRAPH_KIND_LEAF && !t->written) {
@@ -608,49 +711,17 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
                               "glesc_graph_compute: input %s%s%s %s %s was never written",
                               t->name ? "'" : "", t->name ? t->name : "", t->name ? "'" : "",
                               graph_shape_str(t, sh, sizeof sh), glesc_dtype_name(t->dtype));
-            graph_order_free(&ord);
-            return st;
+            break;
         }
         g->stats.nodes += kind == GRAPH_KIND_ELTWISE || kind == GRAPH_KIND_ANCHOR;
         g->stats.views += kind == GRAPH_KIND_VIEW;
     }
-
-    bool fusion = opts.fusion > 0 || (opts.fusion == 0 && !core_env_flag("GLESC_NO_FUSION"));
-    int max_bind = compute_max_bindings(ctx);
-    compute_state *cs = compute_state_get(ctx);
-    if (!cs) {
-        graph_order_free(&ord);
-        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph state");
-    }
     trace_open(cs, t_start);
     bool timing = opts.timing || cs->trace;
-
+    bool verify = core_env_flag("GLESC_PLAN_VERIFY");
+    int max_bind = compute_max_bindings(ctx);
     glesc_stats cst0, cst1;
     glesc_context_stats(ctx, &cst0);
-    core_hash128 key = compute_plan_key(&ord, &opts, fusion, max_bind);
-    compute_plan *p = compute_plan_find(ctx, key);
-    bool verify = core_env_flag("GLESC_PLAN_VERIFY");
-    /* compute_plan_key only reads the options; variants read gemv_max_m */
-    if (p) {
-        compute_plan_apply(p, &ord);
-        g->stats.plan_reused = p->built;
-        if (p->built && verify)
-            st = verify_plan(ctx, p, &ord, max_bind, &opts);
-    } else {
-        p = compute_plan_create(ctx, key, &ord, fusion, max_bind);
-        if (!p)
-            st = ctx->err.status;
-    }
-    if (st == GLESC_OK && !p->built) {
-        if (abort_requested(ctx))
-            st = core_err_set(&ctx->err, GLESC_ERROR_CANCELLED,
-                              "glesc_graph_compute: cancelled by the abort callback before "
-                              "compiling the plan's %d kernels",
-                              p->n_kernels);
-        else
-            st = build_programs(ctx, p, &ord, max_bind, &opts);
-        g->stats.glsl_built = p->n_kernels;
-    }
     g->last_glsl = p ? p->all_glsl : NULL;
 
     gl_timer *timers = NULL;
@@ -776,6 +847,8 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     g->stats.n_kernel_times = g->n_ktimes;
     if (cs->trace) {
         trace_event(cs, "glesc_graph_compute", 2, t_start - cs->trace_t0, g->stats.cpu_ns, NULL);
+        /* the host's work before the first dispatch (order, plan, apply) */
+        trace_event(cs, "plan", 3, t_start - cs->trace_t0, t_gpu0 - t_start, NULL);
         fflush(cs->trace);
     }
     graph_order_free(&ord);

@@ -56,6 +56,8 @@ void compute_plans_drop(glesc_context *ctx)
     }
     s->plans = NULL;
     s->n_plans = 0;
+    compute_prepared_drop(s);
+    s->computes++;
 }
 
 static void state_free(glesc_context *ctx)

@@ -25,7 +25,9 @@
  * completed wait records how many dispatches had been issued
  * (ctx->synced), and a write to memory used after that waits for the GPU
  * first. A decode step reads its logits back, so its writes find the GPU
- * idle and never wait; a prompt in batches waits once between batches. A
+ * idle and never wait; a prompt in batches writes a batch's inputs into
+ * tensors the batch before the last one read, after waiting for that
+ * batch's fence alone (llm/runtime.c), so batches chain without a wait. A
  * pipelined greedy step (the next one queued before the last one's token
  * is read) never waits either: a readback's fence counts the dispatches
  * before it as done (gl_sync_wait), the step writes only memory the step
@@ -366,6 +368,52 @@ glesc_status gl_staging_copy(glesc_context *ctx, gl_staging *s, uint64_t offset,
     glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
     buf->defined = true;
     return gl_check(ctx, "glCopyBufferSubData (staging)");
+}
+
+glesc_status gl_read_staging_create(glesc_context *ctx, uint64_t size, gl_staging *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!ctx->fn.BufferStorageEXT)
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "read staging buffer: the driver lacks GL_EXT_buffer_storage");
+    const GLbitfield flags = GL_MAP_READ_BIT | GL_MAP_PERSISTENT_BIT_EXT | GL_MAP_COHERENT_BIT_EXT;
+    glGenBuffers(1, &out->id);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, out->id);
+    ctx->fn.BufferStorageEXT(GL_COPY_WRITE_BUFFER, (GLsizeiptr)size, NULL,
+                             flags | GL_CLIENT_STORAGE_BIT_EXT);
+    out->ptr = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, (GLsizeiptr)size, flags);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    glesc_status st = gl_check(ctx, "glBufferStorageEXT (read staging)");
+    if (st == GLESC_OK && !out->ptr)
+        st = core_err_set(&ctx->err, GLESC_ERROR_GL, "mapping a read staging buffer returned NULL");
+    if (st != GLESC_OK) {
+        core_err_prefix(&ctx->err, "a read staging buffer of %llu bytes", (unsigned long long)size);
+        gl_staging_destroy(ctx, out);
+        return st;
+    }
+    out->size = size;
+    return GLESC_OK;
+}
+
+glesc_status gl_copy_to_staging(glesc_context *ctx, gl_buffer *buf, uint64_t offset, gl_staging *s,
+                                uint64_t dst_offset, uint64_t size)
+{
+    glesc_status st = check_range(ctx, "copy to staging", buf, offset, size);
+    if (st == GLESC_OK && (dst_offset > s->size || size > s->size - dst_offset))
+        st = core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
+                          "copy to staging: %llu bytes at %llu do not fit %llu",
+                          (unsigned long long)size, (unsigned long long)dst_offset,
+                          (unsigned long long)s->size);
+    if (st != GLESC_OK || size == 0)
+        return st;
+    update_barrier_if_written(ctx, buf);
+    glBindBuffer(GL_COPY_READ_BUFFER, buf->id);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, s->id);
+    glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, (GLintptr)offset,
+                        (GLintptr)dst_offset, (GLsizeiptr)size);
+    glBindBuffer(GL_COPY_READ_BUFFER, 0);
+    glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
+    return gl_check(ctx, "glCopyBufferSubData (to staging)");
 }
 
 GLsync gl_fence_insert(glesc_context *ctx)

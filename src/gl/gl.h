@@ -307,6 +307,16 @@ void gl_staging_destroy(glesc_context *ctx, gl_staging *s);
  * fence issued after this copy has signalled (gl_fence_*). */
 glesc_status gl_staging_copy(glesc_context *ctx, gl_staging *s, uint64_t offset, gl_buffer *buf,
                              uint64_t dst_offset, uint64_t size);
+/* A host-readable buffer mapped while it lives (persistent, coherent,
+ * client storage where the driver offers it), the destination of GPU copies
+ * that the host reads after a fence: no map or unmap per read.
+ * GLESC_ERROR_UNSUPPORTED without GL_EXT_buffer_storage. */
+glesc_status gl_read_staging_create(glesc_context *ctx, uint64_t size, gl_staging *out);
+/* Copies [offset, offset+size) of buf into s at dst_offset on the GPU, in
+ * order with the dispatches before it (their writes complete first). Read
+ * s->ptr only after a fence issued after this copy has signalled. */
+glesc_status gl_copy_to_staging(glesc_context *ctx, gl_buffer *buf, uint64_t offset, gl_staging *s,
+                                uint64_t dst_offset, uint64_t size);
 /* A fence after the GL commands issued so far: NULL on failure (message in
  * ctx). gl_fence_wait: timeout_ns 0 polls; true when signalled.
  * gl_fence_delete: NULL is a no-op. */

@@ -41,6 +41,7 @@ glesc_status graph_check_source(glesc_graph *g, glesc_op op, int i, glesc_tensor
 void graph_drop_newest(glesc_graph *g, glesc_tensor *t)
 {
     g->tensors = t->next;
+    g->gen = graph_gen_next();
     graph_free_tensor(t);
 }
 

@@ -202,7 +202,12 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     const glesc_tensor *seen = view ? view : p; /* what C reads */
     glesc_tensor *anchor, *partner;
     if (ic->kind == GRAPH_KIND_ELTWISE) {
-        if (is_inplace_dst(c, s) || !graph_same_shape(seen, c))
+        /* A source of another shape is read at C's coordinates only by a
+         * node that computes them itself (a remap: pad, slice, gather,
+         * concat); any other would broadcast it. Indices (i32: rope's
+         * positions) stay loads from memory. */
+        if (is_inplace_dst(c, s) ||
+            (!graph_same_shape(seen, c) && (!ic->remaps || p->dtype == GLESC_DTYPE_I32)))
             return;
         if (!KP->anchor) {
             anchor = KC->anchor;

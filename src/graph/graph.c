@@ -6,6 +6,7 @@
  * graphs of the same structure share a plan: node i of one is node i of
  * the other.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "graph/graph.h"
@@ -25,8 +26,15 @@ GLESC_API glesc_graph *glesc_graph_create(glesc_context *ctx)
         return NULL;
     }
     g->ctx = ctx;
+    g->gen = graph_gen_next();
     default_options(&g->opts);
     return g;
+}
+
+uint64_t graph_gen_next(void)
+{
+    static atomic_uint_fast64_t next;
+    return (uint64_t)atomic_fetch_add(&next, 1) + 1;
 }
 
 GLESC_API glesc_context *glesc_graph_context(const glesc_graph *g)
@@ -49,6 +57,7 @@ GLESC_API glesc_status glesc_graph_set_options(glesc_graph *g, const glesc_graph
         return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_graph_set_options: gemv_max_m %d is not 0..8", o.gemv_max_m);
     g->opts = o;
+    g->gen = graph_gen_next();
     return GLESC_OK;
 }
 
@@ -71,6 +80,7 @@ static void free_tensors(glesc_graph *g)
         graph_free_tensor(t);
     }
     g->tensors = NULL;
+    g->gen = graph_gen_next();
     for (int i = 0; i < g->n_persist; i++)
         glesc_weight_free(g->persist[i]);
     g->n_persist = 0;

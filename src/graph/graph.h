@@ -13,8 +13,8 @@
 #include "gl/gl.h"
 
 #define GRAPH_MAX_SRC 5
-#define GRAPH_MAX_IP 8 /* integer op parameters: part of the structure hash */
-#define GRAPH_MAX_FP 4 /* float op parameters: uniforms, free to change */
+#define GRAPH_MAX_IP 16 /* integer op parameters: part of the structure hash */
+#define GRAPH_MAX_FP 4  /* float op parameters: uniforms, free to change */
 
 /* Memory of a storage owner: one buffer, or row chunks when the tensor is
  * larger than the device's storage-block limit. A row is nb[1] bytes; chunk
@@ -67,6 +67,8 @@ struct glesc_graph {
     glesc_context *ctx;
     glesc_graph_options opts;
     glesc_tensor *tensors;  /* every tensor created in g, newest first */
+    uint64_t gen;           /* graph_gen_next() at its creation and each change of its tensors or
+                               options: a compute prepared ahead (compute/exec.c) checks it */
     glesc_tensor **persist; /* persistent tensors g holds a reference to */
     int n_persist, cap_persist;
     /* results of the last compute */
@@ -77,6 +79,9 @@ struct glesc_graph {
     int n_ktimes;
     const char *last_glsl;
 };
+
+/* A value never handed out before (process-wide, any thread). */
+uint64_t graph_gen_next(void);
 
 /* ---- Tensors (tensor.c) ---- */
 size_t graph_dtype_size(glesc_dtype t); /* bytes per element of f32/f16/bf16/i32, else 0 */

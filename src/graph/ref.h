@@ -54,4 +54,23 @@ double ref_max(double a, double b);
 double ref_min(double a, double b);
 double ref_pow(double a, double b);
 
+/* ---- vision: pooling and shape (vops.c: shape rules; ref_vops.c:
+ * references) ---- */
+glesc_status graph_shape_pad(glesc_tensor *t);
+glesc_status graph_shape_slice(glesc_tensor *t);
+glesc_status graph_shape_gather(glesc_tensor *t);
+glesc_status graph_shape_log_softmax(glesc_tensor *t);
+glesc_status graph_shape_pool(glesc_tensor *t);
+glesc_status graph_shape_conv_transpose(glesc_tensor *t);
+void ref_pad(const glesc_tensor *t, float *dst, const float *const *src);
+void ref_slice(const glesc_tensor *t, float *dst, const float *const *src);
+void ref_gather(const glesc_tensor *t, float *dst, const float *const *src);
+void ref_log_softmax(const glesc_tensor *t, float *dst, const float *const *src);
+void ref_pool(const glesc_tensor *t, float *dst, const float *const *src);
+void ref_conv_transpose(const glesc_tensor *t, float *dst, const float *const *src);
+double ref_leaky_relu(double x, const float *p);
+double ref_elu(double x, const float *p);
+double ref_hard_sigmoid(double x, const float *p);
+double ref_hard_swish(double x, const float *p);
+
 #endif /* GLESC_GRAPH_REF_H */

@@ -134,6 +134,7 @@ glesc_tensor *graph_tensor_alloc(glesc_graph *g)
     t->g = g;
     t->next = g->tensors;
     g->tensors = t;
+    g->gen = graph_gen_next();
     return t;
 }
 
@@ -473,6 +474,10 @@ static bool is_leaf(const glesc_tensor *t)
     return t->op == GLESC_OP_NONE;
 }
 
+/* Persistent tensors of plain types up to this size are written with one
+ * buffer update (glesc_tensor_write). */
+#define SMALL_WRITE_BYTES (64u << 10)
+
 GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size_t size)
 {
     if (!t)
@@ -493,6 +498,15 @@ GLESC_API glesc_status glesc_tensor_write(glesc_tensor *t, const void *src, size
     glesc_status st = gl_context_bind(ctx, "glesc_tensor_write");
     if (st != GLESC_OK)
         return st;
+    if (t->persistent && !graph_dtype_quant(t->dtype) && size <= SMALL_WRITE_BYTES &&
+        t->st.n_chunks == 1) {
+        /* a few values (a step's token ids and positions): straight into
+         * the buffer, through the host-write guard, without the bulk
+         * upload's staging buffer, slots and threads */
+        if ((st = graph_storage_write(t, 0, src, size)) == GLESC_OK)
+            graph_tensor_filled(t);
+        return st;
+    }
     if (t->persistent) {
         /* repacked and uploaded in pieces, on all cores where it is large */
         glesc_weight_source ws = {t, mem_read, (void *)(uintptr_t)src};

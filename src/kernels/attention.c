@@ -86,11 +86,35 @@ typedef struct attn_shape {
     bool v_shared; /* the value tile is staged in ks too (d_v <= d + 1) */
 } attn_shape;
 
+/* GLESC_ATTN_DECODE="target=256,tiles=1,t=16": a tuning aid overriding the
+ * workgroups a decode step's key split aims at, the key tiles a split takes
+ * at least (uniforms) and the most keys per tile (the kernel's variant, so
+ * part of the plan's structure). NULL: not asked. */
+static void decode_env(int64_t *target, int64_t *min_tiles, int *t)
+{
+    const char *e = getenv("GLESC_ATTN_DECODE");
+    for (const char *p = e; p && *p;) {
+        char key[16];
+        int v, n = 0;
+        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0 || v < 1)
+            return;
+        if (!strcmp(key, "target") && target)
+            *target = v;
+        else if (!strcmp(key, "tiles") && min_tiles)
+            *min_tiles = v;
+        else if (!strcmp(key, "t") && t && v <= ATTN_T_MAX)
+            *t = v;
+        p += n;
+        p += *p == ',';
+    }
+}
+
 static attn_shape shape_of(const glesc_tensor *a, int wg)
 {
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
     int64_t d = q->ne[0], gqa = q->ne[2] / k->ne[2];
     attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg), v->ne[0] <= d + 1};
+    decode_env(NULL, NULL, &s.t);
     for (int h = ATTN_HG_MAX; h >= 1; h--)
         if (gqa % h == 0 && h * d <= ATTN_QS) {
             s.hg = h;
@@ -158,9 +182,11 @@ static glesc_status gen_decode(kb *b)
     int64_t k0 = n_swa > 0 ? CORE_MAX(0, n_kv - n_q + 1 - (int64_t)n_swa) : 0;
     /* keys per split: enough workgroups to fill the device, whole tiles */
     int64_t target = b->ctx->cpu_device ? ATTN_WG_TARGET_CPU : ATTN_WG_TARGET_GPU;
+    int64_t min_tiles = ATTN_SPLIT_TILES;
+    decode_env(&target, &min_tiles, NULL);
     int64_t tiles = (n_kv - k0 + sh.t - 1) / sh.t;
     int64_t nsplit = (target + n_q * n_groups - 1) / (n_q * n_groups);
-    nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / ATTN_SPLIT_TILES, ATTN_COMBINE / sh.hg));
+    nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / min_tiles, ATTN_COMBINE / sh.hg));
     if (nsplit < 2 || n_q * n_groups > KB_SCRATCH_COUNTERS) /* a counter per (query, group) */
         nsplit = 1;
     int64_t per = ((tiles + nsplit - 1) / nsplit) * sh.t;

@@ -91,6 +91,17 @@ static const kernels_codegen rows[] = {
     [GLESC_OP_ATTENTION] = {.gen = kernels_gen_attention, .variant = variant_attention},
     [GLESC_OP_CONV] = {.gen = kernels_gen_conv, .variant = variant_conv},
     [GLESC_OP_BATCH_NORM] = {.expr = kernels_expr_batch_norm},
+    /* vision: pooling and shape */
+    [GLESC_OP_LEAKY_RELU] = EXPR("($0 >= 0.0 ? $0 : $0 * $p0)"),
+    [GLESC_OP_ELU] = EXPR("($0 >= 0.0 ? $0 : $p0 * (exp($0) - 1.0))"),
+    [GLESC_OP_HARD_SIGMOID] = EXPR("clamp($0 * $p0 + $p1, 0.0, 1.0)"),
+    [GLESC_OP_HARD_SWISH] = EXPR("($0 * clamp($0 / 6.0 + 0.5, 0.0, 1.0))"),
+    [GLESC_OP_PAD] = {.expr = kernels_expr_pad},
+    [GLESC_OP_SLICE] = {.expr = kernels_expr_slice},
+    [GLESC_OP_GATHER] = {.expr = kernels_expr_gather_axis},
+    [GLESC_OP_LOG_SOFTMAX] = {.gen = kernels_gen_log_softmax},
+    [GLESC_OP_POOL] = {.gen = kernels_gen_pool},
+    [GLESC_OP_CONV_TRANSPOSE] = {.gen = kernels_gen_conv_transpose},
 };
 _Static_assert(CORE_ARRAY_LEN(rows) == GLESC_OP_COUNT_, "one codegen row per glesc_op");
 

@@ -254,6 +254,10 @@ bool kernels_matmul_units(const glesc_tensor *mm);
 glesc_status kernels_gen_get_rows(kb *b);
 glesc_status kernels_gen_set_rows(kb *b);
 glesc_status kernels_gen_attention(kb *b);
+/* vision: pooling and shape (pool.c, reduce.c) */
+glesc_status kernels_gen_pool(kb *b);
+glesc_status kernels_gen_conv_transpose(kb *b);
+glesc_status kernels_gen_log_softmax(kb *b);
 /* Attention's code choices from its shapes (the op's variant): decode's
  * query heads per workgroup, keys per tile, output accumulators per
  * invocation; prefill's heads per workgroup and head sizes. */
@@ -275,6 +279,10 @@ void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbu
 void kernels_expr_concat(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 void kernels_expr_cast(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 void kernels_expr_batch_norm(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+/* shape.c: pad, slice (a negative step), gather along one dimension */
+void kernels_expr_pad(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+void kernels_expr_slice(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+void kernels_expr_gather_axis(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 
 /* ---- Weight loaders (wload.c) ----
  * How a matmul or get_rows kernel reads its weight: per weight type GLSL

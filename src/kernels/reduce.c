@@ -202,3 +202,40 @@ glesc_status kernels_gen_softmax(kb *b)
     kb_dispatch_1d(b, (uint64_t)rows);
     return b->st;
 }
+
+/* log(softmax(x)) along any dimension: one workgroup per row of that
+ * dimension, three passes (max, sum of e^(x − max), store (x − max) − log
+ * sum), so no value underflows to −inf before its logarithm. */
+glesc_status kernels_gen_log_softmax(kb *b)
+{
+    const glesc_tensor *a = b->gk->anchor, *x = a->src[0];
+    int ax = a->ip[0];
+    setup(b, false);
+    glesc_tensor rows_of = *a; /* a's shape with the axis collapsed: the rows */
+    rows_of.ne[ax] = 1;
+    int64_t rows = graph_nelements(&rows_of);
+    row_index(b, rows);
+    kb_coords_from_flat(b, "row", &rows_of, "on", "c");
+    kb_param_u(b, "len", (uint64_t)a->ne[ax]);
+    const char *cj[4] = {"c0", "c1", "c2", "c3"};
+    cj[ax] = "j";
+    char v[16];
+    kb_line(b, "float mx = NEG_INF;");
+    kb_line(b, "for (uint j = lid; j < len; j += WG_SIZE) {");
+    kb_line(b, "mx = max(mx, %s);", kb_expr(b, x, cj, v));
+    kb_line(b, "}");
+    kb_line(b, "mx = wg_reduce_max(mx);");
+    kb_line(b, "float sum = 0.0;");
+    kb_line(b, "for (uint j = lid; j < len; j += WG_SIZE) {");
+    kb_line(b, "sum += exp(%s - mx);", kb_expr(b, x, cj, v));
+    kb_line(b, "}");
+    kb_line(b, "float ls = log(wg_reduce_sum(sum));");
+    kb_line(b, "for (uint j = lid; j < len; j += WG_SIZE) {");
+    /* (x − max) first: exact for values near the max, where x − (max + ls)
+     * would round max + ls to x's magnitude */
+    kb_line(b, "float y = (%s - mx) - ls;", kb_expr(b, x, cj, v));
+    kb_store_out(b, cj, "y", NULL);
+    kb_line(b, "}");
+    kb_dispatch_1d(b, (uint64_t)rows);
+    return b->st;
+}

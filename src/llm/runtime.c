@@ -17,6 +17,13 @@
  * tensor per layer for keys and one for values) and one graph that is reset
  * and rebuilt for every step; the plan cache makes the rebuild cheap.
  *
+ * Each eval's batches take their inputs (token ids, positions) from two
+ * pairs of the session's tensors in turn, written after a fence of the
+ * batch that read the pair before (no full wait between batches). A decode
+ * step whose row is read records, orders and plans the next step's graph
+ * while the GPU runs it (compute_prepare), then reads the row through a
+ * readback.
+ *
  * Greedy steps (glesc_session_eval_greedy) end in the arg max of the
  * logits, copied into one of two i32 tensors that the next step's
  * embedding lookup reads: the GPU feeds itself, and the host reads each
@@ -27,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compute/compute.h"
 #include "gguf/gguf.h"
 #include "llm/runtime.h"
 #include "quant/quant.h"
@@ -548,8 +556,9 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     s->k_cache = core_calloc((size_t)hp->n_layer, sizeof *s->k_cache);
     s->v_cache = core_calloc((size_t)hp->n_layer, sizeof *s->v_cache);
     s->logits = core_calloc((size_t)hp->n_vocab, sizeof *s->logits);
+    s->in_scratch = core_calloc((size_t)o.n_batch, sizeof *s->in_scratch);
     s->g = glesc_graph_create(m->ctx);
-    if (!s->k_cache || !s->v_cache || !s->logits || !s->g) {
+    if (!s->k_cache || !s->v_cache || !s->logits || !s->in_scratch || !s->g) {
         st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
         goto fail;
     }
@@ -558,6 +567,8 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
         st = ctx_fail(m->ctx, st, "session: timing");
         goto fail;
     }
+    if ((st = glesc_readback_create(m->ctx, &s->logits_rb)) != GLESC_OK)
+        goto fail;
     glesc_stats before, after;
     glesc_context_stats(m->ctx, &before);
     for (int64_t l = 0; l < hp->n_layer; l++) {
@@ -596,8 +607,62 @@ GLESC_API void glesc_session_destroy(glesc_session *s)
         glesc_weight_free(s->next_id[i]);
         glesc_weight_free(s->pos[i]);
         glesc_readback_destroy(s->pend[i].rb);
+        glesc_weight_free(s->in_ids[i]);
+        glesc_weight_free(s->in_pos[i]);
+        glesc_readback_destroy(s->in_rb[i]);
     }
+    glesc_readback_destroy(s->logits_rb);
+    core_free(s->in_scratch);
     core_free(s);
+}
+
+/* Waits for the batch that last read input pair i, if no wait since
+ * covered it (its fence only: the batch after it keeps the GPU busy). */
+static glesc_status in_wait(glesc_session *s, int i)
+{
+    if (!s->in_fenced[i])
+        return GLESC_OK;
+    s->in_fenced[i] = false;
+    return glesc_readback_finish(s->in_rb[i], s->in_scratch,
+                                 (size_t)glesc_tensor_nelements(s->in_ids[i]) * sizeof(int32_t));
+}
+
+/* Input pair i as i32 [n] tensors (made again when the size changes: the
+ * old ones are freed, never written again). */
+static glesc_status in_ensure(glesc_session *s, int i, int32_t n)
+{
+    glesc_context *ctx = s->m->ctx;
+    if (s->in_ids[i] && glesc_tensor_nelements(s->in_ids[i]) == n)
+        return GLESC_OK;
+    glesc_status st = in_wait(s, i); /* its fence is sized by the old ones */
+    if (st != GLESC_OK)
+        return st;
+    glesc_weight_free(s->in_ids[i]);
+    glesc_weight_free(s->in_pos[i]);
+    s->in_ids[i] = glesc_weight_new(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){n});
+    s->in_pos[i] = glesc_weight_new(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){n});
+    if (!s->in_ids[i] || !s->in_pos[i])
+        return ctx_fail(ctx, GLESC_ERROR_OUT_OF_MEMORY, "eval: the inputs");
+    if (!s->in_rb[i])
+        st = glesc_readback_create(ctx, &s->in_rb[i]);
+    return st;
+}
+
+/* The index of the first value of v[0..n) that is not finite, or -1. One
+ * pass that compilers vectorize (the exponent bits of each value), then a
+ * search only when one is found. */
+static int64_t first_not_finite(const float *v, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    for (size_t i = 0; bad && i < n; i++)
+        if (!isfinite(v[i]))
+            return (int64_t)i;
+    return -1;
 }
 
 /* One graph: n ≤ n_batch tokens. logits: NULL, one row, or n rows. */
@@ -607,25 +672,39 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
     glesc_context *ctx = s->m->ctx;
     glesc_graph *g = s->g;
     uint64_t t0 = core_time_ns();
-    glesc_graph_reset(g);
-    int32_t *pos = core_calloc((size_t)n, sizeof *pos);
-    if (!pos)
-        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "eval: positions");
-    for (int32_t i = 0; i < n; i++)
-        pos[i] = s->n_past + i;
-    glesc_tensor *ids_t = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){n});
-    glesc_tensor *pos_t = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){n});
-    glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
-    if (ids_t && pos_t && (st = glesc_tensor_write(ids_t, ids, (size_t)n * 4)) == GLESC_OK)
-        st = glesc_tensor_write(pos_t, pos, (size_t)n * 4);
-    core_free(pos);
+    int slot = s->in_slot;
+    s->in_slot ^= 1;
+    /* the graph recorded while the step before ran, if it is this one's */
+    glesc_tensor *y = NULL;
+    if (s->pre_y && s->pre_pos == s->n_past && s->pre_slot == slot && n == 1 && !all)
+        y = s->pre_y;
+    s->pre_y = NULL;
+    glesc_status st = in_wait(s, slot);
+    if (st == GLESC_OK && !y) {
+        glesc_graph_reset(g);
+        st = in_ensure(s, slot, n);
+    }
     if (st != GLESC_OK)
         return ctx_fail(ctx, st, "eval: inputs");
-    glesc_tensor *y = llm_forward(s, ids_t, pos_t, n, all);
-    if (!y)
+    int32_t *pos = s->in_scratch;
+    for (int32_t i = 0; i < n; i++)
+        pos[i] = s->n_past + i;
+    if ((st = glesc_tensor_write(s->in_ids[slot], ids, (size_t)n * 4)) != GLESC_OK ||
+        (st = glesc_tensor_write(s->in_pos[slot], pos, (size_t)n * 4)) != GLESC_OK)
+        return ctx_fail(ctx, st, "eval: inputs");
+    if (!y && !(y = llm_forward(s, s->in_ids[slot], s->in_pos[slot], n, all)))
         return ctx_fail(ctx, GLESC_ERROR_INVALID_ARGUMENT, "eval: building the step's graph");
     uint64_t t1 = core_time_ns();
     if ((st = glesc_graph_compute(g, &y, 1)) != GLESC_OK)
+        return ctx_fail(ctx, st, "eval");
+    /* the last row goes to the host through a copy and its fence; without
+     * logits, a copy of the ids marks where this batch ends (in_wait) */
+    bool row = logits && !all;
+    if (row)
+        st = glesc_readback_start(s->logits_rb, y);
+    else if (!logits && (st = glesc_readback_start(s->in_rb[slot], s->in_ids[slot])) == GLESC_OK)
+        s->in_fenced[slot] = true;
+    if (st != GLESC_OK)
         return ctx_fail(ctx, st, "eval");
     uint64_t t2 = core_time_ns();
     s->last.build_ns += t1 - t0;
@@ -640,32 +719,50 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
     s->last.glsl_built = cs.glsl_built;
     s->last.programs_compiled = cs.programs_compiled;
     s->total_dispatches += (uint64_t)cs.dispatches;
-    if (logits) {
-        size_t rows = all ? (size_t)n : 1;
-        size_t n_vocab = (size_t)s->m->hp.n_vocab;
-        st = glesc_tensor_read_f32(y, logits, rows * n_vocab);
-        if (st != GLESC_OK)
-            return ctx_fail(ctx, st, "eval: reading the logits");
-        s->last.read_ns += core_time_ns() - t2;
-        /* A NaN or infinity would otherwise sample as id 0 and decode as
-         * empty text: one pass over the rows read back is cheap beside the
-         * step itself. */
-        for (size_t i = 0; i < rows * n_vocab; i++) {
-            if (isfinite(logits[i]))
-                continue;
-            int32_t row = all ? (int32_t)(i / n_vocab) : n - 1;
-            int32_t at = s->n_past - n + row;
-            char batch[64] = "";
-            if (n > 1)
-                snprintf(batch, sizeof batch, ", in a batch of positions %d..%d",
-                         (int)(s->n_past - n), (int)s->n_past - 1);
-            return core_err_set(NULL, GLESC_ERROR_NUMERIC,
-                                "the logits of position %d (token %d%s) are not finite (logit "
-                                "%zu is %s): the model's weights or hyperparameters hold a NaN "
-                                "or infinity, or its activations overflow",
-                                (int)at, (int)ids[row], batch, i % n_vocab,
-                                isnan(logits[i]) ? "NaN" : "infinite");
+    /* A decode step is likely followed by another: record its graph now,
+     * and order and plan it (compute_prepare), while this one runs: the
+     * host's share of the next step shrinks to writing its inputs and
+     * dispatching. */
+    if (row && n == 1 && s->n_past < s->n_ctx) {
+        uint64_t tp = core_time_ns();
+        int next = s->in_slot;
+        glesc_graph_reset(g);
+        if (in_ensure(s, next, 1) == GLESC_OK &&
+            (s->pre_y = llm_forward(s, s->in_ids[next], s->in_pos[next], 1, false))) {
+            s->pre_pos = s->n_past;
+            s->pre_slot = next;
+            /* ordered and planned too: the next compute only dispatches */
+            compute_prepare(g, s->pre_y);
         }
+        core_err_reset(NULL); /* a failure shows again when the step is built */
+        s->last.build_ns += core_time_ns() - tp;
+    }
+    if (!logits)
+        return GLESC_OK;
+    size_t rows = all ? (size_t)n : 1;
+    size_t n_vocab = (size_t)s->m->hp.n_vocab;
+    uint64_t t3 = core_time_ns();
+    st = row ? glesc_readback_finish(s->logits_rb, logits, n_vocab * sizeof *logits)
+             : glesc_tensor_read_f32(y, logits, rows * n_vocab);
+    if (st != GLESC_OK)
+        return ctx_fail(ctx, st, "eval: reading the logits");
+    s->last.read_ns += core_time_ns() - t3;
+    /* A NaN or infinity would otherwise sample as id 0 and decode as empty
+     * text: one pass over the rows read back is cheap beside the step. */
+    int64_t i = first_not_finite(logits, rows * n_vocab);
+    if (i >= 0) {
+        int32_t r = all ? (int32_t)((size_t)i / n_vocab) : n - 1;
+        int32_t at = s->n_past - n + r;
+        char batch[64] = "";
+        if (n > 1)
+            snprintf(batch, sizeof batch, ", in a batch of positions %d..%d", (int)(s->n_past - n),
+                     (int)s->n_past - 1);
+        return core_err_set(NULL, GLESC_ERROR_NUMERIC,
+                            "the logits of position %d (token %d%s) are not finite (logit "
+                            "%zu is %s): the model's weights or hyperparameters hold a NaN "
+                            "or infinity, or its activations overflow",
+                            (int)at, (int)ids[r], batch, (size_t)i % n_vocab,
+                            isnan(logits[i]) ? "NaN" : "infinite");
     }
     return GLESC_OK;
 }
@@ -820,6 +917,7 @@ GLESC_API glesc_status glesc_session_eval_greedy(glesc_session *s, int32_t id)
         return ctx_fail(ctx, st, "greedy eval: the token");
     glesc_graph *g = s->g;
     uint64_t t_build = core_time_ns();
+    s->pre_y = NULL; /* a decode step's graph recorded ahead is dropped */
     glesc_graph_reset(g);
     /* Nothing the host writes for this step may be memory that the step
      * before, still running, reads: a graph input would come from the

@@ -81,6 +81,26 @@ struct glesc_session {
      * last eval was greedy and nothing waits unread); -1: unknown. A
      * greedy generation continues from it where no logits row is kept. */
     int32_t greedy_next;
+    /* The inputs of glesc_session_eval's batches (token ids, positions):
+     * two pairs of i32 [n] tensors taken in turn. A batch's inputs are
+     * written while the batch before it may still run, into the pair the
+     * batch before that read; the host first waits for that batch alone
+     * (in_rb: a copy of its ids queued behind it, fenced) unless a later
+     * wait covered it. So batches chain on the GPU without a full wait and
+     * no host write lands under a running kernel. */
+    glesc_tensor *in_ids[2], *in_pos[2];
+    glesc_readback *in_rb[2];
+    bool in_fenced[2];         /* in_rb[i] holds a copy not waited for yet */
+    int in_slot;               /* the pair the next batch takes */
+    int32_t *in_scratch;       /* [n_batch]: where the fences' copies land */
+    glesc_readback *logits_rb; /* the last row of a batch whose logits are read */
+    /* The graph of the next decode step (one token at position pre_pos,
+     * reading pair pre_slot, logits of its row), recorded on g while the
+     * step before runs on the GPU; NULL when none. Any other use of g
+     * drops it. */
+    glesc_tensor *pre_y;
+    int32_t pre_pos;
+    int pre_slot;
 };
 
 /* Records the graph of one step on s->g: ids (i32 [n]) at positions pos
