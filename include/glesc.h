@@ -480,6 +480,9 @@ typedef enum glesc_op {
     GLESC_OP_CPY,
     GLESC_OP_ROPE,
     GLESC_OP_ATTENTION,
+    /* vision: convolution */
+    GLESC_OP_CONV,       /* 1-D and 2-D convolution (glesc_conv2d, glesc_conv1d) */
+    GLESC_OP_BATCH_NORM, /* inference form, per channel (dimension 2) */
     /* vision: pooling and shape */
     GLESC_OP_LEAKY_RELU,   /* x >= 0 ? x : alpha x */
     GLESC_OP_ELU,          /* x >= 0 ? x : alpha (e^x - 1) */
@@ -786,6 +789,32 @@ GLESC_API glesc_tensor *glesc_attention_ext(glesc_graph *g, glesc_tensor *q, gle
                                             glesc_tensor *v, glesc_tensor *mask, float scale,
                                             bool causal, int n_swa, float softcap);
 
+/* ---- Vision: convolution and batch normalization ----
+ * Images are NCHW as ONNX stores them, which in glesc's shape order
+ * (shape[0] fastest) is x [W, H, C, N]; a weight is ONNX's [C_out, C_in /
+ * group, kH, kW], here [kW, kH, C_in / group, C_out]; a bias is [C_out].
+ * Results are f32. */
+typedef struct glesc_conv_params {
+    /* sizeof(glesc_conv_params) as the caller was compiled, set by
+     * glesc_conv_params_init(); 0 means this header's layout. */
+    uint32_t struct_size;
+    /* ONNX Conv's attributes in ONNX's order (spatial axes outer first:
+     * H, then W). 0 means the default. */
+    int strides[2];   /* H, W; default 1 */
+    int pads[4];      /* H begin, W begin, H end, W end (may differ); default 0 */
+    int dilations[2]; /* H, W; default 1 */
+    int group;        /* C_in and C_out are multiples of it; default 1 */
+} glesc_conv_params;
+
+/* Zeroes *p (the defaults: stride 1, no padding, dilation 1, one group)
+ * and sets struct_size. */
+static inline void glesc_conv_params_init(glesc_conv_params *p)
+{
+    for (size_t i = 0; i < sizeof *p; i++)
+        ((unsigned char *)p)[i] = 0;
+    p->struct_size = (uint32_t)sizeof *p;
+}
+
 /* ---- Vision: pooling and shape ops (ONNX semantics, opset 13-17) ----
  * Images are [W, H, C, N] (ONNX's NCHW with the dimensions in glesc's
  * order, ne[0] fastest), 1-D signals [W, C, N]; window parameters are in
@@ -876,6 +905,44 @@ static inline void glesc_pool_params_init(glesc_pool_params *p)
         ((unsigned char *)p)[i] = 0;
     p->struct_size = (uint32_t)sizeof *p;
 }
+
+/* ONNX Conv (2-D): x [W, H, C_in, N] (f32, f16 or bf16), w [kW, kH, C_in /
+ * group, C_out] (f32, f16 or bf16), b [C_out] or NULL; params NULL = the
+ * defaults. Result [OW, OH, C_out, N] with OH = (H + pad_h_begin +
+ * pad_h_end - dilation_h·(kH - 1) - 1) / stride_h + 1 (floor; OW alike);
+ * padding reads zeros. Depthwise: group = C_in. Elementwise consumers
+ * (bias, batch norm, activation, clamp as ReLU6, residual add) run in the
+ * convolution's kernel (docs/graph.md, "Fusion"). */
+GLESC_API glesc_tensor *glesc_conv2d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
+                                     glesc_tensor *b, const glesc_conv_params *params);
+/* ONNX Conv (1-D): x [W, C_in, N], w [kW, C_in / group, C_out], b [C_out]
+ * or NULL; only params' W entries are read (strides[1], pads[1] and pads[3],
+ * dilations[1]) and the H entries must be 0 or their default. Result [OW,
+ * C_out, N]: the same op and kernel as glesc_conv2d over H = 1, with the
+ * same fusion. */
+GLESC_API glesc_tensor *glesc_conv1d(glesc_graph *g, glesc_tensor *x, glesc_tensor *w,
+                                     glesc_tensor *b, const glesc_conv_params *params);
+/* ONNX BatchNormalization, inference form: y = (x - mean[c]) · scale[c] /
+ * sqrt(var[c] + eps) + bias[c] with c the channel, dimension 2 of x [W, H,
+ * C, N] (a 1-D x [W, C, N] has it in dimension 1: reshape it to [W, 1, C,
+ * N]); scale, bias, mean and var are [C] (f32, f16 or bf16). An
+ * elementwise op: it fuses into the convolution before it, and where that
+ * convolution's weight (and bias) and all four of the parameters are
+ * constants it is folded into the weights instead: the result is then a
+ * new convolution node (glesc_tensor_op says GLESC_OP_CONV) with weight
+ * w·s and bias (b - mean)·s + bias, s = scale / sqrt(var + eps), computed
+ * here on the CPU in double precision and held by g. A constant is a
+ * persistent tensor (glesc_weight_new) of f32, f16 or bf16 whose contents
+ * were written from the host (glesc_tensor_write, glesc_weights_write)
+ * before this call; the fold reads its values now, so a later write to
+ * one of them does not reach the folded node (build the graph again).
+ * Folding is off while the graph's fusion is (glesc_graph_options.fusion
+ * -1, or GLESC_NO_FUSION=1 with fusion 0): the batch norm is then a node
+ * of its own. A fold reads the weights back from the GPU, each time a
+ * graph is built: build a network's graph once and compute it many times. */
+GLESC_API glesc_tensor *glesc_batch_norm(glesc_graph *g, glesc_tensor *x, glesc_tensor *scale,
+                                         glesc_tensor *bias, glesc_tensor *mean, glesc_tensor *var,
+                                         float eps);
 
 /* MaxPool / AveragePool (2-D) of x [W, H, C, N] (f32, f16 or bf16) →
  * [OW, OH, C, N] (f32). A window with no input element (possible only with

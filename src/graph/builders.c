@@ -54,8 +54,8 @@ glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, 
     for (int i = 0; i < n_src; i++) {
         if (!src[i]) {
             /* Optional sources (softmax's and attention's masks) may be NULL. */
-            bool optional =
-                (op == GLESC_OP_SOFTMAX && i == 1) || (op == GLESC_OP_ATTENTION && i == 3);
+            bool optional = (op == GLESC_OP_SOFTMAX && i == 1) ||
+                            (op == GLESC_OP_ATTENTION && i == 3) || (op == GLESC_OP_CONV && i == 2);
             if (!optional)
                 return NULL; /* an earlier builder failed: keep its message */
             continue;

@@ -12,7 +12,7 @@
 
 #include "gl/gl.h"
 
-#define GRAPH_MAX_SRC 4
+#define GRAPH_MAX_SRC 5
 #define GRAPH_MAX_IP 16 /* integer op parameters: part of the structure hash */
 #define GRAPH_MAX_FP 4  /* float op parameters: uniforms, free to change */
 
@@ -200,6 +200,21 @@ glesc_status graph_op_fail(const glesc_tensor *t, glesc_status st, const char *f
 /* t's shape "[4, 3]" in a buffer that lives to the end of the enclosing
  * block: for messages. */
 #define GRAPH_SH(t) graph_shape_str((t), (char[64]){0}, 64)
+
+/* ---- Convolutions (conv.c) ----
+ * A convolution's sizes and parameters (ip: strides H, W; pads H begin, W
+ * begin, H end, W end; dilations H | W << 16; group | 1-D << 24), the same
+ * for its 1-D form (x [W, C, N], w [kW, C / group, C_out], result [OW,
+ * C_out, N]: h = kh = oh = 1) and its 2-D one (x [W, H, C, N], w [kW, kH,
+ * C / group, C_out], result [OW, OH, C_out, N]). The result's sizes are
+ * read from t (valid once its shape rule ran). */
+typedef struct graph_conv_dims {
+    int64_t w, h, c, n, kw, kh, cg, ow, oh, co;
+    int sh, sw, ph, pw, dh, dw, group;
+    bool one_d;
+} graph_conv_dims;
+void graph_conv_dims_of(const glesc_tensor *t, graph_conv_dims *d);
+#define GRAPH_CONV_1D (1 << 24)
 
 /* ---- Node creation (builders.c, views.c) ---- */
 /* Creates a node of op with sources and params, runs the shape rule; NULL on

@@ -328,6 +328,83 @@ static glesc_status shape_attention(glesc_tensor *t)
     return GLESC_OK;
 }
 
+/* ---- vision: convolution (ip: see graph_conv_dims) ---- */
+
+static bool conv_float(const glesc_tensor *t)
+{
+    return !t || is_float(t->dtype);
+}
+
+static glesc_status shape_conv(glesc_tensor *t)
+{
+    const glesc_tensor *x = t->src[0], *w = t->src[1], *b = t->src[2];
+    graph_conv_dims d;
+    graph_conv_dims_of(t, &d); /* its result sizes are not set yet */
+    if (!conv_float(x) || !conv_float(w) || !conv_float(b))
+        return graph_op_fail(t, GLESC_ERROR_TYPE, "x, w and b must be f32, f16 or bf16");
+    if (d.sh < 1 || d.sw < 1 || d.dh < 1 || d.dw < 1 || d.ph < 0 || d.pw < 0 || t->ip[4] < 0 ||
+        t->ip[5] < 0 || d.group < 1)
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
+                             "strides %d, %d and dilations %d, %d must be at least 1, pads %d, "
+                             "%d, %d, %d at least 0 and the group count %d at least 1",
+                             d.sh, d.sw, d.dh, d.dw, d.ph, d.pw, t->ip[4], t->ip[5], d.group);
+    if (d.one_d && (x->ne[3] != 1 || w->ne[3] != 1))
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "x %s and w %s: a 1-D convolution takes x [W, C_in, N] and w [kW, "
+                             "C_in / group, C_out]",
+                             GRAPH_SH(x), GRAPH_SH(w));
+    if (d.c % d.group || d.co % d.group || d.cg * d.group != d.c)
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "x %s and w %s with %d groups: want x [W, H, C_in, N] and w [kW, kH, "
+                             "C_in / group, C_out], C_in and C_out multiples of the group count",
+                             GRAPH_SH(x), GRAPH_SH(w), d.group);
+    if (b && (b->ne[0] != d.co || b->ne[1] * b->ne[2] * b->ne[3] != 1))
+        return graph_op_fail(t, GLESC_ERROR_SHAPE, "bias %s must be [C_out = %lld]", GRAPH_SH(b),
+                             (long long)d.co);
+    int64_t nh = d.h + d.ph + t->ip[4] - (int64_t)d.dh * (d.kh - 1) - 1;
+    int64_t nw = d.w + d.pw + t->ip[5] - (int64_t)d.dw * (d.kw - 1) - 1;
+    if (nh < 0 || nw < 0)
+        return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                             "the dilated kernel %s does not fit the padded input %s", GRAPH_SH(w),
+                             GRAPH_SH(x));
+    t->dtype = GLESC_DTYPE_F32;
+    int64_t ne[4] = {nw / d.sw + 1, nh / d.sh + 1, d.co, d.n};
+    if (d.one_d) {
+        t->ne[0] = ne[0];
+        t->ne[1] = d.co;
+        t->ne[2] = d.n;
+        t->ne[3] = 1;
+        t->ndim = CORE_MAX(2, x->ndim);
+    } else {
+        memcpy(t->ne, ne, sizeof ne);
+        t->ndim = CORE_MAX(3, x->ndim);
+    }
+    return GLESC_OK;
+}
+
+static glesc_status shape_batch_norm(glesc_tensor *t)
+{
+    const glesc_tensor *x = t->src[0];
+    if (!is_float(x->dtype))
+        return graph_op_fail(t, GLESC_ERROR_TYPE, "x must be f32, f16 or bf16, not %s",
+                             glesc_dtype_name(x->dtype));
+    static const char *const names[] = {"", "scale", "bias", "mean", "var"};
+    for (int i = 1; i < 5; i++) {
+        const glesc_tensor *p = t->src[i];
+        if (!is_float(p->dtype) || p->ne[0] != x->ne[2] || p->ne[1] * p->ne[2] * p->ne[3] != 1)
+            return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                                 "%s %s %s must be f32, f16 or bf16 [C = %lld] for x %s (C is "
+                                 "dimension 2 of x)",
+                                 names[i], GRAPH_SH(p), glesc_dtype_name(p->dtype),
+                                 (long long)x->ne[2], GRAPH_SH(x));
+    }
+    if (!isfinite(t->fp[0]) || t->fp[0] < 0)
+        return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT, "epsilon %g must be finite and >= 0",
+                             (double)t->fp[0]);
+    same_as(t, x, GLESC_DTYPE_F32);
+    return GLESC_OK;
+}
+
 static glesc_status shape_view(glesc_tensor *t)
 {
     return GLESC_OK; /* views are checked by their builders */
@@ -484,6 +561,17 @@ static const graph_op_info ops[] = {
      .row_write_prologue = 1u << 1 | 1u << 2, /* k, v: new cache rows */
      .norm_prologue = 1u | 1u << 1 | 1u << 2, /* per-head q/k norms, computed inline */
      .extra_bindings = 1},
+    {.name = "conv",
+     .arity = 3, /* x, w, optional bias */
+     .kind = GRAPH_KIND_ANCHOR,
+     .shape = shape_conv,
+     .cpu = ref_conv,
+     .epilogue = true},
+    {.name = "batch_norm",
+     .arity = 5, /* x, scale, bias, mean, var */
+     .kind = GRAPH_KIND_ELTWISE,
+     .shape = shape_batch_norm,
+     .cpu = ref_batch_norm},
     /* vision: pooling and shape (vops.c, ref_vops.c) */
     UNARY("leaky_relu", ref_leaky_relu),
     UNARY("elu", ref_elu),

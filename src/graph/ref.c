@@ -430,3 +430,50 @@ void ref_attention(const glesc_tensor *t, float *dst, const float *const *src)
     }
     core_free(s);
 }
+
+/* ONNX Conv over x [W, H, C_in, N] and w [kW, kH, C_in / group, C_out]
+ * (or their 1-D forms: graph_conv_dims), zeros outside the input. */
+void ref_conv(const glesc_tensor *t, float *dst, const float *const *src)
+{
+    graph_conv_dims d;
+    graph_conv_dims_of(t, &d);
+    const float *xv = src[0], *wv = src[1], *bv = t->src[2] ? src[2] : NULL;
+    int64_t cog = d.co / d.group;
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t co = 0; co < d.co; co++) {
+            int64_t ci0 = co / cog * d.cg;
+            for (int64_t oy = 0; oy < d.oh; oy++)
+                for (int64_t ox = 0; ox < d.ow; ox++) {
+                    double acc = bv ? bv[co] : 0.0;
+                    for (int64_t ci = 0; ci < d.cg; ci++)
+                        for (int64_t ky = 0; ky < d.kh; ky++) {
+                            int64_t iy = oy * d.sh - d.ph + ky * d.dh;
+                            if (iy < 0 || iy >= d.h)
+                                continue;
+                            for (int64_t kx = 0; kx < d.kw; kx++) {
+                                int64_t ix = ox * d.sw - d.pw + kx * d.dw;
+                                if (ix < 0 || ix >= d.w)
+                                    continue;
+                                acc += (double)xv[((n * d.c + ci0 + ci) * d.h + iy) * d.w + ix] *
+                                       wv[((co * d.cg + ci) * d.kh + ky) * d.kw + kx];
+                            }
+                        }
+                    dst[((n * d.co + co) * d.oh + oy) * d.ow + ox] = (float)acc;
+                }
+        }
+}
+
+/* ONNX BatchNormalization (inference): channel = dimension 2. */
+void ref_batch_norm(const glesc_tensor *t, float *dst, const float *const *src)
+{
+    int64_t plane = t->ne[0] * t->ne[1], C = t->ne[2], N = t->ne[3];
+    double eps = t->fp[0];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++) {
+            double s = src[1][c] / sqrt((double)src[4][c] + eps);
+            for (int64_t i = 0; i < plane; i++) {
+                int64_t j = (n * C + c) * plane + i;
+                dst[j] = (float)(((double)src[0][j] - src[3][c]) * s + src[2][c]);
+            }
+        }
+}

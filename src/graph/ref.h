@@ -22,6 +22,8 @@ void ref_concat(const glesc_tensor *t, float *dst, const float *const *src);
 void ref_cpy(const glesc_tensor *t, float *dst, const float *const *src);
 void ref_rope(const glesc_tensor *t, float *dst, const float *const *src);
 void ref_attention(const glesc_tensor *t, float *dst, const float *const *src);
+void ref_conv(const glesc_tensor *t, float *dst, const float *const *src);
+void ref_batch_norm(const glesc_tensor *t, float *dst, const float *const *src);
 
 /* scalar references of the elementwise rows */
 double ref_neg(double x, const float *p);

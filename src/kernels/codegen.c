@@ -24,6 +24,11 @@ static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options 
            (m > o->gemv_max_m && m <= KERNELS_GEMM_SMALL_M ? 1u << 18 : 0u);
 }
 
+static uint32_t variant_conv(const glesc_tensor *t, const glesc_graph_options *o)
+{
+    return kernels_conv_variant(t);
+}
+
 static uint32_t variant_attention(const glesc_tensor *t, const glesc_graph_options *o)
 {
     return kernels_attention_variant(t); /* heads per workgroup, tile, accumulators */
@@ -84,6 +89,8 @@ static const kernels_codegen rows[] = {
     [GLESC_OP_CPY] = EXPR("$0"),
     [GLESC_OP_ROPE] = {.expr = kernels_expr_rope},
     [GLESC_OP_ATTENTION] = {.gen = kernels_gen_attention, .variant = variant_attention},
+    [GLESC_OP_CONV] = {.gen = kernels_gen_conv, .variant = variant_conv},
+    [GLESC_OP_BATCH_NORM] = {.expr = kernels_expr_batch_norm},
     /* vision: pooling and shape */
     [GLESC_OP_LEAKY_RELU] = EXPR("($0 >= 0.0 ? $0 : $0 * $p0)"),
     [GLESC_OP_ELU] = EXPR("($0 >= 0.0 ? $0 : $p0 * (exp($0) - 1.0))"),

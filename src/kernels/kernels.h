@@ -262,6 +262,10 @@ glesc_status kernels_gen_log_softmax(kb *b);
  * query heads per workgroup, keys per tile, output accumulators per
  * invocation; prefill's heads per workgroup and head sizes. */
 uint32_t kernels_attention_variant(const glesc_tensor *t);
+/* The convolution (conv.c): its blocking from the shapes (the op's
+ * variant: kernel size, channel blocks, tile shape). */
+glesc_status kernels_gen_conv(kb *b);
+uint32_t kernels_conv_variant(const glesc_tensor *t);
 
 /* A gather no kernel computes (graph_gather_inline: get_rows of a table by
  * indices, both leaves) at c, computed here: the index loaded, the table's
@@ -274,6 +278,7 @@ void kernels_expr_template(kb *b, const glesc_tensor *t, const char *const c[4],
 void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 void kernels_expr_concat(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 void kernels_expr_cast(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
+void kernels_expr_batch_norm(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 /* shape.c: pad, slice (a negative step), gather along one dimension */
 void kernels_expr_pad(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
 void kernels_expr_slice(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
