@@ -970,3 +970,46 @@ Test(fuse, gather_read_as_a_view_or_from_a_chunked_table_keeps_its_kernel)
     glesc_weight_free(big);
     glesc_context_destroy(c);
 }
+
+/* GLESC_FUSE_SKIP leaves each named fusion out for GEMMs only: a GEMV of
+ * the same graph keeps it, and the result does not change. */
+Test(fuse, skip_switch_leaves_gemm_fusions_out)
+{
+    static const struct {
+        const char *skip;
+        build_fn build;
+        int gemm_kernels;
+    } cases[] = {{"norm", norm_qkv, 2},        {"pair", gate_up, 2},
+                 {"epilogue", mm_epilogue, 2}, {"epilogue", gate_up, 2},
+                 {"prologue", mm_prologue, 2}, {"pair,norm", res_norm_gate_up, 3},
+                 {"group", qkv_group, 3}};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++)
+        for (int m = 1; m <= 40; m += 39) {
+            mm_m = m;
+            float *res[2];
+            int kernels[2];
+            int64_t n = 0;
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass)
+                    setenv("GLESC_FUSE_SKIP", cases[i].skip, 1);
+                glesc_graph *g = glesc_graph_create(ctx);
+                glesc_tensor *outs[4];
+                int n_extra = 0;
+                outs[0] = cases[i].build(g, outs + 1, &n_extra);
+                kernels[pass] = kernels_of(g, outs, 1 + n_extra);
+                res[pass] = tg_read(outs[0]);
+                n = glesc_tensor_nelements(outs[0]);
+                glesc_graph_destroy(g);
+                unsetenv("GLESC_FUSE_SKIP");
+            }
+            double e = tg_nmse(res[1], res[0], n);
+            cr_log_info("skip %s, case %zu, m=%d: %d → %d kernels, NMSE %.3g", cases[i].skip, i, m,
+                        kernels[0], kernels[1], e);
+            cr_assert_leq(e, 1e-9, "skip %s, m=%d: NMSE %g", cases[i].skip, m, e);
+            cr_assert_eq(kernels[0], 1, "case %zu, m=%d: %d kernels fused", i, m, kernels[0]);
+            cr_assert_eq(kernels[1], m == 1 ? 1 : cases[i].gemm_kernels,
+                         "skip %s, case %zu, m=%d: %d kernels", cases[i].skip, i, m, kernels[1]);
+            free(res[0]);
+            free(res[1]);
+        }
+}

@@ -202,13 +202,13 @@ glesc_status compute_roofline_fma(glesc_context *ctx, int iters, int chains, boo
 
 /* Hash of the structure of ord for options o (see the rule in kernels.h);
  * plan.c says what it covers. */
-core_hash128 compute_plan_key(const graph_order_t *ord, const glesc_graph_options *o, bool fusion,
-                              int max_bindings);
+core_hash128 compute_plan_key(const graph_order_t *ord, const glesc_graph_options *o,
+                              unsigned fusion, int max_bindings);
 compute_plan *compute_plan_find(glesc_context *ctx, core_hash128 key);
 /* Fuses ord and plans lifetimes; the plan joins the cache (programs not yet
  * built). NULL on out-of-memory (message set). */
 compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const graph_order_t *ord,
-                                  bool fusion, int max_bindings);
+                                  unsigned fusion, int max_bindings);
 /* Sets every node's kernel from the plan. */
 void compute_plan_apply(const compute_plan *p, const graph_order_t *ord);
 /* The kernel descriptor of kernel k for ord's nodes. */

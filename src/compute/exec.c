@@ -598,7 +598,10 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
     }
     count_consumers(&pp->ord, outs, n);
     const glesc_graph_options *opts = &pp->opts;
-    bool fusion = opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"));
+    /* GLESC_FUSE_SKIP: fusions left out for GEMMs (tuning, README) */
+    unsigned fusion = opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
+                          ? GRAPH_FUSE_ON | graph_fuse_skips(core_env("GLESC_FUSE_SKIP"))
+                          : 0;
     int max_bind = compute_max_bindings(ctx);
     core_hash128 key = compute_plan_key(&pp->ord, opts, fusion, max_bind);
     compute_plan *p = compute_plan_find(ctx, key);

@@ -85,13 +85,13 @@ compute_state *compute_state_get(glesc_context *ctx)
     return ctx->compute_state;
 }
 
-core_hash128 compute_plan_key(const graph_order_t *ord, const glesc_graph_options *o, bool fusion,
-                              int max_bindings)
+core_hash128 compute_plan_key(const graph_order_t *ord, const glesc_graph_options *o,
+                              unsigned fusion, int max_bindings)
 {
     core_hasher *h = core_hasher_create();
     if (!h)
         return (core_hash128){0, 0};
-    int32_t head[4] = {fusion, o->gemv_max_m, max_bindings, ord->n};
+    int32_t head[4] = {(int32_t)fusion, o->gemv_max_m, max_bindings, ord->n};
     core_hasher_update(h, head, sizeof head);
     bool debug = core_env_flag("GLESC_DEBUG_HASH");
     for (int i = 0; i < ord->n; i++) {
@@ -245,7 +245,7 @@ static bool plan_sig_nodes(compute_plan *p, const graph_order_t *ord)
 }
 
 compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const graph_order_t *ord,
-                                  bool fusion, int max_bindings)
+                                  unsigned fusion, int max_bindings)
 {
     compute_state *s = compute_state_get(ctx);
     int n = ord->n;

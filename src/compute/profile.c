@@ -71,7 +71,7 @@ static glesc_status time_matmul(glesc_context *ctx, glesc_tensor *w, int m, int 
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
-    graph_fuse(ord.nodes, ord.n, false, max_bind, gks, &nk);
+    graph_fuse(ord.nodes, ord.n, 0, max_bind, gks, &nk);
     if (nk != 1) {
         st = core_err_set(&ctx->err, GLESC_ERROR_STATE, "a matmul planned as %d kernels", nk);
         goto done;

@@ -58,7 +58,8 @@ typedef struct fuse_state {
     fk *k;
     int *next;
     int max_bindings;
-    int nk; /* kernels created (k[0..nk)), dead ones included */
+    unsigned fusion; /* graph_fuse's flags */
+    int nk;          /* kernels created (k[0..nk)), dead ones included */
 } fuse_state;
 
 static bool is_inplace_dst(const glesc_tensor *m, int s)
@@ -160,6 +161,21 @@ static bool has_remap(fuse_state *fs, int k)
 
 #define MATMUL_PROLOGUE_MAX 3
 
+unsigned graph_fuse_skips(const char *list)
+{
+    static const char *const names[] = {"pair", "group", "norm", "prologue", "epilogue"};
+    unsigned skip = 0;
+    for (size_t i = 0; list && i < CORE_ARRAY_LEN(names); i++)
+        if (strstr(list, names[i]))
+            skip |= (unsigned)GRAPH_FUSE_SKIP_PAIR << i;
+    return skip;
+}
+
+static bool gemm_skips(const fuse_state *fs, const glesc_tensor *mm, unsigned what)
+{
+    return (fs->fusion & what) && mm && mm->op == GLESC_OP_MATMUL && mm->src[1]->ne[1] > 1;
+}
+
 static int members(fuse_state *fs, int k)
 {
     int n = 0;
@@ -213,12 +229,14 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
             anchor = KC->anchor;
             partner = KC->partner;
         } else if (!KC->anchor) {
-            if (!graph_op(KP->anchor->op)->epilogue || has_remap(fs, kc))
+            if (!graph_op(KP->anchor->op)->epilogue || has_remap(fs, kc) ||
+                gemm_skips(fs, KP->anchor, GRAPH_FUSE_SKIP_EPILOGUE))
                 return;
             anchor = KP->anchor;
             partner = KP->partner;
         } else if (!KP->partner && !KC->partner && same_matmul_pair(KC->anchor, KP->anchor) &&
-                   !has_remap(fs, kc) && !has_remap(fs, kp)) {
+                   !has_remap(fs, kc) && !has_remap(fs, kp) &&
+                   !gemm_skips(fs, KC->anchor, GRAPH_FUSE_SKIP_PAIR)) {
             anchor = KC->anchor;
             partner = KP->anchor;
         } else {
@@ -229,7 +247,8 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
             return;
         /* matmul re-reads its activation in every workgroup: a prologue is
          * recomputed there, so only a short one pays */
-        if (c->op == GLESC_OP_MATMUL && members(fs, kp) > MATMUL_PROLOGUE_MAX)
+        if (c->op == GLESC_OP_MATMUL &&
+            (members(fs, kp) > MATMUL_PROLOGUE_MAX || gemm_skips(fs, c, GRAPH_FUSE_SKIP_PROLOGUE)))
             return;
         anchor = KC->anchor;
         partner = KC->partner;
@@ -371,7 +390,7 @@ static void fold_norms(fuse_state *fs)
             continue;
         fk *KC = &fs->k[kc];
         const graph_op_info *ia = graph_op(KC->anchor->op);
-        if (!ia->norm_prologue)
+        if (!ia->norm_prologue || gemm_skips(fs, KC->anchor, GRAPH_FUSE_SKIP_NORM))
             continue;
         if (ia->norm_deferred) {
             /* the scale is applied to the anchor's result: only the
@@ -529,7 +548,8 @@ static bool can_group(fuse_state *fs, int ka, int kb)
     const glesc_tensor *a = A->anchor, *b = B->anchor;
     if (!A->alive || !B->alive || ka == kb || !a || !b || a->op != GLESC_OP_MATMUL ||
         b->op != GLESC_OP_MATMUL || A->partner || B->partner || B->n_sib || A->reduce ||
-        B->reduce || A->n_sib == GRAPH_MAX_SIB || a->src[1] != b->src[1])
+        B->reduce || A->n_sib == GRAPH_MAX_SIB || a->src[1] != b->src[1] ||
+        gemm_skips(fs, a, GRAPH_FUSE_SKIP_GROUP))
         return false;
     /* whole 2-D weights, one batch: a workgroup picks its matmul by row */
     const glesc_tensor *x = a->src[1];
@@ -693,8 +713,8 @@ static void inline_gathers(fuse_state *fs)
     }
 }
 
-void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
-                int *n_kernels)
+void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings,
+                graph_kernel *kernels, int *n_kernels)
 {
     fk *k = core_calloc((size_t)n + 1, sizeof *k);
     int *next = core_calloc((size_t)n + 1, sizeof *next);
@@ -733,15 +753,15 @@ void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, grap
         core_free(remap);
         return;
     }
-    fuse_state fs = {order, n, k, next, max_bindings, nk};
-    if (fusion)
+    fuse_state fs = {order, n, k, next, max_bindings, fusion, nk};
+    if (fusion & GRAPH_FUSE_ON)
         for (int i = 0; i < n; i++) {
             glesc_tensor *c = order[i];
             for (int s = 0; s < c->n_src && c->kernel >= 0; s++)
                 if (c->src[s])
                     try_merge(&fs, c->src[s], c, s);
         }
-    if (fusion) {
+    if (fusion & GRAPH_FUSE_ON) {
         fold_row_writes(&fs);
         group_matmuls(&fs);
         fold_reductions(&fs);

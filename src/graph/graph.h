@@ -254,13 +254,29 @@ typedef struct graph_kernel {
     int id;
 } graph_kernel;
 
+/* graph_fuse's fusion flags: GRAPH_FUSE_ON, and the fusions it leaves out
+ * for matmuls of more than one column (prefill's GEMMs; tuning): the
+ * gate/up pair, q/k/v grouping, a row norm folded in, prologues,
+ * epilogues. */
+enum {
+    GRAPH_FUSE_ON = 1,
+    GRAPH_FUSE_SKIP_PAIR = 2,
+    GRAPH_FUSE_SKIP_GROUP = 4,
+    GRAPH_FUSE_SKIP_NORM = 8,
+    GRAPH_FUSE_SKIP_PROLOGUE = 16,
+    GRAPH_FUSE_SKIP_EPILOGUE = 32,
+};
+/* The GRAPH_FUSE_SKIP_ bits named in a comma list (pair, group, norm,
+ * prologue, epilogue; NULL: none). */
+unsigned graph_fuse_skips(const char *list);
+
 /* Assigns every ELTWISE/ANCHOR node of order[0..n) to a kernel (t->kernel)
  * and fills kernels[] (at most n) in execution order (each at its first
  * stored node; every kernel reads only what earlier kernels store);
- * *n_kernels. With fusion off, one kernel per node. max_bindings bounds a
- * fused kernel (reads and writes). */
-void graph_fuse(glesc_tensor **order, int n, bool fusion, int max_bindings, graph_kernel *kernels,
-                int *n_kernels);
+ * *n_kernels. Without GRAPH_FUSE_ON in fusion, one kernel per node.
+ * max_bindings bounds a fused kernel (reads and writes). */
+void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings,
+                graph_kernel *kernels, int *n_kernels);
 /* After graph_fuse (or a plan's kernels applied): is t a gather no kernel
  * computes, which every kernel reading it computes where it reads it? Its
  * kernel is -1 and it has no memory; its sources are leaves. */
