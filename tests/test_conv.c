@@ -6,7 +6,10 @@
  * of a batch norm into a convolution's constant weights; the convolution's
  * fused epilogue (Conv+BN+ReLU and Conv+bias+residual+ReLU6 are one
  * dispatch each; GLESC_NO_FUSION=1 gives the same results within
- * rounding); the limits (clear errors).
+ * rounding); the limits (clear errors). The convolution's two paths, the
+ * direct kernel and the GEMM over the implicit im2col matrix, are each
+ * forced (GLESC_CONV=direct|gemm) as well as chosen by shape, for every
+ * case and for the fused epilogues.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #include "graph/graph.h"
+#include "kernels/kernels.h"
 #include "test_graph_util.h"
 #include "test_util.h"
 
@@ -34,6 +38,19 @@ static void teardown(void)
 }
 
 TestSuite(conv, .init = setup, .fini = teardown);
+
+/* The convolution paths a test runs under: chosen by shape (NULL), then
+ * each forced. */
+static const char *const paths[] = {NULL, "direct", "gemm"};
+#define N_PATHS (sizeof paths / sizeof paths[0])
+
+static void set_path(const char *path)
+{
+    if (path)
+        setenv("GLESC_CONV", path, 1);
+    else
+        unsetenv("GLESC_CONV");
+}
 
 /* Computes out on the GPU and with the CPU reference; fails above tol
  * (the worst absolute error relative to the reference's largest
@@ -75,8 +92,9 @@ typedef struct conv_case {
     bool bias, f16;
 } conv_case;
 
-static void run_case(const conv_case *c)
+static void run_case_path(const conv_case *c, const char *path)
 {
+    set_path(path);
     glesc_graph *g = glesc_graph_create(ctx);
     glesc_dtype dt = c->f16 ? F16 : F32;
     glesc_tensor *x = tg_input(g, dt, 4, (int64_t[]){c->w, c->h, c->cin, c->n}, 1, -1, 1);
@@ -93,8 +111,20 @@ static void run_case(const conv_case *c)
         p.pads[i] = c->pads[i];
     p.group = c->group;
     glesc_tensor *y = glesc_conv2d(g, x, w, b, &p);
-    free(check(g, y, 1e-5, c->what));
+    char what[160];
+    snprintf(what, sizeof what, "%s (%s%s)", c->what, path ? path : "by shape: ",
+             path                                ? ""
+             : kernels_conv_variant(y) >> 24 & 1 ? "gemm"
+                                                 : "direct");
+    free(check(g, y, 1e-5, what));
     glesc_graph_destroy(g);
+    set_path(NULL);
+}
+
+static void run_case(const conv_case *c)
+{
+    for (size_t i = 0; i < N_PATHS; i++)
+        run_case_path(c, paths[i]);
 }
 
 Test(conv, conv2d_cases_match_the_reference)
@@ -207,13 +237,44 @@ Test(conv, conv2d_cases_match_the_reference)
          1,
          true,
          false},
+        /* many channels: the GEMM path by shape (K = 64·9, 32·9) */
+        {"3x3 64 -> 64, 2 images",
+         13,
+         11,
+         64,
+         2,
+         64,
+         3,
+         3,
+         {1, 1},
+         {1, 1, 1, 1},
+         {1, 1},
+         1,
+         true,
+         false},
+        {"grouped 3x3 64 -> 64 (2 groups) s2, dilation 2, asymmetric pads, f16",
+         19,
+         17,
+         64,
+         1,
+         64,
+         3,
+         3,
+         {2, 2},
+         {0, 1, 2, 3},
+         {2, 2},
+         2,
+         false,
+         true},
+        {"1x1 96 -> 40, 70 columns", 10, 7, 96, 1, 40, 1, 1, {1, 1}, {0}, {1, 1}, 1, true, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);
 }
 
-Test(conv, conv1d_matches_the_reference)
+static void conv1d_path(const char *path)
 {
+    set_path(path);
     glesc_graph *g = glesc_graph_create(ctx);
     glesc_tensor *x = tg_input(g, F32, 3, (int64_t[]){300, 6, 2}, 4, -1, 1);
     glesc_tensor *w = tg_input(g, F32, 3, (int64_t[]){5, 3, 4}, 5, -1, 1);
@@ -231,10 +292,13 @@ Test(conv, conv1d_matches_the_reference)
     cr_assert_eq(glesc_tensor_ndim(y), 3);
     cr_assert_eq(glesc_tensor_dim(y, 0), 149);
     cr_assert_eq(glesc_tensor_dim(y, 1), 4);
-    free(check(g, y, 1e-5, "conv1d s2 d2 pads 1/4, 2 groups"));
+    char what[96];
+    snprintf(what, sizeof what, "conv1d s2 d2 pads 1/4, 2 groups (%s)", path ? path : "by shape");
+    free(check(g, y, 1e-5, what));
     /* the same op in its 1-D form: an activation runs in its epilogue */
     glesc_tensor *r = glesc_clamp(g, y, 0.0f, 6.0f);
-    free(check(g, r, 1e-5, "conv1d + relu6"));
+    snprintf(what, sizeof what, "conv1d + relu6 (%s)", path ? path : "by shape");
+    free(check(g, r, 1e-5, what));
     glesc_compute_stats s;
     glesc_graph_stats(g, &s);
     cr_assert_eq(s.dispatches, 1, "conv1d + relu6: %d dispatches", s.dispatches);
@@ -242,6 +306,13 @@ Test(conv, conv1d_matches_the_reference)
     cr_assert_null(glesc_conv1d(g, x, w, b, &p));
     cr_assert(strstr(glesc_context_errmsg(ctx), "H entries"), "%s", glesc_context_errmsg(ctx));
     glesc_graph_destroy(g);
+    set_path(NULL);
+}
+
+Test(conv, conv1d_matches_the_reference)
+{
+    for (size_t i = 0; i < N_PATHS; i++)
+        conv1d_path(paths[i]);
 }
 
 Test(conv, batch_norm_matches_the_reference)
@@ -293,14 +364,16 @@ static void block_free(block *k)
 }
 
 /* conv(x) + BN + ReLU with constant weights: folded, one dispatch; with
- * fusion off the batch norm stays a node (3 dispatches). Same values. */
-static float *conv_bn_relu(int fusion, int *dispatches, glesc_op *op, bool input_params)
+ * fusion off the batch norm stays a node (3 dispatches). Same values.
+ * cin -> cout channels, 15 x 13 pixels. */
+static float *conv_bn_relu(int fusion, int *dispatches, glesc_op *op, bool input_params,
+                           int64_t cin, int64_t cout)
 {
     block k;
-    block_new(&k, 4, 8);
+    block_new(&k, cin, cout);
     glesc_graph *g = glesc_graph_create(ctx);
     tg_fusion(g, fusion);
-    glesc_tensor *x = tg_input(g, F32, 4, (int64_t[]){15, 13, 4, 1}, 20, -1, 1);
+    glesc_tensor *x = tg_input(g, F32, 4, (int64_t[]){15, 13, cin, 1}, 20, -1, 1);
     glesc_conv_params p;
     glesc_conv_params_init(&p);
     p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = 1;
@@ -310,51 +383,94 @@ static float *conv_bn_relu(int fusion, int *dispatches, glesc_op *op, bool input
         bn[i] = k.bn[i];
     if (input_params) /* graph inputs: no constants, no folding */
         for (int i = 0; i < 4; i++)
-            bn[i] = tg_input(g, F32, 1, (int64_t[]){8}, 13 + (uint32_t)i, i == 3 ? 0.2f : -1.0f,
+            bn[i] = tg_input(g, F32, 1, (int64_t[]){cout}, 13 + (uint32_t)i, i == 3 ? 0.2f : -1.0f,
                              i == 3 ? 1.5f : 1.0f);
     glesc_tensor *y = glesc_batch_norm(g, c, bn[0], bn[1], bn[2], bn[3], 1e-5f);
     cr_assert_not_null(y, "%s", glesc_context_errmsg(ctx));
     *op = glesc_tensor_op(y);
     y = glesc_relu(g, y);
-    float *res = check(g, y, 1e-5, "conv + bn + relu");
+    char what[96];
+    snprintf(what, sizeof what, "conv %lld -> %lld + bn + relu (%s path)", (long long)cin,
+             (long long)cout, kernels_conv_variant(c) >> 24 & 1 ? "gemm" : "direct");
+    float *res = check(g, y, 1e-5, what);
     glesc_compute_stats s;
     glesc_graph_stats(g, &s);
     *dispatches = s.dispatches;
-    cr_log_info("conv + bn + relu, fusion %d%s: %d nodes, %d kernels, %d dispatches", fusion,
+    cr_log_info("%s, fusion %d%s: %d nodes, %d kernels, %d dispatches", what, fusion,
                 input_params ? " (parameters are inputs)" : "", s.nodes, s.kernels, s.dispatches);
     glesc_graph_destroy(g);
     block_free(&k);
     return res;
 }
 
+/* a against b: the worst difference relative to b's largest magnitude */
 static void assert_close(const float *a, const float *b, int64_t n, double tol, const char *what)
 {
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++)
+    double worst = 0, mag = 0;
+    for (int64_t i = 0; i < n; i++) {
         worst = fmax(worst, fabs((double)a[i] - b[i]));
-    cr_log_info("%s: worst difference %.3g (tolerance %.1g)", what, worst, tol);
-    cr_assert(worst <= tol, "%s: worst difference %g above %g", what, worst, tol);
+        mag = fmax(mag, fabs((double)b[i]));
+    }
+    double rel = mag > 0 ? worst / mag : worst;
+    cr_log_info("%s: worst difference %.3g (%.3g relative to max %.3g, tolerance %.1g)", what,
+                worst, rel, mag, tol);
+    cr_assert(rel <= tol, "%s: worst difference %g (relative %g) above %g", what, worst, rel, tol);
 }
 
-Test(conv, conv_bn_relu_is_one_dispatch)
+static void conv_bn_relu_one_dispatch(const char *path, int64_t cin, int64_t cout)
 {
+    set_path(path);
     int d_on, d_off, d_in;
     glesc_op op_on, op_off, op_in;
-    float *on = conv_bn_relu(1, &d_on, &op_on, false);
-    float *off = conv_bn_relu(-1, &d_off, &op_off, false);
-    float *in = conv_bn_relu(1, &d_in, &op_in, true);
+    float *on = conv_bn_relu(1, &d_on, &op_on, false, cin, cout);
+    float *off = conv_bn_relu(-1, &d_off, &op_off, false, cin, cout);
+    float *in = conv_bn_relu(1, &d_in, &op_in, true, cin, cout);
+    set_path(NULL);
     cr_assert_eq(op_on, GLESC_OP_CONV, "constant parameters fold into the convolution");
     cr_assert_eq(op_off, GLESC_OP_BATCH_NORM, "fusion off: no folding");
     cr_assert_eq(op_in, GLESC_OP_BATCH_NORM, "parameters that are inputs are no constants");
     cr_assert_eq(d_on, 1, "folded conv + bn + relu: %d dispatches", d_on);
     cr_assert_eq(d_in, 1, "conv with bn + relu in its epilogue: %d dispatches", d_in);
     cr_assert_eq(d_off, 3, "unfused: %d dispatches", d_off);
-    int64_t n = 15 * 13 * 8;
-    assert_close(on, off, n, 1e-5, "folded vs unfused");
-    assert_close(in, off, n, 1e-5, "epilogue vs unfused");
+    int64_t n = 15 * 13 * cout;
+    assert_close(on, off, n, 1e-6, "folded vs unfused");
+    assert_close(in, off, n, 1e-6, "epilogue vs unfused");
     free(on);
     free(off);
     free(in);
+}
+
+Test(conv, conv_bn_relu_is_one_dispatch)
+{
+    for (size_t i = 0; i < N_PATHS; i++) {
+        conv_bn_relu_one_dispatch(paths[i], 4, 8);
+        conv_bn_relu_one_dispatch(paths[i], 64, 48); /* by shape: the GEMM */
+    }
+}
+
+Test(conv, the_path_follows_the_channels)
+{
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *x = tg_input(g, F32, 4, (int64_t[]){8, 8, 64, 1}, 1, -1, 1);
+    glesc_tensor *wide = tg_input(g, F32, 4, (int64_t[]){3, 3, 64, 32}, 2, -1, 1);
+    glesc_tensor *narrow = tg_input(g, F32, 4, (int64_t[]){3, 3, 64, 16}, 2, -1, 1);
+    glesc_tensor *dw = tg_input(g, F32, 4, (int64_t[]){3, 3, 1, 64}, 2, -1, 1);
+    glesc_conv_params p;
+    glesc_conv_params_init(&p);
+    cr_assert(kernels_conv_variant(glesc_conv2d(g, x, wide, NULL, NULL)) >> 24 & 1,
+              "K 576, 32 output channels: the GEMM");
+    cr_assert_not(kernels_conv_variant(glesc_conv2d(g, x, narrow, NULL, NULL)) >> 24 & 1,
+                  "16 output channels: direct");
+    p.group = 64;
+    cr_assert_not(kernels_conv_variant(glesc_conv2d(g, x, dw, NULL, &p)) >> 24 & 1,
+                  "depthwise: direct");
+    setenv("GLESC_CONV", "sideways", 1);
+    glesc_tensor *y = glesc_conv2d(g, x, wide, NULL, NULL);
+    cr_assert_neq(glesc_graph_compute(g, &y, 1), GLESC_OK);
+    set_path(NULL);
+    cr_assert(strstr(glesc_context_errmsg(ctx), "GLESC_CONV=sideways"), "%s",
+              glesc_context_errmsg(ctx));
+    glesc_graph_destroy(g);
 }
 
 /* conv + bias (a separate add) + residual add + ReLU6 (clamp 0..6). */
@@ -376,8 +492,9 @@ static float *conv_residual(int *dispatches)
     return res;
 }
 
-Test(conv, conv_bias_residual_activation_is_one_dispatch_and_no_fusion_matches)
+static void conv_residual_one_dispatch(const char *path)
 {
+    set_path(path);
     int d_on, d_env;
     float *on = conv_residual(&d_on);
     cr_assert_eq(d_on, 1, "conv + bias + residual + relu6: %d dispatches", d_on);
@@ -388,9 +505,16 @@ Test(conv, conv_bias_residual_activation_is_one_dispatch_and_no_fusion_matches)
     cr_log_info("conv + bias + residual + relu6: %d dispatches fused, %d with GLESC_NO_FUSION=1",
                 d_on, d_env);
     cr_assert_eq(d_env, 4);
-    assert_close(on, env, 14 * 14 * 16, 1e-5, "fused vs GLESC_NO_FUSION=1");
+    assert_close(on, env, 14 * 14 * 16, 1e-6, "fused vs GLESC_NO_FUSION=1");
     free(on);
     free(env);
+    set_path(NULL);
+}
+
+Test(conv, conv_bias_residual_activation_is_one_dispatch_and_no_fusion_matches)
+{
+    for (size_t i = 0; i < N_PATHS; i++)
+        conv_residual_one_dispatch(paths[i]);
 }
 
 Test(conv, no_fusion_env_keeps_batch_norm_unfolded)
@@ -430,11 +554,13 @@ Test(conv, shape_errors_name_the_problem)
     cr_assert(strstr(glesc_context_errmsg(ctx), "does not fit"), "%s", glesc_context_errmsg(ctx));
     glesc_tensor *w3 = tg_input(g, F32, 4, (int64_t[]){3, 3, 6, 4}, 2, -1, 1);
     p.group = 1;
+    set_path("direct"); /* the GEMM path stages no patch */
     p.dilations[0] = p.dilations[1] = 3000;
     p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = 3000;
     glesc_tensor *y = glesc_conv2d(g, x, w3, NULL, &p);
     cr_assert_not_null(y, "%s", glesc_context_errmsg(ctx));
     cr_assert_neq(glesc_graph_compute(g, &y, 1), GLESC_OK);
+    set_path(NULL);
     cr_assert(strstr(glesc_context_errmsg(ctx), "shared memory"), "%s", glesc_context_errmsg(ctx));
     glesc_graph_destroy(g);
 }

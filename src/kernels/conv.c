@@ -13,10 +13,24 @@
  * device's shared memory (at most 16 KiB used, GLES 3.1's guarantee, and
  * WG_SIZE 128 invocations, its guaranteed minimum): the same code runs on
  * every device.
+ *
+ * Where a group's reduction is long and its output channels many (conv_path:
+ * K = C_in/group · kH · kW ≥ CONV_GEMM_MIN_K and C_out/group ≥
+ * CONV_GEMM_MIN_CO), the convolution is the prefill's GEMM instead
+ * (gemm.c, glsl/graph/gemm.glsl) over the implicit im2col matrix: weight
+ * rows are the group's output channels (the weight read as [C_out, K]),
+ * columns the output pixels of every image (N · OH · OW), k = (c, ky, kx);
+ * the hooks written here (a gemm_provider) read the patch element straight
+ * from the NCHW input (zero in the padding), the weight element, and store
+ * through kb_store_out at (ox, oy, channel, image), so the bias and the
+ * fused epilogue stay one dispatch. A group is one of the GEMM's batches.
+ * GLESC_CONV=gemm|direct forces a path (tests, benchmarks).
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/matmul.h"
 
 #define CONV_WG 128
 #define CONV_SHARED 16384 /* bytes of shared memory the kernel may take */
@@ -108,8 +122,37 @@ static bool conv_config(const glesc_tensor *t, conv_cfg *c, const char **why)
     return false;
 }
 
+/* The GEMM path's thresholds (conv_path). Below them a GEMM tile (64 or
+ * 128 weight rows, K a 32-element unit a step) would mostly hold zeros:
+ * depthwise and small grouped convolutions, a first layer's 3 channels. */
+#define CONV_GEMM_MIN_K 64
+#define CONV_GEMM_MIN_CO 32
+
+/* 1: the GEMM (implicit im2col), 0: the direct kernel, -1: GLESC_CONV is
+ * neither "gemm" nor "direct" (the generator says so). */
+static int conv_path(const glesc_tensor *t)
+{
+    const char *e = getenv("GLESC_CONV");
+    if (e && *e) {
+        if (!strcmp(e, "gemm"))
+            return 1;
+        if (!strcmp(e, "direct"))
+            return 0;
+        return -1;
+    }
+    graph_conv_dims d;
+    graph_conv_dims_of(t, &d);
+    return d.cg * d.kh * d.kw >= CONV_GEMM_MIN_K && d.co / d.group >= CONV_GEMM_MIN_CO;
+}
+
 uint32_t kernels_conv_variant(const glesc_tensor *t)
 {
+    if (conv_path(t) == 1) {
+        graph_conv_dims d;
+        graph_conv_dims_of(t, &d);
+        /* the GEMM's narrow tiles for few columns, as a matmul's bit 18 */
+        return 1u << 24 | (d.n * d.ow * d.oh <= KERNELS_GEMM_SMALL_M ? 1u << 25 : 0u);
+    }
     conv_cfg c;
     const char *why;
     if (!conv_config(t, &c, &why))
@@ -132,9 +175,150 @@ static void refuse_chunked(kb *b, const glesc_tensor *t, const char *what, const
                 what, GRAPH_SH(t), (unsigned long long)b->ctx->caps.max_storage_block_size, hint);
 }
 
+/* The GEMM path's hooks: the convolution's dimensions and tensors. */
+typedef struct im2col {
+    graph_conv_dims d;
+    const glesc_tensor *x, *w, *bias;
+} im2col;
+
+/* Coordinates of a convolution's tensors, with H (dimension 1) dropped for
+ * a 1-D one: c[0], c[1], c[2], c[3] → c[0], c[2], c[3], 0. */
+static void conv_coords(bool one_d, const char *c[4])
+{
+    if (one_d)
+        for (int i = 1; i < 4; i++)
+            c[i] = i < 3 ? c[i + 1] : "0u";
+}
+
+/* The uniforms and defines the hooks read, K, M, xb2 (the groups), the
+ * rows (a group's output channels) and the weight's unit locations: k runs
+ * straight, the two runs of 16 side by side. */
+static void im2col_common(kb *b, mm_ctx *mc, const void *arg)
+{
+    const graph_conv_dims *d = &((const im2col *)arg)->d;
+    if (b->k) {
+        emit_kernel_define(b->k, "KW", "%du", (int)d->kw);
+        emit_kernel_define(b->k, "KH", "%du", (int)d->kh);
+        emit_kernel_define(b->k, "SW", "%du", d->sw);
+        emit_kernel_define(b->k, "SH", "%du", d->sh);
+        emit_kernel_define(b->k, "DW", "%du", d->dw);
+        emit_kernel_define(b->k, "DH", "%du", d->dh);
+        emit_kernel_comment(b->k, "convolution as a GEMM over the implicit im2col matrix: "
+                                  "rows the output channels, columns the pixels, k = (c, ky, kx)");
+    }
+    kb_param_u(b, "K", (uint64_t)(d->cg * d->kh * d->kw));
+    kb_param_u(b, "M", (uint64_t)(d->n * d->oh * d->ow));
+    kb_param_u(b, "xb2", (uint64_t)d->group);
+    kb_param_u(b, "IW", (uint64_t)d->w);
+    kb_param_u(b, "IH", (uint64_t)d->h);
+    kb_param_u(b, "OW", (uint64_t)d->ow);
+    kb_param_u(b, "OH", (uint64_t)d->oh);
+    kb_param_u(b, "CG", (uint64_t)d->cg);
+    kb_param_u(b, "COG", (uint64_t)(d->co / d->group));
+    kb_param_u(b, "PAD_L", (uint64_t)d->pw);
+    kb_param_u(b, "PAD_T", (uint64_t)d->ph);
+    mc->p_base = kb_param_u(b, "n_base", 0);
+    mc->p_count = kb_param_u(b, "n_count", (uint64_t)(d->co / d->group));
+    if (b->k) {
+        emit_kernel_helper(b->k, "load_w_wat", "uvec4 load_w_wat(uint u) { return uvec4(u); }\n");
+        emit_kernel_helper(
+            b->k, "load_w_wunit_x",
+            "uvec2 load_w_wunit_x(uint u) { return uvec2(32u * u, 32u * u + 16u); }\n");
+    }
+}
+
+/* gemm_x (the patch element k of column c: the input at the window's tap,
+ * zero in the padding), gemm_wunit_0 (32 weights of output channel nl of
+ * group b2, zero past K) and gemm_store (bias, epilogue, at the pixel). */
+static void im2col_hooks(kb *b, const mm_ctx *mc, const void *arg)
+{
+    (void)mc;
+    const im2col *ic = arg;
+    char v[16];
+    const char *cx[4] = {"ixu", "iyu", "ci", "img"}, *cw[4] = {"kx", "ky", "cl", "co"},
+               *cy[4] = {"ox", "oy", "oc", "img"};
+    conv_coords(ic->d.one_d, cx);
+    conv_coords(ic->d.one_d, cw);
+    conv_coords(ic->d.one_d, cy);
+    if (b->k)
+        emit_kernel_function_begin(
+            b->k, "float gemm_x(uint k, uint c, uint b2, uint b3, inout float sq)");
+    kb_line(b, "uint ci = b2 * CG + k / (KH * KW), r = k %% (KH * KW);");
+    kb_line(b, "uint img = c / (OW * OH), p = c %% (OW * OH);");
+    kb_line(b, "int iy = int((p / OW) * SH + (r / KW) * DH) - int(PAD_T);");
+    kb_line(b, "int ix = int((p %% OW) * SW + (r %% KW) * DW) - int(PAD_L);");
+    kb_line(b, "bool inside = ix >= 0 && ix < int(IW) && iy >= 0 && iy < int(IH);");
+    kb_line(b, "uint ixu = uint(clamp(ix, 0, int(IW) - 1)), iyu = uint(clamp(iy, 0, int(IH) - "
+               "1));");
+    kb_line(b, "float xv = %s;", kb_expr(b, ic->x, cx, v));
+    kb_line(b, "return inside ? xv : 0.0;");
+    if (b->k) {
+        emit_kernel_function_end(b->k);
+        emit_kernel_function_begin(b->k, "void gemm_wunit_0(uint nl, uint b2, uint b3, uvec4 at, "
+                                         "uint u, out vec4 q[8], out vec4 ab)");
+    }
+    kb_line(b, "uint co = b2 * COG + nl;");
+    kb_line(b, "ab = vec4(1.0, 0.0, 1.0, 0.0);");
+    kb_line(b, "for (uint i = 0u; i < 32u; i++) {");
+    kb_line(b, "uint k = min(u * 32u + i, K - 1u);");
+    kb_line(b, "uint cl = k / (KH * KW), r = k %% (KH * KW), ky = r / KW, kx = r %% KW;");
+    kb_line(b, "float wv = %s;", kb_expr(b, ic->w, cw, v));
+    kb_line(b, "q[i / 4u][i %% 4u] = u * 32u + i < K ? wv : 0.0;");
+    kb_line(b, "}");
+    if (b->k) {
+        emit_kernel_function_end(b->k);
+        emit_kernel_function_begin(b->k, "void gemm_store(uint sel, uint n, uint c, uint b2, "
+                                         "uint b3, float dot, float dot2)");
+    }
+    kb_line(b, "uint oc = b2 * COG + n;");
+    kb_line(b, "uint img = c / (OW * OH), p = c %% (OW * OH), oy = p / OW, ox = p %% OW;");
+    kb_line(b, "float v = dot;");
+    if (ic->bias)
+        kb_line(b, "v += %s;", kb_expr(b, ic->bias, (const char *[4]){"oc", "0u", "0u", "0u"}, v));
+    kb_store_out(b, cy, "v", NULL);
+    if (b->k)
+        emit_kernel_function_end(b->k);
+}
+
+/* Convolution t as the GEMM (see the header comment). */
+static glesc_status gen_conv_gemm(kb *b, const glesc_tensor *a)
+{
+    im2col ic = {.x = a->src[0], .w = a->src[1], .bias = a->src[2]};
+    graph_conv_dims_of(a, &ic.d);
+    gemm_provider pv = {.k = ic.d.cg * ic.d.kh * ic.d.kw,
+                        .m = ic.d.n * ic.d.oh * ic.d.ow,
+                        .rows = ic.d.co / ic.d.group,
+                        .batches = ic.d.group,
+                        .common = im2col_common,
+                        .hooks = im2col_hooks,
+                        .arg = &ic};
+    if (pv.k > UINT32_MAX / 2 || pv.m > UINT32_MAX / 2)
+        return kb_fail(b, GLESC_ERROR_LIMIT, "conv: result %s is too large for the GEMM path",
+                       GRAPH_SH(a));
+    if (pv.batches > 65535)
+        return kb_fail(b, GLESC_ERROR_LIMIT, "conv: %d groups exceed 65535 for the GEMM path",
+                       ic.d.group);
+    mm_ctx mc = {0};
+    mc.prov = &pv;
+    mc.p_am_g0 = mc.p_am_total = -1;
+    return kernels_gen_gemm(b, &mc);
+}
+
 glesc_status kernels_gen_conv(kb *b)
 {
     const glesc_tensor *a = b->gk->anchor, *x = a->src[0], *w = a->src[1], *bias = a->src[2];
+    int path = conv_path(a);
+    if (path < 0)
+        return kb_fail(b, GLESC_ERROR_INVALID_ARGUMENT, "GLESC_CONV=%s: expected gemm or direct",
+                       getenv("GLESC_CONV"));
+    if (path == 1) {
+        refuse_chunked(b, x, "input", "split the batch or the image");
+        refuse_chunked(b, w, "weight", "split the output channels over several convolutions");
+        refuse_chunked(b, b->gk->out, "result", "split the batch or the image");
+        if (b->st != GLESC_OK)
+            return b->st;
+        return gen_conv_gemm(b, a);
+    }
     conv_cfg c;
     const char *why;
     if (!conv_config(a, &c, &why))

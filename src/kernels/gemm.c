@@ -26,6 +26,11 @@
  * scratch buffer (kb_scratch) and the last part of a tile adds them and
  * stores. The code is the same with or without the split, so the plan does
  * not depend on the sizes.
+ *
+ * Another op may bring its own operands (mc->prov, a gemm_provider: the
+ * convolution's implicit im2col, conv.c): its generators then declare the
+ * weight's units and the uniforms and write the hooks; the tile, the loop,
+ * the split and the dispatch are this file's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +157,22 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
     return GLESC_OK;
 }
 
+/* K, the columns, the batches of mc's GEMM. */
+static int64_t gemm_k(const mm_ctx *mc)
+{
+    return mc->prov ? mc->prov->k : mc->w->ne[0];
+}
+
+static int64_t gemm_m(const mm_ctx *mc)
+{
+    return mc->prov ? mc->prov->m : mc->x->ne[1];
+}
+
+static int64_t gemm_batches(const mm_ctx *mc)
+{
+    return mc->prov ? mc->prov->batches : mc->x->ne[2] * mc->x->ne[3];
+}
+
 /* mc->split: the parts K is cut into for a dispatch of `tiles` workgroups,
  * their uniforms and the scratch they take. The device runs about
  * split_slots workgroups at once, so p parts take ceil(tiles·p / slots)
@@ -162,7 +183,7 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
  * device that runs one workgroup at a time, is not split. */
 static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
 {
-    int64_t nu = (mc->w->ne[0] + 31) / 32, slots = CORE_MAX(1, mc->split_slots), parts = 1;
+    int64_t nu = (gemm_k(mc) + 31) / 32, slots = CORE_MAX(1, mc->split_slots), parts = 1;
     int64_t pmax = CORE_MIN(nu / GEMM_SPLIT_UNITS, (int64_t)GEMM_SPLIT_MAX);
     uint64_t limit = b->ctx->caps.max_storage_block_size / 4;
     if (tiles > KB_SCRATCH_COUNTERS)
@@ -251,15 +272,35 @@ static void wunit_hook(kb *b, int j, bool second)
     emit_kernel_function_end(b->k);
 }
 
+/* A provider's GEMM: one dispatch (one weight chunk), the split as a
+ * matmul's. */
+static glesc_status gemm_dispatch_provided(kb *b, mm_ctx *mc, const gemm_cfg *c)
+{
+    const gemm_provider *pv = mc->prov;
+    kb_line(b, "gemm_main();");
+    int64_t groups = (pv->rows + c->bn - 1) / c->bn, mg = (pv->m + c->bm - 1) / c->bm;
+    mc->split_slots = pv->batches * GEMM_SPLIT_MAX > 65535 ? 1 : c->slots;
+    mc->split_words = (int64_t)c->bn * c->bm + c->bm;
+    const glesc_caps *caps = &b->ctx->caps;
+    if (groups > caps->max_workgroup_count[0] || mg > caps->max_workgroup_count[1])
+        return kb_fail(b, GLESC_ERROR_LIMIT,
+                       "GEMM: %lld x %lld tiles exceed the device's %d x %d workgroups",
+                       (long long)groups, (long long)mg, caps->max_workgroup_count[0],
+                       caps->max_workgroup_count[1]);
+    int64_t parts = gemm_split(b, mc, groups * mg * pv->batches);
+    kb_dispatch_groups(b, (uint32_t)groups, (uint32_t)mg, (uint32_t)(pv->batches * parts));
+    return b->st;
+}
+
 glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
 {
     bool dual = mc->p != NULL;
     if (b->gk->reduce) /* fuse.c folds it only into one column: a GEMV */
         return kb_fail(b, GLESC_ERROR_STATE, "matmul: a GEMM takes no folded arg max");
-    int64_t m = mc->x->ne[1];
+    int64_t m = gemm_m(mc);
     /* a folded rms_norm (reduction prologue): the squares of each column's
      * input summed where x is loaded, the scale applied before the store */
-    const glesc_tensor *nrm = kb_row_norm(b, mc->x);
+    const glesc_tensor *nrm = mc->prov ? NULL : kb_row_norm(b, mc->x);
     gemm_cfg c = {0};
     if (gemm_config(b, m <= KERNELS_GEMM_SMALL_M || mc->n_sib > 0, dual, &c) != GLESC_OK)
         return b->st;
@@ -293,8 +334,11 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
                                 "theirs by range",
                                 1 + mc->n_sib);
     }
-    kernels_mm_common(b, mc);
-    int64_t nu = (mc->w->ne[0] + 31) / 32;
+    if (mc->prov)
+        mc->prov->common(b, mc, mc->prov->arg);
+    else
+        kernels_mm_common(b, mc);
+    int64_t nu = (gemm_k(mc) + 31) / 32;
     mc->p_ksplit = kb_param_u(b, "ksplit", 1);
     mc->p_kper = kb_param_u(b, "kper", (uint64_t)nu);
     int sc = kb_scratch(b, 0);
@@ -306,6 +350,10 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     /* the hooks gemm.glsl calls: x with its prologue (and a folded norm's
      * squares), the stores with their epilogues, the norm's scale, the
      * weights' units */
+    if (mc->prov) {
+        mc->prov->hooks(b, mc, mc->prov->arg);
+        return gemm_dispatch_provided(b, mc, &c);
+    }
     kernels_mm_x_hook(b, mc, nrm, "gemm");
     if (b->k)
         emit_kernel_function_begin(b->k, "void gemm_store(uint sel, uint n, uint c, uint b2, "
@@ -319,7 +367,7 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     if (dual)
         wunit_hook(b, 0, true);
     kb_line(b, "gemm_main();");
-    int64_t batches = mc->x->ne[2] * mc->x->ne[3];
+    int64_t batches = gemm_batches(mc);
     mc->split = gemm_split;
     mc->split_slots = c.slots;
     mc->split_words = (int64_t)c.bn * c.bm + c.bm;

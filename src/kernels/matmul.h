@@ -22,7 +22,24 @@ typedef struct mm_sib {
 } mm_sib;
 
 typedef struct mm_ctx mm_ctx;
+
+/* The GEMM's operands from another op than a matmul (the convolution's
+ * implicit im2col, conv.c): the sizes, and the generators of what
+ * kernels_mm_common and the matmul's hooks give otherwise. common declares
+ * the weight's unit locations load_w_wat(u) and load_w_wunit_x(u) and the
+ * uniforms K, M, xb2 (batches along b2), n_base and n_count (setting
+ * mc->p_base, mc->p_count); hooks emits gemm_x, gemm_store and
+ * gemm_wunit_0 with gemm.glsl's signatures. One matmul, no pair, no
+ * folded norm, one weight chunk. */
+typedef struct gemm_provider {
+    int64_t k, m, rows, batches; /* K, columns, weight rows, batches (b2) */
+    void (*common)(kb *b, mm_ctx *mc, const void *arg);
+    void (*hooks)(kb *b, const mm_ctx *mc, const void *arg);
+    const void *arg;
+} gemm_provider;
+
 struct mm_ctx {
+    const gemm_provider *prov;         /* NULL: a matmul node's (a, p, w, x below) */
     const glesc_tensor *a, *p, *w, *x; /* anchor, partner, weights, activation */
     int wb, wb2;                       /* bindings of W and the partner's W */
     int p_base, p_count;               /* param indices of n_base, n_count */
