@@ -9,7 +9,10 @@
 //             4), PAIR (a second weight of the same x: gate/up), GEMM_NORM
 //             (a folded rms_norm: x's squares summed where x is loaded),
 //             GEMM_SCRATCH (the scratch binding, split K), GEMM_KQ_LOOP
-//             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP)
+//             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP),
+//             GEMM_COLS_FIRST (consecutive invocations store consecutive
+//             columns, not rows: a result whose columns run fastest in
+//             memory, the convolution's pixels)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
 //             kper (units of 32 elements a part takes), and per sibling j
@@ -155,7 +158,11 @@ void gemm_out(uint r, uint tx, uint ty, uint sel, uint nl0, uint cnt, uint nbase
     barrier();
     uint rows = BNR / GEMM_ROUNDS;
     for (uint e = lid; e < rows * BM; e += WG_SIZE) {
+#ifdef GEMM_COLS_FIRST
+        uint nr = e / BM, cl = e % BM; // consecutive invocations: consecutive columns
+#else
         uint nr = e % rows, cl = e / rows; // row within the round, column
+#endif
         uint nl = nl0 + r * rows + nr;
         uint c = m0 + cl;
         if (nl < cnt && c < M) {

@@ -203,6 +203,7 @@ static void im2col_common(kb *b, mm_ctx *mc, const void *arg)
         emit_kernel_define(b->k, "SH", "%du", d->sh);
         emit_kernel_define(b->k, "DW", "%du", d->dw);
         emit_kernel_define(b->k, "DH", "%du", d->dh);
+        emit_kernel_define(b->k, "GEMM_COLS_FIRST", "1"); /* NCHW: pixels run fastest */
         emit_kernel_comment(b->k, "convolution as a GEMM over the implicit im2col matrix: "
                                   "rows the output channels, columns the pixels, k = (c, ky, kx)");
     }
