@@ -237,7 +237,7 @@ Test(conv, conv2d_cases_match_the_reference)
          1,
          true,
          false},
-        /* many channels: the GEMM path by shape (K = 64·9, 32·9) */
+        /* many channels (the GEMM path by shape where the output is large) */
         {"3x3 64 -> 64, 2 images",
          13,
          11,
@@ -444,28 +444,33 @@ Test(conv, conv_bn_relu_is_one_dispatch)
 {
     for (size_t i = 0; i < N_PATHS; i++) {
         conv_bn_relu_one_dispatch(paths[i], 4, 8);
-        conv_bn_relu_one_dispatch(paths[i], 64, 48); /* by shape: the GEMM */
+        conv_bn_relu_one_dispatch(paths[i], 64, 48);
     }
 }
 
-Test(conv, the_path_follows_the_channels)
+Test(conv, the_path_follows_the_shape)
 {
     glesc_graph *g = glesc_graph_create(ctx);
-    glesc_tensor *x = tg_input(g, F32, 4, (int64_t[]){8, 8, 64, 1}, 1, -1, 1);
+    /* 128 x 128 pixels: 128 tiles of 128 x 128 for 32 to 128 channels */
+    glesc_tensor *x = tg_input(g, F32, 4, (int64_t[]){128, 128, 64, 1}, 1, -1, 1);
+    glesc_tensor *small = tg_input(g, F32, 4, (int64_t[]){16, 16, 64, 1}, 1, -1, 1);
     glesc_tensor *wide = tg_input(g, F32, 4, (int64_t[]){3, 3, 64, 32}, 2, -1, 1);
     glesc_tensor *narrow = tg_input(g, F32, 4, (int64_t[]){3, 3, 64, 16}, 2, -1, 1);
     glesc_tensor *dw = tg_input(g, F32, 4, (int64_t[]){3, 3, 1, 64}, 2, -1, 1);
     glesc_conv_params p;
     glesc_conv_params_init(&p);
-    cr_assert(kernels_conv_variant(glesc_conv2d(g, x, wide, NULL, NULL)) >> 24 & 1,
-              "K 576, 32 output channels: the GEMM");
-    cr_assert_not(kernels_conv_variant(glesc_conv2d(g, x, narrow, NULL, NULL)) >> 24 & 1,
+    p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = 1;
+    cr_assert(kernels_conv_variant(glesc_conv2d(g, x, wide, NULL, &p)) >> 24 & 1,
+              "K 576, 32 output channels, 128 x 128 pixels: the GEMM");
+    cr_assert_not(kernels_conv_variant(glesc_conv2d(g, small, wide, NULL, &p)) >> 24 & 1,
+                  "16 x 16 pixels (2 tiles): direct");
+    cr_assert_not(kernels_conv_variant(glesc_conv2d(g, x, narrow, NULL, &p)) >> 24 & 1,
                   "16 output channels: direct");
     p.group = 64;
     cr_assert_not(kernels_conv_variant(glesc_conv2d(g, x, dw, NULL, &p)) >> 24 & 1,
                   "depthwise: direct");
     setenv("GLESC_CONV", "sideways", 1);
-    glesc_tensor *y = glesc_conv2d(g, x, wide, NULL, NULL);
+    glesc_tensor *y = glesc_conv2d(g, small, wide, NULL, NULL);
     cr_assert_neq(glesc_graph_compute(g, &y, 1), GLESC_OK);
     set_path(NULL);
     cr_assert(strstr(glesc_context_errmsg(ctx), "GLESC_CONV=sideways"), "%s",
