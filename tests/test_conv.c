@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/compute.h"
 #include "graph/graph.h"
 #include "kernels/kernels.h"
 #include "test_graph_util.h"
@@ -446,6 +447,47 @@ Test(conv, conv_bn_relu_is_one_dispatch)
         conv_bn_relu_one_dispatch(paths[i], 4, 8);
         conv_bn_relu_one_dispatch(paths[i], 64, 48);
     }
+}
+
+/* The GEMM path with K split over workgroups (GLESC_GEMM's slots: the
+ * device is told it runs 128 workgroups at once, so 5 tiles take 2 parts),
+ * an epilogue after the parts are added. */
+Test(conv, gemm_path_with_split_k)
+{
+    setenv("GLESC_CONV", "gemm", 1);
+    setenv("GLESC_GEMM", "slots=128", 1);
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_tensor *x = tg_input(g, F32, 4, (int64_t[]){13, 11, 64, 2}, 1, -1, 1);
+    glesc_tensor *w = tg_input(g, F16, 4, (int64_t[]){3, 3, 64, 64}, 2, -1, 1);
+    glesc_tensor *b = tg_input(g, F32, 1, (int64_t[]){64}, 3, -1, 1);
+    glesc_conv_params p;
+    glesc_conv_params_init(&p);
+    p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = 1;
+    glesc_tensor *y = glesc_clamp(g, glesc_conv2d(g, x, w, b, &p), 0.0f, 6.0f);
+    free(check(g, y, 1e-5, "3x3 64 -> 64 + relu6 (gemm, K in 2 parts)"));
+    glesc_compute_stats s;
+    glesc_graph_stats(g, &s);
+    cr_assert_eq(s.dispatches, 1);
+    /* the kernel as the executor binds it: z holds the group times the parts */
+    graph_order_t ord = {0};
+    cr_assert_eq(graph_order(g, &y, 1, &ord), GLESC_OK);
+    graph_kernel *gks = calloc((size_t)ord.n, sizeof *gks);
+    int nk = 0, max_bind = compute_max_bindings(ctx);
+    graph_fuse(ord.nodes, ord.n, true, max_bind, gks, &nk);
+    cr_assert_eq(nk, 1);
+    kb kbind;
+    glesc_graph_options o = {.gemv_max_m = 8};
+    cr_assert_eq(compute_kernel_bind(ctx, &gks[0], max_bind, &o, &kbind), GLESC_OK, "%s",
+                 glesc_context_errmsg(ctx));
+    cr_assert_eq(kbind.n_disp, 1);
+    cr_assert_eq(kbind.disp[0].groups[2], 2, "parts of K: %u", kbind.disp[0].groups[2]);
+    cr_assert_gt(kbind.disp[0].scratch_bytes, 0);
+    kb_free(&kbind);
+    free(gks);
+    graph_order_free(&ord);
+    glesc_graph_destroy(g);
+    unsetenv("GLESC_GEMM");
+    set_path(NULL);
 }
 
 Test(conv, the_path_follows_the_shape)
