@@ -25,19 +25,7 @@
 #define F32 GLESC_DTYPE_F32
 #define F16 GLESC_DTYPE_F16
 
-static glesc_context *ctx;
-
-static void setup(void)
-{
-    ctx = test_context(NULL);
-}
-
-static void teardown(void)
-{
-    glesc_context_destroy(ctx);
-}
-
-TestSuite(attention, .init = setup, .fini = teardown);
+TEST_GPU_SUITE(attention);
 
 Test(attention, rope)
 {

@@ -16,19 +16,7 @@
 #define F32 GLESC_DTYPE_F32
 #define F16 GLESC_DTYPE_F16
 
-static glesc_context *ctx;
-
-static void setup(void)
-{
-    ctx = test_context(NULL);
-}
-
-static void teardown(void)
-{
-    glesc_context_destroy(ctx);
-}
-
-TestSuite(fuse, .init = setup, .fini = teardown);
+TEST_GPU_SUITE(fuse);
 
 typedef glesc_tensor *(*build_fn)(glesc_graph *g, glesc_tensor **extra_outs, int *n_extra);
 

@@ -18,19 +18,7 @@
 #include "test_graph_util.h"
 #include "test_util.h"
 
-static glesc_context *ctx;
-
-static void setup(void)
-{
-    ctx = test_context(NULL);
-}
-
-static void teardown(void)
-{
-    glesc_context_destroy(ctx);
-}
-
-TestSuite(graph, .init = setup, .fini = teardown);
+TEST_GPU_SUITE(graph);
 
 Test(graph, write_read_roundtrip_all_types)
 {

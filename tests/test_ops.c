@@ -29,19 +29,7 @@ static const shape shapes[] = {
     {1, {255}}, {1, {257}}, {2, {1031, 3}}, {4, {3, 5, 7, 2}},
 };
 
-static glesc_context *ctx;
-
-static void setup(void)
-{
-    ctx = test_context(NULL);
-}
-
-static void teardown(void)
-{
-    glesc_context_destroy(ctx);
-}
-
-TestSuite(ops, .init = setup, .fini = teardown);
+TEST_GPU_SUITE(ops);
 
 /* ---- unary ---- */
 

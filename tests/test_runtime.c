@@ -29,19 +29,7 @@
 
 #define CORE_MAX_(a, b) ((a) > (b) ? (a) : (b))
 
-static glesc_context *ctx;
-
-static void setup(void)
-{
-    ctx = test_context(NULL);
-}
-
-static void teardown(void)
-{
-    glesc_context_destroy(ctx);
-}
-
-TestSuite(runtime, .init = setup, .fini = teardown);
+TEST_GPU_SUITE(runtime);
 
 static glesc_model *load(const char *path)
 {

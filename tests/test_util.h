@@ -46,6 +46,21 @@ void test_run_free(test_run_result *r);
  * library's message when no context can be made. */
 glesc_context *test_context(const char *cache_dir);
 
+/* A Criterion suite whose tests each get a fresh GPU context `ctx`
+ * (test_context(NULL)), destroyed after the test. Needs
+ * <criterion/criterion.h>. */
+#define TEST_GPU_SUITE(name)                                                                       \
+    static glesc_context *ctx;                                                                     \
+    static void name##_setup(void)                                                                 \
+    {                                                                                              \
+        ctx = test_context(NULL);                                                                  \
+    }                                                                                              \
+    static void name##_teardown(void)                                                              \
+    {                                                                                              \
+        glesc_context_destroy(ctx);                                                                \
+    }                                                                                              \
+    TestSuite(name, .init = name##_setup, .fini = name##_teardown)
+
 /* A fresh empty directory under $TMPDIR (or /tmp); free() the path. */
 char *test_tmpdir(void);
 

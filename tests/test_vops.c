@@ -22,19 +22,7 @@
 #define F16 GLESC_DTYPE_F16
 #define I32 GLESC_DTYPE_I32
 
-static glesc_context *ctx;
-
-static void setup(void)
-{
-    ctx = test_context(NULL);
-}
-
-static void teardown(void)
-{
-    glesc_context_destroy(ctx);
-}
-
-TestSuite(vops, .init = setup, .fini = teardown);
+TEST_GPU_SUITE(vops);
 
 /* Computes outs on the GPU and with the CPU references; every element must
  * be within atol + rtol·|ref|. Logs the worst absolute error; returns the
