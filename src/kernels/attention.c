@@ -49,6 +49,7 @@
  * computes it from the source (rope(k) included) instead of reading the
  * cache (kb_row_writes_begin), so no workgroup reads what another writes.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,21 +93,15 @@ typedef struct attn_shape {
  * part of the plan's structure). NULL: not asked. */
 static void decode_env(int64_t *target, int64_t *min_tiles, int *t)
 {
-    const char *e = getenv("GLESC_ATTN_DECODE");
-    for (const char *p = e; p && *p;) {
-        char key[16];
-        int v, n = 0;
-        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0 || v < 1)
-            return;
-        if (!strcmp(key, "target") && target)
-            *target = v;
-        else if (!strcmp(key, "tiles") && min_tiles)
-            *min_tiles = v;
-        else if (!strcmp(key, "t") && t && v <= ATTN_T_MAX)
-            *t = v;
-        p += n;
-        p += *p == ',';
-    }
+    static const char *const keys[] = {"target", "tiles", "t"};
+    int v[] = {0, 0, 0};
+    kernels_env_ints("GLESC_ATTN_DECODE", keys, v, 3, 1);
+    if (v[0] && target)
+        *target = v[0];
+    if (v[1] && min_tiles)
+        *min_tiles = v[1];
+    if (v[2] && t && v[2] <= ATTN_T_MAX)
+        *t = v[2];
 }
 
 static attn_shape shape_of(const glesc_tensor *a, int wg)
@@ -477,25 +472,14 @@ static int pf_bytes(int r, int bk, int d4, int kvp)
  * plans and programs stay consistent). */
 static void pf_env(pf_cfg *c)
 {
-    const char *e = getenv("GLESC_ATTN");
-    for (const char *p = e; p && *p;) {
-        char key[16];
-        int v, n = 0;
-        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0)
-            return;
-        if (!strcmp(key, "wg"))
-            c->wg = v;
-        else if (!strcmp(key, "r"))
-            c->r = v;
-        else if (!strcmp(key, "bk"))
-            c->bk = v;
-        else if (!strcmp(key, "skg"))
-            c->skg = v;
-        else if (!strcmp(key, "target"))
-            c->target = v;
-        p += n;
-        p += *p == ',';
-    }
+    static const char *const keys[] = {"wg", "r", "bk", "skg", "target"};
+    int v[] = {c->wg, c->r, c->bk, c->skg, c->target};
+    kernels_env_ints("GLESC_ATTN", keys, v, 5, INT_MIN);
+    c->wg = v[0];
+    c->r = v[1];
+    c->bk = v[2];
+    c->skg = v[3];
+    c->target = v[4];
 }
 
 /* Depends on the caps, the head sizes and the GQA ratio's power of two

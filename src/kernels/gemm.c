@@ -32,6 +32,7 @@
  * weight's units and the uniforms and write the hooks; the tile, the loop,
  * the split and the dispatch are this file's.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,27 +87,15 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
  * the fields it names (read on every generation, like GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
-    const char *e = getenv("GLESC_GEMM");
-    for (const char *p = e; p && *p;) {
-        char key[16];
-        int v, n = 0;
-        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0)
-            return;
-        if (!strcmp(key, "bn"))
-            c->bn = v;
-        else if (!strcmp(key, "bm"))
-            c->bm = v;
-        else if (!strcmp(key, "tn"))
-            c->tn = v;
-        else if (!strcmp(key, "tm"))
-            c->tm = v;
-        else if (!strcmp(key, "slots"))
-            c->slots = v;
-        else if (!strcmp(key, "loop"))
-            c->loop = v != 0;
-        p += n;
-        p += *p == ',';
-    }
+    static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots", "loop"};
+    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop};
+    kernels_env_ints("GLESC_GEMM", keys, v, 6, INT_MIN);
+    c->bn = v[0];
+    c->bm = v[1];
+    c->tn = v[2];
+    c->tm = v[3];
+    c->slots = v[4];
+    c->loop = v[5] != 0;
 }
 
 /* The first shape of the list that fits the device; depends on the caps,

@@ -11,6 +11,7 @@
  * program is independent of sizes and layouts.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -214,6 +215,24 @@ void kb_dispatch_1d(kb *b, uint64_t total)
         x = (total + y - 1) / y;
     }
     kb_dispatch_groups(b, (uint32_t)x, (uint32_t)y, 1);
+}
+
+/* ---- tuning variables ---- */
+
+void kernels_env_ints(const char *name, const char *const *keys, int *vals, int n, int min)
+{
+    const char *e = getenv(name);
+    for (const char *p = e; p && *p;) {
+        char key[16];
+        int v, len = 0;
+        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &len) != 2 || len <= 0 || v < min)
+            return;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(key, keys[i]))
+                vals[i] = v;
+        p += len;
+        p += *p == ',';
+    }
 }
 
 /* ---- loads ---- */

@@ -143,6 +143,11 @@ void kb_dispatch_groups(kb *b, uint32_t gx, uint32_t gy, uint32_t gz);
 /* Records a dispatch of total workgroups spread over x and y (the device
  * caps x at 65535); kernels read their index with KB_GROUP_INDEX. */
 void kb_dispatch_1d(kb *b, uint64_t total);
+
+/* A tuning variable "key=v,key=v" (v an integer, e.g. GLESC_GEMM): stores
+ * the value of each of keys[0..n) it names into vals[i] (left alone where
+ * absent); stops at the first malformed pair or value below min. */
+void kernels_env_ints(const char *name, const char *const *keys, int *vals, int n, int min);
 #define KB_GROUP_INDEX "(gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)"
 
 /* Value (float) of t at coordinates c[0..3] (GLSL uint expressions): the

@@ -44,6 +44,7 @@
  * the scratch buffer, as the attention's splits are) combines the
  * workgroups' winners and stores the index (glsl/graph/argmax.glsl).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,31 +297,18 @@ static int pow2_floor(int v)
  * process sees one value: plans and programs stay consistent). */
 static void gemv_env(gemv_cfg *c)
 {
-    const char *e = getenv("GLESC_GEMV");
-    for (const char *p = e; p && *p;) {
-        char key[16];
-        int v, n = 0;
-        if (sscanf(p, "%15[a-z]=%d%n", key, &v, &n) != 2 || n <= 0)
-            return;
-        if (!strcmp(key, "wg"))
-            c->wg = v;
-        else if (!strcmp(key, "team"))
-            c->team = v;
-        else if (!strcmp(key, "groups"))
-            c->groups = v;
-        else if (!strcmp(key, "ks"))
-            c->ks = v;
-        else if (!strcmp(key, "nr"))
-            c->nr = v;
-        else if (!strcmp(key, "unroll"))
-            c->unroll = v;
-        else if (!strcmp(key, "xs"))
-            c->xs = v;
-        else if (!strcmp(key, "subgroup"))
-            c->subgroup = c->subgroup && v;
-        p += n;
-        p += *p == ',';
-    }
+    static const char *const keys[] = {"wg", "team",   "groups", "ks",
+                                       "nr", "unroll", "xs",     "subgroup"};
+    int v[] = {c->wg, c->team, c->groups, c->ks, c->nr, c->unroll, c->xs, c->subgroup};
+    kernels_env_ints("GLESC_GEMV", keys, v, 8, INT_MIN);
+    c->wg = v[0];
+    c->team = v[1];
+    c->groups = v[2];
+    c->ks = v[3];
+    c->nr = v[4];
+    c->unroll = v[5];
+    c->xs = v[6];
+    c->subgroup = c->subgroup && v[7];
 }
 
 /* Depends on the device (caps), the weight type, m, the pair and a folded
