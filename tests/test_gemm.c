@@ -458,6 +458,29 @@ Test(gemm, fused_with_split_k)
     unsetenv("GLESC_GEMM");
 }
 
+/* The loop's variants (gemm_loop.glsl: x staged per column, not by quads;
+ * no prefetch; the next step loaded after the first half of this one;
+ * NVIDIA's unroll pragma), each on a fresh context with K split: plain
+ * products of a plain type and a k-quant, then the fused cases at m = 70
+ * (a folded norm's squares, the pair, a grouped q/k/v). */
+Test(gemm, loop_variants)
+{
+    static const char *const knobs[] = {"xq=0", "pf=0", "ord=1", "unroll=1"};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(knobs); i++) {
+        char knob[64];
+        snprintf(knob, sizeof knob, "%s,slots=1000000", knobs[i]);
+        cr_log_info("GLESC_GEMM=%s", knob);
+        glesc_context *c = context_with(knob, NULL);
+        product(c, F16, k_of(F16, 16), 133, 77, NULL);
+        product(c, GLESC_DTYPE_Q4_K, k_of(GLESC_DTYPE_Q4_K, 16), 133, 77, NULL);
+        mm_m = 70;
+        fused_case(c, "silu(Wg h) (Wu h), h = rms_norm(x + r) w", norm_gate_up);
+        fused_case(c, "q, k, v of rms_norm(x) w", norm_qkv);
+        glesc_context_destroy(c);
+    }
+    unsetenv("GLESC_GEMM");
+}
+
 /* Weights split into row chunks (a 64 KiB storage-block limit): one
  * dispatch per chunk of a grouped q/v, K split in each (small tiles, so the
  * parts' sums fit a 64 KiB block too). */

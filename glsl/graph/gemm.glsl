@@ -12,7 +12,10 @@
 //             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP),
 //             GEMM_COLS_FIRST (consecutive invocations store consecutive
 //             columns, not rows: a result whose columns run fastest in
-//             memory, the convolution's pixels)
+//             memory, the convolution's pixels), GEMM_XQUAD, GEMM_PREFETCH
+//             and GEMM_ORDER (how x is staged and when the next step is
+//             loaded: gemm_loop.glsl), GEMM_UNROLL (NVIDIA's pragma asking
+//             for every loop unrolled; others ignore it)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
 //             kper (units of 32 elements a part takes), and per sibling j
@@ -51,6 +54,9 @@
 // scratch buffer, counting themselves in with an atomic; the last of a tile
 // adds the parts in order (the result does not depend on which is last),
 // stores through the epilogue and puts the counter back to zero.
+#ifdef GEMM_UNROLL
+#pragma optionNV(unroll all)
+#endif
 float gemm_x(uint k, uint c, uint b2, uint b3, inout float sq);
 void gemm_store(uint sel, uint n, uint c, uint b2, uint b3, float dot, float dot2);
 #ifdef GEMM_NORM
@@ -73,6 +79,17 @@ float gemm_norm_scale(float sq);
 #define WS(i) gs[i]
 #define XS(i) gs[8u * BN + (i)]
 #define SCRATCH_COUNTERS 1024u
+// A folded norm's squares: an invocation sums them per x slot it stages
+// (NSQ), and column c's XSQN sums lie at gs[XSQ(c, p)] once gathered.
+#ifdef GEMM_XQUAD
+#define NSQ XQ4
+#define XSQN 8u
+#define XSQ(c, p) ((c) * 8u + (p))
+#else
+#define NSQ 1u
+#define XSQN XPART
+#define XSQ(c, p) ((p) * BM + (c))
+#endif
 
 void gemm_wunit_0(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out vec4 ab);
 #if NMEMB > 1
@@ -89,18 +106,18 @@ void gemm_wunit_p(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], ou
 #endif
 
 void gemm_loop_0(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq);
+                 inout float acc[NACC], inout float sq[NSQ]);
 #if NMEMB > 1
 void gemm_loop_1(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq);
+                 inout float acc[NACC], inout float sq[NSQ]);
 #endif
 #if NMEMB > 2
 void gemm_loop_2(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq);
+                 inout float acc[NACC], inout float sq[NSQ]);
 #endif
 #if NMEMB > 3
 void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq);
+                 inout float acc[NACC], inout float sq[NSQ]);
 #endif
 
 // Four k of the staged step: rows tx + NX*i by columns ty + NY*j. Each
@@ -211,7 +228,10 @@ void gemm_main() {
     for (uint i = 0u; i < NACC; i++) {
         acc[i] = 0.0;
     }
-    float sq = 0.0; // a folded norm: squares of this invocation's x
+    float sq[NSQ]; // a folded norm: squares of this invocation's x
+    for (uint s = 0u; s < NSQ; s++) {
+        sq[s] = 0.0;
+    }
 #if NMEMB > 3
     if (sel == 3u) {
         gemm_loop_3(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
@@ -230,11 +250,13 @@ void gemm_main() {
     {
         gemm_loop_0(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
     }
-    // every column's squares: its XPART stagers' sums, through shared memory
+    // every column's squares: its XSQN stagers' sums, through shared memory
     memoryBarrierShared();
     barrier();
 #ifdef GEMM_NORM
-    gs[lid] = vec4(sq);
+    for (uint s = 0u; s < NSQ; s++) {
+        gs[s * WG_SIZE + lid] = vec4(sq[s]);
+    }
     memoryBarrierShared();
     barrier();
 #endif
@@ -242,8 +264,8 @@ void gemm_main() {
     for (uint j = 0u; j < TM; j++) {
         csq[j] = 0.0;
 #ifdef GEMM_NORM
-        for (uint p = 0u; p < XPART; p++) {
-            csq[j] += gs[p * BM + ty + NY * j].x;
+        for (uint p = 0u; p < XSQN; p++) {
+            csq[j] += gs[XSQ(ty + NY * j, p)].x;
         }
 #endif
     }
@@ -264,8 +286,8 @@ void gemm_main() {
 #ifdef GEMM_NORM
         if (lid < BM) {
             float s = 0.0;
-            for (uint p = 0u; p < XPART; p++) {
-                s += gs[p * BM + lid].x;
+            for (uint p = 0u; p < XSQN; p++) {
+                s += gs[XSQ(lid, p)].x;
             }
             GEMM_SCRATCH[pb + BN * BM + lid] = floatBitsToUint(s);
         }

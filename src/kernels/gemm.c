@@ -41,11 +41,15 @@
 
 /* The tile: staged weight rows (the pair's: both weights'), columns, and
  * per invocation; the workgroups the device runs at once (gemm_split);
- * loop: a step's eight groups of four k as a loop, not written out. */
+ * loop: a step's eight groups of four k as a loop, not written out;
+ * xq: x staged by quads (GEMM_XQUAD); pf: the next step loaded during this
+ * one (GEMM_PREFETCH), ord: after its first half (GEMM_ORDER 1); unroll:
+ * NVIDIA's unroll pragma (GEMM_UNROLL). */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
     int loop;
+    int xq, pf, ord, unroll;
 } gemm_cfg;
 
 /* Workgroups of 256 invocations a large GPU runs at once: about one per
@@ -83,19 +87,25 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
            out_rounds(c, dual) && 128 * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0": a tuning aid overriding
- * the fields it names (read on every generation, like GLESC_GEMV). */
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,xq=1,pf=1,ord=0,unroll=0":
+ * a tuning aid overriding the fields it names (read on every generation,
+ * like GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
-    static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots", "loop"};
-    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop};
-    kernels_env_ints("GLESC_GEMM", keys, v, 6, INT_MIN);
+    static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots",
+                                       "loop", "xq", "pf", "ord", "unroll"};
+    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop, c->xq, c->pf, c->ord, c->unroll};
+    kernels_env_ints("GLESC_GEMM", keys, v, 10, INT_MIN);
     c->bn = v[0];
     c->bm = v[1];
     c->tn = v[2];
     c->tm = v[3];
     c->slots = v[4];
     c->loop = v[5] != 0;
+    c->xq = v[6] != 0;
+    c->pf = v[7] != 0;
+    c->ord = v[8] != 0;
+    c->unroll = v[9] != 0;
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
@@ -110,15 +120,15 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
-        {128, 128, 8, 8, 0, 0}, /* 256 invocations, 32 KiB */
-        {64, 64, 8, 4, 0, 0},   /* the portable 128 invocations and 16 KiB */
-        {64, 32, 4, 4, 0, 0},   /* 128 invocations, 12 KiB */
-        {32, 32, 4, 4, 0, 0},   /* 64 invocations, 8 KiB */
+        {128, 128, 8, 8, 0, 0, 0, 0, 0, 0}, /* 256 invocations, 32 KiB */
+        {64, 64, 8, 4, 0, 0, 0, 0, 0, 0},   /* the portable 128 invocations and 16 KiB */
+        {64, 32, 4, 4, 0, 0, 0, 0, 0, 0},   /* 128 invocations, 12 KiB */
+        {32, 32, 4, 4, 0, 0, 0, 0, 0, 0},   /* 64 invocations, 8 KiB */
     };
-    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0}};
+    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0, 0, 0, 0, 0}};
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
-    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0}};
+    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0, 0, 0, 0, 0}};
     gemm_cfg c = {0};
     bool found = false;
     if (ctx->cpu_device)
@@ -136,6 +146,8 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
     c.slots = ctx->cpu_device ? GEMM_SLOTS_CPU : GEMM_SLOTS_GPU;
     /* LLVM (llvmpipe) takes seconds over the written-out step */
     c.loop = ctx->cpu_device;
+    c.xq = 1;
+    c.pf = 1;
     gemm_env(&c);
     if (!cfg_fits(&ctx->caps, &c, dual))
         return kb_fail(b, GLESC_ERROR_INVALID_ARGUMENT,
@@ -310,6 +322,13 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_NORM", "1");
         if (c.loop)
             emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
+        if (c.xq)
+            emit_kernel_define(b->k, "GEMM_XQUAD", "1");
+        if (c.pf)
+            emit_kernel_define(b->k, "GEMM_PREFETCH", "1");
+        emit_kernel_define(b->k, "GEMM_ORDER", "%d", c.ord);
+        if (c.unroll)
+            emit_kernel_define(b->k, "GEMM_UNROLL", "1");
         emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
         emit_kernel_shared(b->k, "vec4", "gs", 8 * (c.bn + c.bm));
         emit_kernel_comment(b->k,
