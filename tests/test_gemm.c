@@ -465,7 +465,7 @@ Test(gemm, fused_with_split_k)
  * (a folded norm's squares, the pair, a grouped q/k/v). */
 Test(gemm, loop_variants)
 {
-    static const char *const knobs[] = {"xq=0", "pf=0", "ord=1", "unroll=1"};
+    static const char *const knobs[] = {"xq=0", "pf=0", "ord=1", "unroll=1", "wsplit=2"};
     for (size_t i = 0; i < CORE_ARRAY_LEN(knobs); i++) {
         char knob[64];
         snprintf(knob, sizeof knob, "%s,slots=1000000", knobs[i]);

@@ -14,7 +14,7 @@
 //             columns, not rows: a result whose columns run fastest in
 //             memory, the convolution's pixels), GEMM_XQUAD, GEMM_PREFETCH
 //             and GEMM_ORDER (how x is staged and when the next step is
-//             loaded: gemm_loop.glsl), GEMM_UNROLL (NVIDIA's pragma asking
+//             loaded: gemm_loop.glsl), GEMM_WSPLIT (see GEMM_KQ), GEMM_UNROLL (NVIDIA's pragma asking
 //             for every loop unrolled; others ignore it)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
@@ -122,22 +122,25 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
 
 // Four k of the staged step: rows tx + NX*i by columns ty + NY*j. Each
 // product is four multiply-adds into the accumulator (never a dot product
-// added afterwards: that would be five operations).
+// added afterwards: that would be five operations). The rows' weights are
+// held in GEMM_WSPLIT parts (1 or 2) of TN / GEMM_WSPLIT vec4, x read again
+// for each part: fewer registers for more shared-memory reads.
+#define TNW (TN / GEMM_WSPLIT)
 #define GEMM_KQ(q)                                                             \
-    {                                                                          \
-        vec4 w[TN];                                                            \
-        for (uint i = 0u; i < TN; i++) {                                       \
-            w[i] = WS(SWZ(tx + NX * i, q));                                    \
+    for (uint h = 0u; h < GEMM_WSPLIT; h++) {                                  \
+        vec4 w[TNW];                                                           \
+        for (uint i = 0u; i < TNW; i++) {                                      \
+            w[i] = WS(SWZ(tx + NX * (h * TNW + i), q));                        \
         }                                                                      \
         for (uint j = 0u; j < TM; j++) {                                       \
             vec4 x = XS(SWZ(ty + NY * j, q));                                  \
-            for (uint i = 0u; i < TN; i++) {                                   \
-                float a = acc[i * TM + j];                                     \
+            for (uint i = 0u; i < TNW; i++) {                                  \
+                float a = acc[(h * TNW + i) * TM + j];                         \
                 a += w[i].x * x.x;                                             \
                 a += w[i].y * x.y;                                             \
                 a += w[i].z * x.z;                                             \
                 a += w[i].w * x.w;                                             \
-                acc[i * TM + j] = a;                                           \
+                acc[(h * TNW + i) * TM + j] = a;                               \
             }                                                                  \
         }                                                                      \
     }

@@ -44,12 +44,13 @@
  * loop: a step's eight groups of four k as a loop, not written out;
  * xq: x staged by quads (GEMM_XQUAD); pf: the next step loaded during this
  * one (GEMM_PREFETCH), ord: after its first half (GEMM_ORDER 1); unroll:
- * NVIDIA's unroll pragma (GEMM_UNROLL). */
+ * NVIDIA's unroll pragma (GEMM_UNROLL); wsplit: a step's weights held in
+ * that many parts, 1 or 2 (GEMM_WSPLIT). */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
     int loop;
-    int xq, pf, ord, unroll;
+    int xq, pf, ord, unroll, wsplit;
 } gemm_cfg;
 
 /* Workgroups of 256 invocations a large GPU runs at once: about one per
@@ -79,7 +80,8 @@ static int out_rounds(const gemm_cfg *c, bool dual)
 static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 {
     if (c->bn < 2 || c->bm < 1 || c->tn < 1 || c->tm < 4 || c->bn % c->tn || c->bm % c->tm ||
-        c->tm % 4 || c->bn > 1024 || c->bm > 1024 || (dual && c->tn % 2))
+        c->tm % 4 || c->bn > 1024 || c->bm > 1024 || (dual && c->tn % 2) ||
+        (c->wsplit != 1 && c->wsplit != 2) || c->tn % c->wsplit)
         return false;
     int wg = (c->bn / c->tn) * (c->bm / c->tm);
     return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
@@ -93,9 +95,10 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 static void gemm_env(gemm_cfg *c)
 {
     static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots",
-                                       "loop", "xq", "pf", "ord", "unroll"};
-    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop, c->xq, c->pf, c->ord, c->unroll};
-    kernels_env_ints("GLESC_GEMM", keys, v, 10, INT_MIN);
+                                       "loop", "xq", "pf", "ord", "unroll", "wsplit"};
+    int v[] = {c->bn,   c->bm, c->tn, c->tm,  c->slots,
+               c->loop, c->xq, c->pf, c->ord, c->unroll, c->wsplit};
+    kernels_env_ints("GLESC_GEMM", keys, v, 11, INT_MIN);
     c->bn = v[0];
     c->bm = v[1];
     c->tn = v[2];
@@ -106,6 +109,7 @@ static void gemm_env(gemm_cfg *c)
     c->pf = v[7] != 0;
     c->ord = v[8] != 0;
     c->unroll = v[9] != 0;
+    c->wsplit = v[10];
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
@@ -120,15 +124,15 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
-        {128, 128, 8, 8, 0, 0, 0, 0, 0, 0}, /* 256 invocations, 32 KiB */
-        {64, 64, 8, 4, 0, 0, 0, 0, 0, 0},   /* the portable 128 invocations and 16 KiB */
-        {64, 32, 4, 4, 0, 0, 0, 0, 0, 0},   /* 128 invocations, 12 KiB */
-        {32, 32, 4, 4, 0, 0, 0, 0, 0, 0},   /* 64 invocations, 8 KiB */
+        {128, 128, 8, 8, 0, 0, 0, 0, 0, 0, 1}, /* 256 invocations, 32 KiB */
+        {64, 64, 8, 4, 0, 0, 0, 0, 0, 0, 1},   /* the portable 128 invocations and 16 KiB */
+        {64, 32, 4, 4, 0, 0, 0, 0, 0, 0, 1},   /* 128 invocations, 12 KiB */
+        {32, 32, 4, 4, 0, 0, 0, 0, 0, 0, 1},   /* 64 invocations, 8 KiB */
     };
-    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0, 0, 0, 0, 0}};
+    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0, 0, 0, 0, 0, 1}};
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
-    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0, 0, 0, 0, 0}};
+    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0, 0, 0, 0, 0, 1}};
     gemm_cfg c = {0};
     bool found = false;
     if (ctx->cpu_device)
@@ -329,6 +333,7 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
         emit_kernel_define(b->k, "GEMM_ORDER", "%d", c.ord);
         if (c.unroll)
             emit_kernel_define(b->k, "GEMM_UNROLL", "1");
+        emit_kernel_define(b->k, "GEMM_WSPLIT", "%du", c.wsplit);
         emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
         emit_kernel_shared(b->k, "vec4", "gs", 8 * (c.bn + c.bm));
         emit_kernel_comment(b->k,
