@@ -81,7 +81,8 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 {
     if (c->bn < 2 || c->bm < 1 || c->tn < 1 || c->tm < 4 || c->bn % c->tn || c->bm % c->tm ||
         c->tm % 4 || c->bn > 1024 || c->bm > 1024 || (dual && c->tn % 2) ||
-        (c->wsplit != 1 && c->wsplit != 2) || c->tn % c->wsplit)
+        (c->tn != 4 && c->tn != 8) || (c->tm != 4 && c->tm != 8) ||
+        (c->wsplit != 1 && c->wsplit != 2))
         return false;
     int wg = (c->bn / c->tn) * (c->bm / c->tm);
     return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
@@ -333,7 +334,9 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
         emit_kernel_define(b->k, "GEMM_ORDER", "%d", c.ord);
         if (c.unroll)
             emit_kernel_define(b->k, "GEMM_UNROLL", "1");
-        emit_kernel_define(b->k, "GEMM_WSPLIT", "%du", c.wsplit);
+        emit_kernel_define(b->k, "GEMM_WSPLIT", "%d", c.wsplit);
+        emit_kernel_define(b->k, "TNV", "%d", c.tn);
+        emit_kernel_define(b->k, "TMV", "%d", c.tm);
         emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
         emit_kernel_shared(b->k, "vec4", "gs", 8 * (c.bn + c.bm));
         emit_kernel_comment(b->k,
