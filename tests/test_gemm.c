@@ -59,6 +59,7 @@ static const glesc_dtype all_types[] = {
  * there; on a GPU the default is the first). */
 static const char *const tiles[] = {
     "bn=128,bm=128,tn=8,tm=8", /* 256 invocations, 32 KiB */
+    "bn=128,bm=128,tn=8,tm=4", /* 512 invocations: a quarter of a row's unit each */
     "bn=128,bm=64,tn=8,tm=4",  /* at most 64 columns */
     "bn=64,bm=64,tn=8,tm=4",   /* the portable 128 invocations, 16 KiB */
     "bn=64,bm=32,tn=4,tm=4",   "bn=32,bm=32,tn=4,tm=4", "bn=64,bm=64,tn=8,tm=8", /* llvmpipe's */
@@ -465,7 +466,8 @@ Test(gemm, fused_with_split_k)
  * (a folded norm's squares, the pair, a grouped q/k/v). */
 Test(gemm, loop_variants)
 {
-    static const char *const knobs[] = {"xq=0", "pf=0", "ord=1", "unroll=1", "wsplit=2"};
+    static const char *const knobs[] = {"xq=0", "pf=0", "ord=1", "unroll=1", "wsplit=2",
+                                        "bn=128,bm=128,tn=8,tm=4"};
     for (size_t i = 0; i < CORE_ARRAY_LEN(knobs); i++) {
         char knob[64];
         snprintf(knob, sizeof knob, "%s,slots=1000000", knobs[i]);

@@ -71,7 +71,7 @@ float gemm_norm_scale(float sq);
 #define BNR BN
 #define TNR TN
 #endif
-#define WPART (WG_SIZE / BN) // invocations staging a weight row: 1 or 2
+#define WPART (WG_SIZE / BN) // invocations staging a weight row: 1, 2 or 4
 #define WQ4 (8u / WPART)     // vec4 of weights each stages per step
 #define XPART (WG_SIZE / BM) // invocations staging a column of x
 #define XQ4 (8u / XPART)     // vec4 of x each stages per step

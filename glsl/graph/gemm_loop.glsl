@@ -45,18 +45,26 @@ void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ
     }
 }
 
-// Weights of a step: the invocation's part of its row's unit (q, ab: the
+// Weights of a step: the invocation's part (all, a half or a quarter: WPART
+// invocations stage a row) of its row's unit (q, ab: the
 // loader's 32 quants and their runs' scales), as floats.
 void GEMM_PART_W(vec4 q[8], vec4 ab, out vec4 pw[WQ4]) {
 #if WPART == 1
     for (uint i = 0u; i < 8u; i++) {
         pw[i] = i < 4u ? q[i] * ab.x + ab.y : q[i] * ab.z + ab.w;
     }
-#else
+#elif WPART == 2
     bool second = gl_LocalInvocationIndex >= BN; // the unit's second run
     vec2 s = second ? ab.zw : ab.xy;
     for (uint i = 0u; i < 4u; i++) {
         pw[i] = (second ? q[4u + i] : q[i]) * s.x + s.y;
+    }
+#else
+    uint p = gl_LocalInvocationIndex / BN; // the unit's quarter (selects: q is
+    vec2 s = p >= 2u ? ab.zw : ab.xy;      // only indexed by constants)
+    for (uint i = 0u; i < 2u; i++) {
+        vec4 v = p >= 2u ? (p == 3u ? q[6u + i] : q[4u + i]) : (p == 1u ? q[2u + i] : q[i]);
+        pw[i] = v * s.x + s.y;
     }
 #endif
 }

@@ -74,9 +74,9 @@ static int out_rounds(const gemm_cfg *c, bool dual)
     return 0;
 }
 
-/* Does c fit the device and gemm.glsl (an invocation stages half or all of
- * a weight row's unit, an eighth to all of a column's; its columns leave as
- * vec4)? */
+/* Does c fit the device and gemm.glsl (an invocation stages a quarter, half
+ * or all of a weight row's unit, an eighth to all of a column's; its columns
+ * leave as vec4)? */
 static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 {
     if (c->bn < 2 || c->bm < 1 || c->tn < 1 || c->tm < 4 || c->bn % c->tn || c->bm % c->tm ||
@@ -86,7 +86,7 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
         return false;
     int wg = (c->bn / c->tn) * (c->bm / c->tm);
     return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
-           wg % c->bn == 0 && wg / c->bn <= 2 && wg % c->bm == 0 && 8 % (wg / c->bm) == 0 &&
+           wg % c->bn == 0 && 4 % (wg / c->bn) == 0 && wg % c->bm == 0 && 8 % (wg / c->bm) == 0 &&
            out_rounds(c, dual) && 128 * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
