@@ -467,7 +467,7 @@ Test(gemm, fused_with_split_k)
 Test(gemm, loop_variants)
 {
     static const char *const knobs[] = {"xq=0", "pf=0", "ord=1", "unroll=1", "wsplit=2",
-                                        "bn=128,bm=128,tn=8,tm=4"};
+                                        "bn=128,bm=128,tn=8,tm=4", "xm=1"};
     for (size_t i = 0; i < CORE_ARRAY_LEN(knobs); i++) {
         char knob[64];
         snprintf(knob, sizeof knob, "%s,slots=1000000", knobs[i]);

@@ -36,12 +36,22 @@ void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ
         uint c = m0 + lid % BM;
         uint l = (lid / BM) * XQ4 * 4u + i; // the first of its elements in the unit
 #endif
+        float t = 0.0;
+#ifdef GEMM_XMASK
+        // without selects (a compiler may make them branches, each waiting
+        // for its load): the run's start by arithmetic, the value masked
+        uint k = xo.x + (l >> 4u) * (xo.y - 16u - xo.x) + l;
+        uint m = live && c < M && k < K ? 0xffffffffu : 0u;
+        float v = gemm_x(min(k, K - 1u), min(c, M - 1u), b2, b3, t);
+        px[i / 4u][i % 4u] = uintBitsToFloat(floatBitsToUint(v) & m);
+        sq[s] += uintBitsToFloat(floatBitsToUint(t) & m);
+#else
         uint k = (l < 16u ? xo.x : xo.y - 16u) + l;
         bool in_ = live && c < M && k < K;
-        float t = 0.0;
         float v = gemm_x(min(k, K - 1u), min(c, M - 1u), b2, b3, t);
         px[i / 4u][i % 4u] = in_ ? v : 0.0;
         sq[s] += in_ ? t : 0.0;
+#endif
     }
 }
 

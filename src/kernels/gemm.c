@@ -45,12 +45,13 @@
  * xq: x staged by quads (GEMM_XQUAD); pf: the next step loaded during this
  * one (GEMM_PREFETCH), ord: after its first half (GEMM_ORDER 1); unroll:
  * NVIDIA's unroll pragma (GEMM_UNROLL); wsplit: a step's weights held in
- * that many parts, 1 or 2 (GEMM_WSPLIT). */
+ * that many parts, 1 or 2 (GEMM_WSPLIT); xm: x masked, not selected
+ * (GEMM_XMASK). */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
     int loop;
-    int xq, pf, ord, unroll, wsplit;
+    int xq, pf, ord, unroll, wsplit, xm;
 } gemm_cfg;
 
 /* Workgroups of 256 invocations a large GPU runs at once: about one per
@@ -96,10 +97,10 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 static void gemm_env(gemm_cfg *c)
 {
     static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots",
-                                       "loop", "xq", "pf", "ord", "unroll", "wsplit"};
+                                       "loop", "xq", "pf", "ord", "unroll", "wsplit", "xm"};
     int v[] = {c->bn,   c->bm, c->tn, c->tm,  c->slots,
-               c->loop, c->xq, c->pf, c->ord, c->unroll, c->wsplit};
-    kernels_env_ints("GLESC_GEMM", keys, v, 11, INT_MIN);
+               c->loop, c->xq, c->pf, c->ord, c->unroll, c->wsplit, c->xm};
+    kernels_env_ints("GLESC_GEMM", keys, v, 12, INT_MIN);
     c->bn = v[0];
     c->bm = v[1];
     c->tn = v[2];
@@ -111,6 +112,7 @@ static void gemm_env(gemm_cfg *c)
     c->ord = v[8] != 0;
     c->unroll = v[9] != 0;
     c->wsplit = v[10];
+    c->xm = v[11] != 0;
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
@@ -125,15 +127,15 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
-        {128, 128, 8, 8, 0, 0, 0, 0, 0, 0, 1}, /* 256 invocations, 32 KiB */
-        {64, 64, 8, 4, 0, 0, 0, 0, 0, 0, 1},   /* the portable 128 invocations and 16 KiB */
-        {64, 32, 4, 4, 0, 0, 0, 0, 0, 0, 1},   /* 128 invocations, 12 KiB */
-        {32, 32, 4, 4, 0, 0, 0, 0, 0, 0, 1},   /* 64 invocations, 8 KiB */
+        {128, 128, 8, 8, 0, 0, 0, 0, 0, 0, 1, 0}, /* 256 invocations, 32 KiB */
+        {64, 64, 8, 4, 0, 0, 0, 0, 0, 0, 1, 0},   /* the portable 128 invocations and 16 KiB */
+        {64, 32, 4, 4, 0, 0, 0, 0, 0, 0, 1, 0},   /* 128 invocations, 12 KiB */
+        {32, 32, 4, 4, 0, 0, 0, 0, 0, 0, 1, 0},   /* 64 invocations, 8 KiB */
     };
-    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0, 0, 0, 0, 0, 1}};
+    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0, 0, 0, 0, 0, 1, 0}};
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
-    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0, 0, 0, 0, 0, 1}};
+    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0, 0, 0, 0, 0, 1, 0}};
     gemm_cfg c = {0};
     bool found = false;
     if (ctx->cpu_device)
@@ -334,6 +336,8 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
         emit_kernel_define(b->k, "GEMM_ORDER", "%d", c.ord);
         if (c.unroll)
             emit_kernel_define(b->k, "GEMM_UNROLL", "1");
+        if (c.xm)
+            emit_kernel_define(b->k, "GEMM_XMASK", "1");
         emit_kernel_define(b->k, "GEMM_WSPLIT", "%d", c.wsplit);
         emit_kernel_define(b->k, "TNV", "%d", c.tn);
         emit_kernel_define(b->k, "TMV", "%d", c.tm);
