@@ -59,7 +59,6 @@ static const glesc_dtype all_types[] = {
  * there; on a GPU the default is the first). */
 static const char *const tiles[] = {
     "bn=128,bm=128,tn=8,tm=8", /* 256 invocations, 32 KiB */
-    "bn=128,bm=128,tn=8,tm=4", /* 512 invocations: a quarter of a row's unit each */
     "bn=128,bm=64,tn=8,tm=4",  /* at most 64 columns */
     "bn=64,bm=64,tn=8,tm=4",   /* the portable 128 invocations, 16 KiB */
     "bn=64,bm=32,tn=4,tm=4",   "bn=32,bm=32,tn=4,tm=4", "bn=64,bm=64,tn=8,tm=8", /* llvmpipe's */
@@ -456,30 +455,6 @@ Test(gemm, fused_with_split_k)
     glesc_context *c = context_with("slots=1000000", NULL);
     fused_cases(c);
     glesc_context_destroy(c);
-    unsetenv("GLESC_GEMM");
-}
-
-/* The loop's variants (gemm_loop.glsl: x staged per column, not by quads;
- * no prefetch; the next step loaded after the first half of this one;
- * NVIDIA's unroll pragma), each on a fresh context with K split: plain
- * products of a plain type and a k-quant, then the fused cases at m = 70
- * (a folded norm's squares, the pair, a grouped q/k/v). */
-Test(gemm, loop_variants)
-{
-    static const char *const knobs[] = {"xq=0", "pf=0", "ord=1", "unroll=1", "wsplit=2",
-                                        "bn=128,bm=128,tn=8,tm=4", "xm=1"};
-    for (size_t i = 0; i < CORE_ARRAY_LEN(knobs); i++) {
-        char knob[64];
-        snprintf(knob, sizeof knob, "%s,slots=1000000", knobs[i]);
-        cr_log_info("GLESC_GEMM=%s", knob);
-        glesc_context *c = context_with(knob, NULL);
-        product(c, F16, k_of(F16, 16), 133, 77, NULL);
-        product(c, GLESC_DTYPE_Q4_K, k_of(GLESC_DTYPE_Q4_K, 16), 133, 77, NULL);
-        mm_m = 70;
-        fused_case(c, "silu(Wg h) (Wu h), h = rms_norm(x + r) w", norm_gate_up);
-        fused_case(c, "q, k, v of rms_norm(x) w", norm_qkv);
-        glesc_context_destroy(c);
-    }
     unsetenv("GLESC_GEMM");
 }
 

@@ -12,10 +12,8 @@
 //             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP),
 //             GEMM_COLS_FIRST (consecutive invocations store consecutive
 //             columns, not rows: a result whose columns run fastest in
-//             memory, the convolution's pixels), GEMM_XQUAD, GEMM_PREFETCH
-//             and GEMM_ORDER (how x is staged and when the next step is
-//             loaded: gemm_loop.glsl), GEMM_WSPLIT (see GEMM_KQ), GEMM_UNROLL (NVIDIA's pragma asking
-//             for every loop unrolled; others ignore it)
+//             memory, the convolution's pixels), TNV and TMV (TN and TM
+//             as plain numbers, for #if)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
 //             kper (units of 32 elements a part takes), and per sibling j
@@ -54,9 +52,6 @@
 // scratch buffer, counting themselves in with an atomic; the last of a tile
 // adds the parts in order (the result does not depend on which is last),
 // stores through the epilogue and puts the counter back to zero.
-#ifdef GEMM_UNROLL
-#pragma optionNV(unroll all)
-#endif
 float gemm_x(uint k, uint c, uint b2, uint b3, inout float sq);
 void gemm_store(uint sel, uint n, uint c, uint b2, uint b3, float dot, float dot2);
 #ifdef GEMM_NORM
@@ -71,7 +66,7 @@ float gemm_norm_scale(float sq);
 #define BNR BN
 #define TNR TN
 #endif
-#define WPART (WG_SIZE / BN) // invocations staging a weight row: 1, 2 or 4
+#define WPART (WG_SIZE / BN) // invocations staging a weight row: 1 or 2
 #define WQ4 (8u / WPART)     // vec4 of weights each stages per step
 #define XPART (WG_SIZE / BM) // invocations staging a column of x
 #define XQ4 (8u / XPART)     // vec4 of x each stages per step
@@ -80,16 +75,9 @@ float gemm_norm_scale(float sq);
 #define XS(i) gs[8u * BN + (i)]
 #define SCRATCH_COUNTERS 1024u
 // A folded norm's squares: an invocation sums them per x slot it stages
-// (NSQ), and column c's XSQN sums lie at gs[XSQ(c, p)] once gathered.
-#ifdef GEMM_XQUAD
-#define NSQ XQ4
-#define XSQN 8u
-#define XSQ(c, p) ((c) * 8u + (p))
-#else
-#define NSQ 1u
-#define XSQN XPART
-#define XSQ(c, p) ((p) * BM + (c))
-#endif
+// (gemm_loop.glsl's GEMM_FETCH_X); gathered in shared memory (slot s of
+// invocation lid at s * WG_SIZE + lid), column c's eight sums lie at
+// gs[8c .. 8c+7].
 
 void gemm_wunit_0(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out vec4 ab);
 #if NMEMB > 1
@@ -106,30 +94,29 @@ void gemm_wunit_p(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], ou
 #endif
 
 void gemm_loop_0(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq[NSQ]);
+                 inout float acc[NACC], inout float sq[XQ4]);
 #if NMEMB > 1
 void gemm_loop_1(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq[NSQ]);
+                 inout float acc[NACC], inout float sq[XQ4]);
 #endif
 #if NMEMB > 2
 void gemm_loop_2(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq[NSQ]);
+                 inout float acc[NACC], inout float sq[XQ4]);
 #endif
 #if NMEMB > 3
 void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq[NSQ]);
+                 inout float acc[NACC], inout float sq[XQ4]);
 #endif
 
 // Loops over the accumulators, written out by the preprocessor: a compiler
 // that keeps such a loop rolled indexes acc with a variable and keeps the
-// whole array in memory (NVIDIA's did: lmem in its program binary, a load
-// and a store per four multiply-adds). GEMM_EACH_<X><L>(F, a) expands to
-// F(0u, a) F(1u, a) .. over X: I the invocation's rows (TN), J its columns
-// (TM), W the rows of a part of the weights (TNW), G its groups of four
-// columns (TM / 4); L, the level: a level-1 loop's F may use level-2 loops
-// (a macro does not expand inside its own expansion). TNV, TMV: TN and TM
-// as plain numbers, for #if.
-#define GEMM_L1_2(F, a) F(0u, a) F(1u, a)
+// whole array in memory (NVIDIA's did with the step's loop over columns:
+// `TEMP lmem0[256]` in its program binary, a load and a store per four
+// multiply-adds). GEMM_EACH_<X><L>(F, a) expands to F(0u, a) F(1u, a) ..
+// over X: I the invocation's rows (TN: 4 or 8), J its columns (TM: 4 or
+// 8), G its groups of four columns (TM / 4); L, the level: a level-1
+// loop's F may use level-2 loops (a macro does not expand inside its own
+// expansion).
 #define GEMM_L1_4(F, a) F(0u, a) F(1u, a) F(2u, a) F(3u, a)
 #define GEMM_L1_8(F, a) GEMM_L1_4(F, a) F(4u, a) F(5u, a) F(6u, a) F(7u, a)
 #define GEMM_L2_1(F, a) F(0u, a)
@@ -152,64 +139,32 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
 #define GEMM_EACH_J2 GEMM_L2_4
 #define GEMM_EACH_G2 GEMM_L2_1
 #endif
-#if TNV / GEMM_WSPLIT == 8
-#define GEMM_EACH_W1 GEMM_L1_8
-#define GEMM_EACH_W2 GEMM_L2_8
-#elif TNV / GEMM_WSPLIT == 4
-#define GEMM_EACH_W1 GEMM_L1_4
-#define GEMM_EACH_W2 GEMM_L2_4
-#else
-#define GEMM_EACH_W1 GEMM_L1_2
-#define GEMM_EACH_W2 GEMM_L2_2
-#endif
 
-// Four k (kq) of the staged step: rows tx + NX*i by columns ty + NY*j. Each
-// product is four multiply-adds into the accumulator (never a dot product
-// added afterwards: that would be five operations). The rows' weights are
-// held in GEMM_WSPLIT parts (1 or 2) of TNW vec4 (part hb: rows hb ..
-// hb+TNW-1), x read again for each part: fewer registers for more
-// shared-memory reads.
-#if GEMM_WSPLIT == 2
-#define TNW (TN / 2u)
-#else
-#define TNW TN
-#endif
-#define GEMM_KQ_W(i, a) w[i] = WS(SWZ(tx + NX * (hb + i), kq));
+// Four k (kq) of the staged step: rows tx + NX*i by columns ty + NY*j.
+// Each product is four multiply-adds into the accumulator (never a dot
+// product added afterwards: that would be five operations).
+#define GEMM_KQ_W(i, a) w[i] = WS(SWZ(tx + NX * i, kq));
 #define GEMM_KQ_FMA(i, j)                                                      \
     {                                                                          \
-        float s = acc[(hb + i) * TM + j];                                      \
+        float s = acc[i * TM + j];                                             \
         s += w[i].x * x.x;                                                     \
         s += w[i].y * x.y;                                                     \
         s += w[i].z * x.z;                                                     \
         s += w[i].w * x.w;                                                     \
-        acc[(hb + i) * TM + j] = s;                                            \
+        acc[i * TM + j] = s;                                                   \
     }
 #define GEMM_KQ_X(j, a)                                                        \
     {                                                                          \
         vec4 x = XS(SWZ(ty + NY * j, kq));                                     \
-        GEMM_EACH_W2(GEMM_KQ_FMA, j)                                           \
+        GEMM_EACH_I2(GEMM_KQ_FMA, j)                                           \
     }
-#define GEMM_KQ_PART(h0)                                                       \
+#define GEMM_KQ(q)                                                             \
     {                                                                          \
-        const uint hb = h0;                                                    \
-        vec4 w[TNW];                                                           \
-        GEMM_EACH_W1(GEMM_KQ_W, 0u)                                            \
+        uint kq = (q);                                                         \
+        vec4 w[TN];                                                            \
+        GEMM_EACH_I1(GEMM_KQ_W, 0u)                                            \
         GEMM_EACH_J1(GEMM_KQ_X, 0u)                                            \
     }
-#if GEMM_WSPLIT == 2
-#define GEMM_KQ(q)                                                             \
-    {                                                                          \
-        uint kq = (q);                                                         \
-        GEMM_KQ_PART(0u)                                                       \
-        GEMM_KQ_PART(TNW)                                                      \
-    }
-#else
-#define GEMM_KQ(q)                                                             \
-    {                                                                          \
-        uint kq = (q);                                                         \
-        GEMM_KQ_PART(0u)                                                       \
-    }
-#endif
 
 // The results leave through shared memory in GEMM_ROUNDS rounds (1, 2 or
 // 4), round r the rows of a contiguous block of BNR / GEMM_ROUNDS: the
@@ -293,8 +248,8 @@ void gemm_main() {
 #define GEMM_ZERO(j, i) acc[i * TM + j] = 0.0;
 #define GEMM_ZERO_ROW(i, a) GEMM_EACH_J2(GEMM_ZERO, i)
     GEMM_EACH_I1(GEMM_ZERO_ROW, 0u)
-    float sq[NSQ]; // a folded norm: squares of this invocation's x
-    for (uint s = 0u; s < NSQ; s++) {
+    float sq[XQ4]; // a folded norm: squares of this invocation's x
+    for (uint s = 0u; s < XQ4; s++) {
         sq[s] = 0.0;
     }
 #if NMEMB > 3
@@ -315,11 +270,11 @@ void gemm_main() {
     {
         gemm_loop_0(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
     }
-    // every column's squares: its XSQN stagers' sums, through shared memory
+    // every column's squares: its eight stagers' sums, through shared memory
     memoryBarrierShared();
     barrier();
 #ifdef GEMM_NORM
-    for (uint s = 0u; s < NSQ; s++) {
+    for (uint s = 0u; s < XQ4; s++) {
         gs[s * WG_SIZE + lid] = vec4(sq[s]);
     }
     memoryBarrierShared();
@@ -329,8 +284,8 @@ void gemm_main() {
 #ifdef GEMM_NORM
 #define GEMM_CSQ(j, a)                                                         \
     csq[j] = 0.0;                                                              \
-    for (uint p = 0u; p < XSQN; p++) {                                         \
-        csq[j] += gs[XSQ(ty + NY * j, p)].x;                                   \
+    for (uint p = 0u; p < 8u; p++) {                                           \
+        csq[j] += gs[(ty + NY * j) * 8u + p].x;                                \
     }
 #else
 #define GEMM_CSQ(j, a) csq[j] = 0.0;
@@ -351,8 +306,8 @@ void gemm_main() {
 #ifdef GEMM_NORM
         if (lid < BM) {
             float s = 0.0;
-            for (uint p = 0u; p < XSQN; p++) {
-                s += gs[XSQ(lid, p)].x;
+            for (uint p = 0u; p < 8u; p++) {
+                s += gs[lid * 8u + p].x;
             }
             GEMM_SCRATCH[pb + BN * BM + lid] = floatBitsToUint(s);
         }

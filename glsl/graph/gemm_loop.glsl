@@ -15,66 +15,43 @@
 // from many places out of line, and its arrays in memory).
 
 
-// The invocation's x of a step. live false (the prefetch past the last
-// step): zeros, no squares. Past M or K: zeros (loads clamped inside, so no
-// branch). With GEMM_XQUAD its slot s holds quad (s * WG_SIZE + lid) % 8 of
-// local column (s * WG_SIZE + lid) / 8: eight consecutive invocations read
-// one column's 32 elements (a warp's load touches 4 columns' lines, not 32),
-// and slot s's squares go to sq[s]. Without it, column m0 + lid % BM, its
-// part lid / BM of the unit's 32 elements, squares in sq[0]. The unit's two
-// runs of 16 start at xo.x and xo.y of the row.
+// The invocation's x of a step: its slot s holds quad (s * WG_SIZE + lid) %
+// 8 of local column (s * WG_SIZE + lid) / 8, so eight consecutive
+// invocations read one column's 32 elements (a warp's load touches 4
+// columns' lines, not 32: H200, f16 and q4_0 4096x4096x512, 33-35% of the
+// FMA peak with a column per invocation, 40-42% by quads); slot s's
+// squares go to sq[s]. The unit's two runs of 16 start at xo.x and xo.y of the row.
+// live false (the prefetch past the last step): zeros, no squares. Past M
+// or K: zeros, by a mask, not a select (a compiler may make a select a
+// branch that waits for its load; loads clamped inside).
 void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ4],
-                  inout float sq[NSQ]) {
+                  inout float sq[XQ4]) {
     uint lid = gl_LocalInvocationIndex;
     for (uint i = 0u; i < XQ4 * 4u; i++) {
-#ifdef GEMM_XQUAD
         uint s = i / 4u, g = s * WG_SIZE + lid;
         uint c = m0 + g / 8u;
         uint l = (g % 8u) * 4u + i % 4u;
-#else
-        uint s = 0u;
-        uint c = m0 + lid % BM;
-        uint l = (lid / BM) * XQ4 * 4u + i; // the first of its elements in the unit
-#endif
-        float t = 0.0;
-#ifdef GEMM_XMASK
-        // without selects (a compiler may make them branches, each waiting
-        // for its load): the run's start by arithmetic, the value masked
-        uint k = xo.x + (l >> 4u) * (xo.y - 16u - xo.x) + l;
+        uint k = xo.x + (l >> 4u) * (xo.y - 16u - xo.x) + l; // the run's start, no select
         uint m = live && c < M && k < K ? 0xffffffffu : 0u;
+        float t = 0.0;
         float v = gemm_x(min(k, K - 1u), min(c, M - 1u), b2, b3, t);
-        px[i / 4u][i % 4u] = uintBitsToFloat(floatBitsToUint(v) & m);
+        px[s][i % 4u] = uintBitsToFloat(floatBitsToUint(v) & m);
         sq[s] += uintBitsToFloat(floatBitsToUint(t) & m);
-#else
-        uint k = (l < 16u ? xo.x : xo.y - 16u) + l;
-        bool in_ = live && c < M && k < K;
-        float v = gemm_x(min(k, K - 1u), min(c, M - 1u), b2, b3, t);
-        px[i / 4u][i % 4u] = in_ ? v : 0.0;
-        sq[s] += in_ ? t : 0.0;
-#endif
     }
 }
 
-// Weights of a step: the invocation's part (all, a half or a quarter: WPART
-// invocations stage a row) of its row's unit (q, ab: the
+// Weights of a step: the invocation's part of its row's unit (q, ab: the
 // loader's 32 quants and their runs' scales), as floats.
 void GEMM_PART_W(vec4 q[8], vec4 ab, out vec4 pw[WQ4]) {
 #if WPART == 1
     for (uint i = 0u; i < 8u; i++) {
         pw[i] = i < 4u ? q[i] * ab.x + ab.y : q[i] * ab.z + ab.w;
     }
-#elif WPART == 2
+#else
     bool second = gl_LocalInvocationIndex >= BN; // the unit's second run
     vec2 s = second ? ab.zw : ab.xy;
     for (uint i = 0u; i < 4u; i++) {
         pw[i] = (second ? q[4u + i] : q[i]) * s.x + s.y;
-    }
-#else
-    uint p = gl_LocalInvocationIndex / BN; // the unit's quarter (selects: q is
-    vec2 s = p >= 2u ? ab.zw : ab.xy;      // only indexed by constants)
-    for (uint i = 0u; i < 2u; i++) {
-        vec4 v = p >= 2u ? (p == 3u ? q[6u + i] : q[4u + i]) : (p == 1u ? q[2u + i] : q[i]);
-        pw[i] = v * s.x + s.y;
     }
 #endif
 }
@@ -88,30 +65,29 @@ void GEMM_STAGE(vec4 pw[WQ4], vec4 px[XQ4]) {
         WS(SWZ(wr, wq + i)) = pw[i];
     }
     for (uint i = 0u; i < XQ4; i++) {
-#ifdef GEMM_XQUAD
         uint g = i * WG_SIZE + lid;
         XS(SWZ(g / 8u, g % 8u)) = px[i];
-#else
-        XS(SWZ(lid % BM, (lid / BM) * XQ4 + i)) = px[i];
-#endif
     }
 }
 
-// Half h (a constant: 0 or 1) of the staged step's products, k 16h ..
-// 16h+15, written out four times (no loop a compiler might keep rolled: one
-// block of straight-line code the next step's loads can be scheduled into);
-// with GEMM_KQ_LOOP a loop, for compilers that take seconds over that block
-// (llvmpipe's LLVM).
-void GEMM_STEP(uint tx, uint ty, inout float acc[NACC], uint h) {
+// The staged step's products, written out eight times (no loop a compiler
+// might keep rolled: the whole step is one block of straight-line code the
+// next step's loads can be scheduled into); with GEMM_KQ_LOOP a loop, for
+// compilers that take seconds over that block (llvmpipe's LLVM).
+void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
 #ifdef GEMM_KQ_LOOP
-    for (uint q = 4u * h; q < 4u * h + 4u; q++) {
+    for (uint q = 0u; q < 8u; q++) {
         GEMM_KQ(q)
     }
 #else
-    GEMM_KQ(4u * h)
-    GEMM_KQ(4u * h + 1u)
-    GEMM_KQ(4u * h + 2u)
-    GEMM_KQ(4u * h + 3u)
+    GEMM_KQ(0u)
+    GEMM_KQ(1u)
+    GEMM_KQ(2u)
+    GEMM_KQ(3u)
+    GEMM_KQ(4u)
+    GEMM_KQ(5u)
+    GEMM_KQ(6u)
+    GEMM_KQ(7u)
 #endif
 }
 
@@ -131,23 +107,10 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC], uint h) {
 #define GEMM_WROW(nl, b2, b3, at, u, q, ab) GEMM_WUNIT(nl, b2, b3, at, u, q, ab)
 #endif
 
-// The invocation's loads of unit u (its staged row's weights, decoded, and
-// its x) into pw and px.
-#define GEMM_LOAD(u, live)                                                     \
-    {                                                                          \
-        uvec4 at = GEMM_WAT(u);                                                \
-        GEMM_WROW(nl, b2, b3, at, u, q, ab);                                   \
-        GEMM_PART_W(q, ab, pw);                                                \
-        GEMM_FETCH_X(GEMM_UX(u), live, m0, b2, b3, px, sq);                   \
-    }
-
 // Units u0 .. u1-1 of the tile's rows nl0 .. (cnt: the member's rows; rows
-// past it repeat the last one, not stored) into acc. GEMM_PREFETCH: the
-// next step's loads are issued while a step is multiplied (GEMM_ORDER 1:
-// after its first half), held in registers until staged; without it, each
-// step's loads come right before it is staged (fewer registers held).
+// past it repeat the last one, not stored) into acc.
 void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-               inout float acc[NACC], inout float sq[NSQ]) {
+               inout float acc[NACC], inout float sq[XQ4]) {
     uint lid = gl_LocalInvocationIndex;
     uint tx = lid % NX, ty = lid / NX;
     uint wr = lid % BN; // the staged row this invocation decodes
@@ -161,34 +124,25 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
     vec4 px[XQ4];
     vec4 q[8];
     vec4 ab;
-#ifdef GEMM_PREFETCH
-    GEMM_LOAD(u0, true)
-#endif
+    {
+        uvec4 at = GEMM_WAT(u0);
+        GEMM_WROW(nl, b2, b3, at, u0, q, ab);
+        GEMM_PART_W(q, ab, pw);
+        GEMM_FETCH_X(GEMM_UX(u0), true, m0, b2, b3, px, sq);
+    }
     for (uint u = u0; u < u1; u++) {
-#ifndef GEMM_PREFETCH
-        GEMM_LOAD(u, true)
-#endif
         memoryBarrierShared();
         barrier(); // every invocation is done with the last step
         GEMM_STAGE(pw, px);
         memoryBarrierShared();
         barrier();
-#ifdef GEMM_PREFETCH
         // the next step (past the last: the last one again, not staged)
         bool live = u + 1u < u1;
         uint un = min(u + 1u, u1 - 1u);
-#if GEMM_ORDER == 1
-        GEMM_STEP(tx, ty, acc, 0u);
-        GEMM_LOAD(un, live)
-#else
-        GEMM_LOAD(un, live)
-        GEMM_STEP(tx, ty, acc, 0u);
-#endif
-        GEMM_STEP(tx, ty, acc, 1u);
-#else
-        GEMM_STEP(tx, ty, acc, 0u);
-        GEMM_STEP(tx, ty, acc, 1u);
-#endif
+        uvec4 at = GEMM_WAT(un);
+        GEMM_WROW(nl, b2, b3, at, un, q, ab);
+        GEMM_PART_W(q, ab, pw);
+        GEMM_FETCH_X(GEMM_UX(un), live, m0, b2, b3, px, sq);
+        GEMM_STEP(tx, ty, acc);
     }
 }
-#undef GEMM_LOAD

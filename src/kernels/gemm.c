@@ -11,9 +11,11 @@
  * rows of each weight, for the same outputs) by BM columns, TN × TM
  * outputs per invocation, walking K one 32-element unit per step: the
  * unit's weights are decoded into shared memory as floats beside the same
- * elements of x, read back as vec4 (swizzled: no bank conflicts), and the
- * next step's loads are in flight while a step is multiplied
- * (gemm.glsl says how). The shape comes from the caps (gemm_config): 128 ×
+ * elements of x (eight invocations reading a column's 32, coalesced), read
+ * back as vec4 (swizzled: no bank conflicts), and the next step's loads are
+ * in flight while a step is multiplied (gemm.glsl says how); the
+ * accumulators are only indexed by constants (loops written out by the
+ * preprocessor), so they stay in registers. The shape comes from the caps (gemm_config): 128 ×
  * 128 tiles of 8 × 8 per invocation where 256 invocations and 32 KiB of
  * shared memory exist, 128 × 64 of 8 × 4 when the matmul has at most 64
  * columns (the variant's bit 18) or is a grouped q/k/v (see gemm_config),
@@ -41,17 +43,11 @@
 
 /* The tile: staged weight rows (the pair's: both weights'), columns, and
  * per invocation; the workgroups the device runs at once (gemm_split);
- * loop: a step's eight groups of four k as a loop, not written out;
- * xq: x staged by quads (GEMM_XQUAD); pf: the next step loaded during this
- * one (GEMM_PREFETCH), ord: after its first half (GEMM_ORDER 1); unroll:
- * NVIDIA's unroll pragma (GEMM_UNROLL); wsplit: a step's weights held in
- * that many parts, 1 or 2 (GEMM_WSPLIT); xm: x masked, not selected
- * (GEMM_XMASK). */
+ * loop: a step's eight groups of four k as a loop, not written out. */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
     int loop;
-    int xq, pf, ord, unroll, wsplit, xm;
 } gemm_cfg;
 
 /* Workgroups of 256 invocations a large GPU runs at once: about one per
@@ -75,44 +71,33 @@ static int out_rounds(const gemm_cfg *c, bool dual)
     return 0;
 }
 
-/* Does c fit the device and gemm.glsl (an invocation stages a quarter, half
- * or all of a weight row's unit, an eighth to all of a column's; its columns
- * leave as vec4)? */
+/* Does c fit the device and gemm.glsl (an invocation stages half or all of
+ * a weight row's unit, an eighth to all of a column's; 4 or 8 rows and
+ * columns, its accumulator loops written out; its columns leave as vec4)? */
 static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 {
-    if (c->bn < 2 || c->bm < 1 || c->tn < 1 || c->tm < 4 || c->bn % c->tn || c->bm % c->tm ||
-        c->tm % 4 || c->bn > 1024 || c->bm > 1024 || (dual && c->tn % 2) ||
-        (c->tn != 4 && c->tn != 8) || (c->tm != 4 && c->tm != 8) ||
-        (c->wsplit != 1 && c->wsplit != 2))
+    if (c->bn < 1 || c->bm < 1 || (c->tn != 4 && c->tn != 8) || (c->tm != 4 && c->tm != 8) ||
+        c->bn % c->tn || c->bm % c->tm || c->bn > 1024 || c->bm > 1024)
         return false;
     int wg = (c->bn / c->tn) * (c->bm / c->tm);
     return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
-           wg % c->bn == 0 && 4 % (wg / c->bn) == 0 && wg % c->bm == 0 && 8 % (wg / c->bm) == 0 &&
+           wg % c->bn == 0 && wg / c->bn <= 2 && wg % c->bm == 0 && 8 % (wg / c->bm) == 0 &&
            out_rounds(c, dual) && 128 * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,xq=1,pf=1,ord=0,unroll=0":
- * a tuning aid overriding the fields it names (read on every generation,
- * like GLESC_GEMV). */
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0": a tuning aid overriding
+ * the fields it names (read on every generation, like GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
-    static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots",
-                                       "loop", "xq", "pf", "ord", "unroll", "wsplit", "xm"};
-    int v[] = {c->bn,   c->bm, c->tn, c->tm,  c->slots,
-               c->loop, c->xq, c->pf, c->ord, c->unroll, c->wsplit, c->xm};
-    kernels_env_ints("GLESC_GEMM", keys, v, 12, INT_MIN);
+    static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots", "loop"};
+    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop};
+    kernels_env_ints("GLESC_GEMM", keys, v, 6, INT_MIN);
     c->bn = v[0];
     c->bm = v[1];
     c->tn = v[2];
     c->tm = v[3];
     c->slots = v[4];
     c->loop = v[5] != 0;
-    c->xq = v[6] != 0;
-    c->pf = v[7] != 0;
-    c->ord = v[8] != 0;
-    c->unroll = v[9] != 0;
-    c->wsplit = v[10];
-    c->xm = v[11] != 0;
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
@@ -127,15 +112,15 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
-        {128, 128, 8, 8, 0, 0, 0, 0, 0, 0, 1, 0}, /* 256 invocations, 32 KiB */
-        {64, 64, 8, 4, 0, 0, 0, 0, 0, 0, 1, 0},   /* the portable 128 invocations and 16 KiB */
-        {64, 32, 4, 4, 0, 0, 0, 0, 0, 0, 1, 0},   /* 128 invocations, 12 KiB */
-        {32, 32, 4, 4, 0, 0, 0, 0, 0, 0, 1, 0},   /* 64 invocations, 8 KiB */
+        {128, 128, 8, 8, 0, 0}, /* 256 invocations, 32 KiB */
+        {64, 64, 8, 4, 0, 0},   /* the portable 128 invocations and 16 KiB */
+        {64, 32, 4, 4, 0, 0},   /* 128 invocations, 12 KiB */
+        {32, 32, 4, 4, 0, 0},   /* 64 invocations, 8 KiB */
     };
-    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0, 0, 0, 0, 0, 1, 0}};
+    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0}};
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
-    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0, 0, 0, 0, 0, 1, 0}};
+    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0}};
     gemm_cfg c = {0};
     bool found = false;
     if (ctx->cpu_device)
@@ -153,8 +138,6 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
     c.slots = ctx->cpu_device ? GEMM_SLOTS_CPU : GEMM_SLOTS_GPU;
     /* LLVM (llvmpipe) takes seconds over the written-out step */
     c.loop = ctx->cpu_device;
-    c.xq = 1;
-    c.pf = 1;
     gemm_env(&c);
     if (!cfg_fits(&ctx->caps, &c, dual))
         return kb_fail(b, GLESC_ERROR_INVALID_ARGUMENT,
@@ -329,16 +312,6 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_NORM", "1");
         if (c.loop)
             emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
-        if (c.xq)
-            emit_kernel_define(b->k, "GEMM_XQUAD", "1");
-        if (c.pf)
-            emit_kernel_define(b->k, "GEMM_PREFETCH", "1");
-        emit_kernel_define(b->k, "GEMM_ORDER", "%d", c.ord);
-        if (c.unroll)
-            emit_kernel_define(b->k, "GEMM_UNROLL", "1");
-        if (c.xm)
-            emit_kernel_define(b->k, "GEMM_XMASK", "1");
-        emit_kernel_define(b->k, "GEMM_WSPLIT", "%d", c.wsplit);
         emit_kernel_define(b->k, "TNV", "%d", c.tn);
         emit_kernel_define(b->k, "TMV", "%d", c.tm);
         emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
