@@ -142,8 +142,12 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
 
 // Four k (kq) of the staged step: rows tx + NX*i by columns ty + NY*j.
 // Each product is four multiply-adds into the accumulator (never a dot
-// product added afterwards: that would be five operations).
-#define GEMM_KQ_W(i, a) w[i] = WS(SWZ(tx + NX * i, kq));
+// product added afterwards: that would be five operations). NX and NY are
+// multiples of 8 (gemm.c), so row tx + NX*i has tx's swizzle: its vec4 kq
+// lies at wb + 8*NX*i (and x's at xb + 8*NY*j), a constant offset from one
+// address per kq (NVIDIA's program binary showed five integer operations
+// before each shared-memory load when the swizzle was computed per row).
+#define GEMM_KQ_W(i, a) w[i] = WS(wb + 8u * NX * i);
 #define GEMM_KQ_FMA(i, j)                                                      \
     {                                                                          \
         float s = acc[i * TM + j];                                             \
@@ -155,12 +159,13 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
     }
 #define GEMM_KQ_X(j, a)                                                        \
     {                                                                          \
-        vec4 x = XS(SWZ(ty + NY * j, kq));                                     \
+        vec4 x = XS(xb + 8u * NY * j);                                         \
         GEMM_EACH_I2(GEMM_KQ_FMA, j)                                           \
     }
 #define GEMM_KQ(q)                                                             \
     {                                                                          \
         uint kq = (q);                                                         \
+        uint wb = SWZ(tx, kq), xb = SWZ(ty, kq);                               \
         vec4 w[TN];                                                            \
         GEMM_EACH_I1(GEMM_KQ_W, 0u)                                            \
         GEMM_EACH_J1(GEMM_KQ_X, 0u)                                            \

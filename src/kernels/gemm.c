@@ -73,11 +73,13 @@ static int out_rounds(const gemm_cfg *c, bool dual)
 
 /* Does c fit the device and gemm.glsl (an invocation stages half or all of
  * a weight row's unit, an eighth to all of a column's; 4 or 8 rows and
- * columns, its accumulator loops written out; its columns leave as vec4)? */
+ * columns, its accumulator loops written out, 8·k invocations along each
+ * side, its shared-memory swizzle the same for all its rows and columns;
+ * its columns leave as vec4)? */
 static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 {
     if (c->bn < 1 || c->bm < 1 || (c->tn != 4 && c->tn != 8) || (c->tm != 4 && c->tm != 8) ||
-        c->bn % c->tn || c->bm % c->tm || c->bn > 1024 || c->bm > 1024)
+        c->bn % (8 * c->tn) || c->bm % (8 * c->tm) || c->bn > 1024 || c->bm > 1024)
         return false;
     int wg = (c->bn / c->tn) * (c->bm / c->tm);
     return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
