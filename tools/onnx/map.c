@@ -224,8 +224,10 @@ static onnx_map_status axis_of(onnx_map_ctx *m, int64_t a, int rank, int *onnx_a
 
 /* ---- elementwise ---- */
 
-static onnx_map_status unary(onnx_map_ctx *m, glesc_op op)
+/* The row's glesc op on input 0. */
+static onnx_map_status unary(onnx_map_ctx *m)
 {
+    glesc_op op = m->row->gop;
     glesc_tensor *x, *y;
     CHECK(need_float(m, 0));
     CHECK(gpu_in(m, 0, &x));
@@ -233,22 +235,6 @@ static onnx_map_status unary(onnx_map_ctx *m, glesc_op op)
     set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
     return ONNX_MAP_OK;
 }
-#define UNARY(name, OP)                                                                            \
-    static onnx_map_status map_##name(onnx_map_ctx *m)                                             \
-    {                                                                                              \
-        return unary(m, GLESC_OP_##OP);                                                            \
-    }
-UNARY(abs, ABS)
-UNARY(neg, NEG)
-UNARY(sqrt, SQRT)
-UNARY(exp, EXP)
-UNARY(log, LOG)
-UNARY(sin, SIN)
-UNARY(cos, COS)
-UNARY(tanh, TANH)
-UNARY(sigmoid, SIGMOID)
-UNARY(relu, RELU)
-UNARY(softplus, SOFTPLUS)
 
 /* 1 / x: a division by a one-element constant 1. */
 static onnx_map_status map_reciprocal(onnx_map_ctx *m)
@@ -266,10 +252,13 @@ static onnx_map_status map_reciprocal(onnx_map_ctx *m)
     return ONNX_MAP_OK;
 }
 
-/* Numpy broadcasting of a and b (both float, the same type), folded over
- * every input for the variadic ops (Max, Min, Sum, Mean). */
-static onnx_map_status binary(onnx_map_ctx *m, glesc_op op, bool variadic)
+/* The row's glesc op with numpy broadcasting of a and b (both float, the
+ * same type), folded over every input for the variadic ops (Max, Min, Sum,
+ * Mean). */
+static onnx_map_status binary(onnx_map_ctx *m)
 {
+    glesc_op op = m->row->gop;
+    bool variadic = m->row->variadic;
     if (m->n_in < (variadic ? 1 : 2))
         return INVALID("%s needs %s inputs", m->node->op_type, variadic ? "1 or more" : "2");
     if (!variadic && m->n_in != 2)
@@ -292,42 +281,10 @@ static onnx_map_status binary(onnx_map_ctx *m, glesc_op op, bool variadic)
     set_out(m, 0, acc, m->in[0]->type, rank);
     return ONNX_MAP_OK;
 }
-static onnx_map_status map_add(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_ADD, false);
-}
-static onnx_map_status map_sub(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_SUB, false);
-}
-static onnx_map_status map_mul(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_MUL, false);
-}
-static onnx_map_status map_div(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_DIV, false);
-}
-static onnx_map_status map_pow(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_POW, false);
-}
-static onnx_map_status map_max(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_MAX, true);
-}
-static onnx_map_status map_min(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_MIN, true);
-}
-static onnx_map_status map_sum(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_ADD, true);
-}
 /* The sum of the n inputs times 1/n. */
 static onnx_map_status map_mean(onnx_map_ctx *m)
 {
-    CHECK(binary(m, GLESC_OP_ADD, true));
+    CHECK(binary(m));
     glesc_tensor *y;
     TRY(y = glesc_scale(m->g, m->out[0].t, 1.0f / (float)m->n_in, 0.0f), "glesc_scale");
     m->out[0].t = y;
@@ -416,8 +373,9 @@ static onnx_map_status map_castlike(onnx_map_ctx *m)
  * the optional INT64 input 1 (ReduceSum from opset 13, the others from 18);
  * none: every axis, unless noop_with_empty_axes. pre and post are the
  * elementwise ops of the composed reductions (ReduceL2: sqr, then sqrt). */
-static onnx_map_status reduce(onnx_map_ctx *m, glesc_op op, glesc_op pre, glesc_op post)
+static onnx_map_status reduce(onnx_map_ctx *m)
 {
+    glesc_op op = m->row->gop, pre = m->row->pre, post = m->row->post;
     CHECK(need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int r = xv->rank;
@@ -471,20 +429,6 @@ static onnx_map_status reduce(onnx_map_ctx *m, glesc_op op, glesc_op pre, glesc_
     set_out(m, 0, x, type, nr);
     return ONNX_MAP_OK;
 }
-#define REDUCE(name, OP, PRE, POST)                                                                \
-    static onnx_map_status map_##name(onnx_map_ctx *m)                                             \
-    {                                                                                              \
-        return reduce(m, GLESC_OP_##OP, GLESC_OP_##PRE, GLESC_OP_##POST);                          \
-    }
-REDUCE(reduce_sum, SUM, NONE, NONE)
-REDUCE(reduce_mean, MEAN, NONE, NONE)
-REDUCE(reduce_max, REDUCE_MAX, NONE, NONE)
-REDUCE(reduce_min, REDUCE_MIN, NONE, NONE)
-REDUCE(reduce_sum_square, SUM, SQR, NONE)
-REDUCE(reduce_l1, SUM, ABS, NONE)
-REDUCE(reduce_l2, SUM, SQR, SQRT)
-REDUCE(reduce_log_sum, SUM, NONE, LOG)
-REDUCE(reduce_log_sum_exp, SUM, EXP, LOG)
 
 /* ArgMax along one axis: glesc gives the first maximum's index (i32). */
 static onnx_map_status map_argmax(onnx_map_ctx *m)
@@ -1096,8 +1040,9 @@ static onnx_map_status map_shape(onnx_map_ctx *m)
 /* ---- vision: pooling and shape (glesc's vops) ---- */
 
 /* LeakyRelu, Elu, HardSigmoid, HardSwish: elementwise with ONNX's defaults. */
-static onnx_map_status act(onnx_map_ctx *m, glesc_op op)
+static onnx_map_status act(onnx_map_ctx *m)
 {
+    glesc_op op = m->row->gop;
     glesc_tensor *x, *y;
     CHECK(need_float(m, 0));
     CHECK(gpu_in(m, 0, &x));
@@ -1118,22 +1063,6 @@ static onnx_map_status act(onnx_map_ctx *m, glesc_op op)
     TRY(y, glesc_op_name(op));
     set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
     return ONNX_MAP_OK;
-}
-static onnx_map_status map_leaky_relu(onnx_map_ctx *m)
-{
-    return act(m, GLESC_OP_LEAKY_RELU);
-}
-static onnx_map_status map_elu(onnx_map_ctx *m)
-{
-    return act(m, GLESC_OP_ELU);
-}
-static onnx_map_status map_hard_sigmoid(onnx_map_ctx *m)
-{
-    return act(m, GLESC_OP_HARD_SIGMOID);
-}
-static onnx_map_status map_hard_swish(onnx_map_ctx *m)
-{
-    return act(m, GLESC_OP_HARD_SWISH);
 }
 
 /* LogSoftmax from opset 13 along one axis; before 13 over the input coerced
@@ -1398,7 +1327,7 @@ static int64_t floor_div(int64_t a, int64_t b)
 }
 
 /* MaxPool and AveragePool, 1-D (rank 3) and 2-D (rank 4). */
-static onnx_map_status pool(onnx_map_ctx *m, glesc_pool_type type)
+static onnx_map_status pool(onnx_map_ctx *m)
 {
     CHECK(need_float(m, 0));
     const onnx_value *xv = m->in[0];
@@ -1432,7 +1361,7 @@ static onnx_map_status pool(onnx_map_ctx *m, glesc_pool_type type)
      * entries (index 1) */
     glesc_pool_params q;
     glesc_pool_params_init(&q);
-    q.type = type;
+    q.type = m->row->pool;
     q.ceil_mode = ceil_mode;
     q.count_include_pad = attr_i(m, "count_include_pad", 0) != 0;
     for (int i = 0; i < ns; i++) {
@@ -1450,16 +1379,9 @@ static onnx_map_status pool(onnx_map_ctx *m, glesc_pool_type type)
     set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
-static onnx_map_status map_max_pool(onnx_map_ctx *m)
-{
-    return pool(m, GLESC_POOL_MAX);
-}
-static onnx_map_status map_average_pool(onnx_map_ctx *m)
-{
-    return pool(m, GLESC_POOL_AVG);
-}
 
-static onnx_map_status global_pool(onnx_map_ctx *m, glesc_pool_type type)
+/* GlobalMaxPool and GlobalAveragePool over 1 or 2 spatial dimensions. */
+static onnx_map_status global_pool(onnx_map_ctx *m)
 {
     CHECK(need_float(m, 0));
     const onnx_value *xv = m->in[0];
@@ -1468,17 +1390,9 @@ static onnx_map_status global_pool(onnx_map_ctx *m, glesc_pool_type type)
         return UNSUP("%d spatial dimensions: glesc pools over 1 or 2", r - 2);
     glesc_tensor *x, *y;
     CHECK(gpu_in(m, 0, &x));
-    TRY(y = glesc_global_pool(m->g, x, type, r - 2), "glesc_global_pool");
+    TRY(y = glesc_global_pool(m->g, x, m->row->pool, r - 2), "glesc_global_pool");
     set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
-}
-static onnx_map_status map_global_max_pool(onnx_map_ctx *m)
-{
-    return global_pool(m, GLESC_POOL_MAX);
-}
-static onnx_map_status map_global_average_pool(onnx_map_ctx *m)
-{
-    return global_pool(m, GLESC_POOL_AVG);
 }
 
 /* ConvTranspose, 1-D and 2-D; output_shape and
@@ -1563,72 +1477,78 @@ static onnx_map_status map_conv_transpose(onnx_map_ctx *m)
 
 /* ---- the table ---- */
 
+#define REDUCE_ATTRS "axes,keepdims,noop_with_empty_axes"
 static const onnx_map_entry table[] = {
-    {"Abs", map_abs, ""},
-    {"Add", map_add, ""},
-    {"ArgMax", map_argmax, "axis,keepdims,select_last_index"},
-    {"AveragePool", map_average_pool,
-     "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides,dilations"},
-    {"BatchNormalization", map_batch_norm, "epsilon,is_test,momentum,spatial,training_mode"},
-    {"Cast", map_cast, "to"},
-    {"CastLike", map_castlike, ""},
-    {"Clip", map_clip, "min,max"},
-    {"Concat", map_concat, "axis"},
-    {"Constant", map_constant, "value,value_float,value_floats,value_int,value_ints"},
-    {"Conv", map_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
+    {"Abs", unary, .attrs = "", .gop = GLESC_OP_ABS},
+    {"Add", binary, .attrs = "", .gop = GLESC_OP_ADD},
+    {"ArgMax", map_argmax, .attrs = "axis,keepdims,select_last_index"},
+    {"AveragePool", pool,
+     .attrs = "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides,dilations",
+     .pool = GLESC_POOL_AVG},
+    {"BatchNormalization", map_batch_norm,
+     .attrs = "epsilon,is_test,momentum,spatial,training_mode"},
+    {"Cast", map_cast, .attrs = "to"},
+    {"CastLike", map_castlike, .attrs = ""},
+    {"Clip", map_clip, .attrs = "min,max"},
+    {"Concat", map_concat, .attrs = "axis"},
+    {"Constant", map_constant, .attrs = "value,value_float,value_floats,value_int,value_ints"},
+    {"Conv", map_conv, .attrs = "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"ConvTranspose", map_conv_transpose,
-     "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
-    {"Cos", map_cos, ""},
-    {"Div", map_div, ""},
-    {"Elu", map_elu, "alpha"},
-    {"Exp", map_exp, ""},
-    {"Flatten", map_flatten, "axis"},
-    {"Gather", map_gather, "axis"},
-    {"Gemm", map_gemm, "alpha,beta,broadcast,transA,transB"},
-    {"GlobalAveragePool", map_global_average_pool, ""},
-    {"GlobalMaxPool", map_global_max_pool, ""},
-    {"HardSigmoid", map_hard_sigmoid, "alpha,beta"},
-    {"HardSwish", map_hard_swish, ""},
-    {"Identity", map_identity, ""},
-    {"LayerNormalization", map_layer_norm, "axis,epsilon,stash_type"},
-    {"LeakyRelu", map_leaky_relu, "alpha"},
-    {"Log", map_log, ""},
-    {"LogSoftmax", map_log_softmax, "axis"},
-    {"MatMul", map_matmul, ""},
-    {"Max", map_max, ""},
-    {"MaxPool", map_max_pool,
-     "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
-    {"Mean", map_mean, ""},
-    {"Min", map_min, ""},
-    {"Mul", map_mul, ""},
-    {"Neg", map_neg, ""},
-    {"Pad", map_pad, "mode,pads,value"},
-    {"Pow", map_pow, ""},
-    {"Reciprocal", map_reciprocal, ""},
-    {"ReduceL1", map_reduce_l1, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceL2", map_reduce_l2, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceLogSum", map_reduce_log_sum, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceLogSumExp", map_reduce_log_sum_exp, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceMax", map_reduce_max, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceMean", map_reduce_mean, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceMin", map_reduce_min, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceSum", map_reduce_sum, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceSumSquare", map_reduce_sum_square, "axes,keepdims,noop_with_empty_axes"},
-    {"Relu", map_relu, ""},
-    {"Reshape", map_reshape, "allowzero"},
-    {"Shape", map_shape, "start,end"},
-    {"Sigmoid", map_sigmoid, ""},
-    {"Sin", map_sin, ""},
-    {"Slice", map_slice, "axes,ends,starts"},
-    {"Softmax", map_softmax, "axis"},
-    {"Softplus", map_softplus, ""},
-    {"Sqrt", map_sqrt, ""},
-    {"Squeeze", map_squeeze, "axes"},
-    {"Sub", map_sub, ""},
-    {"Sum", map_sum, ""},
-    {"Tanh", map_tanh, ""},
-    {"Transpose", map_transpose, "perm"},
-    {"Unsqueeze", map_unsqueeze, "axes"},
+     .attrs = "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
+    {"Cos", unary, .attrs = "", .gop = GLESC_OP_COS},
+    {"Div", binary, .attrs = "", .gop = GLESC_OP_DIV},
+    {"Elu", act, .attrs = "alpha", .gop = GLESC_OP_ELU},
+    {"Exp", unary, .attrs = "", .gop = GLESC_OP_EXP},
+    {"Flatten", map_flatten, .attrs = "axis"},
+    {"Gather", map_gather, .attrs = "axis"},
+    {"Gemm", map_gemm, .attrs = "alpha,beta,broadcast,transA,transB"},
+    {"GlobalAveragePool", global_pool, .attrs = "", .pool = GLESC_POOL_AVG},
+    {"GlobalMaxPool", global_pool, .attrs = "", .pool = GLESC_POOL_MAX},
+    {"HardSigmoid", act, .attrs = "alpha,beta", .gop = GLESC_OP_HARD_SIGMOID},
+    {"HardSwish", act, .attrs = "", .gop = GLESC_OP_HARD_SWISH},
+    {"Identity", map_identity, .attrs = ""},
+    {"LayerNormalization", map_layer_norm, .attrs = "axis,epsilon,stash_type"},
+    {"LeakyRelu", act, .attrs = "alpha", .gop = GLESC_OP_LEAKY_RELU},
+    {"Log", unary, .attrs = "", .gop = GLESC_OP_LOG},
+    {"LogSoftmax", map_log_softmax, .attrs = "axis"},
+    {"MatMul", map_matmul, .attrs = ""},
+    {"Max", binary, .attrs = "", .gop = GLESC_OP_MAX, .variadic = true},
+    {"MaxPool", pool,
+     .attrs = "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides",
+     .pool = GLESC_POOL_MAX},
+    {"Mean", map_mean, .attrs = "", .gop = GLESC_OP_ADD, .variadic = true},
+    {"Min", binary, .attrs = "", .gop = GLESC_OP_MIN, .variadic = true},
+    {"Mul", binary, .attrs = "", .gop = GLESC_OP_MUL},
+    {"Neg", unary, .attrs = "", .gop = GLESC_OP_NEG},
+    {"Pad", map_pad, .attrs = "mode,pads,value"},
+    {"Pow", binary, .attrs = "", .gop = GLESC_OP_POW},
+    {"Reciprocal", map_reciprocal, .attrs = ""},
+    {"ReduceL1", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .pre = GLESC_OP_ABS},
+    {"ReduceL2", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .pre = GLESC_OP_SQR,
+     .post = GLESC_OP_SQRT},
+    {"ReduceLogSum", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .post = GLESC_OP_LOG},
+    {"ReduceLogSumExp", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .pre = GLESC_OP_EXP,
+     .post = GLESC_OP_LOG},
+    {"ReduceMax", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_REDUCE_MAX},
+    {"ReduceMean", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_MEAN},
+    {"ReduceMin", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_REDUCE_MIN},
+    {"ReduceSum", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM},
+    {"ReduceSumSquare", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .pre = GLESC_OP_SQR},
+    {"Relu", unary, .attrs = "", .gop = GLESC_OP_RELU},
+    {"Reshape", map_reshape, .attrs = "allowzero"},
+    {"Shape", map_shape, .attrs = "start,end"},
+    {"Sigmoid", unary, .attrs = "", .gop = GLESC_OP_SIGMOID},
+    {"Sin", unary, .attrs = "", .gop = GLESC_OP_SIN},
+    {"Slice", map_slice, .attrs = "axes,ends,starts"},
+    {"Softmax", map_softmax, .attrs = "axis"},
+    {"Softplus", unary, .attrs = "", .gop = GLESC_OP_SOFTPLUS},
+    {"Sqrt", unary, .attrs = "", .gop = GLESC_OP_SQRT},
+    {"Squeeze", map_squeeze, .attrs = "axes"},
+    {"Sub", binary, .attrs = "", .gop = GLESC_OP_SUB},
+    {"Sum", binary, .attrs = "", .gop = GLESC_OP_ADD, .variadic = true},
+    {"Tanh", unary, .attrs = "", .gop = GLESC_OP_TANH},
+    {"Transpose", map_transpose, .attrs = "perm"},
+    {"Unsqueeze", map_unsqueeze, .attrs = "axes"},
 };
 
 const onnx_map_entry *onnx_map_find(const char *op)
@@ -1669,5 +1589,6 @@ onnx_map_status onnx_map_node(const onnx_map_entry *e, onnx_map_ctx *m)
         m->out[k].t = NULL;
         m->out[k].host = NULL;
     }
+    m->row = e;
     return e->fn(m);
 }
