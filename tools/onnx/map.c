@@ -222,6 +222,51 @@ static onnx_map_status axis_of(onnx_map_ctx *m, int64_t a, int rank, int *onnx_a
     return ONNX_MAP_OK;
 }
 
+/* The axes of the reductions, Squeeze and Unsqueeze: attribute axes (older
+ * opsets) or the optional INT64 input 1. */
+static onnx_map_status axes_list(onnx_map_ctx *m, int64_t *axes, int *n)
+{
+    const Onnx__AttributeProto *a = attr(m, "axes");
+    *n = 0;
+    if (a) {
+        if (a->n_ints > ONNX_MAX_RANK)
+            return INVALID("attribute axes has %zu values", a->n_ints);
+        for (size_t i = 0; i < a->n_ints; i++)
+            axes[(*n)++] = a->ints[i];
+        return ONNX_MAP_OK;
+    }
+    if (m->n_in > 1 && m->in[1])
+        return host_ints(m, 1, axes, ONNX_MAX_RANK, n);
+    return ONNX_MAP_OK;
+}
+
+/* Output 0 of the given type: y, whose ONNX dims are xv's with the ones
+ * drop marks reduced to 1, reshaped without those (keepdims 0, Squeeze). */
+static onnx_map_status drop_out(onnx_map_ctx *m, glesc_tensor *y, const onnx_value *xv,
+                                const bool *drop, int32_t type)
+{
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    int nr = 0;
+    for (int i = 0; i < xv->rank; i++)
+        if (!drop[i])
+            dims[nr++] = xv->dims[i];
+    CHECK(reshape_to(m, y, nr, dims, &y));
+    set_out(m, 0, y, type, nr);
+    return ONNX_MAP_OK;
+}
+
+/* x (ONNX dims those of xv) coerced to 2-D at ONNX axis oa: glesc
+ * [prod(dims[oa:]), prod(dims[:oa])]. */
+static onnx_map_status flat2d(onnx_map_ctx *m, glesc_tensor *x, const onnx_value *xv, int oa,
+                              glesc_tensor **out)
+{
+    int64_t flat[2] = {1, 1};
+    for (int i = 0; i < xv->rank; i++)
+        flat[i < oa] *= xv->dims[i];
+    TRY(*out = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
+    return ONNX_MAP_OK;
+}
+
 /* ---- elementwise ---- */
 
 /* The row's glesc op on input 0. */
@@ -380,16 +425,8 @@ static onnx_map_status reduce(onnx_map_ctx *m)
     const onnx_value *xv = m->in[0];
     int r = xv->rank;
     int64_t axes[ONNX_MAX_RANK];
-    int n_axes = 0;
-    const Onnx__AttributeProto *a = attr(m, "axes");
-    if (a) {
-        if (a->n_ints > ONNX_MAX_RANK)
-            return INVALID("attribute axes has %zu values", a->n_ints);
-        for (size_t i = 0; i < a->n_ints; i++)
-            axes[n_axes++] = a->ints[i];
-    } else if (m->n_in > 1 && m->in[1]) {
-        CHECK(host_ints(m, 1, axes, ONNX_MAX_RANK, &n_axes));
-    }
+    int n_axes;
+    CHECK(axes_list(m, axes, &n_axes));
     bool keep = attr_i(m, "keepdims", 1) != 0;
     glesc_tensor *x;
     CHECK(gpu_in(m, 0, &x));
@@ -415,18 +452,9 @@ static onnx_map_status reduce(onnx_map_ctx *m)
             TRY(x = glesc_reduce(m->g, op, x, r - 1 - i), glesc_op_name(op));
     if (post != GLESC_OP_NONE)
         TRY(x = glesc_unary(m->g, post, x), glesc_op_name(post));
-    int32_t type = op == GLESC_OP_ARGMAX ? T_INT64 : xv->type;
-    if (keep) {
-        set_out(m, 0, x, type, r);
-        return ONNX_MAP_OK;
-    }
-    int64_t dims[ONNX_MAX_RANK] = {0};
-    int nr = 0;
-    for (int i = 0; i < r; i++)
-        if (!reduced[i])
-            dims[nr++] = xv->dims[i];
-    CHECK(reshape_to(m, x, nr, dims, &x));
-    set_out(m, 0, x, type, nr);
+    if (!keep)
+        return drop_out(m, x, xv, reduced, xv->type);
+    set_out(m, 0, x, xv->type, r);
     return ONNX_MAP_OK;
 }
 
@@ -442,17 +470,12 @@ static onnx_map_status map_argmax(onnx_map_ctx *m)
     glesc_tensor *x, *y;
     CHECK(gpu_in(m, 0, &x));
     TRY(y = glesc_reduce(m->g, GLESC_OP_ARGMAX, x, ga), "argmax");
-    if (attr_i(m, "keepdims", 1)) {
-        set_out(m, 0, y, T_INT64, xv->rank);
-        return ONNX_MAP_OK;
+    if (!attr_i(m, "keepdims", 1)) {
+        bool drop[ONNX_MAX_RANK] = {false};
+        drop[oa] = true;
+        return drop_out(m, y, xv, drop, T_INT64);
     }
-    int64_t dims[ONNX_MAX_RANK] = {0};
-    int nr = 0;
-    for (int i = 0; i < xv->rank; i++)
-        if (i != oa)
-            dims[nr++] = xv->dims[i];
-    CHECK(reshape_to(m, y, nr, dims, &y));
-    set_out(m, 0, y, T_INT64, nr);
+    set_out(m, 0, y, T_INT64, xv->rank);
     return ONNX_MAP_OK;
 }
 
@@ -490,11 +513,7 @@ static onnx_map_status map_softmax(onnx_map_ctx *m)
         TRY(y = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
         CHECK(swap0(m, y, ga, &y));
     } else {
-        int64_t inner = 1, outer = 1;
-        for (int i = 0; i < r; i++)
-            *(i >= oa ? &inner : &outer) *= xv->dims[i];
-        const int64_t flat[2] = {inner, outer};
-        TRY(x = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
+        CHECK(flat2d(m, x, xv, oa, &x));
         TRY(y = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
         CHECK(reshape_to(m, y, r, xv->dims, &y));
     }
@@ -522,12 +541,8 @@ static onnx_map_status map_layer_norm(onnx_map_ctx *m)
         CHECK(need_float(m, 2));
         CHECK(gpu_in(m, 2, &bias));
     }
-    int64_t inner = 1, outer = 1;
-    for (int i = 0; i < r; i++)
-        *(i >= oa ? &inner : &outer) *= xv->dims[i];
-    const int64_t flat[2] = {inner, outer};
     glesc_tensor *xf;
-    TRY(xf = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
+    CHECK(flat2d(m, x, xv, oa, &xf));
     TRY(y = glesc_layer_norm(m->g, xf, eps), "glesc_layer_norm");
     CHECK(reshape_to(m, y, r, xv->dims, &y));
     TRY(y = glesc_mul(m->g, y, scale), "glesc_mul");
@@ -837,24 +852,6 @@ static onnx_map_status map_reshape(onnx_map_ctx *m)
     return ONNX_MAP_OK;
 }
 
-/* The axes of Squeeze / Unsqueeze: attribute axes (before opset 13) or the
- * optional INT64 input 1. */
-static onnx_map_status axes_list(onnx_map_ctx *m, int64_t *axes, int *n)
-{
-    const Onnx__AttributeProto *a = attr(m, "axes");
-    *n = 0;
-    if (a) {
-        if (a->n_ints > ONNX_MAX_RANK)
-            return INVALID("attribute axes has %zu values", a->n_ints);
-        for (size_t i = 0; i < a->n_ints; i++)
-            axes[(*n)++] = a->ints[i];
-        return ONNX_MAP_OK;
-    }
-    if (m->n_in > 1 && m->in[1])
-        return host_ints(m, 1, axes, ONNX_MAX_RANK, n);
-    return ONNX_MAP_OK;
-}
-
 /* Squeeze: a reshape without the given size-1 dimensions (none given: all
  * of them). */
 static onnx_map_status map_squeeze(onnx_map_ctx *m)
@@ -874,16 +871,9 @@ static onnx_map_status map_squeeze(onnx_map_ctx *m)
             return INVALID("axis %" PRId64 " has size %" PRId64 ", not 1", axes[i], xv->dims[oa]);
         drop[oa] = true;
     }
-    int64_t dims[ONNX_MAX_RANK] = {0};
-    int nr = 0;
-    for (int i = 0; i < xv->rank; i++)
-        if (!drop[i])
-            dims[nr++] = xv->dims[i];
-    glesc_tensor *x, *y;
+    glesc_tensor *x;
     CHECK(gpu_in(m, 0, &x));
-    CHECK(reshape_to(m, x, nr, dims, &y));
-    set_out(m, 0, y, xv->type, nr);
-    return ONNX_MAP_OK;
+    return drop_out(m, x, xv, drop, xv->type);
 }
 
 /* Unsqueeze: a reshape with size-1 dimensions inserted at the axes (of the
@@ -926,12 +916,9 @@ static onnx_map_status map_flatten(onnx_map_ctx *m)
         return INVALID("axis %" PRId64 " is out of range for rank %d", a, xv->rank);
     if (a < 0)
         a += xv->rank;
-    int64_t dims[2] = {1, 1};
-    for (int i = 0; i < xv->rank; i++)
-        dims[i >= a] *= xv->dims[i];
     glesc_tensor *x, *y;
     CHECK(gpu_in(m, 0, &x));
-    CHECK(reshape_to(m, x, 2, dims, &y));
+    CHECK(flat2d(m, x, xv, (int)a, &y));
     set_out(m, 0, y, xv->type, 2);
     return ONNX_MAP_OK;
 }
@@ -1078,11 +1065,7 @@ static onnx_map_status map_log_softmax(onnx_map_ctx *m)
     if (m->opset >= 13) {
         TRY(y = glesc_log_softmax(m->g, x, ga), "glesc_log_softmax");
     } else {
-        int64_t inner = 1, outer = 1;
-        for (int i = 0; i < r; i++)
-            *(i >= oa ? &inner : &outer) *= xv->dims[i];
-        const int64_t flat[2] = {inner, outer};
-        TRY(x = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
+        CHECK(flat2d(m, x, xv, oa, &x));
         TRY(y = glesc_log_softmax(m->g, x, 0), "glesc_log_softmax");
         CHECK(reshape_to(m, y, r, xv->dims, &y));
     }
