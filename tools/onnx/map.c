@@ -497,10 +497,24 @@ static onnx_map_status swap0(onnx_map_ctx *m, glesc_tensor *x, int ga, glesc_ten
     return ONNX_MAP_OK;
 }
 
-/* Softmax from opset 13: along one axis (glesc's dimension 0 after a swap).
- * Before 13: over the input coerced to 2-D at axis, i.e. every dimension
- * from axis on at once (glesc's leading dimensions, reshaped into one). */
-static onnx_map_status map_softmax(onnx_map_ctx *m)
+/* Softmax (the row's GLESC_OP_SOFTMAX) or LogSoftmax of x along glesc
+ * dimension ga: glesc_softmax reads dimension 0, so a swap there and
+ * back. */
+static onnx_map_status softmax_at(onnx_map_ctx *m, glesc_tensor *x, int ga, glesc_tensor **out)
+{
+    if (m->row->gop == GLESC_OP_LOG_SOFTMAX) {
+        TRY(*out = glesc_log_softmax(m->g, x, ga), "glesc_log_softmax");
+        return ONNX_MAP_OK;
+    }
+    CHECK(swap0(m, x, ga, &x));
+    TRY(x = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
+    return swap0(m, x, ga, out);
+}
+
+/* Softmax and LogSoftmax from opset 13: along one axis. Before 13: over the
+ * input coerced to 2-D at axis, i.e. every dimension from axis on at once
+ * (glesc's leading dimensions, reshaped into one). */
+static onnx_map_status softmax(onnx_map_ctx *m)
 {
     CHECK(need_float(m, 0));
     const onnx_value *xv = m->in[0];
@@ -509,12 +523,10 @@ static onnx_map_status map_softmax(onnx_map_ctx *m)
     glesc_tensor *x, *y;
     CHECK(gpu_in(m, 0, &x));
     if (m->opset >= 13) {
-        CHECK(swap0(m, x, ga, &x));
-        TRY(y = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
-        CHECK(swap0(m, y, ga, &y));
+        CHECK(softmax_at(m, x, ga, &y));
     } else {
         CHECK(flat2d(m, x, xv, oa, &x));
-        TRY(y = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
+        CHECK(softmax_at(m, x, 0, &y));
         CHECK(reshape_to(m, y, r, xv->dims, &y));
     }
     set_out(m, 0, y, xv->type, r);
@@ -1052,27 +1064,6 @@ static onnx_map_status act(onnx_map_ctx *m)
     return ONNX_MAP_OK;
 }
 
-/* LogSoftmax from opset 13 along one axis; before 13 over the input coerced
- * to 2-D at axis (every dimension from axis on, reshaped into one). */
-static onnx_map_status map_log_softmax(onnx_map_ctx *m)
-{
-    CHECK(need_float(m, 0));
-    const onnx_value *xv = m->in[0];
-    int r = xv->rank, oa, ga;
-    CHECK(axis_of(m, attr_i(m, "axis", m->opset >= 13 ? -1 : 1), r, &oa, &ga));
-    glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
-    if (m->opset >= 13) {
-        TRY(y = glesc_log_softmax(m->g, x, ga), "glesc_log_softmax");
-    } else {
-        CHECK(flat2d(m, x, xv, oa, &x));
-        TRY(y = glesc_log_softmax(m->g, x, 0), "glesc_log_softmax");
-        CHECK(reshape_to(m, y, r, xv->dims, &y));
-    }
-    set_out(m, 0, y, xv->type, r);
-    return ONNX_MAP_OK;
-}
-
 /* A string attribute equal to s (absent: def). */
 static bool attr_is(const onnx_map_ctx *m, const char *name, const char *def, const char *s)
 {
@@ -1493,7 +1484,7 @@ static const onnx_map_entry table[] = {
     {"LayerNormalization", map_layer_norm, .attrs = "axis,epsilon,stash_type"},
     {"LeakyRelu", act, .attrs = "alpha", .gop = GLESC_OP_LEAKY_RELU},
     {"Log", unary, .attrs = "", .gop = GLESC_OP_LOG},
-    {"LogSoftmax", map_log_softmax, .attrs = "axis"},
+    {"LogSoftmax", softmax, .attrs = "axis", .gop = GLESC_OP_LOG_SOFTMAX},
     {"MatMul", map_matmul, .attrs = ""},
     {"Max", binary, .attrs = "", .gop = GLESC_OP_MAX, .variadic = true},
     {"MaxPool", pool,
@@ -1523,7 +1514,7 @@ static const onnx_map_entry table[] = {
     {"Sigmoid", unary, .attrs = "", .gop = GLESC_OP_SIGMOID},
     {"Sin", unary, .attrs = "", .gop = GLESC_OP_SIN},
     {"Slice", map_slice, .attrs = "axes,ends,starts"},
-    {"Softmax", map_softmax, .attrs = "axis"},
+    {"Softmax", softmax, .attrs = "axis", .gop = GLESC_OP_SOFTMAX},
     {"Softplus", unary, .attrs = "", .gop = GLESC_OP_SOFTPLUS},
     {"Sqrt", unary, .attrs = "", .gop = GLESC_OP_SQRT},
     {"Squeeze", map_squeeze, .attrs = "axes"},

@@ -63,8 +63,8 @@ typedef onnx_map_status (*onnx_map_fn)(onnx_map_ctx *m);
  * mapping for it. attrs lists the attributes the mapping reads
  * (comma-separated): any other attribute on a node makes it unsupported.
  * The other fields are what the generic mappings take from their row: the
- * glesc op (elementwise, activation, reduction), whether a binary op folds
- * over any number of inputs (Max, Min, Sum, Mean), a reduction's
+ * glesc op (elementwise, activation, reduction, softmax), whether a binary
+ * op folds over any number of inputs (Max, Min, Sum, Mean), a reduction's
  * elementwise ops before and after (ReduceL2: SQR, then SQRT) and the
  * pooling type. */
 typedef struct onnx_map_entry {
