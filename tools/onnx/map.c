@@ -671,16 +671,23 @@ static onnx_map_status map_gemm(onnx_map_ctx *m)
 
 /* ---- vision ---- */
 
-/* Attribute name's ints into v (n of them, exactly), or def everywhere when
- * it is absent. */
-static onnx_map_status attr_spatial(onnx_map_ctx *m, const char *name, int n, int64_t def,
-                                    int64_t *v)
+/* ONNX's per-axis list attribute name (n values, each within int32) into
+ * out, default def. */
+static onnx_map_status attr_list(onnx_map_ctx *m, const char *name, int n, int64_t def,
+                                 int64_t *out)
 {
     const Onnx__AttributeProto *a = attr(m, name);
-    if (a && (int)a->n_ints != n)
-        return INVALID("attribute %s has %zu values for %d spatial axes", name, a->n_ints, n);
     for (int i = 0; i < n; i++)
-        v[i] = a ? a->ints[i] : def;
+        out[i] = def;
+    if (!a)
+        return ONNX_MAP_OK;
+    if ((int)a->n_ints != n)
+        return INVALID("%s has %zu values, want %d", name, a->n_ints, n);
+    for (int i = 0; i < n; i++) {
+        if (a->ints[i] < INT32_MIN || a->ints[i] > INT32_MAX)
+            return INVALID("%s[%d] = %" PRId64, name, i, a->ints[i]);
+        out[i] = a->ints[i];
+    }
     return ONNX_MAP_OK;
 }
 
@@ -700,10 +707,10 @@ static onnx_map_status map_conv(onnx_map_ctx *m)
     if ((r != 3 && r != 4) || wv->rank != r)
         return INVALID("Conv's X (rank %d) and W (rank %d) must both be rank 3 or 4", r, wv->rank);
     int64_t strides[2], dil[2], pads[4], ks[2];
-    CHECK(attr_spatial(m, "strides", ns, 1, strides));
-    CHECK(attr_spatial(m, "dilations", ns, 1, dil));
-    CHECK(attr_spatial(m, "pads", 2 * ns, 0, pads));
-    CHECK(attr_spatial(m, "kernel_shape", ns, 0, ks));
+    CHECK(attr_list(m, "strides", ns, 1, strides));
+    CHECK(attr_list(m, "dilations", ns, 1, dil));
+    CHECK(attr_list(m, "pads", 2 * ns, 0, pads));
+    CHECK(attr_list(m, "kernel_shape", ns, 0, ks));
     for (int i = 0; i < ns; i++)
         if (attr(m, "kernel_shape") && ks[i] != wv->dims[2 + i])
             return INVALID("kernel_shape %" PRId64 " differs from W's %" PRId64, ks[i],
@@ -1273,25 +1280,6 @@ static onnx_map_status map_gather(onnx_map_ctx *m)
         CHECK(reshape_to(m, y, rank, dims, &y));
     }
     set_out(m, 0, y, xv->type, rank);
-    return ONNX_MAP_OK;
-}
-
-/* ONNX's per-axis list attribute name (n values) into out, default def. */
-static onnx_map_status attr_list(onnx_map_ctx *m, const char *name, int n, int64_t def,
-                                 int64_t *out)
-{
-    const Onnx__AttributeProto *a = attr(m, name);
-    for (int i = 0; i < n; i++)
-        out[i] = def;
-    if (!a)
-        return ONNX_MAP_OK;
-    if ((int)a->n_ints != n)
-        return INVALID("%s has %zu values, want %d", name, a->n_ints, n);
-    for (int i = 0; i < n; i++) {
-        if (a->ints[i] < INT32_MIN || a->ints[i] > INT32_MAX)
-            return INVALID("%s[%d] = %" PRId64, name, i, a->ints[i]);
-        out[i] = a->ints[i];
-    }
     return ONNX_MAP_OK;
 }
 
