@@ -681,7 +681,5 @@ Test(program_cache, warm_model_start_compiles_nothing, .timeout = 300)
     free(cold);
     free(warm);
     free(model);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-    free(dir);
+    test_rmtree(dir);
 }

@@ -120,6 +120,17 @@ char *test_tmpdir(void)
     return strdup(buf);
 }
 
+void test_rmtree(char *dir)
+{
+    size_t n = strlen(dir) + 16;
+    char *cmd = malloc(n);
+    cr_assert_not_null(cmd);
+    snprintf(cmd, n, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+    free(cmd);
+    free(dir);
+}
+
 #include "emit/emit.h"
 
 char *test_saxpy_glsl(int local_size)

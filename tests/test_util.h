@@ -64,6 +64,25 @@ glesc_context *test_context(const char *cache_dir);
 /* A fresh empty directory under $TMPDIR (or /tmp); free() the path. */
 char *test_tmpdir(void);
 
+/* Removes dir with everything in it (rm -rf; fails the test when that
+ * fails) and frees the path. */
+void test_rmtree(char *dir);
+
+/* A Criterion suite whose tests each get a fresh empty directory `dir`
+ * (test_tmpdir()), removed with its contents after the test. Needs
+ * <criterion/criterion.h>. */
+#define TEST_TMPDIR_SUITE(name)                                                                    \
+    static char *dir;                                                                              \
+    static void name##_setup(void)                                                                 \
+    {                                                                                              \
+        dir = test_tmpdir();                                                                       \
+    }                                                                                              \
+    static void name##_teardown(void)                                                              \
+    {                                                                                              \
+        test_rmtree(dir);                                                                          \
+    }                                                                                              \
+    TestSuite(name, .init = name##_setup, .fini = name##_teardown)
+
 /* The sample kernel of the foundation tests: y = a*x + y over n floats,
  * bindings (x, y), params (n, a). core_free() the text. */
 char *test_saxpy_glsl(int local_size);
