@@ -197,15 +197,7 @@ static char *axpy_glsl(const char *op)
 {
     emit_kernel *k = emit_kernel_create("axpy");
     cr_assert_not_null(k);
-    emit_kernel_local_size(k, 64, 1, 1);
-    emit_kernel_binding(k, EMIT_FLOAT, EMIT_READONLY | EMIT_RESTRICT, "x");
-    emit_kernel_binding(k, EMIT_FLOAT, EMIT_RESTRICT, "y");
-    emit_kernel_param(k, EMIT_PARAM_UINT, "n");
-    emit_kernel_param(k, EMIT_PARAM_FLOAT, "a");
-    emit_kernel_line(k, "uint i = gl_GlobalInvocationID.x;");
-    emit_kernel_line(k, "if (i < n) {");
-    emit_kernel_line(k, "y[i] = a * x[i] %s y[i];", op);
-    emit_kernel_line(k, "}");
+    test_axpy_emit(k, 64, op);
     core_err err = {0};
     char *glsl = emit_kernel_glsl(k, &err);
     cr_assert_not_null(glsl, "%s", core_err_msg(&err));

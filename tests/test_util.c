@@ -133,11 +133,8 @@ void test_rmtree(char *dir)
 
 #include "emit/emit.h"
 
-char *test_saxpy_glsl(int local_size)
+void test_axpy_emit(emit_kernel *k, int local_size, const char *op)
 {
-    emit_kernel *k = emit_kernel_create("saxpy");
-    cr_assert_not_null(k);
-    emit_kernel_comment(k, "y[i] = a * x[i] + y[i]");
     emit_kernel_local_size(k, local_size, 1, 1);
     emit_kernel_binding(k, EMIT_FLOAT, EMIT_READONLY | EMIT_RESTRICT, "x");
     emit_kernel_binding(k, EMIT_FLOAT, EMIT_RESTRICT, "y");
@@ -145,8 +142,16 @@ char *test_saxpy_glsl(int local_size)
     emit_kernel_param(k, EMIT_PARAM_FLOAT, "a");
     emit_kernel_line(k, "uint i = gl_GlobalInvocationID.x;");
     emit_kernel_line(k, "if (i < n) {");
-    emit_kernel_line(k, "y[i] = a * x[i] + y[i];");
+    emit_kernel_line(k, "y[i] = a * x[i] %s y[i];", op);
     emit_kernel_line(k, "}");
+}
+
+char *test_saxpy_glsl(int local_size)
+{
+    emit_kernel *k = emit_kernel_create("saxpy");
+    cr_assert_not_null(k);
+    emit_kernel_comment(k, "y[i] = a * x[i] + y[i]");
+    test_axpy_emit(k, local_size, "+");
     core_err err = {0};
     char *glsl = emit_kernel_glsl(k, &err);
     cr_assert_not_null(glsl, "%s", core_err_msg(&err));

@@ -87,4 +87,10 @@ void test_rmtree(char *dir);
  * bindings (x, y), params (n, a). core_free() the text. */
 char *test_saxpy_glsl(int local_size);
 
+/* The sample kernel's declarations and body into k, y = a*x OP y (op "+"
+ * or "-"), without its comment: for the tests that build it themselves
+ * (allocation failures, a second program of the same interface). */
+typedef struct emit_kernel emit_kernel;
+void test_axpy_emit(emit_kernel *k, int local_size, const char *op);
+
 #endif
