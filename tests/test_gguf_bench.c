@@ -21,9 +21,8 @@
  * fragment) and collects its output. */
 static test_run_result run(const char *env, const char *args)
 {
-    const char *exe = getenv(env);
-    cr_assert(exe && *exe, "%s is not set (run through meson test)", env);
-    char cmd[8192];
+    const char *exe = test_tool(env);
+    char cmd[16384];
     snprintf(cmd, sizeof cmd, "'%s' %s", exe, args);
     return test_run(cmd, NULL);
 }

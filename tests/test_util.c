@@ -54,6 +54,13 @@ void *test_read_file(const char *path, size_t *size)
 #include <criterion/criterion.h>
 #include <sys/wait.h>
 
+const char *test_tool(const char *env)
+{
+    const char *exe = getenv(env);
+    cr_assert(exe && *exe, "%s is not set (run through meson test)", env);
+    return exe;
+}
+
 test_run_result test_run(const char *cmd, const char *input)
 {
     char *dir = test_tmpdir();

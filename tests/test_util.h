@@ -33,6 +33,10 @@ typedef struct test_run_result {
     char *out, *err;
 } test_run_result;
 
+/* The path of the tool meson test names in environment variable env (e.g.
+ * GLESC_GGUF_RUN); fails the test when it is not set. */
+const char *test_tool(const char *env);
+
 /* Runs cmd (a shell command line) with stdin from input (NULL: empty) and
  * collects its output; fails the test when no shell can be started.
  * test_run_free() the result. */
