@@ -94,17 +94,24 @@ typedef struct attn_shape {
     int t;         /* keys per tile */
     int dpt;       /* output dimensions per invocation */
     bool v_shared; /* the value tile is staged in ks too (d_v <= d + 1) */
+    bool regs;     /* tiles through registers (see decode_env) */
 } attn_shape;
 
-/* GLESC_ATTN_DECODE="target=256,tiles=1,t=16": a tuning aid overriding the
- * workgroups a decode step's key split aims at, the key tiles a split takes
- * at least (uniforms) and the most keys per tile (the kernel's variant, so
- * part of the plan's structure). NULL: not asked. */
-static void decode_env(int64_t *target, int64_t *min_tiles, int *t)
+/* GLESC_ATTN_DECODE="target=256,tiles=1,t=16,regs=1": a tuning aid
+ * overriding the workgroups a decode step's key split aims at, the key
+ * tiles a split takes at least (uniforms), the most keys per tile and
+ * whether tiles go through registers (the kernel's variant, so part of the
+ * plan's structure; regs is on by default on GPUs, off on a CPU renderer,
+ * where a tile held in registers across barriers costs more than it saves:
+ * llvmpipe's demo decode 45 vs 37 t/s; the tests turn it on there). NULL:
+ * not asked. */
+static void decode_env(int64_t *target, int64_t *min_tiles, int *t, int *regs)
 {
-    static const char *const keys[] = {"target", "tiles", "t"};
-    int v[] = {0, 0, 0};
-    kernels_env_ints("GLESC_ATTN_DECODE", keys, v, 3, 1);
+    static const char *const keys[] = {"target", "tiles", "t", "regs"};
+    int v[] = {0, 0, 0, -1};
+    kernels_env_ints("GLESC_ATTN_DECODE", keys, v, 4, 0);
+    if (v[3] >= 0 && regs)
+        *regs = v[3] != 0;
     if (v[0] && target)
         *target = v[0];
     if (v[1] && min_tiles)
@@ -113,12 +120,15 @@ static void decode_env(int64_t *target, int64_t *min_tiles, int *t)
         *t = v[2];
 }
 
-static attn_shape shape_of(const glesc_tensor *a, int wg)
+static attn_shape shape_of(const glesc_context *ctx, const glesc_tensor *a, int wg)
 {
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
     int64_t d = q->ne[0], gqa = q->ne[2] / k->ne[2];
-    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg), v->ne[0] <= d + 1};
-    decode_env(NULL, NULL, &s.t);
+    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg), v->ne[0] <= d + 1,
+                    !ctx->cpu_device};
+    int regs = s.regs;
+    decode_env(NULL, NULL, &s.t, &regs);
+    s.regs = regs;
     for (int h = ATTN_HG_MAX; h >= 1; h--)
         if (gqa % h == 0 && h * d <= ATTN_QS) {
             s.hg = h;
@@ -148,11 +158,12 @@ uint32_t kernels_attention_variant(const glesc_tensor *t)
     /* heads, tile, head sizes (compile-time: the tile loads unrolled); the
      * accumulators per invocation follow from the head sizes and the
      * workgroup size, fixed per context */
-    attn_shape s = shape_of(t, ATTN_WG_CPU);
+    attn_shape s = shape_of(t->ctx, t, ATTN_WG_CPU);
     _Static_assert(ATTN_HG_MAX <= 8 && ATTN_T_MAX <= 64 && ATTN_MAX_D <= 512,
                    "the decode variant's fields fit their bits");
     return (uint32_t)(s.hg - 1) | (uint32_t)(s.t - 1) << 3 | (uint32_t)s.v_shared << 9 |
-           (uint32_t)(t->src[0]->ne[0] - 1) << 10 | (uint32_t)(t->src[2]->ne[0] - 1) << 19;
+           (uint32_t)(t->src[0]->ne[0] - 1) << 10 | (uint32_t)(t->src[2]->ne[0] - 1) << 19 |
+           (uint32_t)s.regs << 28;
 }
 
 /* The decode kernel's loads of one key or value element (src: k or v)
@@ -201,6 +212,20 @@ static void tile_loads(kb *b, const char *kt0, int nk, int nv)
     kb_line(b, "}");
 }
 
+/* Without registers (regs off): the tile of src loaded straight into ks by
+ * a loop, coalesced (consecutive invocations, consecutive elements). */
+static void tile_loop(kb *b, const glesc_tensor *src, const char *w)
+{
+    char x[16];
+    kb_line(b, "for (uint e = lid; e < tn * %s; e += WG_SIZE) {", w);
+    kb_line(b, "uint t = e / %s;", w);
+    kb_line(b, "uint d = e - t * %s;", w);
+    kb_line(b, "uint j = kt0 + t;");
+    const char *c[4] = {"d", "j", "hk", "0u"};
+    kb_line(b, "ks[t * (D + 1u) + d] = %s;", kb_expr(b, src, c, x));
+    kb_line(b, "}");
+}
+
 /* Stores the registers NAME0.. of a tile of tn rows of width W into ks
  * (rows of D + 1), new rows of a fused KV-cache write given their values
  * first (fresh: attn_knew or attn_vnew, NULL where there are none). */
@@ -228,7 +253,7 @@ static glesc_status gen_decode(kb *b)
     bool causal = a->ip[0] != 0, softcap = a->ip[2] != 0;
     int n_swa = a->ip[1];
     int wg = b->ctx->cpu_device ? ATTN_WG_CPU : ATTN_WG;
-    attn_shape sh = shape_of(a, wg);
+    attn_shape sh = shape_of(b->ctx, a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
     int64_t n_groups = n_head / sh.hg;
     if (b->k) {
@@ -259,7 +284,7 @@ static glesc_status gen_decode(kb *b)
     /* keys per split: enough workgroups to fill the device, whole tiles */
     int64_t target = b->ctx->cpu_device ? ATTN_WG_TARGET_CPU : ATTN_WG_TARGET_GPU;
     int64_t min_tiles = ATTN_SPLIT_TILES;
-    decode_env(&target, &min_tiles, NULL);
+    decode_env(&target, &min_tiles, NULL, NULL);
     int64_t tiles = (n_kv - k0 + sh.t - 1) / sh.t;
     int64_t nsplit = (target + n_q * n_groups - 1) / (n_q * n_groups);
     nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / min_tiles, ATTN_COMBINE / sh.hg));
@@ -304,20 +329,23 @@ static glesc_status gen_decode(kb *b)
     if (n_swa > 0)
         kb_line(b, "kb0 = uint(max(int(kb0), int(qi) + causal_off - n_swa + 1)); // the window");
     /* the first tile's keys and values in flight while q is staged */
-    int kpl = (sh.t * (int)q->ne[0] + wg - 1) / wg, vpl = (sh.t * (int)dv + wg - 1) / wg;
+    int kpl = sh.regs ? (sh.t * (int)q->ne[0] + wg - 1) / wg : 0;
+    int vpl = sh.regs && sh.v_shared ? (sh.t * (int)dv + wg - 1) / wg : 0;
     for (int i = 0; i < kpl; i++)
         kb_line(b, "float kr%d;", i);
-    for (int i = 0; sh.v_shared && i < vpl; i++)
+    for (int i = 0; i < vpl; i++)
         kb_line(b, "float vr%d;", i);
-    decode_load_fn(b, k, "attn_kmem", false);
-    if (sh.v_shared)
-        decode_load_fn(b, v, "attn_vmem", false);
-    if (b->n_rw) {
-        decode_load_fn(b, k, "attn_knew", true);
-        if (sh.v_shared)
-            decode_load_fn(b, v, "attn_vnew", true);
+    if (sh.regs) {
+        decode_load_fn(b, k, "attn_kmem", false);
+        if (vpl)
+            decode_load_fn(b, v, "attn_vmem", false);
+        if (b->n_rw) {
+            decode_load_fn(b, k, "attn_knew", true);
+            if (vpl)
+                decode_load_fn(b, v, "attn_vnew", true);
+        }
+        tile_loads(b, "kb0", kpl, vpl);
     }
-    tile_loads(b, "kb0", kpl, sh.v_shared ? vpl : 0);
     /* queries of the HG heads, scaled */
     kb_line(b, "for (uint e = lid; e < HG * D; e += WG_SIZE) {");
     kb_line(b, "uint hh = e / D;");
@@ -338,7 +366,10 @@ static glesc_status gen_decode(kb *b)
     kb_line(b, "uint tn = min(T, uint(ke) - kt0);");
     /* the key tile from the registers, coalesced: consecutive invocations,
      * consecutive d */
-    tile_store(b, "kr", "D", kpl, b->n_rw ? "attn_knew" : NULL);
+    if (sh.regs)
+        tile_store(b, "kr", "D", kpl, b->n_rw ? "attn_knew" : NULL);
+    else
+        tile_loop(b, k, "D");
     kb_line(b, "BARRIER();");
     /* scores of (head, key) pairs */
     kb_line(b, "for (uint e = lid; e < HG * T; e += WG_SIZE) {");
@@ -365,11 +396,15 @@ static glesc_status gen_decode(kb *b)
     kb_line(b, "BARRIER();");
     /* the value tile into ks (the scores are done with the keys), then the
      * next tile's loads in flight while this one is finished */
-    if (sh.v_shared)
+    if (vpl)
         tile_store(b, "vr", "Dv", vpl, b->n_rw ? "attn_vnew" : NULL);
-    kb_line(b, "if (int(kt0 + T) < ke) {");
-    tile_loads(b, "kt0 + T", kpl, sh.v_shared ? vpl : 0);
-    kb_line(b, "}");
+    else if (sh.v_shared)
+        tile_loop(b, v, "Dv");
+    if (sh.regs) {
+        kb_line(b, "if (int(kt0 + T) < ke) {");
+        tile_loads(b, "kt0 + T", kpl, vpl);
+        kb_line(b, "}");
+    }
     /* per head: the new running maximum and the factor for what came before */
     kb_line(b, "if (lid < HG) {");
     kb_line(b, "float mx = NEG_INF;");
