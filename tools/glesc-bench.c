@@ -739,8 +739,8 @@ int main(int argc, char **argv)
             int copies = (int)CORE_MIN(64u, (256ull << 20) / wbytes + 1);
             char how[160];
             double setup;
-            if (time_gemv(ctx, t, N, K, blocks, pool_bytes, f, copies, CORE_MAX(iters, copies),
-                          &wm, &sec, &setup, how, sizeof how))
+            if (time_gemv(ctx, t, N, K, blocks, pool_bytes, f, copies, CORE_MAX(iters, copies), &wm,
+                          &sec, &setup, how, sizeof how))
                 return fail(ctx, "graph gemv");
             /* the read-only kernel over exactly these bytes, cycled through
              * as many copies as fit the buffer (a, bytes long) */
