@@ -9,7 +9,8 @@
  * roofline, and of the same reduction kernel reading exactly the weight's
  * bytes (cycled through as many copies as the GEMV, each dispatch timed
  * alone as the graph times its kernels, so it pays the same launch and
- * tail costs: the roofline of a kernel that size). The copies are one
+ * tail costs: the roofline of a kernel that size); both the median of
+ * their kernels' times (median_s). The copies are one
  * graph of that many matmuls, each kernel timed alone; "setup s" is the
  * time from the first weight to the first timed run (writing the weights,
  * planning, compiling).
@@ -186,16 +187,33 @@ static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_bindi
     return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of n kernel times (sorts v). Kernels timed alone, each in its
+ * own timer query, see whatever else holds the GPU or the host for a
+ * moment: on an H200, a few samples of a run took 2-3 times longer (the
+ * plain read kernel's as much as a GEMV's) and their mean moved a table's
+ * ratios by tens of points; the median keeps the typical kernel. */
+static double median_s(uint64_t *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_u64);
+    return (n % 2 ? (double)v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + (double)v[n / 2])) * 1e-9;
+}
+
 /* As time_dispatch, but each dispatch in its own timer query, as the
  * graph's per-kernel timing measures: launch and tail included, no overlap
- * with a neighbour. */
+ * with a neighbour; *sec is the median. */
 static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *b, int nb,
                      gl_param *prm, int np, const uint32_t g[3], int iters, int cycle,
                      int cycle_param, uint32_t cycle_step, double *sec)
 {
     gl_timer *t = calloc((size_t)iters, sizeof *t);
-    uint64_t total = 0;
-    int rc = t ? 0 : -1;
+    uint64_t *ns = calloc((size_t)iters, sizeof *ns);
+    int rc = t && ns ? 0 : -1;
     for (int i = 0; i < iters && !rc; i++) {
         if (cycle > 1)
             prm[cycle_param] = GL_PARAM_U((uint32_t)(i % cycle) * cycle_step);
@@ -203,16 +221,15 @@ static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *
             gl_timer_end(ctx, &t[i]))
             rc = -1;
     }
-    for (int i = 0; i < iters && !rc; i++) {
-        uint64_t ns;
-        if (gl_timer_result(ctx, &t[i], &ns))
+    for (int i = 0; i < iters && !rc; i++)
+        if (gl_timer_result(ctx, &t[i], &ns[i]))
             rc = -1;
-        total += ns;
-    }
     for (int i = 0; t && i < iters; i++)
         gl_timer_release(ctx, &t[i]);
+    if (!rc)
+        *sec = median_s(ns, iters);
     free(t);
-    *sec = (double)total * 1e-9 / iters;
+    free(ns);
     return rc;
 }
 
@@ -362,7 +379,7 @@ static glesc_status read_pool(void *user, uint64_t offset, void *dst, size_t siz
  * matmuls (each with an x of its own: no grouping), the weights written in
  * one glesc_weights_write. After two untimed computes (plan, programs,
  * first touch) and warming the GPU, rounds of the graph each time every
- * kernel alone (the graph's timing); *sec is their mean, *setup the
+ * kernel alone (the graph's timing); *sec is their median, *setup the
  * seconds from the first weight to the end of the untimed computes, how
  * the kernel's header line. */
 static int time_gemv(glesc_context *ctx, glesc_dtype t, int N, int K, const void *pool,
@@ -400,7 +417,9 @@ static int time_gemv(glesc_context *ctx, glesc_dtype t, int N, int K, const void
     if (warm_gpu(wm))
         goto done;
     int rounds = CORE_MAX(2, (iters + copies - 1) / copies);
-    uint64_t ns = 0;
+    uint64_t *ns = calloc((size_t)rounds * (size_t)copies, sizeof *ns);
+    if (!ns)
+        goto done;
     for (int r = 0; r < rounds; r++) {
         glesc_compute_stats st;
         if (glesc_graph_compute(g, y, copies) != GLESC_OK)
@@ -409,12 +428,14 @@ static int time_gemv(glesc_context *ctx, glesc_dtype t, int N, int K, const void
         if (st.n_kernel_times != copies || !st.plan_reused) {
             fprintf(stderr, "glesc-bench: %d matmuls ran %d kernels (plan reused: %d)\n", copies,
                     st.n_kernel_times, st.plan_reused);
+            free(ns);
             goto done;
         }
         for (int k = 0; k < copies; k++)
-            ns += st.kernel_times[k].gpu_ns;
+            ns[r * copies + k] = st.kernel_times[k].gpu_ns;
     }
-    *sec = (double)ns * 1e-9 / ((double)rounds * copies);
+    *sec = median_s(ns, rounds * copies);
+    free(ns);
     rc = 0;
 done:
     glesc_graph_destroy(g);
