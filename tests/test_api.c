@@ -14,6 +14,7 @@
 
 #include "core/core.h"
 #include "glesc_llm.h"
+#include "test_util.h"
 
 Test(api, version_macros_match_the_library)
 {
@@ -141,8 +142,7 @@ Test(api, sampler_null_params_are_the_defaults)
 /* Runs glesc-bench with args; its exit status, stderr in err. */
 static int bench(const char *args, char *err, size_t n)
 {
-    const char *exe = getenv("GLESC_BENCH");
-    cr_assert_not_null(exe, "GLESC_BENCH is not set (meson test sets it)");
+    const char *exe = test_tool("GLESC_BENCH");
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", exe, args);
     FILE *p = popen(cmd, "r");

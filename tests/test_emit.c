@@ -81,15 +81,7 @@ Test(emit, injected_allocation_failure)
         emit_kernel *k = emit_kernel_create("saxpy");
         if (k) {
             emit_kernel_comment(k, "y[i] = a * x[i] + y[i]");
-            emit_kernel_local_size(k, 64, 1, 1);
-            emit_kernel_binding(k, EMIT_FLOAT, EMIT_READONLY | EMIT_RESTRICT, "x");
-            emit_kernel_binding(k, EMIT_FLOAT, EMIT_RESTRICT, "y");
-            emit_kernel_param(k, EMIT_PARAM_UINT, "n");
-            emit_kernel_param(k, EMIT_PARAM_FLOAT, "a");
-            emit_kernel_line(k, "uint i = gl_GlobalInvocationID.x;");
-            emit_kernel_line(k, "if (i < n) {");
-            emit_kernel_line(k, "y[i] = a * x[i] + y[i];");
-            emit_kernel_line(k, "}");
+            test_axpy_emit(k, 64, "+");
         }
         core_err err = {0};
         char *glsl = k ? emit_kernel_glsl(k, &err) : NULL;

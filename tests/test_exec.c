@@ -21,7 +21,9 @@ static float frand(uint32_t *s)
     return (float)(*s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
 }
 
-static gl_buffer *upload(glesc_context *ctx, const void *data, uint64_t bytes)
+TEST_GPU_SUITE(exec);
+
+static gl_buffer *upload(const void *data, uint64_t bytes)
 {
     gl_buffer *b;
     cr_assert_eq(gl_pool_acquire(ctx, bytes, GL_USAGE_ACTIVATIONS, &b), GLESC_OK, "%s",
@@ -31,12 +33,19 @@ static gl_buffer *upload(glesc_context *ctx, const void *data, uint64_t bytes)
     return b;
 }
 
-Test(exec, saxpy_matches_cpu)
+/* The program of GLSL text src (freed here); fails the test with the
+ * context's message. */
+static const gl_program *program(char *src)
 {
-    glesc_context *ctx = test_context(NULL);
-    char *src = test_saxpy_glsl(256);
     const gl_program *prog;
     cr_assert_eq(gl_program_get(ctx, src, &prog), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    core_free(src);
+    return prog;
+}
+
+Test(exec, saxpy_matches_cpu)
+{
+    const gl_program *prog = program(test_saxpy_glsl(256));
     for (size_t t = 0; t < CORE_ARRAY_LEN(sizes); t++) {
         uint32_t n = sizes[t], seed = n;
         float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *out = malloc(n * sizeof *y);
@@ -44,7 +53,7 @@ Test(exec, saxpy_matches_cpu)
             x[i] = frand(&seed);
             y[i] = frand(&seed);
         }
-        gl_buffer *bx = upload(ctx, x, n * 4ull), *by = upload(ctx, y, n * 4ull);
+        gl_buffer *bx = upload(x, n * 4ull), *by = upload(y, n * 4ull);
         gl_binding b[2] = {{bx, 0, 0, false}, {by, 0, 0, true}};
         gl_param p[2] = {GL_PARAM_U(n), GL_PARAM_F(0.75f)};
         uint32_t groups[3] = {(n + 255) / 256, 1, 1};
@@ -63,8 +72,6 @@ Test(exec, saxpy_matches_cpu)
         free(y);
         free(out);
     }
-    core_free(src);
-    glesc_context_destroy(ctx);
 }
 
 /* Pass 1: each workgroup sums a strided slice into partial[group]; pass 2:
@@ -97,10 +104,7 @@ static char *reduce_glsl(void)
 
 Test(exec, reduction_matches_cpu)
 {
-    glesc_context *ctx = test_context(NULL);
-    char *src = reduce_glsl();
-    const gl_program *prog;
-    cr_assert_eq(gl_program_get(ctx, src, &prog), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    const gl_program *prog = program(reduce_glsl());
     for (size_t t = 0; t < CORE_ARRAY_LEN(sizes); t++) {
         uint32_t n = sizes[t], seed = 7 + n;
         float *x = malloc(n * sizeof *x);
@@ -111,7 +115,7 @@ Test(exec, reduction_matches_cpu)
             mag += fabs(x[i]);
         }
         uint32_t groups1 = CORE_MIN((n + 255) / 256, 64u);
-        gl_buffer *bx = upload(ctx, x, n * 4ull), *bp, *bo;
+        gl_buffer *bx = upload(x, n * 4ull), *bp, *bo;
         cr_assert_eq(gl_pool_acquire(ctx, groups1 * 4ull, GL_USAGE_ACTIVATIONS, &bp), GLESC_OK);
         cr_assert_eq(gl_pool_acquire(ctx, 4, GL_USAGE_READBACK, &bo), GLESC_OK);
         gl_binding b1[2] = {{bx, 0, 0, false}, {bp, 0, 0, true}};
@@ -136,19 +140,14 @@ Test(exec, reduction_matches_cpu)
         gl_pool_release(ctx, bo);
         free(x);
     }
-    core_free(src);
-    glesc_context_destroy(ctx);
 }
 
 Test(exec, no_barrier_between_independent_dispatches)
 {
-    glesc_context *ctx = test_context(NULL);
-    char *src = test_saxpy_glsl(64);
-    const gl_program *prog;
-    cr_assert_eq(gl_program_get(ctx, src, &prog), GLESC_OK);
+    const gl_program *prog = program(test_saxpy_glsl(64));
     float data[64] = {0};
-    gl_buffer *x = upload(ctx, data, sizeof data), *y1 = upload(ctx, data, sizeof data),
-              *y2 = upload(ctx, data, sizeof data);
+    gl_buffer *x = upload(data, sizeof data), *y1 = upload(data, sizeof data),
+              *y2 = upload(data, sizeof data);
     gl_param p[2] = {GL_PARAM_U(64), GL_PARAM_F(1)};
     uint32_t g[3] = {1, 1, 1};
     glesc_stats s0, s1;
@@ -172,22 +171,17 @@ Test(exec, no_barrier_between_independent_dispatches)
     gl_pool_release(ctx, x);
     gl_pool_release(ctx, y1);
     gl_pool_release(ctx, y2);
-    core_free(src);
-    glesc_context_destroy(ctx);
 }
 
 /* Parameters go through a ring of uniform blocks: many dispatches, each with
  * its own value, must each see theirs, also after the ring wraps around. */
 Test(exec, parameter_ring_wraps)
 {
-    glesc_context *ctx = test_context(NULL);
-    char *src = test_saxpy_glsl(64);
-    const gl_program *prog;
-    cr_assert_eq(gl_program_get(ctx, src, &prog), GLESC_OK);
+    const gl_program *prog = program(test_saxpy_glsl(64));
     float x[64], zero[64] = {0}, y[64];
     for (int i = 0; i < 64; i++)
         x[i] = (float)(i % 5);
-    gl_buffer *bx = upload(ctx, x, sizeof x), *by = upload(ctx, zero, sizeof zero);
+    gl_buffer *bx = upload(x, sizeof x), *by = upload(zero, sizeof zero);
     /* more blocks than the 64 KiB ring holds at the device's alignment */
     int n = (int)((64u << 10) / gl_param_block_stride(ctx, 2)) + 100;
     double sum = 0;
@@ -206,8 +200,6 @@ Test(exec, parameter_ring_wraps)
     cr_log_info("%d dispatches through the parameter ring", n);
     gl_pool_release(ctx, bx);
     gl_pool_release(ctx, by);
-    core_free(src);
-    glesc_context_destroy(ctx);
 }
 
 /* Blocks written once into a buffer of blocks and dispatched from many
@@ -216,10 +208,7 @@ Test(exec, parameter_ring_wraps)
  * bound although the cache saw "the same" name before. */
 Test(exec, param_blocks_and_bind_cache)
 {
-    glesc_context *ctx = test_context(NULL);
-    char *src = test_saxpy_glsl(64);
-    const gl_program *prog;
-    cr_assert_eq(gl_program_get(ctx, src, &prog), GLESC_OK);
+    const gl_program *prog = program(test_saxpy_glsl(64));
     float x[64], zero[64] = {0}, y[64];
     for (int i = 0; i < 64; i++)
         x[i] = (float)(i % 7);
@@ -233,7 +222,7 @@ Test(exec, param_blocks_and_bind_cache)
     cr_assert_eq(gl_param_buffer_write(ctx, blocks, 0, data, 2 * stride), GLESC_OK);
     uint32_t g[3] = {1, 1, 1};
     for (int round = 0; round < 3; round++) {
-        gl_buffer *bx = upload(ctx, x, sizeof x), *by = upload(ctx, zero, sizeof zero);
+        gl_buffer *bx = upload(x, sizeof x), *by = upload(zero, sizeof zero);
         GLuint by_name = by->id;
         gl_binding b[2] = {{bx, 0, 0, false}, {by, 0, 0, true}};
         /* y = 2x, + 3x, + 1x (ring), + 2x again: 8x */
@@ -257,18 +246,13 @@ Test(exec, param_blocks_and_bind_cache)
         cr_log_info("round %d: output buffer name %u", round, by_name);
     }
     gl_param_buffer_destroy(ctx, blocks);
-    core_free(src);
-    glesc_context_destroy(ctx);
 }
 
 Test(exec, bad_binding_offset_and_range)
 {
-    glesc_context *ctx = test_context(NULL);
-    char *src = test_saxpy_glsl(64);
-    const gl_program *prog;
-    cr_assert_eq(gl_program_get(ctx, src, &prog), GLESC_OK);
+    const gl_program *prog = program(test_saxpy_glsl(64));
     float data[64] = {0};
-    gl_buffer *x = upload(ctx, data, sizeof data);
+    gl_buffer *x = upload(data, sizeof data);
     gl_param p[2] = {GL_PARAM_U(64), GL_PARAM_F(1)};
     uint32_t g[3] = {1, 1, 1};
     gl_binding bad_off[2] = {{x, 4, 16, false}, {x, 0, 0, true}};
@@ -282,19 +266,14 @@ Test(exec, bad_binding_offset_and_range)
     float big[128];
     cr_assert_eq(gl_buffer_download(ctx, x, 0, big, 1 << 20), GLESC_ERROR_INVALID_ARGUMENT);
     gl_pool_release(ctx, x);
-    core_free(src);
-    glesc_context_destroy(ctx);
 }
 
 Test(exec, timer_measures)
 {
-    glesc_context *ctx = test_context(NULL);
-    char *src = test_saxpy_glsl(256);
-    const gl_program *prog;
-    cr_assert_eq(gl_program_get(ctx, src, &prog), GLESC_OK);
+    const gl_program *prog = program(test_saxpy_glsl(256));
     uint32_t n = 1 << 20;
     float *x = calloc(n, 4);
-    gl_buffer *bx = upload(ctx, x, n * 4ull), *by = upload(ctx, x, n * 4ull);
+    gl_buffer *bx = upload(x, n * 4ull), *by = upload(x, n * 4ull);
     gl_timer t;
     cr_assert_eq(gl_timer_begin(ctx, &t), GLESC_OK, "%s", glesc_context_errmsg(ctx));
     gl_param p[2] = {GL_PARAM_U(n), GL_PARAM_F(2)};
@@ -312,6 +291,4 @@ Test(exec, timer_measures)
     gl_pool_release(ctx, bx);
     gl_pool_release(ctx, by);
     free(x);
-    core_free(src);
-    glesc_context_destroy(ctx);
 }

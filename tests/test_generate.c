@@ -21,17 +21,16 @@
 
 static glesc_context *ctx;
 static glesc_model *model;
-static char *dir, path[4200];
+static char *dir, *path;
 
 static void setup(void)
 {
     ctx = test_context(NULL);
     dir = test_tmpdir();
-    snprintf(path, sizeof path, "%s/g.gguf", dir);
     synth_params p;
     test_tiny_params(&p, 2, 128);
     p.n_ff = 128;
-    cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
+    path = test_synth_write(&p, dir, "g.gguf");
     cr_assert_eq(glesc_model_load(ctx, path, NULL, &model), GLESC_OK, "%s", glesc_last_errmsg());
 }
 
@@ -41,6 +40,7 @@ static void teardown(void)
     glesc_context_destroy(ctx);
     unlink(path);
     rmdir(dir);
+    free(path);
     free(dir);
 }
 
@@ -109,16 +109,49 @@ static void on_event(void *user, const glesc_gen_event *ev)
     }
 }
 
-static glesc_sampler *greedy(void)
+/* A sampler over m's vocabulary: greedy (temperature 0), or else glesc's
+ * default chain drawing with seed. */
+static glesc_sampler *sampler(const glesc_model *m, bool greedy, uint64_t seed)
 {
     glesc_sampler_params sp;
     glesc_sampler_params_default(&sp);
-    sp.temperature = 0;
+    if (greedy)
+        sp.temperature = 0;
+    else
+        sp.seed = seed;
     glesc_sampler *smp;
-    cr_assert_eq(
-        glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(glesc_model_tokenizer(model)), &smp),
-        GLESC_OK);
+    cr_assert_eq(glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(glesc_model_tokenizer(m)), &smp),
+                 GLESC_OK);
     return smp;
+}
+
+/* A demo model of ../shared (rel) with "Once upon a time" tokenized, its
+ * specials added; skips the test where ../shared lacks the model.
+ * story_close() it. */
+typedef struct story {
+    glesc_model *m;
+    const glesc_tokenizer *tok;
+    int32_t *ids;
+    size_t n;
+} story;
+
+static story story_open(const char *rel)
+{
+    TEST_REQUIRE_SHARED(spath, rel);
+    story st;
+    cr_assert_eq(glesc_model_load(ctx, spath, NULL, &st.m), GLESC_OK, "%s", glesc_last_errmsg());
+    free(spath);
+    st.tok = glesc_model_tokenizer(st.m);
+    cr_assert_eq(glesc_tokenize_alloc(st.tok, "Once upon a time", 16, GLESC_TOKENIZE_ADD_SPECIAL,
+                                      &st.ids, &st.n),
+                 GLESC_OK);
+    return st;
+}
+
+static void story_close(story *st)
+{
+    glesc_tokens_free(st->ids);
+    glesc_model_destroy(st->m);
 }
 
 static glesc_session *session(int32_t n_ctx)
@@ -152,7 +185,7 @@ Test(generate, same_ids_as_a_hand_written_loop_and_counts)
 {
     /* By hand: eval the prompt, then sample and eval 20 times. */
     glesc_session *s = session(0);
-    glesc_sampler *smp = greedy();
+    glesc_sampler *smp = sampler(model, true, 0);
     int32_t V = glesc_tokenizer_n_vocab(glesc_model_tokenizer(model));
     float *row = malloc((size_t)V * 4 * 2);
     cr_assert_eq(glesc_session_eval(s, prompt, 5, 0, row), GLESC_OK);
@@ -214,7 +247,7 @@ Test(generate, same_ids_as_a_hand_written_loop_and_counts)
 
 static void context_callback_and_continuation(void)
 {
-    glesc_sampler *smp = greedy();
+    glesc_sampler *smp = sampler(model, true, 0);
     /* A context of 16: the prompt's 5, then 11 evaluated tokens; the 12th
      * is sampled from the last row but has no room. */
     glesc_session *s = session(16);
@@ -274,7 +307,7 @@ Test(generate, context_callback_and_continuation)
 
 Test(generate, errors)
 {
-    glesc_sampler *smp = greedy();
+    glesc_sampler *smp = sampler(model, true, 0);
     glesc_session *s = session(8);
     glesc_generate_result res;
     /* Nothing evaluated yet: no row to sample from. */
@@ -310,28 +343,16 @@ Test(generate, errors)
  * test_runtime's hand loop checks them), through glesc_generate. */
 Test(generate, stories260k_greedy_matches_llama_cpp)
 {
-    TEST_REQUIRE_SHARED(spath, "models/stories260K.gguf");
     static const int32_t expect[48] = {432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338,
                                        401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282,
                                        295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352,
                                        266, 268, 388, 426, 338, 391, 266, 267, 337, 335, 312, 432};
-    glesc_model *m;
-    cr_assert_eq(glesc_model_load(ctx, spath, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
-    const glesc_tokenizer *tok = glesc_model_tokenizer(m);
-    int32_t *ids;
-    size_t n;
-    cr_assert_eq(
-        glesc_tokenize_alloc(tok, "Once upon a time", 16, GLESC_TOKENIZE_ADD_SPECIAL, &ids, &n),
-        GLESC_OK);
-    glesc_sampler_params sp;
-    glesc_sampler_params_default(&sp);
-    sp.temperature = 0;
-    glesc_sampler *smp;
-    cr_assert_eq(glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(tok), &smp), GLESC_OK);
+    story st = story_open("models/stories260K.gguf");
+    glesc_sampler *smp = sampler(st.m, true, 0);
     for (int logits = 0; logits < 2; logits++) {
         glesc_session *s;
-        cr_assert_eq(glesc_session_create(m, NULL, &s), GLESC_OK);
-        seen w = {.s = s, .n_vocab = glesc_tokenizer_n_vocab(tok), .rows_ok = true};
+        cr_assert_eq(glesc_session_create(st.m, NULL, &s), GLESC_OK);
+        seen w = {.s = s, .n_vocab = glesc_tokenizer_n_vocab(st.tok), .rows_ok = true};
         w.check_rows = logits;
         glesc_generate_params p;
         glesc_generate_params_init(&p);
@@ -341,7 +362,8 @@ Test(generate, stories260k_greedy_matches_llama_cpp)
         p.token_user = &w;
         glesc_generate_result res;
         glesc_sampler_reset(smp);
-        cr_assert_eq(glesc_generate(s, smp, ids, n, &p, &res), GLESC_OK, "%s", glesc_last_errmsg());
+        cr_assert_eq(glesc_generate(s, smp, st.ids, st.n, &p, &res), GLESC_OK, "%s",
+                     glesc_last_errmsg());
         cr_expect_eq(w.n_ids, 48);
         cr_expect(w.rows_ok, "each id is the arg max of the row glesc_session_logits shows");
         for (int i = 0; i < 48; i++)
@@ -349,52 +371,38 @@ Test(generate, stories260k_greedy_matches_llama_cpp)
                          logits ? "logits" : "pipelined", i, w.ids[i], expect[i]);
         glesc_session_destroy(s);
     }
-    glesc_tokens_free(ids);
     glesc_sampler_destroy(smp);
-    glesc_model_destroy(m);
-    free(spath);
+    story_close(&st);
 }
 
 /* An end-of-generation token stops without being shown or evaluated
  * (TinyStories-656K ends its stories), and with ignore_eos it is text. */
 Test(generate, end_of_generation)
 {
-    TEST_REQUIRE_SHARED(tpath, "models/TinyStories-656K-Q8_0.gguf");
-    glesc_model *m;
-    cr_assert_eq(glesc_model_load(ctx, tpath, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
-    const glesc_tokenizer *tok = glesc_model_tokenizer(m);
-    int32_t *ids;
-    size_t n;
-    cr_assert_eq(
-        glesc_tokenize_alloc(tok, "Once upon a time", 16, GLESC_TOKENIZE_ADD_SPECIAL, &ids, &n),
-        GLESC_OK);
-    glesc_sampler_params sp;
-    glesc_sampler_params_default(&sp);
-    sp.seed = 1; /* gguf-run --seed 1 reaches the end of its story */
-    glesc_sampler *smp;
-    cr_assert_eq(glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(tok), &smp), GLESC_OK);
+    story st = story_open("models/TinyStories-656K-Q8_0.gguf");
+    /* gguf-run --seed 1 reaches the end of its story */
+    glesc_sampler *smp = sampler(st.m, false, 1);
     glesc_session_options so = {.n_ctx = 1024};
     glesc_session *s;
-    cr_assert_eq(glesc_session_create(m, &so, &s), GLESC_OK);
+    cr_assert_eq(glesc_session_create(st.m, &so, &s), GLESC_OK);
     seen w = {.s = s};
     glesc_generate_params p;
     glesc_generate_params_init(&p);
     p.on_token = on_token;
     p.token_user = &w;
     glesc_generate_result res;
-    cr_assert_eq(glesc_generate(s, smp, ids, n, &p, &res), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_generate(s, smp, st.ids, st.n, &p, &res), GLESC_OK, "%s",
+                 glesc_last_errmsg());
     cr_expect_eq(res.stop, GLESC_STOP_EOS);
     cr_assert_gt(w.n_ids, 1);
     int32_t last = w.ids[w.n_ids - 1];
-    cr_expect(glesc_tokenizer_is_eog(tok, last), "the last id %d ends generation", last);
+    cr_expect(glesc_tokenizer_is_eog(st.tok, last), "the last id %d ends generation", last);
     cr_expect_eq(res.n_generated, w.n_ids);
     cr_expect_eq(res.decode_tokens, (size_t)w.n_ids - 1, "the end token is not evaluated");
-    cr_expect_eq(glesc_session_n_past(s), (int)n + w.n_ids - 1);
-    glesc_tokens_free(ids);
+    cr_expect_eq(glesc_session_n_past(s), (int)st.n + w.n_ids - 1);
     glesc_session_destroy(s);
     glesc_sampler_destroy(smp);
-    glesc_model_destroy(m);
-    free(tpath);
+    story_close(&st);
 }
 
 /* Pipelined greedy generation (the GPU picks the tokens, step t+1 queued
@@ -406,20 +414,8 @@ Test(generate, end_of_generation)
  * continuation after each goes on with the same tokens. */
 Test(generate, pipelined_greedy_equals_the_rows_read_back)
 {
-    TEST_REQUIRE_SHARED(tpath, "models/TinyStories-656K-Q8_0.gguf");
-    glesc_model *m;
-    cr_assert_eq(glesc_model_load(ctx, tpath, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
-    const glesc_tokenizer *tok = glesc_model_tokenizer(m);
-    int32_t *ids;
-    size_t n;
-    cr_assert_eq(
-        glesc_tokenize_alloc(tok, "Once upon a time", 16, GLESC_TOKENIZE_ADD_SPECIAL, &ids, &n),
-        GLESC_OK);
-    glesc_sampler_params sp;
-    glesc_sampler_params_default(&sp);
-    sp.temperature = 0;
-    glesc_sampler *smp;
-    cr_assert_eq(glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(tok), &smp), GLESC_OK);
+    story st = story_open("models/TinyStories-656K-Q8_0.gguf");
+    glesc_sampler *smp = sampler(st.m, true, 0);
     static const struct {
         int32_t n_predict, stop_at;
         bool eval_last, ignore_eos;
@@ -432,9 +428,9 @@ Test(generate, pipelined_greedy_equals_the_rows_read_back)
         int32_t n_past[2], cont[2][5] = {{0}}, cont_n[2];
         for (int logits = 0; logits < 2; logits++) {
             glesc_session *s;
-            cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.n_ctx = 512}, &s),
+            cr_assert_eq(glesc_session_create(st.m, &(glesc_session_options){.n_ctx = 512}, &s),
                          GLESC_OK);
-            w[logits] = (seen){.s = s, .n_vocab = glesc_tokenizer_n_vocab(tok)};
+            w[logits] = (seen){.s = s, .n_vocab = glesc_tokenizer_n_vocab(st.tok)};
             w[logits].stop_at = cases[c].stop_at;
             glesc_generate_params p;
             glesc_generate_params_init(&p);
@@ -447,7 +443,7 @@ Test(generate, pipelined_greedy_equals_the_rows_read_back)
             w[logits].check_rows = logits;
             w[logits].rows_ok = true;
             glesc_sampler_reset(smp);
-            cr_assert_eq(glesc_generate(s, smp, ids, n, &p, &res[logits]), GLESC_OK, "%s",
+            cr_assert_eq(glesc_generate(s, smp, st.ids, st.n, &p, &res[logits]), GLESC_OK, "%s",
                          glesc_last_errmsg());
             n_past[logits] = glesc_session_n_past(s);
             /* going on from where it stopped: 5 more */
@@ -479,8 +475,6 @@ Test(generate, pipelined_greedy_equals_the_rows_read_back)
         cr_expect_eq(memcmp(cont[0], cont[1], sizeof cont[0]), 0, "case %zu: continuations", c);
         cr_expect_eq(w[0].text_len, w[1].text_len);
     }
-    glesc_tokens_free(ids);
     glesc_sampler_destroy(smp);
-    glesc_model_destroy(m);
-    free(tpath);
+    story_close(&st);
 }

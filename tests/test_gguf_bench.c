@@ -21,29 +21,13 @@
  * fragment) and collects its output. */
 static test_run_result run(const char *env, const char *args)
 {
-    const char *exe = getenv(env);
-    cr_assert(exe && *exe, "%s is not set (run through meson test)", env);
-    char cmd[8192];
+    const char *exe = test_tool(env);
+    char cmd[16384];
     snprintf(cmd, sizeof cmd, "'%s' %s", exe, args);
     return test_run(cmd, NULL);
 }
 
-static char *dir;
-
-static void setup(void)
-{
-    dir = test_tmpdir();
-}
-
-static void teardown(void)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-    free(dir);
-}
-
-TestSuite(gguf_bench, .init = setup, .fini = teardown);
+TEST_TMPDIR_SUITE(gguf_bench);
 
 /* The tinyllama preset shrunk to one layer of 256. */
 #define SMALL "tinyllama-1.1b --n-layer 1 --n-embd 256 --n-head 4 --n-head-kv 2 --n-ff 512 "

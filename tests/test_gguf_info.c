@@ -18,8 +18,7 @@
 /* Runs gguf-info with args (a shell fragment) and collects its output. */
 static test_run_result run(const char *args)
 {
-    const char *exe = getenv("GLESC_GGUF_INFO");
-    cr_assert(exe && *exe, "GLESC_GGUF_INFO is not set");
+    const char *exe = test_tool("GLESC_GGUF_INFO");
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s' %s", exe, args);
     test_run_result r = test_run(cmd, NULL);
@@ -172,8 +171,7 @@ Test(gguf_info, zero_dimension)
  * that cannot be written is an error. */
 Test(gguf_info, fifo_and_full_output, .timeout = 60)
 {
-    const char *exe = getenv("GLESC_GGUF_INFO");
-    cr_assert(exe && *exe, "GLESC_GGUF_INFO is not set");
+    const char *exe = test_tool("GLESC_GGUF_INFO");
     char *dir = test_tmpdir();
     char path[4200], args[4400], cmd[8800];
     snprintf(path, sizeof path, "%s/fifo", dir);

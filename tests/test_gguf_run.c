@@ -30,8 +30,7 @@
  * NULL) and collects its output. */
 static test_run_result run_with(const char *args, const char *input)
 {
-    const char *exe = getenv("GLESC_GGUF_RUN");
-    cr_assert(exe && *exe, "GLESC_GGUF_RUN is not set (run through meson test)");
+    const char *exe = test_tool("GLESC_GGUF_RUN");
     char cmd[16384];
     snprintf(cmd, sizeof cmd, "'%s' --cache-dir off %s", exe, args);
     return test_run(cmd, input);
@@ -240,8 +239,7 @@ Test(gguf_run, wrong_token_embd_is_blamed)
  * in open(); `timeout` ends such a regression instead of leaving it). */
 Test(gguf_run, fifo_model, .timeout = 120)
 {
-    const char *exe = getenv("GLESC_GGUF_RUN");
-    cr_assert(exe && *exe, "GLESC_GGUF_RUN is not set (run through meson test)");
+    const char *exe = test_tool("GLESC_GGUF_RUN");
     char *dir = test_tmpdir();
     char fifo[4200], cmd[8800];
     snprintf(fifo, sizeof fifo, "%s/model.gguf", dir);
@@ -551,8 +549,7 @@ Test(gguf_run, chat_on_stdin)
  * VM_CAP. */
 static test_run_result run_capped(const char *before, const char *args)
 {
-    const char *exe = getenv("GLESC_GGUF_RUN");
-    cr_assert(exe && *exe, "GLESC_GGUF_RUN is not set (run through meson test)");
+    const char *exe = test_tool("GLESC_GGUF_RUN");
     char cmd[16384];
     snprintf(cmd, sizeof cmd, "%s (" VM_CAP " exec '%s' --cache-dir off %s)", before, exe, args);
     return test_run(cmd, NULL);
@@ -661,8 +658,7 @@ typedef struct term {
 
 static term term_start(const char *args)
 {
-    const char *exe = getenv("GLESC_GGUF_RUN");
-    cr_assert(exe && *exe, "GLESC_GGUF_RUN is not set (run through meson test)");
+    const char *exe = test_tool("GLESC_GGUF_RUN");
     char cmd[16384];
     snprintf(cmd, sizeof cmd, "exec '%s' --cache-dir off %s", exe, args);
     term t = {0};

@@ -267,8 +267,7 @@ static char *make_case(const char *dir, const char *name, const uint8_t *model, 
 
 static test_run_result onnx_run(const char *args)
 {
-    const char *exe = getenv("GLESC_ONNX_RUN");
-    cr_assert(exe && *exe, "GLESC_ONNX_RUN is not set");
+    const char *exe = test_tool("GLESC_ONNX_RUN");
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s' %s", exe, args);
     return test_run(cmd, NULL);

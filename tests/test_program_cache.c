@@ -75,6 +75,51 @@ static char *variant(int i)
     return test_saxpy_glsl(32 << (i % 4)); /* 4 distinct programs */
 }
 
+/* A context with its program cache in dir; skips the test where the driver
+ * has no program binaries to store. */
+static glesc_context *disk_context(const char *dir)
+{
+    glesc_context *ctx = test_context(dir);
+    if (glesc_context_caps(ctx)->num_program_binary_formats == 0)
+        cr_skip_test("the driver offers no program binary formats");
+    return ctx;
+}
+
+/* A fresh context on dir getting src, whose entry is bad: refused with one
+ * warning (why: what its refusal shows), compiled and written anew. The
+ * context is returned; destroy it. */
+static glesc_context *refused_and_rewritten(const char *dir, const char *src, const gl_program **p,
+                                            const char *why)
+{
+    glesc_context *ctx = test_context(dir);
+    unsetenv("GLESC_LOG");
+    capture_begin(dir);
+    glesc_status st = gl_program_get(ctx, src, p);
+    char *log = capture_end();
+    cr_assert_eq(st, GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    expect_one_refusal_warning(log, dir);
+    free(log);
+    glesc_stats s;
+    glesc_context_stats(ctx, &s);
+    cr_assert_eq(s.program_disk_rejects, 1, "%s", why);
+    cr_assert_eq(s.programs_compiled, 1);
+    cr_assert_eq(s.program_disk_writes, 1, "the entry was not written anew");
+    return ctx;
+}
+
+/* A fresh context on dir getting src: loaded from its entry, not compiled.
+ * The context is returned; destroy it. */
+static glesc_context *from_disk(const char *dir, const char *src, const gl_program **p)
+{
+    glesc_context *ctx = test_context(dir);
+    cr_assert_eq(gl_program_get(ctx, src, p), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    glesc_stats s;
+    glesc_context_stats(ctx, &s);
+    cr_assert_eq(s.program_disk_hits, 1);
+    cr_assert_eq(s.programs_compiled, 0);
+    return ctx;
+}
+
 Test(program_cache, compile_error_has_log_and_source)
 {
     glesc_context *ctx = test_context(NULL);
@@ -98,9 +143,7 @@ Test(program_cache, second_context_loads_from_disk)
     const gl_program *p[4];
     glesc_stats s;
 
-    glesc_context *ctx = test_context(dir);
-    if (glesc_context_caps(ctx)->num_program_binary_formats == 0)
-        cr_skip_test("the driver offers no program binary formats");
+    glesc_context *ctx = disk_context(dir);
     cr_assert_eq(gl_program_get_batch(ctx, (const char *const *)src, 4, p), GLESC_OK, "%s",
                  glesc_context_errmsg(ctx));
     cr_assert_eq(gl_program_get(ctx, src[0], &p[0]), GLESC_OK);
@@ -147,34 +190,15 @@ static void survive_damage(bool truncate_it)
     char *dir = test_tmpdir();
     char *src = variant(1);
     const gl_program *p;
-    glesc_context *ctx = test_context(dir);
-    if (glesc_context_caps(ctx)->num_program_binary_formats == 0)
-        cr_skip_test("the driver offers no program binary formats");
+    glesc_context *ctx = disk_context(dir);
     cr_assert_eq(gl_program_get(ctx, src, &p), GLESC_OK);
     char *path = gl_program_cache_entry_path(ctx, src);
     glesc_context_destroy(ctx);
 
     damage(path, truncate_it);
-    ctx = test_context(dir);
-    unsetenv("GLESC_LOG");
-    capture_begin(dir);
-    glesc_status st = gl_program_get(ctx, src, &p);
-    char *log = capture_end();
-    cr_assert_eq(st, GLESC_OK, "%s", glesc_context_errmsg(ctx));
-    expect_one_refusal_warning(log, dir);
-    free(log);
-    glesc_stats s;
-    glesc_context_stats(ctx, &s);
-    cr_assert_eq(s.program_disk_rejects, 1, "damaged entry not detected");
-    cr_assert_eq(s.programs_compiled, 1);
-    cr_assert_eq(s.program_disk_writes, 1, "damaged entry not replaced");
+    ctx = refused_and_rewritten(dir, src, &p, "damaged entry not detected");
     glesc_context_destroy(ctx);
-
-    ctx = test_context(dir); /* the replacement is good */
-    cr_assert_eq(gl_program_get(ctx, src, &p), GLESC_OK);
-    glesc_context_stats(ctx, &s);
-    cr_assert_eq(s.program_disk_hits, 1);
-    cr_assert_eq(s.programs_compiled, 0);
+    ctx = from_disk(dir, src, &p); /* the replacement is good */
     glesc_context_destroy(ctx);
     core_free(path);
     core_free(src);
@@ -197,15 +221,7 @@ static char *axpy_glsl(const char *op)
 {
     emit_kernel *k = emit_kernel_create("axpy");
     cr_assert_not_null(k);
-    emit_kernel_local_size(k, 64, 1, 1);
-    emit_kernel_binding(k, EMIT_FLOAT, EMIT_READONLY | EMIT_RESTRICT, "x");
-    emit_kernel_binding(k, EMIT_FLOAT, EMIT_RESTRICT, "y");
-    emit_kernel_param(k, EMIT_PARAM_UINT, "n");
-    emit_kernel_param(k, EMIT_PARAM_FLOAT, "a");
-    emit_kernel_line(k, "uint i = gl_GlobalInvocationID.x;");
-    emit_kernel_line(k, "if (i < n) {");
-    emit_kernel_line(k, "y[i] = a * x[i] %s y[i];", op);
-    emit_kernel_line(k, "}");
+    test_axpy_emit(k, 64, op);
     core_err err = {0};
     char *glsl = emit_kernel_glsl(k, &err);
     cr_assert_not_null(glsl, "%s", core_err_msg(&err));
@@ -261,9 +277,7 @@ Test(program_cache, entry_copied_over_another_name_is_recompiled)
     char *dir = test_tmpdir();
     char *plus = axpy_glsl("+"), *minus = axpy_glsl("-");
     const gl_program *p;
-    glesc_context *ctx = test_context(dir);
-    if (glesc_context_caps(ctx)->num_program_binary_formats == 0)
-        cr_skip_test("the driver offers no program binary formats");
+    glesc_context *ctx = disk_context(dir);
     cr_assert_eq(gl_program_get(ctx, plus, &p), GLESC_OK, "%s", glesc_context_errmsg(ctx));
     cr_assert_eq(gl_program_get(ctx, minus, &p), GLESC_OK, "%s", glesc_context_errmsg(ctx));
     char *plus_path = gl_program_cache_entry_path(ctx, plus);
@@ -271,31 +285,16 @@ Test(program_cache, entry_copied_over_another_name_is_recompiled)
     glesc_context_destroy(ctx);
     copy_file(minus_path, plus_path);
 
-    ctx = test_context(dir);
-    unsetenv("GLESC_LOG");
-    capture_begin(dir);
-    glesc_status st = gl_program_get(ctx, plus, &p);
-    char *log = capture_end();
-    cr_assert_eq(st, GLESC_OK, "%s", glesc_context_errmsg(ctx));
-    expect_one_refusal_warning(log, dir);
-    free(log);
-    glesc_stats s;
-    glesc_context_stats(ctx, &s);
-    cr_assert_eq(s.program_disk_rejects, 1, "the foreign entry was not refused");
-    cr_assert_eq(s.programs_compiled, 1);
-    cr_assert_eq(s.program_disk_writes, 1);
+    ctx = refused_and_rewritten(dir, plus, &p, "the foreign entry was not refused");
     check_axpy(ctx, p, +1);
     cr_assert_eq(gl_program_get(ctx, minus, &p), GLESC_OK, "%s", glesc_context_errmsg(ctx));
     check_axpy(ctx, p, -1);
+    glesc_stats s;
     glesc_context_stats(ctx, &s);
     cr_assert_eq(s.program_disk_hits, 1, "the other entry is still good");
     glesc_context_destroy(ctx);
 
-    ctx = test_context(dir); /* the replacement is plus's own */
-    cr_assert_eq(gl_program_get(ctx, plus, &p), GLESC_OK, "%s", glesc_context_errmsg(ctx));
-    glesc_context_stats(ctx, &s);
-    cr_assert_eq(s.program_disk_hits, 1);
-    cr_assert_eq(s.programs_compiled, 0);
+    ctx = from_disk(dir, plus, &p); /* the replacement is plus's own */
     check_axpy(ctx, p, +1);
     glesc_context_destroy(ctx);
     core_free(plus_path);
@@ -317,9 +316,7 @@ Test(program_cache, planted_links_are_not_followed)
     fclose(f);
     char *src = variant(2);
     const gl_program *p;
-    glesc_context *ctx = test_context(dir);
-    if (glesc_context_caps(ctx)->num_program_binary_formats == 0)
-        cr_skip_test("the driver offers no program binary formats");
+    glesc_context *ctx = disk_context(dir);
     char *path = gl_program_cache_entry_path(ctx, src);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     cr_assert_eq(symlink(target, path), 0);
@@ -353,9 +350,7 @@ Test(program_cache, fifo_entry_does_not_hang, .timeout = 60)
     char *dir = test_tmpdir();
     char *src = variant(3);
     const gl_program *p;
-    glesc_context *ctx = test_context(dir);
-    if (glesc_context_caps(ctx)->num_program_binary_formats == 0)
-        cr_skip_test("the driver offers no program binary formats");
+    glesc_context *ctx = disk_context(dir);
     char *path = gl_program_cache_entry_path(ctx, src);
     cr_assert_eq(mkfifo(path, 0600), 0);
     cr_assert_eq(gl_program_get(ctx, src, &p), GLESC_OK, "%s", glesc_context_errmsg(ctx));
@@ -681,7 +676,5 @@ Test(program_cache, warm_model_start_compiles_nothing, .timeout = 300)
     free(cold);
     free(warm);
     free(model);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-    free(dir);
+    test_rmtree(dir);
 }

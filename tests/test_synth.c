@@ -18,22 +18,7 @@
 #include "glesc_llm.h"
 #include "test_util.h"
 
-static char *dir;
-
-static void setup(void)
-{
-    dir = test_tmpdir();
-}
-
-static void teardown(void)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-    free(dir);
-}
-
-TestSuite(synth, .init = setup, .fini = teardown);
+TEST_TMPDIR_SUITE(synth);
 
 static char *path_of(const char *name)
 {

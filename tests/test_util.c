@@ -54,6 +54,13 @@ void *test_read_file(const char *path, size_t *size)
 #include <criterion/criterion.h>
 #include <sys/wait.h>
 
+const char *test_tool(const char *env)
+{
+    const char *exe = getenv(env);
+    cr_assert(exe && *exe, "%s is not set (run through meson test)", env);
+    return exe;
+}
+
 test_run_result test_run(const char *cmd, const char *input)
 {
     char *dir = test_tmpdir();
@@ -120,13 +127,21 @@ char *test_tmpdir(void)
     return strdup(buf);
 }
 
+void test_rmtree(char *dir)
+{
+    size_t n = strlen(dir) + 16;
+    char *cmd = malloc(n);
+    cr_assert_not_null(cmd);
+    snprintf(cmd, n, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+    free(cmd);
+    free(dir);
+}
+
 #include "emit/emit.h"
 
-char *test_saxpy_glsl(int local_size)
+void test_axpy_emit(emit_kernel *k, int local_size, const char *op)
 {
-    emit_kernel *k = emit_kernel_create("saxpy");
-    cr_assert_not_null(k);
-    emit_kernel_comment(k, "y[i] = a * x[i] + y[i]");
     emit_kernel_local_size(k, local_size, 1, 1);
     emit_kernel_binding(k, EMIT_FLOAT, EMIT_READONLY | EMIT_RESTRICT, "x");
     emit_kernel_binding(k, EMIT_FLOAT, EMIT_RESTRICT, "y");
@@ -134,8 +149,16 @@ char *test_saxpy_glsl(int local_size)
     emit_kernel_param(k, EMIT_PARAM_FLOAT, "a");
     emit_kernel_line(k, "uint i = gl_GlobalInvocationID.x;");
     emit_kernel_line(k, "if (i < n) {");
-    emit_kernel_line(k, "y[i] = a * x[i] + y[i];");
+    emit_kernel_line(k, "y[i] = a * x[i] %s y[i];", op);
     emit_kernel_line(k, "}");
+}
+
+char *test_saxpy_glsl(int local_size)
+{
+    emit_kernel *k = emit_kernel_create("saxpy");
+    cr_assert_not_null(k);
+    emit_kernel_comment(k, "y[i] = a * x[i] + y[i]");
+    test_axpy_emit(k, local_size, "+");
     core_err err = {0};
     char *glsl = emit_kernel_glsl(k, &err);
     cr_assert_not_null(glsl, "%s", core_err_msg(&err));

@@ -33,6 +33,10 @@ typedef struct test_run_result {
     char *out, *err;
 } test_run_result;
 
+/* The path of the tool meson test names in environment variable env (e.g.
+ * GLESC_GGUF_RUN); fails the test when it is not set. */
+const char *test_tool(const char *env);
+
 /* Runs cmd (a shell command line) with stdin from input (NULL: empty) and
  * collects its output; fails the test when no shell can be started.
  * test_run_free() the result. */
@@ -64,8 +68,33 @@ glesc_context *test_context(const char *cache_dir);
 /* A fresh empty directory under $TMPDIR (or /tmp); free() the path. */
 char *test_tmpdir(void);
 
+/* Removes dir with everything in it (rm -rf; fails the test when that
+ * fails) and frees the path. */
+void test_rmtree(char *dir);
+
+/* A Criterion suite whose tests each get a fresh empty directory `dir`
+ * (test_tmpdir()), removed with its contents after the test. Needs
+ * <criterion/criterion.h>. */
+#define TEST_TMPDIR_SUITE(name)                                                                    \
+    static char *dir;                                                                              \
+    static void name##_setup(void)                                                                 \
+    {                                                                                              \
+        dir = test_tmpdir();                                                                       \
+    }                                                                                              \
+    static void name##_teardown(void)                                                              \
+    {                                                                                              \
+        test_rmtree(dir);                                                                          \
+    }                                                                                              \
+    TestSuite(name, .init = name##_setup, .fini = name##_teardown)
+
 /* The sample kernel of the foundation tests: y = a*x + y over n floats,
  * bindings (x, y), params (n, a). core_free() the text. */
 char *test_saxpy_glsl(int local_size);
+
+/* The sample kernel's declarations and body into k, y = a*x OP y (op "+"
+ * or "-"), without its comment: for the tests that build it themselves
+ * (allocation failures, a second program of the same interface). */
+typedef struct emit_kernel emit_kernel;
+void test_axpy_emit(emit_kernel *k, int local_size, const char *op);
 
 #endif

@@ -10,11 +10,43 @@
  */
 #include "kernels/kernels.h"
 
+#include <stdio.h>
+
 #define POOL_WG 128
 
 static void u(kb *b, const char *name, int64_t v)
 {
     kb_param_u(b, name, (uint64_t)v);
+}
+
+/* The window uniforms both kernels declare, named pre_NAME: total (output
+ * elements), ow, oh, oc (the output's sizes), iw, ih (the input x's), kw,
+ * kh (kernel), then from s (the op's parameters, in this order) sw, sh
+ * (strides), dw, dh (dilations), pw, ph (begin pads). */
+static void window_uniforms(kb *b, const char *pre, const glesc_tensor *out, const glesc_tensor *x,
+                            int64_t kw, int64_t kh, const int32_t s[6])
+{
+    static const char *const names[14] = {"total", "ow", "oh", "oc", "iw", "ih", "kw",
+                                          "kh",    "sw", "sh", "dw", "dh", "pw", "ph"};
+    const int64_t v[14] = {graph_nelements(out),
+                           out->ne[0],
+                           out->ne[1],
+                           out->ne[2],
+                           x->ne[0],
+                           x->ne[1],
+                           kw,
+                           kh,
+                           s[0],
+                           s[1],
+                           s[2],
+                           s[3],
+                           s[4],
+                           s[5]};
+    char name[16];
+    for (int i = 0; i < 14; i++) {
+        snprintf(name, sizeof name, "%s_%s", pre, names[i]);
+        u(b, name, v[i]);
+    }
 }
 
 glesc_status kernels_gen_pool(kb *b)
@@ -30,21 +62,7 @@ glesc_status kernels_gen_pool(kb *b)
             emit_kernel_define(b->k, "POOL_INCLUDE_PAD", "1");
         emit_kernel_comment(b->k, "%s pooling", p[0] == GLESC_POOL_AVG ? "average" : "max");
     }
-    int64_t n = graph_nelements(a);
-    u(b, "pl_total", n);
-    u(b, "pl_ow", a->ne[0]);
-    u(b, "pl_oh", a->ne[1]);
-    u(b, "pl_oc", a->ne[2]);
-    u(b, "pl_iw", x->ne[0]);
-    u(b, "pl_ih", x->ne[1]);
-    u(b, "pl_kw", p[1]);
-    u(b, "pl_kh", p[2]);
-    u(b, "pl_sw", p[3]);
-    u(b, "pl_sh", p[4]);
-    u(b, "pl_dw", p[5]);
-    u(b, "pl_dh", p[6]);
-    u(b, "pl_pw", p[7]);
-    u(b, "pl_ph", p[8]);
+    window_uniforms(b, "pl", a, x, p[1], p[2], p + 3);
     u(b, "pl_lw", x->ne[0] + p[9]);
     u(b, "pl_lh", x->ne[1] + p[10]);
     if (b->k) {
@@ -63,7 +81,7 @@ glesc_status kernels_gen_pool(kb *b)
     if (b->k)
         emit_kernel_function_end(b->k);
     kb_line(b, "pool_main(%s * WG_SIZE + gl_LocalInvocationID.x);", KB_GROUP_INDEX);
-    kb_dispatch_1d(b, ((uint64_t)n + POOL_WG - 1) / POOL_WG);
+    kb_dispatch_1d(b, ((uint64_t)graph_nelements(a) + POOL_WG - 1) / POOL_WG);
     return b->st;
 }
 
@@ -79,21 +97,7 @@ glesc_status kernels_gen_conv_transpose(kb *b)
             emit_kernel_define(b->k, "CT_BIAS", "1");
         emit_kernel_comment(b->k, "transposed 2-D convolution%s", bias ? " with bias" : "");
     }
-    int64_t n = graph_nelements(a);
-    u(b, "ct_total", n);
-    u(b, "ct_ow", a->ne[0]);
-    u(b, "ct_oh", a->ne[1]);
-    u(b, "ct_oc", a->ne[2]);
-    u(b, "ct_iw", x->ne[0]);
-    u(b, "ct_ih", x->ne[1]);
-    u(b, "ct_kw", w->ne[0]);
-    u(b, "ct_kh", w->ne[1]);
-    u(b, "ct_sw", p[0]);
-    u(b, "ct_sh", p[1]);
-    u(b, "ct_dw", p[2]);
-    u(b, "ct_dh", p[3]);
-    u(b, "ct_pw", p[4]);
-    u(b, "ct_ph", p[5]);
+    window_uniforms(b, "ct", a, x, w->ne[0], w->ne[1], p);
     u(b, "ct_cog", w->ne[2]);
     u(b, "ct_cig", x->ne[2] / p[10]);
     if (b->k)
@@ -124,6 +128,6 @@ glesc_status kernels_gen_conv_transpose(kb *b)
     if (b->k)
         emit_kernel_function_end(b->k);
     kb_line(b, "ct_main(%s * WG_SIZE + gl_LocalInvocationID.x);", KB_GROUP_INDEX);
-    kb_dispatch_1d(b, ((uint64_t)n + POOL_WG - 1) / POOL_WG);
+    kb_dispatch_1d(b, ((uint64_t)graph_nelements(a) + POOL_WG - 1) / POOL_WG);
     return b->st;
 }

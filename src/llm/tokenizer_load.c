@@ -61,6 +61,31 @@ static glesc_status check_array(const glesc_gguf *f, const char *key, glesc_gguf
     return GLESC_OK;
 }
 
+/* An optional per-token array (element type a or b, at least n entries):
+ * its element type and data, or *data NULL when the key is absent. */
+static glesc_status per_token(const glesc_gguf *f, const char *key, glesc_gguf_type a,
+                              glesc_gguf_type b, uint32_t n, glesc_gguf_type *type,
+                              const unsigned char **data)
+{
+    *data = NULL;
+    int64_t idx;
+    glesc_status st = check_array(f, key, a, b, &idx);
+    if (st == GLESC_ERROR_NOT_FOUND)
+        return GLESC_OK;
+    if (st)
+        return st;
+    uint64_t count;
+    const void *d;
+    st = glesc_gguf_get_arr(f, key, type, &count, &d);
+    if (st)
+        return st;
+    if (count < n)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT, "%s: %llu entries for %u tokens", key,
+                            (unsigned long long)count, n);
+    *data = d;
+    return GLESC_OK;
+}
+
 GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer **out)
 {
     core_err_reset(NULL);
@@ -96,7 +121,7 @@ GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer
             return st;
     }
 
-    int64_t tok_idx, score_idx, type_idx;
+    int64_t tok_idx;
     st = check_array(f, "tokenizer.ggml.tokens", GLESC_GGUF_STRING, GLESC_GGUF_STRING, &tok_idx);
     if (st == GLESC_ERROR_NOT_FOUND)
         return core_err_set(NULL, st, "tokenizer.ggml.tokens: missing");
@@ -108,40 +133,15 @@ GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer
                             (unsigned long long)n64);
     uint32_t n = (uint32_t)n64;
 
-    glesc_gguf_type score_type = GLESC_GGUF_FLOAT32;
-    const unsigned char *scores = NULL;
-    st = check_array(f, "tokenizer.ggml.scores", GLESC_GGUF_FLOAT32, GLESC_GGUF_INT32, &score_idx);
-    if (st == GLESC_OK) {
-        uint64_t ns;
-        const void *data;
-        st = glesc_gguf_get_arr(f, "tokenizer.ggml.scores", &score_type, &ns, &data);
-        if (st)
-            return st;
-        if (ns < n)
-            return core_err_set(NULL, GLESC_ERROR_FORMAT,
-                                "tokenizer.ggml.scores: %llu entries for %u tokens",
-                                (unsigned long long)ns, n);
-        scores = data;
-    } else if (st != GLESC_ERROR_NOT_FOUND) {
-        return st;
-    }
-    const unsigned char *types = NULL;
-    st = check_array(f, "tokenizer.ggml.token_type", GLESC_GGUF_INT32, GLESC_GGUF_INT32, &type_idx);
-    if (st == GLESC_OK) {
-        uint64_t nt;
-        glesc_gguf_type et;
-        const void *data;
-        st = glesc_gguf_get_arr(f, "tokenizer.ggml.token_type", &et, &nt, &data);
-        if (st)
-            return st;
-        if (nt < n)
-            return core_err_set(NULL, GLESC_ERROR_FORMAT,
-                                "tokenizer.ggml.token_type: %llu entries for %u tokens",
-                                (unsigned long long)nt, n);
-        types = data;
-    } else if (st != GLESC_ERROR_NOT_FOUND) {
-        return st;
-    }
+    glesc_gguf_type score_type = GLESC_GGUF_FLOAT32, type_type;
+    const unsigned char *scores, *types;
+    st = per_token(f, "tokenizer.ggml.scores", GLESC_GGUF_FLOAT32, GLESC_GGUF_INT32, n, &score_type,
+                   &scores);
+    if (!st)
+        st = per_token(f, "tokenizer.ggml.token_type", GLESC_GGUF_INT32, GLESC_GGUF_INT32, n,
+                       &type_type, &types);
+    if (st)
+        goto fail;
 
     st = tok_create(kind, pre, pre_len, n, &t);
     if (st)

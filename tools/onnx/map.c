@@ -222,10 +222,57 @@ static onnx_map_status axis_of(onnx_map_ctx *m, int64_t a, int rank, int *onnx_a
     return ONNX_MAP_OK;
 }
 
+/* The axes of the reductions, Squeeze and Unsqueeze: attribute axes (older
+ * opsets) or the optional INT64 input 1. */
+static onnx_map_status axes_list(onnx_map_ctx *m, int64_t *axes, int *n)
+{
+    const Onnx__AttributeProto *a = attr(m, "axes");
+    *n = 0;
+    if (a) {
+        if (a->n_ints > ONNX_MAX_RANK)
+            return INVALID("attribute axes has %zu values", a->n_ints);
+        for (size_t i = 0; i < a->n_ints; i++)
+            axes[(*n)++] = a->ints[i];
+        return ONNX_MAP_OK;
+    }
+    if (m->n_in > 1 && m->in[1])
+        return host_ints(m, 1, axes, ONNX_MAX_RANK, n);
+    return ONNX_MAP_OK;
+}
+
+/* Output 0 of the given type: y, whose ONNX dims are xv's with the ones
+ * drop marks reduced to 1, reshaped without those (keepdims 0, Squeeze). */
+static onnx_map_status drop_out(onnx_map_ctx *m, glesc_tensor *y, const onnx_value *xv,
+                                const bool *drop, int32_t type)
+{
+    int64_t dims[ONNX_MAX_RANK] = {0};
+    int nr = 0;
+    for (int i = 0; i < xv->rank; i++)
+        if (!drop[i])
+            dims[nr++] = xv->dims[i];
+    CHECK(reshape_to(m, y, nr, dims, &y));
+    set_out(m, 0, y, type, nr);
+    return ONNX_MAP_OK;
+}
+
+/* x (ONNX dims those of xv) coerced to 2-D at ONNX axis oa: glesc
+ * [prod(dims[oa:]), prod(dims[:oa])]. */
+static onnx_map_status flat2d(onnx_map_ctx *m, glesc_tensor *x, const onnx_value *xv, int oa,
+                              glesc_tensor **out)
+{
+    int64_t flat[2] = {1, 1};
+    for (int i = 0; i < xv->rank; i++)
+        flat[i < oa] *= xv->dims[i];
+    TRY(*out = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
+    return ONNX_MAP_OK;
+}
+
 /* ---- elementwise ---- */
 
-static onnx_map_status unary(onnx_map_ctx *m, glesc_op op)
+/* The row's glesc op on input 0. */
+static onnx_map_status unary(onnx_map_ctx *m)
 {
+    glesc_op op = m->row->gop;
     glesc_tensor *x, *y;
     CHECK(need_float(m, 0));
     CHECK(gpu_in(m, 0, &x));
@@ -233,22 +280,6 @@ static onnx_map_status unary(onnx_map_ctx *m, glesc_op op)
     set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
     return ONNX_MAP_OK;
 }
-#define UNARY(name, OP)                                                                            \
-    static onnx_map_status map_##name(onnx_map_ctx *m)                                             \
-    {                                                                                              \
-        return unary(m, GLESC_OP_##OP);                                                            \
-    }
-UNARY(abs, ABS)
-UNARY(neg, NEG)
-UNARY(sqrt, SQRT)
-UNARY(exp, EXP)
-UNARY(log, LOG)
-UNARY(sin, SIN)
-UNARY(cos, COS)
-UNARY(tanh, TANH)
-UNARY(sigmoid, SIGMOID)
-UNARY(relu, RELU)
-UNARY(softplus, SOFTPLUS)
 
 /* 1 / x: a division by a one-element constant 1. */
 static onnx_map_status map_reciprocal(onnx_map_ctx *m)
@@ -266,10 +297,13 @@ static onnx_map_status map_reciprocal(onnx_map_ctx *m)
     return ONNX_MAP_OK;
 }
 
-/* Numpy broadcasting of a and b (both float, the same type), folded over
- * every input for the variadic ops (Max, Min, Sum, Mean). */
-static onnx_map_status binary(onnx_map_ctx *m, glesc_op op, bool variadic)
+/* The row's glesc op with numpy broadcasting of a and b (both float, the
+ * same type), folded over every input for the variadic ops (Max, Min, Sum,
+ * Mean). */
+static onnx_map_status binary(onnx_map_ctx *m)
 {
+    glesc_op op = m->row->gop;
+    bool variadic = m->row->variadic;
     if (m->n_in < (variadic ? 1 : 2))
         return INVALID("%s needs %s inputs", m->node->op_type, variadic ? "1 or more" : "2");
     if (!variadic && m->n_in != 2)
@@ -292,42 +326,10 @@ static onnx_map_status binary(onnx_map_ctx *m, glesc_op op, bool variadic)
     set_out(m, 0, acc, m->in[0]->type, rank);
     return ONNX_MAP_OK;
 }
-static onnx_map_status map_add(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_ADD, false);
-}
-static onnx_map_status map_sub(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_SUB, false);
-}
-static onnx_map_status map_mul(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_MUL, false);
-}
-static onnx_map_status map_div(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_DIV, false);
-}
-static onnx_map_status map_pow(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_POW, false);
-}
-static onnx_map_status map_max(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_MAX, true);
-}
-static onnx_map_status map_min(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_MIN, true);
-}
-static onnx_map_status map_sum(onnx_map_ctx *m)
-{
-    return binary(m, GLESC_OP_ADD, true);
-}
 /* The sum of the n inputs times 1/n. */
 static onnx_map_status map_mean(onnx_map_ctx *m)
 {
-    CHECK(binary(m, GLESC_OP_ADD, true));
+    CHECK(binary(m));
     glesc_tensor *y;
     TRY(y = glesc_scale(m->g, m->out[0].t, 1.0f / (float)m->n_in, 0.0f), "glesc_scale");
     m->out[0].t = y;
@@ -416,22 +418,15 @@ static onnx_map_status map_castlike(onnx_map_ctx *m)
  * the optional INT64 input 1 (ReduceSum from opset 13, the others from 18);
  * none: every axis, unless noop_with_empty_axes. pre and post are the
  * elementwise ops of the composed reductions (ReduceL2: sqr, then sqrt). */
-static onnx_map_status reduce(onnx_map_ctx *m, glesc_op op, glesc_op pre, glesc_op post)
+static onnx_map_status reduce(onnx_map_ctx *m)
 {
+    glesc_op op = m->row->gop, pre = m->row->pre, post = m->row->post;
     CHECK(need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int r = xv->rank;
     int64_t axes[ONNX_MAX_RANK];
-    int n_axes = 0;
-    const Onnx__AttributeProto *a = attr(m, "axes");
-    if (a) {
-        if (a->n_ints > ONNX_MAX_RANK)
-            return INVALID("attribute axes has %zu values", a->n_ints);
-        for (size_t i = 0; i < a->n_ints; i++)
-            axes[n_axes++] = a->ints[i];
-    } else if (m->n_in > 1 && m->in[1]) {
-        CHECK(host_ints(m, 1, axes, ONNX_MAX_RANK, &n_axes));
-    }
+    int n_axes;
+    CHECK(axes_list(m, axes, &n_axes));
     bool keep = attr_i(m, "keepdims", 1) != 0;
     glesc_tensor *x;
     CHECK(gpu_in(m, 0, &x));
@@ -457,34 +452,11 @@ static onnx_map_status reduce(onnx_map_ctx *m, glesc_op op, glesc_op pre, glesc_
             TRY(x = glesc_reduce(m->g, op, x, r - 1 - i), glesc_op_name(op));
     if (post != GLESC_OP_NONE)
         TRY(x = glesc_unary(m->g, post, x), glesc_op_name(post));
-    int32_t type = op == GLESC_OP_ARGMAX ? T_INT64 : xv->type;
-    if (keep) {
-        set_out(m, 0, x, type, r);
-        return ONNX_MAP_OK;
-    }
-    int64_t dims[ONNX_MAX_RANK] = {0};
-    int nr = 0;
-    for (int i = 0; i < r; i++)
-        if (!reduced[i])
-            dims[nr++] = xv->dims[i];
-    CHECK(reshape_to(m, x, nr, dims, &x));
-    set_out(m, 0, x, type, nr);
+    if (!keep)
+        return drop_out(m, x, xv, reduced, xv->type);
+    set_out(m, 0, x, xv->type, r);
     return ONNX_MAP_OK;
 }
-#define REDUCE(name, OP, PRE, POST)                                                                \
-    static onnx_map_status map_##name(onnx_map_ctx *m)                                             \
-    {                                                                                              \
-        return reduce(m, GLESC_OP_##OP, GLESC_OP_##PRE, GLESC_OP_##POST);                          \
-    }
-REDUCE(reduce_sum, SUM, NONE, NONE)
-REDUCE(reduce_mean, MEAN, NONE, NONE)
-REDUCE(reduce_max, REDUCE_MAX, NONE, NONE)
-REDUCE(reduce_min, REDUCE_MIN, NONE, NONE)
-REDUCE(reduce_sum_square, SUM, SQR, NONE)
-REDUCE(reduce_l1, SUM, ABS, NONE)
-REDUCE(reduce_l2, SUM, SQR, SQRT)
-REDUCE(reduce_log_sum, SUM, NONE, LOG)
-REDUCE(reduce_log_sum_exp, SUM, EXP, LOG)
 
 /* ArgMax along one axis: glesc gives the first maximum's index (i32). */
 static onnx_map_status map_argmax(onnx_map_ctx *m)
@@ -498,17 +470,12 @@ static onnx_map_status map_argmax(onnx_map_ctx *m)
     glesc_tensor *x, *y;
     CHECK(gpu_in(m, 0, &x));
     TRY(y = glesc_reduce(m->g, GLESC_OP_ARGMAX, x, ga), "argmax");
-    if (attr_i(m, "keepdims", 1)) {
-        set_out(m, 0, y, T_INT64, xv->rank);
-        return ONNX_MAP_OK;
+    if (!attr_i(m, "keepdims", 1)) {
+        bool drop[ONNX_MAX_RANK] = {false};
+        drop[oa] = true;
+        return drop_out(m, y, xv, drop, T_INT64);
     }
-    int64_t dims[ONNX_MAX_RANK] = {0};
-    int nr = 0;
-    for (int i = 0; i < xv->rank; i++)
-        if (i != oa)
-            dims[nr++] = xv->dims[i];
-    CHECK(reshape_to(m, y, nr, dims, &y));
-    set_out(m, 0, y, T_INT64, nr);
+    set_out(m, 0, y, T_INT64, xv->rank);
     return ONNX_MAP_OK;
 }
 
@@ -530,10 +497,24 @@ static onnx_map_status swap0(onnx_map_ctx *m, glesc_tensor *x, int ga, glesc_ten
     return ONNX_MAP_OK;
 }
 
-/* Softmax from opset 13: along one axis (glesc's dimension 0 after a swap).
- * Before 13: over the input coerced to 2-D at axis, i.e. every dimension
- * from axis on at once (glesc's leading dimensions, reshaped into one). */
-static onnx_map_status map_softmax(onnx_map_ctx *m)
+/* Softmax (the row's GLESC_OP_SOFTMAX) or LogSoftmax of x along glesc
+ * dimension ga: glesc_softmax reads dimension 0, so a swap there and
+ * back. */
+static onnx_map_status softmax_at(onnx_map_ctx *m, glesc_tensor *x, int ga, glesc_tensor **out)
+{
+    if (m->row->gop == GLESC_OP_LOG_SOFTMAX) {
+        TRY(*out = glesc_log_softmax(m->g, x, ga), "glesc_log_softmax");
+        return ONNX_MAP_OK;
+    }
+    CHECK(swap0(m, x, ga, &x));
+    TRY(x = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
+    return swap0(m, x, ga, out);
+}
+
+/* Softmax and LogSoftmax from opset 13: along one axis. Before 13: over the
+ * input coerced to 2-D at axis, i.e. every dimension from axis on at once
+ * (glesc's leading dimensions, reshaped into one). */
+static onnx_map_status softmax(onnx_map_ctx *m)
 {
     CHECK(need_float(m, 0));
     const onnx_value *xv = m->in[0];
@@ -542,16 +523,10 @@ static onnx_map_status map_softmax(onnx_map_ctx *m)
     glesc_tensor *x, *y;
     CHECK(gpu_in(m, 0, &x));
     if (m->opset >= 13) {
-        CHECK(swap0(m, x, ga, &x));
-        TRY(y = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
-        CHECK(swap0(m, y, ga, &y));
+        CHECK(softmax_at(m, x, ga, &y));
     } else {
-        int64_t inner = 1, outer = 1;
-        for (int i = 0; i < r; i++)
-            *(i >= oa ? &inner : &outer) *= xv->dims[i];
-        const int64_t flat[2] = {inner, outer};
-        TRY(x = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
-        TRY(y = glesc_softmax(m->g, x, NULL, 1.0f, false), "glesc_softmax");
+        CHECK(flat2d(m, x, xv, oa, &x));
+        CHECK(softmax_at(m, x, 0, &y));
         CHECK(reshape_to(m, y, r, xv->dims, &y));
     }
     set_out(m, 0, y, xv->type, r);
@@ -578,12 +553,8 @@ static onnx_map_status map_layer_norm(onnx_map_ctx *m)
         CHECK(need_float(m, 2));
         CHECK(gpu_in(m, 2, &bias));
     }
-    int64_t inner = 1, outer = 1;
-    for (int i = 0; i < r; i++)
-        *(i >= oa ? &inner : &outer) *= xv->dims[i];
-    const int64_t flat[2] = {inner, outer};
     glesc_tensor *xf;
-    TRY(xf = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
+    CHECK(flat2d(m, x, xv, oa, &xf));
     TRY(y = glesc_layer_norm(m->g, xf, eps), "glesc_layer_norm");
     CHECK(reshape_to(m, y, r, xv->dims, &y));
     TRY(y = glesc_mul(m->g, y, scale), "glesc_mul");
@@ -700,16 +671,23 @@ static onnx_map_status map_gemm(onnx_map_ctx *m)
 
 /* ---- vision ---- */
 
-/* Attribute name's ints into v (n of them, exactly), or def everywhere when
- * it is absent. */
-static onnx_map_status attr_spatial(onnx_map_ctx *m, const char *name, int n, int64_t def,
-                                    int64_t *v)
+/* ONNX's per-axis list attribute name (n values, each within int32) into
+ * out, default def. */
+static onnx_map_status attr_list(onnx_map_ctx *m, const char *name, int n, int64_t def,
+                                 int64_t *out)
 {
     const Onnx__AttributeProto *a = attr(m, name);
-    if (a && (int)a->n_ints != n)
-        return INVALID("attribute %s has %zu values for %d spatial axes", name, a->n_ints, n);
     for (int i = 0; i < n; i++)
-        v[i] = a ? a->ints[i] : def;
+        out[i] = def;
+    if (!a)
+        return ONNX_MAP_OK;
+    if ((int)a->n_ints != n)
+        return INVALID("%s has %zu values, want %d", name, a->n_ints, n);
+    for (int i = 0; i < n; i++) {
+        if (a->ints[i] < INT32_MIN || a->ints[i] > INT32_MAX)
+            return INVALID("%s[%d] = %" PRId64, name, i, a->ints[i]);
+        out[i] = a->ints[i];
+    }
     return ONNX_MAP_OK;
 }
 
@@ -729,10 +707,10 @@ static onnx_map_status map_conv(onnx_map_ctx *m)
     if ((r != 3 && r != 4) || wv->rank != r)
         return INVALID("Conv's X (rank %d) and W (rank %d) must both be rank 3 or 4", r, wv->rank);
     int64_t strides[2], dil[2], pads[4], ks[2];
-    CHECK(attr_spatial(m, "strides", ns, 1, strides));
-    CHECK(attr_spatial(m, "dilations", ns, 1, dil));
-    CHECK(attr_spatial(m, "pads", 2 * ns, 0, pads));
-    CHECK(attr_spatial(m, "kernel_shape", ns, 0, ks));
+    CHECK(attr_list(m, "strides", ns, 1, strides));
+    CHECK(attr_list(m, "dilations", ns, 1, dil));
+    CHECK(attr_list(m, "pads", 2 * ns, 0, pads));
+    CHECK(attr_list(m, "kernel_shape", ns, 0, ks));
     for (int i = 0; i < ns; i++)
         if (attr(m, "kernel_shape") && ks[i] != wv->dims[2 + i])
             return INVALID("kernel_shape %" PRId64 " differs from W's %" PRId64, ks[i],
@@ -893,24 +871,6 @@ static onnx_map_status map_reshape(onnx_map_ctx *m)
     return ONNX_MAP_OK;
 }
 
-/* The axes of Squeeze / Unsqueeze: attribute axes (before opset 13) or the
- * optional INT64 input 1. */
-static onnx_map_status axes_list(onnx_map_ctx *m, int64_t *axes, int *n)
-{
-    const Onnx__AttributeProto *a = attr(m, "axes");
-    *n = 0;
-    if (a) {
-        if (a->n_ints > ONNX_MAX_RANK)
-            return INVALID("attribute axes has %zu values", a->n_ints);
-        for (size_t i = 0; i < a->n_ints; i++)
-            axes[(*n)++] = a->ints[i];
-        return ONNX_MAP_OK;
-    }
-    if (m->n_in > 1 && m->in[1])
-        return host_ints(m, 1, axes, ONNX_MAX_RANK, n);
-    return ONNX_MAP_OK;
-}
-
 /* Squeeze: a reshape without the given size-1 dimensions (none given: all
  * of them). */
 static onnx_map_status map_squeeze(onnx_map_ctx *m)
@@ -930,16 +890,9 @@ static onnx_map_status map_squeeze(onnx_map_ctx *m)
             return INVALID("axis %" PRId64 " has size %" PRId64 ", not 1", axes[i], xv->dims[oa]);
         drop[oa] = true;
     }
-    int64_t dims[ONNX_MAX_RANK] = {0};
-    int nr = 0;
-    for (int i = 0; i < xv->rank; i++)
-        if (!drop[i])
-            dims[nr++] = xv->dims[i];
-    glesc_tensor *x, *y;
+    glesc_tensor *x;
     CHECK(gpu_in(m, 0, &x));
-    CHECK(reshape_to(m, x, nr, dims, &y));
-    set_out(m, 0, y, xv->type, nr);
-    return ONNX_MAP_OK;
+    return drop_out(m, x, xv, drop, xv->type);
 }
 
 /* Unsqueeze: a reshape with size-1 dimensions inserted at the axes (of the
@@ -982,12 +935,9 @@ static onnx_map_status map_flatten(onnx_map_ctx *m)
         return INVALID("axis %" PRId64 " is out of range for rank %d", a, xv->rank);
     if (a < 0)
         a += xv->rank;
-    int64_t dims[2] = {1, 1};
-    for (int i = 0; i < xv->rank; i++)
-        dims[i >= a] *= xv->dims[i];
     glesc_tensor *x, *y;
     CHECK(gpu_in(m, 0, &x));
-    CHECK(reshape_to(m, x, 2, dims, &y));
+    CHECK(flat2d(m, x, xv, (int)a, &y));
     set_out(m, 0, y, xv->type, 2);
     return ONNX_MAP_OK;
 }
@@ -1096,8 +1046,9 @@ static onnx_map_status map_shape(onnx_map_ctx *m)
 /* ---- vision: pooling and shape (glesc's vops) ---- */
 
 /* LeakyRelu, Elu, HardSigmoid, HardSwish: elementwise with ONNX's defaults. */
-static onnx_map_status act(onnx_map_ctx *m, glesc_op op)
+static onnx_map_status act(onnx_map_ctx *m)
 {
+    glesc_op op = m->row->gop;
     glesc_tensor *x, *y;
     CHECK(need_float(m, 0));
     CHECK(gpu_in(m, 0, &x));
@@ -1117,47 +1068,6 @@ static onnx_map_status act(onnx_map_ctx *m, glesc_op op)
     }
     TRY(y, glesc_op_name(op));
     set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
-    return ONNX_MAP_OK;
-}
-static onnx_map_status map_leaky_relu(onnx_map_ctx *m)
-{
-    return act(m, GLESC_OP_LEAKY_RELU);
-}
-static onnx_map_status map_elu(onnx_map_ctx *m)
-{
-    return act(m, GLESC_OP_ELU);
-}
-static onnx_map_status map_hard_sigmoid(onnx_map_ctx *m)
-{
-    return act(m, GLESC_OP_HARD_SIGMOID);
-}
-static onnx_map_status map_hard_swish(onnx_map_ctx *m)
-{
-    return act(m, GLESC_OP_HARD_SWISH);
-}
-
-/* LogSoftmax from opset 13 along one axis; before 13 over the input coerced
- * to 2-D at axis (every dimension from axis on, reshaped into one). */
-static onnx_map_status map_log_softmax(onnx_map_ctx *m)
-{
-    CHECK(need_float(m, 0));
-    const onnx_value *xv = m->in[0];
-    int r = xv->rank, oa, ga;
-    CHECK(axis_of(m, attr_i(m, "axis", m->opset >= 13 ? -1 : 1), r, &oa, &ga));
-    glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
-    if (m->opset >= 13) {
-        TRY(y = glesc_log_softmax(m->g, x, ga), "glesc_log_softmax");
-    } else {
-        int64_t inner = 1, outer = 1;
-        for (int i = 0; i < r; i++)
-            *(i >= oa ? &inner : &outer) *= xv->dims[i];
-        const int64_t flat[2] = {inner, outer};
-        TRY(x = glesc_reshape(m->g, x, 2, flat), "glesc_reshape");
-        TRY(y = glesc_log_softmax(m->g, x, 0), "glesc_log_softmax");
-        CHECK(reshape_to(m, y, r, xv->dims, &y));
-    }
-    set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
 
@@ -1373,32 +1283,13 @@ static onnx_map_status map_gather(onnx_map_ctx *m)
     return ONNX_MAP_OK;
 }
 
-/* ONNX's per-axis list attribute name (n values) into out, default def. */
-static onnx_map_status attr_list(onnx_map_ctx *m, const char *name, int n, int64_t def,
-                                 int64_t *out)
-{
-    const Onnx__AttributeProto *a = attr(m, name);
-    for (int i = 0; i < n; i++)
-        out[i] = def;
-    if (!a)
-        return ONNX_MAP_OK;
-    if ((int)a->n_ints != n)
-        return INVALID("%s has %zu values, want %d", name, a->n_ints, n);
-    for (int i = 0; i < n; i++) {
-        if (a->ints[i] < INT32_MIN || a->ints[i] > INT32_MAX)
-            return INVALID("%s[%d] = %" PRId64, name, i, a->ints[i]);
-        out[i] = a->ints[i];
-    }
-    return ONNX_MAP_OK;
-}
-
 static int64_t floor_div(int64_t a, int64_t b)
 {
     return a / b - (a % b != 0 && (a < 0) != (b < 0));
 }
 
 /* MaxPool and AveragePool, 1-D (rank 3) and 2-D (rank 4). */
-static onnx_map_status pool(onnx_map_ctx *m, glesc_pool_type type)
+static onnx_map_status pool(onnx_map_ctx *m)
 {
     CHECK(need_float(m, 0));
     const onnx_value *xv = m->in[0];
@@ -1432,7 +1323,7 @@ static onnx_map_status pool(onnx_map_ctx *m, glesc_pool_type type)
      * entries (index 1) */
     glesc_pool_params q;
     glesc_pool_params_init(&q);
-    q.type = type;
+    q.type = m->row->pool;
     q.ceil_mode = ceil_mode;
     q.count_include_pad = attr_i(m, "count_include_pad", 0) != 0;
     for (int i = 0; i < ns; i++) {
@@ -1450,16 +1341,9 @@ static onnx_map_status pool(onnx_map_ctx *m, glesc_pool_type type)
     set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
-static onnx_map_status map_max_pool(onnx_map_ctx *m)
-{
-    return pool(m, GLESC_POOL_MAX);
-}
-static onnx_map_status map_average_pool(onnx_map_ctx *m)
-{
-    return pool(m, GLESC_POOL_AVG);
-}
 
-static onnx_map_status global_pool(onnx_map_ctx *m, glesc_pool_type type)
+/* GlobalMaxPool and GlobalAveragePool over 1 or 2 spatial dimensions. */
+static onnx_map_status global_pool(onnx_map_ctx *m)
 {
     CHECK(need_float(m, 0));
     const onnx_value *xv = m->in[0];
@@ -1468,17 +1352,9 @@ static onnx_map_status global_pool(onnx_map_ctx *m, glesc_pool_type type)
         return UNSUP("%d spatial dimensions: glesc pools over 1 or 2", r - 2);
     glesc_tensor *x, *y;
     CHECK(gpu_in(m, 0, &x));
-    TRY(y = glesc_global_pool(m->g, x, type, r - 2), "glesc_global_pool");
+    TRY(y = glesc_global_pool(m->g, x, m->row->pool, r - 2), "glesc_global_pool");
     set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
-}
-static onnx_map_status map_global_max_pool(onnx_map_ctx *m)
-{
-    return global_pool(m, GLESC_POOL_MAX);
-}
-static onnx_map_status map_global_average_pool(onnx_map_ctx *m)
-{
-    return global_pool(m, GLESC_POOL_AVG);
 }
 
 /* ConvTranspose, 1-D and 2-D; output_shape and
@@ -1563,72 +1439,78 @@ static onnx_map_status map_conv_transpose(onnx_map_ctx *m)
 
 /* ---- the table ---- */
 
+#define REDUCE_ATTRS "axes,keepdims,noop_with_empty_axes"
 static const onnx_map_entry table[] = {
-    {"Abs", map_abs, ""},
-    {"Add", map_add, ""},
-    {"ArgMax", map_argmax, "axis,keepdims,select_last_index"},
-    {"AveragePool", map_average_pool,
-     "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides,dilations"},
-    {"BatchNormalization", map_batch_norm, "epsilon,is_test,momentum,spatial,training_mode"},
-    {"Cast", map_cast, "to"},
-    {"CastLike", map_castlike, ""},
-    {"Clip", map_clip, "min,max"},
-    {"Concat", map_concat, "axis"},
-    {"Constant", map_constant, "value,value_float,value_floats,value_int,value_ints"},
-    {"Conv", map_conv, "auto_pad,dilations,group,kernel_shape,pads,strides"},
+    {"Abs", unary, .attrs = "", .gop = GLESC_OP_ABS},
+    {"Add", binary, .attrs = "", .gop = GLESC_OP_ADD},
+    {"ArgMax", map_argmax, .attrs = "axis,keepdims,select_last_index"},
+    {"AveragePool", pool,
+     .attrs = "auto_pad,ceil_mode,count_include_pad,kernel_shape,pads,strides,dilations",
+     .pool = GLESC_POOL_AVG},
+    {"BatchNormalization", map_batch_norm,
+     .attrs = "epsilon,is_test,momentum,spatial,training_mode"},
+    {"Cast", map_cast, .attrs = "to"},
+    {"CastLike", map_castlike, .attrs = ""},
+    {"Clip", map_clip, .attrs = "min,max"},
+    {"Concat", map_concat, .attrs = "axis"},
+    {"Constant", map_constant, .attrs = "value,value_float,value_floats,value_int,value_ints"},
+    {"Conv", map_conv, .attrs = "auto_pad,dilations,group,kernel_shape,pads,strides"},
     {"ConvTranspose", map_conv_transpose,
-     "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
-    {"Cos", map_cos, ""},
-    {"Div", map_div, ""},
-    {"Elu", map_elu, "alpha"},
-    {"Exp", map_exp, ""},
-    {"Flatten", map_flatten, "axis"},
-    {"Gather", map_gather, "axis"},
-    {"Gemm", map_gemm, "alpha,beta,broadcast,transA,transB"},
-    {"GlobalAveragePool", map_global_average_pool, ""},
-    {"GlobalMaxPool", map_global_max_pool, ""},
-    {"HardSigmoid", map_hard_sigmoid, "alpha,beta"},
-    {"HardSwish", map_hard_swish, ""},
-    {"Identity", map_identity, ""},
-    {"LayerNormalization", map_layer_norm, "axis,epsilon,stash_type"},
-    {"LeakyRelu", map_leaky_relu, "alpha"},
-    {"Log", map_log, ""},
-    {"LogSoftmax", map_log_softmax, "axis"},
-    {"MatMul", map_matmul, ""},
-    {"Max", map_max, ""},
-    {"MaxPool", map_max_pool,
-     "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides"},
-    {"Mean", map_mean, ""},
-    {"Min", map_min, ""},
-    {"Mul", map_mul, ""},
-    {"Neg", map_neg, ""},
-    {"Pad", map_pad, "mode,pads,value"},
-    {"Pow", map_pow, ""},
-    {"Reciprocal", map_reciprocal, ""},
-    {"ReduceL1", map_reduce_l1, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceL2", map_reduce_l2, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceLogSum", map_reduce_log_sum, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceLogSumExp", map_reduce_log_sum_exp, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceMax", map_reduce_max, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceMean", map_reduce_mean, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceMin", map_reduce_min, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceSum", map_reduce_sum, "axes,keepdims,noop_with_empty_axes"},
-    {"ReduceSumSquare", map_reduce_sum_square, "axes,keepdims,noop_with_empty_axes"},
-    {"Relu", map_relu, ""},
-    {"Reshape", map_reshape, "allowzero"},
-    {"Shape", map_shape, "start,end"},
-    {"Sigmoid", map_sigmoid, ""},
-    {"Sin", map_sin, ""},
-    {"Slice", map_slice, "axes,ends,starts"},
-    {"Softmax", map_softmax, "axis"},
-    {"Softplus", map_softplus, ""},
-    {"Sqrt", map_sqrt, ""},
-    {"Squeeze", map_squeeze, "axes"},
-    {"Sub", map_sub, ""},
-    {"Sum", map_sum, ""},
-    {"Tanh", map_tanh, ""},
-    {"Transpose", map_transpose, "perm"},
-    {"Unsqueeze", map_unsqueeze, "axes"},
+     .attrs = "auto_pad,dilations,group,kernel_shape,output_padding,output_shape,pads,strides"},
+    {"Cos", unary, .attrs = "", .gop = GLESC_OP_COS},
+    {"Div", binary, .attrs = "", .gop = GLESC_OP_DIV},
+    {"Elu", act, .attrs = "alpha", .gop = GLESC_OP_ELU},
+    {"Exp", unary, .attrs = "", .gop = GLESC_OP_EXP},
+    {"Flatten", map_flatten, .attrs = "axis"},
+    {"Gather", map_gather, .attrs = "axis"},
+    {"Gemm", map_gemm, .attrs = "alpha,beta,broadcast,transA,transB"},
+    {"GlobalAveragePool", global_pool, .attrs = "", .pool = GLESC_POOL_AVG},
+    {"GlobalMaxPool", global_pool, .attrs = "", .pool = GLESC_POOL_MAX},
+    {"HardSigmoid", act, .attrs = "alpha,beta", .gop = GLESC_OP_HARD_SIGMOID},
+    {"HardSwish", act, .attrs = "", .gop = GLESC_OP_HARD_SWISH},
+    {"Identity", map_identity, .attrs = ""},
+    {"LayerNormalization", map_layer_norm, .attrs = "axis,epsilon,stash_type"},
+    {"LeakyRelu", act, .attrs = "alpha", .gop = GLESC_OP_LEAKY_RELU},
+    {"Log", unary, .attrs = "", .gop = GLESC_OP_LOG},
+    {"LogSoftmax", softmax, .attrs = "axis", .gop = GLESC_OP_LOG_SOFTMAX},
+    {"MatMul", map_matmul, .attrs = ""},
+    {"Max", binary, .attrs = "", .gop = GLESC_OP_MAX, .variadic = true},
+    {"MaxPool", pool,
+     .attrs = "auto_pad,ceil_mode,dilations,kernel_shape,pads,storage_order,strides",
+     .pool = GLESC_POOL_MAX},
+    {"Mean", map_mean, .attrs = "", .gop = GLESC_OP_ADD, .variadic = true},
+    {"Min", binary, .attrs = "", .gop = GLESC_OP_MIN, .variadic = true},
+    {"Mul", binary, .attrs = "", .gop = GLESC_OP_MUL},
+    {"Neg", unary, .attrs = "", .gop = GLESC_OP_NEG},
+    {"Pad", map_pad, .attrs = "mode,pads,value"},
+    {"Pow", binary, .attrs = "", .gop = GLESC_OP_POW},
+    {"Reciprocal", map_reciprocal, .attrs = ""},
+    {"ReduceL1", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .pre = GLESC_OP_ABS},
+    {"ReduceL2", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .pre = GLESC_OP_SQR,
+     .post = GLESC_OP_SQRT},
+    {"ReduceLogSum", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .post = GLESC_OP_LOG},
+    {"ReduceLogSumExp", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .pre = GLESC_OP_EXP,
+     .post = GLESC_OP_LOG},
+    {"ReduceMax", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_REDUCE_MAX},
+    {"ReduceMean", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_MEAN},
+    {"ReduceMin", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_REDUCE_MIN},
+    {"ReduceSum", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM},
+    {"ReduceSumSquare", reduce, .attrs = REDUCE_ATTRS, .gop = GLESC_OP_SUM, .pre = GLESC_OP_SQR},
+    {"Relu", unary, .attrs = "", .gop = GLESC_OP_RELU},
+    {"Reshape", map_reshape, .attrs = "allowzero"},
+    {"Shape", map_shape, .attrs = "start,end"},
+    {"Sigmoid", unary, .attrs = "", .gop = GLESC_OP_SIGMOID},
+    {"Sin", unary, .attrs = "", .gop = GLESC_OP_SIN},
+    {"Slice", map_slice, .attrs = "axes,ends,starts"},
+    {"Softmax", softmax, .attrs = "axis", .gop = GLESC_OP_SOFTMAX},
+    {"Softplus", unary, .attrs = "", .gop = GLESC_OP_SOFTPLUS},
+    {"Sqrt", unary, .attrs = "", .gop = GLESC_OP_SQRT},
+    {"Squeeze", map_squeeze, .attrs = "axes"},
+    {"Sub", binary, .attrs = "", .gop = GLESC_OP_SUB},
+    {"Sum", binary, .attrs = "", .gop = GLESC_OP_ADD, .variadic = true},
+    {"Tanh", unary, .attrs = "", .gop = GLESC_OP_TANH},
+    {"Transpose", map_transpose, .attrs = "perm"},
+    {"Unsqueeze", map_unsqueeze, .attrs = "axes"},
 };
 
 const onnx_map_entry *onnx_map_find(const char *op)
@@ -1669,5 +1551,6 @@ onnx_map_status onnx_map_node(const onnx_map_entry *e, onnx_map_ctx *m)
         m->out[k].t = NULL;
         m->out[k].host = NULL;
     }
+    m->row = e;
     return e->fn(m);
 }

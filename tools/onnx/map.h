@@ -37,12 +37,13 @@ typedef enum onnx_map_status {
     ONNX_MAP_ERROR,       /* glesc refused a node the mapping accepted: why has its message */
 } onnx_map_status;
 
-/* What a mapping function sees: the node, its inputs (in[i] NULL for an
- * absent optional input) and the outputs to fill (name set; type, rank,
- * dims and t filled by the mapping). */
+/* What a mapping function sees: the node, its table row, its inputs (in[i]
+ * NULL for an absent optional input) and the outputs to fill (name set;
+ * type, rank, dims and t filled by the mapping). */
 typedef struct onnx_map_ctx {
     glesc_graph *g;
     const Onnx__NodeProto *node;
+    const struct onnx_map_entry *row; /* set by onnx_map_node */
     int64_t opset;
     onnx_value *const *in;
     int n_in;
@@ -60,11 +61,19 @@ typedef onnx_map_status (*onnx_map_fn)(onnx_map_ctx *m);
 
 /* The table's row for op (default domain), or NULL when glesc has no
  * mapping for it. attrs lists the attributes the mapping reads
- * (comma-separated): any other attribute on a node makes it unsupported. */
+ * (comma-separated): any other attribute on a node makes it unsupported.
+ * The other fields are what the generic mappings take from their row: the
+ * glesc op (elementwise, activation, reduction, softmax), whether a binary
+ * op folds over any number of inputs (Max, Min, Sum, Mean), a reduction's
+ * elementwise ops before and after (ReduceL2: SQR, then SQRT) and the
+ * pooling type. */
 typedef struct onnx_map_entry {
     const char *op;
     onnx_map_fn fn;
     const char *attrs;
+    glesc_op gop, pre, post;
+    bool variadic;
+    glesc_pool_type pool;
 } onnx_map_entry;
 const onnx_map_entry *onnx_map_find(const char *op);
 
