@@ -398,10 +398,7 @@ static glesc_tensor *norm_qkv(glesc_graph *g, glesc_tensor **x, int *n)
 /* 3-D weights broadcast over X's batches (W batch b / 2) */
 static glesc_tensor *batched(glesc_graph *g, glesc_tensor **x, int *n)
 {
-    glesc_tensor *w =
-        glesc_weight_new(glesc_graph_context(g), GLESC_DTYPE_Q8_0, 3, (int64_t[]){512, 70, 2});
-    cr_assert_not_null(w);
-    tg_fill(w, 16, -1, 1);
+    glesc_tensor *w = qweight(g, GLESC_DTYPE_Q8_0, 3, (int64_t[]){512, 70, 2}, 16);
     glesc_tensor *a = tg_input(g, F32, 3, (int64_t[]){512, mm_m, 4}, 17, -1, 1);
     return glesc_matmul(g, w, a);
 }

@@ -12,7 +12,8 @@
 //             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP),
 //             GEMM_COLS_FIRST (consecutive invocations store consecutive
 //             columns, not rows: a result whose columns run fastest in
-//             memory, the convolution's pixels)
+//             memory, the convolution's pixels), TNV and TMV (TN and TM
+//             as plain numbers, for #if)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
 //             kper (units of 32 elements a part takes), and per sibling j
@@ -73,6 +74,10 @@ float gemm_norm_scale(float sq);
 #define WS(i) gs[i]
 #define XS(i) gs[8u * BN + (i)]
 #define SCRATCH_COUNTERS 1024u
+// A folded norm's squares: an invocation sums them per x slot it stages
+// (gemm_loop.glsl's GEMM_FETCH_X); gathered in shared memory (slot s of
+// invocation lid at s * WG_SIZE + lid), column c's eight sums lie at
+// gs[8c .. 8c+7].
 
 void gemm_wunit_0(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out vec4 ab);
 #if NMEMB > 1
@@ -89,40 +94,76 @@ void gemm_wunit_p(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], ou
 #endif
 
 void gemm_loop_0(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq);
+                 inout float acc[NACC], inout float sq[XQ4]);
 #if NMEMB > 1
 void gemm_loop_1(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq);
+                 inout float acc[NACC], inout float sq[XQ4]);
 #endif
 #if NMEMB > 2
 void gemm_loop_2(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq);
+                 inout float acc[NACC], inout float sq[XQ4]);
 #endif
 #if NMEMB > 3
 void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-                 inout float acc[NACC], inout float sq);
+                 inout float acc[NACC], inout float sq[XQ4]);
 #endif
 
-// Four k of the staged step: rows tx + NX*i by columns ty + NY*j. Each
-// product is four multiply-adds into the accumulator (never a dot product
-// added afterwards: that would be five operations).
+// Loops over the accumulators, written out by the preprocessor: a compiler
+// that keeps such a loop rolled indexes acc with a variable and keeps the
+// whole array in memory (NVIDIA's did with the step's loop over columns:
+// `TEMP lmem0[256]` in its program binary, a load and a store per four
+// multiply-adds). GEMM_EACH_<X><L>(F, a) expands to F(0u, a) F(1u, a) ..
+// over X: I the invocation's rows (TN: 4 or 8), J its columns (TM: 4 or
+// 8), G its groups of four columns (TM / 4); L, the level: a level-1
+// loop's F may use level-2 loops (a macro does not expand inside its own
+// expansion).
+#define GEMM_L1_4(F, a) F(0u, a) F(1u, a) F(2u, a) F(3u, a)
+#define GEMM_L1_8(F, a) GEMM_L1_4(F, a) F(4u, a) F(5u, a) F(6u, a) F(7u, a)
+#define GEMM_L2_1(F, a) F(0u, a)
+#define GEMM_L2_2(F, a) F(0u, a) F(1u, a)
+#define GEMM_L2_4(F, a) F(0u, a) F(1u, a) F(2u, a) F(3u, a)
+#define GEMM_L2_8(F, a) GEMM_L2_4(F, a) F(4u, a) F(5u, a) F(6u, a) F(7u, a)
+#if TNV == 8
+#define GEMM_EACH_I1 GEMM_L1_8
+#define GEMM_EACH_I2 GEMM_L2_8
+#else
+#define GEMM_EACH_I1 GEMM_L1_4
+#define GEMM_EACH_I2 GEMM_L2_4
+#endif
+#if TMV == 8
+#define GEMM_EACH_J1 GEMM_L1_8
+#define GEMM_EACH_J2 GEMM_L2_8
+#define GEMM_EACH_G2 GEMM_L2_2
+#else
+#define GEMM_EACH_J1 GEMM_L1_4
+#define GEMM_EACH_J2 GEMM_L2_4
+#define GEMM_EACH_G2 GEMM_L2_1
+#endif
+
+// Four k (kq) of the staged step: rows tx + NX*i by columns ty + NY*j.
+// Each product is four multiply-adds into the accumulator (never a dot
+// product added afterwards: that would be five operations).
+#define GEMM_KQ_W(i, a) w[i] = WS(SWZ(tx + NX * i, kq));
+#define GEMM_KQ_FMA(i, j)                                                      \
+    {                                                                          \
+        float s = acc[i * TM + j];                                             \
+        s += w[i].x * x.x;                                                     \
+        s += w[i].y * x.y;                                                     \
+        s += w[i].z * x.z;                                                     \
+        s += w[i].w * x.w;                                                     \
+        acc[i * TM + j] = s;                                                   \
+    }
+#define GEMM_KQ_X(j, a)                                                        \
+    {                                                                          \
+        vec4 x = XS(SWZ(ty + NY * j, kq));                                     \
+        GEMM_EACH_I2(GEMM_KQ_FMA, j)                                           \
+    }
 #define GEMM_KQ(q)                                                             \
     {                                                                          \
+        uint kq = (q);                                                         \
         vec4 w[TN];                                                            \
-        for (uint i = 0u; i < TN; i++) {                                       \
-            w[i] = WS(SWZ(tx + NX * i, q));                                    \
-        }                                                                      \
-        for (uint j = 0u; j < TM; j++) {                                       \
-            vec4 x = XS(SWZ(ty + NY * j, q));                                  \
-            for (uint i = 0u; i < TN; i++) {                                   \
-                float a = acc[i * TM + j];                                     \
-                a += w[i].x * x.x;                                             \
-                a += w[i].y * x.y;                                             \
-                a += w[i].z * x.z;                                             \
-                a += w[i].w * x.w;                                             \
-                acc[i * TM + j] = a;                                           \
-            }                                                                  \
-        }                                                                      \
+        GEMM_EACH_I1(GEMM_KQ_W, 0u)                                            \
+        GEMM_EACH_J1(GEMM_KQ_X, 0u)                                            \
     }
 
 // The results leave through shared memory in GEMM_ROUNDS rounds (1, 2 or
@@ -130,7 +171,7 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
 // invocation's rows tx + NX*i of RI consecutive i, staged as vec4 of its
 // four columns ty + NY*(4g .. 4g+3), then stored by consecutive invocations
 // at consecutive rows (one copy of the epilogue's code, coalesced stores).
-// r is a constant at each call, so acc is only indexed by constants.
+// Row i's round is i % TNR / RI, its staged row (i / TNR) * RI + i % RI.
 #define RI (TNR / GEMM_ROUNDS)
 #ifdef PAIR
 #define RS (2u * RI) // staged rows: the round's, then the second weight's
@@ -142,18 +183,14 @@ void gemm_out(uint r, uint tx, uint ty, uint sel, uint nl0, uint cnt, uint nbase
     uint lid = gl_LocalInvocationIndex;
     memoryBarrierShared();
     barrier(); // shared memory is free again
-    for (uint il = 0u; il < RS; il++) {
-#ifdef PAIR
-        uint i = r * RI + il % RI + (il / RI) * TNR;
-#else
-        uint i = r * RI + il;
-#endif
-        for (uint jg = 0u; jg < TM / 4u; jg++) {
-            gs[((jg * RS + il) * NY + ty) * NX + tx] =
-                vec4(acc[i * TM + 4u * jg], acc[i * TM + 4u * jg + 1u],
-                     acc[i * TM + 4u * jg + 2u], acc[i * TM + 4u * jg + 3u]);
-        }
+#define GEMM_OUT_G(g, i)                                                       \
+    if (i % TNR / RI == r) {                                                   \
+        gs[((g * RS + (i / TNR) * RI + i % RI) * NY + ty) * NX + tx] =         \
+            vec4(acc[i * TM + 4u * g], acc[i * TM + 4u * g + 1u],              \
+                 acc[i * TM + 4u * g + 2u], acc[i * TM + 4u * g + 3u]);        \
     }
+#define GEMM_OUT_ROW(i, a) GEMM_EACH_G2(GEMM_OUT_G, i)
+    GEMM_EACH_I1(GEMM_OUT_ROW, 0u)
     memoryBarrierShared();
     barrier();
     uint rows = BNR / GEMM_ROUNDS;
@@ -208,10 +245,13 @@ void gemm_main() {
     uint nu = (K + 31u) / 32u;
     uint u0 = part * kper, u1 = min(nu, u0 + kper);
     float acc[NACC];
-    for (uint i = 0u; i < NACC; i++) {
-        acc[i] = 0.0;
+#define GEMM_ZERO(j, i) acc[i * TM + j] = 0.0;
+#define GEMM_ZERO_ROW(i, a) GEMM_EACH_J2(GEMM_ZERO, i)
+    GEMM_EACH_I1(GEMM_ZERO_ROW, 0u)
+    float sq[XQ4]; // a folded norm: squares of this invocation's x
+    for (uint s = 0u; s < XQ4; s++) {
+        sq[s] = 0.0;
     }
-    float sq = 0.0; // a folded norm: squares of this invocation's x
 #if NMEMB > 3
     if (sel == 3u) {
         gemm_loop_3(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
@@ -230,23 +270,27 @@ void gemm_main() {
     {
         gemm_loop_0(nl0, cnt, m0, b2, b3, u0, u1, acc, sq);
     }
-    // every column's squares: its XPART stagers' sums, through shared memory
+    // every column's squares: its eight stagers' sums, through shared memory
     memoryBarrierShared();
     barrier();
 #ifdef GEMM_NORM
-    gs[lid] = vec4(sq);
+    for (uint s = 0u; s < XQ4; s++) {
+        gs[s * WG_SIZE + lid] = vec4(sq[s]);
+    }
     memoryBarrierShared();
     barrier();
 #endif
     float csq[TM]; // the squares of the invocation's columns ty + NY*j
-    for (uint j = 0u; j < TM; j++) {
-        csq[j] = 0.0;
 #ifdef GEMM_NORM
-        for (uint p = 0u; p < XPART; p++) {
-            csq[j] += gs[p * BM + ty + NY * j].x;
-        }
-#endif
+#define GEMM_CSQ(j, a)                                                         \
+    csq[j] = 0.0;                                                              \
+    for (uint p = 0u; p < 8u; p++) {                                           \
+        csq[j] += gs[(ty + NY * j) * 8u + p].x;                                \
     }
+#else
+#define GEMM_CSQ(j, a) csq[j] = 0.0;
+#endif
+    GEMM_EACH_J1(GEMM_CSQ, 0u)
     bool store = true;
     if (ksplit > 1u) {
         // this part's sums into the scratch buffer, then the last part of
@@ -255,17 +299,15 @@ void gemm_main() {
         uint tw = BN * BM + BM; // words of a part
         uint pb0 = SCRATCH_COUNTERS + tile * ksplit * tw;
         uint pb = pb0 + part * tw;
-        for (uint j = 0u; j < TM; j++) {
-            for (uint i = 0u; i < TN; i++) {
-                GEMM_SCRATCH[pb + (ty + NY * j) * BN + tx + NX * i] =
-                    floatBitsToUint(acc[i * TM + j]);
-            }
-        }
+#define GEMM_PUT(j, i)                                                         \
+    GEMM_SCRATCH[pb + (ty + NY * j) * BN + tx + NX * i] = floatBitsToUint(acc[i * TM + j]);
+#define GEMM_PUT_ROW(i, a) GEMM_EACH_J2(GEMM_PUT, i)
+        GEMM_EACH_I1(GEMM_PUT_ROW, 0u)
 #ifdef GEMM_NORM
         if (lid < BM) {
             float s = 0.0;
-            for (uint p = 0u; p < XPART; p++) {
-                s += gs[p * BM + lid].x;
+            for (uint p = 0u; p < 8u; p++) {
+                s += gs[lid * 8u + p].x;
             }
             GEMM_SCRATCH[pb + BN * BM + lid] = floatBitsToUint(s);
         }
@@ -282,23 +324,19 @@ void gemm_main() {
         store = gs[0].x == 1.0;
         if (store) { // every part is in: add them up
             memoryBarrierBuffer();
-            for (uint i = 0u; i < NACC; i++) {
-                acc[i] = 0.0;
-            }
-            for (uint j = 0u; j < TM; j++) {
-                csq[j] = 0.0;
-            }
+            GEMM_EACH_I1(GEMM_ZERO_ROW, 0u)
+#define GEMM_CSQ0(j, a) csq[j] = 0.0;
+            GEMM_EACH_J1(GEMM_CSQ0, 0u)
+#define GEMM_ADD(j, i)                                                         \
+    acc[i * TM + j] += uintBitsToFloat(GEMM_SCRATCH[qb + (ty + NY * j) * BN + tx + NX * i]);
+#define GEMM_ADD_ROW(i, a) GEMM_EACH_J2(GEMM_ADD, i)
+#define GEMM_ADD_CSQ(j, a) csq[j] += uintBitsToFloat(GEMM_SCRATCH[qb + BN * BM + ty + NY * j]);
             for (uint p = 0u; p < ksplit; p++) {
                 uint qb = pb0 + p * tw;
-                for (uint j = 0u; j < TM; j++) {
-                    for (uint i = 0u; i < TN; i++) {
-                        acc[i * TM + j] += uintBitsToFloat(
-                            GEMM_SCRATCH[qb + (ty + NY * j) * BN + tx + NX * i]);
-                    }
+                GEMM_EACH_I1(GEMM_ADD_ROW, 0u)
 #ifdef GEMM_NORM
-                    csq[j] += uintBitsToFloat(GEMM_SCRATCH[qb + BN * BM + ty + NY * j]);
+                GEMM_EACH_J1(GEMM_ADD_CSQ, 0u)
 #endif
-                }
             }
             if (lid == 0u) {
                 GEMM_SCRATCH[tile] = 0u; // ready for the next dispatch
@@ -309,12 +347,14 @@ void gemm_main() {
         return; // uniform: another part of the tile stores it
     }
 #ifdef GEMM_NORM
-    for (uint j = 0u; j < TM; j++) {
-        float r = gemm_norm_scale(csq[j]); // W (x g s) = s (W (x g))
-        for (uint i = 0u; i < TN; i++) {
-            acc[i * TM + j] *= r;
-        }
+    // W (x g s) = s (W (x g))
+#define GEMM_SCALE(i, j) acc[i * TM + j] *= rs;
+#define GEMM_SCALE_COL(j, a)                                                   \
+    {                                                                          \
+        float rs = gemm_norm_scale(csq[j]);                                    \
+        GEMM_EACH_I2(GEMM_SCALE, j)                                            \
     }
+    GEMM_EACH_J1(GEMM_SCALE_COL, 0u)
 #endif
     gemm_out(0u, tx, ty, sel, nl0, cnt, nbase, m0, b2, b3, acc);
 #if GEMM_ROUNDS > 1

@@ -15,23 +15,28 @@
 // from many places out of line, and its arrays in memory).
 
 
-// The invocation's x of a step: column m0 + lid % BM, its part lid / BM of
-// the unit's 32 elements, whose two runs of 16 start at xo.x and xo.y of
-// the row. live false (the prefetch past the last step): zeros, no squares.
-// Past M or K: zeros (loads clamped inside, so no branch).
+// The invocation's x of a step: its slot s holds quad (s * WG_SIZE + lid) %
+// 8 of local column (s * WG_SIZE + lid) / 8, so eight consecutive
+// invocations read one column's 32 elements (a warp's load touches 4
+// columns' lines, not 32: H200, f16 and q4_0 4096x4096x512, 33-35% of the
+// FMA peak with a column per invocation, 40-42% by quads); slot s's
+// squares go to sq[s]. The unit's two runs of 16 start at xo.x and xo.y of the row.
+// live false (the prefetch past the last step): zeros, no squares. Past M
+// or K: zeros, by a mask, not a select (a compiler may make a select a
+// branch that waits for its load; loads clamped inside).
 void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ4],
-                  inout float sq) {
+                  inout float sq[XQ4]) {
     uint lid = gl_LocalInvocationIndex;
-    uint c = m0 + lid % BM;
-    uint l0 = (lid / BM) * XQ4 * 4u; // the first of its elements in the unit
     for (uint i = 0u; i < XQ4 * 4u; i++) {
-        uint l = l0 + i;
-        uint k = (l < 16u ? xo.x : xo.y - 16u) + l;
-        bool in_ = live && c < M && k < K;
-        float s = 0.0;
-        float v = gemm_x(min(k, K - 1u), min(c, M - 1u), b2, b3, s);
-        px[i / 4u][i % 4u] = in_ ? v : 0.0;
-        sq += in_ ? s : 0.0;
+        uint s = i / 4u, g = s * WG_SIZE + lid;
+        uint c = m0 + g / 8u;
+        uint l = (g % 8u) * 4u + i % 4u;
+        uint k = xo.x + (l >> 4u) * (xo.y - 16u - xo.x) + l; // the run's start, no select
+        uint m = live && c < M && k < K ? 0xffffffffu : 0u;
+        float t = 0.0;
+        float v = gemm_x(min(k, K - 1u), min(c, M - 1u), b2, b3, t);
+        px[s][i % 4u] = uintBitsToFloat(floatBitsToUint(v) & m);
+        sq[s] += uintBitsToFloat(floatBitsToUint(t) & m);
     }
 }
 
@@ -59,9 +64,9 @@ void GEMM_STAGE(vec4 pw[WQ4], vec4 px[XQ4]) {
     for (uint i = 0u; i < WQ4; i++) {
         WS(SWZ(wr, wq + i)) = pw[i];
     }
-    uint xr = lid % BM, xq = (lid / BM) * XQ4;
     for (uint i = 0u; i < XQ4; i++) {
-        XS(SWZ(xr, xq + i)) = px[i];
+        uint g = i * WG_SIZE + lid;
+        XS(SWZ(g / 8u, g % 8u)) = px[i];
     }
 }
 
@@ -105,7 +110,7 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
 // Units u0 .. u1-1 of the tile's rows nl0 .. (cnt: the member's rows; rows
 // past it repeat the last one, not stored) into acc.
 void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
-               inout float acc[NACC], inout float sq) {
+               inout float acc[NACC], inout float sq[XQ4]) {
     uint lid = gl_LocalInvocationIndex;
     uint tx = lid % NX, ty = lid / NX;
     uint wr = lid % BN; // the staged row this invocation decodes

@@ -11,9 +11,11 @@
  * rows of each weight, for the same outputs) by BM columns, TN × TM
  * outputs per invocation, walking K one 32-element unit per step: the
  * unit's weights are decoded into shared memory as floats beside the same
- * elements of x, read back as vec4 (swizzled: no bank conflicts), and the
- * next step's loads are in flight while a step is multiplied
- * (gemm.glsl says how). The shape comes from the caps (gemm_config): 128 ×
+ * elements of x (eight invocations reading a column's 32, coalesced), read
+ * back as vec4 (swizzled: no bank conflicts), and the next step's loads are
+ * in flight while a step is multiplied (gemm.glsl says how); the
+ * accumulators are only indexed by constants (loops written out by the
+ * preprocessor), so they stay in registers. The shape comes from the caps (gemm_config): 128 ×
  * 128 tiles of 8 × 8 per invocation where 256 invocations and 32 KiB of
  * shared memory exist, 128 × 64 of 8 × 4 when the matmul has at most 64
  * columns (the variant's bit 18) or is a grouped q/k/v (see gemm_config),
@@ -70,12 +72,12 @@ static int out_rounds(const gemm_cfg *c, bool dual)
 }
 
 /* Does c fit the device and gemm.glsl (an invocation stages half or all of
- * a weight row's unit, an eighth to all of a column's; its columns leave as
- * vec4)? */
+ * a weight row's unit, an eighth to all of a column's; 4 or 8 rows and
+ * columns, its accumulator loops written out; its columns leave as vec4)? */
 static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 {
-    if (c->bn < 2 || c->bm < 1 || c->tn < 1 || c->tm < 4 || c->bn % c->tn || c->bm % c->tm ||
-        c->tm % 4 || c->bn > 1024 || c->bm > 1024 || (dual && c->tn % 2))
+    if (c->bn < 1 || c->bm < 1 || (c->tn != 4 && c->tn != 8) || (c->tm != 4 && c->tm != 8) ||
+        c->bn % c->tn || c->bm % c->tm || c->bn > 1024 || c->bm > 1024)
         return false;
     int wg = (c->bn / c->tn) * (c->bm / c->tm);
     return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
@@ -310,6 +312,8 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_NORM", "1");
         if (c.loop)
             emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
+        emit_kernel_define(b->k, "TNV", "%d", c.tn);
+        emit_kernel_define(b->k, "TMV", "%d", c.tm);
         emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
         emit_kernel_shared(b->k, "vec4", "gs", 8 * (c.bn + c.bm));
         emit_kernel_comment(b->k,
