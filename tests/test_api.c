@@ -165,6 +165,8 @@ Test(api, bench_refuses_bad_arguments)
     cr_assert(strstr(err, "--iters: 'abc'"), "%s", err);
     cr_assert_eq(bench("--iters 0", err, sizeof err), 2, "%s", err);
     cr_assert_eq(bench("--copy-mib -4", err, sizeof err), 2, "%s", err);
+    cr_assert_eq(bench("--warm-ms -1", err, sizeof err), 2, "%s", err);
+    cr_assert(strstr(err, "--warm-ms"), "%s", err);
     cr_assert_eq(bench("--gemm 0", err, sizeof err), 2, "%s", err);
     cr_assert(strstr(err, "--gemm"), "%s", err);
     cr_assert_eq(bench("--shapes 64x", err, sizeof err), 2, "%s", err);

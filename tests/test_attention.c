@@ -400,16 +400,19 @@ static float *cache_batch(const cache_case *c, glesc_tensor *kcache, glesc_tenso
     return out;
 }
 
-Test(attention, cache_writes_in_prefill_batches)
+static const cache_case cache_cases[] = {
+    {64, 8, 2, 160, {40, 70, 1}, true, F16},   /* gqa 4, qwen3's norms */
+    {128, 8, 1, 160, {65, 33, 1}, false, F32}, /* gqa 8 */
+    {32, 4, 2, 128, {17, 100, 1}, true, F32},  /* the qwen3 test model's heads */
+    {64, 32, 4, 96, {50, 30, 1}, false, F16},  /* TinyLlama's heads */
+};
+
+/* Batches into a cache, fused (the writes inside the attention kernel) and
+ * unfused: the same outputs and caches. */
+static void check_cache_writes(size_t i)
 {
-    static const cache_case cases[] = {
-        {64, 8, 2, 160, {40, 70, 1}, true, F16},   /* gqa 4, qwen3's norms */
-        {128, 8, 1, 160, {65, 33, 1}, false, F32}, /* gqa 8 */
-        {32, 4, 2, 128, {17, 100, 1}, true, F32},  /* the qwen3 test model's heads */
-        {64, 32, 4, 96, {50, 30, 1}, false, F16},  /* TinyLlama's heads */
-    };
-    for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
-        const cache_case *c = &cases[i];
+    {
+        const cache_case *c = &cache_cases[i];
         glesc_tensor *kc[2], *vc[2];
         float *y[2][3];
         for (int pass = 0; pass < 2; pass++) {
@@ -458,6 +461,34 @@ Test(attention, cache_writes_in_prefill_batches)
             glesc_weight_free(vc[pass]);
         }
     }
+}
+
+Test(attention, cache_writes_in_prefill_batches)
+{
+    for (size_t i = 0; i < CORE_ARRAY_LEN(cache_cases); i++)
+        check_cache_writes(i);
+}
+
+/* The decode kernel's tiles through registers (the default on GPUs, off on
+ * llvmpipe, where this turns it on): decode against the reference at
+ * several depths (one and several splits, partial tiles), GQA, f16 and f32
+ * caches, a window and a soft-cap, then a decode step whose new key and
+ * value rows the kernel writes itself (the last batch of 1 of each cache
+ * case: the new rows given their values from the registers' raw reads). */
+Test(attention, decode_register_tiles)
+{
+    static const attn_case cases[] = {
+        {8, 4, 4, 1, 7, false, false, F32, 0, 0},    {64, 8, 4, 1, 33, false, true, F16, 0, 0},
+        {128, 8, 2, 1, 70, false, false, F16, 0, 0}, {64, 8, 1, 1, 65, true, false, F32, 0, 0},
+        {64, 8, 2, 1, 2048, false, true, F32, 0, 0}, {16, 14, 2, 1, 1000, false, false, F32, 0, 0},
+        {64, 4, 2, 1, 40, false, true, F32, 16, 50}, {256, 4, 1, 1, 45, false, true, F16, 0, 50},
+    };
+    setenv("GLESC_ATTN_DECODE", "regs=1", 1);
+    for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++)
+        run_attention(&cases[i], (uint32_t)(900 + 10 * i));
+    for (size_t i = 0; i < CORE_ARRAY_LEN(cache_cases); i++)
+        check_cache_writes(i);
+    unsetenv("GLESC_ATTN_DECODE");
 }
 
 Test(attention, sliding_window_and_softcap)

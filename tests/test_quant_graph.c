@@ -251,12 +251,14 @@ Test(quant_graph, gemv_long_rows_and_portable_path)
 
 /* The GEMV's other shapes (GLESC_GEMV, read when a kernel is generated:
  * a new context per setting, so no plan of another is reused): row groups
- * split over two teams, workgroups looping over blocks of rows, one or four
- * units in flight, one or four rows a team, the shared-memory reduction. */
+ * split over two teams, workgroups looping over blocks of rows, one, four
+ * or eight units in flight, one or four rows a team, a workgroup per block,
+ * the shared-memory reduction. */
 Test(quant_graph, gemv_shapes_of_the_tuning_knob)
 {
-    static const char *const knobs[] = {"ks=2", "groups=3", "unroll=4,nr=4", "unroll=1,nr=1",
-                                        "subgroup=0,ks=2,groups=2"};
+    static const char *const knobs[] = {
+        "ks=2",          "groups=3",          "unroll=4,nr=4",
+        "unroll=1,nr=1", "unroll=8,groups=0", "subgroup=0,ks=2,groups=2"};
     static const glesc_dtype types[] = {GLESC_DTYPE_F16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_K,
                                         GLESC_DTYPE_Q6_K};
     glesc_context *saved = ctx;

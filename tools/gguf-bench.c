@@ -125,6 +125,7 @@ typedef struct result {
     uint64_t *ns; /* per repetition */
     double avg_ts, stddev_ts, avg_ns, stddev_ns;
     int dispatches, kernels; /* per step (a decode step, or the prompt's last batch) */
+    double barriers;         /* storage barriers per step of the timed runs */
     bool profiled;
     int profile_steps;
     kind_time kinds[K_N]; /* per step, averaged over profile_steps */
@@ -196,6 +197,9 @@ static void usage(FILE *out)
             "                        cold, then warm program caches (glesc's and the\n"
             "                        driver's, in a temporary directory), and the ratio\n"
             "  --seed N              the random token ids (default 1)\n"
+            "  --barriers MODE       the storage barriers between dependent dispatches, a\n"
+            "                        measurement aid: storage (default), all (every bit),\n"
+            "                        none (no barrier: wrong results, their cost timed)\n"
             "  --json                one JSON object on stdout instead of the tables\n"
             "  --json-file FILE      the JSON object into FILE as well (with the tables)\n"
             "  --platform P, --device D, --cache-dir DIR|off   as gguf-run's\n"
@@ -281,6 +285,7 @@ static int parse_args(int argc, char **argv, options *o)
             "--device",
             "--json-file",
             "--ttft",
+            "--barriers",
             "--cache-dir",
         };
         bool known = false;
@@ -357,6 +362,12 @@ static int parse_args(int argc, char **argv, options *o)
             if (tool_parse_long("gguf-bench", a, v, 1, 1 << 20, &x))
                 return 2;
             o->ttft = (int)x;
+        } else if (!strcmp(a, "--barriers")) {
+            if (strcmp(v, "storage") && strcmp(v, "all") && strcmp(v, "none")) {
+                fprintf(stderr, "gguf-bench: --barriers: '%s' is not storage, all or none\n", v);
+                return 2;
+            }
+            setenv("GLESC_BARRIERS", v, 1); /* read when the context is created */
         } else {
             o->cache_dir = v; /* --cache-dir, the last of `valued` */
         }
@@ -463,10 +474,11 @@ static void add_host(const glesc_session *s, uint64_t h[3])
 }
 
 /* One repetition: the depth (not timed), then the test; *ns its time, h
- * its host times summed (add_host). */
+ * its host times summed (add_host) and h[3] the storage barriers issued. */
 static glesc_status run_once(glesc_session *s, const result *r, int64_t n_vocab, int32_t *ids,
-                             float *logits, uint64_t *rng, uint64_t *ns, uint64_t h[3])
+                             float *logits, uint64_t *rng, uint64_t *ns, uint64_t h[4])
 {
+    glesc_stats c0, c1;
     glesc_status st = glesc_session_truncate(s, 0);
     if (st == GLESC_OK && r->n_depth) {
         fill_ids(ids, r->n_depth, n_vocab, rng);
@@ -474,6 +486,7 @@ static glesc_status run_once(glesc_session *s, const result *r, int64_t n_vocab,
     }
     if (st != GLESC_OK)
         return st;
+    glesc_context_stats(bench_ctx, &c0);
     uint64_t t0 = now_ns();
     if (r->n_prompt) {
         fill_ids(ids, r->n_prompt, n_vocab, rng);
@@ -503,6 +516,8 @@ static glesc_status run_once(glesc_session *s, const result *r, int64_t n_vocab,
         }
     }
     *ns = now_ns() - t0;
+    glesc_context_stats(bench_ctx, &c1);
+    h[3] += c1.barriers - c0.barriers;
     return st;
 }
 
@@ -577,9 +592,9 @@ static int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
     glesc_context_memory_reset_peak(bench_ctx);
     if (ids && logits && r->ns)
         st = glesc_session_create(m, &so, &s);
-    uint64_t ns, host[3] = {0, 0, 0};
+    uint64_t ns, host[4] = {0, 0, 0, 0};
     if (st == GLESC_OK && o->warmup)
-        st = run_once(s, r, mi.n_vocab, ids, logits, rng, &ns, (uint64_t[3]){0, 0, 0});
+        st = run_once(s, r, mi.n_vocab, ids, logits, rng, &ns, (uint64_t[4]){0, 0, 0, 0});
     for (int i = 0; i < r->reps && st == GLESC_OK; i++)
         st = run_once(s, r, mi.n_vocab, ids, logits, rng, &r->ns[i], host);
     if (st == GLESC_OK) {
@@ -598,6 +613,7 @@ static int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
         r->build_ns = (double)host[0] / steps;
         r->submit_ns = (double)host[1] / steps;
         r->read_ns = (double)host[2] / steps;
+        r->barriers = (double)host[3] / steps;
         glesc_eval_stats es;
         glesc_session_last_stats(s, &es);
         r->dispatches = es.dispatches;
@@ -690,13 +706,14 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
         for (int k = 0; k < K_N; k++)
             used[k] |= res[i].kinds[k].kernels > 0;
     }
-    printf("\n| %-30s | %15s | disp/step | GPU ms/step | GPU/wall | host ms b/s/r | weights "
+    printf("\n| %-30s | %15s | disp/step | barr/step | GPU ms/step | GPU/wall | host ms b/s/r | "
+           "weights "
            "GB/s | of copy | of read |",
            "model", "test");
     for (int k = 0; k < K_N; k++)
         if (used[k])
             printf(" %15s |", k == K_MATMUL ? "gemv/gemm ms" : kind_names[k]);
-    printf("\n| %.30s | %.14s: | --------: | ----------: | -------: | ------------: | "
+    printf("\n| %.30s | %.14s: | --------: | --------: | ----------: | -------: | ------------: | "
            "-----------: | ------: | ------: |",
            "------------------------------", "---------------");
     for (int k = 0; k < K_N; k++)
@@ -726,8 +743,8 @@ static void detail_table(const result *res, int n, const glesc_roofline *roof)
         char host[48];
         snprintf(host, sizeof host, "%.2f/%.2f/%.2f", r->build_ns * 1e-6, r->submit_ns * 1e-6,
                  r->read_ns * 1e-6);
-        printf("| %-30s | %15s | %9d | %11s | %8s | %13s | %12s | %7s | %7s |", r->meta->desc,
-               r->test, r->dispatches, gpu, busy, host, wb, oc, orr);
+        printf("| %-30s | %15s | %9d | %9.1f | %11s | %8s | %13s | %12s | %7s | %7s |",
+               r->meta->desc, r->test, r->dispatches, r->barriers, gpu, busy, host, wb, oc, orr);
         for (int k = 0; k < K_N; k++) {
             if (!used[k])
                 continue;
@@ -874,8 +891,10 @@ static void print_json(FILE *out, const options *o, const glesc_caps *c, const g
                 r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
         fprintf(out, "\"host_ns_per_step\": {\"build\": %.0f, \"submit\": %.0f, \"read\": %.0f}, ",
                 r->build_ns, r->submit_ns, r->read_ns);
-        fprintf(out, "\"dispatches_per_step\": %d, \"kernels_per_step\": %d, ", r->dispatches,
-                r->kernels);
+        fprintf(out,
+                "\"dispatches_per_step\": %d, \"kernels_per_step\": %d, \"barriers_per_step\": "
+                "%.1f, ",
+                r->dispatches, r->kernels, r->barriers);
         if (r->n_gen) {
             double gbps = weight_gbps(r);
             fprintf(out, "\"weight_gbps\": %.3f, ", gbps);

@@ -9,7 +9,11 @@
  * roofline, and of the same reduction kernel reading exactly the weight's
  * bytes (cycled through as many copies as the GEMV, each dispatch timed
  * alone as the graph times its kernels, so it pays the same launch and
- * tail costs: the roofline of a kernel that size).
+ * tail costs: the roofline of a kernel that size); both the median of
+ * their kernels' times (median_s). The copies are one
+ * graph of that many matmuls, each kernel timed alone; "setup s" is the
+ * time from the first weight to the first timed run (writing the weights,
+ * planning, compiling).
  * With --gemm M, the same matmul with M columns instead (the prefill's
  * GEMM where M > 8) on one weight, as TFLOP/s (2·N·K·M per run) and as a
  * fraction of the fp32 multiply-add peak that a plain kernel of independent
@@ -27,9 +31,11 @@
  * the internal gl/ and emit/ layers): built, not installed.
  *
  * usage: glesc-bench [--iters N] [--types q4_0,q8_0,...] [--shapes 4096x4096,11008x4096]
- *                    [--copy-mib N] [--gemm M] [--portable]
+ *                    [--copy-mib N] [--warm-ms N] [--gemm M] [--portable]
  * --portable: no subgroups, 128 invocations, 16 KiB of shared memory and
  * 128 MiB storage blocks (what GLES guarantees), the fallback's speed.
+ * --warm-ms: how long the GPU is kept busy before each GEMV timing
+ * (default 100; 0: not at all), so that each runs at the clocks decode sees.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,16 +187,33 @@ static int time_dispatch(glesc_context *ctx, const gl_program *p, const gl_bindi
     return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of n kernel times (sorts v). Kernels timed alone, each in its
+ * own timer query, see whatever else holds the GPU or the host for a
+ * moment: on an H200, a few samples of a run took 2-3 times longer (the
+ * plain read kernel's as much as a GEMV's) and their mean moved a table's
+ * ratios by tens of points; the median keeps the typical kernel. */
+static double median_s(uint64_t *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_u64);
+    return (n % 2 ? (double)v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + (double)v[n / 2])) * 1e-9;
+}
+
 /* As time_dispatch, but each dispatch in its own timer query, as the
  * graph's per-kernel timing measures: launch and tail included, no overlap
- * with a neighbour. */
+ * with a neighbour; *sec is the median. */
 static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *b, int nb,
                      gl_param *prm, int np, const uint32_t g[3], int iters, int cycle,
                      int cycle_param, uint32_t cycle_step, double *sec)
 {
     gl_timer *t = calloc((size_t)iters, sizeof *t);
-    uint64_t total = 0;
-    int rc = t ? 0 : -1;
+    uint64_t *ns = calloc((size_t)iters, sizeof *ns);
+    int rc = t && ns ? 0 : -1;
     for (int i = 0; i < iters && !rc; i++) {
         if (cycle > 1)
             prm[cycle_param] = GL_PARAM_U((uint32_t)(i % cycle) * cycle_step);
@@ -198,16 +221,15 @@ static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *
             gl_timer_end(ctx, &t[i]))
             rc = -1;
     }
-    for (int i = 0; i < iters && !rc; i++) {
-        uint64_t ns;
-        if (gl_timer_result(ctx, &t[i], &ns))
+    for (int i = 0; i < iters && !rc; i++)
+        if (gl_timer_result(ctx, &t[i], &ns[i]))
             rc = -1;
-        total += ns;
-    }
     for (int i = 0; t && i < iters; i++)
         gl_timer_release(ctx, &t[i]);
+    if (!rc)
+        *sec = median_s(ns, iters);
     free(t);
-    *sec = (double)total * 1e-9 / iters;
+    free(ns);
     return rc;
 }
 
@@ -301,6 +323,127 @@ done:
         glesc_weight_free(w[i]);
     free(file);
     free(ones);
+    return rc;
+}
+
+/* Keeps the GPU busy for ms milliseconds (a kernel over the whole roofline
+ * buffer, again and again) right before a timing: a GPU's clocks fall while
+ * the host prepares the next weights (an H200's SM clock was seen at idle
+ * speed, and a kernel timed alone then ran 2-4 times slower), and a decode
+ * step's back-to-back dispatches keep them up. (The idea is branch gemvq's.) */
+typedef struct warmer {
+    glesc_context *ctx;
+    const gl_program *p;
+    const gl_binding *b;
+    gl_param prm[2];
+    uint32_t g[3];
+    int ms;
+} warmer;
+
+static int warm_gpu(warmer *w)
+{
+    uint64_t t0 = core_time_ns();
+    while (w->ms > 0 && core_time_ns() - t0 < (uint64_t)w->ms * 1000000u) {
+        for (int i = 0; i < 16; i++)
+            if (gl_dispatch(w->ctx, w->p, w->b, 2, w->prm, 2, w->g) != GLESC_OK)
+                return -1;
+        glFinish();
+    }
+    return 0;
+}
+
+/* A weight's file layout: the quantized pool tiled over it (whole blocks:
+ * the pool is a multiple of the block), read at any offset. */
+typedef struct pool_src {
+    const char *pool;
+    size_t bytes;
+} pool_src;
+
+static glesc_status read_pool(void *user, uint64_t offset, void *dst, size_t size)
+{
+    const pool_src *ps = user;
+    char *d = dst;
+    while (size) {
+        size_t o = (size_t)(offset % ps->bytes), n = CORE_MIN(size, ps->bytes - o);
+        memcpy(d, ps->pool + o, n);
+        d += n;
+        offset += n;
+        size -= n;
+    }
+    return GLESC_OK;
+}
+
+/* The decode's GEMV y = W·x (m = 1) on `copies` weights of type t and
+ * shape [K, N] that together do not fit the GPU's last-level cache, so each
+ * kernel reads its weight from memory as decode does: one graph of copies
+ * matmuls (each with an x of its own: no grouping), the weights written in
+ * one glesc_weights_write. After two untimed computes (plan, programs,
+ * first touch) and warming the GPU, rounds of the graph each time every
+ * kernel alone (the graph's timing); *sec is their median, *setup the
+ * seconds from the first weight to the end of the untimed computes, how
+ * the kernel's header line. */
+static int time_gemv(glesc_context *ctx, glesc_dtype t, int N, int K, const void *pool,
+                     size_t pool_bytes, const float *x, int copies, int iters, warmer *wm,
+                     double *sec, double *setup, char *how, size_t size)
+{
+    int rc = -1;
+    uint64_t t0 = core_time_ns();
+    glesc_tensor **w = calloc((size_t)copies, sizeof *w);
+    glesc_tensor **y = calloc((size_t)copies, sizeof *y);
+    glesc_weight_source *src = calloc((size_t)copies, sizeof *src);
+    pool_src ps = {pool, pool_bytes};
+    glesc_graph *g = glesc_graph_create(ctx);
+    glesc_graph_options go = {0};
+    go.timing = true;
+    if (!w || !y || !src || !g || glesc_graph_set_options(g, &go) != GLESC_OK)
+        goto done;
+    for (int c = 0; c < copies; c++) {
+        glesc_tensor *xt = glesc_tensor_new(g, GLESC_DTYPE_F32, 2, (int64_t[]){K, 1});
+        w[c] = glesc_weight_new(ctx, t, 2, (int64_t[]){K, N});
+        if (!xt || !w[c] || glesc_tensor_write_f32(xt, x, (size_t)K) != GLESC_OK ||
+            !(y[c] = glesc_matmul(g, w[c], xt)))
+            goto done;
+        src[c] = (glesc_weight_source){w[c], read_pool, &ps};
+    }
+    if (glesc_weights_write(ctx, src, copies, NULL, NULL) != GLESC_OK)
+        goto done;
+    for (int i = 0; i < 2; i++)
+        if (glesc_graph_compute(g, y, copies) != GLESC_OK)
+            goto done;
+    const char *glsl = glesc_graph_last_glsl(g);
+    const char *l = !glsl ? NULL : strstr(glsl, "// GEMV");
+    snprintf(how, size, "%.*s", l ? (int)strcspn(l + 3, "\n") : 0, l ? l + 3 : "");
+    *setup = (double)(core_time_ns() - t0) * 1e-9;
+    if (warm_gpu(wm))
+        goto done;
+    int rounds = CORE_MAX(2, (iters + copies - 1) / copies);
+    uint64_t *ns = calloc((size_t)rounds * (size_t)copies, sizeof *ns);
+    if (!ns)
+        goto done;
+    for (int r = 0; r < rounds; r++) {
+        glesc_compute_stats st;
+        if (glesc_graph_compute(g, y, copies) != GLESC_OK)
+            goto done;
+        glesc_graph_stats(g, &st);
+        if (st.n_kernel_times != copies || !st.plan_reused) {
+            fprintf(stderr, "glesc-bench: %d matmuls ran %d kernels (plan reused: %d)\n", copies,
+                    st.n_kernel_times, st.plan_reused);
+            free(ns);
+            goto done;
+        }
+        for (int k = 0; k < copies; k++)
+            ns[r * copies + k] = st.kernel_times[k].gpu_ns;
+    }
+    *sec = median_s(ns, rounds * copies);
+    free(ns);
+    rc = 0;
+done:
+    glesc_graph_destroy(g);
+    for (int c = 0; w && c < copies; c++)
+        glesc_weight_free(w[c]);
+    free(w);
+    free(y);
+    free(src);
     return rc;
 }
 
@@ -462,7 +605,7 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
 
 int main(int argc, char **argv)
 {
-    int iters = 20, gemm_m = 0;
+    int iters = 20, gemm_m = 0, warm_ms = 100;
     bool portable = false;
     uint64_t copy_mib = 0;
     const char *shapes_arg = "4096x4096,11008x4096";
@@ -481,6 +624,10 @@ int main(int argc, char **argv)
                 return 2;
         } else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
             shapes_arg = argv[++i];
+        } else if (!strcmp(argv[i], "--warm-ms") && i + 1 < argc) {
+            if (tool_parse_long("glesc-bench", "--warm-ms", argv[++i], 0, 10000, &v))
+                return 2;
+            warm_ms = (int)v;
         } else if (!strcmp(argv[i], "--copy-mib") && i + 1 < argc) {
             if (tool_parse_long("glesc-bench", "--copy-mib", argv[++i], 1, 1 << 20, &v))
                 return 2;
@@ -493,7 +640,8 @@ int main(int argc, char **argv)
             portable = true;
         } else {
             fprintf(stderr, "usage: glesc-bench [--iters N] [--types q4_0,...] "
-                            "[--shapes NxK,...] [--copy-mib N] [--gemm M] [--portable]\n");
+                            "[--shapes NxK,...] [--copy-mib N] [--warm-ms N] [--gemm M] "
+                            "[--portable]\n");
             return 2;
         }
     }
@@ -581,8 +729,12 @@ int main(int argc, char **argv)
 
     if (gemm_m)
         return gemm_table(ctx, types, shapes_arg, gemm_m, iters, a, b);
-    printf("\n%-8s %-11s %9s %9s %8s %8s %8s %9s  %s\n", "type", "N x K", "us", "GB/s", "of copy",
-           "of read", "of same", "same us", "kernel");
+    /* the GPU kept busy before each timing: the read kernel over the
+     * whole buffer */
+    warmer wm = {ctx, rp, cb, {GL_PARAM_U(bytes / 16), GL_PARAM_U(0)}, {0, 0, 0}, warm_ms};
+    grid_of(bytes / 16, wm.g);
+    printf("\n%-8s %-11s %9s %9s %8s %8s %8s %9s %7s  %s\n", "type", "N x K", "us", "GB/s",
+           "of copy", "of read", "of same", "same us", "setup s", "kernel");
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         glesc_dtype t = all_types[ti];
         if (!types[ti])
@@ -607,8 +759,9 @@ int main(int argc, char **argv)
              * compute reads its weights from memory, as decode does. */
             int copies = (int)CORE_MIN(64u, (256ull << 20) / wbytes + 1);
             char how[160];
-            if (time_graph(ctx, t, &N, 1, false, false, K, 1, blocks, pool_bytes, f, copies,
-                           CORE_MAX(iters, copies), &sec, how, sizeof how))
+            double setup;
+            if (time_gemv(ctx, t, N, K, blocks, pool_bytes, f, copies, CORE_MAX(iters, copies), &wm,
+                          &sec, &setup, how, sizeof how))
                 return fail(ctx, "graph gemv");
             /* the read-only kernel over exactly these bytes, cycled through
              * as many copies as fit the buffer (a, bytes long) */
@@ -618,13 +771,15 @@ int main(int argc, char **argv)
             uint32_t rg[3];
             grid_of(w4, rg);
             gl_param sprm[2] = {GL_PARAM_U(w4), GL_PARAM_U(0)};
-            if (rcopies >= 1 && time_each(ctx, rp, cb, 2, sprm, 2, rg, CORE_MAX(iters, copies),
-                                          rcopies, 1, (uint32_t)w4, &same))
+            if (rcopies >= 1 &&
+                (warm_gpu(&wm) || time_each(ctx, rp, cb, 2, sprm, 2, rg, CORE_MAX(iters, copies),
+                                            rcopies, 1, (uint32_t)w4, &same)))
                 return fail(ctx, "read timing (same size)");
             double bw = (double)wbytes / sec;
-            printf("%-8s %5dx%-5d %9.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %9.2f  %s\n",
+            printf("%-8s %5dx%-5d %9.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %9.2f %7.2f  %s\n",
                    glesc_dtype_name(t), N, K, sec * 1e6, bw / 1e9, 100.0 * bw / copy_bw,
-                   100.0 * bw / read_bw, same > 0 ? 100.0 * same / sec : 0.0, same * 1e6, how);
+                   100.0 * bw / read_bw, same > 0 ? 100.0 * same / sec : 0.0, same * 1e6, setup,
+                   how);
             fflush(stdout);
             gl_pool_trim(ctx, 0);
             free(f);

@@ -80,5 +80,11 @@ void GEMV_UNITS(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC) {
         GEMV_STEP(ub + 2u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
         GEMV_STEP(ub + 3u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
 #endif
+#if UNROLL > 4
+        GEMV_STEP(ub + 4u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
+        GEMV_STEP(ub + 5u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
+        GEMV_STEP(ub + 6u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
+        GEMV_STEP(ub + 7u * TEAM * KSPLIT, u1, k0, GEMV_ROWS_ARGS);
+#endif
     }
 }

@@ -842,6 +842,26 @@ static uint32_t flush_max_from_env(void)
     return (uint32_t)n;
 }
 
+/* GLESC_BARRIERS, a measurement aid (README, Environment): the bits of the
+ * executor's storage barriers: "storage" (GL_SHADER_STORAGE_BARRIER_BIT,
+ * the default), "all" (GL_ALL_BARRIER_BITS) or "none" (no barrier between
+ * dependent dispatches: wrong results, for timing what barriers cost). */
+static GLbitfield barrier_bits_from_env(void)
+{
+    const char *v = core_env("GLESC_BARRIERS");
+    if (!v || !*v || !strcmp(v, "storage"))
+        return GL_SHADER_STORAGE_BARRIER_BIT;
+    if (!strcmp(v, "all"))
+        return GL_ALL_BARRIER_BITS;
+    if (!strcmp(v, "none")) {
+        core_log(CORE_LOG_WARN, "GLESC_BARRIERS=none: no barriers between dependent dispatches, "
+                                "results are wrong (a measurement aid)");
+        return 0;
+    }
+    core_log(CORE_LOG_WARN, "GLESC_BARRIERS=%s is not storage, all or none; using storage", v);
+    return GL_SHADER_STORAGE_BARRIER_BIT;
+}
+
 GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, glesc_context **out)
 {
     core_err_reset(NULL);
@@ -889,6 +909,7 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
     ctx->ssbo_epoch = ctx->update_epoch = 1;
     ctx->debug = o.debug || core_env_flag("GLESC_DEBUG");
     ctx->flush_max = flush_max_from_env();
+    ctx->barrier_bits = barrier_bits_from_env();
     ctx->flush_at = 1;
 
     if (o.egl_context)

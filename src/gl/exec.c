@@ -41,6 +41,8 @@
  * dispatch, then after 2, 4, ... up to flush_max dispatches, so the GPU
  * starts at once and the host keeps ahead of it with few flushes
  * (GLESC_FLUSH_EVERY sets flush_max, default 16; 0 turns this off).
+ * GLESC_BARRIERS=all|none (a measurement aid) sets the storage barriers'
+ * bits to all of them, or leaves the barriers out (wrong results).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +51,8 @@
 
 static void storage_barrier(glesc_context *ctx)
 {
-    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    if (ctx->barrier_bits) /* 0: GLESC_BARRIERS=none, a measurement */
+        glMemoryBarrier(ctx->barrier_bits);
     ctx->ssbo_epoch++;
     ctx->barriers++;
 }

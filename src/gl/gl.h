@@ -94,6 +94,8 @@ struct glesc_context {
      * flush or host wait, and how many make the next flush; flush_max 0
      * turns early flushes off (GLESC_FLUSH_EVERY=0). */
     uint32_t since_flush, flush_at, flush_max;
+    /* the storage barriers' bits (GLESC_BARRIERS; 0: none, measuring) */
+    GLbitfield barrier_bits;
     /* What the executor last bound (exec.c, "State cache"): the program,
      * the first storage binding points and the parameter block. */
     struct {

@@ -19,7 +19,14 @@
  * m_new) before the tile's weighted values are added: the online softmax,
  * numerically stable for any logits, never storing a score row. Each
  * invocation accumulates output dimensions d = lid + e·WG for all HG heads
- * (value elements loaded once, coalesced across invocations).
+ * (value elements loaded once, coalesced across invocations). A decode
+ * step is latency-bound, so a tile's keys and values are loaded into
+ * registers by unrolled loads with no branch between them (the head sizes
+ * are compile-time constants: all of a tile's loads in flight at once),
+ * the first tile's while q is staged and each next tile's while the
+ * current one is finished (its softmax and weighted values); a key or
+ * value this dispatch writes (a fused KV-cache write) is given its new
+ * value from the registers' raw read when stored into shared memory.
  *
  * The keys are split over nsplit workgroups (flash-decoding: a decode step
  * has one query and few kv heads, so without the split a few workgroups
@@ -27,10 +34,11 @@
  * (m, l, unnormalized output) in the scratch buffer and counts itself in
  * with an atomic; the last workgroup of a (query, head group) combines them
  * (every split's m and l staged in shared memory, per head the overall max
- * and the splits' weights, then the weighted sums with four loads in
- * flight), stores the result (its epilogue included) and puts the counter
- * back to zero. nsplit and the keys per split are uniforms chosen per compute
- * from the sizes; HG, T and the accumulators per invocation are the op's
+ * and the splits' weights, then the weighted sums: ATTN_CU splits a round,
+ * each invocation's loads of the round in flight together), stores the
+ * result (its epilogue included) and puts the counter back to zero. nsplit
+ * and the keys per split are uniforms chosen per compute from the sizes;
+ * HG, T, the head sizes and the accumulators per invocation are the op's
  * variant (kernels_attention_variant), so part of the plan's structure.
  *
  * Prefill: a workgroup takes a block of queries of HG heads (R rows) against
@@ -67,6 +75,7 @@
 #define ATTN_WG_TARGET_CPU 8
 #define ATTN_SPLIT_TILES 1 /* key tiles per split at least */
 #define ATTN_COMBINE 512   /* (split, head) pairs the combine stages in ks */
+#define ATTN_CU 4          /* splits a round of the combine reads */
 _Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
 
 /* Prefill (gen_prefill): the largest configuration, shrunk by the caps */
@@ -85,17 +94,24 @@ typedef struct attn_shape {
     int t;         /* keys per tile */
     int dpt;       /* output dimensions per invocation */
     bool v_shared; /* the value tile is staged in ks too (d_v <= d + 1) */
+    bool regs;     /* tiles through registers (see decode_env) */
 } attn_shape;
 
-/* GLESC_ATTN_DECODE="target=256,tiles=1,t=16": a tuning aid overriding the
- * workgroups a decode step's key split aims at, the key tiles a split takes
- * at least (uniforms) and the most keys per tile (the kernel's variant, so
- * part of the plan's structure). NULL: not asked. */
-static void decode_env(int64_t *target, int64_t *min_tiles, int *t)
+/* GLESC_ATTN_DECODE="target=256,tiles=1,t=16,regs=1": a tuning aid
+ * overriding the workgroups a decode step's key split aims at, the key
+ * tiles a split takes at least (uniforms), the most keys per tile and
+ * whether tiles go through registers (the kernel's variant, so part of the
+ * plan's structure; regs is on by default on GPUs, off on a CPU renderer,
+ * where a tile held in registers across barriers costs more than it saves:
+ * llvmpipe's demo decode 45 vs 37 t/s; the tests turn it on there). NULL:
+ * not asked. */
+static void decode_env(int64_t *target, int64_t *min_tiles, int *t, int *regs)
 {
-    static const char *const keys[] = {"target", "tiles", "t"};
-    int v[] = {0, 0, 0};
-    kernels_env_ints("GLESC_ATTN_DECODE", keys, v, 3, 1);
+    static const char *const keys[] = {"target", "tiles", "t", "regs"};
+    int v[] = {0, 0, 0, -1};
+    kernels_env_ints("GLESC_ATTN_DECODE", keys, v, 4, 0);
+    if (v[3] >= 0 && regs)
+        *regs = v[3] != 0;
     if (v[0] && target)
         *target = v[0];
     if (v[1] && min_tiles)
@@ -104,12 +120,15 @@ static void decode_env(int64_t *target, int64_t *min_tiles, int *t)
         *t = v[2];
 }
 
-static attn_shape shape_of(const glesc_tensor *a, int wg)
+static attn_shape shape_of(const glesc_context *ctx, const glesc_tensor *a, int wg)
 {
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
     int64_t d = q->ne[0], gqa = q->ne[2] / k->ne[2];
-    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg), v->ne[0] <= d + 1};
-    decode_env(NULL, NULL, &s.t);
+    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg), v->ne[0] <= d + 1,
+                    !ctx->cpu_device};
+    int regs = s.regs;
+    decode_env(NULL, NULL, &s.t, &regs);
+    s.regs = regs;
     for (int h = ATTN_HG_MAX; h >= 1; h--)
         if (gqa % h == 0 && h * d <= ATTN_QS) {
             s.hg = h;
@@ -136,10 +155,95 @@ uint32_t kernels_attention_variant(const glesc_tensor *t)
     if (t->src[0]->ne[1] > 1) /* prefill: its config follows from these and the caps */
         return 1u << 31 | (uint32_t)prefill_hg(t) | (uint32_t)t->src[0]->ne[0] << 4 |
                (uint32_t)t->src[2]->ne[0] << 14;
-    /* the accumulators per invocation for the smaller workgroup: with the
-     * workgroup size fixed per context they follow from it */
-    attn_shape s = shape_of(t, ATTN_WG_CPU);
-    return (uint32_t)s.hg | (uint32_t)s.t << 4 | (uint32_t)s.dpt << 12 | (uint32_t)s.v_shared << 20;
+    /* heads, tile, head sizes (compile-time: the tile loads unrolled); the
+     * accumulators per invocation follow from the head sizes and the
+     * workgroup size, fixed per context */
+    attn_shape s = shape_of(t->ctx, t, ATTN_WG_CPU);
+    _Static_assert(ATTN_HG_MAX <= 8 && ATTN_T_MAX <= 64 && ATTN_MAX_D <= 512,
+                   "the decode variant's fields fit their bits");
+    return (uint32_t)(s.hg - 1) | (uint32_t)(s.t - 1) << 3 | (uint32_t)s.v_shared << 9 |
+           (uint32_t)(t->src[0]->ne[0] - 1) << 10 | (uint32_t)(t->src[2]->ne[0] - 1) << 19 |
+           (uint32_t)s.regs << 28;
+}
+
+/* The decode kernel's loads of one key or value element (src: k or v)
+ * as functions: attn_kmem / attn_vmem read the memory (a KV cache's row
+ * this dispatch writes is read as it was: attn_knew / attn_vnew, emitted
+ * where the dispatch writes rows, then give such an element its new value,
+ * computed from the write's source, and pass any other through). */
+static void decode_load_fn(kb *b, const glesc_tensor *src, const char *name, bool fresh)
+{
+    char sig[96], x[16];
+    snprintf(sig, sizeof sig, "float %s(uint d, uint j, uint hk%s)", name,
+             fresh ? ", float mem" : "");
+    if (b->k)
+        emit_kernel_function_begin(b->k, sig);
+    b->rw_read_memory = !fresh;
+    b->rw_else = fresh ? "mem" : NULL;
+    const char *c[4] = {"d", "j", "hk", "0u"};
+    kb_expr(b, src, c, x);
+    b->rw_read_memory = false;
+    b->rw_else = NULL;
+    kb_line(b, "return %s;", x);
+    if (b->k)
+        emit_kernel_function_end(b->k);
+}
+
+/* Loads a tile of keys (and values, nv > 0) starting at key kt0 into the
+ * registers kr0.. (vr0..): element e = lid + i·WG_SIZE of the tile, so
+ * consecutive invocations read consecutive elements of a row (coalesced),
+ * and the loads are unrolled with no branch between them: all in flight
+ * together. Keys past the split's end read its last key (never stored). */
+static void tile_loads(kb *b, const char *kt0, int nk, int nv)
+{
+    kb_line(b, "{");
+    kb_line(b, "uint jm = uint(max(ke - 1, 0));");
+    for (int i = 0; i < nk; i++)
+        kb_line(b,
+                "kr%d = attn_kmem((lid + %du * WG_SIZE) %% D, min(%s + (lid + %du * WG_SIZE) / D, "
+                "jm), hk);",
+                i, i, kt0, i);
+    for (int i = 0; i < nv; i++)
+        kb_line(
+            b,
+            "vr%d = attn_vmem((lid + %du * WG_SIZE) %% Dv, min(%s + (lid + %du * WG_SIZE) / Dv, "
+            "jm), hk);",
+            i, i, kt0, i);
+    kb_line(b, "}");
+}
+
+/* Without registers (regs off): the tile of src loaded straight into ks by
+ * a loop, coalesced (consecutive invocations, consecutive elements). */
+static void tile_loop(kb *b, const glesc_tensor *src, const char *w)
+{
+    char x[16];
+    kb_line(b, "for (uint e = lid; e < tn * %s; e += WG_SIZE) {", w);
+    kb_line(b, "uint t = e / %s;", w);
+    kb_line(b, "uint d = e - t * %s;", w);
+    kb_line(b, "uint j = kt0 + t;");
+    const char *c[4] = {"d", "j", "hk", "0u"};
+    kb_line(b, "ks[t * (D + 1u) + d] = %s;", kb_expr(b, src, c, x));
+    kb_line(b, "}");
+}
+
+/* Stores the registers NAME0.. of a tile of tn rows of width W into ks
+ * (rows of D + 1), new rows of a fused KV-cache write given their values
+ * first (fresh: attn_knew or attn_vnew, NULL where there are none). */
+static void tile_store(kb *b, const char *name, const char *w, int n, const char *fresh)
+{
+    for (int i = 0; i < n; i++) {
+        kb_line(b, "{");
+        kb_line(b, "uint e = lid + %du * WG_SIZE;", i);
+        kb_line(b, "uint t = e / %s;", w);
+        kb_line(b, "if (t < tn) {");
+        kb_line(b, "uint d = e - t * %s;", w);
+        if (fresh)
+            kb_line(b, "ks[t * (D + 1u) + d] = %s(d, kt0 + t, hk, %s%d);", fresh, name, i);
+        else
+            kb_line(b, "ks[t * (D + 1u) + d] = %s%d;", name, i);
+        kb_line(b, "}");
+        kb_line(b, "}");
+    }
 }
 
 static glesc_status gen_decode(kb *b)
@@ -149,7 +253,7 @@ static glesc_status gen_decode(kb *b)
     bool causal = a->ip[0] != 0, softcap = a->ip[2] != 0;
     int n_swa = a->ip[1];
     int wg = b->ctx->cpu_device ? ATTN_WG_CPU : ATTN_WG;
-    attn_shape sh = shape_of(a, wg);
+    attn_shape sh = shape_of(b->ctx, a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
     int64_t n_groups = n_head / sh.hg;
     if (b->k) {
@@ -165,6 +269,8 @@ static glesc_status gen_decode(kb *b)
         emit_kernel_snippet(b->k, "graph/eltwise");
         emit_kernel_define(b->k, "HG", "%du", sh.hg);
         emit_kernel_define(b->k, "T", "%du", sh.t);
+        emit_kernel_define(b->k, "D", "%du", (int)q->ne[0]);
+        emit_kernel_define(b->k, "Dv", "%du", (int)dv);
         emit_kernel_define(b->k, "BARRIER()", "memoryBarrierShared(); barrier()");
         emit_kernel_comment(b->k,
                             "attention: a workgroup per (query, HG heads of one kv head, split of "
@@ -178,7 +284,7 @@ static glesc_status gen_decode(kb *b)
     /* keys per split: enough workgroups to fill the device, whole tiles */
     int64_t target = b->ctx->cpu_device ? ATTN_WG_TARGET_CPU : ATTN_WG_TARGET_GPU;
     int64_t min_tiles = ATTN_SPLIT_TILES;
-    decode_env(&target, &min_tiles, NULL);
+    decode_env(&target, &min_tiles, NULL, NULL);
     int64_t tiles = (n_kv - k0 + sh.t - 1) / sh.t;
     int64_t nsplit = (target + n_q * n_groups - 1) / (n_q * n_groups);
     nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / min_tiles, ATTN_COMBINE / sh.hg));
@@ -193,8 +299,6 @@ static glesc_status gen_decode(kb *b)
                                        : 4 * (uint64_t)KB_SCRATCH_COUNTERS +
                                              4 * (uint64_t)(n_q * n_groups) * (uint64_t)nsplit *
                                                  (uint64_t)sh.hg * (uint64_t)(dv + 2));
-    kb_param_u(b, "D", (uint64_t)q->ne[0]);
-    kb_param_u(b, "Dv", (uint64_t)dv);
     kb_param_u(b, "Tk", (uint64_t)n_kv);
     kb_param_u(b, "gqa", (uint64_t)(n_head / k->ne[2]));
     kb_param_u(b, "S", (uint64_t)per);
@@ -218,6 +322,30 @@ static glesc_status gen_decode(kb *b)
         b, "((sp * gl_NumWorkGroups.y + hg) * gl_NumWorkGroups.x + qi) * WG_SIZE + lid",
         "WG_SIZE * gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z");
     char x[16];
+    kb_line(b, "uint kb0 = %ssp * S;", n_swa > 0 ? "k0 + " : "");
+    kb_line(b, "int ke = min(int(kb0 + S), int(Tk));");
+    if (causal)
+        kb_line(b, "ke = min(ke, int(qi) + causal_off + 1); // keys after the query are masked");
+    if (n_swa > 0)
+        kb_line(b, "kb0 = uint(max(int(kb0), int(qi) + causal_off - n_swa + 1)); // the window");
+    /* the first tile's keys and values in flight while q is staged */
+    int kpl = sh.regs ? (sh.t * (int)q->ne[0] + wg - 1) / wg : 0;
+    int vpl = sh.regs && sh.v_shared ? (sh.t * (int)dv + wg - 1) / wg : 0;
+    for (int i = 0; i < kpl; i++)
+        kb_line(b, "float kr%d;", i);
+    for (int i = 0; i < vpl; i++)
+        kb_line(b, "float vr%d;", i);
+    if (sh.regs) {
+        decode_load_fn(b, k, "attn_kmem", false);
+        if (vpl)
+            decode_load_fn(b, v, "attn_vmem", false);
+        if (b->n_rw) {
+            decode_load_fn(b, k, "attn_knew", true);
+            if (vpl)
+                decode_load_fn(b, v, "attn_vnew", true);
+        }
+        tile_loads(b, "kb0", kpl, vpl);
+    }
     /* queries of the HG heads, scaled */
     kb_line(b, "for (uint e = lid; e < HG * D; e += WG_SIZE) {");
     kb_line(b, "uint hh = e / D;");
@@ -233,23 +361,15 @@ static glesc_status gen_decode(kb *b)
     for (int hh = 0; hh < sh.hg; hh++)
         for (int e = 0; e < sh.dpt; e++)
             kb_line(b, "float o%d_%d = 0.0;", hh, e);
-    kb_line(b, "uint kb0 = %ssp * S;", n_swa > 0 ? "k0 + " : "");
-    kb_line(b, "int ke = min(int(kb0 + S), int(Tk));");
-    if (causal)
-        kb_line(b, "ke = min(ke, int(qi) + causal_off + 1); // keys after the query are masked");
-    if (n_swa > 0)
-        kb_line(b, "kb0 = uint(max(int(kb0), int(qi) + causal_off - n_swa + 1)); // the window");
     kb_line(b, "BARRIER();");
     kb_line(b, "for (uint kt0 = kb0; int(kt0) < ke; kt0 += T) {");
     kb_line(b, "uint tn = min(T, uint(ke) - kt0);");
-    /* the key tile, coalesced: consecutive invocations, consecutive d */
-    kb_line(b, "for (uint e = lid; e < tn * D; e += WG_SIZE) {");
-    kb_line(b, "uint t = e / D;");
-    kb_line(b, "uint d = e - t * D;");
-    kb_line(b, "uint j = kt0 + t;");
-    const char *ck[4] = {"d", "j", "hk", "0u"};
-    kb_line(b, "ks[t * (D + 1u) + d] = %s;", kb_expr(b, k, ck, x));
-    kb_line(b, "}");
+    /* the key tile from the registers, coalesced: consecutive invocations,
+     * consecutive d */
+    if (sh.regs)
+        tile_store(b, "kr", "D", kpl, b->n_rw ? "attn_knew" : NULL);
+    else
+        tile_loop(b, k, "D");
     kb_line(b, "BARRIER();");
     /* scores of (head, key) pairs */
     kb_line(b, "for (uint e = lid; e < HG * T; e += WG_SIZE) {");
@@ -274,15 +394,15 @@ static glesc_status gen_decode(kb *b)
     kb_line(b, "ps[e] = s;");
     kb_line(b, "}");
     kb_line(b, "BARRIER();");
-    if (sh.v_shared) {
-        /* the value tile into ks (the scores are done with the keys),
-         * coalesced like the keys */
-        kb_line(b, "for (uint e = lid; e < tn * Dv; e += WG_SIZE) {");
-        kb_line(b, "uint t = e / Dv;");
-        kb_line(b, "uint d = e - t * Dv;");
-        kb_line(b, "uint j = kt0 + t;");
-        const char *cv[4] = {"d", "j", "hk", "0u"};
-        kb_line(b, "ks[t * (D + 1u) + d] = %s;", kb_expr(b, v, cv, x));
+    /* the value tile into ks (the scores are done with the keys), then the
+     * next tile's loads in flight while this one is finished */
+    if (vpl)
+        tile_store(b, "vr", "Dv", vpl, b->n_rw ? "attn_vnew" : NULL);
+    else if (sh.v_shared)
+        tile_loop(b, v, "Dv");
+    if (sh.regs) {
+        kb_line(b, "if (int(kt0 + T) < ke) {");
+        tile_loads(b, "kt0 + T", kpl, vpl);
         kb_line(b, "}");
     }
     /* per head: the new running maximum and the factor for what came before */
@@ -407,13 +527,22 @@ static glesc_status gen_decode(kb *b)
         kb_line(b, "uint od%d = oo%d - (oo%d / Dv) * Dv;", o, o, o);
         kb_line(b, "float oc%d = 0.0;", o);
     }
-    kb_line(b, "for (uint q = 0u; q < nsplit; q++) {");
-    kb_line(b, "uint qb = pb0 + q * HG * (Dv + 2u) + 2u;");
-    for (int o = 0; o < opt; o++)
-        kb_line(b,
-                "oc%d += ks[%du + q * HG + oh%d] * uintBitsToFloat(t%d[qb + oh%d * (Dv + 2u) + "
-                "od%d]);",
-                o, 2 * ATTN_COMBINE, o, sc, o, o);
+    /* ATTN_CU splits a round, unrolled: their loads in flight together
+     * (past the last split: its loads again, weight 0) */
+    kb_line(b, "for (uint cq0 = 0u; cq0 < nsplit; cq0 += %du) {", ATTN_CU);
+    for (int u = 0; u < ATTN_CU; u++) {
+        kb_line(b, "uint cqs%d = min(cq0 + %du, nsplit - 1u);", u, u);
+        kb_line(b, "uint cqb%d = pb0 + cqs%d * HG * (Dv + 2u) + 2u;", u, u);
+    }
+    for (int u = 0; u < ATTN_CU; u++)
+        for (int o = 0; o < opt; o++)
+            kb_line(b, "float cx%d_%d = uintBitsToFloat(t%d[cqb%d + oh%d * (Dv + 2u) + od%d]);", u,
+                    o, sc, u, o, o);
+    for (int u = 0; u < ATTN_CU; u++)
+        for (int o = 0; o < opt; o++)
+            kb_line(b,
+                    "oc%d += (cq0 + %du < nsplit ? ks[%du + cqs%d * HG + oh%d] : 0.0) * cx%d_%d;",
+                    o, u, 2 * ATTN_COMBINE, u, o, u, o);
     kb_line(b, "}");
     for (int o = 0; o < opt; o++) {
         kb_line(b, "if (oo%d < HG * Dv) {", o);

@@ -369,7 +369,10 @@ static void load_written(kb *b, int w, const char *ix, const char *var)
     kb_line(b, "} else {");
     char ev[24];
     snprintf(ev, sizeof ev, "e%s", var);
-    load_elem(b, sr->owner->dtype, b->rw[w].binding, ev, var, false);
+    if (b->rw_else)
+        kb_line(b, "%s = %s;", var, b->rw_else);
+    else
+        load_elem(b, sr->owner->dtype, b->rw[w].binding, ev, var, false);
     kb_line(b, "}");
 }
 

@@ -78,6 +78,9 @@ typedef struct kb {
     /* loads of the memory the row writes write read it as it is (the
      * kernel's later dispatch, after one that wrote the rows) */
     bool rw_read_memory;
+    /* such loads outside the rows written take this GLSL value instead of
+     * reading the memory (the generator loaded it before; NULL: read) */
+    const char *rw_else;
     int scratch_bind; /* -1: none */
     uint64_t scratch_bytes;
     /* gathers computed where they are read (kernels_expr_gather): each one's

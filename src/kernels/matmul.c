@@ -346,7 +346,7 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
         c.team = pow2_floor(c.team);
     c.nr = CORE_MAX(1, CORE_MIN(c.nr, 8));
     c.ks = pow2_floor(CORE_MAX(1, CORE_MIN(c.ks, c.wg / c.team)));
-    c.unroll = c.unroll >= 4 ? 4 : c.unroll >= 2 ? 2 : 1; /* gemv.glsl's steps */
+    c.unroll = c.unroll >= 8 ? 8 : c.unroll >= 4 ? 4 : c.unroll >= 2 ? 2 : 1; /* the units' steps */
     c.groups = CORE_MAX(0, c.groups);
     /* Shared memory: the partial sums, then x slices of what is left for
      * every column, in whole 256-element blocks (and 1/9 spare, gemv.glsl's
@@ -569,7 +569,9 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
     kb_line(b, "gemv_main();");
     if (red)
         gemv_argmax_finish(b);
-    kernels_mm_dispatch(b, mc, c.wg / c.team / c.ks * c.nr, (uint64_t)c.groups, true, 1,
+    /* groups 0: a workgroup per block (which still reads n_blocks) */
+    kernels_mm_dispatch(b, mc, c.wg / c.team / c.ks * c.nr,
+                        c.groups ? (uint64_t)c.groups : (uint64_t)INT64_MAX, true, 1,
                         mc->x->ne[2] * mc->x->ne[3]);
     if (red)
         gemv_argmax_number(b, mc);
