@@ -101,10 +101,12 @@ typedef struct attn_shape {
  * overriding the workgroups a decode step's key split aims at, the key
  * tiles a split takes at least (uniforms), the most keys per tile and
  * whether tiles go through registers (the kernel's variant, so part of the
- * plan's structure; regs is on by default on GPUs, off on a CPU renderer,
- * where a tile held in registers across barriers costs more than it saves:
- * llvmpipe's demo decode 45 vs 37 t/s; the tests turn it on there). NULL:
- * not asked. */
+ * plan's structure). regs is off by default: on the H200 (TinyLlama, one
+ * run, tg128 / at depth 2048, t/s) it gave Q4_0 569-576 / 463 against
+ * 551 / 407 without, but Q8_0 424-428 / 359-363 against 451 / 351-355 and
+ * F16 435-437 / 375 against 451-466 / 366, and on llvmpipe the demo decode
+ * 37 against 45 t/s (a tile held in registers across barriers). The tests
+ * turn it on. NULL: not asked. */
 static void decode_env(int64_t *target, int64_t *min_tiles, int *t, int *regs)
 {
     static const char *const keys[] = {"target", "tiles", "t", "regs"};
@@ -120,12 +122,11 @@ static void decode_env(int64_t *target, int64_t *min_tiles, int *t, int *regs)
         *t = v[2];
 }
 
-static attn_shape shape_of(const glesc_context *ctx, const glesc_tensor *a, int wg)
+static attn_shape shape_of(const glesc_tensor *a, int wg)
 {
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
     int64_t d = q->ne[0], gqa = q->ne[2] / k->ne[2];
-    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg), v->ne[0] <= d + 1,
-                    !ctx->cpu_device};
+    attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg), v->ne[0] <= d + 1, false};
     int regs = s.regs;
     decode_env(NULL, NULL, &s.t, &regs);
     s.regs = regs;
@@ -158,7 +159,7 @@ uint32_t kernels_attention_variant(const glesc_tensor *t)
     /* heads, tile, head sizes (compile-time: the tile loads unrolled); the
      * accumulators per invocation follow from the head sizes and the
      * workgroup size, fixed per context */
-    attn_shape s = shape_of(t->ctx, t, ATTN_WG_CPU);
+    attn_shape s = shape_of(t, ATTN_WG_CPU);
     _Static_assert(ATTN_HG_MAX <= 8 && ATTN_T_MAX <= 64 && ATTN_MAX_D <= 512,
                    "the decode variant's fields fit their bits");
     return (uint32_t)(s.hg - 1) | (uint32_t)(s.t - 1) << 3 | (uint32_t)s.v_shared << 9 |
@@ -253,7 +254,7 @@ static glesc_status gen_decode(kb *b)
     bool causal = a->ip[0] != 0, softcap = a->ip[2] != 0;
     int n_swa = a->ip[1];
     int wg = b->ctx->cpu_device ? ATTN_WG_CPU : ATTN_WG;
-    attn_shape sh = shape_of(b->ctx, a, wg);
+    attn_shape sh = shape_of(a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
     int64_t n_groups = n_head / sh.hg;
     if (b->k) {
