@@ -19,10 +19,10 @@
  * m_new) before the tile's weighted values are added: the online softmax,
  * numerically stable for any logits, never storing a score row. Each
  * invocation accumulates output dimensions d = lid + e·WG for all HG heads
- * (value elements loaded once, coalesced across invocations). A decode
- * step is latency-bound, so a tile's keys and values are loaded into
- * registers by unrolled loads with no branch between them (the head sizes
- * are compile-time constants: all of a tile's loads in flight at once),
+ * (value elements loaded once, coalesced across invocations). The head
+ * sizes are compile-time constants. A variant (regs, off by default: see
+ * decode_env) loads a tile's keys and values into registers by unrolled
+ * loads with no branch between them (all of a tile's loads in flight),
  * the first tile's while q is staged and each next tile's while the
  * current one is finished (its softmax and weighted values); a key or
  * value this dispatch writes (a fused KV-cache write) is given its new

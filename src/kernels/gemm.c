@@ -15,12 +15,12 @@
  * back as vec4 (swizzled: no bank conflicts), and the next step's loads are
  * in flight while a step is multiplied (gemm.glsl says how); the
  * accumulators are only indexed by constants (loops written out by the
- * preprocessor), so they stay in registers. The shape comes from the caps (gemm_config): 128 ×
- * 128 tiles of 8 × 8 per invocation where 256 invocations and 32 KiB of
- * shared memory exist, 128 × 64 of 8 × 4 when the matmul has at most 64
- * columns (the variant's bit 18) or is a grouped q/k/v (see gemm_config),
- * 64 × 64 of 8 × 4 on the portable 128 invocations and 16 KiB, smaller ones
- * below that; llvmpipe its own.
+ * preprocessor), so they stay in registers. The shape comes from the caps
+ * (gemm_config): 128 × 128 tiles of 8 × 8 per invocation where 256
+ * invocations and 32 KiB of shared memory exist, 128 × 64 of 8 × 4 when
+ * the matmul has at most 64 columns (the variant's bit 18) or is a grouped
+ * q/k/v (see gemm_config), 64 × 64 of 8 × 4 on the portable 128
+ * invocations and 16 KiB, smaller ones below that; llvmpipe its own.
  *
  * When a dispatch's tiles leave the device's compute units idle for part of
  * its last wave, K is split (gemm_split: the uniforms ksplit, kper, chosen
