@@ -14,8 +14,9 @@
 #      gets: no subgroups, 128 invocations, 16 KiB shared, 128 MiB buffers),
 #   3. tg128 at a depth of 2048 tokens next to depth 0 (Q4_0),
 #   4. time to first token cold and warm (Q4_0),
-#   5. glesc-bench's GEMV table (every type, 4096x4096 and 11008x4096),
-#   6. glesc-bench --gemm 512 (the FMA peak, 4096x4096 and TinyLlama's shapes).
+#   5. glesc-bench --gemm 512 (the FMA peak, 4096x4096 and TinyLlama's shapes),
+#   6. glesc-bench's GEMV table (every type, 4096x4096 and 11008x4096).
+# Exit status 1 when a tool failed or ran past its limit (PT_TIMEOUT).
 # --quick shrinks everything (a 4-layer 512-wide model, -p 64 -n 32 -r 2,
 # small GEMV/GEMM shapes) so the script itself can be tried on llvmpipe.
 # Logs and gguf-bench's JSON go to OUTDIR (default: a temporary folder).
@@ -56,6 +57,17 @@ else
     GEMM_M=512
 fi
 section() { printf '\n=== %s\n' "$*"; }
+# Each tool run has its own time limit (PT_TIMEOUT seconds, default 240), so
+# one that hangs (the H200's driver sometimes stalls a process for 20-45 s
+# or more, README: glesc-bench) costs its own section, not the ones after it.
+LIMIT=${PT_TIMEOUT:-240}
+run() {
+    timeout "$LIMIT" "$@"
+    local rc=$?
+    [ $rc = 124 ] && echo "perf-targets: $(basename "$1") stopped after $LIMIT s (PT_TIMEOUT)"
+    [ $rc = 0 ] || FAILED=1
+}
+FAILED=0
 
 section "device"
 "$T/glesc-info" | head -6
@@ -73,16 +85,17 @@ for t in Q4_0 Q4_K_M Q8_0 F16; do
 done
 
 section "1. pp$P and tg$N, full path"
-"$T/gguf-bench" "${M[@]}" -p "$P" -n "$N" -r "$R" --greedy --json-file "$OUTDIR/full.json"
+run "$T/gguf-bench" "${M[@]}" -p "$P" -n "$N" -r "$R" --greedy --json-file "$OUTDIR/full.json"
 section "2. pp$P and tg$N, --portable"
-"$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -m "$WORK/m-Q4_K_M.gguf" -p "$P" -n "$N" -r "$R" \
+run "$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -m "$WORK/m-Q4_K_M.gguf" -p "$P" -n "$N" -r "$R" \
     --portable --roofline-mib 0 --json-file "$OUTDIR/portable.json"
 section "3. tg$N at depth 0 and $D (Q4_0)"
-"$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -p 0 -n "$N" -d "0,$D" -r "$R" --roofline-mib 0 \
+run "$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -p 0 -n "$N" -d "0,$D" -r "$R" --roofline-mib 0 \
     --json-file "$OUTDIR/depth.json"
 section "4. time to first token, $TTFT-token prompt (Q4_0)"
-"$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -p 0 -n 0 --roofline-mib 0 --ttft "$TTFT"
-section "5. GEMV, fraction of the read-only roofline"
-"$T/glesc-bench" --types f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k --shapes "$GEMV_SHAPES"
-section "6. GEMM of $GEMM_M columns, fraction of the FMA peak"
-"$T/glesc-bench" --gemm "$GEMM_M" --types f16,q4_0,q4_k --shapes "$GEMM_SHAPES"
+run "$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -p 0 -n 0 --roofline-mib 0 --ttft "$TTFT"
+section "5. GEMM of $GEMM_M columns, fraction of the FMA peak"
+run "$T/glesc-bench" --gemm "$GEMM_M" --types f16,q4_0,q4_k --shapes "$GEMM_SHAPES"
+section "6. GEMV, fraction of the read-only roofline"
+run "$T/glesc-bench" --types f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1,q4_k,q5_k,q6_k --shapes "$GEMV_SHAPES"
+exit $FAILED
