@@ -107,6 +107,10 @@ bool graph_same_shape(const glesc_tensor *a, const glesc_tensor *b);
 const char *graph_shape_str(const glesc_tensor *t, char *buf, size_t size);
 /* A new tensor of g (op NONE, no sources); NULL on OOM with ctx's error set. */
 glesc_tensor *graph_tensor_alloc(glesc_graph *g);
+/* A view node of x (op: RESHAPE, PERMUTE, VIEW, BROADCAST): x's owner,
+ * dtype and offset, shape and strides left to the caller (views.c); NULL
+ * with ctx's error set where x cannot be viewed (quantized) or on OOM. */
+glesc_tensor *graph_view_node(glesc_graph *g, glesc_op op, glesc_tensor *x);
 /* Makes g hold a reference to persistent t (once). */
 glesc_status graph_hold(glesc_graph *g, glesc_tensor *t);
 /* Allocates an owner's memory (chunked when allowed and needed). */

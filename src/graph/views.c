@@ -7,7 +7,7 @@
  */
 #include "graph/graph.h"
 
-static glesc_tensor *view_node(glesc_graph *g, glesc_op op, glesc_tensor *x)
+glesc_tensor *graph_view_node(glesc_graph *g, glesc_op op, glesc_tensor *x)
 {
     if (!g || !x)
         return NULL;
@@ -49,7 +49,7 @@ static bool shape_ok(glesc_tensor *t, int ndim, const int64_t *shape)
 GLESC_API glesc_tensor *glesc_reshape(glesc_graph *g, glesc_tensor *x, int ndim,
                                       const int64_t *shape)
 {
-    glesc_tensor *t = view_node(g, GLESC_OP_RESHAPE, x);
+    glesc_tensor *t = graph_view_node(g, GLESC_OP_RESHAPE, x);
     if (!t)
         return NULL;
     if (!shape_ok(t, ndim, shape))
@@ -72,7 +72,7 @@ GLESC_API glesc_tensor *glesc_reshape(glesc_graph *g, glesc_tensor *x, int ndim,
 
 GLESC_API glesc_tensor *glesc_permute(glesc_graph *g, glesc_tensor *x, const int perm[4])
 {
-    glesc_tensor *t = view_node(g, GLESC_OP_PERMUTE, x);
+    glesc_tensor *t = graph_view_node(g, GLESC_OP_PERMUTE, x);
     if (!t)
         return NULL;
     int seen = 0;
@@ -106,7 +106,7 @@ GLESC_API glesc_tensor *glesc_transpose(glesc_graph *g, glesc_tensor *x)
 GLESC_API glesc_tensor *glesc_view(glesc_graph *g, glesc_tensor *x, int ndim, const int64_t *shape,
                                    const size_t *nb, size_t offset)
 {
-    glesc_tensor *t = view_node(g, GLESC_OP_VIEW, x);
+    glesc_tensor *t = graph_view_node(g, GLESC_OP_VIEW, x);
     if (!t)
         return NULL;
     if (!shape_ok(t, ndim, shape))
@@ -145,7 +145,7 @@ GLESC_API glesc_tensor *glesc_view(glesc_graph *g, glesc_tensor *x, int ndim, co
 GLESC_API glesc_tensor *glesc_broadcast(glesc_graph *g, glesc_tensor *x, int ndim,
                                         const int64_t *shape)
 {
-    glesc_tensor *t = view_node(g, GLESC_OP_BROADCAST, x);
+    glesc_tensor *t = graph_view_node(g, GLESC_OP_BROADCAST, x);
     if (!t)
         return NULL;
     if (!shape_ok(t, ndim, shape))

@@ -330,18 +330,10 @@ GLESC_API glesc_tensor *glesc_slice(glesc_graph *g, glesc_tensor *x, int n, cons
         return graph_node(g, GLESC_OP_SLICE, &x, 1, ip, 12, NULL, 0);
     }
     /* A view: the same owner, strides multiplied by the steps. */
-    if (graph_check_source(g, GLESC_OP_VIEW, 0, x) != GLESC_OK)
-        return NULL;
-    glesc_tensor *t = graph_tensor_alloc(g);
+    glesc_tensor *t = graph_view_node(g, GLESC_OP_VIEW, x);
     if (!t)
         return NULL;
-    t->op = GLESC_OP_VIEW;
-    t->n_src = 1;
-    t->src[0] = x;
-    t->dtype = x->dtype;
-    t->owner = x->owner;
     t->ndim = x->ndim;
-    t->offs = x->offs;
     for (int d = 0; d < 4; d++) {
         t->ne[d] = count[d];
         t->nb[d] = x->nb[d] * step[d];
@@ -419,15 +411,25 @@ static glesc_tensor *pool_node(glesc_graph *g, glesc_tensor *x, const glesc_pool
     return graph_node(g, GLESC_OP_POOL, &x, 1, ip, 13, NULL, 0);
 }
 
+/* The caller's pooling parameters into q (kernel_shape has no default, so
+ * NULL is refused). */
+static bool pool_params_in(glesc_graph *g, glesc_pool_params *q, const glesc_pool_params *p,
+                           const char *fn)
+{
+    if (!p) {
+        fail_null(g, GLESC_ERROR_INVALID_ARGUMENT, "%s: no parameters (kernel_shape is required)",
+                  fn);
+        return false;
+    }
+    return params_in(g, q, sizeof *q, p, fn);
+}
+
 GLESC_API glesc_tensor *glesc_pool2d(glesc_graph *g, glesc_tensor *x, const glesc_pool_params *p)
 {
     if (!g || !x)
         return NULL;
     glesc_pool_params q;
-    if (!p)
-        return fail_null(g, GLESC_ERROR_INVALID_ARGUMENT,
-                         "glesc_pool2d: no parameters (kernel_shape is required)");
-    if (!params_in(g, &q, sizeof q, p, "glesc_pool2d"))
+    if (!pool_params_in(g, &q, p, "glesc_pool2d"))
         return NULL;
     return pool_node(g, x, &q);
 }
@@ -437,10 +439,7 @@ GLESC_API glesc_tensor *glesc_pool1d(glesc_graph *g, glesc_tensor *x, const gles
     if (!g || !x)
         return NULL;
     glesc_pool_params q;
-    if (!p)
-        return fail_null(g, GLESC_ERROR_INVALID_ARGUMENT,
-                         "glesc_pool1d: no parameters (kernel_shape is required)");
-    if (!params_in(g, &q, sizeof q, p, "glesc_pool1d"))
+    if (!pool_params_in(g, &q, p, "glesc_pool1d"))
         return NULL;
     if (x->ne[3] != 1)
         return fail_null(g, GLESC_ERROR_SHAPE, "glesc_pool1d: x %s must be [W, C, N]", GRAPH_SH(x));

@@ -146,6 +146,21 @@ static onnx_map_status gpu_in(onnx_map_ctx *m, int i, glesc_tensor **out)
     return onnx_value_gpu(m, m->in[i], out);
 }
 
+/* A convolution's inputs (Conv, ConvTranspose): X, W and the optional
+ * float bias B (NULL when absent). */
+static onnx_map_status conv_inputs(onnx_map_ctx *m, glesc_tensor **x, glesc_tensor **w,
+                                   glesc_tensor **b)
+{
+    *b = NULL;
+    CHECK(gpu_in(m, 0, x));
+    CHECK(gpu_in(m, 1, w));
+    if (m->n_in > 2 && m->in[2]) {
+        CHECK(need_float(m, 2));
+        CHECK(gpu_in(m, 2, b));
+    }
+    return ONNX_MAP_OK;
+}
+
 /* Output k: t with the given ONNX type and rank; dims read from t. */
 static void set_out(onnx_map_ctx *m, int k, glesc_tensor *t, int32_t type, int rank)
 {
@@ -746,13 +761,8 @@ static onnx_map_status map_conv(onnx_map_ctx *m)
     if (group < 1 || group > INT32_MAX)
         return INVALID("group %" PRId64, group);
     p.group = (int)group;
-    glesc_tensor *x, *w, *b = NULL, *y;
-    CHECK(gpu_in(m, 0, &x));
-    CHECK(gpu_in(m, 1, &w));
-    if (m->n_in > 2 && m->in[2]) {
-        CHECK(need_float(m, 2));
-        CHECK(gpu_in(m, 2, &b));
-    }
+    glesc_tensor *x, *w, *b, *y;
+    CHECK(conv_inputs(m, &x, &w, &b));
     if (ns == 1)
         TRY(y = glesc_conv1d(m->g, x, w, b, &p), "glesc_conv1d");
     else
@@ -1422,13 +1432,8 @@ static onnx_map_status map_conv_transpose(onnx_map_ctx *m)
         q.pads[2 + j] = (int)p[ns + i];
         q.output_padding[j] = (int)op[i];
     }
-    glesc_tensor *x, *w, *b = NULL, *y;
-    CHECK(gpu_in(m, 0, &x));
-    CHECK(gpu_in(m, 1, &w));
-    if (m->n_in > 2 && m->in[2]) {
-        CHECK(need_float(m, 2));
-        CHECK(gpu_in(m, 2, &b));
-    }
+    glesc_tensor *x, *w, *b, *y;
+    CHECK(conv_inputs(m, &x, &w, &b));
     if (ns == 2)
         TRY(y = glesc_conv_transpose2d(m->g, x, w, b, &q), "glesc_conv_transpose2d");
     else
