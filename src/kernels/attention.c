@@ -4,42 +4,41 @@
  * n_head_kv)), optionally a sliding window (a query sees its last n_swa
  * positions: its key loop starts there) and soft-capped scores
  * (cap·tanh(s/cap) before the mask), Gemma's local layers and Gemma 2's
- * attention. Two kernels: one query row at a time (decode: gen_decode,
- * here), and blocks of queries (prefill: gen_prefill, the flash-style
- * glsl/graph/attn_prefill.glsl with hooks generated here); which one is a
- * structure question (is n_q 1?), so part of the plan.
+ * attention. Two kernels, both real GLSL files with their graph-specific
+ * parts generated here as hooks (q with its prologue, keys, values, the
+ * mask, the store with its epilogue: gen_hooks): one query row at a time
+ * (decode: glsl/graph/attn_decode.glsl, gen_decode) and blocks of queries
+ * (prefill: glsl/graph/attn_prefill.glsl, gen_prefill); which one is a
+ * structure question (is n_q 1?), so part of the plan. Each file's header
+ * lists the defines, uniforms, shared arrays and hooks declared here.
  *
  * Decode: one workgroup per (query, group of HG query heads sharing a kv
- * head, split of the keys). The HG heads of a workgroup read each key and value
- * once for all of them (GQA). Keys are walked in tiles of T: the tile is
- * staged in shared memory with consecutive invocations loading consecutive
- * elements of a key row (coalesced), scores for HG·T (head, key) pairs come
- * from shared memory, the running state per head (max m, sum l) is kept in
- * shared memory and the output accumulators are rescaled by exp(m_old -
- * m_new) before the tile's weighted values are added: the online softmax,
- * numerically stable for any logits, never storing a score row. Each
+ * head, split of the keys). The HG heads of a workgroup read each key and
+ * value once for all of them (GQA). Keys are walked in tiles of T staged in
+ * shared memory (coalesced), with the online softmax per head; each
  * invocation accumulates output dimensions d = lid + e·WG for all HG heads
- * (value elements loaded once, coalesced across invocations). The head
- * sizes are compile-time constants. A variant (regs, off by default: see
+ * in registers (the file's loops over them written out by the
+ * preprocessor). HG, T, the head sizes and the accumulators per invocation
+ * are compile-time constants. A variant (regs, off by default: see
  * decode_env) loads a tile's keys and values into registers by unrolled
- * loads with no branch between them (all of a tile's loads in flight),
- * the first tile's while q is staged and each next tile's while the
- * current one is finished (its softmax and weighted values); a key or
- * value this dispatch writes (a fused KV-cache write) is given its new
- * value from the registers' raw read when stored into shared memory.
+ * loads with no branch between them (attn_kmem, attn_vmem: all of a
+ * tile's loads in flight), the first tile's while q is staged and each
+ * next tile's while the current one is finished; a key or value this
+ * dispatch writes (a fused KV-cache write) is given its new value from the
+ * registers' raw read when stored into shared memory (attn_knew,
+ * attn_vnew).
  *
  * The keys are split over nsplit workgroups (flash-decoding: a decode step
  * has one query and few kv heads, so without the split a few workgroups
  * would walk the whole cache). With nsplit > 1 each workgroup leaves its
  * (m, l, unnormalized output) in the scratch buffer and counts itself in
  * with an atomic; the last workgroup of a (query, head group) combines them
- * (every split's m and l staged in shared memory, per head the overall max
- * and the splits' weights, then the weighted sums: ATTN_CU splits a round,
- * each invocation's loads of the round in flight together), stores the
- * result (its epilogue included) and puts the counter back to zero. nsplit
- * and the keys per split are uniforms chosen per compute from the sizes;
- * HG, T, the head sizes and the accumulators per invocation are the op's
- * variant (kernels_attention_variant), so part of the plan's structure.
+ * (ATTN_CU splits a round, each invocation's loads of the round in flight
+ * together), stores the result (its epilogue included) and puts the
+ * counter back to zero. nsplit and the keys per split are uniforms chosen
+ * per compute from the sizes; HG, T, the head sizes and the register
+ * choice are the op's variant (kernels_attention_variant), so part of the
+ * plan's structure.
  *
  * Prefill: a workgroup takes a block of queries of HG heads (R rows) against
  * key and value tiles in shared memory, register-blocked scores and outputs,
@@ -48,14 +47,15 @@
  * (prefill_config), keys are split over workgroups as in decode when the
  * blocks alone would not fill the device.
  *
- * q is staged once per workgroup through kb_expr, so an elementwise
- * prologue on it (rope, through the permute that makes q's layout) costs
- * nothing extra. Keys and values are read through kb_expr too, so a fused
- * KV-cache write (set_rows of new rows into the cache this kernel reads,
- * fuse.c) is computed here: the new rows are written by a loop over all
- * invocations of the dispatch, and wherever this kernel reads a new row it
- * computes it from the source (rope(k) included) instead of reading the
- * cache (kb_row_writes_begin), so no workgroup reads what another writes.
+ * q is staged once per workgroup through its hook (kb_expr), so an
+ * elementwise prologue on it (rope, through the permute that makes q's
+ * layout) costs nothing extra. Keys and values are read through hooks too,
+ * so a fused KV-cache write (set_rows of new rows into the cache this
+ * kernel reads, fuse.c) is computed here: in decode the new rows are
+ * written by a loop over all invocations of the dispatch, and wherever the
+ * kernel reads a new row it computes it from the source (rope(k) included)
+ * instead of reading the cache (kb_row_writes_begin), so no workgroup reads
+ * what another writes; prefill writes them in a dispatch of its own first.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -167,84 +167,72 @@ uint32_t kernels_attention_variant(const glesc_tensor *t)
            (uint32_t)s.regs << 28;
 }
 
-/* The decode kernel's loads of one key or value element (src: k or v)
- * as functions: attn_kmem / attn_vmem read the memory (a KV cache's row
- * this dispatch writes is read as it was: attn_knew / attn_vnew, emitted
- * where the dispatch writes rows, then give such an element its new value,
- * computed from the write's source, and pass any other through). */
-static void decode_load_fn(kb *b, const glesc_tensor *src, const char *name, bool fresh)
+/* ---- The hooks of both GLSL files ---- */
+
+/* A load hook of the GLSL file: the function sig returns src at the
+ * coordinates c (its arguments), times the uniform at_scale where scaled.
+ * rw_else: elements outside the rows a fused KV-cache write writes take
+ * this value instead of the memory's (b->rw_else); whether such rows are
+ * computed from the write's source or read as they are is
+ * b->rw_read_memory's. */
+static void load_hook(kb *b, const char *sig, const glesc_tensor *src, const char *const c[4],
+                      bool scaled, const char *rw_else)
 {
-    char sig[96], x[16];
-    snprintf(sig, sizeof sig, "float %s(uint d, uint j, uint hk%s)", name,
-             fresh ? ", float mem" : "");
+    char x[16];
     if (b->k)
         emit_kernel_function_begin(b->k, sig);
-    b->rw_read_memory = !fresh;
-    b->rw_else = fresh ? "mem" : NULL;
-    const char *c[4] = {"d", "j", "hk", "0u"};
+    b->rw_else = rw_else;
     kb_expr(b, src, c, x);
-    b->rw_read_memory = false;
     b->rw_else = NULL;
-    kb_line(b, "return %s;", x);
+    kb_line(b, "return %s%s;", x, scaled ? " * at_scale" : "");
     if (b->k)
         emit_kernel_function_end(b->k);
 }
 
-/* Loads a tile of keys (and values, nv > 0) starting at key kt0 into the
- * registers kr0.. (vr0..): element e = lid + i·WG_SIZE of the tile, so
- * consecutive invocations read consecutive elements of a row (coalesced),
- * and the loads are unrolled with no branch between them: all in flight
- * together. Keys past the split's end read its last key (never stored). */
-static void tile_loads(kb *b, const char *kt0, int nk, int nv)
+static const char *const hook_ck[4] = {"d", "j", "hk", "0u"}; /* a key's or value's element */
+
+/* The hooks both files declare: attn_q (q with its prologue, scaled),
+ * attn_k and attn_v (where asked), attn_mask (where the op has one) and
+ * attn_store (the store with its epilogue). */
+static void gen_hooks(kb *b, bool with_k, bool with_v)
 {
-    kb_line(b, "{");
-    kb_line(b, "uint jm = uint(max(ke - 1, 0));");
-    for (int i = 0; i < nk; i++)
-        kb_line(b,
-                "kr%d = attn_kmem((lid + %du * WG_SIZE) %% D, min(%s + (lid + %du * WG_SIZE) / D, "
-                "jm), hk);",
-                i, i, kt0, i);
-    for (int i = 0; i < nv; i++)
-        kb_line(
-            b,
-            "vr%d = attn_vmem((lid + %du * WG_SIZE) %% Dv, min(%s + (lid + %du * WG_SIZE) / Dv, "
-            "jm), hk);",
-            i, i, kt0, i);
-    kb_line(b, "}");
+    const glesc_tensor *a = b->gk->anchor;
+    static const char *const cq[4] = {"d", "qi", "h", "0u"}, *const cm[4] = {"j", "qi", "h", "0u"};
+    load_hook(b, "float attn_q(uint d, uint qi, uint h)", a->src[0], cq, true, NULL);
+    if (with_k)
+        load_hook(b, "float attn_k(uint d, uint j, uint hk)", a->src[1], hook_ck, false, NULL);
+    if (with_v)
+        load_hook(b, "float attn_v(uint d, uint j, uint hk)", a->src[2], hook_ck, false, NULL);
+    if (a->src[3])
+        load_hook(b, "float attn_mask(uint j, uint qi, uint h)", a->src[3], cm, false, NULL);
+    if (b->k)
+        emit_kernel_function_begin(b->k, "void attn_store(uint d, uint h, uint qi, float y)");
+    const char *co[4] = {"d", "h", "qi", "0u"};
+    kb_store_out(b, co, "y", NULL);
+    if (b->k)
+        emit_kernel_function_end(b->k);
 }
 
-/* Without registers (regs off): the tile of src loaded straight into ks by
- * a loop, coalesced (consecutive invocations, consecutive elements). */
-static void tile_loop(kb *b, const glesc_tensor *src, const char *w)
-{
-    char x[16];
-    kb_line(b, "for (uint e = lid; e < tn * %s; e += WG_SIZE) {", w);
-    kb_line(b, "uint t = e / %s;", w);
-    kb_line(b, "uint d = e - t * %s;", w);
-    kb_line(b, "uint j = kt0 + t;");
-    const char *c[4] = {"d", "j", "hk", "0u"};
-    kb_line(b, "ks[t * (D + 1u) + d] = %s;", kb_expr(b, src, c, x));
-    kb_line(b, "}");
-}
+/* ---- Decode: glsl/graph/attn_decode.glsl ---- */
 
-/* Stores the registers NAME0.. of a tile of tn rows of width W into ks
- * (rows of D + 1), new rows of a fused KV-cache write given their values
- * first (fresh: attn_knew or attn_vnew, NULL where there are none). */
-static void tile_store(kb *b, const char *name, const char *w, int n, const char *fresh)
+/* The file's register loops are written out for these counts at most */
+_Static_assert(ATTN_HG_MAX <= 8 && (ATTN_MAX_D + ATTN_WG_CPU - 1) / ATTN_WG_CPU <= 8 &&
+                   (ATTN_KS + ATTN_WG_CPU - 1) / ATTN_WG_CPU <= 64 && ATTN_CU <= 4 &&
+                   ATTN_WG_CPU <= ATTN_WG,
+               "attn_decode.glsl's AD_EACH_* cover the heads, dimensions and tile registers");
+
+/* The defines both attention files take from the op: ATTN_CAUSAL,
+ * ATTN_MASK, ATTN_SWA (a sliding window), ATTN_SOFTCAP. */
+static void mask_defines(emit_kernel *k, const glesc_tensor *a)
 {
-    for (int i = 0; i < n; i++) {
-        kb_line(b, "{");
-        kb_line(b, "uint e = lid + %du * WG_SIZE;", i);
-        kb_line(b, "uint t = e / %s;", w);
-        kb_line(b, "if (t < tn) {");
-        kb_line(b, "uint d = e - t * %s;", w);
-        if (fresh)
-            kb_line(b, "ks[t * (D + 1u) + d] = %s(d, kt0 + t, hk, %s%d);", fresh, name, i);
-        else
-            kb_line(b, "ks[t * (D + 1u) + d] = %s%d;", name, i);
-        kb_line(b, "}");
-        kb_line(b, "}");
-    }
+    if (a->ip[0] != 0)
+        emit_kernel_define(k, "ATTN_CAUSAL", "1");
+    if (a->src[3])
+        emit_kernel_define(k, "ATTN_MASK", "1");
+    if (a->ip[1] > 0)
+        emit_kernel_define(k, "ATTN_SWA", "1");
+    if (a->ip[2] != 0)
+        emit_kernel_define(k, "ATTN_SOFTCAP", "1");
 }
 
 static glesc_status gen_decode(kb *b)
@@ -255,8 +243,12 @@ static glesc_status gen_decode(kb *b)
     int n_swa = a->ip[1];
     int wg = b->ctx->cpu_device ? ATTN_WG_CPU : ATTN_WG;
     attn_shape sh = shape_of(a, wg);
-    int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
+    int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], d = q->ne[0], dv = v->ne[0];
     int64_t n_groups = n_head / sh.hg;
+    /* registers per invocation of a key (value) tile; values through
+     * registers only where their tile is staged in ks */
+    int kpl = sh.regs ? (int)((sh.t * d + wg - 1) / wg) : 0;
+    int vpl = sh.regs && sh.v_shared ? (int)((sh.t * dv + wg - 1) / wg) : 0;
     if (b->k) {
         emit_kernel_local_size(b->k, wg, 1, 1);
         emit_kernel_shared(b->k, "float", "qs", ATTN_QS);
@@ -268,14 +260,30 @@ static glesc_status gen_decode(kb *b)
         emit_kernel_shared(b->k, "uint", "last_wg", 1);
         emit_kernel_snippet(b->k, "graph/reduce");
         emit_kernel_snippet(b->k, "graph/eltwise");
-        emit_kernel_define(b->k, "HG", "%du", sh.hg);
-        emit_kernel_define(b->k, "T", "%du", sh.t);
-        emit_kernel_define(b->k, "D", "%du", (int)q->ne[0]);
-        emit_kernel_define(b->k, "Dv", "%du", (int)dv);
-        emit_kernel_define(b->k, "BARRIER()", "memoryBarrierShared(); barrier()");
+        static const char *const names[] = {
+            "HG", "T", "D", "DV", "DPT", "ATTN_COUNTERS", "ATTN_COMBINE", "ATTN_CU"};
+        const int vals[] = {sh.hg,        sh.t,   (int)d, (int)dv, sh.dpt, KB_SCRATCH_COUNTERS,
+                            ATTN_COMBINE, ATTN_CU};
+        _Static_assert(sizeof vals / sizeof vals[0] == sizeof names / sizeof names[0],
+                       "a value per define");
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
+            emit_kernel_define(b->k, names[i], "%du", vals[i]);
+        if (sh.v_shared)
+            emit_kernel_define(b->k, "ATTN_V_SHARED", "1");
+        if (kpl) {
+            emit_kernel_define(b->k, "ATTN_REGS", "1");
+            emit_kernel_define(b->k, "KPL", "%du", kpl);
+        }
+        if (vpl) {
+            emit_kernel_define(b->k, "ATTN_VREGS", "1");
+            emit_kernel_define(b->k, "VPL", "%du", vpl);
+        }
+        mask_defines(b->k, a);
         emit_kernel_comment(b->k,
-                            "attention: a workgroup per (query, HG heads of one kv head, split of "
-                            "the keys), online softmax over key tiles of T%s%s%s%s",
+                            "attention, decode (glsl/graph/attn_decode.glsl): a workgroup per "
+                            "(query, %d heads of one kv head, split of the keys), key tiles of "
+                            "%d%s%s%s%s%s",
+                            sh.hg, sh.t, kpl ? " through registers" : "",
                             softcap ? ", soft-capped scores" : "", mask ? ", additive mask" : "",
                             causal ? ", causal" : "", n_swa > 0 ? ", sliding window" : "");
     }
@@ -295,269 +303,59 @@ static glesc_status gen_decode(kb *b)
     nsplit = CORE_MAX(1, (n_kv - k0 + per - 1) / per);
     if (nsplit > 65535)
         return kb_fail(b, GLESC_ERROR_LIMIT, "attention: %lld key splits", (long long)nsplit);
+    /* Fused KV-cache writes: the new rows are written by a loop over all
+     * invocations of the dispatch, and wherever a key or value is read a
+     * new row's comes from the source (attn_k, attn_v, attn_knew,
+     * attn_vnew), so no workgroup reads what another writes */
     kb_row_writes_begin(b);
     int sc = kb_scratch(b, nsplit == 1 ? 0
                                        : 4 * (uint64_t)KB_SCRATCH_COUNTERS +
                                              4 * (uint64_t)(n_q * n_groups) * (uint64_t)nsplit *
                                                  (uint64_t)sh.hg * (uint64_t)(dv + 2));
-    kb_param_u(b, "Tk", (uint64_t)n_kv);
-    kb_param_u(b, "gqa", (uint64_t)(n_head / k->ne[2]));
-    kb_param_u(b, "S", (uint64_t)per);
-    kb_param_u(b, "nsplit", (uint64_t)nsplit);
-    kb_param_f(b, "scale", a->fp[0]);
+    if (b->k) {
+        emit_kernel_define(b->k, "ATTN_SCR", "t%d", sc);
+        if (kpl && b->n_rw)
+            emit_kernel_define(b->k, "ATTN_FRESH", "1");
+    }
+    kb_param_u(b, "at_nkv", (uint64_t)n_kv);
+    kb_param_u(b, "at_gqa", (uint64_t)(n_head / k->ne[2]));
+    kb_param_u(b, "at_S", (uint64_t)per);
+    kb_param_u(b, "at_nsplit", (uint64_t)nsplit);
+    kb_param_f(b, "at_scale", a->fp[0]);
     if (softcap)
-        kb_param_f(b, "softcap", a->fp[1]);
+        kb_param_f(b, "at_cap", a->fp[1]);
     if (causal || n_swa > 0)
-        kb_param_i(b, "causal_off", n_kv - n_q);
+        kb_param_i(b, "at_coff", n_kv - n_q);
     if (n_swa > 0) {
-        kb_param_u(b, "k0", (uint64_t)k0);
-        kb_param_i(b, "n_swa", n_swa);
+        kb_param_u(b, "at_k0", (uint64_t)k0);
+        kb_param_i(b, "at_swa", n_swa);
     }
-    kb_line(b, "uint qi = gl_WorkGroupID.x; // query");
-    kb_line(b, "uint hg = gl_WorkGroupID.y; // head group");
-    kb_line(b, "uint sp = gl_WorkGroupID.z; // split of the keys");
-    kb_line(b, "uint lid = gl_LocalInvocationIndex;");
-    kb_line(b, "uint h0 = hg * HG;");
-    kb_line(b, "uint hk = h0 / gqa;");
-    kb_row_writes_store(
-        b, "((sp * gl_NumWorkGroups.y + hg) * gl_NumWorkGroups.x + qi) * WG_SIZE + lid",
-        "WG_SIZE * gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z");
-    char x[16];
-    kb_line(b, "uint kb0 = %ssp * S;", n_swa > 0 ? "k0 + " : "");
-    kb_line(b, "int ke = min(int(kb0 + S), int(Tk));");
-    if (causal)
-        kb_line(b, "ke = min(ke, int(qi) + causal_off + 1); // keys after the query are masked");
-    if (n_swa > 0)
-        kb_line(b, "kb0 = uint(max(int(kb0), int(qi) + causal_off - n_swa + 1)); // the window");
-    /* the first tile's keys and values in flight while q is staged */
-    int kpl = sh.regs ? (sh.t * (int)q->ne[0] + wg - 1) / wg : 0;
-    int vpl = sh.regs && sh.v_shared ? (sh.t * (int)dv + wg - 1) / wg : 0;
-    for (int i = 0; i < kpl; i++)
-        kb_line(b, "float kr%d;", i);
-    for (int i = 0; i < vpl; i++)
-        kb_line(b, "float vr%d;", i);
-    if (sh.regs) {
-        decode_load_fn(b, k, "attn_kmem", false);
+    if (b->k)
+        emit_kernel_snippet(b->k, "graph/attn_decode");
+    /* the hooks; with registers the tiles' loads read the memory as it is
+     * (attn_kmem, attn_vmem) and rows the dispatch writes get their new
+     * values when stored into shared memory (attn_knew, attn_vnew) */
+    gen_hooks(b, !kpl, !vpl);
+    if (kpl) {
+        b->rw_read_memory = true;
+        load_hook(b, "float attn_kmem(uint d, uint j, uint hk)", k, hook_ck, false, NULL);
         if (vpl)
-            decode_load_fn(b, v, "attn_vmem", false);
+            load_hook(b, "float attn_vmem(uint d, uint j, uint hk)", v, hook_ck, false, NULL);
+        b->rw_read_memory = false;
         if (b->n_rw) {
-            decode_load_fn(b, k, "attn_knew", true);
+            load_hook(b, "float attn_knew(uint d, uint j, uint hk, float mem)", k, hook_ck, false,
+                      "mem");
             if (vpl)
-                decode_load_fn(b, v, "attn_vnew", true);
+                load_hook(b, "float attn_vnew(uint d, uint j, uint hk, float mem)", v, hook_ck,
+                          false, "mem");
         }
-        tile_loads(b, "kb0", kpl, vpl);
     }
-    /* queries of the HG heads, scaled */
-    kb_line(b, "for (uint e = lid; e < HG * D; e += WG_SIZE) {");
-    kb_line(b, "uint hh = e / D;");
-    kb_line(b, "uint d = e - hh * D;");
-    kb_line(b, "uint h = h0 + hh;");
-    const char *cq[4] = {"d", "qi", "h", "0u"};
-    kb_line(b, "qs[e] = %s * scale;", kb_expr(b, q, cq, x));
-    kb_line(b, "}");
-    kb_line(b, "if (lid < HG) {");
-    kb_line(b, "mh[lid] = NEG_INF;");
-    kb_line(b, "lh[lid] = 0.0;");
-    kb_line(b, "}");
-    for (int hh = 0; hh < sh.hg; hh++)
-        for (int e = 0; e < sh.dpt; e++)
-            kb_line(b, "float o%d_%d = 0.0;", hh, e);
-    kb_line(b, "BARRIER();");
-    kb_line(b, "for (uint kt0 = kb0; int(kt0) < ke; kt0 += T) {");
-    kb_line(b, "uint tn = min(T, uint(ke) - kt0);");
-    /* the key tile from the registers, coalesced: consecutive invocations,
-     * consecutive d */
-    if (sh.regs)
-        tile_store(b, "kr", "D", kpl, b->n_rw ? "attn_knew" : NULL);
-    else
-        tile_loop(b, k, "D");
-    kb_line(b, "BARRIER();");
-    /* scores of (head, key) pairs */
-    kb_line(b, "for (uint e = lid; e < HG * T; e += WG_SIZE) {");
-    kb_line(b, "uint hh = e / T;");
-    kb_line(b, "uint t = e - hh * T;");
-    kb_line(b, "float s = NEG_INF;");
-    kb_line(b, "if (t < tn) {");
-    kb_line(b, "float dot = 0.0;");
-    kb_line(b, "for (uint d = 0u; d < D; d++) {");
-    kb_line(b, "dot += qs[hh * D + d] * ks[t * (D + 1u) + d];");
-    kb_line(b, "}");
-    if (softcap)
-        kb_line(b, "dot = softcap * op_tanh(dot / softcap);");
-    if (mask) {
-        kb_line(b, "uint j = kt0 + t;");
-        kb_line(b, "uint h = h0 + hh;");
-        const char *cm[4] = {"j", "qi", "h", "0u"};
-        kb_line(b, "dot += %s;", kb_expr(b, mask, cm, x));
-    }
-    kb_line(b, "s = dot;");
-    kb_line(b, "}");
-    kb_line(b, "ps[e] = s;");
-    kb_line(b, "}");
-    kb_line(b, "BARRIER();");
-    /* the value tile into ks (the scores are done with the keys), then the
-     * next tile's loads in flight while this one is finished */
-    if (vpl)
-        tile_store(b, "vr", "Dv", vpl, b->n_rw ? "attn_vnew" : NULL);
-    else if (sh.v_shared)
-        tile_loop(b, v, "Dv");
-    if (sh.regs) {
-        kb_line(b, "if (int(kt0 + T) < ke) {");
-        tile_loads(b, "kt0 + T", kpl, vpl);
-        kb_line(b, "}");
-    }
-    /* per head: the new running maximum and the factor for what came before */
-    kb_line(b, "if (lid < HG) {");
-    kb_line(b, "float mx = NEG_INF;");
-    kb_line(b, "for (uint t = 0u; t < tn; t++) {");
-    kb_line(b, "mx = max(mx, ps[lid * T + t]);");
-    kb_line(b, "}");
-    kb_line(b, "float mo = mh[lid];");
-    kb_line(b, "float mn = max(mo, mx);");
-    kb_line(b, "ch[lid] = mo == NEG_INF ? 0.0 : exp(mo - mn);");
-    kb_line(b, "mh[lid] = mn;");
-    kb_line(b, "}");
-    kb_line(b, "BARRIER();");
-    kb_line(b, "for (uint e = lid; e < HG * T; e += WG_SIZE) {");
-    kb_line(b, "float s = ps[e];");
-    kb_line(b, "ps[e] = s == NEG_INF ? 0.0 : exp(s - mh[e / T]);");
-    kb_line(b, "}");
-    kb_line(b, "BARRIER();");
-    kb_line(b, "if (lid < HG) {");
-    kb_line(b, "float sum = 0.0;");
-    kb_line(b, "for (uint t = 0u; t < tn; t++) {");
-    kb_line(b, "sum += ps[lid * T + t];");
-    kb_line(b, "}");
-    kb_line(b, "lh[lid] = lh[lid] * ch[lid] + sum;");
-    kb_line(b, "}");
-    /* the tile's weighted values: each value element loaded once for all
-     * HG heads */
-    for (int e = 0; e < sh.dpt; e++) {
-        kb_line(b, "{");
-        kb_line(b, "uint d = lid + %du * WG_SIZE;", e);
-        for (int hh = 0; hh < sh.hg; hh++)
-            kb_line(b, "o%d_%d *= ch[%du];", hh, e, hh);
-        kb_line(b, "if (d < Dv) {");
-        kb_line(b, "for (uint t = 0u; t < tn; t++) {");
-        if (sh.v_shared) {
-            snprintf(x, sizeof x, "vt");
-            kb_line(b, "float vt = ks[t * (D + 1u) + d];");
-        } else {
-            kb_line(b, "uint j = kt0 + t;");
-            const char *cv[4] = {"d", "j", "hk", "0u"};
-            kb_expr(b, v, cv, x);
-        }
-        for (int hh = 0; hh < sh.hg; hh++)
-            kb_line(b, "o%d_%d += ps[%du * T + t] * %s;", hh, e, hh, x);
-        kb_line(b, "}");
-        kb_line(b, "}");
-        kb_line(b, "}");
-    }
-    kb_line(b, "BARRIER(); // ks, ps and ch are rewritten by the next tile");
-    kb_line(b, "}");
-    const char *co[4] = {"d", "h", "qi", "0u"};
-    kb_line(b, "if (nsplit == 1u) {");
-    for (int e = 0; e < sh.dpt; e++)
-        for (int hh = 0; hh < sh.hg; hh++) {
-            kb_line(b, "{");
-            kb_line(b, "uint d = lid + %du * WG_SIZE;", e);
-            kb_line(b, "uint h = h0 + %du;", hh);
-            kb_line(b, "if (d < Dv) {");
-            kb_line(b, "float l = lh[%du];", hh);
-            kb_line(b, "float y = l > 0.0 ? o%d_%d / l : 0.0; // no visible key: zeros", hh, e);
-            kb_store_out(b, co, "y", NULL);
-            kb_line(b, "}");
-            kb_line(b, "}");
-        }
-    kb_line(b, "} else {");
-    /* partial results: per (query, group, split, head) m, l and Dv sums */
-    kb_line(b, "uint gi = qi * gl_NumWorkGroups.y + hg;");
-    kb_line(b, "uint pb0 = %du + gi * nsplit * HG * (Dv + 2u); // after the counters",
-            KB_SCRATCH_COUNTERS);
-    kb_line(b, "uint pb = pb0 + sp * HG * (Dv + 2u);");
-    for (int e = 0; e < sh.dpt; e++) {
-        kb_line(b, "if (lid + %du * WG_SIZE < Dv) {", e);
-        for (int hh = 0; hh < sh.hg; hh++)
-            kb_line(
-                b,
-                "t%d[pb + %du * (Dv + 2u) + 2u + lid + %du * WG_SIZE] = floatBitsToUint(o%d_%d);",
-                sc, hh, e, hh, e);
-        kb_line(b, "}");
-    }
-    kb_line(b, "if (lid < HG) {");
-    kb_line(b, "t%d[pb + lid * (Dv + 2u)] = floatBitsToUint(mh[lid]);", sc);
-    kb_line(b, "t%d[pb + lid * (Dv + 2u) + 1u] = floatBitsToUint(lh[lid]);", sc);
-    kb_line(b, "}");
-    kb_line(b, "memoryBarrierBuffer();");
-    kb_line(b, "barrier();");
-    kb_line(b, "if (lid == 0u) {");
-    kb_line(b, "last_wg[0] = atomicAdd(t%d[gi], 1u) == nsplit - 1u ? 1u : 0u;", sc);
-    kb_line(b, "}");
-    kb_line(b, "BARRIER();");
-    kb_line(b, "if (last_wg[0] == 1u) { // every split is in: combine them");
-    kb_line(b, "memoryBarrierBuffer();");
-    /* each split's m and l per head into shared memory (ks is free now) */
-    kb_line(b, "for (uint e = lid; e < nsplit * HG; e += WG_SIZE) {");
-    kb_line(b, "uint qb = pb0 + e * (Dv + 2u);");
-    kb_line(b, "ks[e] = uintBitsToFloat(t%d[qb]);", sc);
-    kb_line(b, "ks[%du + e] = uintBitsToFloat(t%d[qb + 1u]);", ATTN_COMBINE, sc);
-    kb_line(b, "}");
-    kb_line(b, "BARRIER();");
-    /* per head: the overall max, each split's weight e^(m − M), 1 / L */
-    kb_line(b, "if (lid < HG) {");
-    kb_line(b, "float M = NEG_INF;");
-    kb_line(b, "for (uint q = 0u; q < nsplit; q++) {");
-    kb_line(b, "M = max(M, ks[q * HG + lid]);");
-    kb_line(b, "}");
-    kb_line(b, "float L = 0.0;");
-    kb_line(b, "for (uint q = 0u; q < nsplit; q++) {");
-    kb_line(b, "float m = ks[q * HG + lid];");
-    kb_line(b, "float f = m == NEG_INF ? 0.0 : exp(m - M);");
-    kb_line(b, "ks[%du + q * HG + lid] = f;", 2 * ATTN_COMBINE);
-    kb_line(b, "L += ks[%du + q * HG + lid] * f;", ATTN_COMBINE);
-    kb_line(b, "}");
-    kb_line(b, "mh[lid] = L > 0.0 ? 1.0 / L : 0.0; // no visible key: zeros");
-    kb_line(b, "}");
-    kb_line(b, "BARRIER();");
-    /* outputs (head, d) spread over all invocations: per split one load
-     * for each output an invocation owns, all in flight together */
-    int opt = sh.hg * sh.dpt; /* at least ceil(HG·Dv / WG) */
-    for (int o = 0; o < opt; o++) {
-        kb_line(b, "uint oo%d = lid + %du * WG_SIZE;", o, o);
-        kb_line(b, "uint oh%d = min(oo%d / Dv, HG - 1u);", o, o);
-        kb_line(b, "uint od%d = oo%d - (oo%d / Dv) * Dv;", o, o, o);
-        kb_line(b, "float oc%d = 0.0;", o);
-    }
-    /* ATTN_CU splits a round, unrolled: their loads in flight together
-     * (past the last split: its loads again, weight 0) */
-    kb_line(b, "for (uint cq0 = 0u; cq0 < nsplit; cq0 += %du) {", ATTN_CU);
-    for (int u = 0; u < ATTN_CU; u++) {
-        kb_line(b, "uint cqs%d = min(cq0 + %du, nsplit - 1u);", u, u);
-        kb_line(b, "uint cqb%d = pb0 + cqs%d * HG * (Dv + 2u) + 2u;", u, u);
-    }
-    for (int u = 0; u < ATTN_CU; u++)
-        for (int o = 0; o < opt; o++)
-            kb_line(b, "float cx%d_%d = uintBitsToFloat(t%d[cqb%d + oh%d * (Dv + 2u) + od%d]);", u,
-                    o, sc, u, o, o);
-    for (int u = 0; u < ATTN_CU; u++)
-        for (int o = 0; o < opt; o++)
-            kb_line(b,
-                    "oc%d += (cq0 + %du < nsplit ? ks[%du + cqs%d * HG + oh%d] : 0.0) * cx%d_%d;",
-                    o, u, 2 * ATTN_COMBINE, u, o, u, o);
-    kb_line(b, "}");
-    for (int o = 0; o < opt; o++) {
-        kb_line(b, "if (oo%d < HG * Dv) {", o);
-        kb_line(b, "uint d = od%d;", o);
-        kb_line(b, "uint h = h0 + oh%d;", o);
-        kb_line(b, "float y = oc%d * mh[oh%d];", o, o);
-        kb_store_out(b, co, "y", NULL);
-        kb_line(b, "}");
-    }
-    kb_line(b, "if (lid == 0u) {");
-    kb_line(b, "t%d[gi] = 0u; // ready for the next dispatch", sc);
-    kb_line(b, "}");
-    kb_line(b, "}");
-    kb_line(b, "}");
+    kb_row_writes_store(
+        b,
+        "((gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + "
+        "gl_WorkGroupID.x) * WG_SIZE + gl_LocalInvocationIndex",
+        "WG_SIZE * gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z");
+    kb_line(b, "attn_decode();");
     kb_dispatch_groups(b, (uint32_t)n_q, (uint32_t)n_groups, (uint32_t)nsplit);
     return b->st;
 }
@@ -702,14 +500,7 @@ static glesc_status gen_prefill(kb *b)
             emit_kernel_define(b->k, names[i], "%du", vals[i]);
         emit_kernel_define(b->k, "BKP", "%du", c.bk + 1);
         emit_kernel_define(b->k, "ATTN_COUNTERS", "%du", KB_SCRATCH_COUNTERS);
-        if (causal)
-            emit_kernel_define(b->k, "ATTN_CAUSAL", "1");
-        if (mask)
-            emit_kernel_define(b->k, "ATTN_MASK", "1");
-        if (n_swa > 0)
-            emit_kernel_define(b->k, "ATTN_SWA", "1");
-        if (softcap)
-            emit_kernel_define(b->k, "ATTN_SOFTCAP", "1");
+        mask_defines(b->k, a);
         emit_kernel_comment(b->k,
                             "attention, prefill (glsl/graph/attn_prefill.glsl): %d queries x %d "
                             "heads a workgroup of %d, key tiles of %d, %dx%d scores and %dx%d "
@@ -772,35 +563,8 @@ static glesc_status gen_prefill(kb *b)
         kb_param_f(b, "at_cap", a->fp[1]);
     if (b->k)
         emit_kernel_snippet(b->k, "graph/attn_prefill");
-    /* the hooks: q (scaled) with its prologue, keys, values, the mask, the
-     * store with its epilogue */
-    char x[16];
-    static const struct {
-        const char *sig;
-        int src;
-        const char *c[4];
-    } loads[] = {
-        {"float attn_q(uint d, uint qi, uint h)", 0, {"d", "qi", "h", "0u"}},
-        {"float attn_k(uint d, uint j, uint hk)", 1, {"d", "j", "hk", "0u"}},
-        {"float attn_v(uint d, uint j, uint hk)", 2, {"d", "j", "hk", "0u"}},
-        {"float attn_mask(uint j, uint qi, uint h)", 3, {"j", "qi", "h", "0u"}},
-    };
-    for (size_t i = 0; i < sizeof loads / sizeof loads[0]; i++) {
-        if (!a->src[loads[i].src])
-            continue;
-        if (b->k)
-            emit_kernel_function_begin(b->k, loads[i].sig);
-        kb_expr(b, a->src[loads[i].src], loads[i].c, x);
-        kb_line(b, "return %s%s;", x, loads[i].src == 0 ? " * at_scale" : "");
-        if (b->k)
-            emit_kernel_function_end(b->k);
-    }
-    if (b->k)
-        emit_kernel_function_begin(b->k, "void attn_store(uint d, uint h, uint qi, float y)");
-    const char *co[4] = {"d", "h", "qi", "0u"};
-    kb_store_out(b, co, "y", NULL);
-    if (b->k)
-        emit_kernel_function_end(b->k);
+    /* the hooks (keys and values read from the cache: the writes went first) */
+    gen_hooks(b, true, true);
     kb_line(b, "attn_prefill();");
     if (b->n_rw) {
         int64_t rows = 0; /* elements of the largest source */
