@@ -184,6 +184,22 @@ Test(gemm, every_type_odd_sizes)
     cr_log_info("every type, the device's tile: worst %.3g", worst);
 }
 
+/* The written-out step and x fetch (loop=0: the GPUs' form; llvmpipe's
+ * own is the loops, which its LLVM compiles in less time) on a small tile:
+ * a plain type whose K is no multiple of 32 (x masked along k) and two
+ * block types (whole units, GEMM_KFULL); K of 16 units split in parts
+ * (slots forced), of 2 units one part. */
+Test(gemm, written_out_steps)
+{
+    static const glesc_dtype types[] = {GLESC_DTYPE_F16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_K};
+    glesc_context *c = context_with("bn=32,bm=32,tn=4,tm=4,loop=0,slots=1000000", NULL);
+    for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+        product(c, types[i], k_of(types[i], 16), 37, 41, "steps and x fetch written out");
+        product(c, types[i], k_of(types[i], 2), 5, 9, "steps and x fetch written out");
+    }
+    glesc_context_destroy(c);
+}
+
 /* Every tile shape, each on a fresh context with split K forced: the
  * plain and most used block types, rows and columns no multiple of any
  * tile, K of 16 units and more (two parts) and of 2 (one part). */

@@ -8,12 +8,15 @@
 //             NMEMB (matmuls of the kernel: 1, or a grouped q/k/v's up to
 //             4), PAIR (a second weight of the same x: gate/up), GEMM_NORM
 //             (a folded rms_norm: x's squares summed where x is loaded),
-//             GEMM_SCRATCH (the scratch binding, split K), GEMM_KQ_LOOP
-//             (a step's arithmetic as a loop: see gemm_loop.glsl's GEMM_STEP),
+//             GEMM_SCRATCH (the scratch binding, split K), GEMM_KFULL
+//             (every weight's rows are whole units: K a multiple of 32,
+//             no k of a step past it), GEMM_KQ_LOOP
+//             (a step's arithmetic and x's fetch as loops, not written out:
+//             gemm_loop.glsl's GEMM_STEP and GEMM_FETCH_X),
 //             GEMM_COLS_FIRST (consecutive invocations store consecutive
 //             columns, not rows: a result whose columns run fastest in
-//             memory, the convolution's pixels), TNV and TMV (TN and TM
-//             as plain numbers, for #if)
+//             memory, the convolution's pixels), TNV, TMV and XQV (TN,
+//             TM and XQ4 as plain numbers, for #if)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
 //             kper (units of 32 elements a part takes), and per sibling j
@@ -116,13 +119,22 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
 // over X: I the invocation's rows (TN: 4 or 8), J its columns (TM: 4 or
 // 8), G its groups of four columns (TM / 4); L, the level: a level-1
 // loop's F may use level-2 loops (a macro does not expand inside its own
-// expansion).
+// expansion); S the x slots an invocation stages (XQ4: 1 to 8).
 #define GEMM_L1_4(F, a) F(0u, a) F(1u, a) F(2u, a) F(3u, a)
 #define GEMM_L1_8(F, a) GEMM_L1_4(F, a) F(4u, a) F(5u, a) F(6u, a) F(7u, a)
 #define GEMM_L2_1(F, a) F(0u, a)
 #define GEMM_L2_2(F, a) F(0u, a) F(1u, a)
 #define GEMM_L2_4(F, a) F(0u, a) F(1u, a) F(2u, a) F(3u, a)
 #define GEMM_L2_8(F, a) GEMM_L2_4(F, a) F(4u, a) F(5u, a) F(6u, a) F(7u, a)
+#if XQV == 8
+#define GEMM_EACH_S1 GEMM_L1_8
+#elif XQV == 4
+#define GEMM_EACH_S1 GEMM_L1_4
+#elif XQV == 2
+#define GEMM_EACH_S1(F, a) F(0u, a) F(1u, a)
+#else
+#define GEMM_EACH_S1(F, a) F(0u, a)
+#endif
 #if TNV == 8
 #define GEMM_EACH_I1 GEMM_L1_8
 #define GEMM_EACH_I2 GEMM_L2_8
@@ -144,9 +156,11 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
 // Each product is four multiply-adds into the accumulator (never a dot
 // product added afterwards: that would be five operations). NX and NY are
 // multiples of 8 (gemm.c), so row tx + NX*i has tx's swizzle: its vec4 kq
-// lies at wb + 8*NX*i (and x's at xb + 8*NY*j), a constant offset from one
-// address per kq (NVIDIA's program binary showed five integer operations
-// before each shared-memory load when the swizzle was computed per row).
+// lies at wb + 8*NX*i (and x's at xb + 8*NY*j, xb counted from gs[0]), a
+// constant offset from one address per kq (NVIDIA's program binary showed
+// five integer operations before each shared-memory load when the swizzle
+// was computed per row, and two additions of constants for each x when its
+// offset in gs was added after the column's).
 #define GEMM_KQ_W(i, a) w[i] = WS(wb + 8u * NX * i);
 #define GEMM_KQ_FMA(i, j)                                                      \
     {                                                                          \
@@ -159,13 +173,13 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
     }
 #define GEMM_KQ_X(j, a)                                                        \
     {                                                                          \
-        vec4 x = XS(xb + 8u * NY * j);                                         \
+        vec4 x = gs[xb + 8u * NY * j];                                         \
         GEMM_EACH_I2(GEMM_KQ_FMA, j)                                           \
     }
 #define GEMM_KQ(q)                                                             \
     {                                                                          \
         uint kq = (q);                                                         \
-        uint wb = SWZ(tx, kq), xb = SWZ(ty, kq);                               \
+        uint wb = SWZ(tx, kq), xb = 8u * BN + SWZ(ty, kq);                     \
         vec4 w[TN];                                                            \
         GEMM_EACH_I1(GEMM_KQ_W, 0u)                                            \
         GEMM_EACH_J1(GEMM_KQ_X, 0u)                                            \

@@ -23,21 +23,61 @@
 // squares go to sq[s]. The unit's two runs of 16 start at xo.x and xo.y of the row.
 // live false (the prefetch past the last step): zeros, no squares. Past M
 // or K: zeros, by a mask, not a select (a compiler may make a select a
-// branch that waits for its load; loads clamped inside).
+// branch that waits for its load; loads clamped inside). Written out by
+// the preprocessor, without && or ?:: NVIDIA's program binary had a branch
+// per element for the mask, which splits the code its scheduler could
+// interleave (a step's loads, its multiply-adds while they are in
+// flight), and a loop over the elements kept rolled indexes px with a
+// variable (a chain of branches per element). H200, 4096x4096x512: f16
+// 44.0% -> 47.1%, q4_0 47.5% -> 49.8%, q4_k 45.9% -> 50.4% of the FMA
+// peak.
+#ifdef GEMM_KFULL
+#define GEMM_FX_K(k) (k)
+#define GEMM_FX_KMASK(k) 0xffffffffu
+#else
+#define GEMM_FX_K(k) min(k, K - 1u)
+#define GEMM_FX_KMASK(k) (0u - uint(k < K))
+#endif
+#define GEMM_FX_E(e, s)                                                        \
+    {                                                                          \
+        uint k = k0 + e;                                                       \
+        uint m = mc & GEMM_FX_KMASK(k);                                        \
+        float t = 0.0;                                                         \
+        float v = gemm_x(GEMM_FX_K(k), cc, b2, b3, t);                         \
+        px[s][e] = uintBitsToFloat(floatBitsToUint(v) & m);                    \
+        sq[s] += uintBitsToFloat(floatBitsToUint(t) & m);                      \
+    }
+#define GEMM_FX_S(s, a)                                                        \
+    {                                                                          \
+        uint g = s * WG_SIZE + lid;                                            \
+        uint c = m0 + g / 8u;                                                  \
+        uint l = (g % 8u) * 4u;                                                \
+        uint k0 = xo.x + (l >> 4u) * (xo.y - 16u - xo.x) + l; /* the run's start, no select */ \
+        uint mc = 0u - (uint(live) & uint(c < M));                             \
+        uint cc = min(c, M - 1u);                                              \
+        GEMM_L2_4(GEMM_FX_E, s)                                                \
+    }
 void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ4],
                   inout float sq[XQ4]) {
     uint lid = gl_LocalInvocationIndex;
+#ifdef GEMM_KQ_LOOP
+    // a loop for compilers that take long over the written-out form (the
+    // prologue's code XQ4 * 4 times: llvmpipe compiled a model's GEMMs in
+    // 1.6x the time)
     for (uint i = 0u; i < XQ4 * 4u; i++) {
         uint s = i / 4u, g = s * WG_SIZE + lid;
         uint c = m0 + g / 8u;
         uint l = (g % 8u) * 4u + i % 4u;
-        uint k = xo.x + (l >> 4u) * (xo.y - 16u - xo.x) + l; // the run's start, no select
-        uint m = live && c < M && k < K ? 0xffffffffu : 0u;
+        uint k = xo.x + (l >> 4u) * (xo.y - 16u - xo.x) + l;
+        uint m = (0u - (uint(live) & uint(c < M))) & GEMM_FX_KMASK(k);
         float t = 0.0;
-        float v = gemm_x(min(k, K - 1u), min(c, M - 1u), b2, b3, t);
+        float v = gemm_x(GEMM_FX_K(k), min(c, M - 1u), b2, b3, t);
         px[s][i % 4u] = uintBitsToFloat(floatBitsToUint(v) & m);
         sq[s] += uintBitsToFloat(floatBitsToUint(t) & m);
     }
+#else
+    GEMM_EACH_S1(GEMM_FX_S, 0u)
+#endif
 }
 
 // Weights of a step: the invocation's part of its row's unit (q, ab: the

@@ -138,7 +138,7 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
                        "GEMM: no tile fits %d invocations and %d bytes of shared memory",
                        ctx->caps.max_compute_invocations, ctx->caps.max_compute_shared_memory);
     c.slots = ctx->cpu_device ? GEMM_SLOTS_CPU : GEMM_SLOTS_GPU;
-    /* LLVM (llvmpipe) takes seconds over the written-out step */
+    /* LLVM (llvmpipe) takes seconds over the written-out step and x fetch */
     c.loop = ctx->cpu_device;
     gemm_env(&c);
     if (!cfg_fits(&ctx->caps, &c, dual))
@@ -210,7 +210,8 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc)
 {
     static const char *const names[] = {"GEMM_LOOP",   "GEMM_WAT",     "GEMM_UX",     "GEMM_WUNIT",
                                         "GEMM_WUNIT2", "GEMM_FETCH_X", "GEMM_PART_W", "GEMM_STAGE",
-                                        "GEMM_STEP",   "GEMM_WROW"};
+                                        "GEMM_STEP",   "GEMM_WROW",    "GEMM_FX_E",   "GEMM_FX_S",
+                                        "GEMM_FX_K",   "GEMM_FX_KMASK"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
@@ -316,13 +317,15 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
         emit_kernel_define(b->k, "TNV", "%d", c.tn);
         emit_kernel_define(b->k, "TMV", "%d", c.tm);
+        emit_kernel_define(b->k, "XQV", "%d", 8 / (nx * ny / c.bm));
         emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
         emit_kernel_shared(b->k, "vec4", "gs", 8 * (c.bn + c.bm));
         emit_kernel_comment(b->k,
                             "GEMM (glsl/graph/gemm.glsl): tiles of %d weight rows%s by %d "
                             "columns, %d x %d per invocation, K one 32-element unit a step, "
-                            "split where tiles are few",
-                            c.bn, dual ? " (both of the pair)" : "", c.bm, c.tn, c.tm);
+                            "split where tiles are few, steps and x fetch %s",
+                            c.bn, dual ? " (both of the pair)" : "", c.bm, c.tn, c.tm,
+                            c.loop ? "as loops" : "written out");
         if (mc->n_sib)
             emit_kernel_comment(b->k,
                                 "grouped: %d matmuls of one activation, blocks of rows pick "
@@ -337,8 +340,15 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     mc->p_ksplit = kb_param_u(b, "ksplit", 1);
     mc->p_kper = kb_param_u(b, "kper", (uint64_t)nu);
     int sc = kb_scratch(b, 0);
+    /* every weight read by units (of 32 elements of a row, kernels_wload_units):
+     * K a multiple of 32, so x needs no mask along k */
+    bool kfull = !mc->prov && mc->units;
+    for (int i = 0; kfull && i < mc->n_sib; i++)
+        kfull = mc->sib[i].units;
     if (b->k) {
         emit_kernel_define(b->k, "GEMM_SCRATCH", "t%d", sc);
+        if (kfull)
+            emit_kernel_define(b->k, "GEMM_KFULL", "1");
         emit_kernel_snippet(b->k, "graph/gemm");
         gemm_loop_copies(b, mc);
     }
