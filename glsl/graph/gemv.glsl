@@ -4,7 +4,8 @@
 //   defines   TEAM (invocations per row team), KSPLIT (teams sharing rows,
 //             each taking every KSPLIT-th run of TEAM units), NR (rows per
 //             team), MCOLS, XS (elements of x per column and slice, a
-//             multiple of 256), UNROLL (units a lane has in flight), NMEMB
+//             multiple of 256), UNROLL (units a lane has in flight where
+//             they are not pipelined, gemv_units.glsl's GEMV_RAW), NMEMB
 //             (matmuls of the kernel: 1, or a grouped q/k/v's up to 4),
 //             PAIR (a second weight of the same x: gate/up), GEMV_NORM (a
 //             folded rms_norm: x's squares summed where x is loaded),
@@ -52,17 +53,20 @@ float gemv_norm_scale(float sq);
 #define XS4P (XS4 + XS4 / 8u)
 #define FILL 4u
 
-#define XV(o, c) xs[(c) * XS4P + (o) + ((o) >> 3u)]
-
 #ifdef PAIR
 #define GEMV_ROWS uint rb[NR], uint rb2[NR]
 #define GEMV_ACC inout float acc[NACC4 * 4u], inout float acc2[NACC4 * 4u]
-#define GEMV_ROWS_ARGS rb, rb2, acc, acc2
+#define GEMV_RARGS rb, rb2
+#define GEMV_AARGS acc, acc2
+#define WSETS 2u // the words of a unit of both weights
 #else
 #define GEMV_ROWS uint rb[NR]
 #define GEMV_ACC inout float acc[NACC4 * 4u]
-#define GEMV_ROWS_ARGS rb, acc
+#define GEMV_RARGS rb
+#define GEMV_AARGS acc
+#define WSETS 1u
 #endif
+#define GEMV_ROWS_ARGS GEMV_RARGS, GEMV_AARGS
 
 void gemv_units_0(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC);
 #if NMEMB > 1

@@ -1,17 +1,24 @@
 // One matmul's units (glsl/graph/gemv.glsl): src/kernels/matmul.c adds a
 // copy of this file per matmul of the kernel (a grouped q/k/v has up to
 // four, each weight of its own type), with these names defined around it:
-//   GEMV_UNITS, GEMV_STEP, GEMV_UX, GEMV_UDOT  this copy's functions
+//   GEMV_UNITS, GEMV_STEPS, GEMV_STEP, GEMV_UX, GEMV_UDOT (and, pipelined,
+//   GEMV_LOAD, GEMV_DEC)                       this copy's functions
 //   W_WAT, W_WUNIT, W_WUNIT_X                  its weight's loader (wload.c)
 //   W_MINS                                     defined: the runs have offsets
 //   U_WUNIT                                    the pair's loader (with PAIR)
+//   GEMV_RAW, W_WRAW, W_WDEC, U_WRAW, U_WDEC   where the loaders split a unit
+//                                              into its loads and its decode
+//                                              (wload.c): the pipelined units
 
 // The x of a unit (its two runs at vec4 offsets xo in the slice of column
-// c) and, for types whose runs have an offset, the runs' sums.
+// c) and, for types whose runs have an offset, the runs' sums. A run starts
+// on a multiple of 4 vec4, so its four share one padding (vec4 o of x lies at o + o / 8):
+// one address a run, the rest constant offsets from it.
 void GEMV_UX(uvec2 xo, uint c, out vec4 x[8], out vec2 xsum) {
+    uvec2 a = c * XS4P + xo + (xo >> 3u);
     for (uint i = 0u; i < 4u; i++) {
-        x[i] = XV(xo.x + i, c);
-        x[4u + i] = XV(xo.y + i, c);
+        x[i] = xs[a.x + i];
+        x[4u + i] = xs[a.y + i];
     }
 #ifdef W_MINS
     xsum = vec2(dot(x[0] + x[1] + x[2] + x[3], vec4(1.0)), dot(x[4] + x[5] + x[6] + x[7], vec4(1.0)));
@@ -70,7 +77,7 @@ void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
 // The lane's units u0 + first, + TEAM*KSPLIT, ... below u1: UNROLL of
 // them one after another in the code (no loop a compiler may keep rolled),
 // so their loads are in flight together.
-void GEMV_UNITS(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC) {
+void GEMV_STEPS(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC) {
     for (uint ub = u0 + first; ub < u1; ub += TEAM * KSPLIT * UNROLL) {
         GEMV_STEP(ub, u1, k0, GEMV_ROWS_ARGS);
 #if UNROLL > 1
@@ -88,3 +95,92 @@ void GEMV_UNITS(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC) {
 #endif
     }
 }
+
+#ifdef GEMV_RAW
+// The words of unit u (at: its place, W_WAT) of each of the team's rows (and
+// the pair's): loads only.
+void GEMV_LOAD(uint u, uvec4 at, GEMV_ROWS, out uvec4 w[NR * WSETS * 4u]) {
+    for (uint r = 0u; r < NR; r++) {
+        uvec4 t[4];
+        W_WRAW(rb[r], at, u, t);
+        for (uint i = 0u; i < 4u; i++) {
+            w[4u * r + i] = t[i];
+        }
+#ifdef PAIR
+        U_WRAW(rb2[r], at, u, t);
+        for (uint i = 0u; i < 4u; i++) {
+            w[4u * (NR + r) + i] = t[i];
+        }
+#endif
+    }
+}
+
+// Unit u of each of the team's rows into acc, from its words w.
+void GEMV_DEC(uint u, uvec4 at, uint k0, uvec4 w[NR * WSETS * 4u], GEMV_ACC) {
+    uvec2 xo = (W_WUNIT_X(u) - k0) / 4u;
+#if MCOLS == 1
+    vec4 x[8];
+    vec2 xsum;
+    GEMV_UX(xo, 0u, x, xsum);
+#endif
+    for (uint r = 0u; r < NR; r++) {
+        uvec4 t[4] = uvec4[4](w[4u * r], w[4u * r + 1u], w[4u * r + 2u], w[4u * r + 3u]);
+        vec4 q[8];
+        vec4 ab;
+        W_WDEC(t, at, u, q, ab);
+#ifdef PAIR
+        t = uvec4[4](w[4u * (NR + r)], w[4u * (NR + r) + 1u], w[4u * (NR + r) + 2u],
+                     w[4u * (NR + r) + 3u]);
+        vec4 q2[8];
+        vec4 ab2;
+        U_WDEC(t, at, u, q2, ab2);
+#endif
+        for (uint c = 0u; c < MCOLS; c++) {
+#if MCOLS > 1
+            vec4 x[8];
+            vec2 xsum;
+            GEMV_UX(xo, c, x, xsum);
+#endif
+            acc[r * MCOLS + c] += GEMV_UDOT(q, ab, x, xsum);
+#ifdef PAIR
+            acc2[r * MCOLS + c] += GEMV_UDOT(q2, ab2, x, xsum);
+#endif
+        }
+    }
+}
+
+// The lane's units u0 + first, + TEAM*KSPLIT, ... below u1, pipelined: the
+// next unit's words are loaded before this one is decoded, so the loads of
+// every warp are in flight while it computes (all a workgroup's warps start
+// together; loading UNROLL units and then computing them, GEMV_STEPS,
+// leaves the memory idle while they all compute). Where a lane has at most
+// two units of a row (K <= 2048 with teams of 32), GEMV_STEPS already has
+// them all in flight at once: they go there (u1 - u0 is uniform).
+void GEMV_UNITS(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC) {
+    if (u1 - u0 <= 2u * TEAM * KSPLIT) {
+        GEMV_STEPS(u0, u1, k0, first, GEMV_ROWS_ARGS);
+        return;
+    }
+    uint u = u0 + first;
+    if (u >= u1) {
+        return;
+    }
+    uvec4 at = W_WAT(u);
+    uvec4 w[NR * WSETS * 4u];
+    GEMV_LOAD(u, at, GEMV_RARGS, w);
+    for (; u < u1; u += TEAM * KSPLIT) {
+        uvec4 cur[NR * WSETS * 4u] = w;
+        uvec4 cat = at;
+        uint un = u + TEAM * KSPLIT;
+        if (un < u1) {
+            at = W_WAT(un);
+            GEMV_LOAD(un, at, GEMV_RARGS, w);
+        }
+        GEMV_DEC(u, cat, k0, cur, GEMV_AARGS);
+    }
+}
+#else
+void GEMV_UNITS(uint u0, uint u1, uint k0, uint first, GEMV_ROWS, GEMV_ACC) {
+    GEMV_STEPS(u0, u1, k0, first, GEMV_ROWS_ARGS);
+}
+#endif

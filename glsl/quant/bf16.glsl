@@ -14,3 +14,17 @@ void punit(uint w4, out vec4 q[8]) {
         q[2u * i + 1u] = uintBitsToFloat(uvec4(w.z << 16, w.z & 0xffff0000u, w.w << 16, w.w & 0xffff0000u));
     }
 }
+// punit split in two for the GEMV (see common.glsl): praw loads the four
+// uvec4, pdec unpacks them.
+void praw(uint w4, out uvec4 r[4]) {
+    for (uint i = 0u; i < 4u; i++) {
+        r[i] = QW4(w4 + i);
+    }
+}
+void pdec(uvec4 r[4], out vec4 q[8]) {
+    for (uint i = 0u; i < 4u; i++) {
+        uvec4 w = r[i];
+        q[2u * i] = uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
+        q[2u * i + 1u] = uintBitsToFloat(uvec4(w.z << 16, w.z & 0xffff0000u, w.w << 16, w.w & 0xffff0000u));
+    }
+}

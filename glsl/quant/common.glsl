@@ -12,7 +12,14 @@
 // `void unit(qblock b, uint u, out vec4 q[8], out vec4 ab)`: the unit's
 // quants as floats, q[0..3] the first run, q[4..7] the second, whose
 // values are ab.x * q + ab.y and ab.z * q + ab.w (scales applied after the
-// dot product, once per run).
+// dot product, once per run). Some also split unit in two for the GEMV's
+// pipelined units, which load the next unit's words before decoding these:
+// `void unit_raw(qblock b, uint u, out uvec4 r[4])` only loads (whole
+// uvec4, nothing computed from them) and `void unit_dec(uvec4 r[4], qblock
+// b, uint u, out vec4 q[8], out vec4 ab)` gives unit's q and ab from them,
+// its b the block's place counted from its row's start (rows start on 16
+// bytes, so a word's place in its uvec4 is the same). The plain types'
+// punit has the same pair, praw and pdec.
 
 // Word i & 3 of v, by selects (a dynamically indexed vector can become
 // branches); QW uses it where the binding is a uvec4 array.

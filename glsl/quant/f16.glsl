@@ -13,3 +13,16 @@ void punit(uint w4, out vec4 q[8]) {
         q[2u * i + 1u] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
     }
 }
+// punit split in two for the GEMV (see common.glsl): praw loads the four
+// uvec4, pdec unpacks them.
+void praw(uint w4, out uvec4 r[4]) {
+    for (uint i = 0u; i < 4u; i++) {
+        r[i] = QW4(w4 + i);
+    }
+}
+void pdec(uvec4 r[4], out vec4 q[8]) {
+    for (uint i = 0u; i < 4u; i++) {
+        q[2u * i] = vec4(unpackHalf2x16(r[i].x), unpackHalf2x16(r[i].y));
+        q[2u * i + 1u] = vec4(unpackHalf2x16(r[i].z), unpackHalf2x16(r[i].w));
+    }
+}

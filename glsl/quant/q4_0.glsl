@@ -23,3 +23,25 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     q[7] = nib_hi4m(w.w, 8.0);
     ab = vec4(d, 0.0, d, 0.0);
 }
+// The unit split in two for the GEMV (unit_raw: its words, loaded; unit_dec:
+// the same values as unit from them; common.glsl says how): the quants'
+// uvec4, then the uvec4 holding d.
+void unit_raw(qblock b, uint u, out uvec4 r[4]) {
+    r[0] = QW4((b.f0 >> 2u) + b.i);
+    r[1] = QW4((b.f1 + (b.i >> 1u)) >> 2u);
+    r[2] = uvec4(0u);
+    r[3] = uvec4(0u);
+}
+void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    vec2 dd = unpackHalf2x16(qw_pick(r[1], b.f1 + (b.i >> 1u)));
+    float d = (b.i & 1u) == 0u ? dd.x : dd.y;
+    q[0] = nib_lo4m(r[0].x, 8.0);
+    q[1] = nib_lo4m(r[0].y, 8.0);
+    q[2] = nib_lo4m(r[0].z, 8.0);
+    q[3] = nib_lo4m(r[0].w, 8.0);
+    q[4] = nib_hi4m(r[0].x, 8.0);
+    q[5] = nib_hi4m(r[0].y, 8.0);
+    q[6] = nib_hi4m(r[0].z, 8.0);
+    q[7] = nib_hi4m(r[0].w, 8.0);
+    ab = vec4(d, 0.0, d, 0.0);
+}

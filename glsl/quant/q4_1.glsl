@@ -23,3 +23,23 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     q[7] = nib_hi4m(w.w, 0.0);
     ab = vec4(dm.x, dm.y, dm.x, dm.y);
 }
+// The unit split in two (see common.glsl): the quants' uvec4, then the
+// uvec4 holding d | m.
+void unit_raw(qblock b, uint u, out uvec4 r[4]) {
+    r[0] = QW4((b.f0 >> 2u) + b.i);
+    r[1] = QW4((b.f1 + b.i) >> 2u);
+    r[2] = uvec4(0u);
+    r[3] = uvec4(0u);
+}
+void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    vec2 dm = unpackHalf2x16(qw_pick(r[1], b.f1 + b.i));
+    q[0] = nib_lo4m(r[0].x, 0.0);
+    q[1] = nib_lo4m(r[0].y, 0.0);
+    q[2] = nib_lo4m(r[0].z, 0.0);
+    q[3] = nib_lo4m(r[0].w, 0.0);
+    q[4] = nib_hi4m(r[0].x, 0.0);
+    q[5] = nib_hi4m(r[0].y, 0.0);
+    q[6] = nib_hi4m(r[0].z, 0.0);
+    q[7] = nib_hi4m(r[0].w, 0.0);
+    ab = vec4(dm.x, dm.y, dm.x, dm.y);
+}

@@ -35,3 +35,25 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     q[7] = nib_hi4m(w.w, 0.0);
     ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
 }
+// The unit split in two for the GEMV (see common.glsl): the block's head
+// (d, dmin, scales), then the unit's quants.
+void unit_raw(qblock b, uint u, out uvec4 r[4]) {
+    r[0] = QW4(b.f0 >> 2u);
+    r[1] = QW4((b.f0 >> 2u) + 1u + u);
+    r[2] = uvec4(0u);
+    r[3] = uvec4(0u);
+}
+void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    vec2 dm = unpackHalf2x16(r[0].x);
+    vec4 sm = scale_min_k4_pair(r[0], u >> 1);
+    uvec4 w = r[1];
+    q[0] = nib_lo4m(w.x, 0.0);
+    q[1] = nib_lo4m(w.y, 0.0);
+    q[2] = nib_lo4m(w.z, 0.0);
+    q[3] = nib_lo4m(w.w, 0.0);
+    q[4] = nib_hi4m(w.x, 0.0);
+    q[5] = nib_hi4m(w.y, 0.0);
+    q[6] = nib_hi4m(w.z, 0.0);
+    q[7] = nib_hi4m(w.w, 0.0);
+    ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
+}

@@ -27,3 +27,26 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 7u), 16.0);
     ab = vec4(d, 0.0, d, 0.0);
 }
+// The unit split in two (see common.glsl): the quants' uvec4, the uvec4
+// holding qh, then the one holding d.
+void unit_raw(qblock b, uint u, out uvec4 r[4]) {
+    r[0] = QW4((b.f0 >> 2u) + b.i);
+    r[1] = QW4((b.f1 + b.i) >> 2u);
+    r[2] = QW4((b.f2 + (b.i >> 1u)) >> 2u);
+    r[3] = uvec4(0u);
+}
+void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    uvec4 w = r[0];
+    uint h = qw_pick(r[1], b.f1 + b.i);
+    vec2 dd = unpackHalf2x16(qw_pick(r[2], b.f2 + (b.i >> 1u)));
+    float d = (b.i & 1u) == 0u ? dd.x : dd.y;
+    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | qh_spread(h, 0u), 16.0);
+    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | qh_spread(h, 1u), 16.0);
+    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | qh_spread(h, 2u), 16.0);
+    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | qh_spread(h, 3u), 16.0);
+    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 4u), 16.0);
+    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 5u), 16.0);
+    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 6u), 16.0);
+    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 7u), 16.0);
+    ab = vec4(d, 0.0, d, 0.0);
+}

@@ -45,3 +45,35 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     q[7] = bytes4m(((ql.w >> 4u) & 0x0f0f0f0fu) | hi.w, 32.0);
     ab = vec4(d * sc0, 0.0, d * sc1, 0.0);
 }
+// The unit split in two for the GEMV (see common.glsl): ql, qh, the
+// scales, then the uvec4 holding d.
+void unit_raw(qblock b, uint u, out uvec4 r[4]) {
+    uint base4 = (b.f0 >> 2u) + 13u * b.i;
+    uint h = u >> 2, r1 = (u >> 1) & 1u, j = u & 1u;
+    r[0] = QW4(base4 + 4u * h + 2u * r1 + j);
+    r[1] = QW4(base4 + 8u + 2u * h + j);
+    r[2] = QW4(base4 + 12u);
+    r[3] = QW4((b.f1 + (b.i >> 1u)) >> 2u);
+}
+void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    uint h = u >> 2, r1 = (u >> 1) & 1u, j = u & 1u;
+    uvec4 ql = r[0], qh = r[1], sw = r[2];
+    uint si = 8u * h + 2u * r1 + j;
+    uint s0 = (si & 8u) != 0u ? ((si & 4u) != 0u ? sw.w : sw.z) : ((si & 4u) != 0u ? sw.y : sw.x);
+    uint s1 = (si & 8u) != 0u ? sw.w : sw.y;
+    vec2 dd = unpackHalf2x16(qw_pick(r[3], b.f1 + (b.i >> 1u)));
+    float d = (b.i & 1u) == 0u ? dd.x : dd.y;
+    float sc0 = float(int(s0 << (24u - 8u * (si & 3u))) >> 24);
+    float sc1 = float(int(s1 << (24u - 8u * (si & 3u))) >> 24);
+    uvec4 lo = (qh << (4u - 2u * r1)) & 0x30303030u;
+    uvec4 hi = (qh >> (2u * r1)) & 0x30303030u;
+    q[0] = bytes4m((ql.x & 0x0f0f0f0fu) | lo.x, 32.0);
+    q[1] = bytes4m((ql.y & 0x0f0f0f0fu) | lo.y, 32.0);
+    q[2] = bytes4m((ql.z & 0x0f0f0f0fu) | lo.z, 32.0);
+    q[3] = bytes4m((ql.w & 0x0f0f0f0fu) | lo.w, 32.0);
+    q[4] = bytes4m(((ql.x >> 4u) & 0x0f0f0f0fu) | hi.x, 32.0);
+    q[5] = bytes4m(((ql.y >> 4u) & 0x0f0f0f0fu) | hi.y, 32.0);
+    q[6] = bytes4m(((ql.z >> 4u) & 0x0f0f0f0fu) | hi.z, 32.0);
+    q[7] = bytes4m(((ql.w >> 4u) & 0x0f0f0f0fu) | hi.w, 32.0);
+    ab = vec4(d * sc0, 0.0, d * sc1, 0.0);
+}

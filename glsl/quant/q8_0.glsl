@@ -21,3 +21,24 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     q[7] = sbytes4(w1.w);
     ab = vec4(d, 0.0, d, 0.0);
 }
+// The unit split in two for the GEMV (see common.glsl): the quants' two
+// uvec4, then the uvec4 holding d.
+void unit_raw(qblock b, uint u, out uvec4 r[4]) {
+    r[0] = QW4((b.f0 >> 2u) + 2u * b.i);
+    r[1] = QW4((b.f0 >> 2u) + 2u * b.i + 1u);
+    r[2] = QW4((b.f1 + (b.i >> 1u)) >> 2u);
+    r[3] = uvec4(0u);
+}
+void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
+    vec2 dd = unpackHalf2x16(qw_pick(r[2], b.f1 + (b.i >> 1u)));
+    float d = (b.i & 1u) == 0u ? dd.x : dd.y;
+    q[0] = sbytes4(r[0].x);
+    q[1] = sbytes4(r[0].y);
+    q[2] = sbytes4(r[0].z);
+    q[3] = sbytes4(r[0].w);
+    q[4] = sbytes4(r[1].x);
+    q[5] = sbytes4(r[1].y);
+    q[6] = sbytes4(r[1].z);
+    q[7] = sbytes4(r[1].w);
+    ab = vec4(d, 0.0, d, 0.0);
+}

@@ -312,6 +312,9 @@ enum {
  * The block types whose snippet has a unit decoder, and f32/f16/bf16
  * whose rows start on 16 bytes and hold a multiple of 32 elements. */
 bool kernels_wload_units(const glesc_tensor *w);
+/* Do w's units also come split into loads and decode (NAME_wraw,
+ * NAME_wdec: the GEMV's pipelined units)? Units whose snippet has unit_raw (praw). */
+bool kernels_wload_raw(const glesc_tensor *w);
 /* Declares the loaders `what` (KERNELS_WLOAD_* bits) named fn of weight w
  * for binding buf in b (a uvec4 array with KERNELS_WLOAD_UVEC4, else
  * uint); fails (kb_fail) for a type quant_gpu_readable refuses, or

@@ -275,6 +275,7 @@ typedef struct gemv_cfg {
     int red;    /* vec4 of shared memory for the partial sums */
     int groups; /* workgroups a dispatch has at most (0: one per block of rows) */
     bool subgroup;
+    bool raw; /* pipelined units (gemv_units.glsl; opt-in, see gemv_config) */
 } gemv_cfg;
 
 #define GEMV_SHARED_MAX (48 * 1024) /* bytes of shared memory a GEMV may use */
@@ -292,15 +293,15 @@ static int pow2_floor(int v)
     return p;
 }
 
-/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0": a tuning
+/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0,raw=0": a tuning
  * aid overriding the fields it names (read on every generation, so a
  * process sees one value: plans and programs stay consistent). */
 static void gemv_env(gemv_cfg *c)
 {
-    static const char *const keys[] = {"wg", "team",   "groups", "ks",
-                                       "nr", "unroll", "xs",     "subgroup"};
-    int v[] = {c->wg, c->team, c->groups, c->ks, c->nr, c->unroll, c->xs, c->subgroup};
-    kernels_env_ints("GLESC_GEMV", keys, v, 8, INT_MIN);
+    static const char *const keys[] = {"wg",     "team", "groups",   "ks", "nr",
+                                       "unroll", "xs",   "subgroup", "raw"};
+    int v[] = {c->wg, c->team, c->groups, c->ks, c->nr, c->unroll, c->xs, c->subgroup, c->raw};
+    kernels_env_ints("GLESC_GEMV", keys, v, 9, INT_MIN);
     c->wg = v[0];
     c->team = v[1];
     c->groups = v[2];
@@ -309,6 +310,7 @@ static void gemv_env(gemv_cfg *c)
     c->unroll = v[5];
     c->xs = v[6];
     c->subgroup = c->subgroup && v[7];
+    c->raw = v[8] != 0;
 }
 
 /* Depends on the device (caps), the weight type, m, the pair and a folded
@@ -338,6 +340,16 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
      * H200 one unit ran 5-8% faster there, two 2-4% faster for q4_0, q8_0) */
     c.unroll = graph_dtype_quant(t) ? 2 : 1;
     c.xs = GEMV_XS_MAX;
+    /* the next unit's words loaded while this one is decoded (where the
+     * loaders split their units): opt-in (raw=1) until a decode run on a
+     * GPU shows it no slower. On an H200, glesc-bench at K = 4096 ran q4_0,
+     * q4_1, q5_0, q5_1 4-16% faster with it (q8_0 mixed at 11008 rows, q4_k
+     * slower), but TinyLlama tg128 with it at every K was 5% slower (Q4_0
+     * 537 -> 509 t/s; the K = 2048 GEMVs, whose two units a lane the steps
+     * already have in flight); where a lane has at most two units it now
+     * keeps the steps, a form no device run has timed yet. On llvmpipe
+     * nothing waits on memory. */
+    c.raw = false;
     gemv_env(&c);
     c.wg = pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
     c.subgroup = c.subgroup && c.team == caps->subgroup_size && c.wg % c.team == 0;
@@ -375,10 +387,12 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
 /* A copy of glsl/graph/gemv_units.glsl per matmul of the kernel (member j
  * reads its weight through loader load_w or load_s<j>), its names defined
  * around it. */
-static void gemv_units_copies(kb *b, const mm_ctx *mc)
+static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw)
 {
-    static const char *const names[] = {"GEMV_UNITS", "GEMV_STEP", "GEMV_UX", "GEMV_UDOT", "W_WAT",
-                                        "W_WUNIT",    "W_WUNIT_X", "W_MINS",  "U_WUNIT"};
+    static const char *const names[] = {
+        "GEMV_UNITS", "GEMV_STEPS", "GEMV_STEP", "GEMV_UX", "GEMV_UDOT", "GEMV_LOAD",
+        "GEMV_DEC",   "GEMV_RAW",   "W_WAT",     "W_WUNIT", "W_WUNIT_X", "W_MINS",
+        "W_WRAW",     "W_WDEC",     "U_WUNIT",   "U_WRAW",  "U_WDEC"};
     const char *text = emit_snippet_text("graph/gemv_units");
     for (int j = 0; text && j <= mc->n_sib; j++) {
         char fn[16], name[24];
@@ -387,13 +401,27 @@ static void gemv_units_copies(kb *b, const mm_ctx *mc)
         sbuf_init(&s);
         sbuf_appendf(
             &s,
-            "#define GEMV_UNITS gemv_units_%d\n#define GEMV_STEP gemv_step_%d\n"
+            "#define GEMV_UNITS gemv_units_%d\n#define GEMV_STEPS gemv_steps_%d\n"
+            "#define GEMV_STEP gemv_step_%d\n"
             "#define GEMV_UX gemv_ux_%d\n#define GEMV_UDOT gemv_udot_%d\n"
             "#define W_WAT %s_wat\n#define W_WUNIT %s_wunit\n#define W_WUNIT_X %s_wunit_x\n"
             "#ifdef %s_MINS\n#define W_MINS 1\n#endif\n",
-            j, j, j, j, fn, fn, fn, fn);
+            j, j, j, j, j, fn, fn, fn, fn);
         if (j == 0 && mc->p)
             sbuf_append(&s, "#define U_WUNIT load_u_wunit\n");
+        /* the pipelined units where this member's loaders split theirs */
+        const glesc_tensor *w = j ? mc->sib[j - 1].w : mc->w;
+        bool units = j ? mc->sib[j - 1].units : mc->units;
+        if (raw && units && kernels_wload_raw(w) &&
+            (j || !mc->p || kernels_wload_raw(mc->p->src[0]))) {
+            sbuf_appendf(&s,
+                         "#define GEMV_RAW 1\n#define GEMV_LOAD gemv_load_%d\n"
+                         "#define GEMV_DEC gemv_dec_%d\n#define W_WRAW %s_wraw\n"
+                         "#define W_WDEC %s_wdec\n",
+                         j, j, fn, fn);
+            if (j == 0 && mc->p)
+                sbuf_append(&s, "#define U_WRAW load_u_wraw\n#define U_WDEC load_u_wdec\n");
+        }
         sbuf_append(&s, text);
         for (size_t i = 0; i < CORE_ARRAY_LEN(names); i++)
             sbuf_appendf(&s, "#undef %s\n", names[i]);
@@ -539,6 +567,9 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
                             "%d, %d per row, %s reduction, x in slices of %d, %d units in flight",
                             c.wg / c.team / c.ks * c.nr, c.wg, c.team, c.ks,
                             c.subgroup ? "subgroup" : "shared", c.xs, c.unroll);
+        if (c.raw)
+            emit_kernel_comment(b->k, "units pipelined where the loaders split them (GEMV_RAW, "
+                                      "K over two units a lane)");
         if (mc->n_sib)
             emit_kernel_comment(b->k,
                                 "grouped: %d matmuls of one activation, blocks of rows pick "
@@ -551,7 +582,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
         gemv_argmax_decl(b, mc, c.wg, own_stage, nrm != NULL);
     if (b->k) {
         emit_kernel_snippet(b->k, "graph/gemv");
-        gemv_units_copies(b, mc);
+        gemv_units_copies(b, mc, c.raw);
     }
     /* the hooks gemv.glsl calls: x with its prologue (and a folded norm's
      * squares), the stores with their epilogues, the norm's scale */

@@ -12,7 +12,13 @@
  *                       out vec4 q[8], out vec4 ab)` and `uvec2
  *                       NAME_wunit_x(uint u)`, see glsl/quant/common.glsl;
  *                       NAME_MINS is defined when the runs' values have an
- *                       offset (ab.y, ab.w).
+ *                       offset (ab.y, ab.w). Where kernels_wload_raw says
+ *                       so, the unit also comes in two halves for the
+ *                       GEMV (gemv_units.glsl's GEMV_RAW): `void NAME_wraw(uint row_byte, uvec4 at,
+ *                       uint u, out uvec4 r[4])` only loads its words and
+ *                       `void NAME_wdec(uvec4 r[4], uvec4 at, uint u, out
+ *                       vec4 q[8], out vec4 ab)` decodes them (the
+ *                       snippet's unit_raw / unit_dec, praw / pdec).
  *
  * f32, f16 and bf16 element loaders are written here. The ggml block types
  * are built on the glsl/quant/ snippets (the ones tests/test_quant_gpu.c
@@ -70,10 +76,21 @@ static bool rows_aligned(const glesc_tensor *w, int64_t a)
     return ok;
 }
 
-static bool snippet_has_unit(glesc_dtype t)
+static bool snippet_has(glesc_dtype t, const char *what)
 {
     const char *s = quant_gpu_snippet(t) ? emit_snippet_text(quant_gpu_snippet(t)) : NULL;
-    return s && strstr(s, "\nvoid unit(") != NULL;
+    return s && strstr(s, what) != NULL;
+}
+
+static bool snippet_has_unit(glesc_dtype t)
+{
+    return snippet_has(t, "\nvoid unit(");
+}
+
+bool kernels_wload_raw(const glesc_tensor *w)
+{
+    return kernels_wload_units(w) &&
+           snippet_has(w->dtype, graph_dtype_quant(w->dtype) ? "\nvoid unit_raw(" : "\nvoid praw(");
 }
 
 bool kernels_wload_units(const glesc_tensor *w)
@@ -186,9 +203,10 @@ static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
 
 /* The snippet-based loaders of t (and, with units, the fast units
  * over a uvec4 binding; f32/f16/bf16 come here only for those). */
-static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, unsigned what,
-                       const char *ne0, bool units)
+static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const char *buf,
+                       unsigned what, const char *ne0, bool units)
 {
+    glesc_dtype t = w->dtype;
     bool plain = !graph_dtype_quant(t);
     bool fast = (what & KERNELS_WLOAD_UNIT) && units;
     const char *snippet = quant_gpu_snippet(t);
@@ -232,6 +250,15 @@ static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, 
                      "    punit((row_byte >> 4u) + %du * u, q);\n"
                      "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n",
                      fn, fn, fn, 2 * esize);
+        if (kernels_wload_raw(w))
+            sbuf_appendf(o,
+                         "void %s_wraw(uint row_byte, uvec4 at, uint u, out uvec4 r[4]) {\n"
+                         "    praw((row_byte >> 4u) + %du * u, r);\n}\n"
+                         "void %s_wdec(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                         "{\n"
+                         "    pdec(r, q);\n"
+                         "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n",
+                         fn, 2 * esize, fn);
     } else if (fast) {
         sbuf_appendf(o,
                      "uvec2 %s_wunit_x(uint u) {\n"
@@ -245,6 +272,16 @@ static bool quant_emit(sbuf *o, glesc_dtype t, const char *fn, const char *buf, 
                      "    unit(qblock(r + at.x, r + at.y, r + at.z, at.w), u %% QU, q, ab);\n}\n"
                      "#ifdef QMINS\n#define %s_MINS 1\n#endif\n",
                      fn, fn, ne0, fn, fn);
+        if (kernels_wload_raw(w))
+            sbuf_appendf(
+                o,
+                "void %s_wraw(uint row_byte, uvec4 at, uint u, out uvec4 r[4]) {\n"
+                "    uint w = row_byte >> 2u;\n"
+                "    unit_raw(qblock(w + at.x, w + at.y, w + at.z, at.w), u %% QU, r);\n}\n"
+                "void %s_wdec(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
+                "{\n"
+                "    unit_dec(r, qblock(at.x, at.y, at.z, at.w), u %% QU, q, ab);\n}\n",
+                fn, fn);
     } else if (what & KERNELS_WLOAD_UNIT) {
         generic_unit(o, fn, ne0, true);
     }
@@ -293,14 +330,14 @@ void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char
     bool ok = quant_gpu_readable(t);
     if (ok && plain && units) {
         /* the fast units read the binding as uvec4 through the type's snippet */
-        ok = quant_emit(&s, t, fn, buf, KERNELS_WLOAD_UNIT, ne0, true);
+        ok = quant_emit(&s, w, fn, buf, KERNELS_WLOAD_UNIT, ne0, true);
     } else if (ok && plain) {
         emit_kernel_snippet(b->k, "common/f16");
         plain(&s, fn, buf);
         if (what & KERNELS_WLOAD_UNIT)
             generic_unit(&s, fn, ne0, false);
     } else if (ok) {
-        ok = quant_emit(&s, t, fn, buf, what, ne0, units);
+        ok = quant_emit(&s, w, fn, buf, what, ne0, units);
     }
     if (!ok)
         kb_fail(b, GLESC_ERROR_UNSUPPORTED, "weight loader %s: no GLSL snippet for %s", fn,

@@ -216,9 +216,12 @@ void quant_gpu_locate_glsl(glesc_dtype t, sbuf *o)
                  "    uint cnt = min(%du, nb - g * %du);\n"
                  "    uint f0 = row + g * %du;\n",
                  l->g, l->g, l->g, l->g, full);
-    /* array f+1 starts after cnt entries of field f, rounded up to A */
+    /* array f+1 starts after cnt entries of field f, rounded up to A (a
+     * multiple of A already where the field is) */
     for (int f = 1; f < MAX_FIELDS; f++) {
-        if (f < l->nf)
+        if (f < l->nf && l->f[f - 1].bytes % l->align == 0)
+            sbuf_appendf(o, "    uint f%d = f%d + cnt * %du;\n", f, f - 1, l->f[f - 1].bytes / 4);
+        else if (f < l->nf)
             sbuf_appendf(o, "    uint f%d = f%d + (cnt * %du + %du) / %du * %du;\n", f, f - 1,
                          l->f[f - 1].bytes, l->align - 1, l->align, l->align / 4);
         else
