@@ -34,8 +34,9 @@
  *                    [--copy-mib N] [--warm-ms N] [--gemm M] [--portable]
  * --portable: no subgroups, 128 invocations, 16 KiB of shared memory and
  * 128 MiB storage blocks (what GLES guarantees), the fallback's speed.
- * --warm-ms: how long the GPU is kept busy before each GEMV timing
- * (default 100; 0: not at all), so that each runs at the clocks decode sees.
+ * --warm-ms: how long the GPU is kept busy before each GEMV or GEMM timing
+ * (default 100; 0: not at all), so that each runs at the clocks decode and
+ * prefill see.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,10 +241,14 @@ static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *
  * kernel; the kernel's header line that says how it is shaped goes into
  * how (size bytes). With nn > 1 weights (N[i] rows each, one copy) the
  * grouped matmul, with pair the gate/up pair silu(Wg h)·(Wu h) (N[0] rows
- * each), with norm of h = rms_norm(x)·w: the prefill's fused kernels. */
+ * each), with norm of h = rms_norm(x)·w: the prefill's fused kernels. The
+ * warm-up runs the graphs for warm_ms at least: the clocks a GPU falls to
+ * while the host writes the weights and compiles the kernel (an H200 was
+ * seen at 510 MHz against 1980 under load) must not reach the timings
+ * (GEMM timings taken right after that ran at a third of their speed). */
 static int time_graph(glesc_context *ctx, glesc_dtype t, const int *N, int nn, bool pair, bool norm,
                       int K, int M, const void *pool, size_t pool_bytes, const float *x, int copies,
-                      int iters, double *sec, char *how, size_t size)
+                      int iters, int warm_ms, double *sec, char *how, size_t size)
 {
     int rc = -1, nw = pair ? 2 : nn;
     bool fused = nw > 1 || norm;
@@ -295,7 +300,8 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, const int *N, int nn, b
         if (!y[c][0])
             goto done;
     }
-    for (int i = 0; i < CORE_MAX(3, copies); i++)
+    uint64_t t0 = core_time_ns(), warm_ns = (uint64_t)warm_ms * 1000000u;
+    for (int i = 0; i < CORE_MAX(3, copies) || core_time_ns() - t0 < warm_ns; i++)
         if (glesc_graph_compute(g[i % copies], y[i % copies], ny) != GLESC_OK)
             goto done;
     const char *glsl = glesc_graph_last_glsl(g[0]);
@@ -533,7 +539,7 @@ static void *weight_pool(glesc_dtype t, int N, int K, float **pool, size_t *pool
 /* --gemm M: the FMA peak, then the matmul of M columns per type and shape
  * as TFLOP/s and its fraction of the peak. Frees the context. */
 static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char *shapes_arg, int M,
-                      int iters, gl_buffer *a, gl_buffer *b)
+                      int iters, int warm_ms, gl_buffer *a, gl_buffer *b)
 {
     gl_pool_release(ctx, a);
     gl_pool_release(ctx, b);
@@ -583,8 +589,8 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
             char how[200];
             double sec;
             if (!f || !x || !blocks ||
-                time_graph(ctx, t, N, nn, pair, norm, K, M, blocks, pool_bytes, x, 1, iters, &sec,
-                           how, sizeof how))
+                time_graph(ctx, t, N, nn, pair, norm, K, M, blocks, pool_bytes, x, 1, iters,
+                           warm_ms, &sec, how, sizeof how))
                 return fail(ctx, "graph gemm");
             int all = pair ? 2 * N[0] : 0;
             for (int i = 0; !pair && i < nn; i++)
@@ -728,7 +734,7 @@ int main(int argc, char **argv)
     printf("empty kernel, chained (a barrier between each): %.2f us\n", sec * 1e6);
 
     if (gemm_m)
-        return gemm_table(ctx, types, shapes_arg, gemm_m, iters, a, b);
+        return gemm_table(ctx, types, shapes_arg, gemm_m, iters, warm_ms, a, b);
     /* the GPU kept busy before each timing: the read kernel over the
      * whole buffer */
     warmer wm = {ctx, rp, cb, {GL_PARAM_U(bytes / 16), GL_PARAM_U(0)}, {0, 0, 0}, warm_ms};
