@@ -341,14 +341,14 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
     c.unroll = graph_dtype_quant(t) ? 2 : 1;
     c.xs = GEMV_XS_MAX;
     /* the next unit's words loaded while this one is decoded (where the
-     * loaders split their units): opt-in (raw=1) until a decode run on a
-     * GPU shows it no slower. On an H200, glesc-bench at K = 4096 ran q4_0,
+     * loaders split their units): opt-in (raw=1), slower in a decode. On
+     * an H200, glesc-bench at K = 4096 ran q4_0,
      * q4_1, q5_0, q5_1 4-16% faster with it (q8_0 mixed at 11008 rows, q4_k
      * slower), but TinyLlama tg128 with it at every K was 5% slower (Q4_0
      * 537 -> 509 t/s; the K = 2048 GEMVs, whose two units a lane the steps
-     * already have in flight); where a lane has at most two units it now
-     * keeps the steps, a form no device run has timed yet. On llvmpipe
-     * nothing waits on memory. */
+     * already have in flight); keeping the steps where a lane has at
+     * most two units, tg128 was still 3-9% slower (Q4_0 531-536 -> 496-498,
+     * Q8_0 448-450 -> 408 t/s). On llvmpipe nothing waits on memory. */
     c.raw = false;
     gemv_env(&c);
     c.wg = pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
