@@ -251,14 +251,16 @@ Test(quant_graph, gemv_long_rows_and_portable_path)
 
 /* The GEMV's other shapes (GLESC_GEMV, read when a kernel is generated:
  * a new context per setting, so no plan of another is reused): row groups
- * split over two teams, workgroups looping over blocks of rows, one, four
- * or eight units in flight, one or four rows a team, a workgroup per block,
- * the shared-memory reduction, and the pipelined units (raw=1: every type
- * that has them; with four rows a team and split teams: four types). */
+ * split over two teams, workgroups looping over blocks of rows, one, two,
+ * four or eight units in flight, one or four rows a team, x loaded two or
+ * four vec4 at a time (llvmpipe's own default is one unit and one vec4;
+ * two and four, a GPU's), a workgroup per block, the shared-memory
+ * reduction, and the pipelined units (raw=1: every type that has them;
+ * with four rows a team and split teams: four types). */
 Test(quant_graph, gemv_shapes_of_the_tuning_knob)
 {
-    static const char *const knobs[] = {"ks=2",
-                                        "groups=3",
+    static const char *const knobs[] = {"ks=2,unroll=2,fill=4",
+                                        "groups=3,fill=2",
                                         "unroll=4,nr=4",
                                         "unroll=1,nr=1",
                                         "unroll=8,groups=0",

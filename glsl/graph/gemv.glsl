@@ -5,7 +5,8 @@
 //             each taking every KSPLIT-th run of TEAM units), NR (rows per
 //             team), MCOLS, XS (elements of x per column and slice, a
 //             multiple of 256), UNROLL (units a lane has in flight where
-//             they are not pipelined, gemv_units.glsl's GEMV_RAW), NMEMB
+//             they are not pipelined, gemv_units.glsl's GEMV_RAW), FILL
+//             (vec4 of x an invocation loads at once into xs), NMEMB
 //             (matmuls of the kernel: 1, or a grouped q/k/v's up to 4),
 //             PAIR (a second weight of the same x: gate/up), GEMV_NORM (a
 //             folded rms_norm: x's squares summed where x is loaded),
@@ -51,7 +52,6 @@ float gemv_norm_scale(float sq);
 // spreads them over the banks (128 bytes apart, every lane of a quarter
 // warp would wait on the same four banks)
 #define XS4P (XS4 + XS4 / 8u)
-#define FILL 4u
 
 #ifdef PAIR
 #define GEMV_ROWS uint rb[NR], uint rb2[NR]

@@ -272,6 +272,7 @@ void kernels_mm_dispatch(kb *b, const mm_ctx *mc, int64_t rows_per_wg, uint64_t 
  * whether teams reduce with subgroupAdd. */
 typedef struct gemv_cfg {
     int wg, team, ks, nr, unroll, xs;
+    int fill;   /* vec4 of x an invocation loads at once into shared memory */
     int red;    /* vec4 of shared memory for the partial sums */
     int groups; /* workgroups a dispatch has at most (0: one per block of rows) */
     bool subgroup;
@@ -293,15 +294,16 @@ static int pow2_floor(int v)
     return p;
 }
 
-/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0,raw=0": a tuning
+/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0,raw=0,fill=4": a tuning
  * aid overriding the fields it names (read on every generation, so a
  * process sees one value: plans and programs stay consistent). */
 static void gemv_env(gemv_cfg *c)
 {
-    static const char *const keys[] = {"wg",     "team", "groups",   "ks", "nr",
-                                       "unroll", "xs",   "subgroup", "raw"};
-    int v[] = {c->wg, c->team, c->groups, c->ks, c->nr, c->unroll, c->xs, c->subgroup, c->raw};
-    kernels_env_ints("GLESC_GEMV", keys, v, 9, INT_MIN);
+    static const char *const keys[] = {"wg",     "team", "groups",   "ks",  "nr",
+                                       "unroll", "xs",   "subgroup", "raw", "fill"};
+    int v[] = {c->wg,     c->team, c->groups,   c->ks,  c->nr,
+               c->unroll, c->xs,   c->subgroup, c->raw, c->fill};
+    kernels_env_ints("GLESC_GEMV", keys, v, 10, INT_MIN);
     c->wg = v[0];
     c->team = v[1];
     c->groups = v[2];
@@ -311,6 +313,7 @@ static void gemv_env(gemv_cfg *c)
     c->xs = v[6];
     c->subgroup = c->subgroup && v[7];
     c->raw = v[8] != 0;
+    c->fill = v[9];
 }
 
 /* Depends on the device (caps), the weight type, m, the pair and a folded
@@ -339,6 +342,16 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
      * bytes; the plain types' units are 64 or 128 bytes already (on an
      * H200 one unit ran 5-8% faster there, two 2-4% faster for q4_0, q8_0) */
     c.unroll = graph_dtype_quant(t) ? 2 : 1;
+    c.fill = 4;
+    if (ctx->cpu_device) {
+        /* llvmpipe: nothing waits on memory, and LLVM's compile time grows
+         * with every copy of a unit's code (and of the fused prologue in
+         * the x fill). One unit and one vec4 at a time: qwen2-q5_0's
+         * ref-check with empty caches 68 -> 32 s, the demo's decode 65 ->
+         * 83 t/s (2 cores). */
+        c.unroll = 1;
+        c.fill = 1;
+    }
     c.xs = GEMV_XS_MAX;
     /* the next unit's words loaded while this one is decoded (where the
      * loaders split their units): opt-in (raw=1), slower in a decode. On
@@ -359,6 +372,7 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
     c.nr = CORE_MAX(1, CORE_MIN(c.nr, 8));
     c.ks = pow2_floor(CORE_MAX(1, CORE_MIN(c.ks, c.wg / c.team)));
     c.unroll = c.unroll >= 8 ? 8 : c.unroll >= 4 ? 4 : c.unroll >= 2 ? 2 : 1; /* the units' steps */
+    c.fill = CORE_MAX(1, CORE_MIN(c.fill, 8));
     c.groups = CORE_MAX(0, c.groups);
     /* Shared memory: the partial sums, then x slices of what is left for
      * every column, in whole 256-element blocks (and 1/9 spare, gemv.glsl's
@@ -551,6 +565,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
         emit_kernel_define(b->k, "MCOLS", "%du", m);
         emit_kernel_define(b->k, "XS", "%du", c.xs);
         emit_kernel_define(b->k, "UNROLL", "%du", c.unroll);
+        emit_kernel_define(b->k, "FILL", "%du", c.fill);
         emit_kernel_define(b->k, "NMEMB", "%du", 1 + mc->n_sib);
         if (dual)
             emit_kernel_define(b->k, "PAIR", "1");
