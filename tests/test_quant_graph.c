@@ -253,8 +253,8 @@ Test(quant_graph, gemv_long_rows_and_portable_path)
  * a new context per setting, so no plan of another is reused): row groups
  * split over two teams, workgroups looping over blocks of rows, one, two,
  * four or eight units in flight, one or four rows a team, x loaded two or
- * four vec4 at a time (llvmpipe's own default is one unit and one vec4;
- * two and four, a GPU's), a workgroup per block, the shared-memory
+ * four vec4 at a time (llvmpipe's default is one unit in flight and one
+ * vec4; a GPU's, two and four), a workgroup per block, the shared-memory
  * reduction, and the pipelined units (raw=1: every type that has them;
  * with four rows a team and split teams: four types). */
 Test(quant_graph, gemv_shapes_of_the_tuning_knob)
