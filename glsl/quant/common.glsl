@@ -91,6 +91,32 @@ vec4 nib_hi4m(uint w, float o) {
     vec4 f = uintBitsToFloat(uvec4(w & 0xf0u, w & 0xf000u, h & 0xf00u, h & 0xf0000u) | 0x4b000000u);
     return f * vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 256.0, 1.0 / 65536.0) + (vec4(-524288.0, -2048.0, -32768.0, -128.0) - o);
 }
+// A unit's eight vec4 from its quants' uvec4 src (unit and unit_dec share
+// them; macros, so the code is the same text as written out, with no
+// function a compiler could keep out of line with its array in memory):
+// QNIB8, byte l's low nibble in dst[l / 4] and its high nibble in
+// dst[4 + l / 4], minus off; QBITS8, the same nibbles with more bits at
+// bits 4.. of each byte, component i of lo4 for the low nibbles of word i
+// and of hi4 for the high ones. (No parameter may be named x, y, z or w:
+// the swizzles would take it.)
+#define QNIB8(dst, src, off)                                                  \
+    dst[0] = nib_lo4m(src.x, off);                                            \
+    dst[1] = nib_lo4m(src.y, off);                                            \
+    dst[2] = nib_lo4m(src.z, off);                                            \
+    dst[3] = nib_lo4m(src.w, off);                                            \
+    dst[4] = nib_hi4m(src.x, off);                                            \
+    dst[5] = nib_hi4m(src.y, off);                                            \
+    dst[6] = nib_hi4m(src.z, off);                                            \
+    dst[7] = nib_hi4m(src.w, off)
+#define QBITS8(dst, src, lo4, hi4, off)                                       \
+    dst[0] = bytes4m((src.x & 0x0f0f0f0fu) | lo4.x, off);                     \
+    dst[1] = bytes4m((src.y & 0x0f0f0f0fu) | lo4.y, off);                     \
+    dst[2] = bytes4m((src.z & 0x0f0f0f0fu) | lo4.z, off);                     \
+    dst[3] = bytes4m((src.w & 0x0f0f0f0fu) | lo4.w, off);                     \
+    dst[4] = bytes4m(((src.x >> 4u) & 0x0f0f0f0fu) | hi4.x, off);             \
+    dst[5] = bytes4m(((src.y >> 4u) & 0x0f0f0f0fu) | hi4.y, off);             \
+    dst[6] = bytes4m(((src.z >> 4u) & 0x0f0f0f0fu) | hi4.z, off);             \
+    dst[7] = bytes4m(((src.w >> 4u) & 0x0f0f0f0fu) | hi4.w, off)
 // The four signed bytes of w (bias 128 by flipping the sign bits).
 vec4 sbytes4(uint w) {
     return bytes4m(w ^ 0x80808080u, 128.0);

@@ -13,14 +13,7 @@ uvec2 unit_x(uint u) {
 void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     uvec4 w = QW4((b.f0 >> 2u) + b.i);
     float d = qhalf(b.f1, b.i);
-    q[0] = nib_lo4m(w.x, 8.0);
-    q[1] = nib_lo4m(w.y, 8.0);
-    q[2] = nib_lo4m(w.z, 8.0);
-    q[3] = nib_lo4m(w.w, 8.0);
-    q[4] = nib_hi4m(w.x, 8.0);
-    q[5] = nib_hi4m(w.y, 8.0);
-    q[6] = nib_hi4m(w.z, 8.0);
-    q[7] = nib_hi4m(w.w, 8.0);
+    QNIB8(q, w, 8.0);
     ab = vec4(d, 0.0, d, 0.0);
 }
 // The unit split in two for the GEMV (unit_raw: its words, loaded; unit_dec:
@@ -35,13 +28,6 @@ void unit_raw(qblock b, uint u, out uvec4 r[4]) {
 void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     vec2 dd = unpackHalf2x16(qw_pick(r[1], b.f1 + (b.i >> 1u)));
     float d = (b.i & 1u) == 0u ? dd.x : dd.y;
-    q[0] = nib_lo4m(r[0].x, 8.0);
-    q[1] = nib_lo4m(r[0].y, 8.0);
-    q[2] = nib_lo4m(r[0].z, 8.0);
-    q[3] = nib_lo4m(r[0].w, 8.0);
-    q[4] = nib_hi4m(r[0].x, 8.0);
-    q[5] = nib_hi4m(r[0].y, 8.0);
-    q[6] = nib_hi4m(r[0].z, 8.0);
-    q[7] = nib_hi4m(r[0].w, 8.0);
+    QNIB8(q, r[0], 8.0);
     ab = vec4(d, 0.0, d, 0.0);
 }

@@ -13,14 +13,7 @@ uvec2 unit_x(uint u) {
 void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     uvec4 w = QW4((b.f0 >> 2u) + b.i);
     vec2 dm = unpackHalf2x16(QW(b.f1 + b.i));
-    q[0] = nib_lo4m(w.x, 0.0);
-    q[1] = nib_lo4m(w.y, 0.0);
-    q[2] = nib_lo4m(w.z, 0.0);
-    q[3] = nib_lo4m(w.w, 0.0);
-    q[4] = nib_hi4m(w.x, 0.0);
-    q[5] = nib_hi4m(w.y, 0.0);
-    q[6] = nib_hi4m(w.z, 0.0);
-    q[7] = nib_hi4m(w.w, 0.0);
+    QNIB8(q, w, 0.0);
     ab = vec4(dm.x, dm.y, dm.x, dm.y);
 }
 // The unit split in two (see common.glsl): the quants' uvec4, then the
@@ -33,13 +26,6 @@ void unit_raw(qblock b, uint u, out uvec4 r[4]) {
 }
 void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     vec2 dm = unpackHalf2x16(qw_pick(r[1], b.f1 + b.i));
-    q[0] = nib_lo4m(r[0].x, 0.0);
-    q[1] = nib_lo4m(r[0].y, 0.0);
-    q[2] = nib_lo4m(r[0].z, 0.0);
-    q[3] = nib_lo4m(r[0].w, 0.0);
-    q[4] = nib_hi4m(r[0].x, 0.0);
-    q[5] = nib_hi4m(r[0].y, 0.0);
-    q[6] = nib_hi4m(r[0].z, 0.0);
-    q[7] = nib_hi4m(r[0].w, 0.0);
+    QNIB8(q, r[0], 0.0);
     ab = vec4(dm.x, dm.y, dm.x, dm.y);
 }

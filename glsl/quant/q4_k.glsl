@@ -25,14 +25,7 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     uvec4 w = QW4((b.f0 >> 2u) + 1u + u);
     vec2 dm = unpackHalf2x16(h.x);
     vec4 sm = scale_min_k4_pair(h, c);
-    q[0] = nib_lo4m(w.x, 0.0);
-    q[1] = nib_lo4m(w.y, 0.0);
-    q[2] = nib_lo4m(w.z, 0.0);
-    q[3] = nib_lo4m(w.w, 0.0);
-    q[4] = nib_hi4m(w.x, 0.0);
-    q[5] = nib_hi4m(w.y, 0.0);
-    q[6] = nib_hi4m(w.z, 0.0);
-    q[7] = nib_hi4m(w.w, 0.0);
+    QNIB8(q, w, 0.0);
     ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
 }
 // The unit split in two for the GEMV (see common.glsl): the block's head
@@ -47,13 +40,6 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     vec2 dm = unpackHalf2x16(r[0].x);
     vec4 sm = scale_min_k4_pair(r[0], u >> 1);
     uvec4 w = r[1];
-    q[0] = nib_lo4m(w.x, 0.0);
-    q[1] = nib_lo4m(w.y, 0.0);
-    q[2] = nib_lo4m(w.z, 0.0);
-    q[3] = nib_lo4m(w.w, 0.0);
-    q[4] = nib_hi4m(w.x, 0.0);
-    q[5] = nib_hi4m(w.y, 0.0);
-    q[6] = nib_hi4m(w.z, 0.0);
-    q[7] = nib_hi4m(w.w, 0.0);
+    QNIB8(q, w, 0.0);
     ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
 }

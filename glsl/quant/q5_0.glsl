@@ -17,14 +17,9 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     uint h = QW(b.f1 + b.i);
     float d = qhalf(b.f2, b.i);
     // five bits per byte: the nibble and the fifth bit at bit 4
-    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | qh_spread(h, 0u), 16.0);
-    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | qh_spread(h, 1u), 16.0);
-    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | qh_spread(h, 2u), 16.0);
-    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | qh_spread(h, 3u), 16.0);
-    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 4u), 16.0);
-    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 5u), 16.0);
-    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 6u), 16.0);
-    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 7u), 16.0);
+    uvec4 lo = uvec4(qh_spread(h, 0u), qh_spread(h, 1u), qh_spread(h, 2u), qh_spread(h, 3u));
+    uvec4 hi = uvec4(qh_spread(h, 4u), qh_spread(h, 5u), qh_spread(h, 6u), qh_spread(h, 7u));
+    QBITS8(q, w, lo, hi, 16.0);
     ab = vec4(d, 0.0, d, 0.0);
 }
 // The unit split in two (see common.glsl): the quants' uvec4, the uvec4
@@ -40,13 +35,8 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     uint h = qw_pick(r[1], b.f1 + b.i);
     vec2 dd = unpackHalf2x16(qw_pick(r[2], b.f2 + (b.i >> 1u)));
     float d = (b.i & 1u) == 0u ? dd.x : dd.y;
-    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | qh_spread(h, 0u), 16.0);
-    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | qh_spread(h, 1u), 16.0);
-    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | qh_spread(h, 2u), 16.0);
-    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | qh_spread(h, 3u), 16.0);
-    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 4u), 16.0);
-    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 5u), 16.0);
-    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 6u), 16.0);
-    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 7u), 16.0);
+    uvec4 lo = uvec4(qh_spread(h, 0u), qh_spread(h, 1u), qh_spread(h, 2u), qh_spread(h, 3u));
+    uvec4 hi = uvec4(qh_spread(h, 4u), qh_spread(h, 5u), qh_spread(h, 6u), qh_spread(h, 7u));
+    QBITS8(q, w, lo, hi, 16.0);
     ab = vec4(d, 0.0, d, 0.0);
 }

@@ -16,14 +16,9 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     uvec4 w = QW4((b.f0 >> 2u) + b.i);
     uint h = QW(b.f1 + b.i);
     vec2 dm = unpackHalf2x16(QW(b.f2 + b.i));
-    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | qh_spread(h, 0u), 0.0);
-    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | qh_spread(h, 1u), 0.0);
-    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | qh_spread(h, 2u), 0.0);
-    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | qh_spread(h, 3u), 0.0);
-    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 4u), 0.0);
-    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 5u), 0.0);
-    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 6u), 0.0);
-    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 7u), 0.0);
+    uvec4 lo = uvec4(qh_spread(h, 0u), qh_spread(h, 1u), qh_spread(h, 2u), qh_spread(h, 3u));
+    uvec4 hi = uvec4(qh_spread(h, 4u), qh_spread(h, 5u), qh_spread(h, 6u), qh_spread(h, 7u));
+    QBITS8(q, w, lo, hi, 0.0);
     ab = vec4(dm.x, dm.y, dm.x, dm.y);
 }
 // The unit split in two (see common.glsl): the quants' uvec4, the uvec4
@@ -38,13 +33,8 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     uvec4 w = r[0];
     uint h = qw_pick(r[1], b.f1 + b.i);
     vec2 dm = unpackHalf2x16(qw_pick(r[2], b.f2 + b.i));
-    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | qh_spread(h, 0u), 0.0);
-    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | qh_spread(h, 1u), 0.0);
-    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | qh_spread(h, 2u), 0.0);
-    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | qh_spread(h, 3u), 0.0);
-    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 4u), 0.0);
-    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 5u), 0.0);
-    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 6u), 0.0);
-    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | qh_spread(h, 7u), 0.0);
+    uvec4 lo = uvec4(qh_spread(h, 0u), qh_spread(h, 1u), qh_spread(h, 2u), qh_spread(h, 3u));
+    uvec4 hi = uvec4(qh_spread(h, 4u), qh_spread(h, 5u), qh_spread(h, 6u), qh_spread(h, 7u));
+    QBITS8(q, w, lo, hi, 0.0);
     ab = vec4(dm.x, dm.y, dm.x, dm.y);
 }

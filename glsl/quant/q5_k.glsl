@@ -28,14 +28,8 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     vec4 sm = scale_min_k4_pair(h, c);
     // the fifth bits of sub-block 2c at bit 4 of each byte, of 2c + 1 at bit 5
     uvec4 hb = (qh >> (2u * c)) << 4u;
-    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | (hb.x & 0x10101010u), 0.0);
-    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | (hb.y & 0x10101010u), 0.0);
-    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | (hb.z & 0x10101010u), 0.0);
-    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | (hb.w & 0x10101010u), 0.0);
-    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | ((hb.x >> 1u) & 0x10101010u), 0.0);
-    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | ((hb.y >> 1u) & 0x10101010u), 0.0);
-    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | ((hb.z >> 1u) & 0x10101010u), 0.0);
-    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | ((hb.w >> 1u) & 0x10101010u), 0.0);
+    uvec4 lo = hb & 0x10101010u, hi = (hb >> 1u) & 0x10101010u;
+    QBITS8(q, w, lo, hi, 0.0);
     ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
 }
 // The unit split in two (see common.glsl): the block's head (d, dmin,
@@ -52,13 +46,7 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     vec2 dm = unpackHalf2x16(r[0].x);
     vec4 sm = scale_min_k4_pair(r[0], c);
     uvec4 hb = (r[1] >> (2u * c)) << 4u;
-    q[0] = bytes4m((w.x & 0x0f0f0f0fu) | (hb.x & 0x10101010u), 0.0);
-    q[1] = bytes4m((w.y & 0x0f0f0f0fu) | (hb.y & 0x10101010u), 0.0);
-    q[2] = bytes4m((w.z & 0x0f0f0f0fu) | (hb.z & 0x10101010u), 0.0);
-    q[3] = bytes4m((w.w & 0x0f0f0f0fu) | (hb.w & 0x10101010u), 0.0);
-    q[4] = bytes4m(((w.x >> 4u) & 0x0f0f0f0fu) | ((hb.x >> 1u) & 0x10101010u), 0.0);
-    q[5] = bytes4m(((w.y >> 4u) & 0x0f0f0f0fu) | ((hb.y >> 1u) & 0x10101010u), 0.0);
-    q[6] = bytes4m(((w.z >> 4u) & 0x0f0f0f0fu) | ((hb.z >> 1u) & 0x10101010u), 0.0);
-    q[7] = bytes4m(((w.w >> 4u) & 0x0f0f0f0fu) | ((hb.w >> 1u) & 0x10101010u), 0.0);
+    uvec4 lo = hb & 0x10101010u, hi = (hb >> 1u) & 0x10101010u;
+    QBITS8(q, w, lo, hi, 0.0);
     ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
 }

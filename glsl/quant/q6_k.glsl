@@ -35,14 +35,7 @@ void unit(qblock b, uint u, out vec4 q[8], out vec4 ab) {
     // six bits per byte: the nibble and the two top bits at bits 4, 5
     uvec4 lo = (qh << (4u - 2u * r1)) & 0x30303030u;
     uvec4 hi = (qh >> (2u * r1)) & 0x30303030u;
-    q[0] = bytes4m((ql.x & 0x0f0f0f0fu) | lo.x, 32.0);
-    q[1] = bytes4m((ql.y & 0x0f0f0f0fu) | lo.y, 32.0);
-    q[2] = bytes4m((ql.z & 0x0f0f0f0fu) | lo.z, 32.0);
-    q[3] = bytes4m((ql.w & 0x0f0f0f0fu) | lo.w, 32.0);
-    q[4] = bytes4m(((ql.x >> 4u) & 0x0f0f0f0fu) | hi.x, 32.0);
-    q[5] = bytes4m(((ql.y >> 4u) & 0x0f0f0f0fu) | hi.y, 32.0);
-    q[6] = bytes4m(((ql.z >> 4u) & 0x0f0f0f0fu) | hi.z, 32.0);
-    q[7] = bytes4m(((ql.w >> 4u) & 0x0f0f0f0fu) | hi.w, 32.0);
+    QBITS8(q, ql, lo, hi, 32.0);
     ab = vec4(d * sc0, 0.0, d * sc1, 0.0);
 }
 // The unit split in two for the GEMV (see common.glsl): ql, qh, the
@@ -67,13 +60,6 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     float sc1 = float(int(s1 << (24u - 8u * (si & 3u))) >> 24);
     uvec4 lo = (qh << (4u - 2u * r1)) & 0x30303030u;
     uvec4 hi = (qh >> (2u * r1)) & 0x30303030u;
-    q[0] = bytes4m((ql.x & 0x0f0f0f0fu) | lo.x, 32.0);
-    q[1] = bytes4m((ql.y & 0x0f0f0f0fu) | lo.y, 32.0);
-    q[2] = bytes4m((ql.z & 0x0f0f0f0fu) | lo.z, 32.0);
-    q[3] = bytes4m((ql.w & 0x0f0f0f0fu) | lo.w, 32.0);
-    q[4] = bytes4m(((ql.x >> 4u) & 0x0f0f0f0fu) | hi.x, 32.0);
-    q[5] = bytes4m(((ql.y >> 4u) & 0x0f0f0f0fu) | hi.y, 32.0);
-    q[6] = bytes4m(((ql.z >> 4u) & 0x0f0f0f0fu) | hi.z, 32.0);
-    q[7] = bytes4m(((ql.w >> 4u) & 0x0f0f0f0fu) | hi.w, 32.0);
+    QBITS8(q, ql, lo, hi, 32.0);
     ab = vec4(d * sc0, 0.0, d * sc1, 0.0);
 }
