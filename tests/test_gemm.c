@@ -62,6 +62,8 @@ static const char *const tiles[] = {
     "bn=128,bm=64,tn=8,tm=4",  /* at most 64 columns */
     "bn=64,bm=64,tn=8,tm=4",   /* the portable 128 invocations, 16 KiB */
     "bn=64,bm=32,tn=4,tm=4",   "bn=32,bm=32,tn=4,tm=4", "bn=64,bm=64,tn=8,tm=8", /* llvmpipe's */
+    "bn=64,bm=64,tn=8,tm=4,pad=1", /* padded rows instead of the swizzle */
+    "bn=64,bm=64,tn=8,tm=4,half=0", /* plain weights' whole units */
 };
 
 /* A fresh context whose GEMMs take the tile (and split slots) of knob
@@ -202,7 +204,9 @@ Test(gemm, written_out_steps)
 
 /* Every tile shape, each on a fresh context with split K forced: the
  * plain and most used block types, rows and columns no multiple of any
- * tile, K of 16 units and more (two parts) and of 2 (one part). */
+ * tile, K of 16 units and more (two parts) and of 2 (one part); the plain
+ * types also with K of whole units (their fast units, read by halves
+ * where two invocations stage a row). */
 Test(gemm, every_tile_shape)
 {
     static const glesc_dtype types[] = {GLESC_DTYPE_F16, GLESC_DTYPE_Q4_K, GLESC_DTYPE_F32,
@@ -223,6 +227,8 @@ Test(gemm, every_tile_shape)
         for (size_t i = 0; i < nt; i++) {
             product(c, types[i], k_of(types[i], 16), 2 * bn + 3, bm + 5, want);
             product(c, types[i], k_of(types[i], 2), 5, 9, want); /* one partial tile */
+            if (quant_gpu_block_elems(types[i]) < 32) /* plain rows of whole units */
+                product(c, types[i], 32 * 16, 2 * bn + 3, bm + 5, want);
         }
         glesc_context_destroy(c);
     }
@@ -394,6 +400,16 @@ static glesc_tensor *norm_gate_up(glesc_graph *g, glesc_tensor **x, int *n)
     return glesc_mul(g, glesc_silu(g, glesc_matmul(g, wg, h)), glesc_matmul(g, wu, h));
 }
 
+/* silu(Wg·x)·(Wu·x) of f16 weights: the pair of plain weights (read by
+ * half units where two invocations stage a row) */
+static glesc_tensor *gate_up_f16(glesc_graph *g, glesc_tensor **x, int *n)
+{
+    glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){256, mm_m}, 18, -1, 1);
+    glesc_tensor *wg = qweight(g, GLESC_DTYPE_F16, 2, (int64_t[]){256, 90}, 19);
+    glesc_tensor *wu = qweight(g, GLESC_DTYPE_F16, 2, (int64_t[]){256, 90}, 20);
+    return glesc_mul(g, glesc_silu(g, glesc_matmul(g, wg, a)), glesc_matmul(g, wu, a));
+}
+
 /* q, k, v of rms_norm(x)·w: a grouped matmul of mixed types, row counts and
  * epilogues (Q4_K_M's mix: q6_k v) */
 static glesc_tensor *norm_qkv(glesc_graph *g, glesc_tensor **x, int *n)
@@ -451,6 +467,7 @@ static void fused_cases(glesc_context *c)
         mm_m = ms[i];
         fused_case(c, "res + gelu(W x + b)", bias_gelu_res);
         fused_case(c, "silu(Wg h) (Wu h), h = rms_norm(x + r) w", norm_gate_up);
+        fused_case(c, "silu(Wg x) (Wu x), f16", gate_up_f16);
         fused_case(c, "q, k, v of rms_norm(x) w", norm_qkv);
         fused_case(c, "batched W", batched);
     }
@@ -459,6 +476,17 @@ static void fused_cases(glesc_context *c)
 Test(gemm, fused_prologue_and_epilogues)
 {
     fused_cases(ctx);
+}
+
+/* The same on a tile whose rows two invocations stage (the GPUs' shapes:
+ * plain weights by half units, the pair's and the group's too) with the
+ * padded rows, split forced. */
+Test(gemm, fused_two_stagers_a_row)
+{
+    glesc_context *c = context_with("bn=64,bm=64,tn=8,tm=4,pad=1,slots=1000000", NULL);
+    fused_cases(c);
+    glesc_context_destroy(c);
+    unsetenv("GLESC_GEMM");
 }
 
 Test(gemm, fused_with_split_k)

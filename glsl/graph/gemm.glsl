@@ -12,8 +12,9 @@
 //             (every weight's rows are whole units: K a multiple of 32,
 //             no k of a step past it), GEMM_KQ_LOOP
 //             (a step's arithmetic and x's fetch as loops, not written out:
-//             gemm_loop.glsl's GEMM_STEP and GEMM_FETCH_X),
-//             GEMM_COLS_FIRST (consecutive invocations store consecutive
+//             gemm_loop.glsl's GEMM_STEP and GEMM_FETCH_X), GEMM_PAD
+//             (staged rows padded to 9 vec4 instead of swizzled, see
+//             below), GEMM_COLS_FIRST (consecutive invocations store consecutive
 //             columns, not rows: a result whose columns run fastest in
 //             memory, the convolution's pixels), TNV, TMV and XQV (TN,
 //             TM and XQ4 as plain numbers, for #if)
@@ -23,13 +24,14 @@
 //             s<j>_base, s<j>_count, s<j>_g0 (its first block of rows)
 //             GEMM_ROUNDS (the results leave in that many rounds, see
 //             gemm_main)
-//   shared    vec4 gs[8 * (BN + BM)]: the step's weights (WS) and x (XS),
-//             then the results on their way out
+//   shared    vec4 gs[RSTR * (BN + BM)]: the step's weights (WS) and x
+//             (XS), then the results on their way out
 //   after it  a copy of glsl/graph/gemm_loop.glsl per matmul (gemm_loop_j),
 //             and the hooks generated from the graph: gemm_wunit_j (unit u
 //             of a row of matmul j's weight: the loader's 32 quants and
 //             their scales, see glsl/quant/common.glsl; gemm_wunit_p the
-//             pair's), gemm_x (the activation with its fused prologue; adds a
+//             pair's; gemm_whalf_j and gemm_whalf_p, half h of a plain
+//             weight's unit, see gemm_loop.glsl), gemm_x (the activation with its fused prologue; adds a
 //             folded norm's squares into sq), gemm_store (matmul sel's
 //             store with its epilogue: bias, activation, residual, the
 //             pair's gating), gemm_norm_scale (the folded norm's scale of a
@@ -39,11 +41,15 @@
 // two runs of 16 may lie apart in the row, e.g. q4_k's) per step. The step's
 // weights are decoded straight into shared memory as floats and its x is
 // staged beside them, both as vec4 of four consecutive elements of a row
-// (or column): WS(SWZ(r, q)) holds elements 4q .. 4q+3 of staged row r. The
-// vec4 index is swizzled (q ^ (r & 7)), so the eight invocations of a
-// quarter warp that read eight consecutive rows hit eight different groups
-// of banks, and the ones that store consecutive rows do too: no bank
-// conflicts, no padding. Each invocation then takes rows tx + NX*i and
+// (or column): WS(SWZ(r, q)) holds elements 4q .. 4q+3 of staged row r. A
+// row takes RSTR vec4: with GEMM_PAD 9 (its 8 and one of padding), else 8
+// with the vec4 index swizzled (q ^ (r & 7)); either way the eight
+// invocations of a quarter warp that read eight consecutive rows hit eight
+// different groups of banks, and the ones that store consecutive rows do
+// too: no bank conflicts. The padding takes 1/8 more shared memory (gemm.c
+// uses it where that fits) and saves the swizzle's integer operations
+// before each group of loads (H200, 4096x4096x512: f16 49.7% -> 52.1% of
+// the FMA peak). Each invocation then takes rows tx + NX*i and
 // columns ty + NY*j: per four k, TN + TM vec4 loads from shared memory feed
 // 4*TN*TM multiply-adds. While a step is multiplied, the next unit's
 // weights (decoded) and x are already loaded into registers: one staging
@@ -73,9 +79,15 @@ float gemm_norm_scale(float sq);
 #define WQ4 (8u / WPART)     // vec4 of weights each stages per step
 #define XPART (WG_SIZE / BM) // invocations staging a column of x
 #define XQ4 (8u / XPART)     // vec4 of x each stages per step
+#ifdef GEMM_PAD
+#define RSTR 9u // vec4 a staged row takes: its 8 and one of padding
+#define SWZ(r, q) ((r) * 9u + (q))
+#else
+#define RSTR 8u
 #define SWZ(r, q) ((r) * 8u + ((q) ^ ((r) & 7u)))
+#endif
 #define WS(i) gs[i]
-#define XS(i) gs[8u * BN + (i)]
+#define XS(i) gs[RSTR * BN + (i)]
 #define SCRATCH_COUNTERS 1024u
 // A folded norm's squares: an invocation sums them per x slot it stages
 // (gemm_loop.glsl's GEMM_FETCH_X); gathered in shared memory (slot s of
@@ -161,7 +173,7 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
 // five integer operations before each shared-memory load when the swizzle
 // was computed per row, and two additions of constants for each x when its
 // offset in gs was added after the column's).
-#define GEMM_KQ_W(i, a) w[i] = WS(wb + 8u * NX * i);
+#define GEMM_KQ_W(i, a) w[i] = WS(wb + RSTR * NX * i);
 #define GEMM_KQ_FMA(i, j)                                                      \
     {                                                                          \
         float s = acc[i * TM + j];                                             \
@@ -173,13 +185,13 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
     }
 #define GEMM_KQ_X(j, a)                                                        \
     {                                                                          \
-        vec4 x = gs[xb + 8u * NY * j];                                         \
+        vec4 x = gs[xb + RSTR * NY * j];                                       \
         GEMM_EACH_I2(GEMM_KQ_FMA, j)                                           \
     }
 #define GEMM_KQ(q)                                                             \
     {                                                                          \
         uint kq = (q);                                                         \
-        uint wb = SWZ(tx, kq), xb = 8u * BN + SWZ(ty, kq);                     \
+        uint wb = SWZ(tx, kq), xb = RSTR * BN + SWZ(ty, kq);                   \
         vec4 w[TN];                                                            \
         GEMM_EACH_I1(GEMM_KQ_W, 0u)                                            \
         GEMM_EACH_J1(GEMM_KQ_X, 0u)                                            \

@@ -80,6 +80,19 @@ void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ
 #endif
 }
 
+// Plain weights (f32, f16, bf16) staged by two invocations a row (gemm.c
+// defines GEMM_WHALF, the hook gemm_whalf_j, only then): each reads and
+// converts only its half of the unit's words, straight into pw (no
+// scales), not the whole unit to keep half of it (the block types' halves
+// share their words: q4_0's two runs are a byte's two nibbles).
+#ifdef GEMM_WHALF
+#define GEMM_HALF_UNIT 1
+void GEMM_WHALF(uint nl, uint b2, uint b3, uint u, uint h, out vec4 q[4]);
+#ifdef GEMM_WHALF2
+void GEMM_WHALF2(uint nl, uint b2, uint b3, uint u, uint h, out vec4 q[4]);
+#endif
+#endif
+
 // Weights of a step: the invocation's part of its row's unit (q, ab: the
 // loader's 32 quants and their runs' scales), as floats.
 void GEMM_PART_W(vec4 q[8], vec4 ab, out vec4 pw[WQ4]) {
@@ -135,16 +148,39 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
 // gate's or the up's (second: the tile's second half of rows), through a
 // branch (the same for whole warps where BNR is a multiple of their size:
 // 64 on the GPU tiles), so each invocation reads and decodes one weight,
-// not both and a select (3% of the H200's pp512).
+// not both and a select (3% of the H200's pp512). GEMM_WROW(u) leaves the
+// step's weights in pw: whole units decoded (GEMM_PART_W) or halves read
+// (GEMM_HALF_UNIT).
+#ifdef GEMM_HALF_UNIT
+#define GEMM_WU(F, u) F(nl, b2, b3, u, lid / BN, pw);
+#else
+#define GEMM_WU(F, u)                                                          \
+    {                                                                          \
+        uvec4 at = GEMM_WAT(u);                                                \
+        F(nl, b2, b3, at, u, q, ab);                                           \
+        GEMM_PART_W(q, ab, pw);                                                \
+    }
+#endif
 #ifdef PAIR
-#define GEMM_WROW(nl, b2, b3, at, u, q, ab)                                    \
+#ifdef GEMM_HALF_UNIT
+#define GEMM_WROW(u)                                                           \
     if (second) {                                                              \
-        GEMM_WUNIT2(nl, b2, b3, at, u, q, ab);                                 \
+        GEMM_WU(GEMM_WHALF2, u)                                                \
     } else {                                                                   \
-        GEMM_WUNIT(nl, b2, b3, at, u, q, ab);                                  \
+        GEMM_WU(GEMM_WHALF, u)                                                 \
     }
 #else
-#define GEMM_WROW(nl, b2, b3, at, u, q, ab) GEMM_WUNIT(nl, b2, b3, at, u, q, ab)
+#define GEMM_WROW(u)                                                           \
+    if (second) {                                                              \
+        GEMM_WU(GEMM_WUNIT2, u)                                                \
+    } else {                                                                   \
+        GEMM_WU(GEMM_WUNIT, u)                                                 \
+    }
+#endif
+#elif defined(GEMM_HALF_UNIT)
+#define GEMM_WROW(u) GEMM_WU(GEMM_WHALF, u)
+#else
+#define GEMM_WROW(u) GEMM_WU(GEMM_WUNIT, u)
 #endif
 
 // Units u0 .. u1-1 of the tile's rows nl0 .. (cnt: the member's rows; rows
@@ -164,12 +200,8 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
     vec4 px[XQ4];
     vec4 q[8];
     vec4 ab;
-    {
-        uvec4 at = GEMM_WAT(u0);
-        GEMM_WROW(nl, b2, b3, at, u0, q, ab);
-        GEMM_PART_W(q, ab, pw);
-        GEMM_FETCH_X(GEMM_UX(u0), true, m0, b2, b3, px, sq);
-    }
+    GEMM_WROW(u0)
+    GEMM_FETCH_X(GEMM_UX(u0), true, m0, b2, b3, px, sq);
     for (uint u = u0; u < u1; u++) {
         memoryBarrierShared();
         barrier(); // every invocation is done with the last step
@@ -179,9 +211,7 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
         // the next step (past the last: the last one again, not staged)
         bool live = u + 1u < u1;
         uint un = min(u + 1u, u1 - 1u);
-        uvec4 at = GEMM_WAT(un);
-        GEMM_WROW(nl, b2, b3, at, un, q, ab);
-        GEMM_PART_W(q, ab, pw);
+        GEMM_WROW(un)
         GEMM_FETCH_X(GEMM_UX(un), live, m0, b2, b3, px, sq);
         GEMM_STEP(tx, ty, acc);
     }

@@ -7,11 +7,24 @@ vec4 dq4(qblock b, uint j) {
     uint w0 = QW(b.f0), w1 = QW(b.f0 + 1u);
     return uintBitsToFloat(uvec4(w0 << 16, w0 & 0xffff0000u, w1 << 16, w1 & 0xffff0000u));
 }
+// The eight elements of a uvec4 of words into q[o], q[o + 1].
+#define BF16_Q2(q, o, src)                                                     \
+    q[o] = uintBitsToFloat(                                                    \
+        uvec4(src.x << 16, src.x & 0xffff0000u, src.y << 16, src.y & 0xffff0000u)); \
+    q[o + 1u] = uintBitsToFloat(                                               \
+        uvec4(src.z << 16, src.z & 0xffff0000u, src.w << 16, src.w & 0xffff0000u));
 void punit(uint w4, out vec4 q[8]) {
     for (uint i = 0u; i < 4u; i++) {
-        uvec4 w = QW4(w4 + i);
-        q[2u * i] = uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
-        q[2u * i + 1u] = uintBitsToFloat(uvec4(w.z << 16, w.z & 0xffff0000u, w.w << 16, w.w & 0xffff0000u));
+        uvec4 v = QW4(w4 + i);
+        BF16_Q2(q, 2u * i, v)
+    }
+}
+// phalf: a half unit (16 elements, from the uvec4 at w4) into q[0..3], for
+// a GEMM invocation that stages only half of a row's unit.
+void phalf(uint w4, out vec4 q[4]) {
+    for (uint i = 0u; i < 2u; i++) {
+        uvec4 v = QW4(w4 + i);
+        BF16_Q2(q, 2u * i, v)
     }
 }
 // punit split in two for the GEMV (see common.glsl): praw loads the four
@@ -23,8 +36,6 @@ void praw(uint w4, out uvec4 r[4]) {
 }
 void pdec(uvec4 r[4], out vec4 q[8]) {
     for (uint i = 0u; i < 4u; i++) {
-        uvec4 w = r[i];
-        q[2u * i] = uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
-        q[2u * i + 1u] = uintBitsToFloat(uvec4(w.z << 16, w.z & 0xffff0000u, w.w << 16, w.w & 0xffff0000u));
+        BF16_Q2(q, 2u * i, r[i])
     }
 }

@@ -6,11 +6,22 @@
 vec4 dq4(qblock b, uint j) {
     return vec4(unpackHalf2x16(QW(b.f0)), unpackHalf2x16(QW(b.f0 + 1u)));
 }
+// The eight elements of a uvec4 of words into q[o], q[o + 1].
+#define F16_Q2(q, o, src)                                                      \
+    q[o] = vec4(unpackHalf2x16(src.x), unpackHalf2x16(src.y));                 \
+    q[o + 1u] = vec4(unpackHalf2x16(src.z), unpackHalf2x16(src.w));
 void punit(uint w4, out vec4 q[8]) {
     for (uint i = 0u; i < 4u; i++) {
-        uvec4 w = QW4(w4 + i);
-        q[2u * i] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-        q[2u * i + 1u] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+        uvec4 v = QW4(w4 + i);
+        F16_Q2(q, 2u * i, v)
+    }
+}
+// phalf: a half unit (16 elements, from the uvec4 at w4) into q[0..3], for
+// a GEMM invocation that stages only half of a row's unit.
+void phalf(uint w4, out vec4 q[4]) {
+    for (uint i = 0u; i < 2u; i++) {
+        uvec4 v = QW4(w4 + i);
+        F16_Q2(q, 2u * i, v)
     }
 }
 // punit split in two for the GEMV (see common.glsl): praw loads the four
@@ -22,7 +33,6 @@ void praw(uint w4, out uvec4 r[4]) {
 }
 void pdec(uvec4 r[4], out vec4 q[8]) {
     for (uint i = 0u; i < 4u; i++) {
-        q[2u * i] = vec4(unpackHalf2x16(r[i].x), unpackHalf2x16(r[i].y));
-        q[2u * i + 1u] = vec4(unpackHalf2x16(r[i].z), unpackHalf2x16(r[i].w));
+        F16_Q2(q, 2u * i, r[i])
     }
 }

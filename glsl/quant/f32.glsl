@@ -11,3 +11,10 @@ void punit(uint w4, out vec4 q[8]) {
         q[i] = uintBitsToFloat(QW4(w4 + i));
     }
 }
+// phalf: a half unit (16 elements, from the uvec4 at w4) into q[0..3], for
+// a GEMM invocation that stages only half of a row's unit.
+void phalf(uint w4, out vec4 q[4]) {
+    for (uint i = 0u; i < 4u; i++) {
+        q[i] = uintBitsToFloat(QW4(w4 + i));
+    }
+}

@@ -12,7 +12,8 @@
  * outputs per invocation, walking K one 32-element unit per step: the
  * unit's weights are decoded into shared memory as floats beside the same
  * elements of x (eight invocations reading a column's 32, coalesced), read
- * back as vec4 (swizzled: no bank conflicts), and the next step's loads are
+ * back as vec4 (rows padded, or swizzled where shared memory is short: no
+ * bank conflicts either way), and the next step's loads are
  * in flight while a step is multiplied (gemm.glsl says how); the
  * accumulators are only indexed by constants (loops written out by the
  * preprocessor), so they stay in registers. The shape comes from the caps
@@ -43,16 +44,24 @@
 
 /* The tile: staged weight rows (the pair's: both weights'), columns, and
  * per invocation; the workgroups the device runs at once (gemm_split);
- * loop: a step's eight groups of four k as a loop, not written out. */
+ * loop: a step's eight groups of four k as a loop, not written out; pad:
+ * staged rows of 9 vec4 (gemm.glsl's GEMM_PAD), not swizzled rows of 8;
+ * half: plain weights read by half units where two invocations stage a
+ * row. */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
     int loop;
+    int pad;
+    int half;
 } gemm_cfg;
 
 /* Workgroups of 256 invocations a large GPU runs at once: about one per
  * compute unit (the H200 has 132, an A100 108, an RTX 4090 128). A guess,
- * since GLES does not say; only the split of K depends on it. */
+ * since GLES does not say (NVIDIA's GL_NV_shader_thread_group, whose
+ * gl_SMCountNV would, is not in the H200's GLES); only the split of K
+ * depends on it (TinyLlama's pp512 on the H200: 12,050-12,180 t/s with
+ * 128, 12,200-12,280 with slots=132). */
 #define GEMM_SLOTS_GPU 128
 #define GEMM_SLOTS_CPU 1   /* llvmpipe: never split */
 #define GEMM_SPLIT_UNITS 8 /* units of 32 k each part of a split K takes at least */
@@ -84,22 +93,26 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
     int wg = (c->bn / c->tn) * (c->bm / c->tm);
     return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
            wg % c->bn == 0 && wg / c->bn <= 2 && wg % c->bm == 0 && 8 % (wg / c->bm) == 0 &&
-           out_rounds(c, dual) && 128 * (c->bn + c->bm) <= caps->max_compute_shared_memory;
+           out_rounds(c, dual) &&
+           (c->pad ? 144 : 128) * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0": a tuning aid overriding
- * the fields it names (read on every generation, like GLESC_GEMV). */
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,pad=1,half=1": a
+ * tuning aid overriding the fields it names (read on every generation, like
+ * GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
-    static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots", "loop"};
-    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop};
-    kernels_env_ints("GLESC_GEMM", keys, v, 6, INT_MIN);
+    static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots", "loop", "pad", "half"};
+    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop, c->pad, c->half};
+    kernels_env_ints("GLESC_GEMM", keys, v, 8, INT_MIN);
     c->bn = v[0];
     c->bm = v[1];
     c->tn = v[2];
     c->tm = v[3];
     c->slots = v[4];
     c->loop = v[5] != 0;
+    c->pad = v[6] != 0;
+    c->half = v[7] != 0;
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
@@ -114,15 +127,15 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
-        {128, 128, 8, 8, 0, 0}, /* 256 invocations, 32 KiB */
-        {64, 64, 8, 4, 0, 0},   /* the portable 128 invocations and 16 KiB */
-        {64, 32, 4, 4, 0, 0},   /* 128 invocations, 12 KiB */
-        {32, 32, 4, 4, 0, 0},   /* 64 invocations, 8 KiB */
+        {.bn = 128, .bm = 128, .tn = 8, .tm = 8}, /* 256 invocations, 32 KiB */
+        {.bn = 64, .bm = 64, .tn = 8, .tm = 4},   /* the portable 128 invocations and 16 KiB */
+        {.bn = 64, .bm = 32, .tn = 4, .tm = 4},   /* 128 invocations, 12 KiB */
+        {.bn = 32, .bm = 32, .tn = 4, .tm = 4},   /* 64 invocations, 8 KiB */
     };
-    static const gemm_cfg gpu_narrow[] = {{128, 64, 8, 4, 0, 0}};
+    static const gemm_cfg gpu_narrow[] = {{.bn = 128, .bm = 64, .tn = 8, .tm = 4}};
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
-    static const gemm_cfg cpu[] = {{64, 64, 8, 8, 0, 0}};
+    static const gemm_cfg cpu[] = {{.bn = 64, .bm = 64, .tn = 8, .tm = 8}};
     gemm_cfg c = {0};
     bool found = false;
     if (ctx->cpu_device)
@@ -140,6 +153,13 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
     c.slots = ctx->cpu_device ? GEMM_SLOTS_CPU : GEMM_SLOTS_GPU;
     /* LLVM (llvmpipe) takes seconds over the written-out step and x fetch */
     c.loop = ctx->cpu_device;
+    c.half = 1;
+    /* padded rows where they fit (not in the portable 16 KiB: the swizzle
+     * there). H200, 4096 x 4096 x 512, % of the FMA peak: f16 49.7 -> 52.1,
+     * q4_k 49.5 -> 50.5, q4_0 50.8 -> 50.9. llvmpipe: the swizzle (the demo
+     * model's pp64 500-660 t/s swizzled, 450-470 padded). */
+    c.pad = !ctx->cpu_device;
+    c.pad = c.pad && cfg_fits(&ctx->caps, &c, dual);
     gemm_env(&c);
     if (!cfg_fits(&ctx->caps, &c, dual))
         return kb_fail(b, GLESC_ERROR_INVALID_ARGUMENT,
@@ -203,15 +223,28 @@ static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
     return parts;
 }
 
+/* Do member j's weights (with the pair's) come by half units (plain
+ * types, kernels_wload_half)? */
+static bool member_half(const mm_ctx *mc, int j)
+{
+    if (mc->prov)
+        return false;
+    if (j)
+        return mc->sib[j - 1].units && kernels_wload_half(mc->sib[j - 1].w);
+    return mc->units && kernels_wload_half(mc->w) &&
+           (!mc->p || kernels_wload_half(mc->p->src[0]));
+}
+
 /* A copy of glsl/graph/gemm_loop.glsl per matmul of the kernel (member j
  * reads its weight through loader load_w or load_s<j>), its names defined
  * around it. */
-static void gemm_loop_copies(kb *b, const mm_ctx *mc)
+static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half)
 {
-    static const char *const names[] = {"GEMM_LOOP",   "GEMM_WAT",     "GEMM_UX",     "GEMM_WUNIT",
-                                        "GEMM_WUNIT2", "GEMM_FETCH_X", "GEMM_PART_W", "GEMM_STAGE",
-                                        "GEMM_STEP",   "GEMM_WROW",    "GEMM_FX_E",   "GEMM_FX_S",
-                                        "GEMM_FX_K",   "GEMM_FX_KMASK"};
+    static const char *const names[] = {
+        "GEMM_LOOP",   "GEMM_WAT",  "GEMM_UX",   "GEMM_WUNIT",     "GEMM_WUNIT2",
+        "GEMM_WHALF",  "GEMM_WHALF2", "GEMM_FETCH_X", "GEMM_PART_W", "GEMM_STAGE",
+        "GEMM_STEP",   "GEMM_WROW", "GEMM_FX_E", "GEMM_FX_S",      "GEMM_FX_K",
+        "GEMM_FX_KMASK", "GEMM_HALF_UNIT", "GEMM_WU"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
@@ -230,6 +263,11 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc)
                      j, fn, fn, j, j, j, j, j);
         if (j == 0 && mc->p)
             sbuf_append(&s, "#define GEMM_WUNIT2 gemm_wunit_p\n");
+        if (half && member_half(mc, j)) {
+            sbuf_appendf(&s, "#define GEMM_WHALF gemm_whalf_%d\n", j);
+            if (j == 0 && mc->p)
+                sbuf_append(&s, "#define GEMM_WHALF2 gemm_whalf_p\n");
+        }
         sbuf_append(&s, text);
         for (size_t i = 0; i < CORE_ARRAY_LEN(names); i++)
             sbuf_appendf(&s, "#undef %s\n", names[i]);
@@ -242,13 +280,26 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc)
     }
 }
 
+/* The first byte of local row nl of member j's weight (second: the
+ * pair's), a GLSL expression in e (a group is unbatched); returns e. */
+static const char *row_byte(int j, bool second, char e[80])
+{
+    if (second)
+        snprintf(e, 80, "w2_off + nl * w2_nb1 + (b2 / r2) * w2_nb2 + (b3 / r3) * w2_nb3");
+    else if (j == 0)
+        snprintf(e, 80, "w_off + nl * w_nb1 + (b2 / r2) * w_nb2 + (b3 / r3) * w_nb3");
+    else
+        snprintf(e, 80, "s%d_off + nl * s%d_nb1", j, j);
+    return e;
+}
+
 /* The hook reading unit u of local row nl of member j's weight (second: the
  * pair's): the row's first byte, then the loader's unit. */
 static void wunit_hook(kb *b, int j, bool second)
 {
     if (!b->k)
         return;
-    char sig[128], fn[16], id[16] = "p";
+    char sig[128], fn[16], id[16] = "p", rb[80];
     if (!second)
         snprintf(id, sizeof id, "%d", j);
     snprintf(sig, sizeof sig,
@@ -256,13 +307,25 @@ static void wunit_hook(kb *b, int j, bool second)
              "vec4 ab)",
              id);
     emit_kernel_function_begin(b->k, sig);
-    if (second)
-        kb_line(b, "uint rb = w2_off + nl * w2_nb1 + (b2 / r2) * w2_nb2 + (b3 / r3) * w2_nb3;");
-    else if (j == 0)
-        kb_line(b, "uint rb = w_off + nl * w_nb1 + (b2 / r2) * w_nb2 + (b3 / r3) * w_nb3;");
-    else
-        kb_line(b, "uint rb = s%d_off + nl * s%d_nb1; // a group is unbatched", j, j);
-    kb_line(b, "%s_wunit(rb, at, u, q, ab);", second ? "load_u" : kernels_mm_loader(j, fn));
+    kb_line(b, "%s_wunit(%s, at, u, q, ab);", second ? "load_u" : kernels_mm_loader(j, fn),
+            row_byte(j, second, rb));
+    emit_kernel_function_end(b->k);
+}
+
+/* The same for half h of the unit (member_half: plain weights), its 16
+ * elements into q[0..3]. */
+static void whalf_hook(kb *b, int j, bool second)
+{
+    if (!b->k)
+        return;
+    char sig[128], fn[16], id[16] = "p", rb[80];
+    if (!second)
+        snprintf(id, sizeof id, "%d", j);
+    snprintf(sig, sizeof sig,
+             "void gemm_whalf_%s(uint nl, uint b2, uint b3, uint u, uint h, out vec4 q[4])", id);
+    emit_kernel_function_begin(b->k, sig);
+    kb_line(b, "%s_whalf(%s, u, h, q);", second ? "load_u" : kernels_mm_loader(j, fn),
+            row_byte(j, second, rb));
     emit_kernel_function_end(b->k);
 }
 
@@ -299,6 +362,10 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     if (gemm_config(b, m <= KERNELS_GEMM_SMALL_M || mc->n_sib > 0, dual, &c) != GLESC_OK)
         return b->st;
     int nx = c.bn / c.tn, ny = c.bm / c.tm;
+    /* two invocations stage a weight row: each reads only its half of a
+     * plain weight's unit (the block types decode whole units; H200, f16
+     * 4096 x 4096 x 512: 47.8% -> 49.7% of the FMA peak) */
+    bool half = c.half && nx * ny / c.bn == 2;
     if (b->k) {
         emit_kernel_local_size(b->k, nx * ny, 1, 1);
         emit_kernel_snippet(b->k, "graph/eltwise");
@@ -315,11 +382,13 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_NORM", "1");
         if (c.loop)
             emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
+        if (c.pad)
+            emit_kernel_define(b->k, "GEMM_PAD", "1");
         emit_kernel_define(b->k, "TNV", "%d", c.tn);
         emit_kernel_define(b->k, "TMV", "%d", c.tm);
         emit_kernel_define(b->k, "XQV", "%d", 8 / (nx * ny / c.bm));
         emit_kernel_define(b->k, "GEMM_ROUNDS", "%du", out_rounds(&c, dual));
-        emit_kernel_shared(b->k, "vec4", "gs", 8 * (c.bn + c.bm));
+        emit_kernel_shared(b->k, "vec4", "gs", (c.pad ? 9 : 8) * (c.bn + c.bm));
         emit_kernel_comment(b->k,
                             "GEMM (glsl/graph/gemm.glsl): tiles of %d weight rows%s by %d "
                             "columns, %d x %d per invocation, K one 32-element unit a step, "
@@ -350,7 +419,7 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
         if (kfull)
             emit_kernel_define(b->k, "GEMM_KFULL", "1");
         emit_kernel_snippet(b->k, "graph/gemm");
-        gemm_loop_copies(b, mc);
+        gemm_loop_copies(b, mc, half);
     }
     /* the hooks gemm.glsl calls: x with its prologue (and a folded norm's
      * squares), the stores with their epilogues, the norm's scale, the
@@ -367,10 +436,15 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     if (b->k)
         emit_kernel_function_end(b->k);
     kernels_mm_norm_scale_hook(b, nrm, "gemm");
-    for (int j = 0; j <= mc->n_sib; j++)
+    for (int j = 0; j <= mc->n_sib; j++) {
         wunit_hook(b, j, false);
+        if (half && member_half(mc, j))
+            whalf_hook(b, j, false);
+    }
     if (dual)
         wunit_hook(b, 0, true);
+    if (dual && half && member_half(mc, 0))
+        whalf_hook(b, 0, true);
     kb_line(b, "gemm_main();");
     int64_t batches = gemm_batches(mc);
     mc->split = gemm_split;

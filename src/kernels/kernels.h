@@ -315,6 +315,9 @@ bool kernels_wload_units(const glesc_tensor *w);
 /* Do w's units also come split into loads and decode (NAME_wraw,
  * NAME_wdec: the GEMV's pipelined units)? Units whose snippet has unit_raw (praw). */
 bool kernels_wload_raw(const glesc_tensor *w);
+/* Do w's units also come by halves (NAME_whalf: the GEMM's invocations
+ * that stage half a row's unit)? The plain types' units (phalf). */
+bool kernels_wload_half(const glesc_tensor *w);
 /* Declares the loaders `what` (KERNELS_WLOAD_* bits) named fn of weight w
  * for binding buf in b (a uvec4 array with KERNELS_WLOAD_UVEC4, else
  * uint); fails (kb_fail) for a type quant_gpu_readable refuses, or

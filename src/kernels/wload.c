@@ -19,6 +19,11 @@
  *                       `void NAME_wdec(uvec4 r[4], uvec4 at, uint u, out
  *                       vec4 q[8], out vec4 ab)` decodes them (the
  *                       snippet's unit_raw / unit_dec, praw / pdec).
+ *                       Plain types (kernels_wload_half) also give half
+ *                       a unit, for a GEMM invocation that stages half a
+ *                       row's: `void NAME_whalf(uint row_byte, uint u,
+ *                       uint h, out vec4 q[4])`, elements 16h .. 16h+15
+ *                       of unit u (the snippet's phalf).
  *
  * f32, f16 and bf16 element loaders are written here. The ggml block types
  * are built on the glsl/quant/ snippets (the ones tests/test_quant_gpu.c
@@ -91,6 +96,12 @@ bool kernels_wload_raw(const glesc_tensor *w)
 {
     return kernels_wload_units(w) &&
            snippet_has(w->dtype, graph_dtype_quant(w->dtype) ? "\nvoid unit_raw(" : "\nvoid praw(");
+}
+
+bool kernels_wload_half(const glesc_tensor *w)
+{
+    return !graph_dtype_quant(w->dtype) && kernels_wload_units(w) &&
+           snippet_has(w->dtype, "\nvoid phalf(");
 }
 
 bool kernels_wload_units(const glesc_tensor *w)
@@ -250,6 +261,11 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                      "    punit((row_byte >> 4u) + %du * u, q);\n"
                      "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n",
                      fn, fn, fn, 2 * esize);
+        if (kernels_wload_half(w))
+            sbuf_appendf(o,
+                         "void %s_whalf(uint row_byte, uint u, uint h, out vec4 q[4]) {\n"
+                         "    phalf((row_byte >> 4u) + %du * u + %du * h, q);\n}\n",
+                         fn, 2 * esize, esize);
         if (kernels_wload_raw(w))
             sbuf_appendf(o,
                          "void %s_wraw(uint row_byte, uvec4 at, uint u, out uvec4 r[4]) {\n"
