@@ -15,7 +15,8 @@
 #   3. tg128 at a depth of 2048 tokens next to depth 0 (Q4_0),
 #   4. time to first token cold and warm (Q4_0),
 #   5. glesc-bench --gemm 512 (the FMA peak, 4096x4096 and TinyLlama's shapes),
-#   6. glesc-bench's GEMV table (every type, 4096x4096 and 11008x4096).
+#   6. glesc-bench's GEMV table (every type, 4096x4096 and 11008x4096),
+# after a warm-up run of the same models and GEMMs (not measured).
 # Exit status 1 when a tool failed or ran past its limit (PT_TIMEOUT).
 # --quick shrinks everything (a 4-layer 512-wide model, -p 64 -n 32 -r 2,
 # small GEMV/GEMM shapes) so the script itself can be tried on llvmpipe.
@@ -83,6 +84,15 @@ for t in Q4_0 Q4_K_M Q8_0 F16; do
     [ -f "$WORK/m-$t.gguf" ] || { echo "perf-targets: gguf-synth failed for $t" >&2; exit 1; }
     M+=(-m "$WORK/m-$t.gguf")
 done
+
+# The first process to run kernels the driver has not compiled before times
+# them badly (the H200: pp512 9,111 +- 4,573 t/s in such a run, 11,501 +- 447
+# in the next; GEMM rows at a fifth of their rate): run them once, unmeasured.
+section "warm-up (the same kernels, not measured)"
+run "$T/gguf-bench" "${M[@]}" -p "$P" -n 16 -r 1 --roofline-mib 0 > /dev/null
+run "$T/glesc-bench" --gemm "$GEMM_M" --types f16,q4_0,q4_k --shapes "$GEMM_SHAPES" --iters 2 \
+    > /dev/null
+echo "done"
 
 section "1. pp$P and tg$N, full path"
 run "$T/gguf-bench" "${M[@]}" -p "$P" -n "$N" -r "$R" --greedy --json-file "$OUTDIR/full.json"
