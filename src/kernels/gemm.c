@@ -294,38 +294,30 @@ static const char *row_byte(int j, bool second, char e[80])
 }
 
 /* The hook reading unit u of local row nl of member j's weight (second: the
- * pair's): the row's first byte, then the loader's unit. */
-static void wunit_hook(kb *b, int j, bool second)
+ * pair's): the row's first byte, then the loader's unit; half: only half h
+ * of the unit, its 16 elements into q[0..3] (member_half: plain weights). */
+static void wunit_hook(kb *b, int j, bool second, bool half)
 {
     if (!b->k)
         return;
     char sig[128], fn[16], id[16] = "p", rb[80];
     if (!second)
         snprintf(id, sizeof id, "%d", j);
-    snprintf(sig, sizeof sig,
-             "void gemm_wunit_%s(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], out "
-             "vec4 ab)",
-             id);
+    if (half)
+        snprintf(sig, sizeof sig,
+                 "void gemm_whalf_%s(uint nl, uint b2, uint b3, uint u, uint h, out vec4 q[4])",
+                 id);
+    else
+        snprintf(sig, sizeof sig,
+                 "void gemm_wunit_%s(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], "
+                 "out vec4 ab)",
+                 id);
     emit_kernel_function_begin(b->k, sig);
-    kb_line(b, "%s_wunit(%s, at, u, q, ab);", second ? "load_u" : kernels_mm_loader(j, fn),
-            row_byte(j, second, rb));
-    emit_kernel_function_end(b->k);
-}
-
-/* The same for half h of the unit (member_half: plain weights), its 16
- * elements into q[0..3]. */
-static void whalf_hook(kb *b, int j, bool second)
-{
-    if (!b->k)
-        return;
-    char sig[128], fn[16], id[16] = "p", rb[80];
-    if (!second)
-        snprintf(id, sizeof id, "%d", j);
-    snprintf(sig, sizeof sig,
-             "void gemm_whalf_%s(uint nl, uint b2, uint b3, uint u, uint h, out vec4 q[4])", id);
-    emit_kernel_function_begin(b->k, sig);
-    kb_line(b, "%s_whalf(%s, u, h, q);", second ? "load_u" : kernels_mm_loader(j, fn),
-            row_byte(j, second, rb));
+    const char *ld = second ? "load_u" : kernels_mm_loader(j, fn);
+    if (half)
+        kb_line(b, "%s_whalf(%s, u, h, q);", ld, row_byte(j, second, rb));
+    else
+        kb_line(b, "%s_wunit(%s, at, u, q, ab);", ld, row_byte(j, second, rb));
     emit_kernel_function_end(b->k);
 }
 
@@ -437,14 +429,14 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
         emit_kernel_function_end(b->k);
     kernels_mm_norm_scale_hook(b, nrm, "gemm");
     for (int j = 0; j <= mc->n_sib; j++) {
-        wunit_hook(b, j, false);
+        wunit_hook(b, j, false, false);
         if (half && member_half(mc, j))
-            whalf_hook(b, j, false);
+            wunit_hook(b, j, false, true);
     }
     if (dual)
-        wunit_hook(b, 0, true);
+        wunit_hook(b, 0, true, false);
     if (dual && half && member_half(mc, 0))
-        whalf_hook(b, 0, true);
+        wunit_hook(b, 0, true, true);
     kb_line(b, "gemm_main();");
     int64_t batches = gemm_batches(mc);
     mc->split = gemm_split;
