@@ -58,11 +58,13 @@ static const glesc_dtype all_types[] = {
 /* The tile shapes of gemm_config's lists (llvmpipe's own is the default
  * there; on a GPU the default is the first). */
 static const char *const tiles[] = {
-    "bn=128,bm=128,tn=8,tm=8", /* 256 invocations, 32 KiB */
-    "bn=128,bm=64,tn=8,tm=4",  /* at most 64 columns */
-    "bn=64,bm=64,tn=8,tm=4",   /* the portable 128 invocations, 16 KiB */
-    "bn=64,bm=32,tn=4,tm=4",   "bn=32,bm=32,tn=4,tm=4", "bn=64,bm=64,tn=8,tm=8", /* llvmpipe's */
-    "bn=64,bm=64,tn=8,tm=4,pad=1", /* padded rows instead of the swizzle */
+    "bn=128,bm=128,tn=8,tm=8",      /* 256 invocations, 32 KiB */
+    "bn=128,bm=64,tn=8,tm=4",       /* at most 64 columns */
+    "bn=64,bm=64,tn=8,tm=4",        /* the portable 128 invocations, 16 KiB */
+    "bn=64,bm=32,tn=4,tm=4",        /* 128 invocations, 12 KiB */
+    "bn=32,bm=32,tn=4,tm=4",        /* 64 invocations, 8 KiB */
+    "bn=64,bm=64,tn=8,tm=8",        /* llvmpipe's */
+    "bn=64,bm=64,tn=8,tm=4,pad=1",  /* padded rows instead of the swizzle */
     "bn=64,bm=64,tn=8,tm=4,half=0", /* plain weights' whole units */
 };
 
@@ -227,7 +229,8 @@ Test(gemm, every_tile_shape)
         for (size_t i = 0; i < nt; i++) {
             product(c, types[i], k_of(types[i], 16), 2 * bn + 3, bm + 5, want);
             product(c, types[i], k_of(types[i], 2), 5, 9, want); /* one partial tile */
-            if (quant_gpu_block_elems(types[i]) < 32) /* plain rows of whole units */
+            /* plain rows of whole units */
+            if (quant_gpu_block_elems(types[i]) < 32)
                 product(c, types[i], 32 * 16, 2 * bn + 3, bm + 5, want);
         }
         glesc_context_destroy(c);

@@ -231,8 +231,7 @@ static bool member_half(const mm_ctx *mc, int j)
         return false;
     if (j)
         return mc->sib[j - 1].units && kernels_wload_half(mc->sib[j - 1].w);
-    return mc->units && kernels_wload_half(mc->w) &&
-           (!mc->p || kernels_wload_half(mc->p->src[0]));
+    return mc->units && kernels_wload_half(mc->w) && (!mc->p || kernels_wload_half(mc->p->src[0]));
 }
 
 /* A copy of glsl/graph/gemm_loop.glsl per matmul of the kernel (member j
@@ -241,9 +240,9 @@ static bool member_half(const mm_ctx *mc, int j)
 static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half)
 {
     static const char *const names[] = {
-        "GEMM_LOOP",   "GEMM_WAT",  "GEMM_UX",   "GEMM_WUNIT",     "GEMM_WUNIT2",
-        "GEMM_WHALF",  "GEMM_WHALF2", "GEMM_FETCH_X", "GEMM_PART_W", "GEMM_STAGE",
-        "GEMM_STEP",   "GEMM_WROW", "GEMM_FX_E", "GEMM_FX_S",      "GEMM_FX_K",
+        "GEMM_LOOP",     "GEMM_WAT",       "GEMM_UX",      "GEMM_WUNIT",  "GEMM_WUNIT2",
+        "GEMM_WHALF",    "GEMM_WHALF2",    "GEMM_FETCH_X", "GEMM_PART_W", "GEMM_STAGE",
+        "GEMM_STEP",     "GEMM_WROW",      "GEMM_FX_E",    "GEMM_FX_S",   "GEMM_FX_K",
         "GEMM_FX_KMASK", "GEMM_HALF_UNIT", "GEMM_WU"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
