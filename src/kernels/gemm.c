@@ -394,8 +394,10 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     }
     if (mc->prov)
         mc->prov->common(b, mc, mc->prov->arg);
-    else
+    else {
+        mc->wload_extra = half ? KERNELS_WLOAD_HALF : 0u;
         kernels_mm_common(b, mc);
+    }
     int64_t nu = (gemm_k(mc) + 31) / 32;
     mc->p_ksplit = kb_param_u(b, "ksplit", 1);
     mc->p_kper = kb_param_u(b, "kper", (uint64_t)nu);

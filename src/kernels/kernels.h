@@ -307,6 +307,12 @@ enum {
     /* with UNIT: the binding is a uvec4 array and the units are the fast
      * ones (only where kernels_wload_units says so) */
     KERNELS_WLOAD_UVEC4 = 1u << 3,
+    /* with UVEC4, where the type has them: the split units NAME_wraw and
+     * NAME_wdec (the GEMV's raw=1), and the half units NAME_whalf (the
+     * GEMM where two invocations stage a row); a kernel asks for them only
+     * where it calls them */
+    KERNELS_WLOAD_RAW = 1u << 4,
+    KERNELS_WLOAD_HALF = 1u << 5,
 };
 /* Does w have the fast units (its binding then is a uvec4 array)?
  * The block types whose snippet has a unit decoder, and f32/f16/bf16

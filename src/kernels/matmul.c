@@ -71,12 +71,13 @@ bool kernels_matmul_units(const glesc_tensor *mm)
 
 /* A weight's binding (a uvec4 array where units) and its loader fn: the
  * 32-element units both kernels read. */
-static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool units)
+static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool units, unsigned extra)
 {
     int wb = units ? kb_binding_uvec4(b, w->owner, 0) : kb_binding(b, w->owner, 0, false);
     char buf[16];
     snprintf(buf, sizeof buf, "t%d", wb);
-    kernels_wload_emit(b, w, fn, buf, KERNELS_WLOAD_UNIT | (units ? KERNELS_WLOAD_UVEC4 : 0u), "K");
+    kernels_wload_emit(b, w, fn, buf,
+                       KERNELS_WLOAD_UNIT | (units ? KERNELS_WLOAD_UVEC4 | extra : 0u), "K");
     return wb;
 }
 
@@ -88,13 +89,13 @@ void kernels_mm_common(kb *b, mm_ctx *mc)
     mc->chunk_rows = mc->n_chunks > 1 ? w->owner->st.chunk_rows : w->ne[1];
     /* every matmul's variant carries this bit, so the plan hash covers it */
     mc->units = kernels_matmul_units(a) && (!mc->p || kernels_matmul_units(mc->p));
-    mc->wb = weight_loader(b, w, "load_w", mc->units);
+    mc->wb = weight_loader(b, w, "load_w", mc->units, mc->wload_extra);
     if (mc->p) {
         const glesc_tensor *w2 = mc->p->src[0];
         check_chunks(b, w2);
         if (CORE_MAX(1, w2->owner->st.n_chunks) != mc->n_chunks)
             kb_fail(b, GLESC_ERROR_UNSUPPORTED, "matmul pair: weights chunked differently");
-        mc->wb2 = weight_loader(b, w2, "load_u", mc->units);
+        mc->wb2 = weight_loader(b, w2, "load_u", mc->units, mc->wload_extra);
     }
     kb_param_u(b, "K", (uint64_t)w->ne[0]);
     kb_param_u(b, "M", (uint64_t)x->ne[1]);
@@ -122,7 +123,7 @@ void kernels_mm_common(kb *b, mm_ctx *mc)
         char fn[32], name[32];
         snprintf(fn, sizeof fn, "load_s%d", i + 1);
         sb->units = kernels_matmul_units(sb->a);
-        sb->wb = weight_loader(b, sb->w, fn, sb->units);
+        sb->wb = weight_loader(b, sb->w, fn, sb->units, mc->wload_extra);
         snprintf(name, sizeof name, "s%d_off", i + 1);
         kb_param_u(b, name, sb->n_chunks > 1 ? 0 : sb->w->offs);
         snprintf(name, sizeof name, "s%d_nb1", i + 1);
@@ -591,6 +592,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
                                 "theirs by range",
                                 1 + mc->n_sib);
     }
+    mc->wload_extra = c.raw ? KERNELS_WLOAD_RAW : 0u;
     kernels_mm_common(b, mc);
     mc->p_blocks = kb_param_u(b, "n_blocks", 0);
     if (red)

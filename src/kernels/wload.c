@@ -12,15 +12,17 @@
  *                       out vec4 q[8], out vec4 ab)` and `uvec2
  *                       NAME_wunit_x(uint u)`, see glsl/quant/common.glsl;
  *                       NAME_MINS is defined when the runs' values have an
- *                       offset (ab.y, ab.w). Where kernels_wload_raw says
- *                       so, the unit also comes in two halves for the
- *                       GEMV (gemv_units.glsl's GEMV_RAW): `void NAME_wraw(uint row_byte, uvec4 at,
+ *                       offset (ab.y, ab.w). With KERNELS_WLOAD_RAW,
+ *                       where kernels_wload_raw says so, the unit also
+ *                       comes in two steps for the GEMV (gemv_units.glsl's
+ *                       GEMV_RAW): `void NAME_wraw(uint row_byte, uvec4 at,
  *                       uint u, out uvec4 r[4])` only loads its words and
  *                       `void NAME_wdec(uvec4 r[4], uvec4 at, uint u, out
  *                       vec4 q[8], out vec4 ab)` decodes them (the
  *                       snippet's unit_raw / unit_dec, praw / pdec).
- *                       Plain types (kernels_wload_half) also give half
- *                       a unit, for a GEMM invocation that stages half a
+ *                       With KERNELS_WLOAD_HALF, plain types
+ *                       (kernels_wload_half) also give half a unit, for a
+ *                       GEMM invocation that stages half a
  *                       row's: `void NAME_whalf(uint row_byte, uint u,
  *                       uint h, out vec4 q[4])`, elements 16h .. 16h+15
  *                       of unit u (the snippet's phalf).
@@ -261,12 +263,12 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                      "    punit((row_byte >> 4u) + %du * u, q);\n"
                      "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n",
                      fn, fn, fn, 2 * esize);
-        if (kernels_wload_half(w))
+        if ((what & KERNELS_WLOAD_HALF) && kernels_wload_half(w))
             sbuf_appendf(o,
                          "void %s_whalf(uint row_byte, uint u, uint h, out vec4 q[4]) {\n"
                          "    phalf((row_byte >> 4u) + %du * u + %du * h, q);\n}\n",
                          fn, 2 * esize, esize);
-        if (kernels_wload_raw(w))
+        if ((what & KERNELS_WLOAD_RAW) && kernels_wload_raw(w))
             sbuf_appendf(o,
                          "void %s_wraw(uint row_byte, uvec4 at, uint u, out uvec4 r[4]) {\n"
                          "    praw((row_byte >> 4u) + %du * u, r);\n}\n"
@@ -288,7 +290,7 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                      "    unit(qblock(r + at.x, r + at.y, r + at.z, at.w), u %% QU, q, ab);\n}\n"
                      "#ifdef QMINS\n#define %s_MINS 1\n#endif\n",
                      fn, fn, ne0, fn, fn);
-        if (kernels_wload_raw(w))
+        if ((what & KERNELS_WLOAD_RAW) && kernels_wload_raw(w))
             sbuf_appendf(
                 o,
                 "void %s_wraw(uint row_byte, uvec4 at, uint u, out uvec4 r[4]) {\n"
@@ -346,7 +348,9 @@ void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char
     bool ok = quant_gpu_readable(t);
     if (ok && plain && units) {
         /* the fast units read the binding as uvec4 through the type's snippet */
-        ok = quant_emit(&s, w, fn, buf, KERNELS_WLOAD_UNIT, ne0, true);
+        ok = quant_emit(&s, w, fn, buf,
+                        KERNELS_WLOAD_UNIT | (what & (KERNELS_WLOAD_RAW | KERNELS_WLOAD_HALF)), ne0,
+                        true);
     } else if (ok && plain) {
         emit_kernel_snippet(b->k, "common/f16");
         plain(&s, fn, buf);
