@@ -153,6 +153,8 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
 // (GEMM_HALF_UNIT).
 #ifdef GEMM_HALF_UNIT
 #define GEMM_WU(F, u) F(nl, b2, b3, u, lid / BN, pw);
+#define GEMM_W1 GEMM_WHALF
+#define GEMM_W2 GEMM_WHALF2
 #else
 #define GEMM_WU(F, u)                                                          \
     {                                                                          \
@@ -160,27 +162,18 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
         F(nl, b2, b3, at, u, q, ab);                                           \
         GEMM_PART_W(q, ab, pw);                                                \
     }
+#define GEMM_W1 GEMM_WUNIT
+#define GEMM_W2 GEMM_WUNIT2
 #endif
 #ifdef PAIR
-#ifdef GEMM_HALF_UNIT
 #define GEMM_WROW(u)                                                           \
     if (second) {                                                              \
-        GEMM_WU(GEMM_WHALF2, u)                                                \
+        GEMM_WU(GEMM_W2, u)                                                    \
     } else {                                                                   \
-        GEMM_WU(GEMM_WHALF, u)                                                 \
+        GEMM_WU(GEMM_W1, u)                                                    \
     }
 #else
-#define GEMM_WROW(u)                                                           \
-    if (second) {                                                              \
-        GEMM_WU(GEMM_WUNIT2, u)                                                \
-    } else {                                                                   \
-        GEMM_WU(GEMM_WUNIT, u)                                                 \
-    }
-#endif
-#elif defined(GEMM_HALF_UNIT)
-#define GEMM_WROW(u) GEMM_WU(GEMM_WHALF, u)
-#else
-#define GEMM_WROW(u) GEMM_WU(GEMM_WUNIT, u)
+#define GEMM_WROW(u) GEMM_WU(GEMM_W1, u)
 #endif
 
 // Units u0 .. u1-1 of the tile's rows nl0 .. (cnt: the member's rows; rows

@@ -243,7 +243,7 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half)
         "GEMM_LOOP",     "GEMM_WAT",       "GEMM_UX",      "GEMM_WUNIT",  "GEMM_WUNIT2",
         "GEMM_WHALF",    "GEMM_WHALF2",    "GEMM_FETCH_X", "GEMM_PART_W", "GEMM_STAGE",
         "GEMM_STEP",     "GEMM_WROW",      "GEMM_FX_E",    "GEMM_FX_S",   "GEMM_FX_K",
-        "GEMM_FX_KMASK", "GEMM_HALF_UNIT", "GEMM_WU"};
+        "GEMM_FX_KMASK", "GEMM_HALF_UNIT", "GEMM_WU",      "GEMM_W1",     "GEMM_W2"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
