@@ -66,6 +66,7 @@ static const char *const tiles[] = {
     "bn=64,bm=64,tn=8,tm=8",        /* llvmpipe's */
     "bn=64,bm=64,tn=8,tm=4,pad=1",  /* padded rows instead of the swizzle */
     "bn=64,bm=64,tn=8,tm=4,half=0", /* plain weights' whole units */
+    "bn=64,bm=64,tn=8,tm=4,late=0", /* each step's weights decoded as soon as loaded */
 };
 
 /* A fresh context whose GEMMs take the tile (and split slots) of knob
@@ -202,6 +203,23 @@ Test(gemm, written_out_steps)
         product(c, types[i], k_of(types[i], 2), 5, 9, "steps and x fetch written out");
     }
     glesc_context_destroy(c);
+}
+
+/* The late decode (the default): the block types' words loaded before a
+ * step's multiply-adds, decoded after them (gemm_wraw_0, gemm_wdec_0), K
+ * of 16 units in two parts and of 2 in one; every_tile_shape's late=0
+ * tile checks the decode at once. */
+Test(gemm, late_decode)
+{
+    static const glesc_dtype types[] = {GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q6_K,
+                                        GLESC_DTYPE_Q8_0};
+    glesc_context *c = context_with("slots=1000000", NULL);
+    for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+        product(c, types[i], k_of(types[i], 16), 67, 41, "gemm_wdec_0(");
+        product(c, types[i], k_of(types[i], 2), 5, 9, "gemm_wdec_0(");
+    }
+    glesc_context_destroy(c);
+    unsetenv("GLESC_GEMM");
 }
 
 /* Every tile shape, each on a fresh context with split K forced: the

@@ -31,8 +31,11 @@
 //             of a row of matmul j's weight: the loader's 32 quants and
 //             their scales, see glsl/quant/common.glsl; gemm_wunit_p the
 //             pair's; gemm_whalf_j and gemm_whalf_p, half h of a plain
-//             weight's unit, see gemm_loop.glsl), gemm_x (the activation with its fused prologue; adds a
-//             folded norm's squares into sq), gemm_store (matmul sel's
+//             weight's unit; gemm_wraw_j and gemm_wdec_j, the unit's words
+//             and their decode, and the pair's gemm_wraw_p, gemm_wdec_p:
+//             see gemm_loop.glsl), gemm_x (the activation with its fused
+//             prologue; adds a folded norm's squares into sq), gemm_store
+//             (matmul sel's
 //             store with its epilogue: bias, activation, residual, the
 //             pair's gating), gemm_norm_scale (the folded norm's scale of a
 //             column's sum of squares).

@@ -7,6 +7,12 @@
 //   GEMM_WUNIT                the hook reading unit u of local row nl
 //                             (its row's bytes, then NAME_wunit)
 //   GEMM_WUNIT2               the same for the pair's second weight (PAIR)
+//   GEMM_WRAW, GEMM_WDEC      (where the loader splits its units) the
+//                             hooks loading unit u's words and decoding
+//                             them: the late decode, below; GEMM_WRAW2,
+//                             GEMM_WDEC2 the pair's
+//   GEMM_WHALF, GEMM_WHALF2   (plain weights, two invocations a row) the
+//                             hooks reading half a unit, below
 //   GEMM_FETCH_X, GEMM_PART_W, GEMM_STAGE, GEMM_STEP  this copy's helpers
 // A copy per matmul keeps the member choice out of the loop: the next
 // step's loads and the current step's arithmetic are one block of code.
@@ -21,9 +27,15 @@
 // columns' lines, not 32: H200, f16 and q4_0 4096x4096x512, 33-35% of the
 // FMA peak with a column per invocation, 40-42% by quads); slot s's
 // squares go to sq[s]. The unit's two runs of 16 start at xo.x and xo.y of the row.
-// live false (the prefetch past the last step): zeros, no squares. Past M
-// or K: zeros, by a mask, not a select (a compiler may make a select a
-// branch that waits for its load; loads clamped inside). Written out by
+// live false (the prefetch past the last step, never staged): no squares.
+// Past M: the last column's x (loads clamped inside), no squares; those
+// columns' sums are never stored. Past K (not GEMM_KFULL): zeros. Both by a
+// mask, not a select (a compiler may make a select a branch that waits for
+// its load); x itself is masked only past K, so with GEMM_KFULL nothing
+// waits for its loads before the step's multiply-adds but the store into
+// shared memory at the next step (H200, with the late decode below,
+// TinyLlama pp512 Q4_0 12,095 -> 12,281 t/s, Q4_K_M 11,309 -> 11,707).
+// Written out by
 // the preprocessor, without && or ?:: NVIDIA's program binary had a branch
 // per element for the mask, which splits the code its scheduler could
 // interleave (a step's loads, its multiply-adds while they are in
@@ -38,13 +50,18 @@
 #define GEMM_FX_K(k) min(k, K - 1u)
 #define GEMM_FX_KMASK(k) (0u - uint(k < K))
 #endif
+#ifdef GEMM_KFULL
+#define GEMM_FX_PX(v, m) (v)
+#else
+#define GEMM_FX_PX(v, m) uintBitsToFloat(floatBitsToUint(v) & (m))
+#endif
 #define GEMM_FX_E(e, s)                                                        \
     {                                                                          \
         uint k = k0 + e;                                                       \
         uint m = mc & GEMM_FX_KMASK(k);                                        \
         float t = 0.0;                                                         \
         float v = gemm_x(GEMM_FX_K(k), cc, b2, b3, t);                         \
-        px[s][e] = uintBitsToFloat(floatBitsToUint(v) & m);                    \
+        px[s][e] = GEMM_FX_PX(v, m);                                           \
         sq[s] += uintBitsToFloat(floatBitsToUint(t) & m);                      \
     }
 #define GEMM_FX_S(s, a)                                                        \
@@ -72,7 +89,7 @@ void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ
         uint m = (0u - (uint(live) & uint(c < M))) & GEMM_FX_KMASK(k);
         float t = 0.0;
         float v = gemm_x(GEMM_FX_K(k), min(c, M - 1u), b2, b3, t);
-        px[s][i % 4u] = uintBitsToFloat(floatBitsToUint(v) & m);
+        px[s][i % 4u] = GEMM_FX_PX(v, m);
         sq[s] += uintBitsToFloat(floatBitsToUint(t) & m);
     }
 #else
@@ -176,6 +193,44 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
 #define GEMM_WROW(u) GEMM_WU(GEMM_W1, u)
 #endif
 
+// Late decode (gemm.c defines GEMM_WRAW and GEMM_WDEC, the loader's unit
+// in two steps, where it has them and the GEMM's `late` is on): the next
+// step's words are loaded before the step's multiply-adds and decoded
+// after them, so no decode waits for its loads ahead of the arithmetic
+// (NVIDIA's compiler keeps a decode where the source puts it). H200,
+// 4096x4096x512 q4_k 48.0% -> 51.5% of the FMA peak, TinyLlama's shapes
+// 2-4% faster (with x unmasked, above).
+#ifdef GEMM_WRAW
+#define GEMM_LATE 1
+void GEMM_WRAW(uint nl, uint b2, uint b3, uvec4 at, uint u, out uvec4 r[4]);
+void GEMM_WDEC(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab);
+#ifdef PAIR
+void GEMM_WRAW2(uint nl, uint b2, uint b3, uvec4 at, uint u, out uvec4 r[4]);
+void GEMM_WDEC2(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab);
+#define GEMM_WLOAD(u)                                                          \
+    at = GEMM_WAT(u);                                                          \
+    if (second) {                                                              \
+        GEMM_WRAW2(nl, b2, b3, at, u, rw);                                     \
+    } else {                                                                   \
+        GEMM_WRAW(nl, b2, b3, at, u, rw);                                      \
+    }
+#define GEMM_WFINISH(u)                                                        \
+    if (second) {                                                              \
+        GEMM_WDEC2(rw, at, u, q, ab);                                          \
+    } else {                                                                   \
+        GEMM_WDEC(rw, at, u, q, ab);                                           \
+    }                                                                          \
+    GEMM_PART_W(q, ab, pw);
+#else
+#define GEMM_WLOAD(u)                                                          \
+    at = GEMM_WAT(u);                                                          \
+    GEMM_WRAW(nl, b2, b3, at, u, rw);
+#define GEMM_WFINISH(u)                                                        \
+    GEMM_WDEC(rw, at, u, q, ab);                                               \
+    GEMM_PART_W(q, ab, pw);
+#endif
+#endif
+
 // Units u0 .. u1-1 of the tile's rows nl0 .. (cnt: the member's rows; rows
 // past it repeat the last one, not stored) into acc.
 void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
@@ -193,7 +248,14 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
     vec4 px[XQ4];
     vec4 q[8];
     vec4 ab;
+#ifdef GEMM_LATE
+    uvec4 rw[4];
+    uvec4 at;
+    GEMM_WLOAD(u0)
+    GEMM_WFINISH(u0)
+#else
     GEMM_WROW(u0)
+#endif
     GEMM_FETCH_X(GEMM_UX(u0), true, m0, b2, b3, px, sq);
     for (uint u = u0; u < u1; u++) {
         memoryBarrierShared();
@@ -204,8 +266,15 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
         // the next step (past the last: the last one again, not staged)
         bool live = u + 1u < u1;
         uint un = min(u + 1u, u1 - 1u);
+#ifdef GEMM_LATE
+        GEMM_WLOAD(un)
+        GEMM_FETCH_X(GEMM_UX(un), live, m0, b2, b3, px, sq);
+        GEMM_STEP(tx, ty, acc);
+        GEMM_WFINISH(un)
+#else
         GEMM_WROW(un)
         GEMM_FETCH_X(GEMM_UX(un), live, m0, b2, b3, px, sq);
         GEMM_STEP(tx, ty, acc);
+#endif
     }
 }

@@ -47,13 +47,16 @@
  * loop: a step's eight groups of four k as a loop, not written out; pad:
  * staged rows of 9 vec4 (gemm.glsl's GEMM_PAD), not swizzled rows of 8;
  * half: plain weights read by half units where two invocations stage a
- * row. */
+ * row; late: the next step's weights loaded before a step's multiply-adds
+ * and decoded after them (gemm_loop.glsl's late decode), where the loader
+ * splits its units. */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
     int loop;
     int pad;
     int half;
+    int late;
 } gemm_cfg;
 
 /* Workgroups of 256 invocations a large GPU runs at once: about one per
@@ -97,14 +100,15 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
            (c->pad ? 144 : 128) * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,pad=1,half=1": a
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,pad=1,half=1,late=1": a
  * tuning aid overriding the fields it names (read on every generation, like
  * GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
-    static const char *const keys[] = {"bn", "bm", "tn", "tm", "slots", "loop", "pad", "half"};
-    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop, c->pad, c->half};
-    kernels_env_ints("GLESC_GEMM", keys, v, 8, INT_MIN);
+    static const char *const keys[] = {"bn",   "bm",  "tn",   "tm",  "slots",
+                                       "loop", "pad", "half", "late"};
+    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop, c->pad, c->half, c->late};
+    kernels_env_ints("GLESC_GEMM", keys, v, 9, INT_MIN);
     c->bn = v[0];
     c->bm = v[1];
     c->tn = v[2];
@@ -113,6 +117,7 @@ static void gemm_env(gemm_cfg *c)
     c->loop = v[5] != 0;
     c->pad = v[6] != 0;
     c->half = v[7] != 0;
+    c->late = v[8] != 0;
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
@@ -154,6 +159,9 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
     /* LLVM (llvmpipe) takes seconds over the written-out step and x fetch */
     c.loop = ctx->cpu_device;
     c.half = 1;
+    /* the late decode everywhere (H200: q4_k 4096 x 4096 x 512 48.0% ->
+     * 51.5% of the FMA peak; llvmpipe's loops: the demo's pp64 the same) */
+    c.late = 1;
     /* padded rows where they fit (not in the portable 16 KiB: the swizzle
      * there). H200, 4096 x 4096 x 512, % of the FMA peak: f16 49.7 -> 52.1,
      * q4_k 49.5 -> 50.5, q4_0 50.8 -> 50.9. llvmpipe: the swizzle (the demo
@@ -234,16 +242,39 @@ static bool member_half(const mm_ctx *mc, int j)
     return mc->units && kernels_wload_half(mc->w) && (!mc->p || kernels_wload_half(mc->p->src[0]));
 }
 
+/* Do member j's weights (with the pair's) come in two steps, loads and
+ * decode (kernels_wload_raw), for the late decode? */
+static bool member_raw(const mm_ctx *mc, int j)
+{
+    if (mc->prov)
+        return false;
+    if (j)
+        return mc->sib[j - 1].units && kernels_wload_raw(mc->sib[j - 1].w);
+    return mc->units && kernels_wload_raw(mc->w) && (!mc->p || kernels_wload_raw(mc->p->src[0]));
+}
+
+/* How member j's weights are read: by half units, split units (late
+ * decode) or whole units. */
+enum { W_UNIT, W_HALF, W_RAW };
+static int member_read(const mm_ctx *mc, int j, bool half, bool late)
+{
+    if (half && member_half(mc, j))
+        return W_HALF;
+    return late && member_raw(mc, j) ? W_RAW : W_UNIT;
+}
+
 /* A copy of glsl/graph/gemm_loop.glsl per matmul of the kernel (member j
  * reads its weight through loader load_w or load_s<j>), its names defined
  * around it. */
-static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half)
+static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half, bool late)
 {
     static const char *const names[] = {
         "GEMM_LOOP",     "GEMM_WAT",       "GEMM_UX",      "GEMM_WUNIT",  "GEMM_WUNIT2",
         "GEMM_WHALF",    "GEMM_WHALF2",    "GEMM_FETCH_X", "GEMM_PART_W", "GEMM_STAGE",
         "GEMM_STEP",     "GEMM_WROW",      "GEMM_FX_E",    "GEMM_FX_S",   "GEMM_FX_K",
-        "GEMM_FX_KMASK", "GEMM_HALF_UNIT", "GEMM_WU",      "GEMM_W1",     "GEMM_W2"};
+        "GEMM_FX_KMASK", "GEMM_HALF_UNIT", "GEMM_WU",      "GEMM_W1",     "GEMM_W2",
+        "GEMM_WRAW",     "GEMM_WRAW2",     "GEMM_WDEC",    "GEMM_WDEC2",  "GEMM_LATE",
+        "GEMM_WLOAD",    "GEMM_WFINISH",   "GEMM_FX_PX"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
@@ -262,10 +293,16 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half)
                      j, fn, fn, j, j, j, j, j);
         if (j == 0 && mc->p)
             sbuf_append(&s, "#define GEMM_WUNIT2 gemm_wunit_p\n");
-        if (half && member_half(mc, j)) {
+        int rd = member_read(mc, j, half, late);
+        if (rd == W_HALF) {
             sbuf_appendf(&s, "#define GEMM_WHALF gemm_whalf_%d\n", j);
             if (j == 0 && mc->p)
                 sbuf_append(&s, "#define GEMM_WHALF2 gemm_whalf_p\n");
+        } else if (rd == W_RAW) {
+            sbuf_appendf(&s, "#define GEMM_WRAW gemm_wraw_%d\n#define GEMM_WDEC gemm_wdec_%d\n", j,
+                         j);
+            if (j == 0 && mc->p)
+                sbuf_append(&s, "#define GEMM_WRAW2 gemm_wraw_p\n#define GEMM_WDEC2 gemm_wdec_p\n");
         }
         sbuf_append(&s, text);
         for (size_t i = 0; i < CORE_ARRAY_LEN(names); i++)
@@ -292,31 +329,44 @@ static const char *row_byte(int j, bool second, char e[80])
     return e;
 }
 
-/* The hook reading unit u of local row nl of member j's weight (second: the
- * pair's): the row's first byte, then the loader's unit; half: only half h
- * of the unit, its 16 elements into q[0..3] (member_half: plain weights). */
-static void wunit_hook(kb *b, int j, bool second, bool half)
+/* The hooks reading unit u of local row nl of member j's weight (second:
+ * the pair's), the row's first byte, then the loader's: W_UNIT the whole
+ * unit (gemm_wunit), W_HALF only half h of it, its 16 elements into
+ * q[0..3] (gemm_whalf: member_half's plain weights), W_RAW its words
+ * (gemm_wraw) and their decode (gemm_wdec). */
+static void wunit_hook(kb *b, int j, bool second, int rd)
 {
     if (!b->k)
         return;
     char sig[128], fn[16], id[16] = "p", rb[80];
     if (!second)
         snprintf(id, sizeof id, "%d", j);
-    if (half)
+    const char *ld = second ? "load_u" : kernels_mm_loader(j, fn);
+    if (rd == W_HALF) {
         snprintf(sig, sizeof sig,
                  "void gemm_whalf_%s(uint nl, uint b2, uint b3, uint u, uint h, out vec4 q[4])",
                  id);
-    else
+        emit_kernel_function_begin(b->k, sig);
+        kb_line(b, "%s_whalf(%s, u, h, q);", ld, row_byte(j, second, rb));
+    } else if (rd == W_RAW) {
+        snprintf(sig, sizeof sig,
+                 "void gemm_wraw_%s(uint nl, uint b2, uint b3, uvec4 at, uint u, out uvec4 r[4])",
+                 id);
+        emit_kernel_function_begin(b->k, sig);
+        kb_line(b, "%s_wraw(%s, at, u, r);", ld, row_byte(j, second, rb));
+        emit_kernel_function_end(b->k);
+        snprintf(sig, sizeof sig,
+                 "void gemm_wdec_%s(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab)", id);
+        emit_kernel_function_begin(b->k, sig);
+        kb_line(b, "%s_wdec(r, at, u, q, ab);", ld);
+    } else {
         snprintf(sig, sizeof sig,
                  "void gemm_wunit_%s(uint nl, uint b2, uint b3, uvec4 at, uint u, out vec4 q[8], "
                  "out vec4 ab)",
                  id);
-    emit_kernel_function_begin(b->k, sig);
-    const char *ld = second ? "load_u" : kernels_mm_loader(j, fn);
-    if (half)
-        kb_line(b, "%s_whalf(%s, u, h, q);", ld, row_byte(j, second, rb));
-    else
+        emit_kernel_function_begin(b->k, sig);
         kb_line(b, "%s_wunit(%s, at, u, q, ab);", ld, row_byte(j, second, rb));
+    }
     emit_kernel_function_end(b->k);
 }
 
@@ -357,6 +407,7 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
      * plain weight's unit (the block types decode whole units; H200, f16
      * 4096 x 4096 x 512: 47.8% -> 49.7% of the FMA peak) */
     bool half = c.half && nx * ny / c.bn == 2;
+    bool late = c.late;
     if (b->k) {
         emit_kernel_local_size(b->k, nx * ny, 1, 1);
         emit_kernel_snippet(b->k, "graph/eltwise");
@@ -395,7 +446,7 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     if (mc->prov)
         mc->prov->common(b, mc, mc->prov->arg);
     else {
-        mc->wload_extra = half ? KERNELS_WLOAD_HALF : 0u;
+        mc->wload_extra = (half ? KERNELS_WLOAD_HALF : 0u) | (late ? KERNELS_WLOAD_RAW : 0u);
         kernels_mm_common(b, mc);
     }
     int64_t nu = (gemm_k(mc) + 31) / 32;
@@ -412,7 +463,7 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
         if (kfull)
             emit_kernel_define(b->k, "GEMM_KFULL", "1");
         emit_kernel_snippet(b->k, "graph/gemm");
-        gemm_loop_copies(b, mc, half);
+        gemm_loop_copies(b, mc, half, late);
     }
     /* the hooks gemm.glsl calls: x with its prologue (and a folded norm's
      * squares), the stores with their epilogues, the norm's scale, the
@@ -430,14 +481,16 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
         emit_kernel_function_end(b->k);
     kernels_mm_norm_scale_hook(b, nrm, "gemm");
     for (int j = 0; j <= mc->n_sib; j++) {
-        wunit_hook(b, j, false, false);
-        if (half && member_half(mc, j))
-            wunit_hook(b, j, false, true);
+        int rd = member_read(mc, j, half, late);
+        wunit_hook(b, j, false, W_UNIT);
+        if (rd != W_UNIT)
+            wunit_hook(b, j, false, rd);
+        if (dual && j == 0) {
+            wunit_hook(b, 0, true, W_UNIT);
+            if (rd != W_UNIT)
+                wunit_hook(b, 0, true, rd);
+        }
     }
-    if (dual)
-        wunit_hook(b, 0, true, false);
-    if (dual && half && member_half(mc, 0))
-        wunit_hook(b, 0, true, true);
     kb_line(b, "gemm_main();");
     int64_t batches = gemm_batches(mc);
     mc->split = gemm_split;
