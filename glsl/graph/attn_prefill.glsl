@@ -15,7 +15,8 @@
 //             times ORG across rows (each TRO rows og + i*ORG);
 //             ATTN_CAUSAL, ATTN_MASK, ATTN_SWA (a sliding window),
 //             ATTN_SOFTCAP (soft-capped scores); ATTN_SCR the scratch
-//             binding (uint), ATTN_COUNTERS its counters
+//             binding (uint), ATTN_COUNTERS its counters; ATTN_SG (the
+//             rows' maxima and sums by subgroup shuffles)
 //   uniforms  at_nq, at_nkv (queries, keys), at_gqa (query heads per kv
 //             head), at_coff (causal: key j is visible to query i when
 //             j <= i + at_coff), at_swa (the window: j > i + at_coff -
@@ -23,9 +24,11 @@
 //             before the mask), at_S (keys per split, whole tiles),
 //             at_nsplit (splits dispatched)
 //   shared    vec4 qs[R*D4] (the scaled queries), vec4 kvs[BK*KVP] (the key
-//             tile, then the value tile), float ps[R*BKP] (scores, then
-//             weights), float ms[R], ls[R], al[R] (running max, sum, the
-//             tile's rescale factor), uint at_last[1]
+//             tile, then the value tile), float ps[R*BKP] (the tile's
+//             weights), float ms[R], ls[R] (the rows' max and sum after the
+//             last tile), al[R] (the tile's rescale factor), uint
+//             at_last[1], float rr[R*SKG] (without ATTN_SG: the partial
+//             maxima and sums of a row's SKG invocations)
 //   hooks     generated from the graph: attn_q (q with its prologue, e.g.
 //             rope and qwen3's norm, times the scale), attn_k, attn_v (keys
 //             and values; rows a fused KV-cache write writes are computed
@@ -35,11 +38,11 @@
 // (workgroup z): tiles entirely above the causal diagonal are never loaded
 // (the key range ends at the block's last query), nor those before a
 // sliding window (it starts at the block's first query's window), the
-// diagonal and the window's edge are masked per element. Per tile: keys in (coalesced: consecutive invocations
-// load consecutive elements of a key row), a TRxTK block of scores per
-// invocation from shared memory (vec4 dot products), values in while one
-// invocation per row updates the row's max and sum and turns its scores
-// into weights, then TROxTD4 vec4 output accumulators per invocation,
+// diagonal and the window's edge are masked per element. Per tile: keys
+// in (coalesced: consecutive invocations load consecutive elements of a
+// key row), a TRxTK block of scores per invocation from shared memory
+// (vec4 dot products), the online softmax on them in registers (below),
+// values in, then TROxTD4 vec4 output accumulators per invocation,
 // rescaled by e^(m_old - m_new) and increased by the tile's weighted values.
 // With more than one split a workgroup leaves its rows' (m, l, unnormalized
 // output) in the scratch buffer and the last one of its block combines them
@@ -56,6 +59,61 @@ void attn_store(uint d, uint h, uint qi, float y);
 #define AT_BARRIER()                                                                              \
     memoryBarrierShared();                                                                        \
     barrier()
+
+// The online softmax runs where the scores are, in registers: the SKG
+// invocations that share a row (one sr, sk = 0 .. SKG-1) each hold TK of
+// its keys; only the tile's row maximum crosses them (at_row_max), by
+// shuffles within a subgroup (ATTN_SG: the SKG lanes of a row are
+// consecutive lanes of one subgroup) or through shared memory (rr: SKG
+// partial maxima per row, a barrier). Each invocation keeps the row's
+// running max (equal in all SKG) and its own part of the row's sum,
+// rescaled alike, so the sums cross the invocations once, after the last
+// tile.
+#ifdef ATTN_SG
+#define AT_SLID (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID)
+void at_row_max(inout float v[TR], uint sr, uint sk) {
+    for (uint i = 0u; i < TR; i++) {
+        for (uint o = 1u; o < SKG; o <<= 1u) {
+            v[i] = max(v[i], subgroupShuffleXor(v[i], o));
+        }
+    }
+}
+void at_row_sum(inout float v[TR], uint sr, uint sk) {
+    for (uint i = 0u; i < TR; i++) {
+        for (uint o = 1u; o < SKG; o <<= 1u) {
+            v[i] += subgroupShuffleXor(v[i], o);
+        }
+    }
+}
+#else
+#define AT_SLID gl_LocalInvocationIndex
+void at_row_max(inout float v[TR], uint sr, uint sk) {
+    for (uint i = 0u; i < TR; i++) {
+        rr[(sr + i * SRG) * SKG + sk] = v[i];
+    }
+    AT_BARRIER();
+    for (uint i = 0u; i < TR; i++) {
+        for (uint o = 0u; o < SKG; o++) {
+            v[i] = max(v[i], rr[(sr + i * SRG) * SKG + o]);
+        }
+    }
+    AT_BARRIER(); // rr is free again
+}
+void at_row_sum(inout float v[TR], uint sr, uint sk) {
+    for (uint i = 0u; i < TR; i++) {
+        rr[(sr + i * SRG) * SKG + sk] = v[i];
+    }
+    AT_BARRIER();
+    for (uint i = 0u; i < TR; i++) {
+        float t = 0.0;
+        for (uint o = 0u; o < SKG; o++) {
+            t += rr[(sr + i * SRG) * SKG + o];
+        }
+        v[i] = t;
+    }
+    AT_BARRIER();
+}
+#endif
 #define AT_ROW (DV + 2u) // a row's partial result: m, l, DV sums
 
 void attn_prefill() {
@@ -103,12 +161,15 @@ void attn_prefill() {
         }
         qs[e] = x;
     }
-    if (lid < R) {
-        ms[lid] = NEG_INF;
-        ls[lid] = 0.0;
+    uint slid = AT_SLID;
+    uint sk = slid % SKG;
+    uint sr = slid / SKG;
+    float mrow[TR]; // rows sr + i*SRG: the running max
+    float lrow[TR]; // and this invocation's part of the running sum
+    for (uint i = 0u; i < TR; i++) {
+        mrow[i] = NEG_INF;
+        lrow[i] = 0.0;
     }
-    uint sk = lid % SKG;
-    uint sr = lid / SKG;
     uint od = lid % ODG;
     uint og = lid / ODG;
     vec4 o[TRO * TD4];
@@ -161,9 +222,11 @@ void attn_prefill() {
                 }
             }
         }
+        float mt[TR]; // the tile's row maxima
         for (uint i = 0u; i < TR; i++) {
             uint r = sr + i * SRG;
             uint qi = q0 + r / HG;
+            mt[i] = NEG_INF;
             for (uint j = 0u; j < TK; j++) {
                 uint t = sk + j * SKG;
                 uint kj = kt0 + t;
@@ -183,7 +246,29 @@ void attn_prefill() {
                     v += attn_mask(kj, qi, h0 + r % HG);
                 }
 #endif
-                ps[r * BKP + t] = vis ? v : NEG_INF;
+                v = vis ? v : NEG_INF;
+                s[i * TK + j] = v;
+                mt[i] = max(mt[i], v);
+            }
+        }
+        at_row_max(mt, sr, sk);
+        // weights into ps (keys from tn on: masked, zero), each row's
+        // rescale factor into al
+        for (uint i = 0u; i < TR; i++) {
+            uint r = sr + i * SRG;
+            float mn = max(mrow[i], mt[i]);
+            float a = mrow[i] == NEG_INF ? 0.0 : exp(mrow[i] - mn);
+            float sum = 0.0;
+            for (uint j = 0u; j < TK; j++) {
+                float sv = s[i * TK + j];
+                float p = sv == NEG_INF ? 0.0 : exp(sv - mn);
+                ps[r * BKP + sk + j * SKG] = p;
+                sum += p;
+            }
+            lrow[i] = lrow[i] * a + sum;
+            mrow[i] = mn;
+            if (sk == 0u) {
+                al[r] = a;
             }
         }
         AT_BARRIER();
@@ -207,27 +292,6 @@ void attn_prefill() {
             }
             kvs[t * DV4 + d4] = x;
         }
-        // ... while each row's max, sum and weights are updated (keys from
-        // tn on are never read: the tile's last rows are not loaded)
-        if (lid < nrows) {
-            float mo = ms[lid];
-            float mx = NEG_INF;
-            for (uint t = 0u; t < tn; t++) {
-                mx = max(mx, ps[lid * BKP + t]);
-            }
-            float mn = max(mo, mx);
-            float sum = 0.0;
-            for (uint t = 0u; t < tn; t++) {
-                float sv = ps[lid * BKP + t];
-                float p = sv == NEG_INF ? 0.0 : exp(sv - mn);
-                ps[lid * BKP + t] = p;
-                sum += p;
-            }
-            float a = mo == NEG_INF ? 0.0 : exp(mo - mn);
-            al[lid] = a;
-            ms[lid] = mn;
-            ls[lid] = ls[lid] * a + sum;
-        }
         AT_BARRIER();
 
         // outputs: rows og + i*ORG, value vec4s od + c*ODG
@@ -250,7 +314,15 @@ void attn_prefill() {
             }
         }
     }
-    AT_BARRIER(); // ms and ls final (also where the block had no key)
+    // the rows' max and sum (also where the block had no key) into ms, ls
+    at_row_sum(lrow, sr, sk);
+    if (sk == 0u) {
+        for (uint i = 0u; i < TR; i++) {
+            ms[sr + i * SRG] = mrow[i];
+            ls[sr + i * SRG] = lrow[i];
+        }
+    }
+    AT_BARRIER();
 
     if (nsp == 1u) {
         for (uint i = 0u; i < TRO; i++) {

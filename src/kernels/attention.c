@@ -370,6 +370,7 @@ typedef struct pf_cfg {
     int d4, dv4, kp, kvp;   /* vec4 per q/k and v row, key row stride, kvs row */
     int target;             /* workgroups the key split aims at */
     int bytes;              /* shared memory */
+    bool sg;                /* the rows' maxima and sums by subgroup shuffles, not rr */
 } pf_cfg;
 
 static int pow2_floor(int v)
@@ -388,11 +389,14 @@ static int pow2_ceil(int v)
     return p;
 }
 
-/* Shared memory of R rows and tiles of BK keys: qs, kvs, ps, ms/ls/al,
- * at_last (attn_prefill.glsl's arrays). */
-static int pf_bytes(int r, int bk, int d4, int kvp)
+/* Shared memory of R rows and tiles of BK keys for a workgroup of wg with
+ * skg asked for: qs, kvs, ps, ms/ls/al, at_last, and rr (the rows' partial
+ * maxima and sums where no subgroup shuffles them: R·SKG floats, SKG at
+ * most skg or wg / R; counted either way) (attn_prefill.glsl's arrays). */
+static int pf_bytes(int r, int bk, int d4, int kvp, int wg, int skg)
 {
-    return 16 * r * d4 + 16 * bk * kvp + 4 * r * (bk + 1) + 12 * r + 4;
+    return 16 * r * d4 + 16 * bk * kvp + 4 * r * (bk + 1) + 12 * r + 4 +
+           4 * CORE_MAX(r * CORE_MAX(skg, 1), wg);
 }
 
 /* GLESC_ATTN="wg=128,r=64,bk=32,skg=8,target=512": a tuning aid overriding the
@@ -438,7 +442,7 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     for (int pass = 0; pass < 2 && !r; pass++)
         for (int ri = c.r; ri >= 1 && !r; ri /= 2)
             for (int bi = c.bk; bi >= (pass ? 1 : CORE_MIN(c.bk, ATTN_PF_BK_MIN)) && !r; bi /= 2)
-                if (pf_bytes(ri, bi, c.d4, c.kvp) <= limit) {
+                if (pf_bytes(ri, bi, c.d4, c.kvp, c.wg, c.skg) <= limit) {
                     r = ri;
                     bk = bi;
                 }
@@ -446,7 +450,7 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     c.bk = bk;
     if (!r)
         return c;
-    c.bytes = pf_bytes(r, bk, c.d4, c.kvp);
+    c.bytes = pf_bytes(r, bk, c.d4, c.kvp, c.wg, c.skg);
     c.wg = CORE_MIN(c.wg, r * bk); /* every invocation has a score */
     c.hg = CORE_MIN(prefill_hg(a), r);
     c.bq = r / c.hg;
@@ -460,6 +464,10 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     c.td4 = (c.dv4 + c.odg - 1) / c.odg;
     c.org = c.wg / c.odg;
     c.tro = r / c.org;
+    /* the SKG invocations of a row: consecutive lanes of one subgroup */
+    c.sg = caps->has_subgroup && (caps->subgroup_features & GLESC_SUBGROUP_SHUFFLE) &&
+           caps->subgroup_size >= c.skg && caps->subgroup_size % c.skg == 0 &&
+           c.wg % caps->subgroup_size == 0;
     return c;
 }
 
@@ -474,7 +482,7 @@ static glesc_status gen_prefill(kb *b)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "attention: head sizes %lld/%lld need %d bytes of shared memory for one "
                        "row, the device has %d",
-                       (long long)q->ne[0], (long long)v->ne[0], pf_bytes(1, 1, c.d4, c.kvp),
+                       (long long)q->ne[0], (long long)v->ne[0], pf_bytes(1, 1, c.d4, c.kvp, 1, 1),
                        b->ctx->caps.max_compute_shared_memory);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
     int64_t nqb = (n_q + c.bq - 1) / c.bq, n_groups = n_head / c.hg, blocks = nqb * n_groups;
@@ -487,6 +495,12 @@ static glesc_status gen_prefill(kb *b)
         emit_kernel_shared(b->k, "float", "ls", c.r);
         emit_kernel_shared(b->k, "float", "al", c.r);
         emit_kernel_shared(b->k, "uint", "at_last", 1);
+        if (c.sg) {
+            emit_kernel_extension(b->k, "GL_KHR_shader_subgroup_basic");
+            emit_kernel_extension(b->k, "GL_KHR_shader_subgroup_shuffle");
+            emit_kernel_define(b->k, "ATTN_SG", "1");
+        } else
+            emit_kernel_shared(b->k, "float", "rr", c.r * c.skg);
         emit_kernel_snippet(b->k, "graph/reduce");
         emit_kernel_snippet(b->k, "graph/eltwise");
         static const char *const names[] = {"HG", "BQ",  "R",   "BK",  "D",  "DV",
