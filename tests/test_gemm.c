@@ -273,10 +273,25 @@ Test(gemm, portable_context_every_type)
     glesc_context_destroy(c);
 }
 
+/* Does the dispatch's uniforms hold the n values of seq in a row? */
+static bool has_uniforms(const kb_dispatch *d, const uint32_t *seq, int n)
+{
+    for (int i = 0; i + n <= d->n_param; i++) {
+        int j = 0;
+        while (j < n && d->param[i + j].type == GL_PARAM_UINT && d->param[i + j].v.u == seq[j])
+            j++;
+        if (j == n)
+            return true;
+    }
+    return false;
+}
+
 /* The parts of K each dispatch of matmul y's kernel is cut into (its z
  * groups over the batches), from the bound kernel as the executor gets it
- * (nothing is computed). */
-static int64_t parts_of(glesc_graph *g, glesc_tensor *y, int64_t batches)
+ * (nothing is computed); with seq, its uniforms must hold seq's n values in
+ * a row (ksplit, kper, kdp). */
+static int64_t parts_of_seq(glesc_graph *g, glesc_tensor *y, int64_t batches, const uint32_t *seq,
+                            int n)
 {
     glesc_context *c = glesc_graph_context(g);
     graph_order_t ord = {0};
@@ -299,11 +314,21 @@ static int64_t parts_of(glesc_graph *g, glesc_tensor *y, int64_t batches)
         parts = b.disp[0].groups[2] / batches;
         cr_assert_eq(b.disp[0].groups[2] % batches, 0);
         cr_assert(parts == 1 || b.disp[0].scratch_bytes > 0, "split without scratch");
+        if (seq)
+            cr_expect(has_uniforms(&b.disp[0], seq, n),
+                      "the uniforms ksplit, kper, kdp are not "
+                      "%u, %u, %u",
+                      seq[0], n > 1 ? seq[1] : 0, n > 2 ? seq[2] : 0);
         kb_free(&b);
     }
     free(gks);
     graph_order_free(&ord);
     return parts;
+}
+
+static int64_t parts_of(glesc_graph *g, glesc_tensor *y, int64_t batches)
+{
+    return parts_of_seq(g, y, batches, NULL, 0);
 }
 
 /* Split K: a dispatch of few tiles (against the slots, here forced high)
@@ -356,6 +381,9 @@ Test(gemm, split_k_fills_the_last_wave)
         {5632, 2048, 2}, /* the same with a longer K */
         {2048, 4096, 1}, /* 128 tiles: one wave already */
         {2048, 8192, 1}, /* 256 tiles */
+        /* the gate/up pair's rows, 352 tiles: 256 whole in two waves, the
+         * last 96 in four parts (a third wave of quarters) */
+        {2048, 11264, 4},
     };
     for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
         glesc_graph *g = glesc_graph_create(c);
@@ -369,6 +397,27 @@ Test(gemm, split_k_fills_the_last_wave)
                      (long long)p, (long long)cases[i].parts);
         glesc_graph_destroy(g);
     }
+    glesc_context_destroy(c);
+    unsetenv("GLESC_GEMM");
+}
+
+/* The whole waves' tiles taken whole, the last wave's split: 8 tiles of
+ * 64 x 64 with 6 workgroups at once and K of 64 units, so 6 tiles whole
+ * (part 0 takes all of K, the other parts return) and 2 in three parts
+ * (1 + 1/3 waves; K in three parts everywhere: 4/3 waves, each part
+ * dearer), equal to the CPU for a plain and two block types. */
+Test(gemm, split_only_the_last_wave)
+{
+    static const glesc_dtype types[] = {GLESC_DTYPE_F16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_K};
+    glesc_context *c = context_with("bn=64,bm=64,tn=8,tm=8,slots=6", NULL);
+    glesc_graph *g = glesc_graph_create(c);
+    glesc_tensor *w = glesc_tensor_new(g, F32, 2, (int64_t[]){2048, 200}); /* not read */
+    glesc_tensor *x = glesc_tensor_new(g, F32, 2, (int64_t[]){2048, 70});
+    /* 3 parts of 22 units; 6 tiles whole */
+    cr_expect_eq(parts_of_seq(g, glesc_matmul(g, w, x), 1, (const uint32_t[]){3, 22, 6}, 3), 3);
+    glesc_graph_destroy(g);
+    for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++)
+        product(c, types[i], 2048, 200, 70, "tiles of 64 weight rows by 64 columns, 8 x 8");
     glesc_context_destroy(c);
     unsetenv("GLESC_GEMM");
 }

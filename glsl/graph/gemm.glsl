@@ -20,7 +20,8 @@
 //             TM and XQ4 as plain numbers, for #if)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
-//             kper (units of 32 elements a part takes), and per sibling j
+//             kper (units of 32 elements a part takes), kdp (tiles of a
+//             batch taken whole by part 0, see Split K), and per sibling j
 //             s<j>_base, s<j>_count, s<j>_g0 (its first block of rows)
 //             GEMM_ROUNDS (the results leave in that many rounds, see
 //             gemm_main)
@@ -63,7 +64,10 @@
 // and leave their partial sums (and a folded norm's partial squares) in the
 // scratch buffer, counting themselves in with an atomic; the last of a tile
 // adds the parts in order (the result does not depend on which is last),
-// stores through the epilogue and puts the counter back to zero.
+// stores through the epilogue and puts the counter back to zero. The first
+// kdp tiles (g + x blocks * y < kdp: whole waves of them, gemm.c) are not
+// split: their part 0 takes all of K and their other parts return at once,
+// so only the last wave's tiles are split to fill the device.
 float gemm_x(uint k, uint c, uint b2, uint b3, inout float sq);
 void gemm_store(uint sel, uint n, uint c, uint b2, uint b3, float dot, float dot2);
 #ifdef GEMM_NORM
@@ -257,6 +261,15 @@ void gemm_main() {
     uint part = gl_WorkGroupID.z % ksplit;
     uint b2 = zb % xb2, b3 = zb / xb2;
     uint g = gl_WorkGroupID.x;
+    uint parts = ksplit; // this tile's
+    if (g + gl_NumWorkGroups.x * gl_WorkGroupID.y < kdp) {
+        // one of the whole tiles of the split's full waves: part 0 takes
+        // all of K, the other parts have nothing to do
+        if (part != 0u) {
+            return;
+        }
+        parts = 1u;
+    }
     // a group: the matmul (sel) block g belongs to, its rows
     uint sel = 0u, gl = g, cnt = n_count, nbase = n_base;
 #if NMEMB > 1
@@ -277,7 +290,7 @@ void gemm_main() {
     uint nl0 = gl * BNR; // first local row (within the chunk)
     uint m0 = gl_WorkGroupID.y * BM;
     uint nu = (K + 31u) / 32u;
-    uint u0 = part * kper, u1 = min(nu, u0 + kper);
+    uint u0 = part * kper, u1 = parts == 1u ? nu : min(nu, u0 + kper);
     float acc[NACC];
 #define GEMM_ZERO(j, i) acc[i * TM + j] = 0.0;
 #define GEMM_ZERO_ROW(i, a) GEMM_EACH_J2(GEMM_ZERO, i)
@@ -326,7 +339,7 @@ void gemm_main() {
 #endif
     GEMM_EACH_J1(GEMM_CSQ, 0u)
     bool store = true;
-    if (ksplit > 1u) {
+    if (parts > 1u) {
         // this part's sums into the scratch buffer, then the last part of
         // the tile adds them all
         uint tile = g + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * zb);
@@ -350,7 +363,7 @@ void gemm_main() {
         memoryBarrierShared();
         barrier();
         if (lid == 0u) {
-            bool last = atomicAdd(GEMM_SCRATCH[tile], 1u) == ksplit - 1u;
+            bool last = atomicAdd(GEMM_SCRATCH[tile], 1u) == parts - 1u;
             gs[0] = vec4(last ? 1.0 : 0.0);
         }
         memoryBarrierShared();
@@ -365,7 +378,7 @@ void gemm_main() {
     acc[i * TM + j] += uintBitsToFloat(GEMM_SCRATCH[qb + (ty + NY * j) * BN + tx + NX * i]);
 #define GEMM_ADD_ROW(i, a) GEMM_EACH_J2(GEMM_ADD, i)
 #define GEMM_ADD_CSQ(j, a) csq[j] += uintBitsToFloat(GEMM_SCRATCH[qb + BN * BM + ty + NY * j]);
-            for (uint p = 0u; p < ksplit; p++) {
+            for (uint p = 0u; p < parts; p++) {
                 uint qb = pb0 + p * tw;
                 GEMM_EACH_I1(GEMM_ADD_ROW, 0u)
 #ifdef GEMM_NORM

@@ -24,11 +24,13 @@
  * invocations and 16 KiB, smaller ones below that; llvmpipe its own.
  *
  * When a dispatch's tiles leave the device's compute units idle for part of
- * its last wave, K is split (gemm_split: the uniforms ksplit, kper, chosen
- * per dispatch from the sizes): each part leaves its sums in the kernel
- * scratch buffer (kb_scratch) and the last part of a tile adds them and
- * stores. The code is the same with or without the split, so the plan does
- * not depend on the sizes.
+ * its last wave, K is split (gemm_split: the uniforms ksplit, kper, kdp,
+ * chosen per dispatch from the sizes): each part leaves its sums in the
+ * kernel scratch buffer (kb_scratch) and the last part of a tile adds them
+ * and stores; with more tiles than the device runs at once only the last
+ * wave's tiles are split, the whole waves' (kdp) taken whole. The code is
+ * the same with or without the split, so the plan does not depend on the
+ * sizes.
  *
  * Another op may bring its own operands (mc->prov, a gemm_provider: the
  * convolution's implicit im2col, conv.c): its generators then declare the
@@ -197,11 +199,16 @@ static int64_t gemm_batches(const mm_ctx *mc)
 /* mc->split: the parts K is cut into for a dispatch of `tiles` workgroups,
  * their uniforms and the scratch they take. The device runs about
  * split_slots workgroups at once, so p parts take ceil(tiles·p / slots)
- * waves of 1/p of K each: the p of the fewest waves per part (each part
- * GEMM_PART_COST dearer for its partial sums; the fewest parts on a tie),
- * parts of at least GEMM_SPLIT_UNITS units, a scratch counter per tile, the
- * parts' sums within one storage block. A dispatch of many tiles, or on a
- * device that runs one workgroup at a time, is not split. */
+ * waves of 1/p of K each; or (one batch, more tiles than slots) the whole
+ * waves' tiles are taken whole (kdp of them) and only the last wave's r
+ * tiles are split, ceil(r·p / slots) waves of 1/p after the whole ones
+ * (TinyLlama's gate/up pair on the H200, 352 tiles: 256 whole and 96 in
+ * four parts instead of three waves of whole tiles). The choice of the
+ * fewest waves (each part GEMM_PART_COST dearer for its partial sums; the
+ * fewest parts on a tie), parts of at least GEMM_SPLIT_UNITS units, a
+ * scratch counter per tile, the parts' sums within one storage block. A
+ * dispatch of many tiles, or on a device that runs one workgroup at a
+ * time, is not split. */
 static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
 {
     int64_t nu = (gemm_k(mc) + 31) / 32, slots = CORE_MAX(1, mc->split_slots), parts = 1;
@@ -209,22 +216,37 @@ static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
     uint64_t limit = b->ctx->caps.max_storage_block_size / 4;
     if (tiles > KB_SCRATCH_COUNTERS)
         pmax = 1;
+    /* the hybrid's whole tiles: whole waves of a one-batch dispatch */
+    int64_t whole = gemm_batches(mc) == 1 ? tiles / slots * slots : 0, kdp = 0;
     double best = (double)((tiles + slots - 1) / slots);
     for (int64_t p = 2; p <= pmax; p++) {
         if ((uint64_t)KB_SCRATCH_COUNTERS + (uint64_t)(tiles * p) * (uint64_t)mc->split_words >
             limit)
             break;
-        double cost = (double)((tiles * p + slots - 1) / slots) / (double)p *
-                      (1.0 + GEMM_PART_COST * (double)(p - 1));
+        double part = 1.0 + GEMM_PART_COST * (double)(p - 1);
+        double cost = (double)((tiles * p + slots - 1) / slots) / (double)p * part;
         if (cost < best * (1.0 - 1e-9)) {
             best = cost;
             parts = p;
+            kdp = 0;
+        }
+        if (whole > 0 && whole < tiles) {
+            cost = (double)(whole / slots) +
+                   (double)(((tiles - whole) * p + slots - 1) / slots) / (double)p * part;
+            if (cost < best * (1.0 - 1e-9)) {
+                best = cost;
+                parts = p;
+                kdp = whole;
+            }
         }
     }
     int64_t kper = (nu + parts - 1) / parts;
     parts = (nu + kper - 1) / kper; /* none empty */
+    if (parts == 1)
+        kdp = 0;
     kb_param_set_u(b, mc->p_ksplit, (uint64_t)parts);
     kb_param_set_u(b, mc->p_kper, (uint64_t)kper);
+    kb_param_set_u(b, mc->p_kdp, (uint64_t)kdp);
     kb_scratch(b, parts == 1 ? 0
                              : 4 * ((uint64_t)KB_SCRATCH_COUNTERS +
                                     (uint64_t)(tiles * parts) * (uint64_t)mc->split_words));
@@ -452,6 +474,7 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     int64_t nu = (gemm_k(mc) + 31) / 32;
     mc->p_ksplit = kb_param_u(b, "ksplit", 1);
     mc->p_kper = kb_param_u(b, "kper", (uint64_t)nu);
+    mc->p_kdp = kb_param_u(b, "kdp", 0);
     int sc = kb_scratch(b, 0);
     /* every weight read by units (of 32 elements of a row, kernels_wload_units):
      * K a multiple of 32, so x needs no mask along k */

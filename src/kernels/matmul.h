@@ -54,9 +54,9 @@ struct mm_ctx {
      * uniforms and returns the parts each workgroup's K is cut into (they
      * multiply the dispatch's z); NULL: none. */
     int64_t (*split)(kb *b, const mm_ctx *mc, int64_t groups);
-    int p_ksplit, p_kper; /* GEMM: param indices of ksplit, kper */
-    int64_t split_slots;  /* GEMM: workgroups the device runs at once */
-    int64_t split_words;  /* GEMM: scratch words of a tile's part */
+    int p_ksplit, p_kper, p_kdp; /* GEMM: param indices of ksplit, kper, kdp */
+    int64_t split_slots;         /* GEMM: workgroups the device runs at once */
+    int64_t split_words;         /* GEMM: scratch words of a tile's part */
     /* GEMV: a folded arg max (gk->reduce): param indices of am_g0 and
      * am_total (glsl/graph/argmax.glsl); -1: none */
     int p_am_g0, p_am_total;
