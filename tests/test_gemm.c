@@ -34,9 +34,12 @@
 
 static glesc_context *ctx;
 
+/* Norms folded into the GEMMs (not by default: GLESC_FUSE_GEMM_NORM), so
+ * the fused cases check the GEMM's folded norm. */
 static void setup(void)
 {
     unsetenv("GLESC_GEMM");
+    setenv("GLESC_FUSE_GEMM_NORM", "1", 1);
     ctx = test_context(NULL);
 }
 
@@ -44,6 +47,7 @@ static void teardown(void)
 {
     glesc_context_destroy(ctx);
     unsetenv("GLESC_GEMM");
+    unsetenv("GLESC_FUSE_GEMM_NORM");
 }
 
 TestSuite(gemm, .init = setup, .fini = teardown);

@@ -598,9 +598,11 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
     }
     count_consumers(&pp->ord, outs, n);
     const glesc_graph_options *opts = &pp->opts;
-    /* GLESC_FUSE_SKIP: fusions left out for GEMMs (tuning, README) */
+    /* GLESC_FUSE_SKIP: fusions left out for GEMMs; GLESC_FUSE_GEMM_NORM:
+     * norms folded into GEMMs too (tuning, README) */
     unsigned fusion = opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
-                          ? GRAPH_FUSE_ON | graph_fuse_skips(core_env("GLESC_FUSE_SKIP"))
+                          ? GRAPH_FUSE_ON | graph_fuse_skips(core_env("GLESC_FUSE_SKIP")) |
+                                (core_env_flag("GLESC_FUSE_GEMM_NORM") ? GRAPH_FUSE_GEMM_NORM : 0)
                           : 0;
     int max_bind = compute_max_bindings(ctx);
     core_hash128 key = compute_plan_key(&pp->ord, opts, fusion, max_bind);

@@ -176,6 +176,18 @@ static bool gemm_skips(const fuse_state *fs, const glesc_tensor *mm, unsigned wh
     return (fs->fusion & what) && mm && mm->op == GLESC_OP_MATMUL && mm->src[1]->ne[1] > 1;
 }
 
+/* A norm is not folded into a matmul of more than GRAPH_GEMV_MAX_M columns
+ * (always a GEMM) unless GRAPH_FUSE_GEMM_NORM: each of the GEMM's row tiles
+ * would load the norm's weight beside x and sum x's squares again, which
+ * cost more than the norm's own kernel and its result read plainly (H200,
+ * TinyLlama pp512 Q4_0: 13,033 -> 13,775 t/s; llvmpipe, the demo's pp512:
+ * 587-590 -> 613-641). */
+static bool gemm_norm_off(const fuse_state *fs, const glesc_tensor *mm)
+{
+    return !(fs->fusion & GRAPH_FUSE_GEMM_NORM) && mm->op == GLESC_OP_MATMUL &&
+           mm->src[1]->ne[1] > GRAPH_GEMV_MAX_M;
+}
+
 static int members(fuse_state *fs, int k)
 {
     int n = 0;
@@ -390,7 +402,8 @@ static void fold_norms(fuse_state *fs)
             continue;
         fk *KC = &fs->k[kc];
         const graph_op_info *ia = graph_op(KC->anchor->op);
-        if (!ia->norm_prologue || gemm_skips(fs, KC->anchor, GRAPH_FUSE_SKIP_NORM))
+        if (!ia->norm_prologue || gemm_skips(fs, KC->anchor, GRAPH_FUSE_SKIP_NORM) ||
+            gemm_norm_off(fs, KC->anchor))
             continue;
         if (ia->norm_deferred) {
             /* the scale is applied to the anchor's result: only the

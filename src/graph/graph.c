@@ -53,9 +53,10 @@ GLESC_API glesc_status glesc_graph_set_options(glesc_graph *g, const glesc_graph
                             "glesc_graph_set_options: struct_size %u is too small (use "
                             "glesc_graph_options_init)",
                             (unsigned)opts->struct_size);
-    if (o.gemv_max_m < 0 || o.gemv_max_m > 8)
+    if (o.gemv_max_m < 0 || o.gemv_max_m > GRAPH_GEMV_MAX_M)
         return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_graph_set_options: gemv_max_m %d is not 0..8", o.gemv_max_m);
+                            "glesc_graph_set_options: gemv_max_m %d is not 0..%d", o.gemv_max_m,
+                            GRAPH_GEMV_MAX_M);
     g->opts = o;
     g->gen = graph_gen_next();
     return GLESC_OK;

@@ -258,10 +258,17 @@ typedef struct graph_kernel {
     int id;
 } graph_kernel;
 
-/* graph_fuse's fusion flags: GRAPH_FUSE_ON, and the fusions it leaves out
- * for matmuls of more than one column (prefill's GEMMs; tuning): the
- * gate/up pair, q/k/v grouping, a row norm folded in, prologues,
- * epilogues. */
+/* The most columns a matmul computes with the GEMV (glesc_graph_options'
+ * gemv_max_m): beyond, always the GEMM. */
+#define GRAPH_GEMV_MAX_M 8
+
+/* graph_fuse's fusion flags: GRAPH_FUSE_ON, the fusions it leaves out for
+ * matmuls of more than one column (prefill's GEMMs; tuning): the gate/up
+ * pair, q/k/v grouping, a row norm folded in, prologues, epilogues; and
+ * GRAPH_FUSE_GEMM_NORM, a row norm folded into matmuls of more than
+ * GRAPH_GEMV_MAX_M columns too (left out by default: the norm's own
+ * kernel and the GEMMs on its result took less time, H200 and llvmpipe;
+ * docs/graph.md). */
 enum {
     GRAPH_FUSE_ON = 1,
     GRAPH_FUSE_SKIP_PAIR = 2,
@@ -269,6 +276,7 @@ enum {
     GRAPH_FUSE_SKIP_NORM = 8,
     GRAPH_FUSE_SKIP_PROLOGUE = 16,
     GRAPH_FUSE_SKIP_EPILOGUE = 32,
+    GRAPH_FUSE_GEMM_NORM = 64,
 };
 /* The GRAPH_FUSE_SKIP_ bits named in a comma list (pair, group, norm,
  * prologue, epilogue; NULL: none). */
