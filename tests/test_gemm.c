@@ -223,6 +223,15 @@ Test(gemm, late_decode)
         product(c, types[i], k_of(types[i], 2), 5, 9, "gemm_wdec_0(");
     }
     glesc_context_destroy(c);
+    /* two invocations a row: each decodes only its run where the type
+     * decodes by halves (q4_0, q4_k, q8_0: gemm_wdech_0) */
+    c = context_with("bn=64,bm=64,tn=8,tm=4,slots=1000000", NULL);
+    for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+        const char *want = types[i] == GLESC_DTYPE_Q6_K ? "gemm_wdec_0(" : "gemm_wdech_0(";
+        product(c, types[i], k_of(types[i], 16), 67, 41, want);
+        product(c, types[i], k_of(types[i], 2), 5, 9, want);
+    }
+    glesc_context_destroy(c);
     unsetenv("GLESC_GEMM");
 }
 

@@ -204,6 +204,23 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
 #define GEMM_LATE 1
 void GEMM_WRAW(uint nl, uint b2, uint b3, uvec4 at, uint u, out uvec4 r[4]);
 void GEMM_WDEC(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab);
+// With GEMM_WDECH (two invocations a row, the loader decodes by halves):
+// each decodes only its run (h = lid / BN), its scale and offset applied.
+#ifdef GEMM_WDECH
+void GEMM_WDECH(uvec4 r[4], uvec4 at, uint u, uint h, out vec4 q[4], out vec2 ab);
+#ifdef PAIR
+void GEMM_WDECH2(uvec4 r[4], uvec4 at, uint u, uint h, out vec4 q[4], out vec2 ab);
+#endif
+#define GEMM_WFIN(F, u)                                                        \
+    {                                                                          \
+        vec4 qh[4];                                                            \
+        vec2 hb;                                                               \
+        F(rw, at, u, lid / BN, qh, hb);                                        \
+        for (uint i = 0u; i < 4u; i++) {                                       \
+            pw[i] = qh[i] * hb.x + hb.y;                                       \
+        }                                                                      \
+    }
+#endif
 #ifdef PAIR
 void GEMM_WRAW2(uint nl, uint b2, uint b3, uvec4 at, uint u, out uvec4 r[4]);
 void GEMM_WDEC2(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab);
@@ -214,6 +231,14 @@ void GEMM_WDEC2(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab);
     } else {                                                                   \
         GEMM_WRAW(nl, b2, b3, at, u, rw);                                      \
     }
+#ifdef GEMM_WDECH
+#define GEMM_WFINISH(u)                                                        \
+    if (second) {                                                              \
+        GEMM_WFIN(GEMM_WDECH2, u)                                              \
+    } else {                                                                   \
+        GEMM_WFIN(GEMM_WDECH, u)                                               \
+    }
+#else
 #define GEMM_WFINISH(u)                                                        \
     if (second) {                                                              \
         GEMM_WDEC2(rw, at, u, q, ab);                                          \
@@ -221,13 +246,18 @@ void GEMM_WDEC2(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab);
         GEMM_WDEC(rw, at, u, q, ab);                                           \
     }                                                                          \
     GEMM_PART_W(q, ab, pw);
+#endif
 #else
 #define GEMM_WLOAD(u)                                                          \
     at = GEMM_WAT(u);                                                          \
     GEMM_WRAW(nl, b2, b3, at, u, rw);
+#ifdef GEMM_WDECH
+#define GEMM_WFINISH(u) GEMM_WFIN(GEMM_WDECH, u)
+#else
 #define GEMM_WFINISH(u)                                                        \
     GEMM_WDEC(rw, at, u, q, ab);                                               \
     GEMM_PART_W(q, ab, pw);
+#endif
 #endif
 #endif
 

@@ -19,7 +19,10 @@
 // b, uint u, out vec4 q[8], out vec4 ab)` gives unit's q and ab from them,
 // its b the block's place counted from its row's start (rows start on 16
 // bytes, so a word's place in its uvec4 is the same). The plain types'
-// punit has the same pair, praw and pdec.
+// punit has the same pair, praw and pdec. Some also decode half a unit
+// from the same words, for a GEMM invocation that stages only one of its
+// runs: `void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4
+// q[4], out vec2 ab)`, run h's quants and its scale and offset.
 
 // Word i & 3 of v, by selects (a dynamically indexed vector can become
 // branches); QW uses it where the binding is a uvec4 array.
@@ -108,6 +111,13 @@ vec4 nib_hi4m(uint w, float o) {
     dst[5] = nib_hi4m(src.y, off);                                            \
     dst[6] = nib_hi4m(src.z, off);                                            \
     dst[7] = nib_hi4m(src.w, off)
+// QNIB4H: the low (h = 0) or high (h = 1) nibbles of src's bytes (half h
+// of QNIB8) into dst[0..3].
+#define QNIB4H(dst, src, h, off)                                              \
+    dst[0] = nib_lo4m(src.x >> (4u * h), off);                                \
+    dst[1] = nib_lo4m(src.y >> (4u * h), off);                                \
+    dst[2] = nib_lo4m(src.z >> (4u * h), off);                                \
+    dst[3] = nib_lo4m(src.w >> (4u * h), off)
 #define QBITS8(dst, src, lo4, hi4, off)                                       \
     dst[0] = bytes4m((src.x & 0x0f0f0f0fu) | lo4.x, off);                     \
     dst[1] = bytes4m((src.y & 0x0f0f0f0fu) | lo4.y, off);                     \

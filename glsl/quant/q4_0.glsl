@@ -31,3 +31,9 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     QNIB8(q, r[0], 8.0);
     ab = vec4(d, 0.0, d, 0.0);
 }
+void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2 ab) {
+    vec2 dd = unpackHalf2x16(qw_pick(r[1], b.f1 + (b.i >> 1u)));
+    float d = (b.i & 1u) == 0u ? dd.x : dd.y;
+    QNIB4H(q, r[0], h, 8.0);
+    ab = vec2(d, 0.0);
+}

@@ -43,3 +43,10 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     QNIB8(q, w, 0.0);
     ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
 }
+void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2 ab) {
+    vec2 dm = unpackHalf2x16(r[0].x);
+    vec4 sm = scale_min_k4_pair(r[0], u >> 1);
+    uvec4 w = r[1];
+    QNIB4H(q, w, h, 0.0);
+    ab = h == 0u ? vec2(dm.x * sm.x, -dm.y * sm.z) : vec2(dm.x * sm.y, -dm.y * sm.w);
+}

@@ -42,3 +42,13 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     q[7] = sbytes4(r[1].w);
     ab = vec4(d, 0.0, d, 0.0);
 }
+void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2 ab) {
+    vec2 dd = unpackHalf2x16(qw_pick(r[2], b.f1 + (b.i >> 1u)));
+    float d = (b.i & 1u) == 0u ? dd.x : dd.y;
+    uvec4 s = h == 0u ? r[0] : r[1];
+    q[0] = sbytes4(s.x);
+    q[1] = sbytes4(s.y);
+    q[2] = sbytes4(s.z);
+    q[3] = sbytes4(s.w);
+    ab = vec2(d, 0.0);
+}

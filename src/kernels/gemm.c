@@ -275,14 +275,25 @@ static bool member_raw(const mm_ctx *mc, int j)
     return mc->units && kernels_wload_raw(mc->w) && (!mc->p || kernels_wload_raw(mc->p->src[0]));
 }
 
-/* How member j's weights are read: by half units, split units (late
- * decode) or whole units. */
-enum { W_UNIT, W_HALF, W_RAW };
+/* Do member j's split units (with the pair's) also decode by halves? */
+static bool member_dec_half(const mm_ctx *mc, int j)
+{
+    if (j)
+        return kernels_wload_dec_half(mc->sib[j - 1].w);
+    return kernels_wload_dec_half(mc->w) && (!mc->p || kernels_wload_dec_half(mc->p->src[0]));
+}
+
+/* How member j's weights are read: by half units (plain types, two
+ * invocations a row), split units (late decode; W_RAW_HALF: each of a
+ * row's two invocations decodes its run only) or whole units. */
+enum { W_UNIT, W_HALF, W_RAW, W_RAW_HALF };
 static int member_read(const mm_ctx *mc, int j, bool half, bool late)
 {
     if (half && member_half(mc, j))
         return W_HALF;
-    return late && member_raw(mc, j) ? W_RAW : W_UNIT;
+    if (!late || !member_raw(mc, j))
+        return W_UNIT;
+    return half && member_dec_half(mc, j) ? W_RAW_HALF : W_RAW;
 }
 
 /* A copy of glsl/graph/gemm_loop.glsl per matmul of the kernel (member j
@@ -296,7 +307,8 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half, bool late)
         "GEMM_STEP",     "GEMM_WROW",      "GEMM_FX_E",    "GEMM_FX_S",   "GEMM_FX_K",
         "GEMM_FX_KMASK", "GEMM_HALF_UNIT", "GEMM_WU",      "GEMM_W1",     "GEMM_W2",
         "GEMM_WRAW",     "GEMM_WRAW2",     "GEMM_WDEC",    "GEMM_WDEC2",  "GEMM_LATE",
-        "GEMM_WLOAD",    "GEMM_WFINISH",   "GEMM_FX_PX"};
+        "GEMM_WLOAD",    "GEMM_WFINISH",   "GEMM_FX_PX",   "GEMM_WDECH",  "GEMM_WDECH2",
+        "GEMM_WFIN"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
@@ -320,11 +332,16 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half, bool late)
             sbuf_appendf(&s, "#define GEMM_WHALF gemm_whalf_%d\n", j);
             if (j == 0 && mc->p)
                 sbuf_append(&s, "#define GEMM_WHALF2 gemm_whalf_p\n");
-        } else if (rd == W_RAW) {
+        } else if (rd == W_RAW || rd == W_RAW_HALF) {
             sbuf_appendf(&s, "#define GEMM_WRAW gemm_wraw_%d\n#define GEMM_WDEC gemm_wdec_%d\n", j,
                          j);
             if (j == 0 && mc->p)
                 sbuf_append(&s, "#define GEMM_WRAW2 gemm_wraw_p\n#define GEMM_WDEC2 gemm_wdec_p\n");
+            if (rd == W_RAW_HALF) {
+                sbuf_appendf(&s, "#define GEMM_WDECH gemm_wdech_%d\n", j);
+                if (j == 0 && mc->p)
+                    sbuf_append(&s, "#define GEMM_WDECH2 gemm_wdech_p\n");
+            }
         }
         sbuf_append(&s, text);
         for (size_t i = 0; i < CORE_ARRAY_LEN(names); i++)
@@ -370,13 +387,22 @@ static void wunit_hook(kb *b, int j, bool second, int rd)
                  id);
         emit_kernel_function_begin(b->k, sig);
         kb_line(b, "%s_whalf(%s, u, h, q);", ld, row_byte(j, second, rb));
-    } else if (rd == W_RAW) {
+    } else if (rd == W_RAW || rd == W_RAW_HALF) {
         snprintf(sig, sizeof sig,
                  "void gemm_wraw_%s(uint nl, uint b2, uint b3, uvec4 at, uint u, out uvec4 r[4])",
                  id);
         emit_kernel_function_begin(b->k, sig);
         kb_line(b, "%s_wraw(%s, at, u, r);", ld, row_byte(j, second, rb));
         emit_kernel_function_end(b->k);
+        if (rd == W_RAW_HALF) {
+            snprintf(sig, sizeof sig,
+                     "void gemm_wdech_%s(uvec4 r[4], uvec4 at, uint u, uint h, out vec4 q[4], "
+                     "out vec2 ab)",
+                     id);
+            emit_kernel_function_begin(b->k, sig);
+            kb_line(b, "%s_wdech(r, at, u, h, q, ab);", ld);
+            emit_kernel_function_end(b->k);
+        }
         snprintf(sig, sizeof sig,
                  "void gemm_wdec_%s(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab)", id);
         emit_kernel_function_begin(b->k, sig);
@@ -468,7 +494,8 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     if (mc->prov)
         mc->prov->common(b, mc, mc->prov->arg);
     else {
-        mc->wload_extra = (half ? KERNELS_WLOAD_HALF : 0u) | (late ? KERNELS_WLOAD_RAW : 0u);
+        mc->wload_extra = (half ? KERNELS_WLOAD_HALF : 0u) | (late ? KERNELS_WLOAD_RAW : 0u) |
+                          (late && half ? KERNELS_WLOAD_DEC_HALF : 0u);
         kernels_mm_common(b, mc);
     }
     int64_t nu = (gemm_k(mc) + 31) / 32;

@@ -313,6 +313,9 @@ enum {
      * where it calls them */
     KERNELS_WLOAD_RAW = 1u << 4,
     KERNELS_WLOAD_HALF = 1u << 5,
+    /* with RAW: the block types' half decode NAME_wdech (the GEMM where two
+     * invocations stage a row) */
+    KERNELS_WLOAD_DEC_HALF = 1u << 6,
 };
 /* Does w have the fast units (its binding then is a uvec4 array)?
  * The block types whose snippet has a unit decoder, and f32/f16/bf16
@@ -324,6 +327,9 @@ bool kernels_wload_raw(const glesc_tensor *w);
 /* Do w's units also come by halves (NAME_whalf: the GEMM's invocations
  * that stage half a row's unit)? The plain types' units (phalf). */
 bool kernels_wload_half(const glesc_tensor *w);
+/* Do w's split units also decode by halves (NAME_wdech)? Block types whose
+ * snippet has unit_dec_half. */
+bool kernels_wload_dec_half(const glesc_tensor *w);
 /* Declares the loaders `what` (KERNELS_WLOAD_* bits) named fn of weight w
  * for binding buf in b (a uvec4 array with KERNELS_WLOAD_UVEC4, else
  * uint); fails (kb_fail) for a type quant_gpu_readable refuses, or

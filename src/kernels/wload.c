@@ -25,7 +25,12 @@
  *                       GEMM invocation that stages half a
  *                       row's: `void NAME_whalf(uint row_byte, uint u,
  *                       uint h, out vec4 q[4])`, elements 16h .. 16h+15
- *                       of unit u (the snippet's phalf).
+ *                       of unit u (the snippet's phalf). With
+ *                       KERNELS_WLOAD_DEC_HALF, block types whose snippet
+ *                       has unit_dec_half also decode half a unit from
+ *                       NAME_wraw's words: `void NAME_wdech(uvec4 r[4],
+ *                       uvec4 at, uint u, uint h, out vec4 q[4], out vec2
+ *                       ab)`, run h's quants and its scale and offset.
  *
  * f32, f16 and bf16 element loaders are written here. The ggml block types
  * are built on the glsl/quant/ snippets (the ones tests/test_quant_gpu.c
@@ -98,6 +103,12 @@ bool kernels_wload_raw(const glesc_tensor *w)
 {
     return kernels_wload_units(w) &&
            snippet_has(w->dtype, graph_dtype_quant(w->dtype) ? "\nvoid unit_raw(" : "\nvoid praw(");
+}
+
+bool kernels_wload_dec_half(const glesc_tensor *w)
+{
+    return graph_dtype_quant(w->dtype) && kernels_wload_raw(w) &&
+           snippet_has(w->dtype, "\nvoid unit_dec_half(");
 }
 
 bool kernels_wload_half(const glesc_tensor *w)
@@ -300,6 +311,13 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                 "{\n"
                 "    unit_dec(r, qblock(at.x, at.y, at.z, at.w), u %% QU, q, ab);\n}\n",
                 fn, fn);
+        if ((what & KERNELS_WLOAD_DEC_HALF) && kernels_wload_dec_half(w))
+            sbuf_appendf(o,
+                         "void %s_wdech(uvec4 r[4], uvec4 at, uint u, uint h, out vec4 q[4], "
+                         "out vec2 ab) {\n"
+                         "    unit_dec_half(r, qblock(at.x, at.y, at.z, at.w), u %% QU, h, q, "
+                         "ab);\n}\n",
+                         fn);
     } else if (what & KERNELS_WLOAD_UNIT) {
         generic_unit(o, fn, ne0, true);
     }
