@@ -329,9 +329,8 @@ static int64_t parts_of_seq(glesc_graph *g, glesc_tensor *y, int64_t batches, co
         cr_assert(parts == 1 || b.disp[0].scratch_bytes > 0, "split without scratch");
         if (seq)
             cr_expect(has_uniforms(&b.disp[0], seq, n),
-                      "the uniforms ksplit, kper, kdp are not "
-                      "%u, %u, %u",
-                      seq[0], n > 1 ? seq[1] : 0, n > 2 ? seq[2] : 0);
+                      "the uniforms ksplit, kper, kdp are not %u, %u, %u", seq[0],
+                      n > 1 ? seq[1] : 0, n > 2 ? seq[2] : 0);
         kb_free(&b);
     }
     free(gks);
