@@ -165,9 +165,20 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
 // gate's or the up's (second: the tile's second half of rows), through a
 // branch (the same for whole warps where BNR is a multiple of their size:
 // 64 on the GPU tiles), so each invocation reads and decodes one weight,
-// not both and a select (3% of the H200's pp512). GEMM_WROW(u) leaves the
-// step's weights in pw: whole units decoded (GEMM_PART_W) or halves read
+// not both and a select (3% of the H200's pp512): GEMM_EITHER(A, B), B
+// for the pair's second weight, else A. GEMM_WROW(u) leaves the step's
+// weights in pw: whole units decoded (GEMM_PART_W) or halves read
 // (GEMM_HALF_UNIT).
+#ifdef PAIR
+#define GEMM_EITHER(A, B)                                                      \
+    if (second) {                                                              \
+        B                                                                      \
+    } else {                                                                   \
+        A                                                                      \
+    }
+#else
+#define GEMM_EITHER(A, B) A
+#endif
 #ifdef GEMM_HALF_UNIT
 #define GEMM_WU(F, u) F(nl, b2, b3, u, lid / BN, pw);
 #define GEMM_W1 GEMM_WHALF
@@ -182,16 +193,7 @@ void GEMM_STEP(uint tx, uint ty, inout float acc[NACC]) {
 #define GEMM_W1 GEMM_WUNIT
 #define GEMM_W2 GEMM_WUNIT2
 #endif
-#ifdef PAIR
-#define GEMM_WROW(u)                                                           \
-    if (second) {                                                              \
-        GEMM_WU(GEMM_W2, u)                                                    \
-    } else {                                                                   \
-        GEMM_WU(GEMM_W1, u)                                                    \
-    }
-#else
-#define GEMM_WROW(u) GEMM_WU(GEMM_W1, u)
-#endif
+#define GEMM_WROW(u) GEMM_EITHER(GEMM_WU(GEMM_W1, u), GEMM_WU(GEMM_W2, u))
 
 // Late decode (gemm.c defines GEMM_WRAW and GEMM_WDEC, the loader's unit
 // in two steps, where it has them and the GEMM's `late` is on): the next
@@ -224,40 +226,16 @@ void GEMM_WDECH2(uvec4 r[4], uvec4 at, uint u, uint h, out vec4 q[4], out vec2 a
 #ifdef PAIR
 void GEMM_WRAW2(uint nl, uint b2, uint b3, uvec4 at, uint u, out uvec4 r[4]);
 void GEMM_WDEC2(uvec4 r[4], uvec4 at, uint u, out vec4 q[8], out vec4 ab);
+#endif
 #define GEMM_WLOAD(u)                                                          \
     at = GEMM_WAT(u);                                                          \
-    if (second) {                                                              \
-        GEMM_WRAW2(nl, b2, b3, at, u, rw);                                     \
-    } else {                                                                   \
-        GEMM_WRAW(nl, b2, b3, at, u, rw);                                      \
-    }
+    GEMM_EITHER(GEMM_WRAW(nl, b2, b3, at, u, rw);, GEMM_WRAW2(nl, b2, b3, at, u, rw);)
 #ifdef GEMM_WDECH
-#define GEMM_WFINISH(u)                                                        \
-    if (second) {                                                              \
-        GEMM_WFIN(GEMM_WDECH2, u)                                              \
-    } else {                                                                   \
-        GEMM_WFIN(GEMM_WDECH, u)                                               \
-    }
+#define GEMM_WFINISH(u) GEMM_EITHER(GEMM_WFIN(GEMM_WDECH, u), GEMM_WFIN(GEMM_WDECH2, u))
 #else
 #define GEMM_WFINISH(u)                                                        \
-    if (second) {                                                              \
-        GEMM_WDEC2(rw, at, u, q, ab);                                          \
-    } else {                                                                   \
-        GEMM_WDEC(rw, at, u, q, ab);                                           \
-    }                                                                          \
+    GEMM_EITHER(GEMM_WDEC(rw, at, u, q, ab);, GEMM_WDEC2(rw, at, u, q, ab);)   \
     GEMM_PART_W(q, ab, pw);
-#endif
-#else
-#define GEMM_WLOAD(u)                                                          \
-    at = GEMM_WAT(u);                                                          \
-    GEMM_WRAW(nl, b2, b3, at, u, rw);
-#ifdef GEMM_WDECH
-#define GEMM_WFINISH(u) GEMM_WFIN(GEMM_WDECH, u)
-#else
-#define GEMM_WFINISH(u)                                                        \
-    GEMM_WDEC(rw, at, u, q, ab);                                               \
-    GEMM_PART_W(q, ab, pw);
-#endif
 #endif
 #endif
 

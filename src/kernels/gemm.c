@@ -253,34 +253,17 @@ static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
     return parts;
 }
 
-/* Do member j's weights (with the pair's) come by half units (plain
- * types, kernels_wload_half)? */
-static bool member_half(const mm_ctx *mc, int j)
+/* Are member j's weights (with the pair's) read by units and do their
+ * loaders have what `has` asks: half units (kernels_wload_half), split
+ * units (kernels_wload_raw, the late decode), their halves
+ * (kernels_wload_dec_half)? */
+static bool member_has(const mm_ctx *mc, int j, bool (*has)(const glesc_tensor *))
 {
     if (mc->prov)
         return false;
     if (j)
-        return mc->sib[j - 1].units && kernels_wload_half(mc->sib[j - 1].w);
-    return mc->units && kernels_wload_half(mc->w) && (!mc->p || kernels_wload_half(mc->p->src[0]));
-}
-
-/* Do member j's weights (with the pair's) come in two steps, loads and
- * decode (kernels_wload_raw), for the late decode? */
-static bool member_raw(const mm_ctx *mc, int j)
-{
-    if (mc->prov)
-        return false;
-    if (j)
-        return mc->sib[j - 1].units && kernels_wload_raw(mc->sib[j - 1].w);
-    return mc->units && kernels_wload_raw(mc->w) && (!mc->p || kernels_wload_raw(mc->p->src[0]));
-}
-
-/* Do member j's split units (with the pair's) also decode by halves? */
-static bool member_dec_half(const mm_ctx *mc, int j)
-{
-    if (j)
-        return kernels_wload_dec_half(mc->sib[j - 1].w);
-    return kernels_wload_dec_half(mc->w) && (!mc->p || kernels_wload_dec_half(mc->p->src[0]));
+        return mc->sib[j - 1].units && has(mc->sib[j - 1].w);
+    return mc->units && has(mc->w) && (!mc->p || has(mc->p->src[0]));
 }
 
 /* How member j's weights are read: by half units (plain types, two
@@ -289,11 +272,11 @@ static bool member_dec_half(const mm_ctx *mc, int j)
 enum { W_UNIT, W_HALF, W_RAW, W_RAW_HALF };
 static int member_read(const mm_ctx *mc, int j, bool half, bool late)
 {
-    if (half && member_half(mc, j))
+    if (half && member_has(mc, j, kernels_wload_half))
         return W_HALF;
-    if (!late || !member_raw(mc, j))
+    if (!late || !member_has(mc, j, kernels_wload_raw))
         return W_UNIT;
-    return half && member_dec_half(mc, j) ? W_RAW_HALF : W_RAW;
+    return half && member_has(mc, j, kernels_wload_dec_half) ? W_RAW_HALF : W_RAW;
 }
 
 /* A copy of glsl/graph/gemm_loop.glsl per matmul of the kernel (member j
@@ -308,7 +291,7 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half, bool late)
         "GEMM_FX_KMASK", "GEMM_HALF_UNIT", "GEMM_WU",      "GEMM_W1",     "GEMM_W2",
         "GEMM_WRAW",     "GEMM_WRAW2",     "GEMM_WDEC",    "GEMM_WDEC2",  "GEMM_LATE",
         "GEMM_WLOAD",    "GEMM_WFINISH",   "GEMM_FX_PX",   "GEMM_WDECH",  "GEMM_WDECH2",
-        "GEMM_WFIN"};
+        "GEMM_WFIN",     "GEMM_EITHER"};
     const char *text = emit_snippet_text("graph/gemm_loop");
     if (!text) {
         kb_fail(b, GLESC_ERROR_STATE, "no GLSL snippet graph/gemm_loop");
@@ -371,7 +354,7 @@ static const char *row_byte(int j, bool second, char e[80])
 /* The hooks reading unit u of local row nl of member j's weight (second:
  * the pair's), the row's first byte, then the loader's: W_UNIT the whole
  * unit (gemm_wunit), W_HALF only half h of it, its 16 elements into
- * q[0..3] (gemm_whalf: member_half's plain weights), W_RAW its words
+ * q[0..3] (gemm_whalf: kernels_wload_half's plain weights), W_RAW its words
  * (gemm_wraw) and their decode (gemm_wdec). */
 static void wunit_hook(kb *b, int j, bool second, int rd)
 {
