@@ -10,7 +10,9 @@
 //   GEMM_WRAW, GEMM_WDEC      (where the loader splits its units) the
 //                             hooks loading unit u's words and decoding
 //                             them: the late decode, below; GEMM_WRAW2,
-//                             GEMM_WDEC2 the pair's
+//                             GEMM_WDEC2 the pair's; GEMM_WDECH (and
+//                             GEMM_WDECH2) the decode of one run, where
+//                             two invocations stage a row
 //   GEMM_WHALF, GEMM_WHALF2   (plain weights, two invocations a row) the
 //                             hooks reading half a unit, below
 //   GEMM_FETCH_X, GEMM_PART_W, GEMM_STAGE, GEMM_STEP  this copy's helpers
