@@ -302,9 +302,9 @@ static bool has_uniforms(const kb_dispatch *d, const uint32_t *seq, int n)
 /* The parts of K each dispatch of matmul y's kernel is cut into (its z
  * groups over the batches), from the bound kernel as the executor gets it
  * (nothing is computed); with seq, its uniforms must hold seq's n values in
- * a row (ksplit, kper, kdp). */
+ * a row (ksplit, kper, kdp); with scratch, the scratch bytes it asks for. */
 static int64_t parts_of_seq(glesc_graph *g, glesc_tensor *y, int64_t batches, const uint32_t *seq,
-                            int n)
+                            int n, uint64_t *scratch)
 {
     glesc_context *c = glesc_graph_context(g);
     graph_order_t ord = {0};
@@ -327,6 +327,8 @@ static int64_t parts_of_seq(glesc_graph *g, glesc_tensor *y, int64_t batches, co
         parts = b.disp[0].groups[2] / batches;
         cr_assert_eq(b.disp[0].groups[2] % batches, 0);
         cr_assert(parts == 1 || b.disp[0].scratch_bytes > 0, "split without scratch");
+        if (scratch)
+            *scratch = b.disp[0].scratch_bytes;
         if (seq)
             cr_expect(has_uniforms(&b.disp[0], seq, n),
                       "the uniforms ksplit, kper, kdp are not %u, %u, %u", seq[0],
@@ -340,7 +342,7 @@ static int64_t parts_of_seq(glesc_graph *g, glesc_tensor *y, int64_t batches, co
 
 static int64_t parts_of(glesc_graph *g, glesc_tensor *y, int64_t batches)
 {
-    return parts_of_seq(g, y, batches, NULL, 0);
+    return parts_of_seq(g, y, batches, NULL, 0, NULL);
 }
 
 /* Split K: a dispatch of few tiles (against the slots, here forced high)
@@ -425,8 +427,13 @@ Test(gemm, split_only_the_last_wave)
     glesc_graph *g = glesc_graph_create(c);
     glesc_tensor *w = glesc_tensor_new(g, F32, 2, (int64_t[]){2048, 200}); /* not read */
     glesc_tensor *x = glesc_tensor_new(g, F32, 2, (int64_t[]){2048, 70});
-    /* 3 parts of 22 units; 6 tiles whole */
-    cr_expect_eq(parts_of_seq(g, glesc_matmul(g, w, x), 1, (const uint32_t[]){3, 22, 6}, 3), 3);
+    /* 3 parts of 22 units; 6 tiles whole; scratch: the counters and the 2
+     * split tiles' 3 parts of 64 x 64 sums and 64 squares */
+    uint64_t scratch = 0;
+    cr_expect_eq(
+        parts_of_seq(g, glesc_matmul(g, w, x), 1, (const uint32_t[]){3, 22, 6}, 3, &scratch), 3);
+    cr_expect_eq(scratch, 4 * (1024 + 2 * 3 * (64 * 64 + 64)), "scratch of %llu bytes",
+                 (unsigned long long)scratch);
     glesc_graph_destroy(g);
     for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++)
         product(c, types[i], 2048, 200, 70, "tiles of 64 weight rows by 64 columns, 8 x 8");

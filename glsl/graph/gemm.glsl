@@ -342,7 +342,8 @@ void gemm_main() {
     if (parts > 1u) {
         // this part's sums into the scratch buffer, then the last part of
         // the tile adds them all
-        uint tile = g + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * zb);
+        // the split tiles' index: past the whole ones (kdp > 0: one batch)
+        uint tile = g + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * zb) - kdp;
         uint tw = BN * BM + BM; // words of a part
         uint pb0 = SCRATCH_COUNTERS + tile * ksplit * tw;
         uint pb = pb0 + part * tw;

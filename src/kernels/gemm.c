@@ -218,25 +218,24 @@ static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
         pmax = 1;
     /* the hybrid's whole tiles: whole waves of a one-batch dispatch */
     int64_t whole = gemm_batches(mc) == 1 ? tiles / slots * slots : 0, kdp = 0;
+    if (whole == tiles)
+        whole = 0;
     double best = (double)((tiles + slots - 1) / slots);
     for (int64_t p = 2; p <= pmax; p++) {
-        if ((uint64_t)KB_SCRATCH_COUNTERS + (uint64_t)(tiles * p) * (uint64_t)mc->split_words >
-            limit)
-            break;
         double part = 1.0 + GEMM_PART_COST * (double)(p - 1);
-        double cost = (double)((tiles * p + slots - 1) / slots) / (double)p * part;
-        if (cost < best * (1.0 - 1e-9)) {
-            best = cost;
-            parts = p;
-            kdp = 0;
-        }
-        if (whole > 0 && whole < tiles) {
-            cost = (double)(whole / slots) +
-                   (double)(((tiles - whole) * p + slots - 1) / slots) / (double)p * part;
+        /* every tile split, then (whole > 0) the last wave's only; the
+         * parts' sums within one storage block */
+        for (int64_t w = 0; w <= whole; w += whole ? whole : 1) {
+            if ((uint64_t)KB_SCRATCH_COUNTERS +
+                    (uint64_t)((tiles - w) * p) * (uint64_t)mc->split_words >
+                limit)
+                continue;
+            double cost = (double)(w / slots) +
+                          (double)(((tiles - w) * p + slots - 1) / slots) / (double)p * part;
             if (cost < best * (1.0 - 1e-9)) {
                 best = cost;
                 parts = p;
-                kdp = whole;
+                kdp = w;
             }
         }
     }
@@ -247,9 +246,10 @@ static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
     kb_param_set_u(b, mc->p_ksplit, (uint64_t)parts);
     kb_param_set_u(b, mc->p_kper, (uint64_t)kper);
     kb_param_set_u(b, mc->p_kdp, (uint64_t)kdp);
+    /* the split tiles' parts only (the whole ones first, not in it) */
     kb_scratch(b, parts == 1 ? 0
                              : 4 * ((uint64_t)KB_SCRATCH_COUNTERS +
-                                    (uint64_t)(tiles * parts) * (uint64_t)mc->split_words));
+                                    (uint64_t)((tiles - kdp) * parts) * (uint64_t)mc->split_words));
     return parts;
 }
 
