@@ -206,7 +206,7 @@ static int64_t gemm_batches(const mm_ctx *mc)
  * four parts instead of three waves of whole tiles). The choice of the
  * fewest waves (each part GEMM_PART_COST dearer for its partial sums; the
  * fewest parts on a tie), parts of at least GEMM_SPLIT_UNITS units, a
- * scratch counter per tile, the parts' sums within one storage block. A
+ * scratch counter per split tile, the parts' sums within one storage block. A
  * dispatch of many tiles, or on a device that runs one workgroup at a
  * time, is not split. */
 static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
@@ -355,7 +355,8 @@ static const char *row_byte(int j, bool second, char e[80])
  * the pair's), the row's first byte, then the loader's: W_UNIT the whole
  * unit (gemm_wunit), W_HALF only half h of it, its 16 elements into
  * q[0..3] (gemm_whalf: kernels_wload_half's plain weights), W_RAW its words
- * (gemm_wraw) and their decode (gemm_wdec). */
+ * (gemm_wraw) and their decode (gemm_wdec), W_RAW_HALF those and the
+ * decode of run h only (gemm_wdech). */
 static void wunit_hook(kb *b, int j, bool second, int rd)
 {
     if (!b->k)
@@ -513,15 +514,14 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     if (b->k)
         emit_kernel_function_end(b->k);
     kernels_mm_norm_scale_hook(b, nrm, "gemm");
+    /* the whole units' hooks always (gemm.glsl declares them for every
+     * member), and the ones the member's loop calls instead */
     for (int j = 0; j <= mc->n_sib; j++) {
         int rd = member_read(mc, j, half, late);
-        wunit_hook(b, j, false, W_UNIT);
-        if (rd != W_UNIT)
-            wunit_hook(b, j, false, rd);
-        if (dual && j == 0) {
-            wunit_hook(b, 0, true, W_UNIT);
+        for (int second = 0; second <= (dual && j == 0); second++) {
+            wunit_hook(b, j, second, W_UNIT);
             if (rd != W_UNIT)
-                wunit_hook(b, 0, true, rd);
+                wunit_hook(b, j, second, rd);
         }
     }
     kb_line(b, "gemm_main();");

@@ -308,7 +308,7 @@ enum {
      * ones (only where kernels_wload_units says so) */
     KERNELS_WLOAD_UVEC4 = 1u << 3,
     /* with UVEC4, where the type has them: the split units NAME_wraw and
-     * NAME_wdec (the GEMV's raw=1), and the half units NAME_whalf (the
+     * NAME_wdec (the GEMV's raw=1, the GEMM's late decode), and the half units NAME_whalf (the
      * GEMM where two invocations stage a row); a kernel asks for them only
      * where it calls them */
     KERNELS_WLOAD_RAW = 1u << 4,
@@ -322,7 +322,8 @@ enum {
  * whose rows start on 16 bytes and hold a multiple of 32 elements. */
 bool kernels_wload_units(const glesc_tensor *w);
 /* Do w's units also come split into loads and decode (NAME_wraw,
- * NAME_wdec: the GEMV's pipelined units)? Units whose snippet has unit_raw (praw). */
+ * NAME_wdec: the GEMV's pipelined units, the GEMM's late decode)? Units
+ * whose snippet has unit_raw (praw). */
 bool kernels_wload_raw(const glesc_tensor *w);
 /* Do w's units also come by halves (NAME_whalf: the GEMM's invocations
  * that stage half a row's unit)? The plain types' units (phalf). */

@@ -44,8 +44,8 @@ struct mm_ctx {
     int wb, wb2;                       /* bindings of W and the partner's W */
     int p_base, p_count;               /* param indices of n_base, n_count */
     bool units;                        /* the fast units, bindings as uvec4 */
-    unsigned wload_extra;              /* KERNELS_WLOAD_RAW, _HALF: what the loaders also give */
-    int p_blocks;                      /* GEMV: param index of n_blocks */
+    unsigned wload_extra; /* KERNELS_WLOAD_RAW, _HALF, _DEC_HALF: what the loaders also give */
+    int p_blocks;         /* GEMV: param index of n_blocks */
     int64_t chunk_rows;
     int n_chunks;
     mm_sib sib[GRAPH_MAX_SIB];
