@@ -173,6 +173,36 @@ Test(api, bench_refuses_bad_arguments)
     cr_assert(strstr(err, "'64x'"), "%s", err);
     cr_assert_eq(bench("--types q4_0 --shapes 64x48", err, sizeof err), 2, "%s", err);
     cr_assert(strstr(err, "q4_0's block of 32"), "%s", err);
+    cr_assert_eq(bench("--attn 0", err, sizeof err), 2, "%s", err);
+    cr_assert(strstr(err, "--attn"), "%s", err);
+    cr_assert_eq(bench("--attn 64,x", err, sizeof err), 2, "%s", err);
+    cr_assert_eq(bench("--attn 64 --attn-heads 32/5/64", err, sizeof err), 2, "%s", err);
+    cr_assert(strstr(err, "H/HKV/D"), "%s", err);
+}
+
+/* --attn: a row per key/value type and length, the kernel named, the
+ * FLOP rate positive. */
+Test(api, bench_times_prefill_attention)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --attn 20,33 --attn-heads 4/2/16 --iters 1 --warm-ms 0",
+             test_tool("GLESC_BENCH"));
+    test_run_result r = test_run(cmd, NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    int rows = 0;
+    for (const char *l = r.out; (l = strstr(l, "\nf")) != NULL; l++) {
+        char kv[8], heads[16];
+        long n;
+        double us, gflops;
+        if (sscanf(l + 1, "%7s %ld %15s x 16 %lf %lf", kv, &n, heads, &us, &gflops) == 5 &&
+            strstr(l, "attention, prefill")) {
+            cr_expect(us > 0 && gflops > 0, "%.80s", l + 1);
+            cr_expect_str_eq(heads, "4/2");
+            rows++;
+        }
+    }
+    cr_expect_eq(rows, 4, "f32 and f16 at 20 and 33:\n%s", r.out);
+    test_run_free(&r);
 }
 
 /* Issue 10, defect 12: glesc_last_errmsg() kept the message of a failure

@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,42 @@ Test(gguf_bench, markdown_tables)
     cr_expect_str_eq(json_object_get_string(get(json_object_array_get_idx(res, 3), "kv_type")),
                      "f16");
     json_object_put(root);
+}
+
+/* --kernels: the profiled step's kernels on stderr, numbered from 0, their
+ * GPU times adding up to the profile's time per step (one step for pp). */
+Test(gguf_bench, kernels_listed)
+{
+    synth("Q4_0", "k.gguf");
+    char args[4400];
+    snprintf(args, sizeof args,
+             "--cache-dir off -m '%s/k.gguf' -p 8 -n 0 -r 1 --roofline-mib 0 --kernels --json",
+             dir);
+    test_run_result r = run("GLESC_GGUF_BENCH", args);
+    cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
+    int n = 0;
+    double us = 0;
+    for (const char *l = r.err; (l = strstr(l, " pp8 kernel ")) != NULL; l++) {
+        int idx, disp;
+        char name[128];
+        double t;
+        cr_assert_eq(sscanf(l, " pp8 kernel %d %127s %d %lf us", &idx, name, &disp, &t), 4,
+                     "%.120s", l);
+        cr_expect_eq(idx, n, "%.120s", l);
+        cr_expect_geq(disp, 1);
+        us += t;
+        n++;
+    }
+    json_object *root = json_tokener_parse(r.out);
+    cr_assert_not_null(root, "not JSON: %s", r.out);
+    json_object *res = json_object_array_get_idx(get(root, "results"), 0);
+    cr_expect_eq(n, json_object_get_int(get(res, "kernels_per_step")), "%s", r.err);
+    double gpu_us =
+        (double)json_object_get_int64(get(get(res, "profile"), "gpu_ns_per_step")) / 1e3;
+    cr_expect(fabs(us - gpu_us) <= 0.01 * gpu_us + 0.1 * n, "kernels %.1f us, profile %.1f us", us,
+              gpu_us);
+    json_object_put(root);
+    test_run_free(&r);
 }
 
 /* --greedy: each tgN again as "tgN greedy" (pipelined greedy steps), with

@@ -93,7 +93,7 @@ typedef struct options {
     long roofline_mib;
     int ttft;        /* --ttft: the prompt's tokens (0: no measurement) */
     bool ttft_child; /* --ttft-child: one measurement, printed for the parent */
-    bool json, portable, profile, warmup, verbose, greedy;
+    bool json, portable, profile, warmup, verbose, greedy, kernels;
     uint64_t seed;
     const char *platform, *device, *cache_dir, *json_file;
 } options;
@@ -191,6 +191,8 @@ static void usage(FILE *out)
             "                        GPU picks each token, read while the next step runs)\n"
             "  --roofline-mib N      buffer of the roofline kernels (default 256; 0: skip them)\n"
             "  --no-profile          no per-kernel GPU times (the extra timed step)\n"
+            "  --kernels             the profiled step's kernels on stderr, one a line:\n"
+            "                        index, name, dispatches, GPU microseconds\n"
             "  --no-warmup           no untimed repetition first\n"
             "  --ttft P              time to first token: a P-token prompt and the first\n"
             "                        decode step in fresh processes of gguf-bench, with\n"
@@ -255,6 +257,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->greedy = true;
         else if (!strcmp(a, "--no-profile"))
             o->profile = false;
+        else if (!strcmp(a, "--kernels"))
+            o->kernels = true;
         else if (!strcmp(a, "--no-warmup"))
             o->warmup = false;
         else if (!strcmp(a, "-v"))
@@ -523,10 +527,11 @@ static glesc_status run_once(glesc_session *s, const result *r, int64_t n_vocab,
 
 /* Per-kernel GPU times of one step like the test's (a decode step, or a
  * batch of the prompt) on a session created with timing: the depth, then
- * (tg) a decode step to warm up and PROFILE_STEPS measured ones. */
+ * (tg) a decode step to warm up and PROFILE_STEPS measured ones; list: the
+ * first measured step's kernels on stderr. */
 #define PROFILE_STEPS 4
 static glesc_status profile(glesc_model *m, const glesc_session_options *so, result *r,
-                            int64_t n_vocab, int32_t *ids, float *logits, uint64_t *rng)
+                            int64_t n_vocab, int32_t *ids, float *logits, uint64_t *rng, bool list)
 {
     glesc_session_options o = *so;
     o.timing = true;
@@ -557,6 +562,9 @@ static glesc_status profile(glesc_model *m, const glesc_session_options *so, res
         const glesc_kernel_time *kt;
         int nk = glesc_session_kernel_times(s, &kt);
         for (int k = 0; k < nk; k++) {
+            if (list && i == 0)
+                fprintf(stderr, "gguf-bench: %s %s kernel %4d %-40s %3d %10.1f us\n", r->meta->desc,
+                        r->test, k, kt[k].name, kt[k].dispatches, (double)kt[k].gpu_ns / 1e3);
             kind_time *t = &r->kinds[kind_of(kt[k].name)];
             t->gpu_ns += kt[k].gpu_ns;
             t->kernels++;
@@ -635,7 +643,7 @@ static int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
     }
     glesc_session_destroy(s);
     if (st == GLESC_OK && o->profile)
-        st = profile(m, &so, r, mi.n_vocab, ids, logits, rng);
+        st = profile(m, &so, r, mi.n_vocab, ids, logits, rng, o->kernels);
     free(ids);
     free(logits);
     if (st != GLESC_OK) {

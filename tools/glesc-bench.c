@@ -30,14 +30,19 @@
  * White-box by design (the copy kernel is emitted and dispatched through
  * the internal gl/ and emit/ layers): built, not installed.
  *
+ * With --attn N (a list), causal prefill attention of N queries against
+ * their N keys (--attn-heads H/HKV/D: TinyLlama's 32/4/64 by default), f32
+ * and f16 keys and values, as GFLOP/s and its fraction of the same peak.
  * usage: glesc-bench [--iters N] [--types q4_0,q8_0,...] [--shapes 4096x4096,11008x4096]
- *                    [--copy-mib N] [--warm-ms N] [--gemm M] [--portable]
+ *                    [--copy-mib N] [--warm-ms N] [--gemm M] [--attn N,...]
+ *                    [--attn-heads H/HKV/D] [--portable]
  * --portable: no subgroups, 128 invocations, 16 KiB of shared memory and
  * 128 MiB storage blocks (what GLES guarantees), the fallback's speed.
  * --warm-ms: how long the GPU is kept busy before each GEMV or GEMM timing
  * (default 100; 0: not at all), so that each runs at the clocks decode and
  * prefill see.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -536,20 +541,16 @@ static void *weight_pool(glesc_dtype t, int N, int K, float **pool, size_t *pool
     return blocks;
 }
 
-/* --gemm M: the FMA peak, then the matmul of M columns per type and shape
- * as TFLOP/s and its fraction of the peak. Frees the context. */
-static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char *shapes_arg, int M,
-                      int iters, int warm_ms, gl_buffer *a, gl_buffer *b)
+/* The fp32 multiply-add peak in MFLOP/s: the best of 8, 16 and 32
+ * independent vec4 chains (more chains, more latency hidden per
+ * invocation), printed with the f16 rate where the driver has float16_t
+ * arithmetic; 0 after a message. */
+static double fma_peak(glesc_context *ctx)
 {
-    gl_pool_release(ctx, a);
-    gl_pool_release(ctx, b);
-    /* the peak: the best of 8, 16 and 32 independent vec4 chains (more
-     * chains, more latency hidden per invocation); the f16 rate where the
-     * driver has float16_t arithmetic */
     double peak = 0, rate;
     for (int chains = 8; chains <= 32; chains *= 2) {
         if (compute_roofline_fma(ctx, 0, chains, false, &rate))
-            return fail(ctx, "FMA peak");
+            return 0;
         printf("fma fp32, %2d vec4 chains: %.1f TFLOP/s\n", chains, rate / 1e3);
         peak = CORE_MAX(peak, rate);
     }
@@ -559,9 +560,22 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
     printf("f16 arithmetic: %s\n", ctx->f16_ext ? ctx->f16_ext : "none");
     for (int chains = 8; ctx->f16_ext && chains <= 32; chains *= 2) {
         if (compute_roofline_fma(ctx, 0, chains, true, &rate))
-            return fail(ctx, "f16 FMA peak");
+            return 0;
         printf("fma f16, %2d f16vec4 chains: %.1f TFLOP/s\n", chains, rate / 1e3);
     }
+    return peak;
+}
+
+/* --gemm M: the FMA peak, then the matmul of M columns per type and shape
+ * as TFLOP/s and its fraction of the peak. Frees the context. */
+static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char *shapes_arg, int M,
+                      int iters, int warm_ms, gl_buffer *a, gl_buffer *b)
+{
+    gl_pool_release(ctx, a);
+    gl_pool_release(ctx, b);
+    double peak = fma_peak(ctx);
+    if (!peak)
+        return fail(ctx, "FMA peak");
     printf("\n%-8s %17s %6s %10s %9s %8s  %s\n", "type", "N x K", "M", "us", "TFLOP/s", "of fma",
            "kernel");
     for (size_t ti = 0; ti < N_TYPES; ti++) {
@@ -609,9 +623,87 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
     return 0;
 }
 
+/* --attn N: causal prefill attention of N queries against their own N
+ * keys, n_head query heads of d over n_head_kv key/value heads (f32 and f16
+ * keys and values), as GFLOP/s (2·(d + d)·n_head per visible query-key pair,
+ * N·(N + 1)/2 of them a head) and its fraction of the FMA peak. Frees the
+ * context. */
+static int attn_table(glesc_context *ctx, const int *lens, int nn, int n_head, int n_head_kv, int d,
+                      int iters, int warm_ms, gl_buffer *a, gl_buffer *b)
+{
+    gl_pool_release(ctx, a);
+    gl_pool_release(ctx, b);
+    double peak = fma_peak(ctx);
+    if (!peak)
+        return fail(ctx, "FMA peak");
+    printf("\n%-4s %6s %14s %10s %10s %8s  %s\n", "kv", "N", "heads", "us", "GFLOP/s", "of fma",
+           "kernel");
+    for (int kt = 0; kt < 2; kt++) {
+        glesc_dtype kvt = kt ? GLESC_DTYPE_F16 : GLESC_DTYPE_F32;
+        for (int i = 0; i < nn; i++) {
+            int64_t n = lens[i];
+            size_t nq = (size_t)d * (size_t)n * (size_t)n_head,
+                   nk = (size_t)d * (size_t)n * n_head_kv;
+            float *x = malloc(CORE_MAX(nq, nk) * sizeof *x);
+            glesc_graph *g = glesc_graph_create(ctx);
+            glesc_graph_options go = {0};
+            go.timing = true;
+            if (!x || !g || glesc_graph_set_options(g, &go) != GLESC_OK) {
+                free(x);
+                glesc_graph_destroy(g);
+                return fail(ctx, "attention graph");
+            }
+            uint32_t seed = 7;
+            for (size_t j = 0; j < CORE_MAX(nq, nk); j++) {
+                seed = seed * 1664525u + 1013904223u;
+                x[j] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+            }
+            glesc_tensor *q = glesc_tensor_new(g, GLESC_DTYPE_F32, 3, (int64_t[]){d, n, n_head});
+            glesc_tensor *k = glesc_tensor_new(g, kvt, 3, (int64_t[]){d, n, n_head_kv});
+            glesc_tensor *v = glesc_tensor_new(g, kvt, 3, (int64_t[]){d, n, n_head_kv});
+            glesc_tensor *y = NULL;
+            if (q && k && v && glesc_tensor_write_f32(q, x, nq) == GLESC_OK &&
+                glesc_tensor_write_f32(k, x, nk) == GLESC_OK &&
+                glesc_tensor_write_f32(v, x, nk) == GLESC_OK)
+                y = glesc_attention(g, q, k, v, NULL, 1.0f / sqrtf((float)d), true);
+            free(x);
+            uint64_t t0 = core_time_ns(), warm_ns = (uint64_t)warm_ms * 1000000u, ns = 0;
+            bool ok = y != NULL;
+            for (int r = 0; ok && (r < 3 || core_time_ns() - t0 < warm_ns); r++)
+                ok = glesc_graph_compute(g, &y, 1) == GLESC_OK;
+            const char *glsl = ok ? glesc_graph_last_glsl(g) : NULL;
+            const char *l = glsl ? strstr(glsl, "// attention") : NULL;
+            for (int r = 0; ok && r < iters; r++) {
+                glesc_compute_stats st;
+                ok = glesc_graph_compute(g, &y, 1) == GLESC_OK;
+                glesc_graph_stats(g, &st);
+                ok = ok && st.n_kernel_times == 1;
+                if (ok)
+                    ns += st.kernel_times[0].gpu_ns;
+            }
+            if (!ok) {
+                glesc_graph_destroy(g);
+                return fail(ctx, "attention");
+            }
+            double sec = (double)ns * 1e-9 / iters;
+            double flops = 4.0 * d * n_head * ((double)n * (double)(n + 1) / 2) / sec;
+            char heads[32];
+            snprintf(heads, sizeof heads, "%d/%d x %d", n_head, n_head_kv, d);
+            printf("%-4s %6lld %14s %10.1f %10.1f %7.1f%%  %.*s\n", glesc_dtype_name(kvt),
+                   (long long)n, heads, sec * 1e6, flops / 1e9, 100.0 * flops / (peak * 1e9),
+                   l ? (int)strcspn(l + 3, "\n") : 0, l ? l + 3 : "");
+            fflush(stdout);
+            glesc_graph_destroy(g);
+            gl_pool_trim(ctx, 0);
+        }
+    }
+    glesc_context_destroy(ctx);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int iters = 20, gemm_m = 0, warm_ms = 100;
+    int iters = 20, gemm_m = 0, warm_ms = 100, attn_n[8], n_attn = 0, heads[3] = {32, 4, 64};
     bool portable = false;
     uint64_t copy_mib = 0;
     const char *shapes_arg = "4096x4096,11008x4096";
@@ -642,12 +734,33 @@ int main(int argc, char **argv)
             if (tool_parse_long("glesc-bench", "--gemm", argv[++i], 1, 1 << 16, &v))
                 return 2;
             gemm_m = (int)v;
+        } else if (!strcmp(argv[i], "--attn") && i + 1 < argc) {
+            char list[256];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            for (char *save = NULL, *t = strtok_r(list, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
+                if (n_attn == 8 || tool_parse_long("glesc-bench", "--attn", t, 1, 1 << 16, &v))
+                    return 2;
+                attn_n[n_attn++] = (int)v;
+            }
+            if (!n_attn)
+                return 2;
+        } else if (!strcmp(argv[i], "--attn-heads") && i + 1 < argc) {
+            if (sscanf(argv[++i], "%d/%d/%d", &heads[0], &heads[1], &heads[2]) != 3 ||
+                heads[0] < 1 || heads[1] < 1 || heads[0] % heads[1] || heads[2] < 1 ||
+                heads[2] > 256) {
+                fprintf(stderr,
+                        "glesc-bench: --attn-heads: H/HKV/D, H a multiple of HKV, D at "
+                        "most 256: '%s'\n",
+                        argv[i]);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--portable")) {
             portable = true;
         } else {
             fprintf(stderr, "usage: glesc-bench [--iters N] [--types q4_0,...] "
                             "[--shapes NxK,...] [--copy-mib N] [--warm-ms N] [--gemm M] "
-                            "[--portable]\n");
+                            "[--attn N,...] [--attn-heads H/HKV/D] [--portable]\n");
             return 2;
         }
     }
@@ -733,6 +846,8 @@ int main(int argc, char **argv)
         return fail(ctx, "empty kernel timing");
     printf("empty kernel, chained (a barrier between each): %.2f us\n", sec * 1e6);
 
+    if (n_attn)
+        return attn_table(ctx, attn_n, n_attn, heads[0], heads[1], heads[2], iters, warm_ms, a, b);
     if (gemm_m)
         return gemm_table(ctx, types, shapes_arg, gemm_m, iters, warm_ms, a, b);
     /* the GPU kept busy before each timing: the read kernel over the
