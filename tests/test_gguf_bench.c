@@ -43,6 +43,18 @@ static void synth(const char *type, const char *file)
     test_run_free(&r);
 }
 
+/* gguf-bench with flags on a new model of that type in file; fails the
+ * test unless it exits 0. */
+static test_run_result bench_on(const char *type, const char *file, const char *flags)
+{
+    synth(type, file);
+    char args[4400];
+    snprintf(args, sizeof args, "--cache-dir off -m '%s/%s' %s", dir, file, flags);
+    test_run_result r = run("GLESC_GGUF_BENCH", args);
+    cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
+    return r;
+}
+
 Test(gguf_bench, synth_every_file_type_runs)
 {
     for (int f = SYNTH_FTYPE_NONE + 1; f < SYNTH_FTYPE_COUNT_; f++) {
@@ -180,13 +192,8 @@ Test(gguf_bench, markdown_tables)
  * GPU times adding up to the profile's time per step (one step for pp). */
 Test(gguf_bench, kernels_listed)
 {
-    synth("Q4_0", "k.gguf");
-    char args[4400];
-    snprintf(args, sizeof args,
-             "--cache-dir off -m '%s/k.gguf' -p 8 -n 0 -r 1 --roofline-mib 0 --kernels --json",
-             dir);
-    test_run_result r = run("GLESC_GGUF_BENCH", args);
-    cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
+    test_run_result r =
+        bench_on("Q4_0", "k.gguf", "-p 8 -n 0 -r 1 --roofline-mib 0 --kernels --json");
     int n = 0;
     double us = 0;
     for (const char *l = r.err; (l = strstr(l, " pp8 kernel ")) != NULL; l++) {
@@ -217,13 +224,8 @@ Test(gguf_bench, kernels_listed)
  * kernel), greedy marked in the JSON. */
 Test(gguf_bench, greedy_tests)
 {
-    synth("Q4_0", "g.gguf");
-    char args[4400];
-    snprintf(args, sizeof args,
-             "--cache-dir off -m '%s/g.gguf' -p 0 -n 4,6 -r 1 --roofline-mib 0 --greedy --json",
-             dir);
-    test_run_result r = run("GLESC_GGUF_BENCH", args);
-    cr_assert_eq(r.status, 0, "gguf-bench %s: %s", args, r.err);
+    test_run_result r =
+        bench_on("Q4_0", "g.gguf", "-p 0 -n 4,6 -r 1 --roofline-mib 0 --greedy --json");
     json_object *root = json_tokener_parse(r.out);
     cr_assert_not_null(root, "not JSON: %s", r.out);
     json_object *res = get(root, "results");

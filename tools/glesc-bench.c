@@ -541,6 +541,16 @@ static void *weight_pool(glesc_dtype t, int N, int K, float **pool, size_t *pool
     return blocks;
 }
 
+/* x[0..n) uniform in [-0.5, 0.5), the same sequence every time. */
+static void fill_uniform(float *x, size_t n)
+{
+    uint32_t seed = 7;
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+    }
+}
+
 /* The fp32 multiply-add peak in MFLOP/s: the best of 8, 16 and 32
  * independent vec4 chains (more chains, more latency hidden per
  * invocation), printed with the f16 rate where the driver has float16_t
@@ -566,16 +576,11 @@ static double fma_peak(glesc_context *ctx)
     return peak;
 }
 
-/* --gemm M: the FMA peak, then the matmul of M columns per type and shape
- * as TFLOP/s and its fraction of the peak. Frees the context. */
+/* --gemm M: the matmul of M columns per type and shape as TFLOP/s and its
+ * fraction of the FMA peak (MFLOP/s). Frees the context. */
 static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char *shapes_arg, int M,
-                      int iters, int warm_ms, gl_buffer *a, gl_buffer *b)
+                      int iters, int warm_ms, double peak)
 {
-    gl_pool_release(ctx, a);
-    gl_pool_release(ctx, b);
-    double peak = fma_peak(ctx);
-    if (!peak)
-        return fail(ctx, "FMA peak");
     printf("\n%-8s %17s %6s %10s %9s %8s  %s\n", "type", "N x K", "M", "us", "TFLOP/s", "of fma",
            "kernel");
     for (size_t ti = 0; ti < N_TYPES; ti++) {
@@ -595,11 +600,8 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
             float *f, *x = malloc((size_t)K * (size_t)M * sizeof *x);
             size_t pool_bytes;
             void *blocks = weight_pool(t, rows, K, &f, &pool_bytes);
-            uint32_t seed = 7;
-            for (size_t i = 0; x && i < (size_t)K * (size_t)M; i++) {
-                seed = seed * 1664525u + 1013904223u;
-                x[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
-            }
+            if (x)
+                fill_uniform(x, (size_t)K * (size_t)M);
             char how[200];
             double sec;
             if (!f || !x || !blocks ||
@@ -626,16 +628,11 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
 /* --attn N: causal prefill attention of N queries against their own N
  * keys, n_head query heads of d over n_head_kv key/value heads (f32 and f16
  * keys and values), as GFLOP/s (2·(d + d)·n_head per visible query-key pair,
- * N·(N + 1)/2 of them a head) and its fraction of the FMA peak. Frees the
- * context. */
+ * N·(N + 1)/2 of them a head) and its fraction of the FMA peak (MFLOP/s).
+ * Frees the context. */
 static int attn_table(glesc_context *ctx, const int *lens, int nn, int n_head, int n_head_kv, int d,
-                      int iters, int warm_ms, gl_buffer *a, gl_buffer *b)
+                      int iters, int warm_ms, double peak)
 {
-    gl_pool_release(ctx, a);
-    gl_pool_release(ctx, b);
-    double peak = fma_peak(ctx);
-    if (!peak)
-        return fail(ctx, "FMA peak");
     printf("\n%-4s %6s %14s %10s %10s %8s  %s\n", "kv", "N", "heads", "us", "GFLOP/s", "of fma",
            "kernel");
     for (int kt = 0; kt < 2; kt++) {
@@ -653,11 +650,7 @@ static int attn_table(glesc_context *ctx, const int *lens, int nn, int n_head, i
                 glesc_graph_destroy(g);
                 return fail(ctx, "attention graph");
             }
-            uint32_t seed = 7;
-            for (size_t j = 0; j < CORE_MAX(nq, nk); j++) {
-                seed = seed * 1664525u + 1013904223u;
-                x[j] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
-            }
+            fill_uniform(x, CORE_MAX(nq, nk));
             glesc_tensor *q = glesc_tensor_new(g, GLESC_DTYPE_F32, 3, (int64_t[]){d, n, n_head});
             glesc_tensor *k = glesc_tensor_new(g, kvt, 3, (int64_t[]){d, n, n_head_kv});
             glesc_tensor *v = glesc_tensor_new(g, kvt, 3, (int64_t[]){d, n, n_head_kv});
@@ -846,10 +839,16 @@ int main(int argc, char **argv)
         return fail(ctx, "empty kernel timing");
     printf("empty kernel, chained (a barrier between each): %.2f us\n", sec * 1e6);
 
-    if (n_attn)
-        return attn_table(ctx, attn_n, n_attn, heads[0], heads[1], heads[2], iters, warm_ms, a, b);
-    if (gemm_m)
-        return gemm_table(ctx, types, shapes_arg, gemm_m, iters, warm_ms, a, b);
+    if (n_attn || gemm_m) { /* against the FMA peak: the roofline buffers go */
+        gl_pool_release(ctx, a);
+        gl_pool_release(ctx, b);
+        double peak = fma_peak(ctx);
+        if (!peak)
+            return fail(ctx, "FMA peak");
+        return n_attn ? attn_table(ctx, attn_n, n_attn, heads[0], heads[1], heads[2], iters,
+                                   warm_ms, peak)
+                      : gemm_table(ctx, types, shapes_arg, gemm_m, iters, warm_ms, peak);
+    }
     /* the GPU kept busy before each timing: the read kernel over the
      * whole buffer */
     warmer wm = {ctx, rp, cb, {GL_PARAM_U(bytes / 16), GL_PARAM_U(0)}, {0, 0, 0}, warm_ms};
