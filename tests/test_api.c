@@ -181,6 +181,28 @@ Test(api, bench_refuses_bad_arguments)
     cr_assert(strstr(err, "H/HKV/D"), "%s", err);
 }
 
+/* --gemm's shapes: plain, with a residual add (r), grouped with a norm (a
+ * GEMM's norm is a kernel of its own, timed with it), the gate/up pair
+ * with a norm: a row each. */
+Test(api, bench_times_gemm_forms)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --gemm 16 --types q4_0 --shapes 64x64,64x64r,n64+32x64,n32*2x64 --iters 1 "
+             "--warm-ms 0",
+             test_tool("GLESC_BENCH"));
+    test_run_result r = test_run(cmd, NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    const char *shapes[] = {" 64x64 ", " 64x64r ", " n64+32x64 ", " n32*2x64 "};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(shapes); i++)
+        cr_expect(strstr(r.out, shapes[i]), "no row for%s:\n%s", shapes[i], r.out);
+    test_run_free(&r);
+    char err[2048];
+    cr_assert_eq(bench("--gemm 16 --shapes 64x64rr", err, sizeof err), 2, "%s", err);
+    cr_assert(strstr(err, "'64x64rr'"), "%s", err);
+    cr_assert_eq(bench("--shapes 64x64r", err, sizeof err), 2, "%s", err);
+}
+
 /* --attn: a row per key/value type and length, the kernel named, the
  * FLOP rate the one its time gives. */
 Test(api, bench_times_prefill_attention)

@@ -87,11 +87,15 @@ static int parse_types(const char *arg, bool sel[N_TYPES])
 /* A shape of --shapes: NxK, or with --gemm the forms of the prefill's
  * fused matmuls: N1+N2+...xK a grouped matmul (q/k/v: up to 4 weights of
  * one activation), N*2xK the gate/up pair silu(Wg h)·(Wu h) of N rows
- * each, and a leading n: of h = rms_norm(x)·w (a folded norm). Parses the
- * shape at s (up to a comma) into n[] (its weights' rows, *nn of them), *K,
- * *pair and *norm; false if it is none of these. */
+ * each, a leading n: of h = rms_norm(x)·w (folded into a GEMV; a GEMM's
+ * norm is a kernel of its own, timed with it), and a trailing
+ * r: plus a residual, W x + r (the residual add the output projections
+ * take as their epilogue). Parses the shape at s (up to a comma) into n[]
+ * (its weights' rows, *nn of them), *K, *pair, *norm and *res; false if it
+ * is none of these. */
 #define MAX_MEMB 4
-static bool parse_shape(const char *s, int n[MAX_MEMB], int *nn, int *K, bool *pair, bool *norm)
+static bool parse_shape(const char *s, int n[MAX_MEMB], int *nn, int *K, bool *pair, bool *norm,
+                        bool *res)
 {
     size_t len = strcspn(s, ",");
     *norm = s[0] == 'n';
@@ -115,7 +119,11 @@ static bool parse_shape(const char *s, int n[MAX_MEMB], int *nn, int *K, bool *p
         break;
     }
     int u = 0;
-    return sscanf(s + used, "x%d%n", K, &u) == 1 && (size_t)(used + u) == len && *K > 0;
+    if (sscanf(s + used, "x%d%n", K, &u) != 1 || *K <= 0)
+        return false;
+    used += u;
+    *res = s[used] == 'r';
+    return (size_t)(used + *res) == len;
 }
 
 /* --shapes: NxK,... with positive sizes (and the fused forms of
@@ -125,10 +133,10 @@ static int check_shapes(const char *arg, const bool sel[N_TYPES], bool fused)
 {
     for (const char *s = arg;;) {
         int N[MAX_MEMB], nn = 0, K = 0;
-        bool pair, norm;
+        bool pair, norm, res;
         size_t n = strcspn(s, ",");
-        bool ok =
-            parse_shape(s, N, &nn, &K, &pair, &norm) && (fused || (nn == 1 && !pair && !norm));
+        bool ok = parse_shape(s, N, &nn, &K, &pair, &norm, &res) &&
+                  (fused || (nn == 1 && !pair && !norm && !res));
         for (size_t k = 0; ok && k < N_TYPES; k++)
             if (sel[k] && K % quant_gpu_block_elems(all_types[k])) {
                 fprintf(stderr,
@@ -140,7 +148,7 @@ static int check_shapes(const char *arg, const bool sel[N_TYPES], bool fused)
             }
         if (!ok) {
             fprintf(stderr, "glesc-bench: --shapes: '%.*s' is not NxK with positive sizes%s\n",
-                    (int)n, s, fused ? " (nor N+N+...xK, N*2xK, nNxK...)" : "");
+                    (int)n, s, fused ? " (nor N+N+...xK, N*2xK, nNxK, NxKr...)" : "");
             return -1;
         }
         if (!s[n])
@@ -239,6 +247,16 @@ static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *
     return rc;
 }
 
+/* x[0..n) uniform in [-0.5, 0.5), the same sequence every time. */
+static void fill_uniform(float *x, size_t n)
+{
+    uint32_t seed = 7;
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+    }
+}
+
 /* The GEMV y = W·x through the graph: `copies` weights of type t and shape
  * [K, N] (the file-layout pool tiled over each), one graph per weight with
  * timing on, computed round-robin with their cached plan after a warm-up;
@@ -252,8 +270,8 @@ static int time_each(glesc_context *ctx, const gl_program *p, const gl_binding *
  * seen at 510 MHz against 1980 under load) must not reach the timings
  * (GEMM timings taken right after that ran at a third of their speed). */
 static int time_graph(glesc_context *ctx, glesc_dtype t, const int *N, int nn, bool pair, bool norm,
-                      int K, int M, const void *pool, size_t pool_bytes, const float *x, int copies,
-                      int iters, int warm_ms, double *sec, char *how, size_t size)
+                      bool res, int K, int M, const void *pool, size_t pool_bytes, const float *x,
+                      int copies, int iters, int warm_ms, double *sec, char *how, size_t size)
 {
     int rc = -1, nw = pair ? 2 : nn;
     bool fused = nw > 1 || norm;
@@ -300,7 +318,18 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, const int *N, int nn, b
         }
         if (pair)
             y[c][0] = glesc_mul(g[c], glesc_silu(g[c], mm[0]), mm[1]);
-        else
+        else if (res) {
+            size_t nr = (size_t)N[0] * (size_t)M;
+            float *rv = malloc(nr * sizeof *rv);
+            glesc_tensor *rt = glesc_tensor_new(g[c], GLESC_DTYPE_F32, 2, (int64_t[]){N[0], M});
+            if (rv)
+                fill_uniform(rv, nr);
+            bool ok = rv && rt && glesc_tensor_write_f32(rt, rv, nr) == GLESC_OK;
+            free(rv);
+            if (!ok)
+                goto done;
+            y[c][0] = glesc_add(g[c], mm[0], rt);
+        } else
             memcpy(y[c], mm, (size_t)nn * sizeof *mm);
         if (!y[c][0])
             goto done;
@@ -318,12 +347,15 @@ static int time_graph(glesc_context *ctx, glesc_dtype t, const int *N, int nn, b
         if (glesc_graph_compute(g[i % copies], y[i % copies], ny) != GLESC_OK)
             goto done;
         glesc_graph_stats(g[i % copies], &st);
-        if (st.n_kernel_times != 1 || !st.plan_reused) {
+        if (st.n_kernel_times < 1 || st.n_kernel_times > 1 + norm || !st.plan_reused) {
             fprintf(stderr, "glesc-bench: graph matmul ran %d kernels (plan reused: %d)\n",
                     st.n_kernel_times, st.plan_reused);
             goto done;
         }
-        ns += st.kernel_times[0].gpu_ns;
+        /* a norm the GEMM does not fold (GRAPH_GEMV_MAX_M) runs first, in
+         * a kernel of its own: the time of both */
+        for (int k = 0; k < st.n_kernel_times; k++)
+            ns += st.kernel_times[k].gpu_ns;
     }
     *sec = (double)ns * 1e-9 / iters;
     rc = 0;
@@ -541,16 +573,6 @@ static void *weight_pool(glesc_dtype t, int N, int K, float **pool, size_t *pool
     return blocks;
 }
 
-/* x[0..n) uniform in [-0.5, 0.5), the same sequence every time. */
-static void fill_uniform(float *x, size_t n)
-{
-    uint32_t seed = 7;
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
-    }
-}
-
 /* The fp32 multiply-add peak in MFLOP/s: the best of 8, 16 and 32
  * independent vec4 chains (more chains, more latency hidden per
  * invocation), printed with the f16 rate where the driver has float16_t
@@ -589,10 +611,10 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
             continue;
         for (const char *s = shapes_arg; s && *s;) {
             int N[MAX_MEMB], nn = 0, K = 0, rows = 0;
-            bool pair, norm;
-            parse_shape(s, N, &nn, &K, &pair, &norm); /* checked by check_shapes */
+            bool pair, norm, res;
+            parse_shape(s, N, &nn, &K, &pair, &norm, &res); /* checked by check_shapes */
             char name[32];
-            snprintf(name, sizeof name, "%.*s", (int)strcspn(s, "x"), s);
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(s, ","), s);
             s = strchr(s, ',');
             s = s ? s + 1 : NULL;
             for (int i = 0; i < nn; i++)
@@ -605,14 +627,14 @@ static int gemm_table(glesc_context *ctx, const bool types[N_TYPES], const char 
             char how[200];
             double sec;
             if (!f || !x || !blocks ||
-                time_graph(ctx, t, N, nn, pair, norm, K, M, blocks, pool_bytes, x, 1, iters,
+                time_graph(ctx, t, N, nn, pair, norm, res, K, M, blocks, pool_bytes, x, 1, iters,
                            warm_ms, &sec, how, sizeof how))
                 return fail(ctx, "graph gemm");
             int all = pair ? 2 * N[0] : 0;
             for (int i = 0; !pair && i < nn; i++)
                 all += N[i];
             double flops = 2.0 * all * (double)K * M / sec;
-            printf("%-8s %11sx%-5d %6d %10.1f %9.2f %7.1f%%  %s\n", glesc_dtype_name(t), name, K, M,
+            printf("%-8s %17s %6d %10.1f %9.2f %7.1f%%  %s\n", glesc_dtype_name(t), name, M,
                    sec * 1e6, flops / 1e12, 100.0 * flops / (peak * 1e9), how);
             fflush(stdout);
             gl_pool_trim(ctx, 0);
