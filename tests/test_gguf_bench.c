@@ -253,7 +253,7 @@ Test(gguf_bench, bad_usage)
     } cases[] = {
         {"-p 8", "no model"},         {"-m x.gguf --frobnicate", "unknown option"},
         {"-m x.gguf -p 8,abc", "-p"}, {"-m x.gguf --kv-type q8_0", "q8_0"},
-        {"-m x.gguf -r 0", "-r"},
+        {"-m x.gguf -r 0", "-r"},     {"-m x.gguf --kernels --no-profile", "--kernels"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         test_run_result r = run("GLESC_GGUF_BENCH", cases[i].args);

@@ -380,6 +380,11 @@ static int parse_args(int argc, char **argv, options *o)
         fprintf(stderr, "gguf-bench: no model (-m FILE; gguf-bench --help)\n");
         return 2;
     }
+    if (o->kernels && !o->profile) {
+        fprintf(stderr, "gguf-bench: --kernels lists the profiled step's kernels: not with "
+                        "--no-profile\n");
+        return 2;
+    }
     return 0;
 }
 
