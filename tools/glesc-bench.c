@@ -576,7 +576,7 @@ static void *weight_pool(glesc_dtype t, int N, int K, float **pool, size_t *pool
 /* The fp32 multiply-add peak in MFLOP/s: the best of 8, 16 and 32
  * independent vec4 chains (more chains, more latency hidden per
  * invocation), printed with the f16 rate where the driver has float16_t
- * arithmetic; 0 after a message. */
+ * arithmetic; 0 when a measurement fails. */
 static double fma_peak(glesc_context *ctx)
 {
     double peak = 0, rate;
