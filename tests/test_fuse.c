@@ -449,6 +449,7 @@ Test(fuse, qkv_matmuls_of_one_activation_are_one_dispatch)
                          1, 1e-9);
     }
     qkv_norm = false;
+    unsetenv("GLESC_FUSE_GEMM_NORM");
 }
 
 Test(fuse, matmul_reading_its_siblings_result_is_not_grouped)
@@ -913,6 +914,7 @@ Test(fuse, embedding_lookup_is_gathered_by_its_readers)
         fused_vs_unfused("e = table[ids] (f16); 40 tokens", embed_layer, want, 1e-9);
     }
     gather_two_kernels = false;
+    unsetenv("GLESC_FUSE_GEMM_NORM");
 }
 
 Test(fuse, quantized_embedding_table_is_gathered)
@@ -1012,4 +1014,5 @@ Test(fuse, skip_switch_leaves_gemm_fusions_out)
             free(res[0]);
             free(res[1]);
         }
+    unsetenv("GLESC_FUSE_GEMM_NORM");
 }

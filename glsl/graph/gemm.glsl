@@ -28,18 +28,20 @@
 //   shared    vec4 gs[RSTR * (BN + BM)]: the step's weights (WS) and x
 //             (XS), then the results on their way out
 //   after it  a copy of glsl/graph/gemm_loop.glsl per matmul (gemm_loop_j),
-//             and the hooks generated from the graph: gemm_wunit_j (unit u
-//             of a row of matmul j's weight: the loader's 32 quants and
-//             their scales, see glsl/quant/common.glsl; gemm_wunit_p the
-//             pair's; gemm_whalf_j and gemm_whalf_p, half h of a plain
-//             weight's unit; gemm_wraw_j and gemm_wdec_j, the unit's words
-//             and their decode, and the pair's gemm_wraw_p, gemm_wdec_p:
-//             see gemm_loop.glsl), gemm_x (the activation with its fused
-//             prologue; adds a folded norm's squares into sq), gemm_store
-//             (matmul sel's
-//             store with its epilogue: bias, activation, residual, the
-//             pair's gating), gemm_norm_scale (the folded norm's scale of a
-//             column's sum of squares).
+//             and the hooks generated from the graph, the weight readers
+//             each member's loop calls (gemm.c's member_read; the pair's
+//             with _p for _j): gemm_wunit_j (unit u of a row of matmul j's
+//             weight: the loader's 32 quants and their scales, see
+//             glsl/quant/common.glsl), or gemm_whalf_j (half h of a plain
+//             weight's unit), or gemm_wraw_j and gemm_wdec_j (the unit's
+//             words and their decode: the late decode) and gemm_wdech_j
+//             (the decode of run h only), see gemm_loop.glsl; gemm_x (the
+//             activation with its fused prologue; adds a folded norm's
+//             squares into sq), gemm_store (matmul sel's store with its
+//             epilogue: bias, activation, residual, the pair's gating),
+//             gemm_norm_scale (the folded norm's scale of a column's sum of
+//             squares). The prototypes below declare every gemm_wunit_j;
+//             only the ones a loop calls are defined.
 //
 // K is walked one unit (32 elements: a quantized type's decoder unit, whose
 // two runs of 16 may lie apart in the row, e.g. q4_k's) per step. The step's

@@ -37,8 +37,8 @@
 // waits for its loads before the step's multiply-adds but the store into
 // shared memory at the next step (H200, with the late decode below,
 // TinyLlama pp512 Q4_0 12,095 -> 12,281 t/s, Q4_K_M 11,309 -> 11,707).
-// Written out by
-// the preprocessor, without && or ?:: NVIDIA's program binary had a branch
+// Written out by the preprocessor, without && or ?:: NVIDIA's program
+// binary had a branch
 // per element for the mask, which splits the code its scheduler could
 // interleave (a step's loads, its multiply-adds while they are in
 // flight), and a loop over the elements kept rolled indexes px with a

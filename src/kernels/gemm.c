@@ -225,7 +225,8 @@ static int64_t gemm_split(kb *b, const mm_ctx *mc, int64_t tiles)
         double part = 1.0 + GEMM_PART_COST * (double)(p - 1);
         /* every tile split, then (whole > 0) the last wave's only; the
          * parts' sums within one storage block */
-        for (int64_t w = 0; w <= whole; w += whole ? whole : 1) {
+        for (int hybrid = 0; hybrid <= (whole > 0); hybrid++) {
+            int64_t w = hybrid ? whole : 0;
             if ((uint64_t)KB_SCRATCH_COUNTERS +
                     (uint64_t)((tiles - w) * p) * (uint64_t)mc->split_words >
                 limit)
@@ -514,16 +515,11 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     if (b->k)
         emit_kernel_function_end(b->k);
     kernels_mm_norm_scale_hook(b, nrm, "gemm");
-    /* the whole units' hooks always (gemm.glsl declares them for every
-     * member), and the ones the member's loop calls instead */
-    for (int j = 0; j <= mc->n_sib; j++) {
-        int rd = member_read(mc, j, half, late);
-        for (int second = 0; second <= (dual && j == 0); second++) {
-            wunit_hook(b, j, second, W_UNIT);
-            if (rd != W_UNIT)
-                wunit_hook(b, j, second, rd);
-        }
-    }
+    /* the weight readers each member's loop calls (gemm.glsl declares
+     * every gemm_wunit_<j>; one no loop calls stays without a body) */
+    for (int j = 0; j <= mc->n_sib; j++)
+        for (int second = 0; second <= (dual && j == 0); second++)
+            wunit_hook(b, j, second, member_read(mc, j, half, late));
     kb_line(b, "gemm_main();");
     int64_t batches = gemm_batches(mc);
     mc->split = gemm_split;

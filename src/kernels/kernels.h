@@ -308,9 +308,9 @@ enum {
      * ones (only where kernels_wload_units says so) */
     KERNELS_WLOAD_UVEC4 = 1u << 3,
     /* with UVEC4, where the type has them: the split units NAME_wraw and
-     * NAME_wdec (the GEMV's raw=1, the GEMM's late decode), and the half units NAME_whalf (the
-     * GEMM where two invocations stage a row); a kernel asks for them only
-     * where it calls them */
+     * NAME_wdec (the GEMV's raw=1, the GEMM's late decode), and the half
+     * units NAME_whalf (the GEMM where two invocations stage a row); a
+     * kernel asks for them only where it calls them */
     KERNELS_WLOAD_RAW = 1u << 4,
     KERNELS_WLOAD_HALF = 1u << 5,
     /* with RAW: the block types' half decode NAME_wdech (the GEMM where two
