@@ -234,6 +234,11 @@ typedef struct glesc_context_options {
      * after them. */
     void *egl_display;
     void *egl_context;
+    /* Testing aid: cap GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS (the storage
+     * buffers one compute shader may bind) at this value (0 = the driver's;
+     * a larger value than the driver's is ignored). Fusion and every kernel
+     * generator stay within it. */
+    int max_compute_storage_blocks;
 } glesc_context_options;
 
 /* Zeroes *opts (every option "not given") and sets struct_size. */
@@ -243,6 +248,24 @@ static inline void glesc_context_options_init(glesc_context_options *opts)
         ((unsigned char *)opts)[i] = 0;
     opts->struct_size = (uint32_t)sizeof *opts;
 }
+
+/* Sets the testing caps of *opts (max_storage_block_size, no_subgroups,
+ * max_compute_invocations, max_compute_shared_memory,
+ * max_compute_storage_blocks) from a limits description: a comma list of
+ * device classes and fields, later items winning over earlier ones.
+ * Classes (the limits Mesa 25's drivers report, no subgroups on any):
+ *   mali      Panfrost: 8 storage blocks, 256 invocations, 32 KiB shared
+ *   adreno    Freedreno: 16 storage blocks, 1024 invocations, 32 KiB shared
+ *   v3d       V3D (Raspberry Pi): 16 storage blocks, 256 invocations, 32 KiB
+ *   portable  GLES 3.1's guarantees where glesc relies on them: 128
+ *             invocations, 16 KiB shared (the storage blocks stay the driver's)
+ * each with 128 MiB storage blocks. Fields: blocks=N, invocations=N,
+ * shared=BYTES, ssbo=BYTES (K, M, G suffixes), subgroups=0. The same text
+ * in the environment variable GLESC_LIMITS applies to every context, for
+ * the caps the options leave at 0. Returns GLESC_ERROR_INVALID_ARGUMENT,
+ * with a message naming the item, on anything else; *opts is then
+ * unchanged. */
+GLESC_API glesc_status glesc_context_options_limits(glesc_context_options *opts, const char *spec);
 
 typedef struct glesc_context glesc_context;
 

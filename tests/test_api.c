@@ -283,3 +283,52 @@ Test(api, a_success_clears_the_threads_message)
     cr_assert_eq(glesc_quantize(GLESC_DTYPE_Q8_0, x, 1, 32, q, sizeof q), GLESC_OK);
     cr_assert_str_eq(glesc_last_errmsg(), "");
 }
+
+Test(api, limits_descriptions_set_the_testing_caps)
+{
+    glesc_context_options o;
+    glesc_context_options_init(&o);
+    cr_assert_eq(glesc_context_options_limits(&o, "mali"), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(o.max_compute_storage_blocks, 8);
+    cr_assert_eq(o.max_compute_invocations, 256);
+    cr_assert_eq(o.max_compute_shared_memory, 32768);
+    cr_assert_eq(o.max_storage_block_size, 128u << 20);
+    cr_assert(o.no_subgroups);
+    /* later items win; sizes take K, M, G */
+    cr_assert_eq(glesc_context_options_limits(&o, "adreno,blocks=12,shared=16K,ssbo=64M"), GLESC_OK,
+                 "%s", glesc_last_errmsg());
+    cr_assert_eq(o.max_compute_storage_blocks, 12);
+    cr_assert_eq(o.max_compute_invocations, 1024);
+    cr_assert_eq(o.max_compute_shared_memory, 16384);
+    cr_assert_eq(o.max_storage_block_size, 64u << 20);
+    /* portable keeps the storage blocks as they were */
+    cr_assert_eq(glesc_context_options_limits(&o, "portable"), GLESC_OK);
+    cr_assert_eq(o.max_compute_storage_blocks, 12);
+    cr_assert_eq(o.max_compute_invocations, 128);
+
+    /* a bad item is named, and nothing changes */
+    glesc_context_options before = o;
+    static const struct {
+        const char *spec, *msg;
+    } bad[] = {
+        {"mail", "'mail' is no device class"},
+        {"blocks=0", "blocks=0 is not a positive number"},
+        {"blocks=-3", "blocks=-3 is not a positive number"},
+        {"shared=12Q", "shared=12Q is not a positive number"},
+        {"subgroups=1", "subgroups=1 is not 0"},
+        {"colour=red", "no field 'colour'"},
+        {"mali,,v3d", "an empty or overlong item at offset 5"},
+        {"", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        glesc_status st = glesc_context_options_limits(&o, bad[i].spec);
+        if (!bad[i].msg) {
+            cr_assert_eq(st, GLESC_OK, "an empty description changes nothing");
+            continue;
+        }
+        cr_assert_eq(st, GLESC_ERROR_INVALID_ARGUMENT, "%s", bad[i].spec);
+        cr_assert(strstr(glesc_last_errmsg(), bad[i].msg), "%s: %s", bad[i].spec,
+                  glesc_last_errmsg());
+        cr_assert_eq(memcmp(&o, &before, sizeof o), 0, "%s changed the options", bad[i].spec);
+    }
+}

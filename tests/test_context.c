@@ -19,6 +19,7 @@ static void clear_env(void)
 {
     unsetenv("GLESC_PLATFORM");
     unsetenv("GLESC_DEVICE");
+    unsetenv("GLESC_LIMITS");
 }
 
 TestSuite(context, .init = clear_env);
@@ -146,6 +147,32 @@ Test(context, portable_overrides)
     cr_assert_eq(c->has_subgroup, r->has_subgroup);
     glesc_context_destroy(ctx);
     glesc_context_destroy(ref);
+}
+
+/* GLESC_LIMITS lowers every context's caps where the options leave them;
+ * the options' own values win; a description that does not parse fails the
+ * context with the variable's name in the message. */
+Test(context, limits_from_the_environment)
+{
+    setenv("GLESC_LIMITS", "mali", 1);
+    glesc_context_options o = {.cache_dir = "off", .max_compute_invocations = 128};
+    glesc_context *ctx = NULL;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_caps *c = glesc_context_caps(ctx);
+    cr_assert_leq(c->max_compute_storage_blocks, 8);
+    cr_assert_eq(c->max_compute_invocations, 128, "the option wins");
+    cr_assert_leq(c->max_compute_shared_memory, 32768);
+    cr_assert_leq(c->max_storage_block_size, 128u << 20);
+    cr_assert_not(c->has_subgroup);
+    glesc_context_destroy(ctx);
+
+    setenv("GLESC_LIMITS", "mali,blocks=x", 1);
+    ctx = NULL;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_null(ctx);
+    cr_assert(strstr(glesc_last_errmsg(), "GLESC_LIMITS: limits 'mali,blocks=x': blocks=x"), "%s",
+              glesc_last_errmsg());
+    unsetenv("GLESC_LIMITS");
 }
 
 /* Two contexts at once share an EGL display; destroying one must leave the

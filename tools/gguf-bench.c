@@ -972,12 +972,8 @@ static int context_options(const options *o, glesc_context_options *co)
     }
     co->device = o->device;
     co->cache_dir = o->cache_dir;
-    if (o->portable) {
-        co->no_subgroups = true;
-        co->max_compute_invocations = 128;
-        co->max_compute_shared_memory = 16 << 10;
-        co->max_storage_block_size = 128u << 20;
-    }
+    if (o->portable)
+        glesc_context_options_limits(co, "portable");
     return 0;
 }
 

@@ -783,12 +783,8 @@ int main(int argc, char **argv)
         return 2;
     glesc_context_options opts;
     glesc_context_options_init(&opts);
-    if (portable) {
-        opts.no_subgroups = true;
-        opts.max_compute_invocations = 128;
-        opts.max_compute_shared_memory = 16384;
-        opts.max_storage_block_size = 128ull << 20;
-    }
+    if (portable)
+        glesc_context_options_limits(&opts, "portable");
     glesc_context *ctx;
     if (glesc_context_create(&opts, &ctx) != GLESC_OK) {
         fprintf(stderr, "glesc-bench: %s\n", glesc_last_errmsg());

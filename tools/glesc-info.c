@@ -4,6 +4,7 @@
  * limits, extensions glesc may use, and the program cache.
  *
  * usage: glesc-info [--json] [--platform P] [--device D] [--cache-dir DIR]
+ *                   [--limits SPEC]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +17,11 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: glesc-info [--json] [--platform auto|gbm|device|surfaceless] "
-               "[--device PATH|INDEX] [--cache-dir DIR|off]\n"
-               "Prints what the headless OpenGL ES context offers to glesc.\n"
-               "Environment: GLESC_PLATFORM, GLESC_DEVICE, GLESC_CACHE_DIR, GLESC_DEBUG=1\n"
+               "[--device PATH|INDEX] [--cache-dir DIR|off] [--limits SPEC]\n"
+               "Prints what the headless OpenGL ES context offers to glesc (--limits: within\n"
+               "a smaller device's limits, e.g. mali; see glesc_context_options_limits).\n"
+               "Environment: GLESC_PLATFORM, GLESC_DEVICE, GLESC_CACHE_DIR, GLESC_LIMITS,\n"
+               "GLESC_DEBUG=1\n"
                "(a flag given wins over its variable).\n");
 }
 
@@ -55,10 +58,15 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if ((!strcmp(a, "--platform") || !strcmp(a, "--device") ||
-                    !strcmp(a, "--cache-dir")) &&
+                    !strcmp(a, "--cache-dir") || !strcmp(a, "--limits")) &&
                    i + 1 < argc) {
             const char *v = argv[++i];
-            if (!strcmp(a, "--device")) {
+            if (!strcmp(a, "--limits")) {
+                if (glesc_context_options_limits(&opts, v) != GLESC_OK) {
+                    fprintf(stderr, "glesc-info: --limits: %s\n", glesc_last_errmsg());
+                    return 2;
+                }
+            } else if (!strcmp(a, "--device")) {
                 opts.device = v;
             } else if (!strcmp(a, "--cache-dir")) {
                 opts.cache_dir = v;

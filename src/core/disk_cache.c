@@ -184,26 +184,15 @@ static uint64_t env_max_size(void)
     const char *v = core_env("GLESC_CACHE_MAX_SIZE");
     if (!v)
         return 0;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20;
-    else if (*end == 'g' || *end == 'G')
-        shift = 30;
-    if (shift)
-        end++;
-    if (errno || end == v || *end || n == 0 || n > (UINT64_MAX >> shift) || v[0] == '-') {
+    uint64_t n;
+    if (!core_parse_size(v, &n)) {
         core_log(CORE_LOG_WARN,
                  "GLESC_CACHE_MAX_SIZE=%s is not a size (bytes, or a number with K, M or G); "
                  "using %llu MiB",
                  v, (unsigned long long)(CORE_DISK_CACHE_DEFAULT_MAX >> 20));
         return 0;
     }
-    return (uint64_t)n << shift;
+    return n;
 }
 
 glesc_status core_disk_cache_open(const char *dir, uint64_t max_bytes, core_err *err,

@@ -9,6 +9,7 @@
  * a time, and once glesc_set_log_callback returns the old pair is no longer
  * in use (its user data may be freed).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,28 @@ bool core_env_flag(const char *name)
     const char *v = core_env(name);
     return v && (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
                  !strcasecmp(v, "on"));
+}
+
+bool core_parse_size(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    if (*end == 'k' || *end == 'K')
+        shift = 10;
+    else if (*end == 'm' || *end == 'M')
+        shift = 20;
+    else if (*end == 'g' || *end == 'G')
+        shift = 30;
+    if (shift)
+        end++;
+    if (errno || *end || n == 0 || n > (UINT64_MAX >> shift))
+        return false;
+    *out = (uint64_t)n << shift;
+    return true;
 }
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;

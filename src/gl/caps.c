@@ -5,6 +5,7 @@
  * them (a smaller storage block, no subgroups, fewer invocations and less
  * shared memory: the portable path on a big GPU).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,119 @@ static char *dup_gl_string(GLenum name)
     return core_strdup(s ? s : "");
 }
 
+/* ---- limits descriptions (glesc_context_options_limits, GLESC_LIMITS) ---- */
+
+typedef struct limits_class {
+    const char *name;
+    int blocks, invocations, shared;
+} limits_class;
+
+/* What Mesa 25.0's drivers report for compute (through drm-shim: docs/devices.md);
+ * none of them offers GL_KHR_shader_subgroup. */
+static const limits_class limits_classes[] = {
+    {"mali", 8, 256, 32 << 10},
+    {"adreno", 16, 1024, 32 << 10},
+    {"v3d", 16, 256, 32 << 10},
+    {"portable", 0, 128, 16 << 10},
+};
+
+static bool limits_int(const char *v, int *out)
+{
+    uint64_t n;
+    if (!core_parse_size(v, &n) || n > INT32_MAX)
+        return false;
+    *out = (int)n;
+    return true;
+}
+
+GLESC_API glesc_status glesc_context_options_limits(glesc_context_options *opts, const char *spec)
+{
+    if (!opts || !spec)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_context_options_limits: opts or spec is NULL");
+    glesc_context_options o = *opts;
+    char item[64];
+    for (const char *p = spec; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof item)
+            return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                                "limits '%s': an empty or overlong item at offset %d", spec,
+                                (int)(p - spec));
+        memcpy(item, p, len);
+        item[len] = 0;
+        p += len + (p[len] == ',');
+        char *eq = strchr(item, '=');
+        if (!eq) {
+            const limits_class *c = NULL;
+            for (size_t i = 0; i < CORE_ARRAY_LEN(limits_classes); i++)
+                if (!strcmp(item, limits_classes[i].name))
+                    c = &limits_classes[i];
+            if (!c)
+                return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                                    "limits '%s': '%s' is no device class (mali, adreno, v3d, "
+                                    "portable) and no field (blocks=, invocations=, shared=, "
+                                    "ssbo=, subgroups=0)",
+                                    spec, item);
+            o.no_subgroups = true;
+            o.max_storage_block_size = 128u << 20;
+            o.max_compute_invocations = c->invocations;
+            o.max_compute_shared_memory = c->shared;
+            if (c->blocks)
+                o.max_compute_storage_blocks = c->blocks;
+            continue;
+        }
+        *eq = 0;
+        const char *v = eq + 1;
+        bool ok;
+        if (!strcmp(item, "blocks"))
+            ok = limits_int(v, &o.max_compute_storage_blocks);
+        else if (!strcmp(item, "invocations"))
+            ok = limits_int(v, &o.max_compute_invocations);
+        else if (!strcmp(item, "shared"))
+            ok = limits_int(v, &o.max_compute_shared_memory);
+        else if (!strcmp(item, "ssbo"))
+            ok = core_parse_size(v, &o.max_storage_block_size);
+        else if (!strcmp(item, "subgroups"))
+            ok = !strcmp(v, "0") && (o.no_subgroups = true);
+        else
+            return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                                "limits '%s': no field '%s' (blocks, invocations, shared, ssbo, "
+                                "subgroups)",
+                                spec, item);
+        if (!ok)
+            return core_err_set(
+                NULL, GLESC_ERROR_INVALID_ARGUMENT, "limits '%s': %s=%s is not %s", spec, item, v,
+                !strcmp(item, "subgroups") ? "0" : "a positive number (K, M, G allowed)");
+    }
+    *opts = o;
+    return GLESC_OK;
+}
+
+glesc_status gl_limits_from_env(glesc_context_options *opts)
+{
+    const char *e = core_env("GLESC_LIMITS");
+    if (!e)
+        return GLESC_OK;
+    glesc_context_options env;
+    memset(&env, 0, sizeof env);
+    glesc_status st = glesc_context_options_limits(&env, e);
+    if (st != GLESC_OK) {
+        core_err_prefix(NULL, "GLESC_LIMITS");
+        return st;
+    }
+    /* the options' own caps win */
+    if (!opts->max_storage_block_size)
+        opts->max_storage_block_size = env.max_storage_block_size;
+    opts->no_subgroups |= env.no_subgroups;
+    if (!opts->max_compute_invocations)
+        opts->max_compute_invocations = env.max_compute_invocations;
+    if (!opts->max_compute_shared_memory)
+        opts->max_compute_shared_memory = env.max_compute_shared_memory;
+    if (!opts->max_compute_storage_blocks)
+        opts->max_compute_storage_blocks = env.max_compute_storage_blocks;
+    return GLESC_OK;
+}
+
 /* v lowered to cap when cap is set (> 0) and smaller. */
 static int cap_int(int v, int cap)
 {
@@ -62,6 +176,8 @@ glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts
     if (opts->max_storage_block_size && opts->max_storage_block_size < c->max_storage_block_size)
         c->max_storage_block_size = opts->max_storage_block_size;
     glGetIntegerv(GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, &c->max_compute_storage_blocks);
+    c->max_compute_storage_blocks =
+        cap_int(c->max_compute_storage_blocks, opts->max_compute_storage_blocks);
     glGetIntegerv(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, &c->max_compute_shared_memory);
     glGetIntegerv(GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, &c->max_compute_invocations);
     for (GLuint i = 0; i < 3; i++) {

@@ -884,10 +884,12 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
                             "glesc_context_create: egl_display and egl_context are given "
                             "together or not at all");
     /* Explicit (the options) beats the environment beats the default. */
+    glesc_status st = gl_limits_from_env(&o);
+    if (st != GLESC_OK)
+        return st;
     glesc_platform platform = o.platform;
     const char *platform_src = "the options";
     const char *penv = core_env("GLESC_PLATFORM");
-    glesc_status st;
     if (platform == GLESC_PLATFORM_AUTO && penv && !o.egl_context) {
         if ((st = parse_platform(penv, &platform)) != GLESC_OK)
             return st;

@@ -159,6 +159,9 @@ void gl_context_simulate_reset(glesc_context *ctx, GLenum status);
 
 /* ---- Capabilities (caps.c) ---- */
 glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts);
+/* GLESC_LIMITS (glesc_context_options_limits' text) into the caps *opts
+ * leaves at 0; an error (in the thread's message) when it does not parse. */
+glesc_status gl_limits_from_env(glesc_context_options *opts);
 /* True when renderer names a CPU implementation (llvmpipe, softpipe, ...). */
 bool gl_renderer_is_software(const char *renderer);
 bool gl_has_extension(const char *name);

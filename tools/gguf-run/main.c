@@ -106,6 +106,10 @@ static int open_model(run *r, const char *path)
         unsetenv("GLESC_PLATFORM");
     co.device = o->device;
     co.cache_dir = o->cache_dir;
+    if (o->limits && glesc_context_options_limits(&co, o->limits) != GLESC_OK) {
+        fprintf(stderr, "gguf-run: --limits: %s\n", glesc_last_errmsg());
+        return 2;
+    }
     if (glesc_context_create(&co, &r->ctx) != GLESC_OK) {
         fprintf(stderr, "gguf-run: no GPU context: %s\n", glesc_last_errmsg());
         return 1;
