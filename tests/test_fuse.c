@@ -452,6 +452,94 @@ Test(fuse, qkv_matmuls_of_one_activation_are_one_dispatch)
     unsetenv("GLESC_FUSE_GEMM_NORM");
 }
 
+/* The storage buffers of each kernel in a plan's GLSL (one #version a kernel). */
+static void bindings_per_kernel(const char *glsl, int *most, int *kernels)
+{
+    *most = *kernels = 0;
+    for (const char *k = strstr(glsl, "#version"); k;) {
+        const char *next = strstr(k + 1, "#version");
+        int n = 0;
+        for (const char *b = strstr(k, "buffer "); b && (!next || b < next);
+             b = strstr(b + 1, "buffer "))
+            n++;
+        *most = n > *most ? n : *most;
+        (*kernels)++;
+        k = next;
+    }
+}
+
+Test(fuse, a_kernel_over_the_device_limit_is_split_not_failed)
+{
+    /* rms_norm(x)·w with q, k and v as one GEMM: x, the norm's weight, three
+     * weights and three results are the 8 buffers the fusion pass counts;
+     * the GEMM's generator also binds its split's scratch: 9. On a device
+     * of 8 storage blocks (Mali) the planner splits the kernel (the norm
+     * in a kernel of its own), it is not refused. */
+    setenv("GLESC_FUSE_GEMM_NORM", "1", 1);
+    glesc_context_options o;
+    glesc_context_options_init(&o);
+    o.cache_dir = "off";
+    cr_assert_eq(glesc_context_options_limits(&o, "blocks=8"), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context *small;
+    cr_assert_eq(glesc_context_create(&o, &small), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_context_caps(small)->max_compute_storage_blocks, 8);
+    int n_kernels[2], most[2];
+    glesc_context *ctxs[2] = {ctx, small};
+    for (int c = 0; c < 2; c++) {
+        glesc_graph *g = glesc_graph_create(ctxs[c]);
+        tg_fusion(g, 1);
+        glesc_tensor *a = tg_input(g, F32, 2, (int64_t[]){64, 70}, 53, -1, 1);
+        glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){64}, 54, 0.5f, 1.5f);
+        glesc_tensor *h = glesc_mul(g, glesc_rms_norm(g, a, 1e-5f), nw);
+        glesc_tensor *outs[3];
+        for (int i = 0; i < 3; i++)
+            outs[i] = glesc_matmul(
+                g, tg_input(g, F16, 2, (int64_t[]){64, 32 + 16 * i}, 55 + (uint32_t)i, -1, 1), h);
+        cr_assert_eq(glesc_graph_compute(g, outs, 3), GLESC_OK, "%s",
+                     glesc_context_errmsg(ctxs[c]));
+        tg_check(g, outs, 3, 1e-9,
+                 c ? "q, k, v of rms_norm(x)·w on 8 blocks" : "q, k, v of rms_norm(x)·w");
+        int k;
+        bindings_per_kernel(glesc_graph_last_glsl(g), &most[c], &k);
+        glesc_compute_stats s;
+        glesc_graph_stats(g, &s);
+        n_kernels[c] = s.kernels;
+        cr_assert_eq(k, s.kernels);
+        cr_log_info("%s storage blocks: %d kernels, at most %d buffers in one", c ? "8" : "16",
+                    s.kernels, most[c]);
+        glesc_graph_destroy(g);
+    }
+    cr_assert_eq(n_kernels[0], 1, "the test needs the fused kernel where it fits");
+    cr_assert_eq(most[0], 9, "the fused kernel binds 9 buffers (the test's premise)");
+    cr_assert_eq(n_kernels[1], 2, "split in two on 8 blocks");
+    cr_assert_leq(most[1], 8);
+    glesc_context_destroy(small);
+    unsetenv("GLESC_FUSE_GEMM_NORM");
+}
+
+Test(fuse, an_op_over_the_device_limit_is_named)
+{
+    /* a + b binds 3 buffers; on a device of 2 (below anything real: GLES
+     * 3.1 guarantees 4) there is nothing to split: the error names the
+     * kernel and the limit */
+    glesc_context_options o;
+    glesc_context_options_init(&o);
+    o.cache_dir = "off";
+    o.max_compute_storage_blocks = 2;
+    glesc_context *tiny;
+    cr_assert_eq(glesc_context_create(&o, &tiny), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_graph *g = glesc_graph_create(tiny);
+    glesc_tensor *a = tg_input(g, F32, 1, (int64_t[]){64}, 1, -1, 1);
+    glesc_tensor *b = tg_input(g, F32, 1, (int64_t[]){64}, 2, -1, 1);
+    glesc_tensor *y = glesc_add(g, a, b);
+    cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_ERROR_LIMIT);
+    const char *m = glesc_context_errmsg(tiny);
+    cr_log_info("%s", m);
+    cr_assert(strstr(m, "kernel add needs 3 storage buffers, the device allows 2"), "%s", m);
+    glesc_graph_destroy(g);
+    glesc_context_destroy(tiny);
+}
+
 Test(fuse, matmul_reading_its_siblings_result_is_not_grouped)
 {
     /* Wb·x + Wa·x with weights of two types (no gate/up pair): Wa·x is

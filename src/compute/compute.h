@@ -179,9 +179,12 @@ void compute_plans_drop(glesc_context *ctx);
 /* Storage bindings a kernel may use on this context's device. */
 int compute_max_bindings(const glesc_context *ctx);
 /* Generates kernel gk's GLSL (kernels_gen in build mode) into *out
- * (core_free it); the message names the kernel on failure. */
+ * (core_free it); the message names the kernel on failure. *n_bind (when
+ * not NULL): the storage buffers it binds, max_bind + 1 where it needs more
+ * than max_bind. */
 glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
-                                 int max_bind, const glesc_graph_options *opts, char **out);
+                                 int max_bind, const glesc_graph_options *opts, char **out,
+                                 int *n_bind);
 /* The context's scratch buffer (kb_scratch) of at least bytes, grown
  * (zero-filled) where needed; *out NULL and the message set on failure. */
 glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out);
@@ -205,10 +208,13 @@ glesc_status compute_roofline_fma(glesc_context *ctx, int iters, int chains, boo
 core_hash128 compute_plan_key(const graph_order_t *ord, const glesc_graph_options *o,
                               unsigned fusion, int max_bindings);
 compute_plan *compute_plan_find(glesc_context *ctx, core_hash128 key);
-/* Fuses ord and plans lifetimes; the plan joins the cache (programs not yet
- * built). NULL on out-of-memory (message set). */
+/* Fuses ord so that every kernel's generator stays within max_bindings
+ * (each kernel's GLSL generated for opts, kept in the plan), and plans
+ * lifetimes; the plan joins the cache (programs not yet built). NULL on
+ * failure (message set: out of memory, or a generator's error). */
 compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const graph_order_t *ord,
-                                  unsigned fusion, int max_bindings);
+                                  unsigned fusion, int max_bindings,
+                                  const glesc_graph_options *opts);
 /* Sets every node's kernel from the plan. */
 void compute_plan_apply(const compute_plan *p, const graph_order_t *ord);
 /* The kernel descriptor of kernel k for ord's nodes. */

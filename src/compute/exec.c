@@ -22,10 +22,40 @@ int compute_max_bindings(const glesc_context *ctx)
     return CORE_MIN(ctx->caps.max_compute_storage_blocks, KB_MAX_BIND);
 }
 
+/* A generator's kernel within the device's (or the testing caps') compute
+ * limits: every generator sizes its workgroup and shared arrays from the
+ * caps, and this holds them to it, so that no kernel reaches a driver that
+ * must refuse it (Mali: 256 invocations, 32 KiB). */
+static glesc_status check_footprint(glesc_context *ctx, const emit_kernel *k)
+{
+    const glesc_caps *c = &ctx->caps;
+    int local[3];
+    int64_t shared;
+    emit_kernel_footprint(k, local, &shared);
+    int64_t inv = (int64_t)local[0] * local[1] * local[2];
+    for (int i = 0; i < 3; i++)
+        if (local[i] > c->max_workgroup_size[i])
+            return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                                "workgroup size %d in dimension %d; the device allows %d", local[i],
+                                i, c->max_workgroup_size[i]);
+    if (inv > c->max_compute_invocations)
+        return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                            "workgroup of %lld invocations; the device allows %d", (long long)inv,
+                            c->max_compute_invocations);
+    if (shared > c->max_compute_shared_memory)
+        return core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                            "%lld bytes of shared memory; the device allows %d", (long long)shared,
+                            c->max_compute_shared_memory);
+    return GLESC_OK;
+}
+
 glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
-                                 int max_bind, const glesc_graph_options *opts, char **out)
+                                 int max_bind, const glesc_graph_options *opts, char **out,
+                                 int *n_bind)
 {
     *out = NULL;
+    if (n_bind)
+        *n_bind = 0;
     emit_kernel *k = emit_kernel_create(name);
     if (!k)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "kernel %s", name);
@@ -35,6 +65,10 @@ glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, con
     kb_init(&b, ctx, gk, k, max_bind);
     b.opts = opts;
     glesc_status st = kernels_gen(&b);
+    if (n_bind)
+        *n_bind = b.over_bind ? b.max_bind + 1 : b.n_bind;
+    if (st == GLESC_OK)
+        st = check_footprint(ctx, k);
     if (st == GLESC_OK) {
         *out = emit_kernel_glsl(k, &ctx->err);
         if (!*out)
@@ -94,7 +128,7 @@ static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const gr
         graph_kernel gk = compute_plan_kernel(p, ord, k);
         compute_kernel *pk = &p->kernels[k];
         if (!pk->glsl)
-            st = compute_kernel_glsl(ctx, &gk, pk->name, max_bind, opts, &pk->glsl);
+            st = compute_kernel_glsl(ctx, &gk, pk->name, max_bind, opts, &pk->glsl, NULL);
         srcs[k] = pk->glsl;
     }
     if (st == GLESC_OK && nk > 0)
@@ -125,7 +159,8 @@ static glesc_status verify_plan(glesc_context *ctx, compute_plan *p, const graph
     for (int k = 0; k < p->n_kernels; k++) {
         graph_kernel gk = compute_plan_kernel(p, ord, k);
         char *src;
-        glesc_status st = compute_kernel_glsl(ctx, &gk, p->kernels[k].name, max_bind, opts, &src);
+        glesc_status st =
+            compute_kernel_glsl(ctx, &gk, p->kernels[k].name, max_bind, opts, &src, NULL);
         if (st != GLESC_OK)
             return st;
         bool same = !strcmp(src, p->kernels[k].glsl);
@@ -613,7 +648,7 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
         pp->reused = p->built;
         if (p->built && core_env_flag("GLESC_PLAN_VERIFY"))
             st = verify_plan(ctx, p, &pp->ord, max_bind, opts);
-    } else if (!(p = compute_plan_create(ctx, key, &pp->ord, fusion, max_bind))) {
+    } else if (!(p = compute_plan_create(ctx, key, &pp->ord, fusion, max_bind, opts))) {
         return ctx->err.status;
     }
     pp->p = p;

@@ -244,18 +244,102 @@ static bool plan_sig_nodes(compute_plan *p, const graph_order_t *ord)
     return ok;
 }
 
+/* Rounds of fit_kernels that lower a kernel's budget by its excess before
+ * the next one takes its members' fusion away. */
+#define FIT_ROUNDS 3
+
+/*
+ * Fusion whose every kernel fits the device's storage-block limit, by
+ * construction: the fusion pass counts what a merged kernel binds, but only
+ * the generator knows for sure (a GEMM's split-K scratch, a GEMV's combine,
+ * the loaders a weight type needs). So each kernel's GLSL is generated
+ * here, counting its bindings against KB_MAX_BIND; a kernel over
+ * max_bindings is split: fusion runs again with a budget for its members
+ * lowered by the excess (after FIT_ROUNDS rounds, to none: each member its
+ * own kernel). Only a single op that alone needs more than the device
+ * allows is an error, naming it. The fitting kernels' GLSL goes to glsl[]
+ * (build_programs compiles it). On success the nodes' kernels are set.
+ */
+static glesc_status fit_kernels(glesc_context *ctx, const graph_order_t *ord, unsigned fusion,
+                                int max_bindings, const glesc_graph_options *opts,
+                                graph_kernel *gks, int *nk, char **names, char **glsl)
+{
+    int n = ord->n;
+    int *budget = NULL;
+    glesc_status st = GLESC_OK;
+    for (int round = 0;; round++) {
+        graph_fuse(ord->nodes, n, fusion, max_bindings, budget, gks, nk);
+        bool fits = true;
+        for (int k = 0; k < *nk && st == GLESC_OK; k++) {
+            int need = 0;
+            if (!(names[k] = kernel_name(ord, &gks[k]))) {
+                st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph plan");
+                break;
+            }
+            st = compute_kernel_glsl(ctx, &gks[k], names[k], KB_MAX_BIND, opts, &glsl[k], &need);
+            if (need <= max_bindings || (st != GLESC_OK && need <= KB_MAX_BIND))
+                continue; /* fits, or failed for another reason */
+            st = GLESC_OK;
+            core_err_reset(&ctx->err);
+            core_free(glsl[k]);
+            glsl[k] = NULL;
+            if (!budget) {
+                if (!(budget = core_malloc((size_t)n * sizeof *budget))) {
+                    st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph plan");
+                    break;
+                }
+                for (int i = 0; i < n; i++)
+                    budget[i] = max_bindings;
+            }
+            int lower =
+                round < FIT_ROUNDS
+                    ? gks[k].bindings - CORE_MAX(1, CORE_MIN(need, KB_MAX_BIND + 1) - max_bindings)
+                    : 0;
+            bool split = false;
+            for (int i = 0; i < n; i++)
+                if (ord->nodes[i]->kernel == k && budget[i] > 0) {
+                    budget[i] = CORE_MAX(0, CORE_MIN(budget[i] - 1, lower));
+                    split = true;
+                }
+            if (!split) {
+                st = core_err_set(&ctx->err, GLESC_ERROR_LIMIT,
+                                  "kernel %s needs %s%d storage buffers, the device allows %d "
+                                  "(GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS)",
+                                  names[k], need > KB_MAX_BIND ? "more than " : "",
+                                  CORE_MIN(need, KB_MAX_BIND), max_bindings);
+                break;
+            }
+            fits = false;
+        }
+        if (st != GLESC_OK || fits)
+            break;
+        for (int k = 0; k < *nk; k++) {
+            core_free(names[k]);
+            core_free(glsl[k]);
+            names[k] = glsl[k] = NULL;
+        }
+    }
+    core_free(budget);
+    return st;
+}
+
 compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const graph_order_t *ord,
-                                  unsigned fusion, int max_bindings)
+                                  unsigned fusion, int max_bindings,
+                                  const glesc_graph_options *opts)
 {
     compute_state *s = compute_state_get(ctx);
     int n = ord->n;
     compute_plan *p = core_calloc(1, sizeof *p);
     graph_kernel *gks = core_calloc((size_t)n + 1, sizeof *gks);
-    if (!s || !p || !gks)
+    char **names = core_calloc((size_t)n + 1, sizeof *names);
+    char **glsl = core_calloc((size_t)n + 1, sizeof *glsl);
+    if (!s || !p || !gks || !names || !glsl)
         goto oom;
     p->key = key;
     p->n_nodes = n;
-    graph_fuse(ord->nodes, n, fusion, max_bindings, gks, &p->n_kernels);
+    if (fit_kernels(ctx, ord, fusion, max_bindings, opts, gks, &p->n_kernels, names, glsl) !=
+        GLESC_OK)
+        goto fail;
     int nk = p->n_kernels;
     p->kernels = core_calloc((size_t)nk + 1, sizeof *p->kernels);
     p->node_kernel = core_calloc((size_t)n + 1, sizeof *p->node_kernel);
@@ -279,11 +363,9 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
             pk->sib[j] = gk->sib[j]->order;
             pk->sib_out[j] = gk->sib_out[j]->order;
         }
-        pk->name = kernel_name(ord, gk);
-        if (!pk->name) {
-            core_free(last);
-            goto oom;
-        }
+        pk->name = names[k];
+        pk->glsl = glsl[k];
+        names[k] = glsl[k] = NULL;
     }
     /* lifetimes: the last kernel touching each owner's memory */
     for (int i = 0; i < n; i++)
@@ -321,10 +403,12 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
     core_free(fill);
     core_free(last);
     core_free(gks);
-    if (!plan_sig_nodes(p, ord)) {
-        gks = NULL;
+    core_free(names);
+    core_free(glsl);
+    gks = NULL;
+    names = glsl = NULL;
+    if (!plan_sig_nodes(p, ord))
         goto oom;
-    }
     /* into the cache, evicting the least recently used */
     p->next = s->plans;
     s->plans = p;
@@ -339,9 +423,16 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
     return p;
 
 oom:
+    core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph plan: out of memory");
+fail:
+    for (int k = 0; names && glsl && k < n; k++) {
+        core_free(names[k]);
+        core_free(glsl[k]);
+    }
+    core_free(names);
+    core_free(glsl);
     core_free(gks);
     plan_free(ctx, p);
-    core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph plan: out of memory");
     return NULL;
 }
 

@@ -71,13 +71,14 @@ static glesc_status time_matmul(glesc_context *ctx, glesc_tensor *w, int m, int 
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
-    graph_fuse(ord.nodes, ord.n, 0, max_bind, gks, &nk);
+    graph_fuse(ord.nodes, ord.n, 0, max_bind, NULL, gks, &nk);
     if (nk != 1) {
         st = core_err_set(&ctx->err, GLESC_ERROR_STATE, "a matmul planned as %d kernels", nk);
         goto done;
     }
     const gl_program *prog;
-    if ((st = compute_kernel_glsl(ctx, &gks[0], "matmul", max_bind, &opts, &glsl)) != GLESC_OK ||
+    if ((st = compute_kernel_glsl(ctx, &gks[0], "matmul", max_bind, &opts, &glsl, NULL)) !=
+            GLESC_OK ||
         (st = gl_program_get(ctx, glsl, &prog)) != GLESC_OK ||
         (st = graph_storage_alloc(y, GL_USAGE_ACTIVATIONS, false)) != GLESC_OK ||
         (st = compute_kernel_bind(ctx, &gks[0], max_bind, &opts, &b)) != GLESC_OK)

@@ -58,8 +58,10 @@ void emit_kernel_local_size(emit_kernel *k, int x, int y, int z);
 int emit_kernel_binding(emit_kernel *k, emit_elem elem, unsigned access, const char *name);
 /* A scalar parameter; returns its index in the parameter block. */
 int emit_kernel_param(emit_kernel *k, emit_param_type type, const char *name);
-/* `shared TYPE NAME[COUNT];` */
+/* `shared TYPE NAME[COUNT];` (TYPE a 32-bit scalar or a 2- or 4-vector of them) */
 void emit_kernel_shared(emit_kernel *k, const char *type, const char *name, int count);
+/* The workgroup size and the bytes of shared memory declared so far. */
+void emit_kernel_footprint(const emit_kernel *k, int local[3], int64_t *shared_bytes);
 /* A helper function (or any top-level text), added once by name. */
 void emit_kernel_helper(emit_kernel *k, const char *name, const char *text);
 /* The GLSL file glsl/NAME.glsl as a helper (embedded at build time). Unknown

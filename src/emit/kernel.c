@@ -40,6 +40,7 @@ struct emit_kernel {
     int n_params;
     named_text ext[MAX_DECLS], defines[MAX_DECLS], shared[MAX_DECLS], helpers[64];
     int n_ext, n_defines, n_shared, n_helpers;
+    int64_t shared_bytes; /* of the shared arrays (std430-like sizes, no padding) */
     bool oom;
     char misuse[256]; /* first misuse, reported by emit_kernel_glsl */
 };
@@ -232,11 +233,39 @@ int emit_kernel_param(emit_kernel *k, emit_param_type type, const char *name)
     return i;
 }
 
+static int glsl_type_bytes(const char *type)
+{
+    static const struct {
+        const char *name;
+        int bytes;
+    } types[] = {{"float", 4}, {"int", 4},   {"uint", 4},   {"vec2", 8},  {"ivec2", 8},
+                 {"uvec2", 8}, {"vec4", 16}, {"ivec4", 16}, {"uvec4", 16}};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++)
+        if (!strcmp(type, types[i].name))
+            return types[i].bytes;
+    return 0;
+}
+
 void emit_kernel_shared(emit_kernel *k, const char *type, const char *name, int count)
 {
+    int bytes = glsl_type_bytes(type);
+    if (!bytes || count <= 0) {
+        misuse(k, "shared array of an unknown type or no elements (at '%s')", name);
+        return;
+    }
+    if (find_named(k->shared, k->n_shared, name))
+        return;
     char text[160];
     snprintf(text, sizeof text, "shared %s %s[%d];", type, name, count);
     add_named(k, k->shared, &k->n_shared, MAX_DECLS, name, text, false);
+    k->shared_bytes += (int64_t)bytes * count;
+}
+
+void emit_kernel_footprint(const emit_kernel *k, int local[3], int64_t *shared_bytes)
+{
+    for (int i = 0; i < 3; i++)
+        local[i] = k->local[i];
+    *shared_bytes = k->shared_bytes;
 }
 
 void emit_kernel_helper(emit_kernel *k, const char *name, const char *text)

@@ -58,8 +58,9 @@ typedef struct fuse_state {
     fk *k;
     int *next;
     int max_bindings;
-    unsigned fusion; /* graph_fuse's flags */
-    int nk;          /* kernels created (k[0..nk)), dead ones included */
+    const int *budget; /* per order index: the most a kernel holding it binds, or NULL */
+    unsigned fusion;   /* graph_fuse's flags */
+    int nk;            /* kernels created (k[0..nk)), dead ones included */
 } fuse_state;
 
 static bool is_inplace_dst(const glesc_tensor *m, int s)
@@ -148,6 +149,21 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *const *wri
             extra++; /* the scratch of the workgroups' combine */
     }
     return n_seen + n_written + extra;
+}
+
+/* May kernels a and b (b < 0: a alone) as one kernel bind nb buffers (nb
+ * from count_bindings; < 0: an overlap)? Within max_bindings and within the
+ * budget of each of their members. */
+static bool within(const fuse_state *fs, int a, int b, int nb)
+{
+    if (nb < 0 || nb > fs->max_bindings)
+        return false;
+    int ks[2] = {a, b};
+    for (int j = 0; fs->budget && j < 2; j++)
+        for (int i = ks[j] >= 0 ? fs->k[ks[j]].head : -1; i >= 0; i = fs->next[i])
+            if (nb > fs->budget[i])
+                return false;
+    return true;
 }
 
 /* Does kernel k contain a node that reads its sources at other coordinates? */
@@ -272,7 +288,7 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     glesc_tensor *w[1 + GRAPH_MAX_SIB];
     int nw = written_by(KC, w);
     int nb = count_bindings(fs, kp, kc, w, nw);
-    if (nb < 0 || nb > fs->max_bindings) {
+    if (!within(fs, kp, kc, nb)) {
         if (view)
             view->kernel = -1;
         return;
@@ -428,8 +444,7 @@ static void fold_norms(fuse_state *fs)
         }
         glesc_tensor *w[1 + GRAPH_MAX_SIB];
         int nw = written_by(KC, w);
-        int nb = count_bindings(fs, kp, kc, w, nw);
-        if (nb < 0 || nb > fs->max_bindings)
+        if (!within(fs, kp, kc, count_bindings(fs, kp, kc, w, nw)))
             continue;
         absorb(fs, kp, kc);
     }
@@ -481,8 +496,7 @@ static void fold_row_writes(fuse_state *fs)
                 continue;
             glesc_tensor *w[1 + GRAPH_MAX_SIB];
             int nw = written_by(KC, w);
-            int nb = count_bindings(fs, kp, kc, w, nw);
-            if (nb < 0 || nb > fs->max_bindings)
+            if (!within(fs, kp, kc, count_bindings(fs, kp, kc, w, nw)))
                 continue;
             absorb(fs, kp, kc);
         }
@@ -578,8 +592,7 @@ static bool can_group(fuse_state *fs, int ka, int kb)
     glesc_tensor *w[2 * (1 + GRAPH_MAX_SIB)];
     int nw = written_by(A, w);
     nw += written_by(B, w + nw);
-    int nb = count_bindings(fs, ka, kb, w, nw);
-    return nb >= 0 && nb <= fs->max_bindings;
+    return within(fs, ka, kb, count_bindings(fs, ka, kb, w, nw));
 }
 
 /*
@@ -636,7 +649,7 @@ static void fold_reductions(fuse_state *fs)
         glesc_tensor *w[1 + GRAPH_MAX_SIB];
         int nw = written_by(KR, w);
         int nb = count_bindings(fs, kp, kr, w, nw);
-        if (nb < 0 || nb + 1 > fs->max_bindings) /* + the combine's scratch */
+        if (!within(fs, kp, kr, nb < 0 ? -1 : nb + 1)) /* + the combine's scratch */
             continue;
         absorb(fs, kr, kp);
         KP->out = KR->out;
@@ -715,8 +728,7 @@ static void inline_gathers(fuse_state *fs)
         for (int q = 0; ok && q < n_readers; q++) {
             glesc_tensor *w[1 + GRAPH_MAX_SIB];
             int nw = written_by(&fs->k[readers[q]], w);
-            int nb = count_bindings(fs, readers[q], -1, w, nw);
-            ok = nb >= 0 && nb <= fs->max_bindings;
+            ok = within(fs, readers[q], -1, count_bindings(fs, readers[q], -1, w, nw));
         }
         if (!ok) {
             gr->kernel = kg;
@@ -726,7 +738,7 @@ static void inline_gathers(fuse_state *fs)
     }
 }
 
-void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings,
+void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, const int *budget,
                 graph_kernel *kernels, int *n_kernels)
 {
     fk *k = core_calloc((size_t)n + 1, sizeof *k);
@@ -766,7 +778,7 @@ void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings,
         core_free(remap);
         return;
     }
-    fuse_state fs = {order, n, k, next, max_bindings, fusion, nk};
+    fuse_state fs = {order, n, k, next, max_bindings, budget, fusion, nk};
     if (fusion & GRAPH_FUSE_ON)
         for (int i = 0; i < n; i++) {
             glesc_tensor *c = order[i];
@@ -803,6 +815,9 @@ void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings,
             gk->sib[j] = f->sib[j];
             gk->sib_out[j] = f->sib_out[j];
         }
+        glesc_tensor *w[1 + GRAPH_MAX_SIB];
+        int nw = written_by(f, w);
+        gk->bindings = count_bindings(&fs, t->kernel, -1, w, nw);
         out_n++;
     }
     for (int i = 0; i < n; i++)

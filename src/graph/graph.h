@@ -256,6 +256,7 @@ typedef struct graph_kernel {
      * epilogue). */
     glesc_tensor *reduce;
     int id;
+    int bindings; /* the fusion pass's count of the buffers it binds (an estimate) */
 } graph_kernel;
 
 /* The most columns a matmul computes with the GEMV (glesc_graph_options'
@@ -286,8 +287,11 @@ unsigned graph_fuse_skips(const char *list);
  * and fills kernels[] (at most n) in execution order (each at its first
  * stored node; every kernel reads only what earlier kernels store);
  * *n_kernels. Without GRAPH_FUSE_ON in fusion, one kernel per node.
- * max_bindings bounds a fused kernel (reads and writes). */
-void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings,
+ * max_bindings bounds a fused kernel (reads and writes, as this pass counts
+ * them); budget (NULL: none), per order index, bounds every fused kernel
+ * holding that node: the planner lowers it where a generator bound more
+ * than the pass counted (compute/plan.c). */
+void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, const int *budget,
                 graph_kernel *kernels, int *n_kernels);
 /* After graph_fuse (or a plan's kernels applied): is t a gather no kernel
  * computes, which every kernel reading it computes where it reads it? Its

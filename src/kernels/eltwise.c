@@ -11,13 +11,14 @@
 
 #include "kernels/kernels.h"
 
-#define ELTWISE_WG 256
+#define ELTWISE_WG 256 /* where the device allows it (kb_workgroup) */
 
 glesc_status kernels_gen_eltwise(kb *b)
 {
+    const int wg = kb_workgroup(b, ELTWISE_WG);
     const glesc_tensor *out = b->gk->out;
     if (b->k) {
-        emit_kernel_local_size(b->k, ELTWISE_WG, 1, 1);
+        emit_kernel_local_size(b->k, wg, 1, 1);
         emit_kernel_snippet(b->k, "graph/eltwise");
     }
     uint64_t n = (uint64_t)graph_nelements(out);
@@ -29,7 +30,7 @@ glesc_status kernels_gen_eltwise(kb *b)
     kb_coords_from_flat(b, "gid", out, "ne", "c");
     static const char *const c[4] = {"c0", "c1", "c2", "c3"};
     kb_store_out(b, c, NULL, NULL);
-    kb_dispatch_1d(b, (n + ELTWISE_WG - 1) / ELTWISE_WG);
+    kb_dispatch_1d(b, (n + wg - 1) / wg);
     return b->st;
 }
 

@@ -135,6 +135,7 @@ static int bind_as(kb *b, glesc_tensor *owner, int chunk, bool write, emit_elem 
         return i;
     }
     if (b->n_bind >= b->max_bind) {
+        b->over_bind = true;
         kb_fail(b, GLESC_ERROR_LIMIT, "kernel needs more than %d storage buffers", b->max_bind);
         return 0;
     }
@@ -205,6 +206,16 @@ void kb_dispatch_groups(kb *b, uint32_t gx, uint32_t gy, uint32_t gz)
     d->groups[1] = gy;
     d->groups[2] = gz;
     b->n_disp++;
+}
+
+int kb_workgroup(const kb *b, int want)
+{
+    const glesc_caps *c = &b->ctx->caps;
+    int cap = CORE_MIN(want, CORE_MIN(c->max_compute_invocations, c->max_workgroup_size[0]));
+    int wg = 1;
+    while (wg * 2 <= cap)
+        wg *= 2;
+    return wg;
 }
 
 void kb_dispatch_1d(kb *b, uint64_t total)
@@ -871,6 +882,7 @@ int kb_scratch(kb *b, uint64_t bytes)
     if (b->scratch_bind >= 0)
         return b->scratch_bind;
     if (b->n_bind >= b->max_bind) {
+        b->over_bind = true;
         kb_fail(b, GLESC_ERROR_LIMIT, "kernel needs more than %d storage buffers", b->max_bind);
         return 0;
     }

@@ -69,6 +69,7 @@ typedef struct kb {
         int elem; /* emit_elem of the declaration */
     } bind[KB_MAX_BIND];
     int n_bind;
+    bool over_bind; /* it failed needing more than max_bind bindings */
     /* fused row writes: set_rows members (kb_row_writes_begin) */
     struct {
         const glesc_tensor *w; /* the set_rows node */
@@ -145,6 +146,9 @@ void kb_binding_set_chunk(kb *b, int idx, int chunk);
 void kb_dispatch_groups(kb *b, uint32_t gx, uint32_t gy, uint32_t gz);
 /* Records a dispatch of total workgroups spread over x and y (the device
  * caps x at 65535); kernels read their index with KB_GROUP_INDEX. */
+/* A one-dimensional workgroup size: the largest power of two within want
+ * and the device's invocation and x-size limits (GLES 3.1 guarantees 128). */
+int kb_workgroup(const kb *b, int want);
 void kb_dispatch_1d(kb *b, uint64_t total);
 
 /* A tuning variable "key=v,key=v" (v an integer, e.g. GLESC_GEMM): stores

@@ -22,13 +22,14 @@
 
 #include "kernels/kernels.h"
 
-#define ROWS_WG 256
+#define ROWS_WG 256 /* where the device allows it (kb_workgroup) */
 
 glesc_status kernels_gen_get_rows(kb *b)
 {
+    const int wg = kb_workgroup(b, ROWS_WG);
     const glesc_tensor *a = b->gk->anchor, *tab = a->src[0], *idx = a->src[1];
     if (b->k) {
-        emit_kernel_local_size(b->k, ROWS_WG, 1, 1);
+        emit_kernel_local_size(b->k, wg, 1, 1);
         emit_kernel_snippet(b->k, "graph/eltwise");
     }
     int n_chunks = CORE_MAX(1, tab->owner->st.n_chunks);
@@ -69,7 +70,7 @@ glesc_status kernels_gen_get_rows(kb *b)
     const char *c[4] = {"c0", "c1", "c2", "c3"};
     kb_store_out(b, c, "v", NULL);
     kb_line(b, "}");
-    uint64_t groups = (n + ROWS_WG - 1) / ROWS_WG;
+    uint64_t groups = (n + wg - 1) / wg;
     for (int ch = 0; ch < n_chunks; ch++) {
         int64_t base = (int64_t)ch * chunk_rows;
         kb_param_set_u(b, p_base, (uint64_t)base);
@@ -126,9 +127,10 @@ void kernels_expr_gather(kb *b, const glesc_tensor *t, const char *const c[4], c
 
 glesc_status kernels_gen_set_rows(kb *b)
 {
+    const int wg = kb_workgroup(b, ROWS_WG);
     const glesc_tensor *a = b->gk->anchor, *src = a->src[1], *idx = a->src[2];
     if (b->k) {
-        emit_kernel_local_size(b->k, ROWS_WG, 1, 1);
+        emit_kernel_local_size(b->k, wg, 1, 1);
         emit_kernel_snippet(b->k, "graph/eltwise");
     }
     uint64_t n = (uint64_t)graph_nelements(src);
@@ -151,6 +153,6 @@ glesc_status kernels_gen_set_rows(kb *b)
     const char *co[4] = {"c0", "r", "c2", "c3"};
     kb_store_out(b, co, v, NULL);
     kb_line(b, "}");
-    kb_dispatch_1d(b, (n + ROWS_WG - 1) / ROWS_WG);
+    kb_dispatch_1d(b, (n + wg - 1) / wg);
     return b->st;
 }
