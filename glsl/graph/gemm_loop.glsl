@@ -35,8 +35,8 @@
 // mask, not a select (a compiler may make a select a branch that waits for
 // its load); x itself is masked only past K, so with GEMM_KFULL nothing
 // waits for its loads before the step's multiply-adds but the store into
-// shared memory at the next step (H200, with the late decode below,
-// TinyLlama pp512 Q4_0 12,095 -> 12,281 t/s, Q4_K_M 11,309 -> 11,707).
+// shared memory at the next step (with the late decode below, a few per
+// cent of the H200's prefill).
 // Written out by the preprocessor, without && or ?:: NVIDIA's program
 // binary had a branch
 // per element for the mask, which splits the code its scheduler could

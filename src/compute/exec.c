@@ -634,7 +634,7 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
     count_consumers(&pp->ord, outs, n);
     const glesc_graph_options *opts = &pp->opts;
     /* GLESC_FUSE_SKIP: fusions left out for GEMMs; GLESC_FUSE_GEMM_NORM:
-     * norms folded into GEMMs too (tuning, README) */
+     * norms folded into GEMMs too (tuning, docs/environment.md) */
     unsigned fusion = opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
                           ? GRAPH_FUSE_ON | graph_fuse_skips(core_env("GLESC_FUSE_SKIP")) |
                                 (core_env_flag("GLESC_FUSE_GEMM_NORM") ? GRAPH_FUSE_GEMM_NORM : 0)

@@ -842,7 +842,7 @@ static uint32_t flush_max_from_env(void)
     return (uint32_t)n;
 }
 
-/* GLESC_BARRIERS, a measurement aid (README, Environment): the bits of the
+/* GLESC_BARRIERS, a measurement aid (docs/environment.md): the bits of the
  * executor's storage barriers: "storage" (GL_SHADER_STORAGE_BARRIER_BIT,
  * the default), "all" (GL_ALL_BARRIER_BITS) or "none" (no barrier between
  * dependent dispatches: wrong results, for timing what barriers cost). */

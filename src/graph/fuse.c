@@ -195,9 +195,8 @@ static bool gemm_skips(const fuse_state *fs, const glesc_tensor *mm, unsigned wh
 /* A norm is not folded into a matmul of more than GRAPH_GEMV_MAX_M columns
  * (always a GEMM) unless GRAPH_FUSE_GEMM_NORM: each of the GEMM's row tiles
  * would load the norm's weight beside x and sum x's squares again, which
- * cost more than the norm's own kernel and its result read plainly (H200,
- * TinyLlama pp512 Q4_0: 13,033 -> 13,775 t/s; llvmpipe, the demo's pp512:
- * 587-590 -> 613-641). */
+ * costs more than the norm's own kernel and its result read plainly (on the
+ * H200 and on llvmpipe alike: docs/environment.md, GLESC_FUSE_GEMM_NORM). */
 static bool gemm_norm_off(const fuse_state *fs, const glesc_tensor *mm)
 {
     return !(fs->fusion & GRAPH_FUSE_GEMM_NORM) && mm->op == GLESC_OP_MATMUL &&

@@ -101,12 +101,10 @@ typedef struct attn_shape {
  * overriding the workgroups a decode step's key split aims at, the key
  * tiles a split takes at least (uniforms), the most keys per tile and
  * whether tiles go through registers (the kernel's variant, so part of the
- * plan's structure). regs is off by default: on the H200 (TinyLlama, one
- * run, tg128 / at depth 2048, t/s) it gave Q4_0 569-576 / 463 against
- * 551 / 407 without, but Q8_0 424-428 / 359-363 against 451 / 351-355 and
- * F16 435-437 / 375 against 451-466 / 366, and on llvmpipe the demo decode
- * 37 against 45 t/s (a tile held in registers across barriers). The tests
- * turn it on. NULL: not asked. */
+ * plan's structure). regs is off by default: on the H200 it helps Q4_0 at
+ * depth but slows Q8_0 and F16 decode, and on llvmpipe it slows the decode
+ * (a tile held in registers across barriers; figures in
+ * docs/environment.md, GLESC_ATTN_DECODE). The tests turn it on. NULL: not asked. */
 static void decode_env(int64_t *target, int64_t *min_tiles, int *t, int *regs)
 {
     static const char *const keys[] = {"target", "tiles", "t", "regs"};

@@ -65,8 +65,8 @@ typedef struct gemm_cfg {
  * compute unit (the H200 has 132, an A100 108, an RTX 4090 128). A guess,
  * since GLES does not say (NVIDIA's GL_NV_shader_thread_group, whose
  * gl_SMCountNV would, is not in the H200's GLES); only the split of K
- * depends on it (TinyLlama's pp512 on the H200: 12,050-12,180 t/s with
- * 128, 12,200-12,280 with slots=132). */
+ * depends on it, and the H200's true 132 gains about 1% over 128
+ * (GLESC_GEMM=slots=132). */
 #define GEMM_SLOTS_GPU 128
 #define GEMM_SLOTS_CPU 1   /* llvmpipe: never split */
 #define GEMM_SPLIT_UNITS 8 /* units of 32 k each part of a split K takes at least */
@@ -165,9 +165,8 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
      * 51.5% of the FMA peak; llvmpipe's loops: the demo's pp64 the same) */
     c.late = 1;
     /* padded rows where they fit (not in the portable 16 KiB: the swizzle
-     * there). H200, 4096 x 4096 x 512, % of the FMA peak: f16 49.7 -> 52.1,
-     * q4_k 49.5 -> 50.5, q4_0 50.8 -> 50.9. llvmpipe: the swizzle (the demo
-     * model's pp64 500-660 t/s swizzled, 450-470 padded). */
+     * there): on the H200 padding is a little faster for every type; on
+     * llvmpipe the swizzle is. */
     c.pad = !ctx->cpu_device;
     c.pad = c.pad && cfg_fits(&ctx->caps, &c, dual);
     gemm_env(&c);

@@ -347,22 +347,18 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
     if (ctx->cpu_device) {
         /* llvmpipe: nothing waits on memory, and LLVM's compile time grows
          * with every copy of a unit's code (and of the fused prologue in
-         * the x fill). One unit and one vec4 at a time: qwen2-q5_0's
-         * ref-check with empty caches 68 -> 32 s, the demo model's 8-token
-         * prompt 93-110 -> 173-186 t/s, its decode no slower (2 cores). */
+         * the x fill). One unit and one vec4 at a time halves a cold
+         * compile and speeds up short prompts, with the decode no slower. */
         c.unroll = 1;
         c.fill = 1;
     }
     c.xs = GEMV_XS_MAX;
     /* the next unit's words loaded while this one is decoded (where the
-     * loaders split their units): opt-in (raw=1), slower in a decode. On
-     * an H200, glesc-bench at K = 4096 ran q4_0,
-     * q4_1, q5_0, q5_1 4-16% faster with it (q8_0 mixed at 11008 rows, q4_k
-     * slower), but TinyLlama tg128 with it at every K was 5% slower (Q4_0
-     * 537 -> 509 t/s; the K = 2048 GEMVs, whose two units a lane the steps
-     * already have in flight); keeping the steps where a lane has at
-     * most two units, tg128 was still 3-9% slower (Q4_0 531-536 -> 496-498,
-     * Q8_0 448-450 -> 408 t/s). On llvmpipe nothing waits on memory. */
+     * loaders split their units): opt-in (raw=1). It speeds up a lone
+     * large GEMV of the legacy block types, but a whole decode step is
+     * slower with it (its K = 2048 GEMVs already have two units a lane in
+     * flight), also where only lanes of more units take it. On llvmpipe
+     * nothing waits on memory. */
     c.raw = false;
     gemv_env(&c);
     c.wg = pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
