@@ -211,7 +211,9 @@ GLESC_API void glesc_sampler_reset(glesc_sampler *s);
  * from the second decode step on nothing is generated or compiled.
  *
  * Architectures: llama (Llama 1/2/3, Mistral, TinyLlama), qwen2 (q/k/v
- * biases), qwen3 (q/k RMS norm). Weights: any type glesc_weight_new accepts
+ * biases), qwen3 (q/k RMS norm), gemma2 (GeGLU, post-norms, sliding window,
+ * soft-capping), gemma3 (local and global layers, q/k norms), phi3 (fused
+ * qkv and gate|up, partial rotary, LongRoPE). Weights: any type glesc_weight_new accepts
  * (f32, f16, bf16 and the ggml block types with a GPU layout); others are
  * refused at load with the tensor named.
  *

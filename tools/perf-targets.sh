@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # perf-targets.sh — every performance figure the decode and prefill issues
 # set a target for, in one command, with the project's own tools (the
-# README's Performance section is written from its output):
+# docs/performance.md is written from its output):
 #
 #   tools/perf-targets.sh [-B BUILD] [-o OUTDIR] [--preset NAME] [--quick]
 #
@@ -60,7 +60,7 @@ fi
 section() { printf '\n=== %s\n' "$*"; }
 # Each tool run has its own time limit (PT_TIMEOUT seconds, default 240), so
 # one that hangs (the H200's driver sometimes stalls a process for 20-45 s
-# or more, README: glesc-bench) costs its own section, not the ones after it.
+# or more, docs/tools.md: glesc-bench) costs its own section, not the ones after it.
 LIMIT=${PT_TIMEOUT:-240}
 run() {
     timeout "$LIMIT" "$@"
