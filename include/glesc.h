@@ -302,6 +302,17 @@ typedef bool (*glesc_abort_fn)(void *user);
 /* Sets ctx's abort callback (fn NULL: none). */
 GLESC_API void glesc_context_set_abort_callback(glesc_context *ctx, glesc_abort_fn fn, void *user);
 
+/* Called while a compute compiles programs that neither the memory nor the
+ * disk cache holds: once before the first compile (done 0) and after each
+ * one, done of total for this batch (a plan's misses), with the kernel's
+ * name (its fused ops) of the program just compiled (NULL with done 0).
+ * For a progress line on a first run, when a cold compile takes seconds.
+ * Called on the thread that computes; it must not call glesc. */
+typedef void (*glesc_compile_fn)(void *user, int done, int total, const char *kernel);
+/* Sets ctx's compile callback (fn NULL: none). */
+GLESC_API void glesc_context_set_compile_callback(glesc_context *ctx, glesc_compile_fn fn,
+                                                  void *user);
+
 /* Bits of glesc_caps.subgroup_features (values of GL_KHR_shader_subgroup). */
 enum {
     GLESC_SUBGROUP_BASIC = 1u << 0,

@@ -465,6 +465,23 @@ Test(program_cache, off_means_no_files)
     core_free(src);
 }
 
+/* What the compile callback saw: each call's done/total, in order. */
+typedef struct compile_log {
+    int n, done[16], total[16];
+    bool named; /* every call after the first named a kernel */
+} compile_log;
+
+static void log_compile(void *user, int done, int total, const char *kernel)
+{
+    compile_log *l = user;
+    if (l->n < 16) {
+        l->done[l->n] = done;
+        l->total[l->n] = total;
+    }
+    l->named &= done == 0 ? kernel == NULL : kernel != NULL;
+    l->n++;
+}
+
 /* One batch in each mode: distinct programs and a duplicate; a compile
  * error in the middle of a batch. parallel: GL_KHR_parallel_shader_compile's
  * path (skipped where the driver lacks it), else GLESC_NO_PARALLEL_COMPILE=1. */
@@ -485,7 +502,16 @@ static void batch_in_mode(bool parallel)
     char *plus = axpy_glsl("+"), *minus = axpy_glsl("-"), *v0 = variant(0), *v1 = variant(1);
     const char *src[5] = {plus, minus, v0, v1, plus};
     const gl_program *p[5];
+    compile_log cl = {.named = true};
+    glesc_context_set_compile_callback(ctx, log_compile, &cl);
     cr_assert_eq(gl_program_get_batch(ctx, src, 5, p), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    /* the callback: 0 of 4 before the first compile, then 1..4 of 4 */
+    cr_expect_eq(cl.n, 5, "%d calls", cl.n);
+    for (int i = 0; i < cl.n && i < 5; i++) {
+        cr_expect_eq(cl.done[i], i);
+        cr_expect_eq(cl.total[i], 4);
+    }
+    cr_expect(cl.named);
     glesc_stats s;
     glesc_context_stats(ctx, &s);
     cr_expect_eq(s.programs_compiled, 4, "the duplicate compiled once");
@@ -493,6 +519,11 @@ static void batch_in_mode(bool parallel)
     cr_expect_eq(gl_program_cache_max_in_flight(ctx), parallel ? 4 : 1, "%s: %d compiles at once",
                  parallel ? "parallel" : "sequential", gl_program_cache_max_in_flight(ctx));
     cr_expect_eq(p[4], p[0]);
+    cl.n = 0;
+    const gl_program *again[5];
+    cr_assert_eq(gl_program_get_batch(ctx, src, 5, again), GLESC_OK);
+    cr_expect_eq(cl.n, 0, "memory hits compile nothing and report nothing");
+    glesc_context_set_compile_callback(ctx, NULL, NULL);
     check_axpy(ctx, p[0], +1);
     check_axpy(ctx, p[1], -1);
     cr_expect_eq(p[3]->local_size[0], 64);

@@ -1079,6 +1079,15 @@ GLESC_API void glesc_context_set_abort_callback(glesc_context *ctx, glesc_abort_
     ctx->abort_user = fn ? user : NULL;
 }
 
+GLESC_API void glesc_context_set_compile_callback(glesc_context *ctx, glesc_compile_fn fn,
+                                                  void *user)
+{
+    if (!ctx)
+        return;
+    ctx->compile_fn = fn;
+    ctx->compile_user = fn ? user : NULL;
+}
+
 GLESC_API const glesc_caps *glesc_context_caps(const glesc_context *ctx)
 {
     return &ctx->caps;

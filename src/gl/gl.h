@@ -66,6 +66,8 @@ struct glesc_context {
     GLenum simulated_reset; /* testing aid, see gl_context_simulate_reset */
     glesc_abort_fn abort_fn;
     void *abort_user;
+    glesc_compile_fn compile_fn;
+    void *compile_user;
     int drm_fd; /* GBM only; -1 otherwise */
     struct gbm_device *gbm;
     /* capabilities and the strings they point to */

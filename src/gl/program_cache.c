@@ -375,11 +375,26 @@ typedef struct batch {
     const char *const *sources;
     core_hash128 *hash; /* of each source */
     GLuint *pending;    /* a started compile not yet collected, else 0 */
-    bool *started;      /* a compile was started for this source */
+    bool *miss;         /* in no cache: compiled by this batch */
     char **keys;        /* disk keys (NULL: no disk entry) */
     size_t key_len;     /* the same for every source */
     int in_flight;
+    int done, misses; /* compiles collected, of misses (the compile callback's counts) */
 } batch;
+
+/* The kernel name of a generated source ("// glesc kernel: NAME"), or "". */
+static void kernel_name(const char *src, char *buf, size_t cap)
+{
+    const char *p = strstr(src, "// glesc kernel: ");
+    size_t n = 0;
+    if (p) {
+        p += strlen("// glesc kernel: ");
+        n = strcspn(p, "\n");
+        n = n < cap - 1 ? n : cap - 1;
+        memcpy(buf, p, n);
+    }
+    buf[n] = 0;
+}
 
 /* Waits for miss i's link (its logs in the message on failure), then counts
  * it, writes its binary to disk and records it. */
@@ -398,6 +413,11 @@ static glesc_status collect(glesc_context *ctx, batch *b, int i, const gl_progra
     if (b->keys[i])
         disk_store(ctx, id, b->keys[i], b->key_len);
     out[i] = make_program(ctx, id, b->hash[i]);
+    if (ctx->compile_fn) {
+        char name[160];
+        kernel_name(b->sources[i], name, sizeof name);
+        ctx->compile_fn(ctx->compile_user, ++b->done, b->misses, name);
+    }
     return out[i] ? GLESC_OK : ctx->err.status;
 }
 
@@ -432,16 +452,17 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
     batch b = {.sources = sources};
     b.hash = core_calloc(cap, sizeof *b.hash);
     b.pending = core_calloc(cap, sizeof *b.pending);
-    b.started = core_calloc(cap, sizeof *b.started);
+    b.miss = core_calloc(cap, sizeof *b.miss);
     b.keys = core_calloc(cap, sizeof *b.keys);
     uint64_t rejects = c->disk_rejects;
     glesc_status st = GLESC_OK;
-    if (!b.hash || !b.pending || !b.started || !b.keys) {
+    if (!b.hash || !b.pending || !b.miss || !b.keys) {
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program batch");
         goto done;
     }
-    /* Pass 1: memory and disk hits; start compiling every miss (and, when
-     * compiles do not run concurrently, finish it before the next). */
+    /* Pass 1: memory and disk hits; the rest are misses, counted for the
+     * compile callback (a source twice in the batch is one miss). */
+    bool *miss = b.miss;
     for (int i = 0; i < n; i++) {
         out[i] = NULL;
         b.hash[i] = core_hash128_bytes(sources[i], strlen(sources[i]));
@@ -449,8 +470,8 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
          * alike in both modes: not a memory hit). */
         bool dup = false;
         for (int j = 0; j < i && !dup; j++)
-            dup = b.started[j] && core_hash128_eq(b.hash[j], b.hash[i]) &&
-                  !strcmp(sources[j], sources[i]);
+            dup =
+                miss[j] && core_hash128_eq(b.hash[j], b.hash[i]) && !strcmp(sources[j], sources[i]);
         if (dup)
             continue;
         if ((out[i] = map_find(c, b.hash[i]))) {
@@ -468,9 +489,18 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
                 continue;
             }
         }
+        miss[i] = true;
+        b.misses++;
+    }
+    if (b.misses && ctx->compile_fn)
+        ctx->compile_fn(ctx->compile_user, 0, b.misses, NULL);
+    /* Start compiling every miss (and, when compiles do not run
+     * concurrently, finish it before the next). */
+    for (int i = 0; i < n; i++) {
+        if (!miss[i])
+            continue;
         if ((st = start_compile(ctx, sources[i], &b.pending[i])) != GLESC_OK)
             goto done;
-        b.started[i] = true;
         if (++b.in_flight > c->max_in_flight)
             c->max_in_flight = b.in_flight;
         if (!c->parallel && (st = collect(ctx, &b, i, out)) != GLESC_OK)
@@ -503,7 +533,7 @@ done:
             core_free(b.keys[i]);
     core_free(b.hash);
     core_free(b.pending);
-    core_free(b.started);
+    core_free(b.miss);
     core_free(b.keys);
     return st;
 }

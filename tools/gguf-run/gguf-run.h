@@ -128,6 +128,10 @@ void chat_sigint_reply(bool in_reply);
 /* stdout, every write checked: false once any write failed (the reason is
  * kept for out_finish; nothing more is written). */
 bool out_write(const void *p, size_t n);
+/* The context's compile callback on a terminal (stderr): "compiling kernels
+ * 7/17" while a cold run compiles, erased when done; never over a line of
+ * generated text on the same terminal. */
+void out_compile_progress(void *user, int done, int total, const char *kernel);
 bool out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool out_flush(void);
 /* Flushes and closes stdout: rc, or 1 after "gguf-run: writing output:

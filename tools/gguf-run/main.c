@@ -115,8 +115,10 @@ static int open_model(run *r, const char *path)
         return 1;
     }
     glesc_model_options mo = {0};
-    if (isatty(2) && !o->json)
+    if (isatty(2) && !o->json) {
         mo.progress = progress;
+        glesc_context_set_compile_callback(r->ctx, out_compile_progress, NULL);
+    }
     struct timespec t_model;
     clock_gettime(CLOCK_MONOTONIC, &t_model);
     if (glesc_model_load(r->ctx, path, &mo, &r->model) != GLESC_OK) {

@@ -9,12 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/json.h"
 #include "gguf-run/gguf-run.h"
 
 /* errno of stdout's first failed write or flush; 0 while all succeeded. */
 static int out_errno;
+/* The last byte out_write wrote was not a newline. */
+static bool out_mid_line;
 
 static bool out_check(bool ok)
 {
@@ -28,7 +31,24 @@ bool out_write(const void *p, size_t n)
     if (out_errno || n == 0)
         return !out_errno;
     errno = 0;
+    out_mid_line = ((const char *)p)[n - 1] != '\n';
     return out_check(fwrite(p, 1, n, stdout) == n);
+}
+
+void out_compile_progress(void *user, int done, int total, const char *kernel)
+{
+    (void)user;
+    (void)kernel;
+    static bool shown;
+    if (out_mid_line && isatty(1))
+        return; /* not over a line of text on the same terminal */
+    if (done < total) {
+        fprintf(stderr, "\rgguf-run: compiling kernels %d/%d", done, total);
+        shown = true;
+    } else if (shown) {
+        fprintf(stderr, "\r%*s\r", 40, "");
+        shown = false;
+    }
 }
 
 bool out_printf(const char *fmt, ...)
