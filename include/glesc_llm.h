@@ -407,6 +407,17 @@ GLESC_API glesc_status glesc_session_shift(glesc_session *s, int32_t keep, int32
  * (glesc_session_last_stats) count the submission: ns is the host's time,
  * not the GPU's. */
 GLESC_API glesc_status glesc_session_eval_greedy(glesc_session *s, int32_t id);
+
+/* Compiles, ahead of use, every program the session's evaluations can
+ * need: each batch length from 1 to its n_batch (GLESC_EVAL_ALL_LOGITS
+ * aside: its output head compiles on first use), the first batch and later
+ * ones, and the greedy decode step; nothing is evaluated and the session's
+ * state is unchanged. A cold compile takes seconds on a small GPU (and
+ * under Mesa's llvmpipe): a product calls this at first boot, with the
+ * context's program cache on disk (the default), and every later start
+ * loads the programs from there. The context's compile callback
+ * (glesc_context_set_compile_callback) reports the progress. */
+GLESC_API glesc_status glesc_session_precompile(glesc_session *s);
 /* The token the oldest unread greedy eval chose (the arg max of its
  * position's logits): waits for that eval only, later ones keep running.
  * GLESC_ERROR_STATE when none waits; GLESC_ERROR_NUMERIC when those logits

@@ -478,3 +478,59 @@ Test(generate, pipelined_greedy_equals_the_rows_read_back)
     glesc_sampler_destroy(smp);
     story_close(&st);
 }
+
+/* After glesc_session_precompile, no batch length from 1 to n_batch, no
+ * later batch, no decode step and no greedy step compiles a program, and
+ * what is evaluated is what a session without it gives. */
+Test(generate, precompiled_session_compiles_nothing_at_any_batch_length)
+{
+    /* GEMVs of 1 and 2 columns, the narrow GEMM (3..64 columns) and the
+     * wide one: every kind of batch, with fewer programs than the usual 8
+     * GEMV widths take llvmpipe to compile */
+    setenv("GLESC_GEMV_MAX_M", "2", 1);
+    glesc_session_options so = {.n_ctx = 128, .n_batch = 80};
+    glesc_session *s, *ref;
+    cr_assert_eq(glesc_session_create(model, &so, &s), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_create(model, &so, &ref), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_stats st;
+    glesc_context_stats(ctx, &st);
+    uint64_t before = st.programs_compiled;
+    cr_assert_eq(glesc_session_precompile(s), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context_stats(ctx, &st);
+    uint64_t compiled = st.programs_compiled;
+    cr_log_info("precompile: %llu programs", (unsigned long long)(compiled - before));
+    cr_assert_gt(compiled, before);
+    cr_assert_eq(glesc_session_n_past(s), 0, "the state is unchanged");
+
+    int32_t n_vocab = glesc_tokenizer_n_vocab(glesc_model_tokenizer(model));
+    float *a = malloc((size_t)n_vocab * sizeof *a), *b = malloc((size_t)n_vocab * sizeof *b);
+    int32_t ids[80];
+    for (int i = 0; i < 80; i++)
+        ids[i] = 3 + (i * 37) % (n_vocab - 3);
+    static const int lengths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 33, 64, 65, 80};
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
+        int n = lengths[i];
+        cr_assert_eq(glesc_session_truncate(s, 0), GLESC_OK);
+        cr_assert_eq(glesc_session_eval(s, ids, (size_t)n, 0, a), GLESC_OK, "%s",
+                     glesc_last_errmsg());
+        /* a later batch, a decode step, a greedy step */
+        cr_assert_eq(glesc_session_eval(s, ids, CORE_MIN(n, 20), 0, a), GLESC_OK);
+        cr_assert_eq(glesc_session_eval(s, ids + 1, 1, 0, a), GLESC_OK);
+        cr_assert_eq(glesc_session_eval_greedy(s, ids[2]), GLESC_OK, "%s", glesc_last_errmsg());
+        int32_t id;
+        cr_assert_eq(glesc_session_greedy_id(s, &id), GLESC_OK);
+        glesc_context_stats(ctx, &st);
+        cr_assert_eq(st.programs_compiled, compiled, "a prompt of %d tokens compiled %llu programs",
+                     n, (unsigned long long)(st.programs_compiled - compiled));
+    }
+    /* the same logits as a session that never precompiled */
+    cr_assert_eq(glesc_session_truncate(s, 0), GLESC_OK);
+    cr_assert_eq(glesc_session_eval(s, ids, 9, 0, a), GLESC_OK);
+    cr_assert_eq(glesc_session_eval(ref, ids, 9, 0, b), GLESC_OK);
+    cr_assert_eq(memcmp(a, b, (size_t)n_vocab * sizeof *a), 0);
+    cr_assert_eq(glesc_session_precompile(NULL), GLESC_ERROR_INVALID_ARGUMENT);
+    free(a);
+    free(b);
+    glesc_session_destroy(s);
+    glesc_session_destroy(ref);
+}

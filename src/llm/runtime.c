@@ -813,6 +813,75 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
     return GLESC_OK;
 }
 
+static glesc_status greedy_setup(glesc_session *s);
+
+/* Plans and compiles (compute_prepare, nothing runs) the graph of a batch
+ * of n tokens after n_past cached positions; greedy: a decode step with the
+ * arg max on the GPU (glesc_session_eval_greedy's graph). */
+static glesc_status precompile_one(glesc_session *s, int32_t n_past, int32_t n, bool greedy)
+{
+    glesc_context *ctx = s->m->ctx;
+    glesc_graph *g = s->g;
+    int slot = s->in_slot;
+    glesc_status st = greedy ? greedy_setup(s) : in_wait(s, slot);
+    glesc_graph_reset(g);
+    if (st == GLESC_OK && !greedy)
+        st = in_ensure(s, slot, n);
+    if (st != GLESC_OK)
+        return st;
+    int32_t saved = s->n_past;
+    s->n_past = n_past; /* the cache views' sizes: a structure's 1-sized dimensions */
+    glesc_tensor *y;
+    if (greedy) {
+        y = llm_forward(s, s->next_id[0], s->pos[0], 1, false);
+        y = glesc_cpy(g, glesc_reduce(g, GLESC_OP_ARGMAX, y, 0), s->next_id[1]);
+    } else {
+        y = llm_forward(s, s->in_ids[slot], s->in_pos[slot], n, false);
+    }
+    s->n_past = saved;
+    if (!y)
+        return ctx_fail(ctx, GLESC_ERROR_INVALID_ARGUMENT, "precompile: building a step's graph");
+    st = compute_prepare(g, y);
+    compute_state *cs = compute_state_get(ctx);
+    if (cs)
+        compute_prepared_drop(cs); /* compiled, never to run */
+    glesc_graph_reset(g);
+    if (st != GLESC_OK)
+        return ctx_fail(ctx, st, "precompile");
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_session_precompile(glesc_session *s)
+{
+    core_err_reset(NULL);
+    if (!s)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_session_precompile: NULL session");
+    s->pre_y = NULL; /* a decode step recorded ahead is built again */
+    /* Every batch length with kernels of its own: each GEMV width (the
+     * device's GEMV/GEMM threshold is at most GRAPH_GEMV_MAX_M; lengths
+     * above it share the narrow GEMM's structure, already planned then),
+     * the narrow GEMM's and the wide one's; a first batch (no cached
+     * positions) and a later one differ where the cache's length is 1. */
+    int32_t nb = s->n_batch, sizes[GRAPH_GEMV_MAX_M + 2], n_sizes = 0;
+    for (int32_t n = 1; n <= GRAPH_GEMV_MAX_M && n <= nb; n++)
+        sizes[n_sizes++] = n;
+    if (nb > GRAPH_GEMV_MAX_M)
+        sizes[n_sizes++] = CORE_MIN(nb, KERNELS_GEMM_SMALL_M);
+    if (nb > KERNELS_GEMM_SMALL_M)
+        sizes[n_sizes++] = nb;
+    glesc_status st = GLESC_OK;
+    for (int i = 0; i < n_sizes && st == GLESC_OK; i++) {
+        int32_t n = sizes[i];
+        st = precompile_one(s, 0, n, false);
+        if (st == GLESC_OK && n < s->n_ctx)
+            st = precompile_one(s, CORE_MIN(1, s->n_ctx - n), n, false);
+    }
+    if (st == GLESC_OK && s->n_ctx > 1)
+        st = precompile_one(s, 1, 1, true);
+    return st;
+}
+
 GLESC_API int32_t glesc_session_n_past(const glesc_session *s)
 {
     return s ? s->n_past : 0;

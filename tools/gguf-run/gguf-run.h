@@ -43,7 +43,8 @@
 typedef struct options {
     const char *model, *prompt, *prompt_file, *prompt_ids, *system, *chat_template;
     const char *logits_out, *platform, *device, *cache_dir, *limits;
-    int escape, no_bos, parse_special, no_display_prompt, tokenize, ignore_eos, chat, json;
+    int escape, no_bos, parse_special, no_display_prompt, tokenize, ignore_eos, chat, json,
+        precompile;
     int verbose;
     long n_predict, n_ctx;
     glesc_dtype kv_type;

@@ -303,6 +303,26 @@ int main(int argc, char **argv)
     rc = open_model(&r, path);
     if (rc)
         goto done;
+    if (o.precompile) {
+        struct timespec t_pc;
+        clock_gettime(CLOCK_MONOTONIC, &t_pc);
+        glesc_stats before, after;
+        glesc_context_stats(r.ctx, &before);
+        if (glesc_session_precompile(r.sess) != GLESC_OK) {
+            fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+            rc = 1;
+            goto done;
+        }
+        glesc_context_stats(r.ctx, &after);
+        fprintf(stderr,
+                "gguf-run: precompiled in %.0f ms: %llu programs compiled, %llu from the cache "
+                "(%s)\n",
+                ms_since(&t_pc),
+                (unsigned long long)(after.programs_compiled - before.programs_compiled),
+                (unsigned long long)(after.program_disk_hits - before.program_disk_hits),
+                glesc_context_cache_dir(r.ctx) ? glesc_context_cache_dir(r.ctx) : "no disk cache");
+        goto done;
+    }
     if (o.chat) {
         r.prompt_text = text;
         r.prompt_len = len;

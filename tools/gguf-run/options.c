@@ -31,6 +31,9 @@ static void usage(FILE *out)
             "  --parse-special        turn control tokens written in the prompt into ids\n"
             "  --no-display-prompt    do not echo the prompt before the generated text\n"
             "  --tokenize             print the prompt's token ids and exit (no GPU needed)\n"
+            "  --precompile           compile every kernel the model needs (every prompt\n"
+            "                         length, decode) into the program cache and exit: a\n"
+            "                         device's first boot, so later runs start warm\n"
             "\n"
             "Generation:\n"
             "  -n, --n-predict N      tokens to generate (-1: until EOS or the context is\n"
@@ -209,6 +212,8 @@ int options_parse(int argc, char **argv, options *o)
             o->escape = 1;
         } else if (IS("--tokenize")) {
             o->tokenize = 1;
+        } else if (IS("--precompile")) {
+            o->precompile = 1;
         } else if (IS("--no-bos")) {
             o->no_bos = 1;
         } else if (IS("--parse-special")) {
