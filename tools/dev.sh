@@ -4,9 +4,19 @@
 #                       (gguf-run's demo; arguments go to gguf-run)
 #   tools/dev.sh test   install, build with -Werror, run every test suite,
 #                       again under ASan+UBSan, a valgrind leak check, the
-#                       format check and the arm64 cross build; ends with
+#                       format check, the arm64 cross build and the device
+#                       check (its kernels compiled by Mesa's Panfrost G610
+#                       and Freedreno a618 compilers); ends with
 #                       "N passed, N failed"
-# GLESC_NO_INSTALL=1 skips apt-get (packages already there).
+#   tools/dev.sh devices [matrix.py options]
+#                       the device matrix: tools/devices/setup.sh (Mesa 25's
+#                       drm-shim drivers under qemu, glesc's arm64 build),
+#                       then tools/devices/matrix.py (default: every model in
+#                       ../shared/reference/models, else --synth; on g52,
+#                       g610, a618, a740); see tools/devices/matrix.py --help
+# GLESC_NO_INSTALL=1 skips apt-get (packages already there); GLESC_CROSS=0
+# skips the arm64 cross build and the device check, GLESC_DEVICES=0 the
+# device check alone (GLESC_DEVICES=gemm: a longer one, see devices_ci).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -115,10 +125,48 @@ cmd_test() {
         log "arm64 cross build (library and tools)"
         check cross-arm64 build build-ci-arm64 --cross-file cross/aarch64-linux-gnu.ini \
             -Dtests=false -Dwerror=true
+        if [ "${GLESC_DEVICES:-1}" != 0 ]; then
+            log "devices: Freedreno a618 prefill and decode, Panfrost G610 decode kernels (drm-shim)"
+            check devices-ci devices_ci
+        fi
     fi
     echo
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" = 0 ]
+}
+
+# The CI subset of the device matrix: one tiny synthesized llama Q8_0 model's
+# kernels compiled by Mesa 25's Freedreno a618 compiler (the 12-token
+# prefill: GEMMs, prefill attention; then decode) and Panfrost G610 compiler
+# (decode). Fails on any compile or link error, limit breach or failed
+# gguf-run. G610's prefill kernels take minutes each under qemu (the fused
+# q/k/v GEMM 5 to 15 min, the 5-column GEMV over 2.5 min): they are in the full
+# matrix (tools/dev.sh devices); GLESC_DEVICES=gemm adds G610's small-batch
+# GEMM with the row norm folded in (the kernel that needed 9 storage buffers
+# before the fusion split: fails at once where it breaches, minutes where it
+# compiles). Reuses build-ci-arm64 (setup.sh adds the Mesa 25 sysroot and the
+# preloads under SHIM_ROOT, default /opt/shim).
+devices_ci() {
+    local g610=decode timeout=300
+    [ "${GLESC_DEVICES:-1}" = gemm ] && g610=decode,small-gemm timeout=1200
+    SHIM_GLESC_BUILD=$PWD/build-ci-arm64 bash tools/devices/setup.sh || return 1
+    python3 tools/devices/matrix.py --drivers g610,a618 --synth --synth-archs llama \
+        --synth-types Q8_0 --phases prefill,decode --phases-for g610=$g610 \
+        --jobs 2 --timeout $timeout --build "$PWD/build-ci-arm64" --out build-ci-arm64/devices
+}
+
+cmd_devices() {
+    local default=()
+    if ! printf '%s\n' "$@" | grep -qx -e --models -e --synth; then
+        if compgen -G "../shared/reference/models/*.gguf" >/dev/null; then
+            default=(--models ../shared/reference/models/*.gguf)
+        else
+            default=(--synth)
+        fi
+    fi
+    bash tools/devices/setup.sh || exit 1
+    log "tools/devices/matrix.py ${default[*]} $*"
+    python3 tools/devices/matrix.py "${default[@]}" "$@"
 }
 
 cmd_run() {
@@ -134,5 +182,6 @@ cmd_run() {
 case "${1:-}" in
 test) shift; cmd_test "$@" ;;
 run) shift; cmd_run "$@" ;;
-*) echo "usage: tools/dev.sh run|test" >&2; exit 2 ;;
+devices) shift; cmd_devices "$@" ;;
+*) echo "usage: tools/dev.sh run|test|devices" >&2; exit 2 ;;
 esac
