@@ -858,7 +858,7 @@ static void print_json(FILE *out, const options *o, const glesc_caps *c, const g
     if (roof && roof->bytes)
         fprintf(out,
                 "\"roofline\": {\"bytes\": %llu, \"local_size\": %d, \"copy_gbps\": %.3f, "
-                "\"read_gbps\": %.3f, \"copy_ns\": %llu, \"read_ns\": %llu}, ",
+                "\"read_gbps\": %.6g, \"copy_ns\": %llu, \"read_ns\": %llu}, ",
                 (unsigned long long)roof->bytes, roof->local_size, roof->copy_gbps, roof->read_gbps,
                 (unsigned long long)roof->copy_ns, (unsigned long long)roof->read_ns);
     else
@@ -910,7 +910,7 @@ static void print_json(FILE *out, const options *o, const glesc_caps *c, const g
                 r->dispatches, r->kernels, r->barriers);
         if (r->n_gen) {
             double gbps = weight_gbps(r);
-            fprintf(out, "\"weight_gbps\": %.3f, ", gbps);
+            fprintf(out, "\"weight_gbps\": %.6g, ", gbps);
             if (roof && roof->bytes)
                 fprintf(out, "\"weight_bw_of_copy\": %.4f, \"weight_bw_of_read\": %.4f, ",
                         gbps / roof->copy_gbps, gbps / roof->read_gbps);
