@@ -76,7 +76,7 @@ SYNTH_TYPES = ['F32', 'F16', 'BF16', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q4
 SYNTH_SHAPE = ['--n-embd', '256', '--n-layer', '2', '--n-head', '4', '--n-head-kv', '2',
                '--n-ff', '512', '--n-vocab', '512', '--n-ctx', '128']
 
-# shader-db lines (as /work/shared/tools/shim/shader-stats.py reads them):
+# shader-db lines (as ../shared/tools/shim/shader-stats.py reads them):
 # Panfrost prints "SHADER-DB: MESA_SHADER_COMPUTE shader: ..." on stderr,
 # Freedreno and V3D send theirs as KHR_debug notes glesc prints (GLESC_DEBUG=1)
 STAT = re.compile(r'(?:SHADER-DB[^:]*:\s*|SHADER-DB-\S+ - |GL debug \[note[^\]]*\]: )'

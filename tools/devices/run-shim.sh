@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/devices/run-shim.sh DRIVER MODEL [--] CMD [ARGS...]
-# (glesc's copy of /work/shared/tools/shim/run-shim.sh; matrix.py runs it)
+# (glesc's copy of ../shared/tools/shim/run-shim.sh; matrix.py runs it)
 # Runs an arm64 program (e.g. glesc's cross-built glesc-info / gguf-run) under
 # qemu-aarch64-static with Mesa 25.0.7's real Panfrost / Freedreno / V3D driver
 # loaded on a faked DRM render node (Mesa's noop drm-shim: shaders compile,

@@ -4,7 +4,7 @@
 # apt): Mesa 25.0.7's real Panfrost / Freedreno / V3D drivers on drm-shim,
 # run under qemu-aarch64-static, and glesc's arm64 cross build.
 #   bash tools/devices/setup.sh          (tools/dev.sh devices runs it)
-# glesc's copy of the harness in /work/shared/tools/shim (see its README).
+# glesc's copy of the harness in ../shared/tools/shim (see its README).
 #
 # Everything it makes lies under one root, SHIM_ROOT (default /opt/shim):
 #   $SHIM_ROOT/apt/          private apt state (sources.list with bookworm,
