@@ -661,30 +661,21 @@ bool graph_gather_inline(const glesc_tensor *t)
     return t && graph_op(t->op)->gather && t->kernel < 0;
 }
 
-/* Does kernel k multiply by a weight in owner o? (Its GEMV may read it as
- * uvec4, a gather's loader reads words: one binding cannot be both.) */
-static bool loads_weight(fuse_state *fs, int k, const glesc_tensor *o)
-{
-    for (int i = fs->k[k].head; i >= 0; i = fs->next[i]) {
-        const glesc_tensor *m = fs->order[i];
-        if (m->op == GLESC_OP_MATMUL && m->src[0]->owner == o)
-            return true;
-    }
-    return false;
-}
-
 /*
  * Gathers computed where they are read: a get_rows (an embedding lookup)
  * whose table and indices are leaves in one buffer each, whose kernel is
  * itself alone, and whose every reader is a kernel member that reads it
  * through kb_expr (elementwise, or an anchor on a source it takes a
  * prologue on) keeps no kernel of its own: each kernel reading it computes
- * the rows it needs from the table (kernels_expr_gather). The first
- * layer's q/k/v product then gathers its input row (its norm's squares
- * included) and its output projection's residual add reads the table:
- * one dispatch less per step. Runs last, over the final kernels; a reading
- * kernel must stay within the binding limit with the table and indices
- * instead of the gathered rows.
+ * the rows it needs from the table (kernels_expr_gather): one dispatch less
+ * per step. Not where a reader is a matmul's kernel: a model's first layer
+ * would then have a q/k/v product and an output projection of its own,
+ * programs the other layers' do not share, for a dispatch of a few
+ * microseconds (stories260K on llvmpipe: two programs, 16 of a cold run's
+ * 47 s of compiling; on Mali-G610 each is a q/k/v GEMM of 15 minutes in the
+ * device harness). Runs last, over the final kernels; a reading kernel
+ * must stay within the binding limit with the table and indices instead of
+ * the gathered rows.
  */
 static void inline_gathers(fuse_state *fs)
 {
@@ -706,7 +697,8 @@ static void inline_gathers(fuse_state *fs)
             for (int s = 0; ok && s < c->n_src; s++) {
                 if (c->src[s] != gr)
                     continue;
-                ok &= c->kernel >= 0 && c->kernel != kg &&
+                const fk *KC = c->kernel >= 0 ? &fs->k[c->kernel] : NULL;
+                ok &= KC && c->kernel != kg && !(KC->anchor && KC->anchor->op == GLESC_OP_MATMUL) &&
                       (ic->kind == GRAPH_KIND_ELTWISE
                            ? !is_inplace_dst(c, s)
                            : ic->kind == GRAPH_KIND_ANCHOR && ((ic->prologue >> s) & 1u));
@@ -714,8 +706,7 @@ static void inline_gathers(fuse_state *fs)
                 for (int q = 0; ok && q < n_readers; q++)
                     dup |= readers[q] == c->kernel;
                 if (ok && !dup) {
-                    ok &= n_readers < (int)CORE_ARRAY_LEN(readers) &&
-                          !loads_weight(fs, c->kernel, gr->src[0]->owner);
+                    ok &= n_readers < (int)CORE_ARRAY_LEN(readers);
                     if (ok)
                         readers[n_readers++] = c->kernel;
                 }
