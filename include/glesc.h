@@ -239,6 +239,11 @@ typedef struct glesc_context_options {
      * a larger value than the driver's is ignored). Fusion and every kernel
      * generator stay within it. */
     int max_compute_storage_blocks;
+    /* Tuning aid: the device class whose kernel configurations to use
+     * (glesc_caps.device_class's names; NULL or "auto": detected; an
+     * unknown name fails glesc_context_create). GLESC_DEVICE_CLASS does the
+     * same for every context. */
+    const char *device_class;
 } glesc_context_options;
 
 /* Zeroes *opts (every option "not given") and sets struct_size. */
@@ -356,6 +361,12 @@ typedef struct glesc_caps {
      * GLESC_ERROR_CONTEXT_LOST. Without it a reset may go unnoticed. */
     bool has_reset_notification;
     int uniform_buffer_offset_alignment; /* GL_UNIFORM_BUFFER_OFFSET_ALIGNMENT */
+    /* The device class the kernels' configurations are chosen by: "nvidia",
+     * "amd", "intel", "mali-bifrost", "mali-valhall", "adreno-6xx",
+     * "adreno-7xx", "v3d", "llvmpipe" or "default" (an unknown driver);
+     * detected from the renderer unless the options' device_class or
+     * GLESC_DEVICE_CLASS names one. Static storage. */
+    const char *device_class;
 } glesc_caps;
 
 /* Capabilities of ctx; the pointer stays valid for the context's life. */

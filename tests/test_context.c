@@ -175,6 +175,66 @@ Test(context, limits_from_the_environment)
     unsetenv("GLESC_LIMITS");
 }
 
+/* The device class from the drivers' strings (as Mesa 25 and the vendors'
+ * drivers give them), and named by the option or GLESC_DEVICE_CLASS. */
+Test(context, device_class_from_the_renderer_or_named)
+{
+    static const struct {
+        const char *vendor, *renderer;
+        bool software;
+        gl_devclass want;
+    } cases[] = {
+        {"Mesa", "llvmpipe (LLVM 15.0.6, 256 bits)", true, GL_CLASS_LLVMPIPE},
+        {"Panfrost", "Mali-G610 (Panfrost)", false, GL_CLASS_MALI_VALHALL},
+        {"Panfrost", "Mali-G57 (Panfrost)", false, GL_CLASS_MALI_VALHALL},
+        {"Panfrost", "Mali-G52 r1 (Panfrost)", false, GL_CLASS_MALI_BIFROST},
+        {"Panfrost", "Mali-G31 (Panfrost)", false, GL_CLASS_MALI_BIFROST},
+        {"Panfrost", "Mali-T860 (Panfrost)", false, GL_CLASS_MALI_BIFROST},
+        {"freedreno", "FD618", false, GL_CLASS_ADRENO_6XX},
+        {"freedreno", "FD740", false, GL_CLASS_ADRENO_7XX},
+        {"Qualcomm", "Adreno (TM) 740", false, GL_CLASS_ADRENO_7XX},
+        {"Broadcom", "V3D 7.1", false, GL_CLASS_V3D},
+        {"Broadcom", "V3D 4.2", false, GL_CLASS_V3D},
+        {"NVIDIA Corporation", "NVIDIA H200/PCIe/SSE2", false, GL_CLASS_NVIDIA},
+        {"AMD", "AMD Radeon Graphics (radeonsi, gfx1103_r1, LLVM 15.0.7, DRM 3.54)", false,
+         GL_CLASS_AMD},
+        {"Intel", "Mesa Intel(R) UHD Graphics 620 (KBL GT2)", false, GL_CLASS_INTEL},
+        {"Imagination Technologies", "PowerVR B-Series BXE-4-32", false, GL_CLASS_DEFAULT},
+        {NULL, NULL, false, GL_CLASS_DEFAULT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gl_devclass c = gl_devclass_detect(cases[i].vendor, cases[i].renderer, cases[i].software);
+        cr_assert_eq(c, cases[i].want, "%s: %s, want %s",
+                     cases[i].renderer ? cases[i].renderer : "", gl_devclass_name(c),
+                     gl_devclass_name(cases[i].want));
+    }
+    /* named: the option wins over the environment; "auto" detects */
+    setenv("GLESC_DEVICE_CLASS", "mali-valhall", 1);
+    glesc_context_options o = {.cache_dir = "off", .device_class = "adreno-6xx"};
+    glesc_context *ctx = NULL;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_str_eq(glesc_context_caps(ctx)->device_class, "adreno-6xx");
+    glesc_context_destroy(ctx);
+    o.device_class = NULL;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_str_eq(glesc_context_caps(ctx)->device_class, "mali-valhall");
+    glesc_context_destroy(ctx);
+    setenv("GLESC_DEVICE_CLASS", "auto", 1);
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_OK, "%s", glesc_last_errmsg());
+    const glesc_caps *caps = glesc_context_caps(ctx);
+    cr_assert_str_eq(caps->device_class, gl_devclass_name(gl_devclass_detect(
+                                             caps->vendor, caps->renderer, caps->software)));
+    glesc_context_destroy(ctx);
+    /* an unknown name is an error naming it */
+    setenv("GLESC_DEVICE_CLASS", "mali-g610", 1);
+    ctx = NULL;
+    cr_assert_eq(glesc_context_create(&o, &ctx), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_null(ctx);
+    cr_assert(strstr(glesc_last_errmsg(), "GLESC_DEVICE_CLASS \"mali-g610\" is no device class"),
+              "%s", glesc_last_errmsg());
+    unsetenv("GLESC_DEVICE_CLASS");
+}
+
 /* Two contexts at once share an EGL display; destroying one must leave the
  * other working. */
 Test(context, two_contexts)

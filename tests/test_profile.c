@@ -4,8 +4,9 @@
  * (the caller's plan cache and error message are left alone), stored in the
  * disk cache and loaded by the next context on the same renderer without a
  * measurement; a foreign or damaged entry is ignored and measured again;
- * GLESC_GEMV_MAX_M overrides it; a failed measurement says why (an error
- * with a message, and a logged warning with the fallback).
+ * GLESC_GEMV_MAX_M overrides it, and a device class with a threshold of
+ * its own (llvmpipe's) needs no measurement; a failed measurement says why
+ * (an error with a message, and a logged warning with the fallback).
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -21,6 +22,8 @@
 static void setup(void)
 {
     unsetenv("GLESC_GEMV_MAX_M"); /* the suites set it; these tests measure */
+    /* a class with no threshold of its own (llvmpipe's is fixed) */
+    setenv("GLESC_DEVICE_CLASS", "default", 1);
     setenv("GLESC_LOG", "warn", 1);
 }
 
@@ -255,4 +258,23 @@ Test(profile, a_failed_measurement_says_why)
     /* The context still computes. */
     compute_matmul_m4(ctx);
     glesc_context_destroy(ctx);
+}
+
+Test(profile, a_class_with_its_own_threshold_measures_nothing)
+{
+    /* llvmpipe's class (kernels/devclass.c) says 8: nothing measured, no
+     * entry written */
+    setenv("GLESC_DEVICE_CLASS", "llvmpipe", 1);
+    char *dir = test_tmpdir();
+    glesc_context *ctx = test_context(dir);
+    cr_assert_str_eq(glesc_context_caps(ctx)->device_class, "llvmpipe");
+    const compute_profile *p = profile_of(ctx);
+    cr_assert_eq(p->source, COMPUTE_PROFILE_CLASS);
+    cr_assert_eq(p->gemv_max_m, 8);
+    glesc_stats st;
+    glesc_context_stats(ctx, &st);
+    cr_assert_eq(st.programs_compiled, 0, "%llu programs compiled",
+                 (unsigned long long)st.programs_compiled);
+    glesc_context_destroy(ctx);
+    test_rmtree(dir);
 }

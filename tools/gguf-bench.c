@@ -845,6 +845,7 @@ static void print_json(FILE *out, const options *o, const glesc_caps *c, const g
     fprintf(out, "\"device\": {");
     json_kv_str(out, "vendor", c->vendor, true);
     json_kv_str(out, "renderer", c->renderer, true);
+    json_kv_str(out, "device_class", c->device_class, true);
     json_kv_str(out, "gl_version", c->version, true);
     json_kv_str(out, "platform", glesc_platform_name(c->platform), true);
     json_kv_str(out, "backend", backend(o), true);

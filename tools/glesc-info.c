@@ -112,6 +112,8 @@ int main(int argc, char **argv)
         json_str(c->vendor);
         printf(", \"renderer\": ");
         json_str(c->renderer);
+        printf(", \"device_class\": ");
+        json_str(c->device_class);
         printf(", \"version\": ");
         json_str(c->version);
         printf(", \"glsl_version\": ");
@@ -157,6 +159,7 @@ int main(int argc, char **argv)
         printf("Vendor:              %s\n", c->vendor);
         printf("Renderer:            %s%s\n", c->renderer,
                c->software ? " (software: runs on the CPU)" : "");
+        printf("Device class:        %s\n", c->device_class);
         printf("Version:             %s (ES %d.%d)\n", c->version, c->gl_major, c->gl_minor);
         printf("GLSL:                %s\n", c->glsl_version);
         printf("Max storage block:   %llu bytes (%.1f MiB)%s\n",

@@ -1,9 +1,11 @@
-// GEMV: y[n, c] = sum_k W[k, n] * x[k, c] for the MCOLS columns c of x
-// (m <= 8: decode), each weight row read once. src/kernels/matmul.c
+// GEMV: y[n, c] = sum_k W[k, n] * x[k, c] for the M columns c of x (M a
+// uniform: decode's 1, a short prompt's up to gemv_max_m), MCOLS of them
+// at a time, each weight row read once a pass. src/kernels/matmul.c
 // declares around this file:
 //   defines   TEAM (invocations per row team), KSPLIT (teams sharing rows,
 //             each taking every KSPLIT-th run of TEAM units), NR (rows per
-//             team), MCOLS, XS (elements of x per column and slice, a
+//             team), MCOLS (columns a pass: 1 for decode, the device
+//             class's at most for more; M beyond takes passes), XS (elements of x per column and slice, a
 //             multiple of 256), UNROLL (units a lane has in flight where
 //             they are not pipelined, gemv_units.glsl's GEMV_RAW), FILL
 //             (vec4 of x an invocation loads at once into xs), NMEMB
@@ -12,7 +14,7 @@
 //             folded rms_norm: x's squares summed where x is loaded),
 //             GEMV_SUBGROUP (reduce with subgroupAdd; teams are then the
 //             subgroups)
-//   uniforms  K, n_count and n_base (the rows of this dispatch: a weight
+//   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), n_blocks, xb2, r2, r3, w_off, w_nb1, w_nb2, w_nb3
 //             (bytes; w2_* of the pair), and per sibling j s<j>_off,
 //             s<j>_nb1, s<j>_base, s<j>_count, s<j>_g0 (its first block)
@@ -94,6 +96,12 @@ void gemv_main() {
     uint kp = team % KSPLIT; // and its part of the units
     float sq[MCOLS]; // a folded norm: this invocation's squares of each column
     float rs[MCOLS]; // and the columns' scales
+    uint g0 = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+    // Passes over the columns, MCOLS at a time (columns c0 + c; past M, x
+    // reads as zeros and nothing is stored): the program is the same for
+    // every M the variant takes
+    for (uint c0 = 0u; c0 < M; c0 += MCOLS) {
     for (uint c = 0u; c < MCOLS; c++) {
         sq[c] = 0.0;
         rs[c] = 1.0;
@@ -102,8 +110,6 @@ void gemv_main() {
     // may be smaller than the blocks); when one slice holds x, it is loaded
     // once and serves them all. g is uniform over the workgroup, so every
     // barrier below is reached by all of it or by none.
-    uint g0 = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
-    uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
     for (uint g = g0; g < n_blocks; g += nwg) {
     bool fill = g == g0 || K > XS; // x is not in xs yet
     // a group: the matmul (sel) block g belongs to, its rows and weight
@@ -150,7 +156,7 @@ void gemv_main() {
     uint nu = (K + 31u) / 32u; // units of a row
     for (uint k0 = 0u; k0 < K; k0 += XS) {
         if (fill) {
-        if (k0 > 0u || g != g0) {
+        if (k0 > 0u || g != g0 || c0 > 0u) {
             memoryBarrierShared();
             barrier(); // every lane is done with the last slice
         }
@@ -164,16 +170,17 @@ void gemv_main() {
                     // each element of x once (a folded norm counts its squares)
                     uint k = k0 + 4u * (i0 + f * WG_SIZE);
                     v[f] = vec4(0.0);
-                    if (i0 + f * WG_SIZE < kn4) {
+                    if (i0 + f * WG_SIZE < kn4 && c0 + c < M) {
+                        uint cc = c0 + c;
                         if (k + 3u < K) {
-                            v[f] = vec4(gemv_x(k, c, b2, b3, sq[c]),
-                                        gemv_x(k + 1u, c, b2, b3, sq[c]),
-                                        gemv_x(k + 2u, c, b2, b3, sq[c]),
-                                        gemv_x(k + 3u, c, b2, b3, sq[c]));
+                            v[f] = vec4(gemv_x(k, cc, b2, b3, sq[c]),
+                                        gemv_x(k + 1u, cc, b2, b3, sq[c]),
+                                        gemv_x(k + 2u, cc, b2, b3, sq[c]),
+                                        gemv_x(k + 3u, cc, b2, b3, sq[c]));
                         } else {
-                            v[f].x = k < K ? gemv_x(k, c, b2, b3, sq[c]) : 0.0;
-                            v[f].y = k + 1u < K ? gemv_x(k + 1u, c, b2, b3, sq[c]) : 0.0;
-                            v[f].z = k + 2u < K ? gemv_x(k + 2u, c, b2, b3, sq[c]) : 0.0;
+                            v[f].x = k < K ? gemv_x(k, cc, b2, b3, sq[c]) : 0.0;
+                            v[f].y = k + 1u < K ? gemv_x(k + 1u, cc, b2, b3, sq[c]) : 0.0;
+                            v[f].z = k + 2u < K ? gemv_x(k + 2u, cc, b2, b3, sq[c]) : 0.0;
                         }
                     }
                 }
@@ -227,9 +234,9 @@ void gemv_main() {
         float s2 = 0.0;
 #endif
         uint nl = nl0 + rg * NR + i / MCOLS;
-        if (lane == i % TEAM && nl < cnt) {
+        if (lane == i % TEAM && nl < cnt && c0 + i % MCOLS < M) {
             float r = rs[i % MCOLS];
-            gemv_store(sel, nbase + nl, i % MCOLS, b2, b3, s * r, s2 * r);
+            gemv_store(sel, nbase + nl, c0 + i % MCOLS, b2, b3, s * r, s2 * r);
         }
     }
 #elif defined(GEMV_SUBGROUP)
@@ -270,9 +277,9 @@ void gemv_main() {
 #endif
         }
         uint nl = nl0 + gi * NR + i / MCOLS;
-        if (nl < cnt) {
+        if (nl < cnt && c0 + i % MCOLS < M) {
             float r = rs[i % MCOLS];
-            gemv_store(sel, nbase + nl, i % MCOLS, b2, b3, t * r, t2 * r);
+            gemv_store(sel, nbase + nl, c0 + i % MCOLS, b2, b3, t * r, t2 * r);
         }
     }
 #else
@@ -297,11 +304,12 @@ void gemv_main() {
 #endif
         }
         uint nl = nl0 + gi * NR + i / MCOLS;
-        if (nl < cnt) {
+        if (nl < cnt && c0 + i % MCOLS < M) {
             float r = rs[i % MCOLS];
-            gemv_store(sel, nbase + nl, i % MCOLS, b2, b3, s * r, s2 * r);
+            gemv_store(sel, nbase + nl, c0 + i % MCOLS, b2, b3, s * r, s2 * r);
         }
     }
 #endif
+    }
     }
 }

@@ -99,6 +99,7 @@ struct compute_plan {
 /* ---- The device profile (profile.c) ---- */
 typedef enum compute_profile_source {
     COMPUTE_PROFILE_ENV,      /* GLESC_GEMV_MAX_M */
+    COMPUTE_PROFILE_CLASS,    /* the device class's (kernels_class.gemv_max_m) */
     COMPUTE_PROFILE_LOADED,   /* the disk cache's entry for this glesc and device */
     COMPUTE_PROFILE_MEASURED, /* measured by this context (and stored) */
     COMPUTE_PROFILE_FALLBACK, /* the measurement failed (logged): a default */

@@ -637,7 +637,8 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
      * norms folded into GEMMs too (tuning, docs/environment.md) */
     unsigned fusion = opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
                           ? GRAPH_FUSE_ON | graph_fuse_skips(core_env("GLESC_FUSE_SKIP")) |
-                                (core_env_flag("GLESC_FUSE_GEMM_NORM") ? GRAPH_FUSE_GEMM_NORM : 0)
+                                (core_env_flag("GLESC_FUSE_GEMM_NORM") ? GRAPH_FUSE_GEMM_NORM : 0) |
+                                GRAPH_FUSE_GEMV_MAX_M(opts->gemv_max_m)
                           : 0;
     int max_bind = compute_max_bindings(ctx);
     core_hash128 key = compute_plan_key(&pp->ord, opts, fusion, max_bind);

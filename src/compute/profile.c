@@ -7,7 +7,8 @@
  * the GEMV stays ahead longer than on a small one.
  *
  * Where the value comes from, in order: GLESC_GEMV_MAX_M (1..8); else the
- * context's disk cache, under a key naming glesc's version, the GL vendor,
+ * device class's where it has one (llvmpipe: src/kernels/devclass.c); else
+ * the context's disk cache, under a key naming glesc's version, the GL vendor,
  * renderer and version (the driver's) and the profile's format, so another
  * glesc, driver or GPU never reads this one's figures; else measured now and
  * stored there (written atomically by core/disk_cache.c). An entry that
@@ -229,6 +230,10 @@ static compute_profile find(glesc_context *ctx)
 {
     compute_profile p = {.gemv_max_m = env_gemv_max_m(), .source = COMPUTE_PROFILE_ENV};
     if (p.gemv_max_m)
+        return p;
+    p = (compute_profile){.gemv_max_m = kernels_class_of(ctx)->gemv_max_m,
+                          .source = COMPUTE_PROFILE_CLASS};
+    if (p.gemv_max_m >= 1 && p.gemv_max_m <= 8)
         return p;
     size_t key_len = 0;
     char *key = ctx->disk_cache ? compute_profile_key(ctx, &key_len) : NULL;

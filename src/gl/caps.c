@@ -237,5 +237,6 @@ glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts
         glGetIntegerv(GL_RESET_NOTIFICATION_STRATEGY, &strategy);
         c->has_reset_notification = strategy == GL_LOSE_CONTEXT_ON_RESET;
     }
-    return gl_check(ctx, "capability query");
+    glesc_status st = gl_check(ctx, "capability query");
+    return st != GLESC_OK ? st : gl_devclass_choose(ctx, opts->device_class);
 }

@@ -48,6 +48,30 @@ typedef struct gl_bound {
 } gl_bound;
 #define GL_BOUND_SSBOS 16
 
+/* Device classes (devclass.c): a GPU family, or a CPU renderer. */
+typedef enum gl_devclass {
+    GL_CLASS_DEFAULT, /* an unknown driver: the conservative configurations */
+    GL_CLASS_LLVMPIPE,
+    GL_CLASS_NVIDIA,
+    GL_CLASS_AMD,
+    GL_CLASS_INTEL,
+    GL_CLASS_MALI_BIFROST,
+    GL_CLASS_MALI_VALHALL,
+    GL_CLASS_ADRENO_6XX,
+    GL_CLASS_ADRENO_7XX,
+    GL_CLASS_V3D,
+    GL_CLASS_COUNT
+} gl_devclass;
+
+const char *gl_devclass_name(gl_devclass c);
+bool gl_devclass_parse(const char *name, gl_devclass *out);
+/* The class the strings name (software: a CPU renderer). */
+gl_devclass gl_devclass_detect(const char *vendor, const char *renderer, bool software);
+/* Sets ctx->devclass and caps.device_class after the caps query: opt (the
+ * options' device_class), else GLESC_DEVICE_CLASS, else detected; "auto"
+ * detects. An unknown name is an error naming it. */
+glesc_status gl_devclass_choose(glesc_context *ctx, const char *opt);
+
 struct glesc_context {
     core_err err;
     /* EGL objects */
@@ -117,6 +141,9 @@ struct glesc_context {
      * workgroup size by device take small ones there (its barriers and
      * large workgroups cost more than the parallelism gives). */
     bool cpu_device;
+    /* The device class (devclass.c): what the kernels' configurations are
+     * chosen by (src/kernels/devclass.c). */
+    gl_devclass devclass;
     /* The GLSL extension with float16_t / f16vec4 arithmetic
      * (GL_EXT_shader_explicit_arithmetic_types_float16,
      * GL_AMD_gpu_shader_half_float or GL_NV_gpu_shader5, the first the

@@ -192,15 +192,16 @@ static bool gemm_skips(const fuse_state *fs, const glesc_tensor *mm, unsigned wh
     return (fs->fusion & what) && mm && mm->op == GLESC_OP_MATMUL && mm->src[1]->ne[1] > 1;
 }
 
-/* A norm is not folded into a matmul of more than GRAPH_GEMV_MAX_M columns
- * (always a GEMM) unless GRAPH_FUSE_GEMM_NORM: each of the GEMM's row tiles
+/* A norm is not folded into a matmul of more columns than the GEMV
+ * threshold (a GEMM) unless GRAPH_FUSE_GEMM_NORM: each of the GEMM's row tiles
  * would load the norm's weight beside x and sum x's squares again, which
  * costs more than the norm's own kernel and its result read plainly (on the
  * H200 and on llvmpipe alike: docs/environment.md, GLESC_FUSE_GEMM_NORM). */
 static bool gemm_norm_off(const fuse_state *fs, const glesc_tensor *mm)
 {
+    unsigned gemv_max_m = (fs->fusion >> 8) & 15u;
     return !(fs->fusion & GRAPH_FUSE_GEMM_NORM) && mm->op == GLESC_OP_MATMUL &&
-           mm->src[1]->ne[1] > GRAPH_GEMV_MAX_M;
+           mm->src[1]->ne[1] > (gemv_max_m ? (int64_t)gemv_max_m : GRAPH_GEMV_MAX_M);
 }
 
 static int members(fuse_state *fs, int k)

@@ -267,7 +267,7 @@ typedef struct graph_kernel {
  * matmuls of more than one column (prefill's GEMMs; tuning): the gate/up
  * pair, q/k/v grouping, a row norm folded in, prologues, epilogues; and
  * GRAPH_FUSE_GEMM_NORM, a row norm folded into matmuls of more than
- * GRAPH_GEMV_MAX_M columns too (left out by default: the norm's own
+ * the GEMV threshold's columns (GRAPH_FUSE_GEMV_MAX_M) too (left out by default: the norm's own
  * kernel and the GEMMs on its result took less time, H200 and llvmpipe;
  * docs/graph.md). */
 enum {
@@ -279,6 +279,9 @@ enum {
     GRAPH_FUSE_SKIP_EPILOGUE = 32,
     GRAPH_FUSE_GEMM_NORM = 64,
 };
+/* The GEMV threshold in the flags (bits 8..11; 0: GRAPH_GEMV_MAX_M): a
+ * matmul of more columns is a GEMM, into which a norm is not folded. */
+#define GRAPH_FUSE_GEMV_MAX_M(m) ((unsigned)(m) << 8)
 /* The GRAPH_FUSE_SKIP_ bits named in a comma list (pair, group, norm,
  * prologue, epilogue; NULL: none). */
 unsigned graph_fuse_skips(const char *list);

@@ -64,30 +64,26 @@
 
 #include "kernels/kernels.h"
 
-#define ATTN_WG 128    /* invocations per workgroup on GPUs */
-#define ATTN_WG_CPU 64 /* on llvmpipe (ctx->cpu_device: one choice per context, as GEMV) */
+/* Decode workgroups have at least this many invocations (the device
+ * class's, attn.wg, devclass.c): attn_decode.glsl's loops are written out
+ * for the registers that leaves an invocation. */
+#define ATTN_WG_MIN 64
 #define ATTN_MAX_D 512
 #define ATTN_QS 1024 /* floats of staged queries: HG·D */
 #define ATTN_KS 2112 /* floats of a key tile: T·(D + 1) (padded rows: no bank conflicts) */
 #define ATTN_HG_MAX 8
 #define ATTN_T_MAX 64
-#define ATTN_WG_TARGET_GPU 256 /* workgroups a decode step's split aims at */
-#define ATTN_WG_TARGET_CPU 8
 #define ATTN_SPLIT_TILES 1 /* key tiles per split at least */
 #define ATTN_COMBINE 512   /* (split, head) pairs the combine stages in ks */
 #define ATTN_CU 4          /* splits a round of the combine reads */
 _Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
 
 /* Prefill (gen_prefill): the largest configuration, shrunk by the caps */
-#define ATTN_PF_WG 256         /* invocations per workgroup on GPUs */
-#define ATTN_PF_WG_CPU 128     /* on llvmpipe */
-#define ATTN_PF_HG 8           /* query heads per workgroup (of one kv head) */
-#define ATTN_PF_R 64           /* rows (query, head) per workgroup */
-#define ATTN_PF_BK 64          /* keys per tile */
-#define ATTN_PF_BK_MIN 32      /* shorter tiles only where no block of rows fits with these */
-#define ATTN_PF_SHARED 49152   /* bytes of shared memory at most */
-#define ATTN_PF_TARGET_GPU 512 /* workgroups the key split aims at */
-#define ATTN_PF_TARGET_CPU 8
+#define ATTN_PF_HG 8         /* query heads per workgroup (of one kv head) */
+#define ATTN_PF_R 64         /* rows (query, head) per workgroup */
+#define ATTN_PF_BK 64        /* keys per tile */
+#define ATTN_PF_BK_MIN 32    /* shorter tiles only where no block of rows fits with these */
+#define ATTN_PF_SHARED 49152 /* bytes of shared memory at most */
 
 typedef struct attn_shape {
     int hg;        /* query heads per workgroup (divides gqa) */
@@ -149,15 +145,23 @@ static int prefill_hg(const glesc_tensor *a)
     return hg;
 }
 
+/* Does attention a take the prefill kernel? More queries than the device
+ * class's decode_max_q (1, or a few where the decode's program serves short
+ * prompts too: one program less to compile). */
+static bool is_prefill(const glesc_tensor *a)
+{
+    return a->src[0]->ne[1] > CORE_MAX(1, kernels_class_of(a->ctx)->attn.decode_max_q);
+}
+
 uint32_t kernels_attention_variant(const glesc_tensor *t)
 {
-    if (t->src[0]->ne[1] > 1) /* prefill: its config follows from these and the caps */
+    if (is_prefill(t)) /* prefill: its config follows from these and the caps */
         return 1u << 31 | (uint32_t)prefill_hg(t) | (uint32_t)t->src[0]->ne[0] << 4 |
                (uint32_t)t->src[2]->ne[0] << 14;
     /* heads, tile, head sizes (compile-time: the tile loads unrolled); the
      * accumulators per invocation follow from the head sizes and the
      * workgroup size, fixed per context */
-    attn_shape s = shape_of(t, ATTN_WG_CPU);
+    attn_shape s = shape_of(t, ATTN_WG_MIN);
     _Static_assert(ATTN_HG_MAX <= 8 && ATTN_T_MAX <= 64 && ATTN_MAX_D <= 512,
                    "the decode variant's fields fit their bits");
     return (uint32_t)(s.hg - 1) | (uint32_t)(s.t - 1) << 3 | (uint32_t)s.v_shared << 9 |
@@ -214,9 +218,8 @@ static void gen_hooks(kb *b, bool with_k, bool with_v)
 /* ---- Decode: glsl/graph/attn_decode.glsl ---- */
 
 /* The file's register loops are written out for these counts at most */
-_Static_assert(ATTN_HG_MAX <= 8 && (ATTN_MAX_D + ATTN_WG_CPU - 1) / ATTN_WG_CPU <= 8 &&
-                   (ATTN_KS + ATTN_WG_CPU - 1) / ATTN_WG_CPU <= 64 && ATTN_CU <= 4 &&
-                   ATTN_WG_CPU <= ATTN_WG,
+_Static_assert(ATTN_HG_MAX <= 8 && (ATTN_MAX_D + ATTN_WG_MIN - 1) / ATTN_WG_MIN <= 8 &&
+                   (ATTN_KS + ATTN_WG_MIN - 1) / ATTN_WG_MIN <= 64 && ATTN_CU <= 4,
                "attn_decode.glsl's AD_EACH_* cover the heads, dimensions and tile registers");
 
 /* The defines both attention files take from the op: ATTN_CAUSAL,
@@ -239,7 +242,11 @@ static glesc_status gen_decode(kb *b)
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2], *mask = a->src[3];
     bool causal = a->ip[0] != 0, softcap = a->ip[2] != 0;
     int n_swa = a->ip[1];
-    int wg = b->ctx->cpu_device ? ATTN_WG_CPU : ATTN_WG;
+    /* the class's (one choice per context, as the GEMV's), a power of two
+     * within the caps */
+    int wg =
+        CORE_MAX(ATTN_WG_MIN, kernels_pow2_floor(CORE_MIN(kernels_class_of(b->ctx)->attn.wg,
+                                                          b->ctx->caps.max_compute_invocations)));
     attn_shape sh = shape_of(a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], d = q->ne[0], dv = v->ne[0];
     int64_t n_groups = n_head / sh.hg;
@@ -289,7 +296,7 @@ static glesc_status gen_decode(kb *b)
      * the splits cover only [k0, n_kv) */
     int64_t k0 = n_swa > 0 ? CORE_MAX(0, n_kv - n_q + 1 - (int64_t)n_swa) : 0;
     /* keys per split: enough workgroups to fill the device, whole tiles */
-    int64_t target = b->ctx->cpu_device ? ATTN_WG_TARGET_CPU : ATTN_WG_TARGET_GPU;
+    int64_t target = kernels_class_of(b->ctx)->attn.target;
     int64_t min_tiles = ATTN_SPLIT_TILES;
     decode_env(&target, &min_tiles, NULL, NULL);
     int64_t tiles = (n_kv - k0 + sh.t - 1) / sh.t;
@@ -371,14 +378,6 @@ typedef struct pf_cfg {
     bool sg;                /* the rows' maxima and sums by subgroup shuffles, not rr */
 } pf_cfg;
 
-static int pow2_floor(int v)
-{
-    int p = 1;
-    while (p * 2 <= v)
-        p *= 2;
-    return p;
-}
-
 static int pow2_ceil(int v)
 {
     int p = 1;
@@ -422,17 +421,17 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     c.dv4 = (int)(a->src[2]->ne[0] + 3) / 4;
     c.kp = c.d4 + 1;
     c.kvp = CORE_MAX(c.kp, c.dv4);
-    c.wg = ctx->cpu_device ? ATTN_PF_WG_CPU : ATTN_PF_WG;
+    c.wg = kernels_class_of(ctx)->attn.pf_wg;
     c.r = ATTN_PF_R;
     c.skg = 8;
     c.bk = ATTN_PF_BK;
-    c.target = ctx->cpu_device ? ATTN_PF_TARGET_CPU : ATTN_PF_TARGET_GPU;
+    c.target = kernels_class_of(ctx)->attn.pf_target;
     pf_env(&c);
-    c.wg = pow2_floor(CORE_MAX(
+    c.wg = kernels_pow2_floor(CORE_MAX(
         1, CORE_MIN(c.wg, CORE_MIN(caps->max_compute_invocations, caps->max_workgroup_size[0]))));
     /* at most an invocation per row (the softmax's) */
-    c.r = pow2_floor(CORE_MAX(1, CORE_MIN(c.r, CORE_MIN(ATTN_PF_R, c.wg))));
-    c.bk = pow2_floor(CORE_MAX(1, CORE_MIN(c.bk, ATTN_PF_BK)));
+    c.r = kernels_pow2_floor(CORE_MAX(1, CORE_MIN(c.r, CORE_MIN(ATTN_PF_R, c.wg))));
+    c.bk = kernels_pow2_floor(CORE_MAX(1, CORE_MIN(c.bk, ATTN_PF_BK)));
     c.target = CORE_MAX(1, c.target);
     /* the most rows with tiles of ATTN_PF_BK_MIN keys or more that fit,
      * else with shorter tiles */
@@ -454,7 +453,8 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     c.bq = r / c.hg;
     /* eight invocations (a quarter warp's vec4 loads) across keys where the
      * tile has them: each reads its own key row, the row's q is broadcast */
-    c.skg = CORE_MIN(CORE_MAX(CORE_MIN(bk, pow2_floor(CORE_MAX(1, c.skg))), c.wg / r), c.wg);
+    c.skg =
+        CORE_MIN(CORE_MAX(CORE_MIN(bk, kernels_pow2_floor(CORE_MAX(1, c.skg))), c.wg / r), c.wg);
     c.tk = bk / c.skg;
     c.srg = c.wg / c.skg;
     c.tr = r / c.srg;
@@ -592,5 +592,5 @@ static glesc_status gen_prefill(kb *b)
 
 glesc_status kernels_gen_attention(kb *b)
 {
-    return b->gk->anchor->src[0]->ne[1] > 1 ? gen_prefill(b) : gen_decode(b);
+    return is_prefill(b->gk->anchor) ? gen_prefill(b) : gen_decode(b);
 }

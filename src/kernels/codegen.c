@@ -14,13 +14,15 @@
 
 /* ---- variants: shape-dependent code choices ---- */
 
-/* GEMV specialized for the exact m (1 .. gemv_max_m), or 0 for GEMM; bit
- * 17: the fast units (kernels_matmul_units); bit 18: a GEMM of few
- * columns (narrower tiles, gemm.c) */
+/* 1: the GEMV of one column (decode); 2: the GEMV of 2 .. gemv_max_m (one
+ * program, the columns a uniform: matmul.c's gemv_cols); 0: GEMM. Bit 17:
+ * the fast units (kernels_matmul_units); bit 18: a GEMM of few columns
+ * (narrower tiles, gemm.c) */
 static uint32_t variant_matmul(const glesc_tensor *t, const glesc_graph_options *o)
 {
     int64_t m = t->src[1]->ne[1];
-    return (m <= o->gemv_max_m ? (uint32_t)m : 0u) | (kernels_matmul_units(t) ? 1u << 17 : 0u) |
+    return (m <= o->gemv_max_m ? (m == 1 ? 1u : 2u) : 0u) |
+           (kernels_matmul_units(t) ? 1u << 17 : 0u) |
            (m > o->gemv_max_m && m <= KERNELS_GEMM_SMALL_M ? 1u << 18 : 0u);
 }
 

@@ -61,14 +61,6 @@ typedef struct gemm_cfg {
     int late;
 } gemm_cfg;
 
-/* Workgroups of 256 invocations a large GPU runs at once: about one per
- * compute unit (the H200 has 132, an A100 108, an RTX 4090 128). A guess,
- * since GLES does not say (NVIDIA's GL_NV_shader_thread_group, whose
- * gl_SMCountNV would, is not in the H200's GLES); only the split of K
- * depends on it, and the H200's true 132 gains about 1% over 128
- * (GLESC_GEMM=slots=132). */
-#define GEMM_SLOTS_GPU 128
-#define GEMM_SLOTS_CPU 1   /* llvmpipe: never split */
 #define GEMM_SPLIT_UNITS 8 /* units of 32 k each part of a split K takes at least */
 #define GEMM_SPLIT_MAX 16
 #define GEMM_PART_COST 0.05 /* a part's partial sums, against a whole tile's time */
@@ -157,17 +149,19 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "GEMM: no tile fits %d invocations and %d bytes of shared memory",
                        ctx->caps.max_compute_invocations, ctx->caps.max_compute_shared_memory);
-    c.slots = ctx->cpu_device ? GEMM_SLOTS_CPU : GEMM_SLOTS_GPU;
-    /* LLVM (llvmpipe) takes seconds over the written-out step and x fetch */
-    c.loop = ctx->cpu_device;
+    const kernels_class *kc = kernels_class_of(ctx);
+    c.slots = kc->gemm.slots;
+    /* as a loop where the class says (LLVM, llvmpipe's, takes seconds over
+     * the written-out step and x fetch) */
+    c.loop = kc->gemm.loop;
     c.half = 1;
     /* the late decode everywhere (H200: q4_k 4096 x 4096 x 512 48.0% ->
      * 51.5% of the FMA peak; llvmpipe's loops: the demo's pp64 the same) */
     c.late = 1;
-    /* padded rows where they fit (not in the portable 16 KiB: the swizzle
-     * there): on the H200 padding is a little faster for every type; on
-     * llvmpipe the swizzle is. */
-    c.pad = !ctx->cpu_device;
+    /* padded rows where the class says and they fit (not in the portable
+     * 16 KiB: the swizzle there): on the H200 padding is a little faster
+     * for every type; on llvmpipe the swizzle is. */
+    c.pad = kc->gemm.pad;
     c.pad = c.pad && cfg_fits(&ctx->caps, &c, dual);
     gemm_env(&c);
     if (!cfg_fits(&ctx->caps, &c, dual))

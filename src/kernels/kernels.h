@@ -144,17 +144,26 @@ int kb_binding_uvec4(kb *b, glesc_tensor *owner, int chunk);
 void kb_binding_set_chunk(kb *b, int idx, int chunk);
 /* Records a dispatch of the current bindings and params (bind mode). */
 void kb_dispatch_groups(kb *b, uint32_t gx, uint32_t gy, uint32_t gz);
-/* Records a dispatch of total workgroups spread over x and y (the device
- * caps x at 65535); kernels read their index with KB_GROUP_INDEX. */
 /* A one-dimensional workgroup size: the largest power of two within want
  * and the device's invocation and x-size limits (GLES 3.1 guarantees 128). */
 int kb_workgroup(const kb *b, int want);
+/* Records a dispatch of total workgroups spread over x and y (the device
+ * caps x at 65535); kernels read their index with KB_GROUP_INDEX. */
 void kb_dispatch_1d(kb *b, uint64_t total);
+/* The largest power of two <= v (1 for v < 2). */
+static inline int kernels_pow2_floor(int v)
+{
+    int p = 1;
+    while (p <= v / 2)
+        p *= 2;
+    return p;
+}
 
 /* A tuning variable "key=v,key=v" (v an integer, e.g. GLESC_GEMM): stores
  * the value of each of keys[0..n) it names into vals[i] (left alone where
  * absent); stops at the first malformed pair or value below min. */
 void kernels_env_ints(const char *name, const char *const *keys, int *vals, int n, int min);
+
 #define KB_GROUP_INDEX "(gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)"
 
 /* Value (float) of t at coordinates c[0..3] (GLSL uint expressions): the
@@ -341,5 +350,32 @@ bool kernels_wload_dec_half(const glesc_tensor *w);
  * KERNELS_WLOAD_UVEC4 where kernels_wload_units(w) does not hold. */
 void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char *buf,
                         unsigned what, const char *ne0);
+
+/* A device class's kernel configurations (devclass.c), before the caps
+ * clamp them and the tuning variables override them. */
+typedef struct kernels_class {
+    struct {
+        int wg, team; /* invocations; a row team's (no subgroups) */
+        int nr1, nrm; /* rows a team: one column, more columns */
+        int unroll_q; /* units in flight a lane, block types (plain: 1) */
+        int fill;     /* vec4 of x a lane loads at once */
+        int xs;       /* x elements a slice at most (shared memory, hence occupancy) */
+        int cols;     /* columns a pass for more than one (gemv.glsl's MCOLS) */
+        int groups;   /* workgroups a dispatch at most (0: one per block) */
+    } gemv;
+    struct {
+        int slots; /* workgroups the device runs at once (the split of K) */
+        bool loop; /* a step's multiply-adds as a loop, not written out */
+        bool pad;  /* padded staged rows where they fit (else swizzled) */
+    } gemm;
+    struct {
+        int wg, target;       /* decode: invocations, workgroups its split aims at */
+        int pf_wg, pf_target; /* prefill: the same */
+        int decode_max_q;     /* the decode kernel up to this many queries (0, 1: one) */
+    } attn;
+    int gemv_max_m; /* GEMV up to this many columns; 0: the device profile measures it */
+} kernels_class;
+
+const kernels_class *kernels_class_of(const glesc_context *ctx);
 
 #endif /* GLESC_KERNELS_H */

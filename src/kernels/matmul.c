@@ -282,18 +282,6 @@ typedef struct gemv_cfg {
 
 #define GEMV_SHARED_MAX (48 * 1024) /* bytes of shared memory a GEMV may use */
 #define GEMV_XS_MAX 4096            /* x elements per column and slice, at most */
-/* Workgroups of a GEMV dispatch, at most: beyond, each takes several blocks
- * of rows and loads x once for them (when one slice holds it). Enough to
- * fill a big GPU several times over; small ones keep every core busy. */
-#define GEMV_GROUPS 256
-
-static int pow2_floor(int v)
-{
-    int p = 1;
-    while (p * 2 <= v)
-        p *= 2;
-    return p;
-}
 
 /* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0,raw=0,fill=4": a tuning
  * aid overriding the fields it names (read on every generation, so a
@@ -317,42 +305,41 @@ static void gemv_env(gemv_cfg *c)
     c->fill = v[9];
 }
 
-/* Depends on the device (caps), the weight type, m, the pair and a folded
- * norm (the plan hash covers the last four; a plan cache belongs to one
- * context). */
+/* The columns a pass of the GEMV of m columns (gemv.glsl's MCOLS): 1 for
+ * decode, else the device class's, at most gemv_max_m; every m from 2 to
+ * gemv_max_m runs the same program, in passes where m is larger. */
+static int gemv_cols(const glesc_context *ctx, int m, int gemv_max_m)
+{
+    return m == 1 ? 1 : CORE_MAX(1, CORE_MIN(kernels_class_of(ctx)->gemv.cols, gemv_max_m));
+}
+
+/* Depends on the device (caps and class), the weight type, the columns a
+ * pass, the pair and a folded norm (the plan hash covers the last four; a
+ * plan cache belongs to one context). */
 static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool dual, bool norm)
 {
     const glesc_caps *caps = &ctx->caps;
+    const kernels_class *kc = kernels_class_of(ctx);
     gemv_cfg c;
-    /* 256 invocations keep a GPU busy (the decode needs many loads in
-     * flight); llvmpipe's barriers and coroutines make small workgroups
-     * faster there. GLES guarantees 128. */
-    c.wg = pow2_floor(CORE_MIN(ctx->cpu_device ? 64 : 256, CORE_MIN(caps->max_compute_invocations,
-                                                                    caps->max_workgroup_size[0])));
+    /* the class's workgroup (256 invocations keep a large GPU busy: the
+     * decode needs many loads in flight; llvmpipe's barriers and coroutines
+     * make small workgroups faster there), within the caps. GLES
+     * guarantees 128. */
+    c.wg = kernels_pow2_floor(CORE_MIN(
+        kc->gemv.wg, CORE_MIN(caps->max_compute_invocations, caps->max_workgroup_size[0])));
     c.subgroup = caps->has_subgroup && (caps->subgroup_features & GLESC_SUBGROUP_ARITHMETIC) &&
                  caps->subgroup_size >= 4 && caps->subgroup_size <= c.wg &&
                  c.wg % caps->subgroup_size == 0;
-    /* llvmpipe runs a workgroup's invocations as SIMD loops on one thread
-     * and pays per workgroup: 64 rows of short teams there (the demo's
-     * 256-wide GEMVs ran 2.5x faster than with 8 rows of teams of 16) */
-    c.team = c.subgroup ? caps->subgroup_size : CORE_MIN(ctx->cpu_device ? 4 : 32, c.wg);
+    c.team = c.subgroup ? caps->subgroup_size : CORE_MIN(kc->gemv.team, c.wg);
     c.ks = 1;
-    c.groups = GEMV_GROUPS;
-    c.nr = ctx->cpu_device ? (m == 1 ? 4 : 2) : m == 1 ? 2 : 1;
-    /* two units of each row in flight where a unit is decoded from few
-     * bytes; the plain types' units are 64 or 128 bytes already (on an
-     * H200 one unit ran 5-8% faster there, two 2-4% faster for q4_0, q8_0) */
-    c.unroll = graph_dtype_quant(t) ? 2 : 1;
-    c.fill = 4;
-    if (ctx->cpu_device) {
-        /* llvmpipe: nothing waits on memory, and LLVM's compile time grows
-         * with every copy of a unit's code (and of the fused prologue in
-         * the x fill). One unit and one vec4 at a time halves a cold
-         * compile and speeds up short prompts, with the decode no slower. */
-        c.unroll = 1;
-        c.fill = 1;
-    }
-    c.xs = GEMV_XS_MAX;
+    c.groups = kc->gemv.groups;
+    c.nr = m == 1 ? kc->gemv.nr1 : kc->gemv.nrm;
+    /* units in flight: the class's where a unit is decoded from few bytes;
+     * the plain types' units are 64 or 128 bytes already (on an H200 one
+     * unit ran 5-8% faster there, two 2-4% faster for q4_0, q8_0) */
+    c.unroll = graph_dtype_quant(t) ? kc->gemv.unroll_q : 1;
+    c.fill = kc->gemv.fill;
+    c.xs = CORE_MIN(kc->gemv.xs, GEMV_XS_MAX);
     /* the next unit's words loaded while this one is decoded (where the
      * loaders split their units): opt-in (raw=1). It speeds up a lone
      * large GEMV of the legacy block types, but a whole decode step is
@@ -361,13 +348,13 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
      * nothing waits on memory. */
     c.raw = false;
     gemv_env(&c);
-    c.wg = pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
+    c.wg = kernels_pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
     c.subgroup = c.subgroup && c.team == caps->subgroup_size && c.wg % c.team == 0;
     c.team = CORE_MAX(1, CORE_MIN(c.team, c.wg));
     if (c.wg % c.team)
-        c.team = pow2_floor(c.team);
+        c.team = kernels_pow2_floor(c.team);
     c.nr = CORE_MAX(1, CORE_MIN(c.nr, 8));
-    c.ks = pow2_floor(CORE_MAX(1, CORE_MIN(c.ks, c.wg / c.team)));
+    c.ks = kernels_pow2_floor(CORE_MAX(1, CORE_MIN(c.ks, c.wg / c.team)));
     c.unroll = c.unroll >= 8 ? 8 : c.unroll >= 4 ? 4 : c.unroll >= 2 ? 2 : 1; /* the units' steps */
     c.fill = CORE_MAX(1, CORE_MIN(c.fill, 8));
     c.groups = CORE_MAX(0, c.groups);
@@ -524,15 +511,16 @@ static void gemv_argmax_finish(kb *b)
     kb_line(b, "}");
 }
 
-static glesc_status gen_gemv(kb *b, mm_ctx *mc)
+static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
 {
     bool dual = mc->p != NULL;
-    int m = (int)mc->x->ne[1];
+    /* the columns a pass; x's own (a uniform) may be more */
+    int m = gemv_cols(b->ctx, (int)mc->x->ne[1], gemv_max_m);
     /* a folded rms_norm (reduction prologue): the squares of each column's
      * input summed where x is loaded, the scale applied before the store */
     const glesc_tensor *nrm = kb_row_norm(b, mc->x);
     const glesc_tensor *red = b->gk->reduce;
-    if (red && (m != 1 || dual || mc->n_sib || mc->x->ne[2] * mc->x->ne[3] != 1))
+    if (red && (mc->x->ne[1] != 1 || dual || mc->n_sib || mc->x->ne[2] * mc->x->ne[3] != 1))
         return kb_fail(b, GLESC_ERROR_STATE,
                        "matmul: an arg max folds only into the product of one column");
     /* a folded arg max needs common/reduce's scratch as a folded norm does */
@@ -613,9 +601,16 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc)
     kb_line(b, "gemv_main();");
     if (red)
         gemv_argmax_finish(b);
-    /* groups 0: a workgroup per block (which still reads n_blocks) */
+    /* At most c.groups workgroups, each taking several blocks, where x fits
+     * in one slice (loaded once for them all); where it does not (K > XS:
+     * the portable 16 KiB at K = 4096), a workgroup per block, which still
+     * reads n_blocks: every block loads x again anyway, and the blocks in
+     * one workgroup's loop only wait on each other (H200, Llama-2-7B shape,
+     * portable: Q4_0 decode 104 -> 118 tok/s, Q4_K_M 110 -> 121). A size,
+     * so a dispatch's choice, not the program's. */
+    bool cap = c.groups && mc->w->ne[0] <= c.xs;
     kernels_mm_dispatch(b, mc, c.wg / c.team / c.ks * c.nr,
-                        c.groups ? (uint64_t)c.groups : (uint64_t)INT64_MAX, true, 1,
+                        cap ? (uint64_t)c.groups : (uint64_t)INT64_MAX, true, 1,
                         mc->x->ne[2] * mc->x->ne[3]);
     if (red)
         gemv_argmax_number(b, mc);
@@ -641,6 +636,6 @@ glesc_status kernels_gen_matmul(kb *b)
     /* the same test as the op's variant (codegen.c), which the plan hash covers */
     int mmax = b->opts && b->opts->gemv_max_m ? b->opts->gemv_max_m : 8;
     if (mc.x->ne[1] <= mmax)
-        return gen_gemv(b, &mc);
+        return gen_gemv(b, &mc, mmax);
     return kernels_gen_gemm(b, &mc);
 }

@@ -3,10 +3,11 @@
  * graph: the data flow of docs/design.md ("One decode step, as data").
  *
  * The graph's structure depends only on the model, on whether n is 1 (decode)
- * or how many tokens a prefill has (GEMV variants up to gemv_max_m, then
- * GEMM), on whether the cache holds one position or more, and on
- * all_logits. Positions are an i32 input, the cache length is the size of a
- * view (a uniform), so consecutive decode steps share one plan.
+ * or how many tokens a prefill has (the GEMV of more columns up to
+ * gemv_max_m, then the GEMM, narrow up to 64 columns, then wide), on
+ * whether the cache holds one position or more, and on all_logits.
+ * Positions are an i32 input, the cache length is the size of a view (a
+ * uniform), so consecutive decode steps share one plan.
  *
  * x = embedding rows (× √n_embd: gemma). Per layer (fusion in brackets, see
  * docs/graph.md):

@@ -858,18 +858,17 @@ GLESC_API glesc_status glesc_session_precompile(glesc_session *s)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_session_precompile: NULL session");
     s->pre_y = NULL; /* a decode step recorded ahead is built again */
-    /* Every batch length with kernels of its own: each GEMV width (the
-     * device's GEMV/GEMM threshold is at most GRAPH_GEMV_MAX_M; lengths
-     * above it share the narrow GEMM's structure, already planned then),
-     * the narrow GEMM's and the wide one's; a first batch (no cached
-     * positions) and a later one differ where the cache's length is 1. */
-    int32_t nb = s->n_batch, sizes[GRAPH_GEMV_MAX_M + 2], n_sizes = 0;
-    for (int32_t n = 1; n <= GRAPH_GEMV_MAX_M && n <= nb; n++)
-        sizes[n_sizes++] = n;
-    if (nb > GRAPH_GEMV_MAX_M)
-        sizes[n_sizes++] = CORE_MIN(nb, KERNELS_GEMM_SMALL_M);
-    if (nb > KERNELS_GEMM_SMALL_M)
-        sizes[n_sizes++] = nb;
+    /* A batch length of each kind with kernels of its own: one token (the
+     * decode GEMV), two (the GEMV of 2 .. gemv_max_m columns, one program
+     * for all of them; or the narrow GEMM where the device takes the GEMM
+     * from 2), the narrow GEMM's (up to KERNELS_GEMM_SMALL_M) and the wide
+     * one's; a first batch (no cached positions) and a later one differ
+     * where the cache's length is 1. */
+    int32_t nb = s->n_batch, sizes[4], n_sizes = 0;
+    const int32_t want[4] = {1, 2, CORE_MIN(nb, KERNELS_GEMM_SMALL_M), nb};
+    for (int i = 0; i < 4; i++)
+        if (want[i] <= nb && (n_sizes == 0 || want[i] > sizes[n_sizes - 1]))
+            sizes[n_sizes++] = want[i];
     glesc_status st = GLESC_OK;
     for (int i = 0; i < n_sizes && st == GLESC_OK; i++) {
         int32_t n = sizes[i];

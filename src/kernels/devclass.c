@@ -1,0 +1,99 @@
+/*
+ * devclass.c — the kernels' configurations per device class (the class:
+ * src/gl/devclass.c, from the renderer, or GLESC_DEVICE_CLASS): what each
+ * generator starts from before the caps clamp it and its tuning variable
+ * (GLESC_GEMV, GLESC_GEMM, GLESC_ATTN, GLESC_ATTN_DECODE) overrides it.
+ * Data, one row per class, each with where its values come from.
+ *
+ * The large GPUs' rows are the H200's measured best (docs/performance.md);
+ * llvmpipe's were measured on it (its SIMD loops favour small workgroups,
+ * and LLVM's compile time grows with every written-out copy of a unit).
+ * The small GPUs' rows (Mali, Adreno, V3D, and an unknown driver's) hold a
+ * register budget: the device matrix (docs/devices.md) showed the H200's
+ * GEMVs at 1 thread with spills on Mali-G610 (two rows a team, two units in
+ * flight, four vec4 of x a fill: 40:253 spills:fills in the decode q/k/v)
+ * and spilling on Adreno 618, so they take one row a team, one unit in
+ * flight and one vec4 a fill, and columns of a short prompt four at a time.
+ */
+#include "kernels/kernels.h"
+
+/* The GPUs that are not small: the H200's tuning (256-invocation GEMVs of
+ * 32-lane teams, two rows a team for decode, two units in flight for the
+ * block types, 8 columns at once; decode attention split over 256
+ * workgroups). GEMM slots, the workgroups of 256 invocations the device
+ * runs at once: about one per compute unit (the H200 has 132, an A100 108,
+ * an RTX 4090 128); a guess, since GLES does not say (NVIDIA's
+ * GL_NV_shader_thread_group, whose gl_SMCountNV would, is not in the
+ * H200's GLES); only the split of K depends on it, and the H200's true 132
+ * gains about 1% over 128 (GLESC_GEMM=slots=132). */
+static const kernels_class large_gpu = {
+    .gemv = {.wg = 256,
+             .team = 32,
+             .nr1 = 2,
+             .nrm = 1,
+             .unroll_q = 2,
+             .fill = 4,
+             .xs = 4096,
+             .cols = 8,
+             .groups = 256},
+    .gemm = {.slots = 128, .loop = false, .pad = true},
+    .attn = {.wg = 128, .target = 256, .pf_wg = 256, .pf_target = 512, .decode_max_q = 1},
+};
+
+/* A small GPU's register budget (see the file's comment): 128-invocation
+ * GEMVs, one row a team and one unit in flight, four columns a pass; the
+ * GEMM's step as a loop (smaller code: V3D's and Panfrost's compilers took
+ * minutes on the written-out one); fewer workgroups to split over. */
+static const kernels_class small_gpu = {
+    .gemv = {.wg = 128,
+             .team = 32,
+             .nr1 = 1,
+             .nrm = 1,
+             .unroll_q = 1,
+             .fill = 1,
+             .xs = 4096,
+             .cols = 4,
+             .groups = 256},
+    .gemm = {.slots = 16, .loop = true, .pad = true},
+    .attn = {.wg = 128, .target = 64, .pf_wg = 128, .pf_target = 64, .decode_max_q = 1},
+};
+
+/* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs
+ * ran 2.5x faster than with 8 rows of teams of 16), four rows a team (the
+ * demo model's decode 25% faster than two), one unit and one vec4 at a
+ * time (halves a cold compile, decode no slower). A short prompt (up to 8
+ * tokens) runs the decode step's programs: the GEMV a column a pass and
+ * the decode attention for every query; its GEMM has one tile (64 x 64,
+ * the step as a loop, swizzled rows; never split) for every width. So a
+ * first use compiles the decode's programs and, for longer prompts, the
+ * GEMMs and the prefill attention, and no prompt length compiles more
+ * after it. GEMV up to 8 columns: what the device profile measures on it,
+ * without the programs it compiles. */
+static const kernels_class cpu = {
+    .gemv = {.wg = 64,
+             .team = 4,
+             .nr1 = 4,
+             .nrm = 4,
+             .unroll_q = 1,
+             .fill = 1,
+             .xs = 4096,
+             .cols = 1,
+             .groups = 256},
+    .gemm = {.slots = 1, .loop = true, .pad = false},
+    .attn = {.wg = 64, .target = 8, .pf_wg = 128, .pf_target = 8, .decode_max_q = 8},
+    .gemv_max_m = 8,
+};
+
+static const kernels_class *const classes[GL_CLASS_COUNT] = {
+    [GL_CLASS_DEFAULT] = &small_gpu,      [GL_CLASS_LLVMPIPE] = &cpu,
+    [GL_CLASS_NVIDIA] = &large_gpu,       [GL_CLASS_AMD] = &large_gpu,
+    [GL_CLASS_INTEL] = &large_gpu,        [GL_CLASS_MALI_BIFROST] = &small_gpu,
+    [GL_CLASS_MALI_VALHALL] = &small_gpu, [GL_CLASS_ADRENO_6XX] = &small_gpu,
+    [GL_CLASS_ADRENO_7XX] = &small_gpu,   [GL_CLASS_V3D] = &small_gpu,
+};
+
+const kernels_class *kernels_class_of(const glesc_context *ctx)
+{
+    gl_devclass c = ctx->devclass;
+    return classes[c >= 0 && c < GL_CLASS_COUNT ? c : GL_CLASS_DEFAULT];
+}
