@@ -1,6 +1,7 @@
 #!/bin/sh
 # embed_example.sh BUILD_ROOT SOURCE_ROOT GGUF_SYNTH CC CC_ARGS — the
-# embedding example (examples/embed.c) as an application builds it: the
+# examples (examples/embed.c, examples/generate.c) as an application builds
+# them: the
 # current build installed into a temporary root (meson install --destdir),
 # the example compiled with that root's pkg-config flags only (so it sees the
 # installed headers, never include/ of the source tree) and run on a small
@@ -36,3 +37,10 @@ $cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cc_args "$src/examples/embed.c" $
 "$synth" -o "$tmp/model.gguf" -t Q8_0 --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 \
     --n-ff 128 --n-ctx 512 --threads 1 >/dev/null
 GLESC_CACHE_DIR=off "$tmp/embed" "$tmp/model.gguf"
+echo "\$ cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cc_args generate.c $cflags $libs"
+# shellcheck disable=SC2086 # the flags are word lists
+$cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cc_args "$src/examples/generate.c" $cflags $libs \
+    -Wl,-rpath,"$libdir" -o "$tmp/generate"
+GLESC_CACHE_DIR=off "$tmp/generate" "$tmp/model.gguf" "Once upon a time" >"$tmp/generate.out"
+[ -s "$tmp/generate.out" ] || { echo "embed_example: generate printed nothing"; exit 1; }
+echo "generate: $(wc -c <"$tmp/generate.out") bytes of text"
