@@ -605,9 +605,9 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
      * in one slice (loaded once for them all); where it does not (K > XS:
      * the portable 16 KiB at K = 4096), a workgroup per block, which still
      * reads n_blocks: every block loads x again anyway, and the blocks in
-     * one workgroup's loop only wait on each other (H200, Llama-2-7B shape,
-     * portable: Q4_0 decode 104 -> 118 tok/s, Q4_K_M 110 -> 121). A size,
-     * so a dispatch's choice, not the program's. */
+     * one workgroup's loop only wait on each other (docs/performance.md:
+     * the 7B shape's portable decode). A size, so a dispatch's choice, not
+     * the program's. */
     bool cap = c.groups && mc->w->ne[0] <= c.xs;
     kernels_mm_dispatch(b, mc, c.wg / c.team / c.ks * c.nr,
                         cap ? (uint64_t)c.groups : (uint64_t)INT64_MAX, true, 1,
