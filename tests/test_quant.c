@@ -721,3 +721,56 @@ Test(quant, q8_sums)
         cr_assert_eq((int16_t)(bk[260 + 2 * j] | bk[261 + 2 * j] << 8), sum);
     }
 }
+
+/* ---- The GPU layout's repack (gpu.c): the specialised little-endian path
+ * gives the portable path's bytes for every type, row length (whole groups
+ * and a short last one) and source alignment; types kept as in the file
+ * come out unchanged ---- */
+
+Test(quant, gpu_repack_matches_the_generic_path)
+{
+    static const int64_t blocks[] = {1, 3, 8, 9, 15, 16, 64, 67};
+    int checked = 0;
+    for (int t = 0; t < GLESC_DTYPE_COUNT_; t++) {
+        if (!quant_gpu_row_bytes((glesc_dtype)t, quant_gpu_block_elems((glesc_dtype)t)))
+            continue;
+        int qk = quant_gpu_block_elems((glesc_dtype)t);
+        for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+            int64_t ne0 = blocks[b] * qk, rows = 3;
+            uint64_t frow = glesc_dtype_row_bytes((glesc_dtype)t, ne0);
+            uint64_t grow = quant_gpu_row_bytes((glesc_dtype)t, ne0);
+            size_t in_size = (size_t)(frow * (uint64_t)rows) + 1;
+            uint8_t *in = malloc(in_size);
+            uint32_t *fast = malloc((size_t)(grow * (uint64_t)rows));
+            uint32_t *ref = malloc((size_t)(grow * (uint64_t)rows));
+            cr_assert(in && fast && ref);
+            for (size_t i = 0; i < in_size; i++)
+                in[i] = (uint8_t)core_rng_next(&rng);
+            /* the file's blocks sit at any address: start one byte in */
+            memset(fast, 0xa5, (size_t)(grow * (uint64_t)rows));
+            memset(ref, 0x5a, (size_t)(grow * (uint64_t)rows));
+            cr_assert_eq(quant_gpu_repack((glesc_dtype)t, in + 1, ne0, rows, fast), GLESC_OK);
+            cr_assert_eq(quant_gpu_repack_generic((glesc_dtype)t, in + 1, ne0, rows, ref),
+                         GLESC_OK);
+            cr_expect_eq(memcmp(fast, ref, (size_t)(grow * (uint64_t)rows)), 0,
+                         "%s: %lld blocks a row: the repacks differ",
+                         glesc_dtype_name((glesc_dtype)t), (long long)blocks[b]);
+            if (quant_gpu_same_as_file((glesc_dtype)t)) {
+                cr_assert_eq(grow, frow, "%s", glesc_dtype_name((glesc_dtype)t));
+                cr_expect_eq(memcmp(fast, in + 1, (size_t)(frow * (uint64_t)rows)), 0,
+                             "%s is kept as in the file, but its repack changes it",
+                             glesc_dtype_name((glesc_dtype)t));
+            }
+            free(in);
+            free(fast);
+            free(ref);
+            checked++;
+        }
+    }
+    /* q4_0 .. q8_1, q2_k .. q6_k, iq4_nl, iq4_xs, mxfp4 */
+    cr_expect_geq(checked, 14 * (int)(sizeof blocks / sizeof *blocks));
+    cr_expect(quant_gpu_same_as_file(GLESC_DTYPE_Q4_K) && quant_gpu_same_as_file(GLESC_DTYPE_Q5_K));
+    cr_expect(
+        !quant_gpu_same_as_file(GLESC_DTYPE_Q4_0) && !quant_gpu_same_as_file(GLESC_DTYPE_Q6_K) &&
+        !quant_gpu_same_as_file(GLESC_DTYPE_Q3_K) && !quant_gpu_same_as_file(GLESC_DTYPE_F16));
+}

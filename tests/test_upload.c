@@ -39,7 +39,8 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
     }
 }
 
-/* The GPU image the CPU makes of host bytes: repacked block rows, or the
+/* The GPU image the CPU makes of host bytes: block rows repacked by the
+ * portable path (the upload's workers take the specialised one), or the
  * bytes themselves, padded with zeros to whole words. */
 static uint8_t *expected_gpu(glesc_dtype t, int64_t ne0, int64_t rows, const uint8_t *host,
                              uint64_t *size)
@@ -50,7 +51,8 @@ static uint8_t *expected_gpu(glesc_dtype t, int64_t ne0, int64_t rows, const uin
     uint8_t *img = calloc(1, (size_t)*size);
     cr_assert_not_null(img);
     if (graph_dtype_quant(t))
-        cr_assert_eq(quant_gpu_repack(t, host, ne0, rows, (uint32_t *)(void *)img), GLESC_OK);
+        cr_assert_eq(quant_gpu_repack_generic(t, host, ne0, rows, (uint32_t *)(void *)img),
+                     GLESC_OK);
     else
         memcpy(img, host, (size_t)bytes);
     return img;

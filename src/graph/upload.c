@@ -34,6 +34,9 @@
 #define WINDOW_MIN (64u << 20)  /* bytes workers may run ahead of what is done */
 #define MAX_WORKERS 16          /* beyond this the copies are memory-bound */
 #define INLINE_BYTES (4u << 20) /* below: no threads */
+/* File bytes read into a worker's scratch at once before they are
+ * repacked: small enough to stay in a core's L2 while it is repacked */
+#define SCRATCH_BYTES (256u << 10)
 
 typedef struct up_piece {
     int src, chunk;
@@ -116,6 +119,13 @@ static const char *src_name(const up *u, int i, char *buf, size_t size)
 
 /* ---- Planning ---- */
 
+/* Whether t's file bytes are repacked on the way (through a scratch), or
+ * read straight into GPU-visible memory. */
+static bool repacked(glesc_dtype t)
+{
+    return graph_dtype_quant(t) && !quant_gpu_same_as_file(t);
+}
+
 static glesc_status plan(up *u)
 {
     glesc_context *ctx = u->ctx;
@@ -170,7 +180,9 @@ static glesc_status plan(up *u)
                     p->pos = pos;
                     pos += p->gpu_len;
                     ch->n_pieces++;
-                    u->scratch_bytes = CORE_MAX(u->scratch_bytes, p->host_len);
+                    if (repacked(t->dtype))
+                        u->scratch_bytes = CORE_MAX(
+                            u->scratch_bytes, CORE_MIN(p->host_len, CORE_MAX(SCRATCH_BYTES, frow)));
                     u->slot_bytes = CORE_MAX(u->slot_bytes, p->gpu_len);
                 }
             } else {
@@ -197,6 +209,27 @@ static glesc_status plan(up *u)
 
 /* ---- Pieces (any thread, without the lock) ---- */
 
+/* Reads bytes [off, off + len) of source i into dst; on failure the
+ * message in msg: the source's own (it names what it reads), else one
+ * naming the tensor. */
+static glesc_status read_range(up *u, int i, uint64_t off, void *dst, uint64_t len, char *msg,
+                               size_t msg_size)
+{
+    const glesc_weight_source *s = &u->src[i];
+    core_err_reset(NULL);
+    glesc_status st = s->read(s->user, off, dst, (size_t)len);
+    if (st == GLESC_OK)
+        return GLESC_OK;
+    char nm[160];
+    if (*glesc_last_errmsg())
+        snprintf(msg, msg_size, "%s", glesc_last_errmsg());
+    else
+        snprintf(msg, msg_size, "tensor %s: reading bytes %llu..%llu failed (%s)",
+                 src_name(u, i, nm, sizeof nm), (unsigned long long)off,
+                 (unsigned long long)(off + len), glesc_status_name(st));
+    return st;
+}
+
 /* Reads and repacks piece p into dst; scratch holds a block type's file
  * bytes. On failure returns the status with the message in msg: the
  * source's own (it names what it reads), else one naming the tensor. */
@@ -206,35 +239,44 @@ static glesc_status run_piece(up *u, int p, char *dst, char *scratch, char *msg,
     const up_piece *pc = &u->pieces[p];
     const glesc_weight_source *s = &u->src[pc->src];
     const glesc_tensor *t = s->tensor;
-    bool quant = graph_dtype_quant(t->dtype);
-    uint64_t t0 = core_time_ns();
-    glesc_status st = GLESC_OK;
     char nm[160];
-    if (pc->host_len) {
-        core_err_reset(NULL);
-        st = s->read(s->user, pc->host_off, quant ? scratch : dst, (size_t)pc->host_len);
+    if (repacked(t->dtype)) {
+        /* a few rows at a time through the scratch, which stays in cache */
+        uint64_t frow = pc->host_len / (uint64_t)pc->rows;
+        uint64_t grow = pc->gpu_len / (uint64_t)pc->rows;
+        int64_t step = (int64_t)CORE_MAX((uint64_t)1, SCRATCH_BYTES / frow);
+        for (int64_t r = 0; r < pc->rows; r += step) {
+            int64_t n = CORE_MIN(step, pc->rows - r);
+            uint64_t off = pc->host_off + (uint64_t)r * frow;
+            uint64_t t0 = core_time_ns();
+            glesc_status st =
+                read_range(u, pc->src, off, scratch, (uint64_t)n * frow, msg, msg_size);
+            uint64_t t1 = core_time_ns();
+            *ns_read += t1 - t0;
+            if (st != GLESC_OK)
+                return st;
+            st = quant_gpu_repack(t->dtype, scratch, t->ne[0], n,
+                                  (uint32_t *)(void *)(dst + (uint64_t)r * grow));
+            *ns_pack += core_time_ns() - t1;
+            if (st != GLESC_OK) {
+                snprintf(msg, msg_size, "tensor %s: %s rows cannot be repacked",
+                         src_name(u, pc->src, nm, sizeof nm), glesc_dtype_name(t->dtype));
+                return st;
+            }
+        }
+        return GLESC_OK;
     }
+    /* plain types and blocks the GPU keeps as they are: straight into dst */
+    uint64_t t0 = core_time_ns();
+    glesc_status st = pc->host_len
+                          ? read_range(u, pc->src, pc->host_off, dst, pc->host_len, msg, msg_size)
+                          : GLESC_OK;
     uint64_t t1 = core_time_ns();
     *ns_read += t1 - t0;
-    if (st != GLESC_OK) {
-        if (*glesc_last_errmsg())
-            snprintf(msg, msg_size, "%s", glesc_last_errmsg());
-        else
-            snprintf(msg, msg_size, "tensor %s: reading bytes %llu..%llu failed (%s)",
-                     src_name(u, pc->src, nm, sizeof nm), (unsigned long long)pc->host_off,
-                     (unsigned long long)(pc->host_off + pc->host_len), glesc_status_name(st));
+    if (st != GLESC_OK)
         return st;
-    }
-    if (quant) {
-        st = quant_gpu_repack(t->dtype, scratch, t->ne[0], pc->rows, (uint32_t *)(void *)dst);
-        if (st != GLESC_OK) {
-            snprintf(msg, msg_size, "tensor %s: %s rows cannot be repacked",
-                     src_name(u, pc->src, nm, sizeof nm), glesc_dtype_name(t->dtype));
-            return st;
-        }
-    } else if (pc->gpu_len > pc->host_len) {
+    if (pc->gpu_len > pc->host_len)
         memset(dst + pc->host_len, 0, (size_t)(pc->gpu_len - pc->host_len));
-    }
     *ns_pack += core_time_ns() - t1;
     return GLESC_OK;
 }

@@ -157,17 +157,75 @@ static void convert_row(const gpu_layout *l, int64_t nb, int file_bytes, uint8_t
     }
 }
 
-/* Repacks (to_gpu) or unpacks rows of ne0 elements. */
-static glesc_status convert(glesc_dtype t, int64_t ne0, int64_t rows, uint8_t *file, uint32_t *gpu,
-                            bool to_gpu)
+/* Copies field bytes fb of cnt blocks stride bytes apart into one array.
+ * The cases are the field sizes of the table, so each copy is a few moves
+ * the compiler inlines rather than a call (a call per 2- or 16-byte field
+ * made the repack several times slower than the memory it writes). */
+static inline void gather(uint8_t *restrict dst, const uint8_t *restrict src, int stride, int cnt,
+                          int fb)
 {
-    const gpu_layout *l = layout(t);
+#define GATHER_CASE(N)                                                                             \
+    case N:                                                                                        \
+        for (int i = 0; i < cnt; i++)                                                              \
+            memcpy(dst + i * (N), src + (size_t)i * (size_t)stride, (N));                          \
+        break
+    switch (fb) {
+        GATHER_CASE(1);
+        GATHER_CASE(2);
+        GATHER_CASE(4);
+        GATHER_CASE(16);
+        GATHER_CASE(32);
+        GATHER_CASE(110);
+        GATHER_CASE(208);
+    default:
+        for (int i = 0; i < cnt; i++)
+            memcpy(dst + i * fb, src + (size_t)i * (size_t)stride, (size_t)fb);
+        break;
+    }
+#undef GATHER_CASE
+}
+
+/* One row to the GPU layout on a little-endian host, where the byte image
+ * is the words: each output byte written once, in order. */
+static void repack_row_le(const gpu_layout *l, int64_t nb, int file_bytes,
+                          const uint8_t *restrict file, uint8_t *restrict out)
+{
+    for (int64_t g0 = 0; g0 < nb; g0 += l->g) {
+        int cnt = (int)CORE_MIN((int64_t)l->g, nb - g0);
+        const uint8_t *blk = file + g0 * file_bytes;
+        for (int f = 0; f < l->nf; f++) {
+            int fb = l->f[f].bytes, used = cnt * fb, arr = round_up(used, l->align);
+            gather(out, blk + l->f[f].off, file_bytes, cnt, fb);
+            if (arr > used)
+                memset(out + used, 0, (size_t)(arr - used));
+            out += arr;
+        }
+    }
+}
+
+/* Checks the arguments; the file block's bytes in *file_bytes. */
+static glesc_status convert_check(const gpu_layout *l, glesc_dtype t, int64_t ne0, int64_t rows,
+                                  int *file_bytes)
+{
     if (!l || !l->g || group_bytes(l, l->g) > GROUP_MAX)
         return GLESC_ERROR_UNSUPPORTED;
     if (ne0 <= 0 || rows < 0 || ne0 % l->qk)
         return GLESC_ERROR_INVALID_ARGUMENT;
     const quant_type_info *q = quant_type(t);
-    int file_bytes = q->block_bytes * (l->qk / q->block_size);
+    *file_bytes = q->block_bytes * (l->qk / q->block_size);
+    return GLESC_OK;
+}
+
+/* Repacks (to_gpu) or unpacks rows of ne0 elements, byte by byte through
+ * an image of each group (any host). */
+static glesc_status convert(glesc_dtype t, int64_t ne0, int64_t rows, uint8_t *file, uint32_t *gpu,
+                            bool to_gpu)
+{
+    const gpu_layout *l = layout(t);
+    int file_bytes;
+    glesc_status st = convert_check(l, t, ne0, rows, &file_bytes);
+    if (st != GLESC_OK)
+        return st;
     uint64_t frow = (uint64_t)(ne0 / l->qk) * (uint64_t)file_bytes;
     uint64_t grow = quant_gpu_row_bytes(t, ne0) / 4;
     for (int64_t r = 0; r < rows; r++)
@@ -178,7 +236,36 @@ static glesc_status convert(glesc_dtype t, int64_t ne0, int64_t rows, uint8_t *f
 glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t ne0, int64_t rows,
                               uint32_t *dst)
 {
+    if (__BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+        return quant_gpu_repack_generic(t, src, ne0, rows, dst);
+    const gpu_layout *l = layout(t);
+    int file_bytes;
+    glesc_status st = convert_check(l, t, ne0, rows, &file_bytes);
+    if (st != GLESC_OK)
+        return st;
+    int64_t nb = ne0 / l->qk;
+    uint64_t frow = (uint64_t)nb * (uint64_t)file_bytes, grow = quant_gpu_row_bytes(t, ne0);
+    const uint8_t *in = src;
+    uint8_t *out = (uint8_t *)dst;
+    for (int64_t r = 0; r < rows; r++)
+        repack_row_le(l, nb, file_bytes, in + (uint64_t)r * frow, out + (uint64_t)r * grow);
+    return GLESC_OK;
+}
+
+glesc_status quant_gpu_repack_generic(glesc_dtype t, const void *src, int64_t ne0, int64_t rows,
+                                      uint32_t *dst)
+{
     return convert(t, ne0, rows, (uint8_t *)(uintptr_t)src, dst, true);
+}
+
+bool quant_gpu_same_as_file(glesc_dtype t)
+{
+    const gpu_layout *l = layout(t);
+    if (!l || l->g != 1 || l->nf != 1 || l->f[0].off != 0)
+        return false;
+    const quant_type_info *q = quant_type(t);
+    int file_bytes = q->block_bytes * (l->qk / q->block_size);
+    return l->f[0].bytes == file_bytes && file_bytes % l->align == 0;
 }
 
 glesc_status quant_gpu_unpack(glesc_dtype t, const uint32_t *src, int64_t ne0, int64_t rows,

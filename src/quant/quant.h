@@ -93,6 +93,15 @@ int quant_gpu_align(glesc_dtype t);
  * words, quant_gpu_row_bytes(t, ne0) bytes a row; the caller uploads them). */
 glesc_status quant_gpu_repack(glesc_dtype t, const void *src, int64_t ne0, int64_t rows,
                               uint32_t *dst);
+/* The same bytes as quant_gpu_repack, through the portable path (a byte
+ * image of each group, any host's byte order); quant_gpu_repack takes a
+ * specialised one on little-endian hosts. The reference tests check it by. */
+glesc_status quant_gpu_repack_generic(glesc_dtype t, const void *src, int64_t ne0, int64_t rows,
+                                      uint32_t *dst);
+/* True where t's GPU rows are its file rows byte for byte (whole blocks
+ * whose size is a multiple of the alignment: q4_k, q5_k, q8_1, q2_k,
+ * iq4_xs): an upload reads them straight into GPU memory. */
+bool quant_gpu_same_as_file(glesc_dtype t);
 /* The inverse of quant_gpu_repack: GPU rows at src back to the file layout
  * at dst (glesc_dtype_row_bytes(t, ne0) bytes a row, any alignment; the
  * padding is dropped). */
