@@ -53,10 +53,10 @@ static void check_part(int part, int parts)
     const glesc_caps *caps = glesc_context_caps(ctx);
     fprintf(stderr,
             "glesc vs llama.cpp, KV cache f32, %s (%d storage blocks, %d invocations, %d bytes "
-            "shared%s), fusion %s, part %d of %d\n",
+            "shared%s; class %s), fusion %s, part %d of %d\n",
             caps->renderer, caps->max_compute_storage_blocks, caps->max_compute_invocations,
             caps->max_compute_shared_memory, getenv("GLESC_LIMITS") ? ": GLESC_LIMITS" : "",
-            getenv("GLESC_NO_FUSION") ? "off" : "on", part + 1, parts);
+            caps->device_class, getenv("GLESC_NO_FUSION") ? "off" : "on", part + 1, parts);
     refcheck_print_header(stderr);
     for (int i = part; i < n; i += parts) {
         refcheck_result r;

@@ -5,7 +5,8 @@
 //   defines   TEAM (invocations per row team), KSPLIT (teams sharing rows,
 //             each taking every KSPLIT-th run of TEAM units), NR (rows per
 //             team), MCOLS (columns a pass: 1 for decode, the device
-//             class's at most for more; M beyond takes passes), XS (elements of x per column and slice, a
+//             class's at most for more), GEMV_PASSES (M is more than MCOLS
+//             or may be: passes over the columns), XS (elements of x per column and slice, a
 //             multiple of 256), UNROLL (units a lane has in flight where
 //             they are not pipelined, gemv_units.glsl's GEMV_RAW), FILL
 //             (vec4 of x an invocation loads at once into xs), NMEMB
@@ -49,6 +50,11 @@ float gemv_norm_scale(float sq);
 #define NACC (NR * MCOLS)
 #define NACC4 ((NACC + 3u) / 4u)
 #define XS4 (XS / 4u)
+#ifdef GEMV_PASSES
+#define GEMV_LIVE(c) (c0 + (c) < M) // column c of this pass exists
+#else
+#define GEMV_LIVE(c) true
+#endif
 // x is kept with a spare vec4 after every 8 (one per 32 elements): lanes
 // read the units of consecutive 32-element runs, 144 bytes apart, which
 // spreads them over the banks (128 bytes apart, every lane of a quarter
@@ -100,8 +106,14 @@ void gemv_main() {
     uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
     // Passes over the columns, MCOLS at a time (columns c0 + c; past M, x
     // reads as zeros and nothing is stored): the program is the same for
-    // every M the variant takes
+    // every M the variant takes. Without GEMV_PASSES (decode's one column)
+    // none: c0 is 0 and every column is live.
+#ifdef GEMV_PASSES
     for (uint c0 = 0u; c0 < M; c0 += MCOLS) {
+#else
+    {
+    const uint c0 = 0u;
+#endif
     for (uint c = 0u; c < MCOLS; c++) {
         sq[c] = 0.0;
         rs[c] = 1.0;
@@ -170,7 +182,7 @@ void gemv_main() {
                     // each element of x once (a folded norm counts its squares)
                     uint k = k0 + 4u * (i0 + f * WG_SIZE);
                     v[f] = vec4(0.0);
-                    if (i0 + f * WG_SIZE < kn4 && c0 + c < M) {
+                    if (i0 + f * WG_SIZE < kn4 && GEMV_LIVE(c)) {
                         uint cc = c0 + c;
                         if (k + 3u < K) {
                             v[f] = vec4(gemv_x(k, cc, b2, b3, sq[c]),
@@ -234,7 +246,7 @@ void gemv_main() {
         float s2 = 0.0;
 #endif
         uint nl = nl0 + rg * NR + i / MCOLS;
-        if (lane == i % TEAM && nl < cnt && c0 + i % MCOLS < M) {
+        if (lane == i % TEAM && nl < cnt && GEMV_LIVE(i % MCOLS)) {
             float r = rs[i % MCOLS];
             gemv_store(sel, nbase + nl, c0 + i % MCOLS, b2, b3, s * r, s2 * r);
         }
@@ -277,7 +289,7 @@ void gemv_main() {
 #endif
         }
         uint nl = nl0 + gi * NR + i / MCOLS;
-        if (nl < cnt && c0 + i % MCOLS < M) {
+        if (nl < cnt && GEMV_LIVE(i % MCOLS)) {
             float r = rs[i % MCOLS];
             gemv_store(sel, nbase + nl, c0 + i % MCOLS, b2, b3, t * r, t2 * r);
         }
@@ -304,7 +316,7 @@ void gemv_main() {
 #endif
         }
         uint nl = nl0 + gi * NR + i / MCOLS;
-        if (nl < cnt && c0 + i % MCOLS < M) {
+        if (nl < cnt && GEMV_LIVE(i % MCOLS)) {
             float r = rs[i % MCOLS];
             gemv_store(sel, nbase + nl, c0 + i % MCOLS, b2, b3, s * r, s2 * r);
         }

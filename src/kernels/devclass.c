@@ -5,15 +5,13 @@
  * (GLESC_GEMV, GLESC_GEMM, GLESC_ATTN, GLESC_ATTN_DECODE) overrides it.
  * Data, one row per class, each with where its values come from.
  *
- * The large GPUs' rows are the H200's measured best (docs/performance.md);
- * llvmpipe's were measured on it (its SIMD loops favour small workgroups,
+ * The large GPUs' row is the H200's measured best (docs/performance.md);
+ * llvmpipe's was measured on it (its SIMD loops favour small workgroups,
  * and LLVM's compile time grows with every written-out copy of a unit).
- * The small GPUs' rows (Mali, Adreno, V3D, and an unknown driver's) hold a
- * register budget: the device matrix (docs/devices.md) showed the H200's
- * GEMVs at 1 thread with spills on Mali-G610 (two rows a team, two units in
- * flight, four vec4 of x a fill: 40:253 spills:fills in the decode q/k/v)
- * and spilling on Adreno 618, so they take one row a team, one unit in
- * flight and one vec4 a fill, and columns of a short prompt four at a time.
+ * The small GPUs' row comes from the device matrix (docs/devices.md,
+ * *Device classes*): the compilers of Mesa 25.0.7's Panfrost (G52, G610),
+ * Freedreno (a618, a740) and V3D (4.2, 7.1) on every decode kernel of a
+ * llama model in Q4_0 and Q8_0, over sweeps of each knob.
  */
 #include "kernels/kernels.h"
 
@@ -40,21 +38,35 @@ static const kernels_class large_gpu = {
     .attn = {.wg = 128, .target = 256, .pf_wg = 256, .pf_target = 512, .decode_max_q = 1},
 };
 
-/* A small GPU's register budget (see the file's comment): 128-invocation
- * GEMVs, one row a team and one unit in flight, four columns a pass; the
- * GEMM's step as a loop (smaller code: V3D's and Panfrost's compilers took
- * minutes on the written-out one); fewer workgroups to split over. */
+/* The small GPUs (Mali, Adreno, V3D, and a driver glesc does not know).
+ * GEMV: one row a team and one unit in flight are what remove the spills
+ * (the H200's two rows and two units spilled on G610 in every decode GEMV,
+ * 20:122 to 75:1036, at 3-24 s a link; on a618 in gate/up and the head);
+ * one vec4 a fill halves the code; 64-invocation workgroups of 8-lane teams
+ * give Freedreno 64-wide waves (6-10 of them, 384-640 invocations an SP,
+ * against 2 of 128) and cut 5-20% of the instructions everywhere; a
+ * 1024-element x slice keeps a workgroup's shared memory low enough for
+ * two or more workgroups an SP (ir3 fits the waves to the shared memory,
+ * then raises the registers to match). Two columns a pass: every column
+ * adds its accumulator and its x unit (five spilled on G610 in every
+ * configuration). What is left: Mali runs every GEMV at 1 thread (more
+ * than 32 registers: a whole unit of x and of weights live at once), Q4_0
+ * gate/up spills 4:37 on G610, and V3D spills on every GEMV (no 4-thread
+ * compile fits). GEMM: the 64 x 32 tile of 4 x 4 an invocation (a618: no
+ * spills, against 22:15-46:39 for 128 x 64 of 8 x 4; G610: the q/k/v
+ * GEMM 61:407 in 29 s against 277:3430 in 924 s), the step as a loop (37%
+ * less code, the same registers). */
 static const kernels_class small_gpu = {
-    .gemv = {.wg = 128,
-             .team = 32,
+    .gemv = {.wg = 64,
+             .team = 8,
              .nr1 = 1,
              .nrm = 1,
              .unroll_q = 1,
              .fill = 1,
-             .xs = 4096,
-             .cols = 4,
+             .xs = 1024,
+             .cols = 2,
              .groups = 256},
-    .gemm = {.slots = 16, .loop = true, .pad = true},
+    .gemm = {.bn = 64, .bm = 32, .tn = 4, .tm = 4, .slots = 16, .loop = true, .pad = true},
     .attn = {.wg = 128, .target = 64, .pf_wg = 128, .pf_target = 64, .decode_max_q = 1},
 };
 

@@ -135,9 +135,12 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
     /* llvmpipe runs an invocation's accumulators as vector registers of its
      * SIMD loop: a workgroup of 64 with 8 × 8 each */
     static const gemm_cfg cpu[] = {{.bn = 64, .bm = 64, .tn = 8, .tm = 8}};
+    const kernels_class *kc = kernels_class_of(ctx);
+    const gemm_cfg own = {
+        .bn = kc->gemm.bn, .bm = kc->gemm.bm, .tn = kc->gemm.tn, .tm = kc->gemm.tm};
     gemm_cfg c = {0};
-    bool found = false;
-    if (ctx->cpu_device)
+    bool found = own.bn && cfg_fits(&ctx->caps, &own, dual) && (c = own, true);
+    if (!found && ctx->cpu_device)
         for (size_t i = 0; !found && i < CORE_ARRAY_LEN(cpu); i++)
             found = cfg_fits(&ctx->caps, &cpu[i], dual) && (c = cpu[i], true);
     if (narrow)
@@ -149,7 +152,6 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "GEMM: no tile fits %d invocations and %d bytes of shared memory",
                        ctx->caps.max_compute_invocations, ctx->caps.max_compute_shared_memory);
-    const kernels_class *kc = kernels_class_of(ctx);
     c.slots = kc->gemm.slots;
     /* as a loop where the class says (LLVM, llvmpipe's, takes seconds over
      * the written-out step and x fetch) */
@@ -164,6 +166,12 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
     c.pad = kc->gemm.pad;
     c.pad = c.pad && cfg_fits(&ctx->caps, &c, dual);
     gemm_env(&c);
+    /* a tile named by GLESC_GEMM takes the swizzle where its padded rows
+     * would not fit */
+    gemm_cfg unpadded = c;
+    unpadded.pad = 0;
+    if (c.pad && !cfg_fits(&ctx->caps, &c, dual) && cfg_fits(&ctx->caps, &unpadded, dual))
+        c = unpadded;
     if (!cfg_fits(&ctx->caps, &c, dual))
         return kb_fail(b, GLESC_ERROR_INVALID_ARGUMENT,
                        "GLESC_GEMM=%s: a tile of %d x %d with %d x %d per invocation does not fit "

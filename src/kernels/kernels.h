@@ -364,9 +364,10 @@ typedef struct kernels_class {
         int groups;   /* workgroups a dispatch at most (0: one per block) */
     } gemv;
     struct {
-        int slots; /* workgroups the device runs at once (the split of K) */
-        bool loop; /* a step's multiply-adds as a loop, not written out */
-        bool pad;  /* padded staged rows where they fit (else swizzled) */
+        int bn, bm, tn, tm; /* the tile where it fits (0: the largest the caps allow) */
+        int slots;          /* workgroups the device runs at once (the split of K) */
+        bool loop;          /* a step's multiply-adds as a loop, not written out */
+        bool pad;           /* padded staged rows where they fit (else swizzled) */
     } gemm;
     struct {
         int wg, target;       /* decode: invocations, workgroups its split aims at */

@@ -548,6 +548,11 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
         emit_kernel_define(b->k, "KSPLIT", "%du", c.ks);
         emit_kernel_define(b->k, "NR", "%du", c.nr);
         emit_kernel_define(b->k, "MCOLS", "%du", m);
+        /* passes over the columns where there may be more than MCOLS: the
+         * GEMV of more columns, and every GEMV of a class that takes a
+         * column a pass (so that its decode program serves short prompts) */
+        if (mc->x->ne[1] > 1 || kernels_class_of(b->ctx)->gemv.cols == 1)
+            emit_kernel_define(b->k, "GEMV_PASSES", "1");
         emit_kernel_define(b->k, "XS", "%du", c.xs);
         emit_kernel_define(b->k, "UNROLL", "%du", c.unroll);
         emit_kernel_define(b->k, "FILL", "%du", c.fill);
