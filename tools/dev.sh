@@ -139,9 +139,10 @@ cmd_test() {
 # kernels compiled by Mesa 25's Freedreno a618 compiler (the 12-token
 # prefill: GEMMs, prefill attention; then decode) and Panfrost G610 compiler
 # (decode). Fails on any compile or link error, limit breach or failed
-# gguf-run. G610's prefill kernels take minutes each under qemu (the fused
-# q/k/v GEMM 5 to 15 min, the 5-column GEMV over 2.5 min): they are in the full
-# matrix (tools/dev.sh devices); GLESC_DEVICES=gemm adds G610's small-batch
+# gguf-run, and on a spill in any decode kernel of either (the small GPUs'
+# device class: docs/devices.md). G610's prefill kernels take minutes each
+# under qemu (the fused q/k/v GEMM 5 to 15 min, the 5-column GEMV over 2.5
+# min): they are in the full matrix (tools/dev.sh devices); GLESC_DEVICES=gemm adds G610's small-batch
 # GEMM with the row norm folded in (the kernel that needed 9 storage buffers
 # before the fusion split: fails at once where it breaches, minutes where it
 # compiles). Reuses build-ci-arm64 (setup.sh adds the Mesa 25 sysroot and the
@@ -152,7 +153,8 @@ devices_ci() {
     SHIM_GLESC_BUILD=$PWD/build-ci-arm64 bash tools/devices/setup.sh || return 1
     python3 tools/devices/matrix.py --drivers g610,a618 --synth --synth-archs llama \
         --synth-types Q8_0 --phases prefill,decode --phases-for g610=$g610 \
-        --jobs 2 --timeout $timeout --build "$PWD/build-ci-arm64" --out build-ci-arm64/devices
+        --jobs 2 --timeout $timeout --no-spills decode --build "$PWD/build-ci-arm64" \
+        --out build-ci-arm64/devices
 }
 
 cmd_devices() {

@@ -264,7 +264,7 @@ def models_cell(models, all_models):
 PHASE_ORDER = ['prefill', 'small', 'small-gemm', 'decode']
 
 
-def report(d, all_models, out):
+def report(d, all_models, out, no_spills=()):
     drv = DRIVERS[d.name][0]
     reg_col = {'panfrost': 'threads', 'freedreno': 'full regs / waves',
                'v3d': 'threads / max-temps'}[drv]
@@ -277,7 +277,7 @@ def report(d, all_models, out):
                 key=lambda k: (min(PHASE_ORDER.index(p) for p in k.phases), k.order))
     failed = spilling = timed_out = 0
     total_s = 0.0
-    worst = []
+    worst, forbidden = [], []
     for i, k in enumerate(ks, 1):
         s = k.stats
         if k.status == '0':
@@ -297,6 +297,9 @@ def report(d, all_models, out):
             spilling += 1
             a, b = (sp.split(':') + ['0'])[:2]
             worst.append((int(a or 0) + int(b or 0), sp, k, i))
+            if set(k.phases) & set(no_spills):
+                forbidden.append('#%d %s [%s, %s] %s' % (i, k.name, k.kind,
+                                                         ', '.join(sorted(k.phases)), sp))
         if k.link_s is not None:
             total_s += k.link_s
         phases = ', '.join(p for p in PHASE_ORDER if p in k.phases)
@@ -340,8 +343,14 @@ def report(d, all_models, out):
         w('Other error lines:')
         for model, run, line in errs[:20]:
             w('- %s (%s): `%s`' % (model, run, line))
+    if forbidden:
+        w('')
+        w('SPILLS where none may be (--no-spills %s): %s' % (','.join(no_spills),
+                                                             '; '.join(forbidden)))
     w('')
-    ok = failed == 0 and not bad_runs and not d.breaches
+    ok = failed == 0 and not bad_runs and not d.breaches and not forbidden
+    if forbidden:
+        summary += ', %d spilling in %s' % (len(forbidden), ','.join(no_spills))
     return ok, summary
 
 
@@ -439,6 +448,8 @@ def main():
     ap.add_argument('--timeout', '--kernel-timeout', type=float, default=1800,
                     help='seconds per gguf-run (default 1800)')
     ap.add_argument('--jobs', type=int, default=1, help='drivers run at once (default 1)')
+    ap.add_argument('--no-spills', default='', metavar='PHASES',
+                    help='fail where a kernel of these phases spills (e.g. decode)')
     ap.add_argument('--resume', action='store_true',
                     help='keep finished runs in --out (and the cache) instead of running again')
     ap.add_argument('--report-only', action='store_true', help='run nothing; tables from --out')
@@ -545,7 +556,8 @@ def main():
                     d.runs.append((stem, r, None, 0.0, ['(no log: not run)']))
         for _, stem, r, rd in sorted(done):   # in the order they ran (the cache's order)
             d.feed(stem, r, rd)
-        ok, summary = report(d, stems, out)
+        ok, summary = report(d, stems, out,
+                             [p for p in args.no_spills.split(',') if p])
         ok_all &= ok
         summaries.append(summary)
     out += ['## Summary', ''] + ['- ' + s for s in summaries] + [
