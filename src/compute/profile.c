@@ -9,8 +9,9 @@
  * Where the value comes from, in order: GLESC_GEMV_MAX_M (1..8); else the
  * device class's where it has one (llvmpipe: src/kernels/devclass.c); else
  * the context's disk cache, under a key naming glesc's version, the GL vendor,
- * renderer and version (the driver's) and the profile's format, so another
- * glesc, driver or GPU never reads this one's figures; else measured now and
+ * renderer and version (the driver's), the device class (whose kernels were
+ * timed) and the profile's format, so another glesc, driver, GPU or class
+ * never reads this one's figures; else measured now and
  * stored there (written atomically by core/disk_cache.c). An entry that
  * does not parse is ignored and measured again.
  *
@@ -160,8 +161,8 @@ char *compute_profile_key(const glesc_context *ctx, size_t *len)
 {
     sbuf b;
     sbuf_init(&b);
-    const char *parts[] = {"glesc-profile", GLESC_VERSION, ctx->caps.vendor, ctx->caps.renderer,
-                           ctx->caps.version};
+    const char *parts[] = {"glesc-profile",    GLESC_VERSION,     ctx->caps.vendor,
+                           ctx->caps.renderer, ctx->caps.version, ctx->caps.device_class};
     for (size_t i = 0; i < CORE_ARRAY_LEN(parts); i++) {
         sbuf_append(&b, parts[i] ? parts[i] : "");
         sbuf_appendc(&b, '\0');
