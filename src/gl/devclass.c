@@ -14,6 +14,7 @@
  * "NVIDIA Corporation"; radeonsi "AMD Radeon ..."; iris "Mesa Intel(R) ...".
  */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,11 +98,14 @@ glesc_status gl_devclass_choose(glesc_context *ctx, const char *opt)
     const char *name = opt && *opt ? opt : env && *env ? env : NULL;
     const glesc_caps *c = &ctx->caps;
     ctx->devclass = gl_devclass_detect(c->vendor, c->renderer, c->software);
-    if (name && strcmp(name, "auto") && !gl_devclass_parse(name, &ctx->devclass))
+    if (name && strcmp(name, "auto") && !gl_devclass_parse(name, &ctx->devclass)) {
+        char list[256] = "auto";
+        for (int i = 0; i < GL_CLASS_COUNT; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), ", %s", names[i]);
         return core_err_set(&ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "%s \"%s\" is no device class (auto, default, llvmpipe, nvidia, amd, "
-                            "intel, mali-bifrost, mali-valhall, adreno-6xx, adreno-7xx, v3d)",
-                            opt && *opt ? "device_class" : "GLESC_DEVICE_CLASS", name);
+                            "%s \"%s\" is no device class (%s)",
+                            opt && *opt ? "device_class" : "GLESC_DEVICE_CLASS", name, list);
+    }
     ctx->caps.device_class = gl_devclass_name(ctx->devclass);
     return GLESC_OK;
 }

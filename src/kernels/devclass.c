@@ -75,8 +75,10 @@ static const kernels_class small_gpu = {
  * demo model's decode 25% faster than two), one unit and one vec4 at a
  * time (halves a cold compile, decode no slower). A short prompt (up to 8
  * tokens) runs the decode step's programs: the GEMV a column a pass and
- * the decode attention for every query; its GEMM has one tile (64 x 64,
- * the step as a loop, swizzled rows; never split) for every width. So a
+ * the decode attention for every query; its GEMM has one tile for every
+ * width (64 x 64 of 8 x 8: llvmpipe runs an invocation's accumulators as
+ * vector registers of its SIMD loop; the step as a loop, swizzled rows;
+ * never split). So a
  * first use compiles the decode's programs and, for longer prompts, the
  * GEMMs and the prefill attention, and no prompt length compiles more
  * after it. GEMV up to 8 columns: what the device profile measures on it,
@@ -91,7 +93,7 @@ static const kernels_class cpu = {
              .xs = 4096,
              .cols = 1,
              .groups = 256},
-    .gemm = {.slots = 1, .loop = true, .pad = false},
+    .gemm = {.bn = 64, .bm = 64, .tn = 8, .tm = 8, .slots = 1, .loop = true, .pad = false},
     .attn = {.wg = 64, .target = 8, .pf_wg = 128, .pf_target = 8, .decode_max_q = 8},
     .gemv_max_m = 8,
 };

@@ -16,12 +16,14 @@
  * bank conflicts either way), and the next step's loads are
  * in flight while a step is multiplied (gemm.glsl says how); the
  * accumulators are only indexed by constants (loops written out by the
- * preprocessor), so they stay in registers. The shape comes from the caps
- * (gemm_config): 128 × 128 tiles of 8 × 8 per invocation where 256
- * invocations and 32 KiB of shared memory exist, 128 × 64 of 8 × 4 when
- * the matmul has at most 64 columns (the variant's bit 18) or is a grouped
- * q/k/v (see gemm_config), 64 × 64 of 8 × 4 on the portable 128
- * invocations and 16 KiB, smaller ones below that; llvmpipe its own.
+ * preprocessor), so they stay in registers. The shape comes from the
+ * device class where it names one (devclass.c: llvmpipe's 64 × 64 of 8 × 8,
+ * the small GPUs' 64 × 32 of 4 × 4), else from the caps (gemm_config):
+ * 128 × 128 tiles of 8 × 8 per invocation where 256 invocations and 32 KiB
+ * of shared memory exist, 128 × 64 of 8 × 4 when the matmul has at most 64
+ * columns (the variant's bit 18) or is a grouped q/k/v (see gemm_config),
+ * 64 × 64 of 8 × 4 on the portable 128 invocations and 16 KiB, smaller ones
+ * below that.
  *
  * When a dispatch's tiles leave the device's compute units idle for part of
  * its last wave, K is split (gemm_split: the uniforms ksplit, kper, kdp,
@@ -132,17 +134,13 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
         {.bn = 32, .bm = 32, .tn = 4, .tm = 4},   /* 64 invocations, 8 KiB */
     };
     static const gemm_cfg gpu_narrow[] = {{.bn = 128, .bm = 64, .tn = 8, .tm = 4}};
-    /* llvmpipe runs an invocation's accumulators as vector registers of its
-     * SIMD loop: a workgroup of 64 with 8 × 8 each */
-    static const gemm_cfg cpu[] = {{.bn = 64, .bm = 64, .tn = 8, .tm = 8}};
+    /* the device class's tile where it names one and it fits (llvmpipe's,
+     * the small GPUs'), else the largest of the lists the caps allow */
     const kernels_class *kc = kernels_class_of(ctx);
     const gemm_cfg own = {
         .bn = kc->gemm.bn, .bm = kc->gemm.bm, .tn = kc->gemm.tn, .tm = kc->gemm.tm};
     gemm_cfg c = {0};
     bool found = own.bn && cfg_fits(&ctx->caps, &own, dual) && (c = own, true);
-    if (!found && ctx->cpu_device)
-        for (size_t i = 0; !found && i < CORE_ARRAY_LEN(cpu); i++)
-            found = cfg_fits(&ctx->caps, &cpu[i], dual) && (c = cpu[i], true);
     if (narrow)
         for (size_t i = 0; !found && i < CORE_ARRAY_LEN(gpu_narrow); i++)
             found = cfg_fits(&ctx->caps, &gpu_narrow[i], dual) && (c = gpu_narrow[i], true);
