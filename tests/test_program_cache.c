@@ -482,23 +482,31 @@ static void log_compile(void *user, int done, int total, const char *kernel)
     l->n++;
 }
 
+typedef enum batch_mode { MODE_PARALLEL, MODE_SEQUENTIAL, MODE_THREADS } batch_mode;
+
 /* One batch in each mode: distinct programs and a duplicate; a compile
- * error in the middle of a batch. parallel: GL_KHR_parallel_shader_compile's
- * path (skipped where the driver lacks it), else GLESC_NO_PARALLEL_COMPILE=1. */
-static void batch_in_mode(bool parallel)
+ * error in the middle of a batch. MODE_PARALLEL: GL_KHR_parallel_shader_compile's
+ * path on the GL thread alone (skipped where the driver lacks it);
+ * MODE_SEQUENTIAL: GLESC_NO_PARALLEL_COMPILE=1, one thread; MODE_THREADS:
+ * four compile threads (GLESC_COMPILE_THREADS=4) on helper contexts. */
+static void batch_in_mode(batch_mode mode)
 {
-    if (parallel)
-        unsetenv("GLESC_NO_PARALLEL_COMPILE");
-    else
+    bool parallel = mode == MODE_PARALLEL;
+    if (mode == MODE_SEQUENTIAL)
         setenv("GLESC_NO_PARALLEL_COMPILE", "1", 1);
+    else
+        unsetenv("GLESC_NO_PARALLEL_COMPILE");
+    setenv("GLESC_COMPILE_THREADS", mode == MODE_THREADS ? "4" : "1", 1);
     glesc_context *ctx = test_context(NULL);
     bool has = glesc_context_caps(ctx)->has_parallel_compile;
     unsetenv("GLESC_NO_PARALLEL_COMPILE");
+    unsetenv("GLESC_COMPILE_THREADS");
     if (parallel && !has) {
         glesc_context_destroy(ctx);
         cr_skip_test("the driver has no GL_KHR_parallel_shader_compile");
     }
-    cr_assert_eq(gl_program_cache_parallel(ctx), parallel);
+    if (mode != MODE_THREADS)
+        cr_assert_eq(gl_program_cache_parallel(ctx), parallel);
     char *plus = axpy_glsl("+"), *minus = axpy_glsl("-"), *v0 = variant(0), *v1 = variant(1);
     const char *src[5] = {plus, minus, v0, v1, plus};
     const gl_program *p[5];
@@ -516,8 +524,9 @@ static void batch_in_mode(bool parallel)
     glesc_context_stats(ctx, &s);
     cr_expect_eq(s.programs_compiled, 4, "the duplicate compiled once");
     cr_expect_eq(s.program_memory_hits, 0);
-    cr_expect_eq(gl_program_cache_max_in_flight(ctx), parallel ? 4 : 1, "%s: %d compiles at once",
-                 parallel ? "parallel" : "sequential", gl_program_cache_max_in_flight(ctx));
+    static const char *const names[] = {"parallel", "sequential", "threads"};
+    cr_expect_eq(gl_program_cache_max_in_flight(ctx), mode == MODE_SEQUENTIAL ? 1 : 4,
+                 "%s: %d compiles at once", names[mode], gl_program_cache_max_in_flight(ctx));
     cr_expect_eq(p[4], p[0]);
     cl.n = 0;
     const gl_program *again[5];
@@ -551,12 +560,17 @@ static void batch_in_mode(bool parallel)
 
 Test(program_cache, parallel_batch)
 {
-    batch_in_mode(true);
+    batch_in_mode(MODE_PARALLEL);
 }
 
 Test(program_cache, sequential_batch)
 {
-    batch_in_mode(false);
+    batch_in_mode(MODE_SEQUENTIAL);
+}
+
+Test(program_cache, threaded_batch)
+{
+    batch_in_mode(MODE_THREADS);
 }
 
 /* ---- a model's programs ---- */

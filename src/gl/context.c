@@ -309,6 +309,10 @@ static glesc_status init_on_display(glesc_context *ctx, EGLDisplay dpy)
     }
     if (!eglMakeCurrent(dpy, ctx->surface, ctx->surface, ctx->egl_ctx))
         return gl_egl_error(ctx, "eglMakeCurrent");
+    /* what a helper context of the share group is made with */
+    ctx->share_ok = surfaceless;
+    ctx->egl_cfg = cfg;
+    memcpy(ctx->egl_attrs, cattrs, sizeof ctx->egl_attrs);
 
     GLint gl_major = 0, gl_minor = 0;
     glGetIntegerv(GL_MAJOR_VERSION, &gl_major);
@@ -1112,4 +1116,38 @@ GLESC_API void glesc_context_reset_stats(glesc_context *ctx)
     gl_pool_reset_stats(ctx);
     gl_program_cache_reset_stats(ctx);
     ctx->dispatches = ctx->barriers = 0;
+}
+
+/* ---- Helper contexts ---- */
+
+glesc_status gl_helper_create(glesc_context *ctx, EGLContext *out)
+{
+    *out = EGL_NO_CONTEXT;
+    if (!ctx->share_ok || ctx->adopted)
+        return core_err_set(&ctx->err, GLESC_ERROR_UNSUPPORTED,
+                            "helper context: the context is the application's or has a surface");
+    /* the same config and attributes: a share group's contexts must agree
+     * (the reset notification strategy above all) */
+    EGLContext h = eglCreateContext(ctx->dpy, ctx->egl_cfg, ctx->egl_ctx, ctx->egl_attrs);
+    if (h == EGL_NO_CONTEXT)
+        return gl_egl_error(ctx, "eglCreateContext (helper of the share group)");
+    *out = h;
+    return GLESC_OK;
+}
+
+bool gl_helper_bind(const glesc_context *ctx, EGLContext helper)
+{
+    return eglMakeCurrent(ctx->dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, helper) == EGL_TRUE;
+}
+
+void gl_helper_release(const glesc_context *ctx)
+{
+    eglMakeCurrent(ctx->dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+    eglReleaseThread(); /* the thread's EGL state: helper threads are short-lived */
+}
+
+void gl_helper_destroy(glesc_context *ctx, EGLContext helper)
+{
+    if (helper != EGL_NO_CONTEXT)
+        eglDestroyContext(ctx->dpy, helper);
 }

@@ -84,6 +84,12 @@ struct glesc_context {
      * state from an earlier call survives (an executor state cache must be
      * invalidated on entry then). */
     bool adopted;
+    /* How glesc made egl_ctx, for helper contexts of its share group
+     * (gl_helper_create): its config and attributes; share_ok when glesc
+     * made it itself, surfaceless (a helper needs no surface then). */
+    bool share_ok;
+    EGLConfig egl_cfg;
+    EGLint egl_attrs[16];
     /* A reset was seen (or simulated): every later call fails with
      * GLESC_ERROR_CONTEXT_LOST without touching GL. */
     bool lost;
@@ -186,6 +192,21 @@ glesc_status gl_reset_check(glesc_context *ctx, const char *step);
  * GL_INNOCENT_CONTEXT_RESET or GL_UNKNOWN_CONTEXT_RESET) as if the driver did. */
 void gl_context_simulate_reset(glesc_context *ctx, GLenum status);
 
+/* ---- Helper contexts (context.c) ----
+ * A context of ctx's share group that another thread makes current, so
+ * that thread can do GL work whose objects the GL thread then uses: the
+ * program cache's compile threads. Only where glesc made ctx itself,
+ * surfaceless (else GLESC_ERROR_UNSUPPORTED). A helper is created and
+ * destroyed on ctx's thread, bound and released on its own. */
+glesc_status gl_helper_create(glesc_context *ctx, EGLContext *out);
+/* Makes helper current on the calling thread (no surface); false when EGL
+ * refuses. */
+bool gl_helper_bind(const glesc_context *ctx, EGLContext helper);
+/* Releases the calling thread's helper and its EGL thread state. */
+void gl_helper_release(const glesc_context *ctx);
+/* EGL_NO_CONTEXT is a no-op. */
+void gl_helper_destroy(glesc_context *ctx, EGLContext helper);
+
 /* ---- Capabilities (caps.c) ---- */
 glesc_status gl_caps_query(glesc_context *ctx, const glesc_context_options *opts);
 /* GLESC_LIMITS (glesc_context_options_limits' text) into the caps *opts
@@ -258,9 +279,10 @@ void gl_program_cache_destroy(glesc_context *ctx);
  * info log and the numbered source lines around the error. */
 glesc_status gl_program_get(glesc_context *ctx, const char *source, const gl_program **out);
 /* The same for n sources at once: every hit is taken and every miss started
- * before any is waited for, so misses compile concurrently where the driver
- * has GL_KHR_parallel_shader_compile (unless GLESC_NO_PARALLEL_COMPILE=1);
- * a source given twice is compiled once. */
+ * before any is waited for, so misses compile concurrently: on compile
+ * threads with helper contexts (GLESC_COMPILE_THREADS; see program_cache.c),
+ * else where the driver has GL_KHR_parallel_shader_compile (unless
+ * GLESC_NO_PARALLEL_COMPILE=1); a source given twice is compiled once. */
 glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources, int n,
                                   const gl_program **out);
 void gl_program_cache_stats(const glesc_context *ctx, glesc_stats *st);

@@ -17,8 +17,19 @@
  * A batch whose entries were refused says so once, as a warning naming the
  * directory and the count (each entry and its reason at info).
  *
- * Compiling: a batch (a plan's kernels) first takes every hit and starts
- * every miss (glCompileShader + glLinkProgram), then collects them. Where
+ * Compiling: a batch (a plan's kernels) first takes every hit, then
+ * compiles the misses on compile threads where there are two or more of
+ * them and more than one thread (GLESC_COMPILE_THREADS; by default the
+ * processors up to 8, and 1 on NVIDIA's driver, which compiles one
+ * program at a time however many threads ask, and for an application's
+ * context): each thread makes a helper context of the share group current
+ * and takes misses in turn; the GL thread takes them too and alone collects
+ * them (below). On a software renderer (llvmpipe), whose machine code is
+ * made at a program's first dispatch, each thread also dispatches what it
+ * linked with zero workgroups, and the GL thread only collects.
+ *
+ * Otherwise every miss is started (glCompileShader + glLinkProgram), then
+ * collected. Where
  * the driver has GL_KHR_parallel_shader_compile (and GLESC_NO_PARALLEL_COMPILE
  * is not set) it is asked for all the threads it has and compiles the misses
  * concurrently; they are collected as GL_COMPLETION_STATUS_KHR reports them
@@ -28,9 +39,11 @@
  * spec's "no additional threads"), each miss is compiled, linked and
  * collected before the next one starts.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gl/gl.h"
 #include "glesc_config.h"
@@ -51,6 +64,19 @@ struct gl_program_cache {
     uint64_t compiled, memory_hits, disk_hits, disk_rejects, disk_writes;
     bool parallel;     /* misses of a batch compile concurrently */
     int max_in_flight; /* most compiles started and not yet collected */
+    /* Compile threads: a batch's misses are compiled by the GL thread and
+     * up to threads - 1 others, each on a helper context of the share
+     * group (made at first need, kept); 1: the GL thread alone. */
+    int threads;
+    EGLContext *helpers;
+    int n_helpers;
+    /* A software renderer (llvmpipe) makes a program's machine code at its
+     * first dispatch, not at its link: each compile thread then dispatches
+     * what it linked once, with zero workgroups (an indirect dispatch from
+     * zero_groups, three zero words), so that the code is made on that
+     * thread; the GL thread only collects. */
+    bool warm_dispatch;
+    GLuint zero_groups;
 };
 
 /* ---- the in-memory map ---- */
@@ -110,6 +136,30 @@ static char *make_key_tail(glesc_context *ctx, size_t *len)
     return sbuf_take(&b);
 }
 
+/* Compile threads (see the struct): GLESC_COMPILE_THREADS, else 1 where
+ * glesc cannot make helper contexts (an application's context), else
+ * the processors, at most 8. */
+static int compile_threads(const glesc_context *ctx)
+{
+    const char *e = core_env("GLESC_COMPILE_THREADS");
+    if (e && *e) {
+        char *end;
+        long v = strtol(e, &end, 10);
+        if (!*end && v >= 1)
+            return v > 64 ? 64 : (int)v;
+        core_log(CORE_LOG_WARN, "GLESC_COMPILE_THREADS=%s is not a count from 1; ignored", e);
+    }
+    if (!ctx->share_ok || ctx->adopted)
+        return 1;
+    /* NVIDIA's driver compiles one program at a time whatever the threads
+     * (H200, driver 580, 2026-12-02: TinyLlama's cold first token 3.5 s on
+     * one thread, 4.3-4.9 s on 4 to 16) */
+    if (ctx->caps.vendor && strstr(ctx->caps.vendor, "NVIDIA"))
+        return 1;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
 glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir)
 {
     gl_program_cache *c = core_calloc(1, sizeof *c);
@@ -120,6 +170,8 @@ glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir)
     c->parallel = ctx->caps.has_parallel_compile && !core_env_flag("GLESC_NO_PARALLEL_COMPILE");
     if (ctx->fn.MaxShaderCompilerThreadsKHR) /* 0xffffffff: as many as the driver has */
         ctx->fn.MaxShaderCompilerThreadsKHR(c->parallel ? 0xffffffffu : 0u);
+    c->threads = compile_threads(ctx);
+    c->warm_dispatch = ctx->caps.software;
     glesc_status st = GLESC_OK;
     if (dir && (st = core_disk_cache_open(dir, 0, &ctx->err, &ctx->disk_cache)) != GLESC_OK)
         return st;
@@ -146,6 +198,11 @@ void gl_program_cache_destroy(glesc_context *ctx)
     if (!c)
         return;
     gl_program_cache_drop_memory(ctx);
+    if (c->zero_groups)
+        glDeleteBuffers(1, &c->zero_groups);
+    for (int i = 0; i < c->n_helpers; i++)
+        gl_helper_destroy(ctx, c->helpers[i]);
+    core_free(c->helpers);
     core_free(c->progs);
     core_map_free(&c->map);
     core_free(c->key_tail);
@@ -276,36 +333,44 @@ static void format_compile_error(sbuf *b, const char *what, const char *log, con
     }
 }
 
-/* Starts compiling and linking source into *prog. glCreateShader and
- * glCreateProgram return 0 only when no usable context is current (or it
- * was lost): that is an error here, never a program 0 for a later dispatch. */
-static glesc_status start_compile(glesc_context *ctx, const char *source, GLuint *prog)
+/* glCreateShader .. glLinkProgram (the link may still run where the driver
+ * compiles concurrently): the program, or 0 when an object could not be
+ * made (*failed names the call). Touches no glesc state: the compile
+ * threads call it on their helper contexts. */
+static GLuint compile_link(const char *source, const char **failed)
 {
-    *prog = 0;
     GLuint sh = glCreateShader(GL_COMPUTE_SHADER);
     if (!sh) {
-        glesc_status st = gl_check(ctx, "glCreateShader(GL_COMPUTE_SHADER)");
-        return st != GLESC_OK ? st
-                              : core_err_set(&ctx->err, GLESC_ERROR_GL,
-                                             "glCreateShader(GL_COMPUTE_SHADER) returned 0 with "
-                                             "no GL error: is the context current?");
+        *failed = "glCreateShader(GL_COMPUTE_SHADER)";
+        return 0;
     }
     glShaderSource(sh, 1, &source, NULL);
     glCompileShader(sh);
     GLuint p = glCreateProgram();
     if (!p) {
         glDeleteShader(sh);
-        glesc_status st = gl_check(ctx, "glCreateProgram");
-        return st != GLESC_OK ? st
-                              : core_err_set(&ctx->err, GLESC_ERROR_GL,
-                                             "glCreateProgram returned 0 with no GL error: is the "
-                                             "context current?");
+        *failed = "glCreateProgram";
+        return 0;
     }
     glAttachShader(p, sh);
     glProgramParameteri(p, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE);
     glLinkProgram(p);
-    *prog = p;
-    return GLESC_OK;
+    return p;
+}
+
+/* Starts compiling and linking source into *prog. glCreateShader and
+ * glCreateProgram return 0 only when no usable context is current (or it
+ * was lost): that is an error here, never a program 0 for a later dispatch. */
+static glesc_status start_compile(glesc_context *ctx, const char *source, GLuint *prog)
+{
+    const char *failed = "";
+    if ((*prog = compile_link(source, &failed)))
+        return GLESC_OK;
+    glesc_status st = gl_check(ctx, failed);
+    return st != GLESC_OK
+               ? st
+               : core_err_set(&ctx->err, GLESC_ERROR_GL,
+                              "%s returned 0 with no GL error: is the context current?", failed);
 }
 
 /* Waits for prog's link; on failure sets the error with the logs. */
@@ -377,6 +442,7 @@ typedef struct batch {
     GLuint *pending;    /* a started compile not yet collected, else 0 */
     bool *miss;         /* in no cache: compiled by this batch */
     char **keys;        /* disk keys (NULL: no disk entry) */
+    uint64_t *started;  /* core_time_ns when each miss's compile began */
     size_t key_len;     /* the same for every source */
     int in_flight;
     int done, misses; /* compiles collected, of misses (the compile callback's counts) */
@@ -410,14 +476,15 @@ static glesc_status collect(glesc_context *ctx, batch *b, int i, const gl_progra
         return st;
     }
     c->compiled++;
+    char name[160];
+    kernel_name(b->sources[i], name, sizeof name);
+    core_log(CORE_LOG_DEBUG, "program cache: %s compiled and linked %.1f ms after it began",
+             *name ? name : "(unnamed)", (double)(core_time_ns() - b->started[i]) / 1e6);
     if (b->keys[i])
         disk_store(ctx, id, b->keys[i], b->key_len);
     out[i] = make_program(ctx, id, b->hash[i]);
-    if (ctx->compile_fn) {
-        char name[160];
-        kernel_name(b->sources[i], name, sizeof name);
+    if (ctx->compile_fn)
         ctx->compile_fn(ctx->compile_user, ++b->done, b->misses, name);
-    }
     return out[i] ? GLESC_OK : ctx->err.status;
 }
 
@@ -444,6 +511,184 @@ static glesc_status collect_all(glesc_context *ctx, batch *b, int n, const gl_pr
     return GLESC_OK;
 }
 
+/* ---- compile threads ---- */
+
+/* A threaded batch: the misses (todo) are taken in order by the GL thread
+ * and the workers; each compiled one is queued (done) for the GL thread,
+ * which alone collects (binary to disk, record, progress callback). */
+typedef struct compile_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    const glesc_context *ctx;
+    batch *b;
+    int *todo, n_todo, next; /* misses; the next to take */
+    int *done, n_done;       /* compiled, in the order they finished */
+    GLuint zero_groups;      /* warm dispatches' indirect buffer, else 0 */
+    bool stop;               /* the GL thread failed: take no more */
+} compile_pool;
+
+typedef struct compile_worker {
+    compile_pool *p;
+    EGLContext helper;
+    pthread_t thread;
+} compile_worker;
+
+/* Takes the next miss (-1: none left); under p->mu. */
+static int pool_take(compile_pool *p)
+{
+    return p->stop || p->next >= p->n_todo ? -1 : p->todo[p->next++];
+}
+
+static void pool_finished(compile_pool *p, int i, GLuint prog)
+{
+    pthread_mutex_lock(&p->mu);
+    p->b->pending[i] = prog;
+    p->done[p->n_done++] = i;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *compile_worker_main(void *arg)
+{
+    compile_worker *w = arg;
+    compile_pool *p = w->p;
+    if (!gl_helper_bind(p->ctx, w->helper))
+        return NULL; /* the GL thread compiles what is left */
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int i = pool_take(p);
+        pthread_mutex_unlock(&p->mu);
+        if (i < 0)
+            break;
+        const char *failed = "";
+        p->b->started[i] = core_time_ns(); /* read by the GL thread after pool_finished */
+        GLuint prog = compile_link(p->b->sources[i], &failed);
+        if (prog) {
+            GLint ok = GL_FALSE; /* waits for the link */
+            glGetProgramiv(prog, GL_LINK_STATUS, &ok);
+            if (ok && p->zero_groups) {
+                glUseProgram(prog);
+                glBindBuffer(GL_DISPATCH_INDIRECT_BUFFER, p->zero_groups);
+                glDispatchComputeIndirect(0);
+                glUseProgram(0);
+            }
+        }
+        /* complete before another context of the group uses it */
+        glFinish();
+        pool_finished(p, i, prog); /* 0: the GL thread compiles it again */
+    }
+    gl_helper_release(p->ctx);
+    return NULL;
+}
+
+/* Up to want helper contexts (made once, kept for the context's life); how
+ * many there are. A driver that refuses one gets no more requests. */
+static int helpers_ensure(glesc_context *ctx, int want)
+{
+    gl_program_cache *c = ctx->programs;
+    if (want <= c->n_helpers)
+        return want;
+    EGLContext *v = core_realloc(c->helpers, (size_t)want * sizeof *v);
+    if (!v)
+        return c->n_helpers;
+    c->helpers = v;
+    while (c->n_helpers < want) {
+        EGLContext h;
+        if (gl_helper_create(ctx, &h) != GLESC_OK) {
+            core_log(CORE_LOG_INFO, "program cache: %s; compiling on %d thread%s",
+                     glesc_context_errmsg(ctx), c->n_helpers + 1, c->n_helpers ? "s" : "");
+            core_err_reset(&ctx->err);
+            c->threads = c->n_helpers + 1;
+            break;
+        }
+        c->helpers[c->n_helpers++] = h;
+    }
+    return c->n_helpers;
+}
+
+/* Compiles and collects b's misses on the GL thread and compile threads. */
+static glesc_status compile_threaded(glesc_context *ctx, batch *b, int n, const gl_program **out)
+{
+    gl_program_cache *c = ctx->programs;
+    compile_pool p = {.ctx = ctx, .b = b};
+    p.todo = core_calloc((size_t)b->misses, sizeof *p.todo);
+    p.done = core_calloc((size_t)b->misses, sizeof *p.done);
+    /* the GL thread compiles too, except where the workers dispatch (its
+     * context's bindings are the executor's) */
+    int n_workers = CORE_MIN(c->threads, b->misses) - (c->warm_dispatch ? 0 : 1);
+    n_workers = helpers_ensure(ctx, n_workers);
+    if (c->warm_dispatch && n_workers > 0 && !c->zero_groups) {
+        static const GLuint zero[3];
+        glGenBuffers(1, &c->zero_groups);
+        glBindBuffer(GL_DISPATCH_INDIRECT_BUFFER, c->zero_groups);
+        glBufferData(GL_DISPATCH_INDIRECT_BUFFER, sizeof zero, zero, GL_STATIC_DRAW);
+        glBindBuffer(GL_DISPATCH_INDIRECT_BUFFER, 0);
+        glFinish(); /* complete before the helpers bind it */
+    }
+    p.zero_groups = c->warm_dispatch ? c->zero_groups : 0;
+    compile_worker *w = core_calloc((size_t)(n_workers > 0 ? n_workers : 1), sizeof *w);
+    if (!p.todo || !p.done || !w) {
+        core_free(p.todo);
+        core_free(p.done);
+        core_free(w);
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "compile threads");
+    }
+    for (int i = 0; i < n; i++)
+        if (b->miss[i])
+            p.todo[p.n_todo++] = i;
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    int started = 0;
+    for (int k = 0; k < n_workers; k++) {
+        w[started] = (compile_worker){.p = &p, .helper = c->helpers[k]};
+        if (pthread_create(&w[started].thread, NULL, compile_worker_main, &w[started]) == 0)
+            started++;
+    }
+    b->in_flight = p.n_todo;
+    int at_once = started + (p.zero_groups && started ? 0 : 1);
+    if (at_once > c->max_in_flight)
+        c->max_in_flight = at_once;
+    glesc_status st = GLESC_OK;
+    int collected = 0, seen = 0;
+    pthread_mutex_lock(&p.mu);
+    while (collected < p.n_todo && st == GLESC_OK) {
+        int i;
+        if (seen < p.n_done) { /* a compiled one: collect it */
+            i = p.done[seen++];
+            pthread_mutex_unlock(&p.mu);
+            if (!b->pending[i]) { /* a worker could not make its objects */
+                b->started[i] = core_time_ns();
+                st = start_compile(ctx, b->sources[i], &b->pending[i]);
+            }
+            if (st == GLESC_OK)
+                st = collect(ctx, b, i, out);
+            collected++;
+        } else if ((!p.zero_groups || started == 0) && (i = pool_take(&p)) >= 0) {
+            /* the GL thread compiles too (all of them if no worker started) */
+            pthread_mutex_unlock(&p.mu);
+            GLuint prog = 0;
+            b->started[i] = core_time_ns();
+            st = start_compile(ctx, b->sources[i], &prog);
+            if (st == GLESC_OK)
+                pool_finished(&p, i, prog);
+        } else {
+            pthread_cond_wait(&p.cv, &p.mu);
+            continue;
+        }
+        pthread_mutex_lock(&p.mu);
+    }
+    p.stop = true;
+    pthread_mutex_unlock(&p.mu);
+    for (int k = 0; k < started; k++)
+        pthread_join(w[k].thread, NULL);
+    pthread_cond_destroy(&p.cv);
+    pthread_mutex_destroy(&p.mu);
+    core_free(p.todo);
+    core_free(p.done);
+    core_free(w);
+    return st;
+}
+
 glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources, int n,
                                   const gl_program **out)
 {
@@ -454,9 +699,10 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
     b.pending = core_calloc(cap, sizeof *b.pending);
     b.miss = core_calloc(cap, sizeof *b.miss);
     b.keys = core_calloc(cap, sizeof *b.keys);
+    b.started = core_calloc(cap, sizeof *b.started);
     uint64_t rejects = c->disk_rejects;
     glesc_status st = GLESC_OK;
-    if (!b.hash || !b.pending || !b.miss || !b.keys) {
+    if (!b.hash || !b.pending || !b.miss || !b.keys || !b.started) {
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program batch");
         goto done;
     }
@@ -494,11 +740,17 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
     }
     if (b.misses && ctx->compile_fn)
         ctx->compile_fn(ctx->compile_user, 0, b.misses, NULL);
+    if (c->threads > 1 && b.misses > 1) {
+        st = compile_threaded(ctx, &b, n, out);
+        if (st != GLESC_OK)
+            goto done;
+    }
     /* Start compiling every miss (and, when compiles do not run
      * concurrently, finish it before the next). */
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !(c->threads > 1 && b.misses > 1); i++) {
         if (!miss[i])
             continue;
+        b.started[i] = core_time_ns();
         if ((st = start_compile(ctx, sources[i], &b.pending[i])) != GLESC_OK)
             goto done;
         if (++b.in_flight > c->max_in_flight)
@@ -535,6 +787,7 @@ done:
     core_free(b.pending);
     core_free(b.miss);
     core_free(b.keys);
+    core_free(b.started);
     return st;
 }
 
