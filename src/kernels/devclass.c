@@ -16,25 +16,29 @@
 #include "kernels/kernels.h"
 
 /* The GPUs that are not small: the H200's tuning (256-invocation GEMVs of
- * 32-lane teams, two rows a team for decode, two units in flight for the
- * block types, 8 columns at once; decode attention split over 256
- * workgroups). GEMM slots, the workgroups of 256 invocations the device
- * runs at once: about one per compute unit (the H200 has 132, an A100 108,
- * an RTX 4090 128); a guess, since GLES does not say (NVIDIA's
- * GL_NV_shader_thread_group, whose gl_SMCountNV would, is not in the
- * H200's GLES); only the split of K depends on it, and the H200's true 132
- * gains about 1% over 128 (GLESC_GEMM=slots=132). */
+ * 32-lane teams, two rows a team for decode, one unit in flight, 8
+ * columns at once; decode attention split over 256 workgroups). Compile
+ * time counts too, since a first start waits for it (H200, TinyLlama Q4_0,
+ * 2026-12-02): two units in flight cost 2% of decode (tg128 549.8 against
+ * 561.1) and 0.6 s of the cold first token; the narrow GEMM (up to 64
+ * columns: short prompts, the first token's) as loops compiles its q/k/v
+ * in 0.37 s instead of 1.49 s, and the cold first token takes 1.6 s
+ * instead of 3.3 s; the wide GEMM stays written out (pp512 4.6% faster). GEMM slots, the workgroups
+ * of 256 invocations the device runs at once: about one per compute unit (the H200 has 132, an A100
+ * 108, an RTX 4090 128); a guess, since GLES does not say (NVIDIA's GL_NV_shader_thread_group,
+ * whose gl_SMCountNV would, is not in the H200's GLES); only the split of K depends on it, and the
+ * H200's true 132 gains about 1% over 128 (GLESC_GEMM=slots=132). */
 static const kernels_class large_gpu = {
     .gemv = {.wg = 256,
              .team = 32,
              .nr1 = 2,
              .nrm = 1,
-             .unroll_q = 2,
+             .unroll_q = 1,
              .fill = 4,
              .xs = 4096,
              .cols = 8,
              .groups = 256},
-    .gemm = {.slots = 128, .loop = false, .pad = true},
+    .gemm = {.slots = 128, .loop = false, .loop_narrow = true, .pad = true},
     .attn = {.wg = 128, .target = 256, .pf_wg = 256, .pf_target = 512, .decode_max_q = 1},
 };
 

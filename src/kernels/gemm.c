@@ -118,13 +118,14 @@ static void gemm_env(gemm_cfg *c)
 
 /* The first shape of the list that fits the device; depends on the caps,
  * the variant's small-m bit, the group and the pair (a plan cache belongs
- * to one context; the plan hash covers the rest). narrow: the 128 × 64
+ * to one context; the plan hash covers the rest). few: up to
+ * KERNELS_GEMM_SMALL_M columns. narrow: the 128 × 64
  * tiles first, for few columns, and for a grouped q/k/v, whose copies of
  * the K loop (one per member) cost the 128 × 128 tiles' 64 accumulators
  * dearly (H200, TinyLlama's q/k/v with a folded norm, 2048 + 256 + 256
  * rows by 2048 by 512 columns: 540 us in 128 × 128 tiles, 337 us in
  * 128 × 64; one weight of 2560 rows: 302 us and 328 us). */
-static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
+static glesc_status gemm_config(kb *b, bool few, bool narrow, bool dual, gemm_cfg *out)
 {
     const glesc_context *ctx = b->ctx;
     static const gemm_cfg gpu[] = {
@@ -152,8 +153,9 @@ static glesc_status gemm_config(kb *b, bool narrow, bool dual, gemm_cfg *out)
                        ctx->caps.max_compute_invocations, ctx->caps.max_compute_shared_memory);
     c.slots = kc->gemm.slots;
     /* as a loop where the class says (LLVM, llvmpipe's, takes seconds over
-     * the written-out step and x fetch) */
-    c.loop = kc->gemm.loop;
+     * the written-out step and x fetch; NVIDIA's, a second for the
+     * narrow q/k/v: few columns, the program a first token waits for) */
+    c.loop = kc->gemm.loop || (few && kc->gemm.loop_narrow);
     c.half = 1;
     /* the late decode everywhere (H200: q4_k 4096 x 4096 x 512 48.0% ->
      * 51.5% of the FMA peak; llvmpipe's loops: the demo's pp64 the same) */
@@ -432,7 +434,8 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
      * input summed where x is loaded, the scale applied before the store */
     const glesc_tensor *nrm = mc->prov ? NULL : kb_row_norm(b, mc->x);
     gemm_cfg c = {0};
-    if (gemm_config(b, m <= KERNELS_GEMM_SMALL_M || mc->n_sib > 0, dual, &c) != GLESC_OK)
+    bool few = m <= KERNELS_GEMM_SMALL_M;
+    if (gemm_config(b, few, few || mc->n_sib > 0, dual, &c) != GLESC_OK)
         return b->st;
     int nx = c.bn / c.tn, ny = c.bm / c.tm;
     /* two invocations stage a weight row: each reads only its half of a

@@ -367,6 +367,7 @@ typedef struct kernels_class {
         int bn, bm, tn, tm; /* the tile where it fits (0: the largest the caps allow) */
         int slots;          /* workgroups the device runs at once (the split of K) */
         bool loop;          /* a step's multiply-adds as a loop, not written out */
+        bool loop_narrow;   /* the same for the narrow GEMM only (short prompts) */
         bool pad;           /* padded staged rows where they fit (else swizzled) */
     } gemm;
     struct {
