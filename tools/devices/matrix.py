@@ -10,8 +10,10 @@ compiler's statistics.
   tools/devices/matrix.py --drivers g610 --synth --synth-archs llama --synth-types Q8_0
 
 Per model it runs the arm64 gguf-run under run-shim.sh (SHIM_STATS=1
-SHIM_TAP=1, GLESC_NO_PARALLEL_COMPILE=1, GLESC_GEMV_MAX_M=8: no device
-profile, whose timing is noise under the shim) once per run kind:
+SHIM_TAP=1, GLESC_NO_PARALLEL_COMPILE=1, GLESC_COMPILE_THREADS=1: one
+link at a time, so each shader-db line lies inside its kernel's link;
+GLESC_GEMV_MAX_M=8: no device profile, whose timing is noise under the
+shim) once per run kind:
   decode   --prompt-ids 1, -n 2: the decode kernels alone (only where decode
            is asked for without prefill)
   small    --prompt-ids of 5 ids, -n 1: the small-batch (5-column GEMV) path
@@ -400,7 +402,8 @@ def run_one(args, name, model_path, run, log):
     os.makedirs(os.path.join(rundir, 'tap'))
     _, ids, n, gemv_max_m = RUNS[run]
     env = dict(os.environ, SHIM_STATS='1', SHIM_TAP='1', SHIM_TAP_DIR=os.path.join(rundir, 'tap'),
-               GLESC_NO_PARALLEL_COMPILE='1', GLESC_GEMV_MAX_M=gemv_max_m,
+               GLESC_NO_PARALLEL_COMPILE='1', GLESC_COMPILE_THREADS='1',
+               GLESC_GEMV_MAX_M=gemv_max_m,
                GLESC_CACHE_DIR=os.path.join(args.out, name, 'cache'), SHIM_ROOT=args.shim_root)
     cmd = ['bash', os.path.join(HERE, 'run-shim.sh'), drv, mdl, '--',
            os.path.join(args.build, 'tools', 'gguf-run'), '-m', model_path,
