@@ -779,7 +779,7 @@ Test(load, memory_accounts_are_the_tensors_bytes)
     glesc_context_memory(ctx, &m3);
     cr_expect_gt(m3.max_activation_requested_bytes, 0);
     /* persistent: the session's input pair (token ids and positions of
-     * the batch, runtime.c) is all an eval adds */
+     * the batch, session.c) is all an eval adds */
     uint64_t inputs = 2 * glesc_weight_gpu_bytes(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){16});
     cr_expect_eq(m3.peak_persistent_bytes, m2.persistent_bytes + inputs);
     cr_expect_eq(m3.peak_total_bytes,

@@ -16,7 +16,7 @@
  * uniforms for gl_dispatch. The plan records what bind mode made (per
  * kernel: its dispatches, with buffers named by order index) and replays it
  * on later computes; a kernel's generator runs again only when a size it
- * can depend on has changed (exec.c, "Replay").
+ * can depend on has changed (replay.c).
  */
 #ifndef GLESC_COMPUTE_H
 #define GLESC_COMPUTE_H
@@ -25,7 +25,7 @@
 
 #include "kernels/kernels.h"
 
-/* One recorded dispatch of a kernel (see "Replay" in exec.c). */
+/* One recorded dispatch of a kernel (see replay.c). */
 typedef struct compute_rec_disp {
     int n_bind;
     int32_t bind_node[KB_MAX_BIND];  /* order index of the bound owner; -1: the scratch */
@@ -193,6 +193,22 @@ glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out
  * dispatches, with this compute's buffers and uniforms, are in b->disp. */
 glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,
                                  const glesc_graph_options *opts, kb *b);
+
+/* ---- Kernel records (replay.c) ---- */
+/* Are kernel k's sizes in ord those its record was made for? */
+bool compute_record_matches(const compute_plan *p, int k, const graph_order_t *ord);
+/* Records what kernel k's generator made in bind mode (b): its dispatches
+ * with bindings by order index, its parameter blocks written into the
+ * plan's uniform buffer, and the sizes they were made for. */
+glesc_status compute_record_make(glesc_context *ctx, compute_plan *p, int k,
+                                 const graph_order_t *ord, const kb *b);
+/* GLESC_PLAN_VERIFY=1: the record replayed for kernel k equals what its
+ * generator makes now (b); an error naming the difference otherwise. */
+glesc_status compute_record_verify(glesc_context *ctx, const compute_plan *p, int k,
+                                   const graph_order_t *ord, const kb *b);
+/* Dispatches kernel k's record with this compute's buffers. */
+glesc_status compute_record_dispatch(glesc_context *ctx, compute_plan *p, int k,
+                                     const graph_order_t *ord);
 
 /* The multiply-add rate a plain GLES kernel reaches on this device
  * (roofline.c: `chains` independent chains of vec4 multiply-adds per

@@ -27,7 +27,7 @@
  * first. A decode step reads its logits back, so its writes find the GPU
  * idle and never wait; a prompt in batches writes a batch's inputs into
  * tensors the batch before the last one read, after waiting for that
- * batch's fence alone (llm/runtime.c), so batches chain without a wait. A
+ * batch's fence alone (llm/session.c), so batches chain without a wait. A
  * pipelined greedy step (the next one queued before the last one's token
  * is read) never waits either: a readback's fence counts the dispatches
  * before it as done (gl_sync_wait), the step writes only memory the step

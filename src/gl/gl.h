@@ -173,6 +173,27 @@ glesc_status gl_egl_error(glesc_context *ctx, const char *step);
 glesc_status gl_check(glesc_context *ctx, const char *step);
 const char *gl_error_name(GLenum e);
 
+/* ---- Platforms (platform.c) ---- */
+/* Finds a display on platform (GLESC_PLATFORM_AUTO: GBM, then EGL devices,
+ * then surfaceless) and makes a GLES 3.1+ context on it current; device
+ * (NULL: any) is a render node path or an EGL device index. platform_src,
+ * device_src: where the choice came from ("the options", "GLESC_PLATFORM",
+ * ...), for the reason glesc-info prints. Sets caps.platform,
+ * platform_reason and device_desc; on failure ctx->err names every
+ * candidate tried. */
+glesc_status gl_platform_create(glesc_context *ctx, glesc_platform platform, const char *device,
+                                const char *platform_src, const char *device_src);
+/* The application's display and context (glesc_context_options'
+ * egl_display, egl_context): checked, made current, never owned. */
+glesc_status gl_platform_adopt(glesc_context *ctx, EGLDisplay dpy, EGLContext ectx);
+/* Undoes gl_platform_create or gl_platform_adopt: releases ctx from this
+ * thread if it is current here, destroys glesc's surface and, unless
+ * adopted, its context and display reference; closes a GBM device. */
+void gl_platform_release(glesc_context *ctx);
+/* A GLESC_PLATFORM value (glesc_platform_name's words) into *out; an error
+ * in the thread's message when it is none. */
+glesc_status gl_platform_parse(const char *s, glesc_platform *out);
+
 /* ---- Current context and resets (context.c) ---- */
 /* For a public entry point `call` that touches GL: makes ctx current on the
  * calling thread unless it is (a cheap eglGetCurrentContext comparison);

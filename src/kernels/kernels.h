@@ -172,6 +172,13 @@ void kernels_env_ints(const char *name, const char *const *keys, int *vals, int 
 const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16]);
 /* A GLSL int expression: t's element at c (t an i32 leaf, not fused). */
 const char *kb_load_int(kb *b, const glesc_tensor *t, const char *const c[4], char buf[16]);
+/* Sets up t's (a leaf's) binding and offset/stride uniforms "l<i>_o",
+ * "l<i>_s0".. once per kernel; returns i (kb_expr.c; the row writes' index
+ * tensors are leaves too). */
+int kb_leaf(kb *b, const glesc_tensor *t);
+/* Appends "(<prefix>_o + c0 * <prefix>_s0 + ...)" to out, leaving out
+ * literal-zero coordinates: an element's index from the uniforms. */
+void kb_index_expr(sbuf *out, const char *prefix, const char *const c[4]);
 /* Stores value at coordinates c of the kernel's out node (into its owner's
  * memory, with its strides; f16/bf16 through atomics so neighbours in one
  * word do not race). With anchor_var set, value is the anchor's and the

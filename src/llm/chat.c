@@ -164,6 +164,237 @@ static void put3(sbuf *b, const char *a, const char *m, const char *c)
 #define DS_BAR "\xef\xbd\x9c" /* U+FF5C FULLWIDTH VERTICAL LINE */
 #define DS_EOS "<" DS_BAR "end\xe2\x96\x81of\xe2\x96\x81sentence" DS_BAR ">"
 
+/* Formats whose every message is a header around its role, its content
+ * (trimmed or not) and an end; the assistant's header follows with
+ * add_ass. */
+typedef struct chat_headed {
+    const char *pre, *post, *end, *assistant;
+    bool trim;
+} chat_headed;
+
+static const chat_headed headed[GLESC_CHAT_COUNT_] = {
+    [GLESC_CHAT_CHATML] = {"<|im_start|>", "\n", "<|im_end|>\n", "<|im_start|>assistant\n", false},
+    [GLESC_CHAT_PHI3] = {"<|", "|>\n", "<|end|>\n", "<|assistant|>\n", false},
+    [GLESC_CHAT_FALCON3] = {"<|", "|>\n", "\n", "<|assistant|>\n", false},
+    [GLESC_CHAT_ZEPHYR] = {"<|", "|>\n", "<|endoftext|>\n", "<|assistant|>\n", false},
+    [GLESC_CHAT_PHI4] = {"<|im_start|>", "<|im_sep|>", "<|im_end|>",
+                         "<|im_start|>assistant<|im_sep|>", false},
+    [GLESC_CHAT_MEGREZ] = {"<|role_start|>", "<|role_end|>", "<|turn_end|>",
+                           "<|role_start|>assistant<|role_end|>", false},
+    [GLESC_CHAT_LLAMA3] = {"<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>",
+                           "<|start_header_id|>assistant<|end_header_id|>\n\n", true},
+    [GLESC_CHAT_LLAMA4] = {"<|header_start|>", "<|header_end|>\n\n", "<|eot|>",
+                           "<|header_start|>assistant<|header_end|>\n\n", true},
+};
+
+static void format_headed(sbuf *b, const chat_headed *f, const glesc_chat_message *msgs, size_t n,
+                          bool add_ass)
+{
+    for (size_t i = 0; i < n; i++) {
+        put3(b, f->pre, msgs[i].role, f->post);
+        put(b, msgs[i].content, f->trim);
+        sbuf_append(b, f->end);
+    }
+    if (add_ass)
+        sbuf_append(b, f->assistant);
+}
+
+/* Formats that put text before and after the content of a system, user
+ * or assistant message (in that order in pre and post) and leave out any
+ * other role; the assistant's start follows with add_ass. */
+typedef struct chat_tagged {
+    const char *pre[3], *post[3], *assistant;
+    bool trim;
+} chat_tagged;
+
+static const chat_tagged tagged[GLESC_CHAT_COUNT_] = {
+    [GLESC_CHAT_VICUNA] =
+        {{"", "USER: ", "ASSISTANT: "}, {"\n\n", "\n", "</s>\n"}, "ASSISTANT:", false},
+    [GLESC_CHAT_VICUNA_ORCA] =
+        {{"SYSTEM: ", "USER: ", "ASSISTANT: "}, {"\n", "\n", "</s>\n"}, "ASSISTANT:", false},
+    [GLESC_CHAT_DEEPSEEK] = {{"", "### Instruction:\n", "### Response:\n"},
+                             {"", "\n", "\n<|EOT|>\n"},
+                             "### Response:\n",
+                             false},
+    [GLESC_CHAT_DEEPSEEK2] =
+        {{"", "User: ", "Assistant: "}, {"\n\n", "\n\n", DS_EOS}, "Assistant:", false},
+    [GLESC_CHAT_DEEPSEEK3] = {{"", "<" DS_BAR "User" DS_BAR ">", "<" DS_BAR "Assistant" DS_BAR ">"},
+                              {"\n\n", "", DS_EOS},
+                              "<" DS_BAR "Assistant" DS_BAR ">",
+                              false},
+    [GLESC_CHAT_COMMAND_R] = {{"<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>",
+                               "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>",
+                               "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"},
+                              {"<|END_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>",
+                               "<|END_OF_TURN_TOKEN|>"},
+                              "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>",
+                              true},
+    [GLESC_CHAT_EXAONE3] = {{"[|system|]", "[|user|]", "[|assistant|]"},
+                            {"[|endofturn|]\n", "\n", "[|endofturn|]\n"},
+                            "[|assistant|]",
+                            true},
+};
+
+static void format_tagged(sbuf *b, const chat_tagged *f, const glesc_chat_message *msgs, size_t n,
+                          bool add_ass)
+{
+    static const char *const roles[3] = {"system", "user", "assistant"};
+    for (size_t i = 0; i < n; i++)
+        for (int r = 0; r < 3; r++)
+            if (!strcmp(msgs[i].role, roles[r])) {
+                sbuf_append(b, f->pre[r]);
+                put(b, msgs[i].content, f->trim);
+                sbuf_append(b, f->post[r]);
+            }
+    if (add_ass)
+        sbuf_append(b, f->assistant);
+}
+
+static void format_mistral_v7(sbuf *b, glesc_chat_template t, const glesc_chat_message *msgs,
+                              size_t n)
+{
+    const char *sp = t == GLESC_CHAT_MISTRAL_V7 ? " " : "";
+    for (size_t i = 0; i < n; i++) {
+        const char *r = msgs[i].role, *c = msgs[i].content;
+        if (!strcmp(r, "system")) {
+            put3(b, "[SYSTEM_PROMPT]", sp, c);
+            sbuf_append(b, "[/SYSTEM_PROMPT]");
+        } else if (!strcmp(r, "user")) {
+            put3(b, "[INST]", sp, c);
+            sbuf_append(b, "[/INST]");
+        } else {
+            put3(b, sp, c, "</s>");
+        }
+    }
+}
+
+/* mistral-v1, v3 and v3-tekken */
+static void format_mistral(sbuf *b, glesc_chat_template t, const glesc_chat_message *msgs, size_t n)
+{
+    const char *lead = t == GLESC_CHAT_MISTRAL_V1 ? " " : "";
+    const char *trail = t == GLESC_CHAT_MISTRAL_V3_TEKKEN ? "" : " ";
+    bool inside = false;
+    for (size_t i = 0; i < n; i++) {
+        const char *r = msgs[i].role, *c = msgs[i].content;
+        if (!inside) {
+            put3(b, lead, "[INST]", trail);
+            inside = true;
+        }
+        if (!strcmp(r, "system")) {
+            put3(b, c, "\n\n", "");
+        } else if (!strcmp(r, "user")) {
+            put3(b, c, lead, "[/INST]");
+        } else {
+            sbuf_append(b, trail);
+            put(b, c, t == GLESC_CHAT_MISTRAL_V3);
+            sbuf_append(b, "</s>");
+            inside = false;
+        }
+    }
+}
+
+/* llama2 and its -sys, -sys-bos and -sys-strip forms; they ignore
+ * add_assistant, as llama.cpp's do. */
+static void format_llama2(sbuf *b, glesc_chat_template t, const glesc_chat_message *msgs, size_t n)
+{
+    bool sys = t != GLESC_CHAT_LLAMA2, bos = t == GLESC_CHAT_LLAMA2_SYS_BOS;
+    bool strip = t == GLESC_CHAT_LLAMA2_SYS_STRIP, inside = true;
+    sbuf_append(b, "[INST] ");
+    for (size_t i = 0; i < n; i++) {
+        const char *r = msgs[i].role;
+        if (!inside) {
+            inside = true;
+            sbuf_append(b, bos ? "<s>[INST] " : "[INST] ");
+        }
+        if (!strcmp(r, "system")) {
+            if (sys)
+                sbuf_append(b, "<<SYS>>\n");
+            put(b, msgs[i].content, strip);
+            sbuf_append(b, sys ? "\n<</SYS>>\n\n" : "\n");
+        } else if (!strcmp(r, "user")) {
+            put(b, msgs[i].content, strip);
+            sbuf_append(b, " [/INST]");
+        } else {
+            put(b, msgs[i].content, strip);
+            sbuf_append(b, "</s>");
+            inside = false;
+        }
+    }
+}
+
+static void format_monarch(sbuf *b, const glesc_chat_message *msgs, size_t n, bool add_ass)
+{
+    for (size_t i = 0; i < n; i++) {
+        put3(b, i ? "<s>" : "", msgs[i].role, "\n");
+        put3(b, msgs[i].content, "</s>\n", "");
+    }
+    if (add_ass)
+        sbuf_append(b, "<s>assistant\n");
+}
+
+/* gemma and orion: system messages are held back and put before the next
+ * user message (gemma: before any other role's, trimmed). */
+static void format_held_system(sbuf *b, glesc_chat_template t, const glesc_chat_message *msgs,
+                               size_t n, bool add_ass)
+{
+    bool gemma = t == GLESC_CHAT_GEMMA;
+    sbuf sys;
+    sbuf_init(&sys);
+    for (size_t i = 0; i < n; i++) {
+        const char *r = msgs[i].role;
+        if (!strcmp(r, "system")) {
+            put(&sys, msgs[i].content, gemma);
+            continue;
+        }
+        bool user = gemma ? strcmp(r, "assistant") != 0 : !strcmp(r, "user");
+        if (gemma)
+            put3(b, "<start_of_turn>", user ? r : "model", "\n");
+        else if (user)
+            sbuf_append(b, "Human: ");
+        if (sys.len && user) {
+            put3(b, sbuf_str(&sys) ? sbuf_str(&sys) : "", "\n\n", "");
+            sbuf_reset(&sys);
+        }
+        put(b, msgs[i].content, gemma);
+        sbuf_append(b, gemma ? "<end_of_turn>\n" : user ? "\n\nAssistant: </s>" : "</s>");
+    }
+    if (sys.oom)
+        b->oom = true;
+    sbuf_free(&sys);
+    if (gemma && add_ass)
+        sbuf_append(b, "<start_of_turn>model\n");
+}
+
+static void format_openchat(sbuf *b, const glesc_chat_message *msgs, size_t n, bool add_ass)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *r = msgs[i].role;
+        if (!strcmp(r, "system")) {
+            put3(b, msgs[i].content, "<|end_of_turn|>", "");
+        } else {
+            sbuf_append(b, "GPT4 Correct ");
+            if (*r)
+                sbuf_appendc(b, (char)(*r >= 'a' && *r <= 'z' ? *r - 'a' + 'A' : *r));
+            put3(b, *r ? r + 1 : r, ": ", msgs[i].content);
+            sbuf_append(b, "<|end_of_turn|>");
+        }
+    }
+    if (add_ass)
+        sbuf_append(b, "GPT4 Correct Assistant:");
+}
+
+static void format_granite(sbuf *b, const glesc_chat_message *msgs, size_t n, bool add_ass)
+{
+    for (size_t i = 0; i < n; i++) {
+        put3(b, "<|start_of_role|>", msgs[i].role, "<|end_of_role|>");
+        if (!strcmp(msgs[i].role, "assistant_tool_call"))
+            sbuf_append(b, "<|tool_call|>");
+        put3(b, msgs[i].content, "<|end_of_text|>\n", "");
+    }
+    if (add_ass)
+        sbuf_append(b, "<|start_of_role|>assistant<|end_of_role|>\n");
+}
+
 GLESC_API glesc_status glesc_chat_format(glesc_chat_template t, const glesc_chat_message *msgs,
                                          size_t n, bool add_ass, char **out)
 {
@@ -181,301 +412,25 @@ GLESC_API glesc_status glesc_chat_format(glesc_chat_template t, const glesc_chat
     sbuf b;
     sbuf_init(&b);
     sbuf_append(&b, ""); /* an empty conversation is "" rather than NULL */
-    switch (t) {
-    case GLESC_CHAT_CHATML:
-        for (size_t i = 0; i < n; i++) {
-            put3(&b, "<|im_start|>", msgs[i].role, "\n");
-            put3(&b, msgs[i].content, "<|im_end|>\n", "");
-        }
-        if (add_ass)
-            sbuf_append(&b, "<|im_start|>assistant\n");
-        break;
-    case GLESC_CHAT_MISTRAL_V7:
-    case GLESC_CHAT_MISTRAL_V7_TEKKEN: {
-        const char *sp = t == GLESC_CHAT_MISTRAL_V7 ? " " : "";
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role, *c = msgs[i].content;
-            if (!strcmp(r, "system")) {
-                put3(&b, "[SYSTEM_PROMPT]", sp, c);
-                sbuf_append(&b, "[/SYSTEM_PROMPT]");
-            } else if (!strcmp(r, "user")) {
-                put3(&b, "[INST]", sp, c);
-                sbuf_append(&b, "[/INST]");
-            } else {
-                put3(&b, sp, c, "</s>");
-            }
-        }
-        break;
-    }
-    case GLESC_CHAT_MISTRAL_V1:
-    case GLESC_CHAT_MISTRAL_V3:
-    case GLESC_CHAT_MISTRAL_V3_TEKKEN: {
-        const char *lead = t == GLESC_CHAT_MISTRAL_V1 ? " " : "";
-        const char *trail = t == GLESC_CHAT_MISTRAL_V3_TEKKEN ? "" : " ";
-        bool inside = false;
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role, *c = msgs[i].content;
-            if (!inside) {
-                put3(&b, lead, "[INST]", trail);
-                inside = true;
-            }
-            if (!strcmp(r, "system")) {
-                put3(&b, c, "\n\n", "");
-            } else if (!strcmp(r, "user")) {
-                put3(&b, c, lead, "[/INST]");
-            } else {
-                sbuf_append(&b, trail);
-                put(&b, c, t == GLESC_CHAT_MISTRAL_V3);
-                sbuf_append(&b, "</s>");
-                inside = false;
-            }
-        }
-        break;
-    }
-    case GLESC_CHAT_LLAMA2:
-    case GLESC_CHAT_LLAMA2_SYS:
-    case GLESC_CHAT_LLAMA2_SYS_BOS:
-    case GLESC_CHAT_LLAMA2_SYS_STRIP: {
-        bool sys = t != GLESC_CHAT_LLAMA2, bos = t == GLESC_CHAT_LLAMA2_SYS_BOS;
-        bool strip = t == GLESC_CHAT_LLAMA2_SYS_STRIP, inside = true;
-        sbuf_append(&b, "[INST] ");
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role;
-            if (!inside) {
-                inside = true;
-                sbuf_append(&b, bos ? "<s>[INST] " : "[INST] ");
-            }
-            if (!strcmp(r, "system")) {
-                if (sys)
-                    sbuf_append(&b, "<<SYS>>\n");
-                put(&b, msgs[i].content, strip);
-                sbuf_append(&b, sys ? "\n<</SYS>>\n\n" : "\n");
-            } else if (!strcmp(r, "user")) {
-                put(&b, msgs[i].content, strip);
-                sbuf_append(&b, " [/INST]");
-            } else {
-                put(&b, msgs[i].content, strip);
-                sbuf_append(&b, "</s>");
-                inside = false;
-            }
-        }
-        break; /* llama2 formats ignore add_assistant, as llama.cpp's */
-    }
-    case GLESC_CHAT_PHI3:
-    case GLESC_CHAT_FALCON3:
-    case GLESC_CHAT_ZEPHYR: {
-        const char *end = t == GLESC_CHAT_PHI3     ? "<|end|>\n"
-                          : t == GLESC_CHAT_ZEPHYR ? "<|endoftext|>\n"
-                                                   : "\n";
-        for (size_t i = 0; i < n; i++) {
-            put3(&b, "<|", msgs[i].role, "|>\n");
-            put3(&b, msgs[i].content, end, "");
-        }
-        if (add_ass)
-            sbuf_append(&b, "<|assistant|>\n");
-        break;
-    }
-    case GLESC_CHAT_PHI4:
-        for (size_t i = 0; i < n; i++) {
-            put3(&b, "<|im_start|>", msgs[i].role, "<|im_sep|>");
-            put3(&b, msgs[i].content, "<|im_end|>", "");
-        }
-        if (add_ass)
-            sbuf_append(&b, "<|im_start|>assistant<|im_sep|>");
-        break;
-    case GLESC_CHAT_MONARCH:
-        for (size_t i = 0; i < n; i++) {
-            put3(&b, i ? "<s>" : "", msgs[i].role, "\n");
-            put3(&b, msgs[i].content, "</s>\n", "");
-        }
-        if (add_ass)
-            sbuf_append(&b, "<s>assistant\n");
-        break;
-    case GLESC_CHAT_GEMMA: {
-        sbuf sys;
-        sbuf_init(&sys);
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role;
-            if (!strcmp(r, "system")) {
-                put(&sys, msgs[i].content, true);
-                continue;
-            }
-            bool model = !strcmp(r, "assistant");
-            put3(&b, "<start_of_turn>", model ? "model" : r, "\n");
-            if (sys.len && !model) {
-                put3(&b, sbuf_str(&sys) ? sbuf_str(&sys) : "", "\n\n", "");
-                sbuf_reset(&sys);
-            }
-            put(&b, msgs[i].content, true);
-            sbuf_append(&b, "<end_of_turn>\n");
-        }
-        if (sys.oom)
-            b.oom = true;
-        sbuf_free(&sys);
-        if (add_ass)
-            sbuf_append(&b, "<start_of_turn>model\n");
-        break;
-    }
-    case GLESC_CHAT_ORION: {
-        sbuf sys;
-        sbuf_init(&sys);
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role;
-            if (!strcmp(r, "system")) {
-                sbuf_append(&sys, msgs[i].content);
-            } else if (!strcmp(r, "user")) {
-                sbuf_append(&b, "Human: ");
-                if (sys.len) {
-                    put3(&b, sbuf_str(&sys) ? sbuf_str(&sys) : "", "\n\n", "");
-                    sbuf_reset(&sys);
-                }
-                put3(&b, msgs[i].content, "\n\nAssistant: </s>", "");
-            } else {
-                put3(&b, msgs[i].content, "</s>", "");
-            }
-        }
-        if (sys.oom)
-            b.oom = true;
-        sbuf_free(&sys);
-        break;
-    }
-    case GLESC_CHAT_OPENCHAT:
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role;
-            if (!strcmp(r, "system")) {
-                put3(&b, msgs[i].content, "<|end_of_turn|>", "");
-            } else {
-                sbuf_append(&b, "GPT4 Correct ");
-                if (*r)
-                    sbuf_appendc(&b, (char)(*r >= 'a' && *r <= 'z' ? *r - 'a' + 'A' : *r));
-                put3(&b, *r ? r + 1 : r, ": ", msgs[i].content);
-                sbuf_append(&b, "<|end_of_turn|>");
-            }
-        }
-        if (add_ass)
-            sbuf_append(&b, "GPT4 Correct Assistant:");
-        break;
-    case GLESC_CHAT_VICUNA:
-    case GLESC_CHAT_VICUNA_ORCA:
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role, *c = msgs[i].content;
-            if (!strcmp(r, "system"))
-                put3(&b, t == GLESC_CHAT_VICUNA_ORCA ? "SYSTEM: " : "", c,
-                     t == GLESC_CHAT_VICUNA_ORCA ? "\n" : "\n\n");
-            else if (!strcmp(r, "user"))
-                put3(&b, "USER: ", c, "\n");
-            else if (!strcmp(r, "assistant"))
-                put3(&b, "ASSISTANT: ", c, "</s>\n");
-        }
-        if (add_ass)
-            sbuf_append(&b, "ASSISTANT:");
-        break;
-    case GLESC_CHAT_DEEPSEEK:
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role, *c = msgs[i].content;
-            if (!strcmp(r, "system"))
-                sbuf_append(&b, c);
-            else if (!strcmp(r, "user"))
-                put3(&b, "### Instruction:\n", c, "\n");
-            else if (!strcmp(r, "assistant"))
-                put3(&b, "### Response:\n", c, "\n<|EOT|>\n");
-        }
-        if (add_ass)
-            sbuf_append(&b, "### Response:\n");
-        break;
-    case GLESC_CHAT_DEEPSEEK2:
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role, *c = msgs[i].content;
-            if (!strcmp(r, "system"))
-                put3(&b, c, "\n\n", "");
-            else if (!strcmp(r, "user"))
-                put3(&b, "User: ", c, "\n\n");
-            else if (!strcmp(r, "assistant"))
-                put3(&b, "Assistant: ", c, DS_EOS);
-        }
-        if (add_ass)
-            sbuf_append(&b, "Assistant:");
-        break;
-    case GLESC_CHAT_DEEPSEEK3:
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role, *c = msgs[i].content;
-            if (!strcmp(r, "system"))
-                put3(&b, c, "\n\n", "");
-            else if (!strcmp(r, "user"))
-                put3(&b, "<" DS_BAR "User" DS_BAR ">", c, "");
-            else if (!strcmp(r, "assistant"))
-                put3(&b, "<" DS_BAR "Assistant" DS_BAR ">", c, DS_EOS);
-        }
-        if (add_ass)
-            sbuf_append(&b, "<" DS_BAR "Assistant" DS_BAR ">");
-        break;
-    case GLESC_CHAT_COMMAND_R:
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role;
-            const char *tok = !strcmp(r, "system")      ? "<|SYSTEM_TOKEN|>"
-                              : !strcmp(r, "user")      ? "<|USER_TOKEN|>"
-                              : !strcmp(r, "assistant") ? "<|CHATBOT_TOKEN|>"
-                                                        : NULL;
-            if (!tok)
-                continue;
-            put3(&b, "<|START_OF_TURN_TOKEN|>", tok, "");
-            put(&b, msgs[i].content, true);
-            sbuf_append(&b, "<|END_OF_TURN_TOKEN|>");
-        }
-        if (add_ass)
-            sbuf_append(&b, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
-        break;
-    case GLESC_CHAT_LLAMA3:
-    case GLESC_CHAT_LLAMA4: {
-        bool l3 = t == GLESC_CHAT_LLAMA3;
-        for (size_t i = 0; i < n; i++) {
-            put3(&b, l3 ? "<|start_header_id|>" : "<|header_start|>", msgs[i].role,
-                 l3 ? "<|end_header_id|>\n\n" : "<|header_end|>\n\n");
-            put(&b, msgs[i].content, true);
-            sbuf_append(&b, l3 ? "<|eot_id|>" : "<|eot|>");
-        }
-        if (add_ass)
-            sbuf_append(&b, l3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
-                               : "<|header_start|>assistant<|header_end|>\n\n");
-        break;
-    }
-    case GLESC_CHAT_GRANITE:
-        for (size_t i = 0; i < n; i++) {
-            put3(&b, "<|start_of_role|>", msgs[i].role, "<|end_of_role|>");
-            if (!strcmp(msgs[i].role, "assistant_tool_call"))
-                sbuf_append(&b, "<|tool_call|>");
-            put3(&b, msgs[i].content, "<|end_of_text|>\n", "");
-        }
-        if (add_ass)
-            sbuf_append(&b, "<|start_of_role|>assistant<|end_of_role|>\n");
-        break;
-    case GLESC_CHAT_EXAONE3:
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role;
-            const char *pre = !strcmp(r, "system")      ? "[|system|]"
-                              : !strcmp(r, "user")      ? "[|user|]"
-                              : !strcmp(r, "assistant") ? "[|assistant|]"
-                                                        : NULL;
-            if (!pre)
-                continue;
-            sbuf_append(&b, pre);
-            put(&b, msgs[i].content, true);
-            sbuf_append(&b, !strcmp(r, "user") ? "\n" : "[|endofturn|]\n");
-        }
-        if (add_ass)
-            sbuf_append(&b, "[|assistant|]");
-        break;
-    case GLESC_CHAT_MEGREZ:
-        for (size_t i = 0; i < n; i++) {
-            put3(&b, "<|role_start|>", msgs[i].role, "<|role_end|>");
-            put3(&b, msgs[i].content, "<|turn_end|>", "");
-        }
-        if (add_ass)
-            sbuf_append(&b, "<|role_start|>assistant<|role_end|>");
-        break;
-    default:
-        break;
-    }
+    if (headed[t].pre)
+        format_headed(&b, &headed[t], msgs, n, add_ass);
+    else if (tagged[t].assistant)
+        format_tagged(&b, &tagged[t], msgs, n, add_ass);
+    else if (t == GLESC_CHAT_MISTRAL_V7 || t == GLESC_CHAT_MISTRAL_V7_TEKKEN)
+        format_mistral_v7(&b, t, msgs, n);
+    else if (t == GLESC_CHAT_MISTRAL_V1 || t == GLESC_CHAT_MISTRAL_V3 ||
+             t == GLESC_CHAT_MISTRAL_V3_TEKKEN)
+        format_mistral(&b, t, msgs, n);
+    else if (t >= GLESC_CHAT_LLAMA2 && t <= GLESC_CHAT_LLAMA2_SYS_STRIP)
+        format_llama2(&b, t, msgs, n);
+    else if (t == GLESC_CHAT_MONARCH)
+        format_monarch(&b, msgs, n, add_ass);
+    else if (t == GLESC_CHAT_GEMMA || t == GLESC_CHAT_ORION)
+        format_held_system(&b, t, msgs, n, add_ass);
+    else if (t == GLESC_CHAT_OPENCHAT)
+        format_openchat(&b, msgs, n, add_ass);
+    else if (t == GLESC_CHAT_GRANITE)
+        format_granite(&b, msgs, n, add_ass);
     char *s = sbuf_take(&b);
     if (!s)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "glesc_chat_format");

@@ -104,7 +104,7 @@ GLESC_API glesc_status glesc_session_shift(glesc_session *s, int32_t keep, int32
                             s ? (int)s->n_past : 0);
     if (discard == 0)
         return GLESC_OK;
-    llm_greedy_settle(s); /* greedy results not read yet are dropped (runtime.c) */
+    llm_greedy_settle(s); /* greedy results not read yet are dropped (greedy.c) */
     if (s->n_past - keep - discard > 0) {
         glesc_status st = shift_cache(s, keep, discard);
         if (st != GLESC_OK)

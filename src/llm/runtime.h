@@ -1,6 +1,7 @@
 /*
  * runtime.h — the model and session structs shared by the loader
- * (runtime.c) and the per-step graph builder (forward.c).
+ * (model_load.c), sessions (session.c, greedy.c) and the per-step graph
+ * builder (forward.c).
  */
 #ifndef GLESC_LLM_RUNTIME_H
 #define GLESC_LLM_RUNTIME_H
@@ -103,6 +104,28 @@ struct glesc_session {
     int pre_slot;
 };
 
+/* Copies the context's last message into the thread's (where glesc_llm.h
+ * promises it) with a prefix; returns st. */
+static inline glesc_status llm_ctx_fail(glesc_context *ctx, glesc_status st, const char *what)
+{
+    return core_err_set(NULL, st, "%s: %s", what, glesc_context_errmsg(ctx));
+}
+
+/* The bytes of ctx's live pool buffers: what a load or a session's KV
+ * cache took is the growth (nothing else runs on the context meanwhile). */
+static inline uint64_t llm_pool_live_bytes(glesc_context *ctx)
+{
+    glesc_stats st;
+    glesc_context_stats(ctx, &st);
+    return st.pool_live_bytes;
+}
+
+/* ---- session.c ---- */
+/* Counts the compute just submitted on s->g (n tokens) in s->last and the
+ * session's total of dispatches. */
+void llm_session_count(glesc_session *s, int32_t n);
+
+/* ---- forward.c: the step graph ---- */
 /* Records the graph of one step on s->g: ids (i32 [n]) at positions pos
  * (i32 [n], n_past..n_past+n-1) to logits [n_vocab, all ? n : 1]. NULL on
  * a builder error (message in the context). */
@@ -117,11 +140,15 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
 glesc_tensor *llm_rope(const glesc_session *s, glesc_graph *g, glesc_tensor *x, glesc_tensor *pos,
                        int64_t l, bool distance);
 
+/* ---- greedy.c ---- */
 /* Waits for the greedy evals whose tokens were not read (their tokens are
  * dropped) and ends the chain: before anything that writes to the GPU from
  * the host or moves positions (eval, truncate, shift), so no host write
  * lands in memory that work in flight still reads. */
 void llm_greedy_settle(glesc_session *s);
+/* The greedy steps' token and position slots and readbacks, made on first
+ * use (an error in the thread's message). */
+glesc_status llm_greedy_setup(glesc_session *s);
 
 /* ---- generate.c: the loop glesc_generate and glesc_chat share ---- */
 /* Reports ev to p's event callback, if any. */

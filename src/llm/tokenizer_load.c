@@ -86,73 +86,64 @@ static glesc_status per_token(const glesc_gguf *f, const char *key, glesc_gguf_t
     return GLESC_OK;
 }
 
-GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer **out)
+/* tokenizer.ggml.model as a kind, and tokenizer.ggml.pre (NULL: absent). */
+static glesc_status read_kind(const glesc_gguf *f, glesc_tokenizer_kind *kind, const char **pre,
+                              size_t *pre_len)
 {
-    core_err_reset(NULL);
-    glesc_tokenizer *t = NULL;
-    glesc_status st;
-    *out = NULL;
-    if (!f)
-        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "tokenizer: NULL file");
-
     const char *model;
     size_t model_len;
     if (glesc_gguf_find_key(f, "tokenizer.ggml.model") < 0)
         return core_err_set(NULL, GLESC_ERROR_NOT_FOUND,
                             "tokenizer.ggml.model: missing (the file has no tokenizer)");
-    st = glesc_gguf_get_str(f, "tokenizer.ggml.model", &model, &model_len);
+    glesc_status st = glesc_gguf_get_str(f, "tokenizer.ggml.model", &model, &model_len);
     if (st)
         return st;
-    glesc_tokenizer_kind kind;
     if (model_len == 5 && memcmp(model, "llama", 5) == 0)
-        kind = GLESC_TOKENIZER_SPM;
+        *kind = GLESC_TOKENIZER_SPM;
     else if (model_len == 4 && memcmp(model, "gpt2", 4) == 0)
-        kind = GLESC_TOKENIZER_BPE;
+        *kind = GLESC_TOKENIZER_BPE;
     else
         return core_err_set(NULL, GLESC_ERROR_UNSUPPORTED,
                             "tokenizer.ggml.model: '%.*s' is not supported (llama, gpt2)",
                             (int)CORE_MIN(model_len, 64), model);
+    *pre = NULL;
+    *pre_len = 0;
+    if (glesc_gguf_find_key(f, "tokenizer.ggml.pre") >= 0)
+        return glesc_gguf_get_str(f, "tokenizer.ggml.pre", pre, pre_len);
+    return GLESC_OK;
+}
 
-    const char *pre = NULL;
-    size_t pre_len = 0;
-    if (glesc_gguf_find_key(f, "tokenizer.ggml.pre") >= 0) {
-        st = glesc_gguf_get_str(f, "tokenizer.ggml.pre", &pre, &pre_len);
-        if (st)
-            return st;
-    }
-
-    int64_t tok_idx;
-    st = check_array(f, "tokenizer.ggml.tokens", GLESC_GGUF_STRING, GLESC_GGUF_STRING, &tok_idx);
+/* The entry count *n of a required array of strings, min..max (unit: what
+ * an entry is, in the message); missing: what the message adds when the
+ * key is absent. */
+static glesc_status string_array_n(const glesc_gguf *f, const char *key, const char *missing,
+                                   uint64_t min, uint64_t max, const char *unit, uint64_t *n)
+{
+    int64_t idx;
+    glesc_status st = check_array(f, key, GLESC_GGUF_STRING, GLESC_GGUF_STRING, &idx);
     if (st == GLESC_ERROR_NOT_FOUND)
-        return core_err_set(NULL, st, "tokenizer.ggml.tokens: missing");
+        return core_err_set(NULL, st, "%s: missing%s", key, missing);
     if (st)
         return st;
-    uint64_t n64 = glesc_gguf_arr_n(f, tok_idx);
-    if (n64 == 0 || n64 > INT32_MAX / 2)
-        return core_err_set(NULL, GLESC_ERROR_FORMAT, "tokenizer.ggml.tokens: %llu tokens",
-                            (unsigned long long)n64);
-    uint32_t n = (uint32_t)n64;
+    *n = glesc_gguf_arr_n(f, idx);
+    if (*n < min || *n > max)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT, "%s: %llu %s", key, (unsigned long long)*n,
+                            unit);
+    return GLESC_OK;
+}
 
-    glesc_gguf_type score_type = GLESC_GGUF_FLOAT32, type_type;
-    const unsigned char *scores, *types;
-    st = per_token(f, "tokenizer.ggml.scores", GLESC_GGUF_FLOAT32, GLESC_GGUF_INT32, n, &score_type,
-                   &scores);
-    if (!st)
-        st = per_token(f, "tokenizer.ggml.token_type", GLESC_GGUF_INT32, GLESC_GGUF_INT32, n,
-                       &type_type, &types);
-    if (st)
-        goto fail;
-
-    st = tok_create(kind, pre, pre_len, n, &t);
-    if (st)
-        return st;
-
+/* Each token's text, score (scores: f32 or i32 per token, or NULL) and
+ * type (types: i32 per token, or NULL) into t. */
+static glesc_status read_tokens(const glesc_gguf *f, glesc_tokenizer *t, uint32_t n,
+                                glesc_gguf_type score_type, const unsigned char *scores,
+                                const unsigned char *types)
+{
     for (uint32_t i = 0; i < n; i++) {
         const char *s;
         size_t len;
-        st = glesc_gguf_get_arr_str(f, "tokenizer.ggml.tokens", i, &s, &len);
+        glesc_status st = glesc_gguf_get_arr_str(f, "tokenizer.ggml.tokens", i, &s, &len);
         if (st)
-            goto fail;
+            return st;
         float score = 0.0f;
         if (scores) {
             /* Packed little-endian, possibly unaligned. */
@@ -169,60 +160,53 @@ GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer
             memcpy(&type, types + (size_t)i * 4, 4);
         st = tok_set_token(t, i, s, len, score, type);
         if (st)
-            goto fail;
+            return st;
     }
+    return GLESC_OK;
+}
 
-    if (kind == GLESC_TOKENIZER_BPE) {
-        int64_t merges_idx;
-        st = check_array(f, "tokenizer.ggml.merges", GLESC_GGUF_STRING, GLESC_GGUF_STRING,
-                         &merges_idx);
-        if (st == GLESC_ERROR_NOT_FOUND) {
-            st = core_err_set(NULL, st,
-                              "tokenizer.ggml.merges: missing (a gpt2 tokenizer needs "
-                              "its merges)");
-            goto fail;
-        }
+/* tokenizer.ggml.merges (required for a gpt2 tokenizer) into t. */
+static glesc_status read_merges(const glesc_gguf *f, glesc_tokenizer *t)
+{
+    uint64_t nm;
+    glesc_status st =
+        string_array_n(f, "tokenizer.ggml.merges", " (a gpt2 tokenizer needs its merges)", 0,
+                       INT32_MAX, "entries", &nm);
+    if (st)
+        return st;
+    for (uint64_t i = 0; i < nm; i++) {
+        const char *s;
+        size_t len;
+        st = glesc_gguf_get_arr_str(f, "tokenizer.ggml.merges", i, &s, &len);
         if (st)
-            goto fail;
-        uint64_t nm = glesc_gguf_arr_n(f, merges_idx);
-        if (nm > INT32_MAX) {
-            st = core_err_set(NULL, GLESC_ERROR_FORMAT, "tokenizer.ggml.merges: %llu entries",
-                              (unsigned long long)nm);
-            goto fail;
-        }
-        for (uint64_t i = 0; i < nm; i++) {
-            const char *s;
-            size_t len;
-            st = glesc_gguf_get_arr_str(f, "tokenizer.ggml.merges", i, &s, &len);
-            if (st)
-                goto fail;
-            st = tok_add_merge(t, (uint32_t)i, s, len);
-            if (st)
-                goto fail;
-        }
+            return st;
+        st = tok_add_merge(t, (uint32_t)i, s, len);
+        if (st)
+            return st;
     }
+    return GLESC_OK;
+}
 
-    int r;
-    bool b;
-    if ((r = opt_bool(f, "tokenizer.ggml.add_space_prefix", &b)) < 0) {
-        st = (glesc_status)r;
-        goto fail;
+/* The add_* flags and the special ids (n tokens) into t, where the file
+ * has them; a flag that adds a token without an id is an error. */
+static glesc_status read_specials(const glesc_gguf *f, glesc_tokenizer *t, uint32_t n)
+{
+    struct {
+        const char *key;
+        bool *flag;
+    } flags[] = {
+        {"tokenizer.ggml.add_space_prefix", &t->add_space_prefix},
+        {"tokenizer.ggml.add_bos_token", &t->add_bos},
+        {"tokenizer.ggml.add_eos_token", &t->add_eos},
+    };
+    for (size_t i = 0; i < CORE_ARRAY_LEN(flags); i++) {
+        bool b;
+        int r = opt_bool(f, flags[i].key, &b);
+        if (r < 0)
+            return (glesc_status)r;
+        if (r == 1)
+            *flags[i].flag = b;
     }
-    if (r == 1)
-        t->add_space_prefix = b;
-    if ((r = opt_bool(f, "tokenizer.ggml.add_bos_token", &b)) < 0) {
-        st = (glesc_status)r;
-        goto fail;
-    }
-    if (r == 1)
-        t->add_bos = b;
-    if ((r = opt_bool(f, "tokenizer.ggml.add_eos_token", &b)) < 0) {
-        st = (glesc_status)r;
-        goto fail;
-    }
-    if (r == 1)
-        t->add_eos = b;
-
     struct {
         const char *key;
         int32_t *id;
@@ -236,22 +220,58 @@ GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer
         {"tokenizer.ggml.padding_token_id", &t->pad},
     };
     for (size_t i = 0; i < CORE_ARRAY_LEN(ids); i++) {
-        st = special_id(f, ids[i].key, n, ids[i].id);
+        glesc_status st = special_id(f, ids[i].key, n, ids[i].id);
         if (st)
-            goto fail;
+            return st;
     }
-    if (t->add_bos && t->bos < 0) {
-        st = core_err_set(NULL, GLESC_ERROR_FORMAT,
-                          "tokenizer.ggml.add_bos_token is true, but "
-                          "tokenizer.ggml.bos_token_id is not set");
+    if (t->add_bos && t->bos < 0)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "tokenizer.ggml.add_bos_token is true, but "
+                            "tokenizer.ggml.bos_token_id is not set");
+    if (t->add_eos && t->eos < 0)
+        return core_err_set(NULL, GLESC_ERROR_FORMAT,
+                            "tokenizer.ggml.add_eos_token is true, but "
+                            "tokenizer.ggml.eos_token_id is not set");
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_tokenizer_load(const glesc_gguf *f, glesc_tokenizer **out)
+{
+    core_err_reset(NULL);
+    glesc_tokenizer *t = NULL;
+    *out = NULL;
+    if (!f)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "tokenizer: NULL file");
+    glesc_tokenizer_kind kind = GLESC_TOKENIZER_SPM;
+    const char *pre = NULL;
+    size_t pre_len = 0;
+    uint64_t n64 = 0;
+    glesc_status st = read_kind(f, &kind, &pre, &pre_len);
+    if (!st)
+        st = string_array_n(f, "tokenizer.ggml.tokens", "", 1, INT32_MAX / 2, "tokens", &n64);
+    if (st)
+        return st;
+    uint32_t n = (uint32_t)n64;
+
+    glesc_gguf_type score_type = GLESC_GGUF_FLOAT32, type_type;
+    const unsigned char *scores, *types;
+    st = per_token(f, "tokenizer.ggml.scores", GLESC_GGUF_FLOAT32, GLESC_GGUF_INT32, n, &score_type,
+                   &scores);
+    if (!st)
+        st = per_token(f, "tokenizer.ggml.token_type", GLESC_GGUF_INT32, GLESC_GGUF_INT32, n,
+                       &type_type, &types);
+    if (st)
+        return st;
+    st = tok_create(kind, pre, pre_len, n, &t);
+    if (st)
+        return st;
+    st = read_tokens(f, t, n, score_type, scores, types);
+    if (!st && kind == GLESC_TOKENIZER_BPE)
+        st = read_merges(f, t);
+    if (!st)
+        st = read_specials(f, t, n);
+    if (st)
         goto fail;
-    }
-    if (t->add_eos && t->eos < 0) {
-        st = core_err_set(NULL, GLESC_ERROR_FORMAT,
-                          "tokenizer.ggml.add_eos_token is true, but "
-                          "tokenizer.ggml.eos_token_id is not set");
-        goto fail;
-    }
 
     const char *name = NULL;
     size_t name_len = 0;
