@@ -151,9 +151,9 @@ static int compile_threads(const glesc_context *ctx)
     }
     if (!ctx->share_ok || ctx->adopted)
         return 1;
-    /* NVIDIA's driver compiles one program at a time whatever the threads
-     * (H200, driver 580, 2026-12-02: TinyLlama's cold first token 3.5 s on
-     * one thread, 4.3-4.9 s on 4 to 16) */
+    /* NVIDIA's driver compiles one program of a process at a time: more
+     * threads only contend (docs/performance.md, *Time to first token on
+     * the H200*) */
     if (ctx->caps.vendor && strstr(ctx->caps.vendor, "NVIDIA"))
         return 1;
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -18,16 +18,16 @@
 /* The GPUs that are not small: the H200's tuning (256-invocation GEMVs of
  * 32-lane teams, two rows a team for decode, one unit in flight, 8
  * columns at once; decode attention split over 256 workgroups). Compile
- * time counts too, since a first start waits for it (H200, TinyLlama Q4_0,
- * 2026-12-02): two units in flight cost 2% of decode (tg128 549.8 against
- * 561.1) and 0.6 s of the cold first token; the narrow GEMM (up to 64
- * columns: short prompts, the first token's) as loops compiles its q/k/v
- * in 0.37 s instead of 1.49 s, and the cold first token takes 1.6 s
- * instead of 3.3 s; the wide GEMM stays written out (pp512 4.6% faster). GEMM slots, the workgroups
- * of 256 invocations the device runs at once: about one per compute unit (the H200 has 132, an A100
- * 108, an RTX 4090 128); a guess, since GLES does not say (NVIDIA's GL_NV_shader_thread_group,
- * whose gl_SMCountNV would, is not in the H200's GLES); only the split of K depends on it, and the
- * H200's true 132 gains about 1% over 128 (GLESC_GEMM=slots=132). */
+ * time counts too, since a first start waits for it: one unit in flight
+ * decodes as fast as two and compiles in half the time, and the narrow
+ * GEMM (up to 64 columns: short prompts, the first token's) is written as
+ * loops, which compile in a third of the time; the wide GEMM stays
+ * written out, which prefill is faster with (docs/performance.md, *Time to
+ * first token on the H200*). GEMM slots, the workgroups of 256 invocations
+ * the device runs at once: about one per compute unit (the H200 has 132,
+ * an A100 108, an RTX 4090 128); a guess, since GLES does not say
+ * (NVIDIA's GL_NV_shader_thread_group, whose gl_SMCountNV would, is not in
+ * the H200's GLES); only the split of K depends on it. */
 static const kernels_class large_gpu = {
     .gemv = {.wg = 256,
              .team = 32,
