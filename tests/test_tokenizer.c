@@ -17,7 +17,7 @@
 #include "core/core.h"
 #include "glesc_gguf.h"
 #include "glesc_llm.h"
-#include "llm/llm.h"
+#include "llm/tokenizer/tokenizer.h"
 #include "test_gguf_edit.h"
 #include "test_util.h"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """check-layers.py: the layers under src/ form a DAG (docs/architecture.md).
 
-Each folder of src/ is a layer with a rank; a file may include ("x/...")
-only headers of its own layer or of lower ones. Also, no layer up to
+Each folder of src/ is a layer with a rank (its subfolders, such as
+src/llm/tokenizer/, belong to it); a file may include ("x/...") only
+headers of its own layer or of lower ones. Also, no layer up to
 compute calls glesc_graph_compute (the device profile and everything else
 below the public entry run their own dispatches: no recursion into it).
 Prints each violation as FILE:LINE and fails; prints nothing when all is
@@ -22,6 +23,18 @@ COMPUTE_CALL = re.compile(r"\bglesc_graph_compute\s*\(")
 NOISE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"', re.S)
 
 
+def layer_files(folder):
+    """The .c and .h files of a layer, its subfolders' too (src/llm/tokenizer/), as
+    paths relative to the layer's folder, sorted."""
+    names = []
+    for top, dirs, files in os.walk(folder):
+        dirs.sort()
+        for f in files:
+            if f.endswith((".c", ".h")):
+                names.append(os.path.relpath(os.path.join(top, f), folder))
+    return sorted(names)
+
+
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
     errors, edges = [], {}
@@ -32,9 +45,7 @@ def main():
             errors.append(f"src/{layer}/: a folder that is no layer of {' < '.join(ORDER)}"
                           " (add it to ORDER in tools/check-layers.py and to docs/architecture.md)")
             continue
-        for name in sorted(os.listdir(os.path.join(root, layer))):
-            if not name.endswith((".c", ".h")):
-                continue
+        for name in layer_files(os.path.join(root, layer)):
             rel = f"src/{layer}/{name}"
             text = open(os.path.join(root, layer, name), encoding="utf-8").read()
             for n, line in enumerate(text.split("\n"), 1):

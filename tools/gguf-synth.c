@@ -80,28 +80,28 @@ static void type_summary(const char *path, char *buf, size_t cap, uint64_t *para
     glesc_gguf_close(f);
 }
 
-int main(int argc, char **argv)
+/* A hyperparameter flag: its bounds, the field it sets and the value given
+ * (NULL: not given). */
+typedef struct int_flag {
+    const char *flag;
+    int *field;
+    long lo, hi;
+    const char *value;
+} int_flag;
+
+/* The flags' values as given (NULL: not given; tied -1: neither --tied nor
+ * --untied). */
+typedef struct flags {
+    const char *out, *preset;
+    const char *seed, *rope_base, *rms_eps, *arch, *name;
+    const char *type, *vocab, *rope_freqs;
+    int tied;
+} flags;
+
+/* The command line into *f and ints[].value; -1 to go on, else the exit
+ * status (0 after --help, 2 after a message). */
+static int read_flags(int argc, char **argv, flags *f, int_flag *ints, int n_ints)
 {
-    synth_params p;
-    synth_params_default(&p);
-    const char *out = NULL, *preset = NULL;
-    /* Hyperparameters are applied after the preset, whatever the order. */
-    struct {
-        const char *flag;
-        int *field;
-        long lo, hi;
-        const char *value;
-    } ints[] = {
-        {"--n-embd", &p.n_embd, 1, 1 << 20, NULL},  {"--n-layer", &p.n_layer, 1, 4096, NULL},
-        {"--n-head", &p.n_head, 1, 1 << 16, NULL},  {"--n-head-kv", &p.n_head_kv, 1, 1 << 16, NULL},
-        {"--n-ff", &p.n_ff, 1, 1 << 22, NULL},      {"--n-vocab", &p.n_vocab, 260, 1 << 24, NULL},
-        {"--n-ctx", &p.n_ctx, 1, 1 << 24, NULL},    {"--head-dim", &p.head_dim, 2, 1 << 16, NULL},
-        {"--threads", &p.n_threads, 1, 4096, NULL}, {"--n-swa", &p.n_swa, 1, 1 << 24, NULL},
-    };
-    const int n_ints = (int)(sizeof ints / sizeof ints[0]);
-    const char *seed = NULL, *rope_base = NULL, *rms_eps = NULL, *arch = NULL, *name = NULL;
-    const char *type = NULL, *vocab = NULL, *rope_freqs = NULL;
-    int tied = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -109,15 +109,15 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!strcmp(a, "--tied") || !strcmp(a, "--untied")) {
-            tied = !strcmp(a, "--tied");
+            f->tied = !strcmp(a, "--tied");
             continue;
         }
         if (a[0] != '-') {
-            if (preset) {
-                fprintf(stderr, "gguf-synth: one preset only ('%s' and '%s')\n", preset, a);
+            if (f->preset) {
+                fprintf(stderr, "gguf-synth: one preset only ('%s' and '%s')\n", f->preset, a);
                 return 2;
             }
-            preset = a;
+            f->preset = a;
             continue;
         }
         if (i + 1 >= argc) {
@@ -125,15 +125,15 @@ int main(int argc, char **argv)
             return 2;
         }
         const char *v = argv[++i];
-        const char **slot = !strcmp(a, "-o") || !strcmp(a, "--output") ? &out
-                            : !strcmp(a, "-t") || !strcmp(a, "--type") ? &type
-                            : !strcmp(a, "--vocab")                    ? &vocab
-                            : !strcmp(a, "--seed")                     ? &seed
-                            : !strcmp(a, "--arch")                     ? &arch
-                            : !strcmp(a, "--name")                     ? &name
-                            : !strcmp(a, "--rope-base")                ? &rope_base
-                            : !strcmp(a, "--rms-eps")                  ? &rms_eps
-                            : !strcmp(a, "--rope-freqs")               ? &rope_freqs
+        const char **slot = !strcmp(a, "-o") || !strcmp(a, "--output") ? &f->out
+                            : !strcmp(a, "-t") || !strcmp(a, "--type") ? &f->type
+                            : !strcmp(a, "--vocab")                    ? &f->vocab
+                            : !strcmp(a, "--seed")                     ? &f->seed
+                            : !strcmp(a, "--arch")                     ? &f->arch
+                            : !strcmp(a, "--name")                     ? &f->name
+                            : !strcmp(a, "--rope-base")                ? &f->rope_base
+                            : !strcmp(a, "--rms-eps")                  ? &f->rms_eps
+                            : !strcmp(a, "--rope-freqs")               ? &f->rope_freqs
                                                                        : NULL;
         for (int k = 0; !slot && k < n_ints; k++)
             if (!strcmp(a, ints[k].flag))
@@ -144,22 +144,28 @@ int main(int argc, char **argv)
         }
         *slot = v;
     }
-    if (preset && !synth_params_preset(&p, preset)) {
-        fprintf(stderr, "gguf-synth: unknown preset '%s'; presets:", preset);
+    return -1;
+}
+
+/* The preset, then the flags over it, into *p; 0, or 2 after a message. */
+static int apply_flags(synth_params *p, const flags *f, const int_flag *ints, int n_ints)
+{
+    if (f->preset && !synth_params_preset(p, f->preset)) {
+        fprintf(stderr, "gguf-synth: unknown preset '%s'; presets:", f->preset);
         for (int i = 0; synth_preset_name(i); i++)
             fprintf(stderr, " %s", synth_preset_name(i));
         fprintf(stderr, "\n");
         return 2;
     }
-    p.ftype = SYNTH_FTYPE_F16;
-    if (!out) {
+    p->ftype = SYNTH_FTYPE_F16;
+    if (!f->out) {
         fprintf(stderr, "gguf-synth: no output file (-o FILE; gguf-synth --help)\n");
         return 2;
     }
-    if (type && !(p.ftype = synth_ftype_find(type))) {
-        fprintf(stderr, "gguf-synth: --type: '%s' is not one of", type);
-        for (int f = SYNTH_FTYPE_NONE + 1; f < SYNTH_FTYPE_COUNT_; f++)
-            fprintf(stderr, " %s", synth_ftype_name((synth_ftype)f));
+    if (f->type && !(p->ftype = synth_ftype_find(f->type))) {
+        fprintf(stderr, "gguf-synth: --type: '%s' is not one of", f->type);
+        for (int t = SYNTH_FTYPE_NONE + 1; t < SYNTH_FTYPE_COUNT_; t++)
+            fprintf(stderr, " %s", synth_ftype_name((synth_ftype)t));
         fprintf(stderr, "\n");
         return 2;
     }
@@ -171,63 +177,99 @@ int main(int argc, char **argv)
             return 2;
         *ints[k].field = (int)x;
     }
-    if (seed) {
+    if (f->seed) {
         long x;
-        if (tool_parse_long("gguf-synth", "--seed", seed, 0, 0x7fffffffL, &x))
+        if (tool_parse_long("gguf-synth", "--seed", f->seed, 0, 0x7fffffffL, &x))
             return 2;
-        p.seed = (uint64_t)x;
+        p->seed = (uint64_t)x;
     }
-    if ((rope_base && tool_parse_float("gguf-synth", "--rope-base", rope_base, &p.rope_base)) ||
-        (rms_eps && tool_parse_float("gguf-synth", "--rms-eps", rms_eps, &p.rms_eps)))
+    if ((f->rope_base &&
+         tool_parse_float("gguf-synth", "--rope-base", f->rope_base, &p->rope_base)) ||
+        (f->rms_eps && tool_parse_float("gguf-synth", "--rms-eps", f->rms_eps, &p->rms_eps)))
         return 2;
-    if (rope_freqs) {
-        if (strcmp(rope_freqs, "none") && strcmp(rope_freqs, "llama3")) {
-            fprintf(stderr, "gguf-synth: --rope-freqs: '%s' is not none or llama3\n", rope_freqs);
+    if (f->rope_freqs) {
+        if (strcmp(f->rope_freqs, "none") && strcmp(f->rope_freqs, "llama3")) {
+            fprintf(stderr, "gguf-synth: --rope-freqs: '%s' is not none or llama3\n",
+                    f->rope_freqs);
             return 2;
         }
-        p.rope_freqs =
-            !strcmp(rope_freqs, "llama3") ? SYNTH_ROPE_FREQS_LLAMA3 : SYNTH_ROPE_FREQS_NONE;
+        p->rope_freqs =
+            !strcmp(f->rope_freqs, "llama3") ? SYNTH_ROPE_FREQS_LLAMA3 : SYNTH_ROPE_FREQS_NONE;
     }
-    if (arch)
-        p.arch = arch;
-    if (name)
-        p.name = name;
-    if (tied >= 0)
-        p.tied_output = tied;
-    p.vocab_path = vocab;
-    int hd = p.head_dim ? p.head_dim : p.n_embd / p.n_head;
-    if (!p.head_dim && p.n_embd % p.n_head) {
+    if (f->arch)
+        p->arch = f->arch;
+    if (f->name)
+        p->name = f->name;
+    if (f->tied >= 0)
+        p->tied_output = f->tied;
+    p->vocab_path = f->vocab;
+    return 0;
+}
+
+/* The heads divide n_embd (or --head-dim is set), the KV heads the heads,
+ * and the head size is even; 0, or 2 after a message. */
+static int check_heads(const synth_params *p)
+{
+    int hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
+    if (!p->head_dim && p->n_embd % p->n_head) {
         fprintf(stderr, "gguf-synth: n_embd %d is not a multiple of n_head %d (set --head-dim)\n",
-                p.n_embd, p.n_head);
+                p->n_embd, p->n_head);
         return 2;
     }
-    if (p.n_head % p.n_head_kv || hd % 2) {
+    if (p->n_head % p->n_head_kv || hd % 2) {
         fprintf(stderr,
                 "gguf-synth: n_head %d must be a multiple of n_head_kv %d and the head size %d "
                 "even\n",
-                p.n_head, p.n_head_kv, hd);
+                p->n_head, p->n_head_kv, hd);
         return 2;
     }
+    return 0;
+}
 
+/* Writes the model and says what was written; the exit status. */
+static int write_model(const synth_params *p, const flags *f)
+{
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    glesc_status st = synth_write(&p, out);
+    glesc_status st = synth_write(p, f->out);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (st != GLESC_OK) {
-        fprintf(stderr, "gguf-synth: %s: %s\n", out, synth_errmsg());
+        fprintf(stderr, "gguf-synth: %s: %s\n", f->out, synth_errmsg());
         return 1;
     }
     char types[256];
     uint64_t params, bytes;
     int64_t n_tensors;
-    type_summary(out, types, sizeof types, &params, &bytes, &n_tensors);
+    type_summary(f->out, types, sizeof types, &params, &bytes, &n_tensors);
     double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     fprintf(stderr,
             "gguf-synth: wrote %s: %s %s, %.2f %s params, %.2f MiB in %lld tensors (%s), "
             "%.1f s\n",
-            out, preset ? preset : p.arch, synth_ftype_name(p.ftype),
+            f->out, f->preset ? f->preset : p->arch, synth_ftype_name(p->ftype),
             (double)params * (params >= 1000000000u ? 1e-9 : 1e-6),
             params >= 1000000000u ? "B" : "M", (double)bytes / 1048576.0, (long long)n_tensors,
             types, sec);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    synth_params p;
+    synth_params_default(&p);
+    flags f = {.tied = -1};
+    /* Hyperparameters are applied after the preset, whatever the order. */
+    int_flag ints[] = {
+        {"--n-embd", &p.n_embd, 1, 1 << 20, NULL},  {"--n-layer", &p.n_layer, 1, 4096, NULL},
+        {"--n-head", &p.n_head, 1, 1 << 16, NULL},  {"--n-head-kv", &p.n_head_kv, 1, 1 << 16, NULL},
+        {"--n-ff", &p.n_ff, 1, 1 << 22, NULL},      {"--n-vocab", &p.n_vocab, 260, 1 << 24, NULL},
+        {"--n-ctx", &p.n_ctx, 1, 1 << 24, NULL},    {"--head-dim", &p.head_dim, 2, 1 << 16, NULL},
+        {"--threads", &p.n_threads, 1, 4096, NULL}, {"--n-swa", &p.n_swa, 1, 1 << 24, NULL},
+    };
+    const int n_ints = (int)(sizeof ints / sizeof ints[0]);
+    int rc = read_flags(argc, argv, &f, ints, n_ints);
+    if (rc >= 0)
+        return rc;
+    if (apply_flags(&p, &f, ints, n_ints) || check_heads(&p))
+        return 2;
+    return write_model(&p, &f);
 }

@@ -17,8 +17,8 @@
  */
 #include <string.h>
 
-#include "llm/llm.h"
 #include "llm/runtime.h"
+#include "llm/tokenizer/tokenizer.h"
 
 /* GPU bytes of a persistent tensor [ne0, ne1] of type t on ctx. */
 static uint64_t gpu_bytes(const glesc_context *ctx, glesc_dtype t, int64_t ne0, int64_t ne1)
@@ -115,7 +115,7 @@ static void merge_strings(const glesc_gguf *f, uint64_t n, uint64_t n_merges, ui
 }
 
 /* Host bytes the tokenizer keeps, bounded from the growth of its
- * containers (tokenizer.c, tokenizer_strtab.c) rather than their exact
+ * containers (tokenizer/tokenizer.c, tokenizer/strtab.c) rather than their exact
  * types: arrays that double (so at most twice what they hold, from a first
  * size), hash maps of 16-byte slots at most half full (so at most four
  * slots per entry). Strings are the token texts and what merges add; per

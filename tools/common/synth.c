@@ -569,32 +569,13 @@ static glesc_status fill_tensor(void *user, const char *name, void *dst, uint64_
     return jb.st;
 }
 
-glesc_status synth_write(const synth_params *p, const char *path)
-{
-    errbuf[0] = 0;
-    glesc_gguf_writer *w = glesc_gguf_writer_create();
-    vocab v = {0};
-    writer_state *ws = calloc(1, sizeof *ws);
-    glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
-    if (!w || !ws) {
-        fail(st, "out of memory");
-        goto done;
-    }
-    if (!p->vocab_path && p->n_vocab && p->n_vocab < 260) {
-        st = fail(GLESC_ERROR_INVALID_ARGUMENT,
-                  "n_vocab %d: the placeholder vocabulary needs at least 260 tokens (<unk>, <s>, "
-                  "</s>, 256 bytes, \xe2\x96\x81)",
-                  p->n_vocab);
-        goto done;
-    }
-    if (!p->vocab_path && !build_vocab(&v, (size_t)p->n_vocab)) {
-        fail(st, "out of memory (vocabulary)");
-        goto done;
-    }
-    bool llama_cpp = p->ftype > SYNTH_FTYPE_NONE && p->ftype < SYNTH_FTYPE_COUNT_;
-    int64_t e = p->n_embd, hd = p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
-    char key[128];
+/* KEY("x"): the architecture's key "ARCH.x" (in key, a local buffer). */
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", p->arch, suffix), key)
+
+/* The general keys and the hyperparameters, in the file's key order. */
+static void set_hparams(glesc_gguf_writer *w, const synth_params *p, bool llama_cpp)
+{
+    char key[128];
     glesc_gguf_writer_set_str(w, "general.architecture", p->arch);
     glesc_gguf_writer_set_str(w, "general.name",
                               p->name ? p->name : "glesc synthetic demo (random weights)");
@@ -633,40 +614,56 @@ glesc_status synth_write(const synth_params *p, const char *path)
         glesc_gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap);
     if (p->final_softcap > 0)
         glesc_gguf_writer_set_f32(w, KEY("final_logit_softcapping"), p->final_softcap);
-    int64_t nv = (int64_t)v.n;
+}
+
+/* The tokenizer: copied from p->vocab_path (*nv its size) or the
+ * placeholder vocabulary v. */
+static glesc_status set_tokenizer(glesc_gguf_writer *w, const synth_params *p, const vocab *v,
+                                  int64_t *nv)
+{
     if (p->vocab_path) {
-        if ((st = copy_tokenizer(w, p->vocab_path, &nv)) != GLESC_OK)
-            goto done;
+        glesc_status st = copy_tokenizer(w, p->vocab_path, nv);
+        if (st != GLESC_OK)
+            return st;
     } else {
         glesc_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-        glesc_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.text, v.n);
-        glesc_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GLESC_GGUF_FLOAT32, v.score, v.n);
-        glesc_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GLESC_GGUF_INT32, v.type, v.n);
+        glesc_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->text,
+                                      v->n);
+        glesc_gguf_writer_set_arr(w, "tokenizer.ggml.scores", GLESC_GGUF_FLOAT32, v->score, v->n);
+        glesc_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GLESC_GGUF_INT32, v->type, v->n);
         glesc_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
         glesc_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
         glesc_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
         if (p->chat_template)
             glesc_gguf_writer_set_str(w, "tokenizer.chat_template", p->chat_template);
     }
+    return GLESC_OK;
+}
+
+/* The keys after the tokenizer: the rotary dimensions and the vocabulary
+ * size (llama.cpp's files carry both). */
+static void set_rope_vocab(glesc_gguf_writer *w, const synth_params *p, bool llama_cpp, int64_t hd,
+                           int64_t nv)
+{
+    char key[128];
     if (llama_cpp || p->n_rot > 0)
         glesc_gguf_writer_set_u32(w, KEY("rope.dimension_count"),
                                   (uint32_t)(p->n_rot > 0 ? p->n_rot : hd));
     if (llama_cpp)
         glesc_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)nv);
+}
 #undef KEY
 
+/* The tensors of the model in file order into specs; their number. */
+static size_t specs_plan(spec *specs, const synth_params *p, int64_t nv, int64_t hd)
+{
+    int64_t e = p->n_embd;
     bool qwen2 = !strcmp(p->arch, "qwen2"), gemma3 = !strcmp(p->arch, "gemma3");
     bool qk_norm = !strcmp(p->arch, "qwen3") || gemma3;
     bool post_norms = !strcmp(p->arch, "gemma2") || gemma3, phi3 = !strcmp(p->arch, "phi3");
     int64_t q = p->n_head * hd, kv = p->n_head_kv * hd;
     int64_t n_rot = p->n_rot > 0 ? p->n_rot : hd;
-    ws->specs = calloc(6 + 16 * (size_t)p->n_layer, sizeof *ws->specs);
-    if (!ws->specs) {
-        st = fail(GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
-        goto done;
-    }
     size_t k = 0;
-    spec *specs = ws->specs;
     spec_add(specs, &k, -1, "token_embd.weight", e, nv, K_EMBD);
     for (int l = 0; l < p->n_layer; l++) {
         spec_add(specs, &k, l, "attn_norm.weight", e, 0, K_NORM);
@@ -709,11 +706,19 @@ glesc_status synth_write(const synth_params *p, const char *path)
         spec_add(specs, &k, -1, "rope_factors_long.weight", n_rot / 2, 0, K_ROPE);
         spec_add(specs, &k, -1, "rope_factors_short.weight", n_rot / 2, 0, K_ROPE);
     }
+    return k;
+}
+
+/* The k tensors of ws->specs added to w: their types, sizes and stream
+ * positions. */
+static glesc_status tensors_add(glesc_gguf_writer *w, const synth_params *p, writer_state *ws,
+                                size_t k)
+{
     /* Types, sizes and stream positions; then the tensors, in file order. */
     uint64_t step = 0;
-    st = GLESC_OK;
+    glesc_status st = GLESC_OK;
     for (size_t i = 0; i < k && st == GLESC_OK; i++) {
-        spec *s = &specs[i];
+        spec *s = &ws->specs[i];
         if (p->skip_tensor && !strcmp(p->skip_tensor, s->name))
             continue;
         s->rows = s->ne1 ? s->ne1 : 1;
@@ -737,6 +742,46 @@ glesc_status synth_write(const synth_params *p, const char *path)
         if (st != GLESC_OK)
             fail(st, "%s", glesc_last_errmsg());
     }
+    return st;
+}
+
+glesc_status synth_write(const synth_params *p, const char *path)
+{
+    errbuf[0] = 0;
+    glesc_gguf_writer *w = glesc_gguf_writer_create();
+    vocab v = {0};
+    writer_state *ws = calloc(1, sizeof *ws);
+    glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
+    if (!w || !ws) {
+        fail(st, "out of memory");
+        goto done;
+    }
+    if (!p->vocab_path && p->n_vocab && p->n_vocab < 260) {
+        st = fail(GLESC_ERROR_INVALID_ARGUMENT,
+                  "n_vocab %d: the placeholder vocabulary needs at least 260 tokens (<unk>, <s>, "
+                  "</s>, 256 bytes, \xe2\x96\x81)",
+                  p->n_vocab);
+        goto done;
+    }
+    if (!p->vocab_path && !build_vocab(&v, (size_t)p->n_vocab)) {
+        fail(st, "out of memory (vocabulary)");
+        goto done;
+    }
+    bool llama_cpp = p->ftype > SYNTH_FTYPE_NONE && p->ftype < SYNTH_FTYPE_COUNT_;
+    int64_t hd = p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
+    set_hparams(w, p, llama_cpp);
+    int64_t nv = (int64_t)v.n;
+    if ((st = set_tokenizer(w, p, &v, &nv)) != GLESC_OK)
+        goto done;
+    set_rope_vocab(w, p, llama_cpp, hd, nv);
+
+    ws->specs = calloc(6 + 16 * (size_t)p->n_layer, sizeof *ws->specs);
+    if (!ws->specs) {
+        st = fail(GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    size_t k = specs_plan(ws->specs, p, nv, hd);
+    st = tensors_add(w, p, ws, k);
     if (st != GLESC_OK)
         goto done;
     ws->p = p;

@@ -225,6 +225,132 @@ static int tokenize_only(const options *o, const char *text, size_t len)
     return rc;
 }
 
+/* The prompt text into *text (malloc'd; NULL for --prompt-ids or a chat
+ * without -p) and *len, escapes processed with -e; 0, or 1 after a
+ * message. */
+static int read_prompt(const options *o, char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    if (o->prompt_file) {
+        *text = tool_read_file(o->prompt_file, PROMPT_FILE_MAX, len);
+        if (!*text && errno == EFBIG) {
+            fprintf(stderr,
+                    "gguf-run: -f %s: the file has more than %zu bytes (16 MiB), the limit for a "
+                    "prompt\n",
+                    o->prompt_file, PROMPT_FILE_MAX);
+            return 1;
+        }
+        if (!*text) {
+            fprintf(stderr, "gguf-run: cannot read %s: %s\n", o->prompt_file, strerror(errno));
+            return 1;
+        }
+    } else if (o->prompt) {
+        *len = strlen(o->prompt);
+        *text = malloc(*len + 1);
+        if (!*text)
+            return 1;
+        memcpy(*text, o->prompt, *len + 1);
+    }
+    if (*text && o->escape)
+        *len = process_escapes(*text, *len);
+    return 0;
+}
+
+/* No -m: the demo's synthetic model written to demo_path, its prompt (when
+ * none is given) and its defaults (64 tokens, greedy unless seeded); 0, or
+ * 1 after a message. */
+static int demo_setup(options *o, char *demo_path, size_t size, char **text, size_t *len)
+{
+    if (demo_model_path(demo_path, size) != 0)
+        return 1;
+    fprintf(stderr,
+            "gguf-run: no -m given: demo on a synthetic llama model with RANDOM weights "
+            "(real architecture, byte-level vocabulary; its text is gibberish), written to "
+            "%s\n",
+            demo_path);
+    if (!*text && !o->prompt_ids && !o->chat) {
+        static const char demo_prompt[] = "Once upon a time";
+        *text = malloc(sizeof demo_prompt);
+        if (!*text)
+            return 1;
+        memcpy(*text, demo_prompt, sizeof demo_prompt);
+        *len = sizeof demo_prompt - 1;
+    }
+    if (o->n_predict < 0)
+        o->n_predict = 64;
+    if (!o->seed_given)
+        o->sp.temperature = 0; /* reproducible demo output */
+    return 0;
+}
+
+/* --precompile: every program of the session compiled, and what it took;
+ * the exit status. */
+static int precompile(run *r)
+{
+    struct timespec t_pc;
+    clock_gettime(CLOCK_MONOTONIC, &t_pc);
+    glesc_stats before, after;
+    glesc_context_stats(r->ctx, &before);
+    if (glesc_session_precompile(r->sess) != GLESC_OK) {
+        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+        return 1;
+    }
+    glesc_context_stats(r->ctx, &after);
+    fprintf(stderr,
+            "gguf-run: precompiled in %.0f ms: %llu programs compiled, %llu from the cache "
+            "(%s)\n",
+            ms_since(&t_pc),
+            (unsigned long long)(after.programs_compiled - before.programs_compiled),
+            (unsigned long long)(after.program_disk_hits - before.program_disk_hits),
+            glesc_context_cache_dir(r->ctx) ? glesc_context_cache_dir(r->ctx) : "no disk cache");
+    return 0;
+}
+
+/* The prompt's token ids (--prompt-ids, or the text tokenized) into *ids
+ * (malloc'd) and *n, checked against the vocabulary; 0, or the exit status
+ * after a message (*ids then NULL). */
+static int prompt_tokens(const run *r, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    const options *o = r->o;
+    *ids = NULL;
+    *n = 0;
+    if (o->prompt_ids) {
+        if (!(*ids = parse_ids(o->prompt_ids, n)))
+            return 2;
+    } else {
+        unsigned flags = (o->no_bos ? 0 : GLESC_TOKENIZE_ADD_SPECIAL) |
+                         (o->parse_special ? GLESC_TOKENIZE_PARSE_SPECIAL : 0);
+        int32_t *tids = NULL;
+        if (glesc_tokenize_alloc(r->tok, text ? text : "", len, flags, &tids, n) != GLESC_OK) {
+            fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
+            return 1;
+        }
+        *ids = malloc((*n ? *n : 1) * sizeof **ids);
+        if (*ids && *n)
+            memcpy(*ids, tids, *n * sizeof **ids);
+        glesc_tokens_free(tids);
+        if (!*ids)
+            return 1;
+    }
+    if (*n == 0) {
+        fprintf(stderr, "gguf-run: the prompt is empty (and no BOS is added): nothing to "
+                        "evaluate; give -p TEXT\n");
+        free(*ids);
+        *ids = NULL;
+        return 2;
+    }
+    for (size_t i = 0; i < *n; i++)
+        if ((*ids)[i] >= r->n_vocab_tok) {
+            fprintf(stderr, "gguf-run: prompt token %zu: id %d is outside the vocabulary (0..%d)\n",
+                    i, (int)(*ids)[i], (int)r->n_vocab_tok - 1);
+            free(*ids);
+            *ids = NULL;
+            return 1;
+        }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -232,32 +358,10 @@ int main(int argc, char **argv)
     if (prc >= 0)
         return prc;
 
-    /* The prompt text (not needed for --prompt-ids or a chat without -p). */
-    char *text = NULL;
-    size_t len = 0;
-    if (o.prompt_file) {
-        text = tool_read_file(o.prompt_file, PROMPT_FILE_MAX, &len);
-        if (!text && errno == EFBIG) {
-            fprintf(stderr,
-                    "gguf-run: -f %s: the file has more than %zu bytes (16 MiB), the limit for a "
-                    "prompt\n",
-                    o.prompt_file, PROMPT_FILE_MAX);
-            return 1;
-        }
-        if (!text) {
-            fprintf(stderr, "gguf-run: cannot read %s: %s\n", o.prompt_file, strerror(errno));
-            return 1;
-        }
-    } else if (o.prompt) {
-        len = strlen(o.prompt);
-        text = malloc(len + 1);
-        if (!text)
-            return 1;
-        memcpy(text, o.prompt, len + 1);
-    }
-    if (text && o.escape)
-        len = process_escapes(text, len);
-
+    char *text;
+    size_t len;
+    if (read_prompt(&o, &text, &len))
+        return 1;
     if (o.tokenize) {
         int rc = tokenize_only(&o, text, len);
         free(text);
@@ -271,28 +375,11 @@ int main(int argc, char **argv)
     const char *path = o.model;
     int rc;
     if (!path) {
-        if ((rc = demo_model_path(demo_path, sizeof demo_path)) != 0) {
+        if (demo_setup(&o, demo_path, sizeof demo_path, &text, &len)) {
             free(text);
             return 1;
         }
-        fprintf(stderr,
-                "gguf-run: no -m given: demo on a synthetic llama model with RANDOM weights "
-                "(real architecture, byte-level vocabulary; its text is gibberish), written to "
-                "%s\n",
-                demo_path);
         path = demo_path;
-        if (!text && !o.prompt_ids && !o.chat) {
-            static const char demo_prompt[] = "Once upon a time";
-            text = malloc(sizeof demo_prompt);
-            if (!text)
-                return 1;
-            memcpy(text, demo_prompt, sizeof demo_prompt);
-            len = sizeof demo_prompt - 1;
-        }
-        if (o.n_predict < 0)
-            o.n_predict = 64;
-        if (!o.seed_given)
-            o.sp.temperature = 0; /* reproducible demo output */
     }
     if (o.logits_out && !(r.logits_out = fopen(o.logits_out, "wb"))) {
         fprintf(stderr, "gguf-run: --logits-out: cannot create %s: %s\n", o.logits_out,
@@ -304,23 +391,7 @@ int main(int argc, char **argv)
     if (rc)
         goto done;
     if (o.precompile) {
-        struct timespec t_pc;
-        clock_gettime(CLOCK_MONOTONIC, &t_pc);
-        glesc_stats before, after;
-        glesc_context_stats(r.ctx, &before);
-        if (glesc_session_precompile(r.sess) != GLESC_OK) {
-            fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
-            rc = 1;
-            goto done;
-        }
-        glesc_context_stats(r.ctx, &after);
-        fprintf(stderr,
-                "gguf-run: precompiled in %.0f ms: %llu programs compiled, %llu from the cache "
-                "(%s)\n",
-                ms_since(&t_pc),
-                (unsigned long long)(after.programs_compiled - before.programs_compiled),
-                (unsigned long long)(after.program_disk_hits - before.program_disk_hits),
-                glesc_context_cache_dir(r.ctx) ? glesc_context_cache_dir(r.ctx) : "no disk cache");
+        rc = precompile(&r);
         goto done;
     }
     if (o.chat) {
@@ -330,46 +401,11 @@ int main(int argc, char **argv)
         rc = chat_loop(&r);
         goto done;
     }
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (o.prompt_ids) {
-        if (!(ids = parse_ids(o.prompt_ids, &n))) {
-            rc = 2;
-            goto done;
-        }
-    } else {
-        unsigned flags = (o.no_bos ? 0 : GLESC_TOKENIZE_ADD_SPECIAL) |
-                         (o.parse_special ? GLESC_TOKENIZE_PARSE_SPECIAL : 0);
-        int32_t *tids = NULL;
-        if (glesc_tokenize_alloc(r.tok, text ? text : "", len, flags, &tids, &n) != GLESC_OK) {
-            fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
-            rc = 1;
-            goto done;
-        }
-        ids = malloc((n ? n : 1) * sizeof *ids);
-        if (ids && n)
-            memcpy(ids, tids, n * sizeof *ids);
-        glesc_tokens_free(tids);
-        if (!ids) {
-            rc = 1;
-            goto done;
-        }
-    }
-    if (n == 0) {
-        fprintf(stderr, "gguf-run: the prompt is empty (and no BOS is added): nothing to "
-                        "evaluate; give -p TEXT\n");
-        free(ids);
-        rc = 2;
+    int32_t *ids;
+    size_t n;
+    rc = prompt_tokens(&r, text, len, &ids, &n);
+    if (rc)
         goto done;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] >= r.n_vocab_tok) {
-            fprintf(stderr, "gguf-run: prompt token %zu: id %d is outside the vocabulary (0..%d)\n",
-                    i, (int)ids[i], (int)r.n_vocab_tok - 1);
-            free(ids);
-            rc = 1;
-            goto done;
-        }
     rc = run_once(&r, ids, n);
     free(ids);
 done:

@@ -177,145 +177,157 @@ int32_t *parse_ids(const char *s, size_t *n_out)
     return ids;
 }
 
-int options_parse(int argc, char **argv, options *o)
+/* A flag without a value into *o; false when a is none. */
+static bool parse_flag(options *o, const char *a)
 {
-    memset(o, 0, sizeof *o);
-    o->n_predict = -1;
-    glesc_sampler_params_default(&o->sp);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long x;
-#define NEEDS_VALUE()                                                                              \
-    do {                                                                                           \
-        if (!v)                                                                                    \
-            goto missing;                                                                          \
-        i++;                                                                                       \
-    } while (0)
+    if (!strcmp(a, "-e") || !strcmp(a, "--escape"))
+        o->escape = 1;
+    else if (!strcmp(a, "--tokenize"))
+        o->tokenize = 1;
+    else if (!strcmp(a, "--precompile"))
+        o->precompile = 1;
+    else if (!strcmp(a, "--no-bos"))
+        o->no_bos = 1;
+    else if (!strcmp(a, "--parse-special"))
+        o->parse_special = 1;
+    else if (!strcmp(a, "--no-display-prompt"))
+        o->no_display_prompt = 1;
+    else if (!strcmp(a, "--ignore-eos"))
+        o->ignore_eos = 1;
+    else if (!strcmp(a, "-i") || !strcmp(a, "--interactive") || !strcmp(a, "--chat") ||
+             !strcmp(a, "-cnv") || !strcmp(a, "--conversation"))
+        o->chat = 1;
+    else if (!strcmp(a, "--json"))
+        o->json = 1;
+    else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
+        o->verbose++;
+    else
+        return false;
+    return true;
+}
+
+/* a is an option that takes a value (parse_value's). */
+static bool takes_value(const char *a)
+{
+    static const char *const valued[] = {
+        "-m",
+        "--model",
+        "-p",
+        "--prompt",
+        "-f",
+        "--file",
+        "--prompt-ids",
+        "-n",
+        "--n-predict",
+        "-c",
+        "--ctx-size",
+        "--temp",
+        "--top-k",
+        "--top-p",
+        "--min-p",
+        "--repeat-penalty",
+        "--repeat-last-n",
+        "-s",
+        "--seed",
+        "--system",
+        "-sys",
+        "--chat-template",
+        "--kv-type",
+        "-ctk",
+        "--logits-out",
+        "--platform",
+        "--device",
+        "--cache-dir",
+        "--limits",
+    };
+    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+        if (!strcmp(a, valued[k]))
+            return true;
+    return false;
+}
+
+/* Option a (one that takes_value) with its value v into *o; 2 after a
+ * message. */
+static int parse_value(options *o, const char *a, const char *v)
+{
+    long x;
 #define IS(s) (!strcmp(a, s))
-        if (IS("-h") || IS("--help")) {
-            usage(stdout);
-            return 0;
-        } else if (IS("-m") || IS("--model")) {
-            NEEDS_VALUE();
-            o->model = v;
-        } else if (IS("-p") || IS("--prompt")) {
-            NEEDS_VALUE();
-            o->prompt = v;
-        } else if (IS("-f") || IS("--file")) {
-            NEEDS_VALUE();
-            o->prompt_file = v;
-        } else if (IS("--prompt-ids")) {
-            NEEDS_VALUE();
-            o->prompt_ids = v;
-        } else if (IS("-e") || IS("--escape")) {
-            o->escape = 1;
-        } else if (IS("--tokenize")) {
-            o->tokenize = 1;
-        } else if (IS("--precompile")) {
-            o->precompile = 1;
-        } else if (IS("--no-bos")) {
-            o->no_bos = 1;
-        } else if (IS("--parse-special")) {
-            o->parse_special = 1;
-        } else if (IS("--no-display-prompt")) {
-            o->no_display_prompt = 1;
-        } else if (IS("-n") || IS("--n-predict")) {
-            NEEDS_VALUE();
-            if (tool_parse_long("gguf-run", a, v, -1, INT32_MAX, &o->n_predict))
-                return 2;
-        } else if (IS("-c") || IS("--ctx-size")) {
-            NEEDS_VALUE();
-            if (tool_parse_long("gguf-run", a, v, 0, INT32_MAX, &o->n_ctx))
-                return 2;
-        } else if (IS("--temp")) {
-            NEEDS_VALUE();
-            if (tool_parse_float("gguf-run", a, v, &o->sp.temperature))
-                return 2;
-        } else if (IS("--top-k")) {
-            NEEDS_VALUE();
-            if (tool_parse_long("gguf-run", a, v, 0, INT32_MAX, &x))
-                return 2;
-            o->sp.top_k = (int32_t)x;
-        } else if (IS("--top-p")) {
-            NEEDS_VALUE();
-            if (tool_parse_float("gguf-run", a, v, &o->sp.top_p))
-                return 2;
-        } else if (IS("--min-p")) {
-            NEEDS_VALUE();
-            if (tool_parse_float("gguf-run", a, v, &o->sp.min_p))
-                return 2;
-        } else if (IS("--repeat-penalty")) {
-            NEEDS_VALUE();
-            if (tool_parse_float("gguf-run", a, v, &o->sp.repeat_penalty))
-                return 2;
-        } else if (IS("--repeat-last-n")) {
-            NEEDS_VALUE();
-            if (tool_parse_long("gguf-run", a, v, 0, 1 << 20, &x))
-                return 2;
-            o->sp.repeat_last_n = (int32_t)x;
-        } else if (IS("-s") || IS("--seed")) {
-            NEEDS_VALUE();
-            char *end;
-            errno = 0;
-            unsigned long long sv = strtoull(v, &end, 10);
-            if (errno || end == v || *end || *v == '-') {
-                fprintf(stderr, "gguf-run: %s: '%s' is not a non-negative integer\n", a, v);
-                return 2;
-            }
-            o->sp.seed = sv;
-            o->seed_given = 1;
-        } else if (IS("--ignore-eos")) {
-            o->ignore_eos = 1;
-        } else if (IS("-i") || IS("--interactive") || IS("--chat") || IS("-cnv") ||
-                   IS("--conversation")) {
-            o->chat = 1;
-        } else if (IS("--system") || IS("-sys")) {
-            NEEDS_VALUE();
-            o->system = v;
-        } else if (IS("--chat-template")) {
-            NEEDS_VALUE();
-            o->chat_template = v;
-        } else if (IS("--kv-type") || IS("-ctk")) {
-            NEEDS_VALUE();
-            if (!strcmp(v, "f32"))
-                o->kv_type = GLESC_DTYPE_F32;
-            else if (!strcmp(v, "f16"))
-                o->kv_type = GLESC_DTYPE_F16;
-            else {
-                fprintf(stderr, "gguf-run: --kv-type: '%s' is not f32 or f16\n", v);
-                return 2;
-            }
-        } else if (IS("--json")) {
-            o->json = 1;
-        } else if (IS("--logits-out")) {
-            NEEDS_VALUE();
-            o->logits_out = v;
-        } else if (IS("--platform")) {
-            NEEDS_VALUE();
-            o->platform = v;
-        } else if (IS("--device")) {
-            NEEDS_VALUE();
-            o->device = v;
-        } else if (IS("--cache-dir")) {
-            NEEDS_VALUE();
-            o->cache_dir = v;
-        } else if (IS("--limits")) {
-            NEEDS_VALUE();
-            o->limits = v;
-        } else if (IS("-v") || IS("--verbose")) {
-            o->verbose++;
-        } else {
-            fprintf(stderr, "gguf-run: unknown option '%s' (see --help)\n", a);
+    if (IS("-m") || IS("--model")) {
+        o->model = v;
+    } else if (IS("-p") || IS("--prompt")) {
+        o->prompt = v;
+    } else if (IS("-f") || IS("--file")) {
+        o->prompt_file = v;
+    } else if (IS("--prompt-ids")) {
+        o->prompt_ids = v;
+    } else if (IS("-n") || IS("--n-predict")) {
+        if (tool_parse_long("gguf-run", a, v, -1, INT32_MAX, &o->n_predict))
+            return 2;
+    } else if (IS("-c") || IS("--ctx-size")) {
+        if (tool_parse_long("gguf-run", a, v, 0, INT32_MAX, &o->n_ctx))
+            return 2;
+    } else if (IS("--temp")) {
+        if (tool_parse_float("gguf-run", a, v, &o->sp.temperature))
+            return 2;
+    } else if (IS("--top-k")) {
+        if (tool_parse_long("gguf-run", a, v, 0, INT32_MAX, &x))
+            return 2;
+        o->sp.top_k = (int32_t)x;
+    } else if (IS("--top-p")) {
+        if (tool_parse_float("gguf-run", a, v, &o->sp.top_p))
+            return 2;
+    } else if (IS("--min-p")) {
+        if (tool_parse_float("gguf-run", a, v, &o->sp.min_p))
+            return 2;
+    } else if (IS("--repeat-penalty")) {
+        if (tool_parse_float("gguf-run", a, v, &o->sp.repeat_penalty))
+            return 2;
+    } else if (IS("--repeat-last-n")) {
+        if (tool_parse_long("gguf-run", a, v, 0, 1 << 20, &x))
+            return 2;
+        o->sp.repeat_last_n = (int32_t)x;
+    } else if (IS("-s") || IS("--seed")) {
+        char *end;
+        errno = 0;
+        unsigned long long sv = strtoull(v, &end, 10);
+        if (errno || end == v || *end || *v == '-') {
+            fprintf(stderr, "gguf-run: %s: '%s' is not a non-negative integer\n", a, v);
             return 2;
         }
-        continue;
-    missing:
-        fprintf(stderr, "gguf-run: %s needs a value (see --help)\n", a);
-        return 2;
-#undef NEEDS_VALUE
-#undef IS
+        o->sp.seed = sv;
+        o->seed_given = 1;
+    } else if (IS("--system") || IS("-sys")) {
+        o->system = v;
+    } else if (IS("--chat-template")) {
+        o->chat_template = v;
+    } else if (IS("--kv-type") || IS("-ctk")) {
+        if (!strcmp(v, "f32"))
+            o->kv_type = GLESC_DTYPE_F32;
+        else if (!strcmp(v, "f16"))
+            o->kv_type = GLESC_DTYPE_F16;
+        else {
+            fprintf(stderr, "gguf-run: --kv-type: '%s' is not f32 or f16\n", v);
+            return 2;
+        }
+    } else if (IS("--logits-out")) {
+        o->logits_out = v;
+    } else if (IS("--platform")) {
+        o->platform = v;
+    } else if (IS("--device")) {
+        o->device = v;
+    } else if (IS("--cache-dir")) {
+        o->cache_dir = v;
+    } else {
+        o->limits = v; /* --limits, the last of takes_value's */
     }
+#undef IS
+    return 0;
+}
+
+/* After the flags: a seed from the clock unless one was given, and the
+ * combinations refused; -1 to go on, 2 after a message. */
+static int options_check(options *o)
+{
     if (!o->seed_given) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -331,4 +343,32 @@ int options_parse(int argc, char **argv, options *o)
         return 2;
     }
     return -1;
+}
+
+int options_parse(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n_predict = -1;
+    glesc_sampler_params_default(&o->sp);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (parse_flag(o, a))
+            continue;
+        if (!takes_value(a)) {
+            fprintf(stderr, "gguf-run: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "gguf-run: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        int rc = parse_value(o, a, argv[++i]);
+        if (rc)
+            return rc;
+    }
+    return options_check(o);
 }

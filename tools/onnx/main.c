@@ -218,199 +218,244 @@ static glesc_context *context(char *msg, size_t len)
     return ctx;
 }
 
-/* Runs one test_data_set of a model: result and a message. */
-static int run_set(const Onnx__ModelProto *model, const char *dir, const char *set, double *worst,
-                   char *msg, size_t len)
+/* One test_data_set of a model while it runs: the model, where its files
+ * are, the values built so far, the tensors read and the graph; res and msg
+ * are the result and its message. */
+typedef struct set_run {
+    const Onnx__ModelProto *model;
+    const Onnx__GraphProto *gp;
+    const char *dir, *set;
+    build b;
+    onnx_tensor *inits, *ins, *outs;
+    glesc_tensor **compute;
+    glesc_graph *g;
+    int res;
+    char *msg;
+    size_t len;
+} set_run;
+
+/* Out of memory: the message and FAIL; -1. */
+static int set_oom(set_run *r)
 {
-    const Onnx__GraphProto *gp = model->graph;
-    char path[4096], err[1024];
-    build b = {0};
-    onnx_tensor *inits = calloc(gp->n_initializer + 1, sizeof *inits);
-    onnx_tensor *ins = calloc(gp->n_input + 1, sizeof *ins);
-    onnx_tensor *outs = calloc(gp->n_output + 1, sizeof *outs);
-    glesc_tensor **compute = calloc(gp->n_output + 1, sizeof *compute);
-    glesc_graph *g = NULL;
-    int res = FAIL;
-    if (!inits || !ins || !outs || !compute) {
-        snprintf(msg, len, "out of memory");
-        goto done;
+    snprintf(r->msg, r->len, "out of memory");
+    r->res = FAIL;
+    return -1;
+}
+
+/* Reads the tensor at path into t; -1 with the result (FAIL or
+ * UNSUPPORTED) and the reader's message. */
+static int set_read_tensor(set_run *r, onnx_tensor *t, const char *path)
+{
+    char err[1024];
+    onnx_read_status s_ = onnx_tensor_read(path, t, err, sizeof err);
+    if (s_ != ONNX_READ_OK) {
+        r->res = s_ == ONNX_READ_UNSUPPORTED ? UNSUPPORTED : FAIL;
+        snprintf(r->msg, r->len, "%s", err);
+        return -1;
     }
-#define READ_TENSOR(t, p)                                                                          \
-    do {                                                                                           \
-        onnx_read_status s_ = onnx_tensor_read(p, t, err, sizeof err);                             \
-        if (s_ != ONNX_READ_OK) {                                                                  \
-            res = s_ == ONNX_READ_UNSUPPORTED ? UNSUPPORTED : FAIL;                                \
-            snprintf(msg, len, "%s", err);                                                         \
-            goto done;                                                                             \
-        }                                                                                          \
-    } while (0)
-    /* expected outputs first: an output type glesc cannot produce makes
-     * the case unsupported before any GPU work */
-    for (size_t k = 0; k < gp->n_output; k++) {
-        snprintf(path, sizeof path, "%s/%s/output_%zu.pb", dir, set, k);
-        READ_TENSOR(&outs[k], path);
+    return 0;
+}
+
+/* The expected outputs, read first: an output type glesc cannot produce
+ * makes the case unsupported before any GPU work. */
+static int set_read_expected(set_run *r)
+{
+    char path[4096];
+    for (size_t k = 0; k < r->gp->n_output; k++) {
+        snprintf(path, sizeof path, "%s/%s/output_%zu.pb", r->dir, r->set, k);
+        if (set_read_tensor(r, &r->outs[k], path))
+            return -1;
     }
-    if (!context(msg, len))
-        goto done;
-    g = glesc_graph_create(ctx);
-    if (!g) {
-        snprintf(msg, len, "glesc_graph_create: %s", glesc_context_errmsg(ctx));
-        goto done;
-    }
+    return 0;
+}
+
+/* The initializers, decoded from the model, as host values. */
+static int set_add_initializers(set_run *r)
+{
+    const Onnx__GraphProto *gp = r->gp;
+    char err[1024];
     for (size_t i = 0; i < gp->n_initializer; i++) {
         char what[512];
-        snprintf(what, sizeof what, "%s/model.onnx: initializer %s", dir, gp->initializer[i]->name);
+        snprintf(what, sizeof what, "%s/model.onnx: initializer %s", r->dir,
+                 gp->initializer[i]->name);
         onnx_read_status s =
-            onnx_tensor_decode(gp->initializer[i], what, &inits[i], err, sizeof err);
+            onnx_tensor_decode(gp->initializer[i], what, &r->inits[i], err, sizeof err);
         if (s != ONNX_READ_OK) {
-            res = s == ONNX_READ_UNSUPPORTED ? UNSUPPORTED : FAIL;
-            snprintf(msg, len, "%s", err);
-            goto done;
+            r->res = s == ONNX_READ_UNSUPPORTED ? UNSUPPORTED : FAIL;
+            snprintf(r->msg, r->len, "%s", err);
+            return -1;
         }
-        onnx_value *v = val_add(&b, gp->initializer[i]->name);
+        onnx_value *v = val_add(&r->b, gp->initializer[i]->name);
         if (!v)
-            goto oom;
-        value_from_host(v, &inits[i]);
+            return set_oom(r);
+        value_from_host(v, &r->inits[i]);
     }
-    /* graph inputs that are not initializers take input_K.pb in order */
+    return 0;
+}
+
+/* Graph inputs that are not initializers take input_K.pb in order. */
+static int set_add_inputs(set_run *r)
+{
+    const Onnx__GraphProto *gp = r->gp;
+    char path[4096];
     int k = 0;
     for (size_t i = 0; i < gp->n_input; i++) {
-        if (val_find(&b, gp->input[i]->name) >= 0)
+        if (val_find(&r->b, gp->input[i]->name) >= 0)
             continue;
-        snprintf(path, sizeof path, "%s/%s/input_%d.pb", dir, set, k);
+        snprintf(path, sizeof path, "%s/%s/input_%d.pb", r->dir, r->set, k);
         if (!file_exists(path)) {
-            snprintf(msg, len, "%.900s: missing (graph input %s)", path, gp->input[i]->name);
-            goto done;
+            snprintf(r->msg, r->len, "%.900s: missing (graph input %s)", path, gp->input[i]->name);
+            return -1;
         }
-        READ_TENSOR(&ins[k], path);
-        onnx_value *v = val_add(&b, gp->input[i]->name);
+        if (set_read_tensor(r, &r->ins[k], path))
+            return -1;
+        onnx_value *v = val_add(&r->b, gp->input[i]->name);
         if (!v)
-            goto oom;
-        value_from_host(v, &ins[k]);
+            return set_oom(r);
+        value_from_host(v, &r->ins[k]);
         k++;
     }
+    return 0;
+}
+
+/* Node i through its mapping: its inputs found, its outputs added. */
+static int set_map_node(set_run *r, size_t i)
+{
+    const Onnx__NodeProto *nd = r->gp->node[i];
     char why[1024];
-    for (size_t i = 0; i < gp->n_node; i++) {
-        const Onnx__NodeProto *nd = gp->node[i];
-        onnx_value *in[16], outv[8];
-        if (nd->n_input > 16 || nd->n_output > 8) {
-            res = UNSUPPORTED;
-            snprintf(msg, len, "%s: %zu inputs, %zu outputs", nd->op_type, nd->n_input,
-                     nd->n_output);
-            goto done;
-        }
-        for (size_t j = 0; j < nd->n_input; j++) {
-            in[j] = NULL;
-            if (!nd->input[j][0])
-                continue;
-            int vi = val_find(&b, nd->input[j]);
-            if (vi < 0) {
-                snprintf(msg, len, "node %zu (%s): input %s is not defined", i, nd->op_type,
-                         nd->input[j]);
-                goto done;
-            }
-            in[j] = &b.vals[vi];
-        }
-        memset(outv, 0, sizeof outv);
-        for (size_t j = 0; j < nd->n_output; j++)
-            outv[j].name = nd->output[j];
-        onnx_map_ctx m = {.g = g,
-                          .node = nd,
-                          .opset = onnx_model_opset(model),
-                          .in = in,
-                          .n_in = (int)nd->n_input,
-                          .out = outv,
-                          .n_out = (int)nd->n_output,
-                          .new_host = host_new,
-                          .user = &b,
-                          .why = why,
-                          .why_len = sizeof why};
-        onnx_map_status s = onnx_map_node(onnx_map_find(nd->op_type), &m);
-        if (s != ONNX_MAP_OK) {
-            res = s == ONNX_MAP_UNSUPPORTED ? UNSUPPORTED : FAIL;
-            snprintf(msg, len, "%s: %s", nd->op_type, why);
-            goto done;
-        }
-        /* in[] points into b.vals: add the outputs after the mapping ran */
-        for (size_t j = 0; j < nd->n_output; j++) {
-            if (!nd->output[j][0])
-                continue;
-            onnx_value *v = val_add(&b, nd->output[j]);
-            if (!v)
-                goto oom;
-            *v = outv[j];
-        }
+    onnx_value *in[16], outv[8];
+    if (nd->n_input > 16 || nd->n_output > 8) {
+        r->res = UNSUPPORTED;
+        snprintf(r->msg, r->len, "%s: %zu inputs, %zu outputs", nd->op_type, nd->n_input,
+                 nd->n_output);
+        return -1;
     }
-    /* the graph outputs: GPU tensors to compute, host values as they are */
-    double *got[64] = {0};
+    for (size_t j = 0; j < nd->n_input; j++) {
+        in[j] = NULL;
+        if (!nd->input[j][0])
+            continue;
+        int vi = val_find(&r->b, nd->input[j]);
+        if (vi < 0) {
+            snprintf(r->msg, r->len, "node %zu (%s): input %s is not defined", i, nd->op_type,
+                     nd->input[j]);
+            return -1;
+        }
+        in[j] = &r->b.vals[vi];
+    }
+    memset(outv, 0, sizeof outv);
+    for (size_t j = 0; j < nd->n_output; j++)
+        outv[j].name = nd->output[j];
+    onnx_map_ctx m = {.g = r->g,
+                      .node = nd,
+                      .opset = onnx_model_opset(r->model),
+                      .in = in,
+                      .n_in = (int)nd->n_input,
+                      .out = outv,
+                      .n_out = (int)nd->n_output,
+                      .new_host = host_new,
+                      .user = &r->b,
+                      .why = why,
+                      .why_len = sizeof why};
+    onnx_map_status s = onnx_map_node(onnx_map_find(nd->op_type), &m);
+    if (s != ONNX_MAP_OK) {
+        r->res = s == ONNX_MAP_UNSUPPORTED ? UNSUPPORTED : FAIL;
+        snprintf(r->msg, r->len, "%s: %s", nd->op_type, why);
+        return -1;
+    }
+    /* in[] points into b.vals: add the outputs after the mapping ran */
+    for (size_t j = 0; j < nd->n_output; j++) {
+        if (!nd->output[j][0])
+            continue;
+        onnx_value *v = val_add(&r->b, nd->output[j]);
+        if (!v)
+            return set_oom(r);
+        *v = outv[j];
+    }
+    return 0;
+}
+
+/* The graph outputs: checked against the expected ones, GPU tensors (in
+ * gt[]) computed, host values left as they are. */
+static int set_compute_outputs(set_run *r, glesc_tensor *gt[64])
+{
+    const Onnx__GraphProto *gp = r->gp;
+    char why[1024];
     if (gp->n_output > 64) {
-        res = UNSUPPORTED;
-        snprintf(msg, len, "%zu graph outputs", gp->n_output);
-        goto done;
+        r->res = UNSUPPORTED;
+        snprintf(r->msg, r->len, "%zu graph outputs", gp->n_output);
+        return -1;
     }
     int n_compute = 0;
-    glesc_tensor *gt[64] = {0};
     for (size_t o = 0; o < gp->n_output; o++) {
-        int vi = val_find(&b, gp->output[o]->name);
+        int vi = val_find(&r->b, gp->output[o]->name);
         if (vi < 0) {
-            snprintf(msg, len, "graph output %s is not defined", gp->output[o]->name);
-            goto done;
+            snprintf(r->msg, r->len, "graph output %s is not defined", gp->output[o]->name);
+            return -1;
         }
-        onnx_value *v = &b.vals[vi];
-        const onnx_tensor *want = &outs[o];
+        onnx_value *v = &r->b.vals[vi];
+        const onnx_tensor *want = &r->outs[o];
         bool shape_ok = v->rank == want->rank;
         for (int d = 0; shape_ok && d < v->rank; d++)
             shape_ok = v->dims[d] == want->dims[d];
         if (!shape_ok || is_int(v->type) != is_int(want->type)) {
-            snprintf(msg, len, "output %s: %s rank %d, expected %s rank %d (or dims differ)",
+            snprintf(r->msg, r->len, "output %s: %s rank %d, expected %s rank %d (or dims differ)",
                      v->name, onnx_type_name(v->type), v->rank, onnx_type_name(want->type),
                      want->rank);
-            goto done;
+            return -1;
         }
         if (v->host && !v->t)
             continue;
-        onnx_map_ctx m = {.g = g, .why = why, .why_len = sizeof why};
+        onnx_map_ctx m = {.g = r->g, .why = why, .why_len = sizeof why};
         onnx_map_status s = onnx_value_gpu(&m, v, &gt[o]);
         if (s != ONNX_MAP_OK) {
-            res = s == ONNX_MAP_UNSUPPORTED ? UNSUPPORTED : FAIL;
-            snprintf(msg, len, "output %s: %s", v->name, why);
-            goto done;
+            r->res = s == ONNX_MAP_UNSUPPORTED ? UNSUPPORTED : FAIL;
+            snprintf(r->msg, r->len, "output %s: %s", v->name, why);
+            return -1;
         }
         /* ONNX computes FLOAT16 results in f16: round glesc's f32 so */
         if (want->type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 &&
             glesc_tensor_dtype(gt[o]) == GLESC_DTYPE_F32 &&
-            !(gt[o] = glesc_cast(g, gt[o], GLESC_DTYPE_F16))) {
-            snprintf(msg, len, "glesc_cast: %s", glesc_context_errmsg(ctx));
-            goto done;
+            !(gt[o] = glesc_cast(r->g, gt[o], GLESC_DTYPE_F16))) {
+            snprintf(r->msg, r->len, "glesc_cast: %s", glesc_context_errmsg(ctx));
+            return -1;
         }
         if (glesc_tensor_op(gt[o]) != GLESC_OP_NONE)
-            compute[n_compute++] = gt[o];
+            r->compute[n_compute++] = gt[o];
     }
-    if (n_compute && glesc_graph_compute(g, compute, n_compute) != GLESC_OK) {
-        snprintf(msg, len, "glesc_graph_compute: %s", glesc_context_errmsg(ctx));
-        goto done;
+    if (n_compute && glesc_graph_compute(r->g, r->compute, n_compute) != GLESC_OK) {
+        snprintf(r->msg, r->len, "glesc_graph_compute: %s", glesc_context_errmsg(ctx));
+        return -1;
     }
-    res = PASS;
+    return 0;
+}
+
+/* The outputs against the expected ones: PASS or FAIL in r->res, the worst
+ * error in *worst and where it is in the message. */
+static int set_compare_outputs(set_run *r, glesc_tensor *const gt[64], double *worst)
+{
+    const Onnx__GraphProto *gp = r->gp;
+    double *got[64] = {0};
+    r->res = PASS;
     double worst_ratio = 0;
     for (size_t o = 0; o < gp->n_output; o++) {
-        const onnx_tensor *want = &outs[o];
-        int vi = val_find(&b, gp->output[o]->name);
-        onnx_value *v = &b.vals[vi];
+        const onnx_tensor *want = &r->outs[o];
+        int vi = val_find(&r->b, gp->output[o]->name);
+        onnx_value *v = &r->b.vals[vi];
         got[o] = malloc((size_t)(want->n ? want->n : 1) * sizeof(double));
         if (!got[o])
-            goto oom;
+            return set_oom(r);
         if (!gt[o]) {
             for (int64_t i = 0; i < want->n; i++)
                 got[o][i] = element(v->host, i);
         } else {
             float *f = malloc((size_t)(want->n ? want->n : 1) * sizeof *f);
             if (!f)
-                goto oom;
+                return set_oom(r);
             if (glesc_tensor_read_f32(gt[o], f, (size_t)want->n) != GLESC_OK) {
-                snprintf(msg, len, "glesc_tensor_read_f32(%s): %s", v->name,
+                snprintf(r->msg, r->len, "glesc_tensor_read_f32(%s): %s", v->name,
                          glesc_context_errmsg(ctx));
                 free(f);
-                res = FAIL;
+                r->res = FAIL;
                 break;
             }
             for (int64_t i = 0; i < want->n; i++)
@@ -424,32 +469,62 @@ static int run_set(const Onnx__ModelProto *model, const char *dir, const char *s
             worst_ratio = ratio;
             *worst = abs_err;
             if (at >= 0)
-                snprintf(msg, len, "worst |d| %.3g at %s[%" PRId64 "] (got %.9g, want %.9g)",
+                snprintf(r->msg, r->len, "worst |d| %.3g at %s[%" PRId64 "] (got %.9g, want %.9g)",
                          abs_err, v->name, at, got[o][at], element(want, at));
         }
         if (!ok)
-            res = FAIL;
+            r->res = FAIL;
     }
     for (size_t o = 0; o < gp->n_output; o++)
         free(got[o]);
-    goto done;
-oom:
-    snprintf(msg, len, "out of memory");
-    res = FAIL;
+    return 0;
+}
+
+/* Runs one test_data_set of a model: result and a message. */
+static int run_set(const Onnx__ModelProto *model, const char *dir, const char *set, double *worst,
+                   char *msg, size_t len)
+{
+    const Onnx__GraphProto *gp = model->graph;
+    set_run r = {
+        .model = model, .gp = gp, .dir = dir, .set = set, .res = FAIL, .msg = msg, .len = len};
+    r.inits = calloc(gp->n_initializer + 1, sizeof *r.inits);
+    r.ins = calloc(gp->n_input + 1, sizeof *r.ins);
+    r.outs = calloc(gp->n_output + 1, sizeof *r.outs);
+    r.compute = calloc(gp->n_output + 1, sizeof *r.compute);
+    glesc_tensor *gt[64] = {0};
+    if (!r.inits || !r.ins || !r.outs || !r.compute) {
+        snprintf(msg, len, "out of memory");
+        goto done;
+    }
+    if (set_read_expected(&r) || !context(msg, len))
+        goto done;
+    r.g = glesc_graph_create(ctx);
+    if (!r.g) {
+        snprintf(msg, len, "glesc_graph_create: %s", glesc_context_errmsg(ctx));
+        goto done;
+    }
+    if (set_add_initializers(&r) || set_add_inputs(&r))
+        goto done;
+    for (size_t i = 0; i < gp->n_node; i++)
+        if (set_map_node(&r, i))
+            goto done;
+    if (set_compute_outputs(&r, gt))
+        goto done;
+    set_compare_outputs(&r, gt, worst);
 done:
-    glesc_graph_destroy(g);
-    build_free(&b);
-    for (size_t i = 0; inits && i < gp->n_initializer; i++)
-        onnx_tensor_free(&inits[i]);
-    for (size_t i = 0; ins && i < gp->n_input; i++)
-        onnx_tensor_free(&ins[i]);
-    for (size_t i = 0; outs && i < gp->n_output; i++)
-        onnx_tensor_free(&outs[i]);
-    free(inits);
-    free(ins);
-    free(outs);
-    free(compute);
-    return res;
+    glesc_graph_destroy(r.g);
+    build_free(&r.b);
+    for (size_t i = 0; r.inits && i < gp->n_initializer; i++)
+        onnx_tensor_free(&r.inits[i]);
+    for (size_t i = 0; r.ins && i < gp->n_input; i++)
+        onnx_tensor_free(&r.ins[i]);
+    for (size_t i = 0; r.outs && i < gp->n_output; i++)
+        onnx_tensor_free(&r.outs[i]);
+    free(r.inits);
+    free(r.ins);
+    free(r.outs);
+    free(r.compute);
+    return r.res;
 }
 
 static int by_name(const void *a, const void *b)

@@ -1,12 +1,12 @@
 /*
- * tokenizer_strtab.c — the tokenizer's small containers (llm.h): the string
+ * strtab.c — the tokenizer's small containers (tokenizer.h): the string
  * table, which keeps every token text and BPE merge half in one arena under
  * a dense id and finds it by content through a core_map of 64-bit hashes,
  * and the growable id array the encoders append to.
  */
 #include <string.h>
 
-#include "llm/llm.h"
+#include "llm/tokenizer/tokenizer.h"
 
 void tok_strtab_init(tok_strtab *t)
 {

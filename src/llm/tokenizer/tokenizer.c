@@ -1,9 +1,9 @@
 /*
  * tokenizer.c — the tokenizer object: created empty for a vocabulary size,
- * filled token by token and merge by merge (tokenizer_load.c drives this
- * from a GGUF file), finished by tokenizer_finish.c; its getters and its
- * destruction. Encoding is in tokenizer_partition.c (special tokens) with
- * tokenizer_spm.c and tokenizer_bpe.c, decoding in tokenizer_decode.c.
+ * filled token by token and merge by merge (load.c drives this
+ * from a GGUF file), finished by finish.c; its getters and its
+ * destruction. Encoding is in partition.c (special tokens) with
+ * spm.c and bpe.c, decoding in decode.c.
  *
  * The behaviour mirrors llama.cpp's llama-vocab.cpp so that ids match its
  * test vectors. Where we differ it is said at the spot.
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "llm/llm.h"
+#include "llm/tokenizer/tokenizer.h"
 
 /* ---- Construction ---- */
 

@@ -1,5 +1,5 @@
 /*
- * tokenizer_bpe.c — byte-level BPE ("gpt2" vocabularies): the pre-tokenizer
+ * bpe.c — byte-level BPE ("gpt2" vocabularies): the pre-tokenizer
  * regexes chosen by tokenizer.ggml.pre, gpt-2's byte-to-character mapping,
  * and rank-ordered merging within each pre-token (word).
  *
@@ -20,7 +20,7 @@
 #include <pcre2.h>
 #include <utf8proc.h>
 
-#include "llm/llm.h"
+#include "llm/tokenizer/tokenizer.h"
 
 /* ---- gpt-2's bytes_to_unicode, computed rather than tabled: printable
  * bytes '!'..'~', '¡'..'¬', '®'..'ÿ' stand for themselves; the 68 others take

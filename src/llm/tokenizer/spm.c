@@ -1,5 +1,5 @@
 /*
- * tokenizer_spm.c — SentencePiece ("llama") encoding of one text fragment,
+ * spm.c — SentencePiece ("llama") encoding of one text fragment,
  * as llama.cpp's llm_tokenizer_spm does it: start from UTF-8 characters,
  * repeatedly merge the adjacent pair whose concatenation is the token with
  * the highest score (ties: leftmost), then emit each symbol's token, or its
@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "llm/llm.h"
+#include "llm/tokenizer/tokenizer.h"
 
 typedef struct spm_sym {
     uint32_t start, n; /* bytes of the text */

@@ -1,5 +1,5 @@
 /*
- * tokenizer_finish.c — the second half of building a tokenizer, once every
+ * finish.c — the second half of building a tokenizer, once every
  * token and merge is in (tok_finish): llama.cpp's detection of control and
  * end-of-generation tokens by their text, the list of special tokens the
  * partition looks for, per-model attributes, byte tokens, the pieces each
@@ -8,7 +8,7 @@
 #include <ctype.h>
 #include <string.h>
 
-#include "llm/llm.h"
+#include "llm/tokenizer/tokenizer.h"
 
 /* DeepSeek's special texts use U+FF5C (fullwidth bar). */
 #define FW_BAR "\xef\xbd\x9c"

@@ -1,11 +1,11 @@
 /*
- * tokenizer_load.c — builds a tokenizer from a GGUF file's tokenizer.ggml.*
+ * load.c — builds a tokenizer from a GGUF file's tokenizer.ggml.*
  * keys, with llama.cpp's defaults for whatever is absent (llama_vocab::load).
  * Every error names the key and, for arrays, the entry.
  */
 #include <string.h>
 
-#include "llm/llm.h"
+#include "llm/tokenizer/tokenizer.h"
 
 /* 1 present (value in *out), 0 absent, or a negative status. */
 static int opt_u32(const glesc_gguf *f, const char *key, uint32_t *out)

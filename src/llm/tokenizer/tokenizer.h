@@ -1,5 +1,5 @@
 /*
- * llm.h — internal header of the llm layer. For now: the tokenizer's data
+ * tokenizer.h — internal header of the tokenizer (src/llm/tokenizer/): its data
  * (shared by the SentencePiece and BPE encoders, the GGUF loader and the
  * decoder) and the small containers they use.
  *
@@ -7,8 +7,8 @@
  * order, same tie-breaking, same special-token partition), because its test
  * vectors and the models' expected prompts are what we must reproduce.
  */
-#ifndef GLESC_LLM_INTERNAL_H
-#define GLESC_LLM_INTERNAL_H
+#ifndef GLESC_LLM_TOKENIZER_H
+#define GLESC_LLM_TOKENIZER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -119,7 +119,7 @@ struct glesc_tokenizer {
     int32_t bos, eos, eot, eom, unk, sep, pad, nl;
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
     /* SPM: no token has "▁" after anything but "▁", so text can be merged
-     * word by word (see tokenizer_spm.c). */
+     * word by word (see spm.c). */
     bool spm_split;
 };
 
@@ -143,7 +143,7 @@ bool tok_spm_encode(const glesc_tokenizer *t, const char *text, size_t len, tok_
 /* Byte-level BPE on one fragment (pre-tokenize, byte-encode, merge). */
 bool tok_bpe_encode(const glesc_tokenizer *t, const char *text, size_t len, tok_ids *out);
 
-/* BPE helpers (tokenizer_bpe.c) */
+/* BPE helpers (bpe.c) */
 const tok_pre_def *tok_pre_find(const char *name, size_t len);
 glesc_status tok_bpe_compile(glesc_tokenizer *t);
 void tok_bpe_release(glesc_tokenizer *t);
@@ -160,4 +160,4 @@ static inline size_t tok_utf8_len(unsigned char c)
     return lookup[c >> 4];
 }
 
-#endif /* GLESC_LLM_INTERNAL_H */
+#endif /* GLESC_LLM_TOKENIZER_H */

@@ -1,5 +1,5 @@
 /*
- * tokenizer_partition.c — text to token ids (glesc_tokenize): the text is
+ * partition.c — text to token ids (glesc_tokenize): the text is
  * split at the special tokens that take part, as llama.cpp's
  * tokenizer_st_partition does, and each fragment in between goes to the
  * SentencePiece or BPE encoder.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "llm/llm.h"
+#include "llm/tokenizer/tokenizer.h"
 
 /* ---- Special-token partition ----
  * llama.cpp takes the special tokens longest first and, for each, splits

@@ -1,12 +1,12 @@
 /*
- * tokenizer_decode.c — token ids back to text: the piece of one token,
+ * decode.c — token ids back to text: the piece of one token,
  * detokenization of a sequence (llama.cpp's token_to_piece and detokenize,
  * with its leading-space and clean_spaces rules) and the streaming decoder,
  * which holds back the bytes of an incomplete UTF-8 character.
  */
 #include <string.h>
 
-#include "llm/llm.h"
+#include "llm/tokenizer/tokenizer.h"
 
 /* ---- Pieces and detokenization ---- */
 
