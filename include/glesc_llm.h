@@ -777,6 +777,20 @@ GLESC_API glesc_chat_template glesc_chat_get_template(const glesc_chat *c);
  * cache emptied; smp is left as it is), so the chat stays usable. */
 GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
                                        const glesc_generate_params *p, glesc_generate_result *res);
+/* Puts the kept messages (the system message) into the cache now, as the
+ * first glesc_chat_send would (on their own, before any user message), so
+ * that their state can be saved (glesc_session_state_save_file with these
+ * tokens) and a later chat can start from it. cached[0..n_cached) are the
+ * tokens the session's cache holds (those glesc_session_state_load
+ * returned; n_cached must be its n_past): when they are the kept messages'
+ * tokens nothing is evaluated, otherwise the cache is emptied and they are
+ * evaluated. *ids and *n (either may be NULL) get those tokens
+ * (glesc_tokens_free them); n is 0, and the cache empty, when there is
+ * nothing to put in it alone (no system message, or a template that
+ * merges it into the first user turn). Only before the first send
+ * (GLESC_ERROR_STATE after). */
+GLESC_API glesc_status glesc_chat_prefill(glesc_chat *c, const int32_t *cached, size_t n_cached,
+                                          int32_t **ids, size_t *n);
 /* Forgets the conversation but the system message: the history, the cache
  * (truncated to 0) and smp's history and random stream (glesc_sampler_reset). */
 GLESC_API void glesc_chat_reset(glesc_chat *c);
