@@ -31,6 +31,11 @@ static void usage(FILE *out)
             "  --parse-special        turn control tokens written in the prompt into ids\n"
             "  --no-display-prompt    do not echo the prompt before the generated text\n"
             "  --tokenize             print the prompt's token ids and exit (no GPU needed)\n"
+            "  --prompt-cache FILE    the session's state after the prompt, saved to FILE;\n"
+            "                         a later run whose prompt starts with the same tokens\n"
+            "                         loads it and evaluates only the rest (a chat: its\n"
+            "                         system message)\n"
+            "  --prompt-cache-ro      load --prompt-cache's file but do not write it\n"
             "  --precompile           compile every kernel the model needs (every prompt\n"
             "                         length, decode) into the program cache and exit: a\n"
             "                         device's first boot, so later runs start warm\n"
@@ -212,6 +217,11 @@ int options_parse(int argc, char **argv, options *o)
             o->escape = 1;
         } else if (IS("--tokenize")) {
             o->tokenize = 1;
+        } else if (IS("--prompt-cache")) {
+            NEEDS_VALUE();
+            o->prompt_cache = v;
+        } else if (IS("--prompt-cache-ro")) {
+            o->prompt_cache_ro = 1;
         } else if (IS("--precompile")) {
             o->precompile = 1;
         } else if (IS("--no-bos")) {
@@ -328,6 +338,15 @@ int options_parse(int argc, char **argv, options *o)
     if (o->chat && (o->json || o->logits_out || o->prompt_ids)) {
         fprintf(stderr, "gguf-run: --chat does not combine with --json, --logits-out or "
                         "--prompt-ids\n");
+        return 2;
+    }
+    if (o->prompt_cache && o->logits_out) {
+        /* the cached positions' rows are not in the state */
+        fprintf(stderr, "gguf-run: --prompt-cache does not combine with --logits-out\n");
+        return 2;
+    }
+    if (o->prompt_cache_ro && !o->prompt_cache) {
+        fprintf(stderr, "gguf-run: --prompt-cache-ro needs --prompt-cache FILE\n");
         return 2;
     }
     return -1;
