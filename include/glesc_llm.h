@@ -196,6 +196,10 @@ GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits);
 GLESC_API void glesc_sampler_accept(glesc_sampler *s, int32_t token);
 /* Forgets the accepted tokens and restarts the random stream from the seed. */
 GLESC_API void glesc_sampler_reset(glesc_sampler *s);
+/* Gives dst src's random stream and accepted tokens (the last of them that
+ * dst's repeat_last_n keeps): dst then samples as src would, with its own
+ * parameters. For a forked conversation (glesc_session_copy). */
+GLESC_API void glesc_sampler_copy(glesc_sampler *dst, const glesc_sampler *src);
 
 /* ---- Models and sessions: running a GGUF language model on the GPU ----
  *
@@ -449,6 +453,68 @@ GLESC_API void glesc_session_last_stats(const glesc_session *s, glesc_eval_stats
  * and *out (owned by the session, valid until its next eval). 0 and NULL
  * unless the session was created with timing. */
 GLESC_API int glesc_session_kernel_times(const glesc_session *s, const glesc_kernel_time **out);
+
+/* ---- Saved session state (a prompt cache) ----
+ * A session's state: the tokens its cache holds (the caller's: the session
+ * keeps no token ids), the KV cache's n_past filled positions in its stored
+ * type, the last logits row when the session has one, and optionally a
+ * sampler's random stream and penalty history. It is tied to the model by a
+ * header (format version, glesc version, a hash of the model file's
+ * metadata, tensor table and samples of each tensor's bytes, the
+ * architecture, layers, KV heads, head size and KV type) and to itself by
+ * checksums: a state of another model, another glesc version, another KV
+ * type, or a truncated or corrupted one is refused with GLESC_ERROR_FORMAT
+ * and a message naming the file (or "state buffer"), the field or byte
+ * offset and the reason, before the session or the sampler is touched.
+ * docs/api.md, "Saved state", has the layout. */
+
+/* Bytes glesc_session_state_save writes for s with n_tokens tokens and,
+ * when smp is not NULL, its sampler state; 0 when s is NULL. */
+GLESC_API size_t glesc_session_state_size(const glesc_session *s, const glesc_sampler *smp,
+                                          size_t n_tokens);
+/* Writes s's state into dst (size bytes, at least
+ * glesc_session_state_size's; *written, may be NULL, gets the count).
+ * tokens[0..n_tokens) are the ids at the cache's positions: n_tokens must
+ * equal glesc_session_n_past(s). smp (may be NULL) adds its random stream
+ * and penalty history. Waits for the GPU work queued on s; the session is
+ * unchanged. */
+GLESC_API glesc_status glesc_session_state_save(glesc_session *s, const glesc_sampler *smp,
+                                                const int32_t *tokens, size_t n_tokens, void *dst,
+                                                size_t size, size_t *written);
+/* As glesc_session_state_save, into the file path (written under a
+ * temporary name in its directory and renamed over path, so a reader never
+ * sees half a state). */
+GLESC_API glesc_status glesc_session_state_save_file(glesc_session *s, const glesc_sampler *smp,
+                                                     const int32_t *tokens, size_t n_tokens,
+                                                     const char *path);
+/* Loads a state (data[0..size), read during the call only) into s: the
+ * cache's first n_past positions, n_past, the logits row when the state
+ * has one (else glesc_session_logits is NULL: evaluate the last token
+ * again, after truncating to n - 1, to sample from it), and, when smp is
+ * not NULL and the state has a sampler's, smp's random stream and penalty
+ * history (its parameters stay smp's own). The tokens go to
+ * tokens_out[0..capacity) (capacity glesc_session_n_ctx(s) always
+ * suffices; NULL: not returned) and their count to *n_tokens (may be
+ * NULL). s may have another n_ctx than the
+ * saving session as long as the state's positions fit (a LongRoPE model
+ * (phi3) also needs the same side of its original context length, whose
+ * factors the cached keys were rotated with). s's pending greedy tokens
+ * are dropped. On any error s and smp are as they were, except an error of
+ * the GPU while the cache is written, after which s is empty (n_past 0). */
+GLESC_API glesc_status glesc_session_state_load(glesc_session *s, glesc_sampler *smp,
+                                                const void *data, size_t size, int32_t *tokens_out,
+                                                size_t capacity, size_t *n_tokens);
+/* As glesc_session_state_load, from the file path (a regular file). */
+GLESC_API glesc_status glesc_session_state_load_file(glesc_session *s, glesc_sampler *smp,
+                                                     const char *path, int32_t *tokens_out,
+                                                     size_t capacity, size_t *n_tokens);
+/* Makes dst a copy of src (a fork: a conversation continued two ways after
+ * a shared system prompt): src's cache positions, copied on the GPU, its
+ * n_past and its logits row. Both sessions must be of one model and one KV
+ * type, and src's positions must fit dst's n_ctx. dst's pending greedy
+ * tokens are dropped; src is unchanged (work queued on it stays queued).
+ * Sampler state is the sampler's: copy it with glesc_sampler_copy. */
+GLESC_API glesc_status glesc_session_copy(glesc_session *dst, glesc_session *src);
 
 /* ---- Chat templates ----
  * llama.cpp's built-in chat formats (llama-chat.cpp), chosen by name or
@@ -711,6 +777,20 @@ GLESC_API glesc_chat_template glesc_chat_get_template(const glesc_chat *c);
  * cache emptied; smp is left as it is), so the chat stays usable. */
 GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
                                        const glesc_generate_params *p, glesc_generate_result *res);
+/* Puts the kept messages (the system message) into the cache now, as the
+ * first glesc_chat_send would (on their own, before any user message), so
+ * that their state can be saved (glesc_session_state_save_file with these
+ * tokens) and a later chat can start from it. cached[0..n_cached) are the
+ * tokens the session's cache holds (those glesc_session_state_load
+ * returned; n_cached must be its n_past): when they are the kept messages'
+ * tokens nothing is evaluated, otherwise the cache is emptied and they are
+ * evaluated. *ids and *n (either may be NULL) get those tokens
+ * (glesc_tokens_free them); n is 0, and the cache empty, when there is
+ * nothing to put in it alone (no system message, or a template that
+ * merges it into the first user turn). Only before the first send
+ * (GLESC_ERROR_STATE after). */
+GLESC_API glesc_status glesc_chat_prefill(glesc_chat *c, const int32_t *cached, size_t n_cached,
+                                          int32_t **ids, size_t *n);
 /* Forgets the conversation but the system message: the history, the cache
  * (truncated to 0) and smp's history and random stream (glesc_sampler_reset). */
 GLESC_API void glesc_chat_reset(glesc_chat *c);

@@ -534,6 +534,134 @@ Test(gguf_run, chat_on_stdin)
     free(model);
 }
 
+/* ---- --prompt-cache ---- */
+
+/* One --json run's generated ids (as text), prompt and cached token counts. */
+typedef struct cache_run {
+    char ids[512], err[2048];
+    int prompt_tokens, cached_tokens;
+} cache_run;
+
+static cache_run cache_run_with(const char *model, const char *prompt_ids, const char *extra)
+{
+    char args[8400];
+    snprintf(args, sizeof args, "-m '%s' --prompt-ids %s -n 6 --temp 0 --json %s", model,
+             prompt_ids, extra);
+    test_run_result r = run(args);
+    cr_assert_eq(r.status, 0, "gguf-run %s: %s", args, r.err);
+    cache_run c = {0};
+    snprintf(c.err, sizeof c.err, "%s", r.err);
+    json_object *o = json_tokener_parse(r.out), *g, *tm, *v;
+    cr_assert_not_null(o, "not JSON: %s", r.out);
+    cr_assert(json_object_object_get_ex(o, "generated_ids", &g));
+    snprintf(c.ids, sizeof c.ids, "%s", json_object_to_json_string(g));
+    cr_assert(json_object_object_get_ex(o, "timings", &tm));
+    cr_assert(json_object_object_get_ex(tm, "prompt_tokens", &v));
+    c.prompt_tokens = json_object_get_int(v);
+    cr_assert(json_object_object_get_ex(tm, "prompt_cached_tokens", &v));
+    c.cached_tokens = json_object_get_int(v);
+    json_object_put(o);
+    test_run_free(&r);
+    return c;
+}
+
+static void other_seed(synth_params *p)
+{
+    p->seed = 99;
+}
+
+/* The state saved after a prompt is loaded by the next run whose prompt
+ * starts the same: only the rest is evaluated and the tokens are those of
+ * a run without the cache; a corrupted file or another model's is a
+ * warning with the reason, and the whole prompt is evaluated. */
+Test(gguf_run, prompt_cache)
+{
+    char *path = synth(NULL), *other = synth(other_seed);
+    char *dir = test_tmpdir();
+    char cache[4200], opt[4300];
+    snprintf(cache, sizeof cache, "%s/prompt.cache", dir);
+    snprintf(opt, sizeof opt, "--prompt-cache '%s'", cache);
+    const char *p1 = "1,20,30,40,50,60,70,80", *p2 = "1,20,30,40,50,60,70,80,90,100,110";
+    cache_run plain1 = cache_run_with(path, p1, ""), plain2 = cache_run_with(path, p2, "");
+    cache_run a = cache_run_with(path, p1, opt);
+    cr_expect_eq(a.cached_tokens, 0);
+    cr_expect_eq(a.prompt_tokens, 8);
+    cr_expect_str_eq(a.ids, plain1.ids);
+    cache_run b = cache_run_with(path, p1, opt); /* the same prompt: nothing evaluated */
+    cr_expect_eq(b.cached_tokens, 8, "%s", b.err);
+    cr_expect_eq(b.prompt_tokens, 0);
+    cr_expect_str_eq(b.ids, plain1.ids);
+    cache_run c = cache_run_with(path, p2, opt); /* a longer one: the rest */
+    cr_expect_eq(c.cached_tokens, 8);
+    cr_expect_eq(c.prompt_tokens, 3);
+    cr_expect_str_eq(c.ids, plain2.ids);
+    /* read-only: a shorter prompt evaluates its last token again, saves nothing */
+    size_t n_before, n_after;
+    free(test_read_file(cache, &n_before));
+    snprintf(opt, sizeof opt, "--prompt-cache '%s' --prompt-cache-ro", cache);
+    cache_run d = cache_run_with(path, p1, opt);
+    cr_expect_eq(d.cached_tokens, 7);
+    cr_expect_eq(d.prompt_tokens, 1);
+    cr_expect_str_eq(d.ids, plain1.ids);
+    free(test_read_file(cache, &n_after));
+    cr_expect_eq(n_after, n_before, "--prompt-cache-ro wrote the file");
+    /* another model: refused with the reason */
+    cache_run e = cache_run_with(other, p2, opt);
+    cr_expect_eq(e.cached_tokens, 0);
+    cr_expect(strstr(e.err, "warning: --prompt-cache") && strstr(e.err, "another model"), "%s",
+              e.err);
+    /* a flipped byte: refused, evaluated whole, saved over it */
+    uint8_t *bytes = test_read_file(cache, &n_before);
+    bytes[n_before / 2] ^= 1;
+    FILE *f = fopen(cache, "wb");
+    cr_assert(f);
+    cr_assert_eq(fwrite(bytes, 1, n_before, f), n_before);
+    fclose(f);
+    free(bytes);
+    snprintf(opt, sizeof opt, "--prompt-cache '%s'", cache);
+    cache_run g = cache_run_with(path, p2, opt);
+    cr_expect_eq(g.cached_tokens, 0);
+    cr_expect(strstr(g.err, "checksum") && strstr(g.err, "prompt.cache"), "%s", g.err);
+    cr_expect_str_eq(g.ids, plain2.ids);
+    cr_expect_eq(cache_run_with(path, p2, opt).cached_tokens, 11);
+    /* usage */
+    char args[8400];
+    snprintf(args, sizeof args, "-m '%s' --prompt-cache '%s' --logits-out /dev/null", path, cache);
+    expect_failure(args, 2, (const char *const[]){"--logits-out", NULL});
+    snprintf(args, sizeof args, "-m '%s' --prompt-cache-ro", path);
+    expect_failure(args, 2, (const char *const[]){"needs --prompt-cache", NULL});
+    unlink(cache);
+    rmdir(dir);
+    free(dir);
+    rm(path);
+    rm(other);
+}
+
+/* A chat's system message goes through the file: evaluated and saved by
+ * the first run, loaded by the next, the replies the same. */
+Test(gguf_run, prompt_cache_chat_system_message)
+{
+    char *path = synth(NULL), *dir = test_tmpdir();
+    char args[8400];
+    snprintf(args, sizeof args,
+             "-m '%s' --chat --chat-template chatml --system 'Be brief.' -c 256 -n 5 --temp 0 "
+             "-v --prompt-cache '%s/sys.cache'",
+             path, dir);
+    test_run_result a = run_with(args, "Hello\nMore\n"), b = run_with(args, "Hello\nMore\n");
+    cr_assert_eq(a.status, 0, "%s", a.err);
+    cr_assert_eq(b.status, 0, "%s", b.err);
+    cr_expect(strstr(a.err, "tokens saved to"), "%s", a.err);
+    cr_expect(strstr(b.err, "the system message's"), "%s", b.err);
+    cr_expect_str_eq(a.out, b.out);
+    test_run_free(&a);
+    test_run_free(&b);
+    snprintf(args, sizeof args, "%s/sys.cache", dir);
+    unlink(args);
+    rmdir(dir);
+    free(dir);
+    rm(path);
+}
+
 /* ---- inputs and outputs that cannot be used ---- */
 
 /* A 4 GB virtual memory cap, so a regression that reads without bound

@@ -87,6 +87,23 @@ void test_rmtree(char *dir);
     }                                                                                              \
     TestSuite(name, .init = name##_setup, .fini = name##_teardown)
 
+/* Both: a context `ctx` for the suite's tests and a fresh empty directory
+ * `dir` for each, removed with its contents after it. */
+#define TEST_GPU_TMPDIR_SUITE(name)                                                                \
+    static glesc_context *ctx;                                                                     \
+    static char *dir;                                                                              \
+    static void name##_setup(void)                                                                 \
+    {                                                                                              \
+        ctx = test_context(NULL);                                                                  \
+        dir = test_tmpdir();                                                                       \
+    }                                                                                              \
+    static void name##_teardown(void)                                                              \
+    {                                                                                              \
+        glesc_context_destroy(ctx);                                                                \
+        test_rmtree(dir);                                                                          \
+    }                                                                                              \
+    TestSuite(name, .init = name##_setup, .fini = name##_teardown)
+
 /* The sample kernel of the foundation tests: y = a*x + y over n floats,
  * bindings (x, y), params (n, a). core_free() the text. */
 char *test_saxpy_glsl(int local_size);

@@ -225,6 +225,75 @@ static glesc_status eval_kept(glesc_chat *c, const char *conv, const glesc_gener
     return st;
 }
 
+GLESC_API glesc_status glesc_chat_prefill(glesc_chat *c, const int32_t *cached, size_t n_cached,
+                                          int32_t **ids, size_t *n)
+{
+    core_err_reset(NULL);
+    int32_t *kept_ids = NULL;
+    size_t n_kept = 0;
+    if (ids)
+        *ids = NULL;
+    if (n)
+        *n = 0;
+    if (!c || (n_cached && !cached))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_chat_prefill: NULL chat or cached tokens");
+    if (c->n != c->keep || c->evaluated)
+        return core_err_set(NULL, GLESC_ERROR_STATE,
+                            "glesc_chat_prefill: the chat has started (call it before the first "
+                            "send)");
+    /* The kept text must start every conversation: checked with a user
+     * message standing in for the first one. */
+    char *kept = NULL, *conv = NULL;
+    glesc_chat_message *m = core_calloc(c->keep + 1, sizeof *m);
+    glesc_status st = m ? GLESC_OK : core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "chat");
+    if (st == GLESC_OK && c->keep > 0) {
+        memcpy(m, c->msgs, c->keep * sizeof *m);
+        m[c->keep] = (glesc_chat_message){"user", "Hi"};
+        st = glesc_chat_format(c->tmpl, c->msgs, c->keep, false, &kept);
+        if (st == GLESC_OK)
+            st = glesc_chat_format(c->tmpl, m, c->keep + 1, true, &conv);
+    }
+    size_t len = kept ? strlen(kept) : 0;
+    unsigned flags = GLESC_TOKENIZE_PARSE_SPECIAL | (c->no_bos ? 0 : GLESC_TOKENIZE_ADD_SPECIAL);
+    if (st == GLESC_OK && len > 0 && !strncmp(conv, kept, len))
+        st = glesc_tokenize_alloc(c->tok, kept, len, flags, &kept_ids, &n_kept);
+    bool same = st == GLESC_OK && n_kept > 0 && n_cached == n_kept &&
+                c->s->n_past == (int32_t)n_kept &&
+                !memcmp(cached, kept_ids, n_kept * sizeof *kept_ids);
+    if (st == GLESC_OK && !same) {
+        glesc_session_truncate(c->s, 0); /* (resets the message: before any failure) */
+        if (n_kept > (size_t)c->s->n_ctx)
+            st = core_err_set(NULL, GLESC_ERROR_LIMIT,
+                              "the system message takes %zu tokens, the context holds %d", n_kept,
+                              (int)c->s->n_ctx);
+        else if (n_kept > 0) {
+            glesc_generate_params p;
+            glesc_generate_params_init(&p);
+            glesc_generate_result res = {0};
+            st = llm_eval_input(c->s, c->smp, kept_ids, n_kept, &p, &res);
+        }
+    } else if (same) {
+        for (size_t i = 0; i < n_kept; i++) /* as their eval would have */
+            glesc_sampler_accept(c->smp, kept_ids[i]);
+    }
+    if (st == GLESC_OK && n_kept > 0) {
+        c->keep_pos = (int32_t)n_kept;
+        c->evaluated = len;
+    }
+    if (st == GLESC_OK && ids) {
+        *ids = kept_ids;
+        kept_ids = NULL;
+    }
+    if (st == GLESC_OK && n)
+        *n = n_kept;
+    glesc_tokens_free(kept_ids);
+    glesc_text_free(kept);
+    glesc_text_free(conv);
+    core_free(m);
+    return st;
+}
+
 /* (shift policy) Makes room for need more tokens by dropping the oldest
  * whole turns after the kept messages: messages first..j-1 for the smallest
  * user message j ≤ end (end: the first message that must stay) that frees

@@ -287,6 +287,8 @@ static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const cha
     }
     if ((st = llm_tensors_check(f, path, &m->hp)) != GLESC_OK)
         goto fail;
+    if ((st = llm_model_hash(f, path, &m->hash)) != GLESC_OK)
+        goto fail;
     if ((st = glesc_tokenizer_load(f, &m->tok)) != GLESC_OK) {
         /* The tokenizer's own messages name the key; those of the GGUF
          * getters it calls start with the file already. */

@@ -44,6 +44,7 @@ struct glesc_model {
     uint64_t weight_bytes;
     uint64_t gpu_bytes; /* pool bytes the weights took */
     int n_tensors;
+    core_hash128 hash; /* llm_model_hash of the file: what a saved state names */
 };
 
 struct glesc_session {
@@ -171,6 +172,18 @@ bool llm_sampler_is_greedy(const glesc_sampler *smp);
 /* A token smp would have picked was picked elsewhere (on the GPU): its
  * random stream advances as glesc_sampler_sample's would have. */
 void llm_sampler_skip(glesc_sampler *smp);
+/* The state a saved session carries (state.c): the accepted tokens, the
+ * i-th oldest of n_history (0 <= i < n_history), and the random stream;
+ * restore sets the stream and forgets the tokens (accept them again). */
+int32_t llm_sampler_n_history(const glesc_sampler *smp);
+int32_t llm_sampler_history_at(const glesc_sampler *smp, int32_t i);
+const core_rng *llm_sampler_rng(const glesc_sampler *smp);
+void llm_sampler_restore(glesc_sampler *smp, const core_rng *rng);
+
+/* ---- state.c ---- */
+/* The hash that ties a saved state to the model of f (metadata, tensor
+ * table, samples of each tensor's bytes); path names f in messages. */
+glesc_status llm_model_hash(const glesc_gguf *f, const char *path, core_hash128 *out);
 
 /* ---- estimate.c ---- */
 /* An upper bound of the heap bytes glesc_tokenizer_load(f) keeps. */

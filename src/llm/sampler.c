@@ -45,6 +45,38 @@ GLESC_API void glesc_sampler_reset(glesc_sampler *s)
     s->n_history = s->history_pos = 0;
 }
 
+GLESC_API void glesc_sampler_copy(glesc_sampler *dst, const glesc_sampler *src)
+{
+    if (!dst || !src || dst == src)
+        return;
+    llm_sampler_restore(dst, &src->rng);
+    for (int32_t i = 0; i < src->n_history; i++)
+        glesc_sampler_accept(dst, llm_sampler_history_at(src, i));
+}
+
+int32_t llm_sampler_n_history(const glesc_sampler *s)
+{
+    return s->n_history;
+}
+
+int32_t llm_sampler_history_at(const glesc_sampler *s, int32_t i)
+{
+    /* the ring's oldest entry is at history_pos once it is full, else at 0 */
+    int32_t first = s->n_history < s->p.repeat_last_n ? 0 : s->history_pos;
+    return s->history[(first + i) % s->p.repeat_last_n];
+}
+
+const core_rng *llm_sampler_rng(const glesc_sampler *s)
+{
+    return &s->rng;
+}
+
+void llm_sampler_restore(glesc_sampler *s, const core_rng *rng)
+{
+    s->rng = *rng;
+    s->n_history = s->history_pos = 0;
+}
+
 GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
                                             glesc_sampler **out)
 {

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs a GGUF fuzzer as one low-priority process (the build machine is
 # shared). Usage: tests/fuzz/run_fuzz.sh [seconds [target]]
-#   seconds  default 1800; target fuzz_gguf (default) or fuzz_gguf_roundtrip
+#   seconds  default 1800; target fuzz_gguf (default), fuzz_gguf_roundtrip or
+#   fuzz_state (the session state loader)
 # Needs build-fuzz (see fuzz_gguf.c). Crashes land in build-fuzz/crashes/;
 # libFuzzer's log (with the final cov:/ft:/exec figures) in
 # build-fuzz/fuzz-0.log. Each target keeps its own corpus folder and also
@@ -16,6 +17,12 @@ mkdir -p corpus corpus-roundtrip crashes
 case $target in
 fuzz_gguf) dirs="corpus seeds corpus-roundtrip" ;;
 fuzz_gguf_roundtrip) dirs="corpus-roundtrip seeds corpus" ;;
+fuzz_state)
+    # a valid state as the seed (the target writes it), its own corpus
+    mkdir -p corpus-state seeds-state
+    GLESC_FUZZ_STATE_SEED=seeds-state/valid ./tests/fuzz/fuzz_state -runs=0 >/dev/null 2>&1
+    exec nice -n 10 ./tests/fuzz/fuzz_state -max_total_time="$secs" -jobs=1 -max_len=16384 \
+        -artifact_prefix=crashes/ corpus-state seeds-state ;;
 *) echo "unknown target $target" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC2086

@@ -140,6 +140,10 @@ int chat_loop(run *r)
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
         return 1;
     }
+    if (o->prompt_cache && prompt_cache_chat(r, chat)) {
+        glesc_chat_destroy(chat);
+        return 1;
+    }
     bool pending = r->prompt_text != NULL; /* -p: the first message */
     for (;;) {
         size_t len = 0;

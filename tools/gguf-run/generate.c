@@ -231,7 +231,10 @@ int run_once(run *r, const int32_t *ids, size_t n)
         return 1;
     }
     r->stop = "length"; /* -n 0: the length limit ends it at once */
-    int rc = eval_prompt(r, ids, n) ? 1 : 0;
+    size_t cached = o->prompt_cache ? prompt_cache_load(r, ids, n) : 0;
+    int rc = cached < n && eval_prompt(r, ids + cached, n - cached) ? 1 : 0;
+    if (!rc && o->prompt_cache && cached < n && prompt_cache_save(r, ids, n))
+        rc = 1;
     for (size_t i = 0; !rc && echo && i < n; i++) {
         const char *piece;
         size_t len;

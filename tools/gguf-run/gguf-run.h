@@ -9,7 +9,9 @@
  * context, model, session and sampler), generate.c (evaluating the prompt,
  * and the callbacks through which glesc_generate and glesc_chat_send stream
  * the text), chat.c (the multi-turn conversation on stdin over glesc_chat),
- * output.c (the --json object and the summary line). Sampling, the
+ * output.c (the --json object and the summary line), prompt_cache.c
+ * (--prompt-cache: the session's state saved after the prompt and loaded
+ * by the next run whose prompt starts the same). Sampling, the
  * streaming detokenizer, end-of-generation handling and the chat's cache
  * reuse are the library's (glesc_llm.h).
  *
@@ -43,8 +45,9 @@
 typedef struct options {
     const char *model, *prompt, *prompt_file, *prompt_ids, *system, *chat_template;
     const char *logits_out, *platform, *device, *cache_dir, *limits;
+    const char *prompt_cache; /* --prompt-cache FILE */
     int escape, no_bos, parse_special, no_display_prompt, tokenize, ignore_eos, chat, json,
-        precompile;
+        precompile, prompt_cache_ro;
     int verbose;
     long n_predict, n_ctx;
     glesc_dtype kv_type;
@@ -86,6 +89,8 @@ typedef struct run {
     buf text;          /* generated text (for --json) */
     double prompt_ms, decode_ms, load_ms;
     size_t prompt_tokens, decode_tokens; /* evaluated */
+    size_t cached_tokens;                /* the prompt's, from --prompt-cache */
+    double cache_ms;                     /* loading them (in prompt_ms too) */
     int dispatches_per_token;
     const char *stop;        /* why generation ended */
     const char *prompt_text; /* -p / -f text (the first chat message) */
@@ -114,6 +119,21 @@ void gen_params(run *r, glesc_generate_params *p);
 void add_result(run *r, const glesc_generate_result *res);
 /* One prompt, one continuation: the exit status. */
 int run_once(run *r, const int32_t *ids, size_t n);
+
+/* ---- prompt_cache.c ---- */
+/* Loads --prompt-cache's file, if there is one, and keeps the positions
+ * whose tokens start ids[0..n) (at least the last token is evaluated
+ * again unless the state holds its logits row): the count of ids whose
+ * positions the session now holds, accepted into the sampler. A state
+ * that does not load is a warning, and the whole prompt is evaluated. */
+size_t prompt_cache_load(run *r, const int32_t *ids, size_t n);
+/* Saves the session's state with ids[0..n) to --prompt-cache's file
+ * (unless --prompt-cache-ro). 0, or -1 (message printed). */
+int prompt_cache_save(run *r, const int32_t *ids, size_t n);
+/* A chat's system message through --prompt-cache's file: reused when the
+ * file holds its tokens, else evaluated and saved (glesc_chat_prefill).
+ * 0, or 1 (message printed). */
+int prompt_cache_chat(run *r, glesc_chat *chat);
 
 /* ---- chat.c ---- */
 /* Multi-turn chat on stdin: the exit status. */

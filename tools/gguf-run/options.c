@@ -31,6 +31,11 @@ static void usage(FILE *out)
             "  --parse-special        turn control tokens written in the prompt into ids\n"
             "  --no-display-prompt    do not echo the prompt before the generated text\n"
             "  --tokenize             print the prompt's token ids and exit (no GPU needed)\n"
+            "  --prompt-cache FILE    the session's state after the prompt, saved to FILE;\n"
+            "                         a later run whose prompt starts with the same tokens\n"
+            "                         loads it and evaluates only the rest (a chat: its\n"
+            "                         system message)\n"
+            "  --prompt-cache-ro      load --prompt-cache's file but do not write it\n"
             "  --precompile           compile every kernel the model needs (every prompt\n"
             "                         length, decode) into the program cache and exit: a\n"
             "                         device's first boot, so later runs start warm\n"
@@ -184,6 +189,8 @@ static bool parse_flag(options *o, const char *a)
         o->escape = 1;
     else if (!strcmp(a, "--tokenize"))
         o->tokenize = 1;
+    else if (!strcmp(a, "--prompt-cache-ro"))
+        o->prompt_cache_ro = 1;
     else if (!strcmp(a, "--precompile"))
         o->precompile = 1;
     else if (!strcmp(a, "--no-bos"))
@@ -235,6 +242,7 @@ static bool takes_value(const char *a)
         "--kv-type",
         "-ctk",
         "--logits-out",
+        "--prompt-cache",
         "--platform",
         "--device",
         "--cache-dir",
@@ -311,6 +319,8 @@ static int parse_value(options *o, const char *a, const char *v)
         }
     } else if (IS("--logits-out")) {
         o->logits_out = v;
+    } else if (IS("--prompt-cache")) {
+        o->prompt_cache = v;
     } else if (IS("--platform")) {
         o->platform = v;
     } else if (IS("--device")) {
@@ -340,6 +350,15 @@ static int options_check(options *o)
     if (o->chat && (o->json || o->logits_out || o->prompt_ids)) {
         fprintf(stderr, "gguf-run: --chat does not combine with --json, --logits-out or "
                         "--prompt-ids\n");
+        return 2;
+    }
+    if (o->prompt_cache && o->logits_out) {
+        /* the cached positions' rows are not in the state */
+        fprintf(stderr, "gguf-run: --prompt-cache does not combine with --logits-out\n");
+        return 2;
+    }
+    if (o->prompt_cache_ro && !o->prompt_cache) {
+        fprintf(stderr, "gguf-run: --prompt-cache-ro needs --prompt-cache FILE\n");
         return 2;
     }
     return -1;

@@ -116,10 +116,14 @@ static void json_ids(FILE *o, const int32_t *ids, size_t n)
 
 void summary(const run *r)
 {
+    char cached[64] = "";
+    if (r->cached_tokens)
+        snprintf(cached, sizeof cached, " (+%zu cached, loaded in %.0f ms)", r->cached_tokens,
+                 r->cache_ms);
     fprintf(stderr,
-            "gguf-run: load %.0f ms | prompt %zu tok, %.1f tok/s | decode %zu tok, %.1f tok/s | "
+            "gguf-run: load %.0f ms | prompt %zu tok%s, %.1f tok/s | decode %zu tok, %.1f tok/s | "
             "%d dispatches/token | %s\n",
-            r->load_ms, r->prompt_tokens,
+            r->load_ms, r->prompt_tokens, cached,
             r->prompt_ms > 0 ? (double)r->prompt_tokens * 1e3 / r->prompt_ms : 0.0,
             r->decode_tokens,
             r->decode_ms > 0 ? (double)r->decode_tokens * 1e3 / r->decode_ms : 0.0,
@@ -163,11 +167,12 @@ bool print_json(const run *r, const int32_t *prompt_ids, size_t n_prompt)
     fprintf(o, ", \"stop\": \"%s\"", r->stop);
     fprintf(o,
             ", \"timings\": {\"load_ms\": %.3f, \"prompt_tokens\": %zu, \"prompt_ms\": %.3f, "
-            "\"prompt_tok_per_s\": %.3f, \"decode_tokens\": %zu, \"decode_ms\": %.3f, "
+            "\"prompt_tok_per_s\": %.3f, \"prompt_cached_tokens\": %zu, \"decode_tokens\": %zu, "
+            "\"decode_ms\": %.3f, "
             "\"decode_tok_per_s\": %.3f, \"dispatches_per_token\": %d}}\n",
             r->load_ms, r->prompt_tokens, r->prompt_ms,
             r->prompt_ms > 0 ? (double)r->prompt_tokens * 1e3 / r->prompt_ms : 0.0,
-            r->decode_tokens, r->decode_ms,
+            r->cached_tokens, r->decode_tokens, r->decode_ms,
             r->decode_ms > 0 ? (double)r->decode_tokens * 1e3 / r->decode_ms : 0.0,
             r->dispatches_per_token);
     if (fclose(o) != 0 || !text) {
