@@ -1,10 +1,12 @@
 /*
  * test_core.c — the core layer: status names, error messages, the string
  * builder (also under injected allocation failure), hashing, the hash map,
- * little-endian fields and the random number generator.
+ * little-endian fields, the random number generator and integer
+ * environment variables.
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -190,4 +192,23 @@ Test(core, rng_stream)
     }
     cr_assert(fabs(sum / N) < 0.05 && fabs(sq / N - 1.0) < 0.05, "mean %g, variance %g", sum / N,
               sq / N);
+}
+
+/* core_env_long: a whole number in range, else false with *out kept
+ * (unset, empty, trailing text, out of range, overflow). */
+Test(core, env_long)
+{
+    long v = 7;
+    unsetenv("GLESC_TEST_LONG");
+    cr_expect(!core_env_long("GLESC_TEST_LONG", 0, 10, &v));
+    const char *bad[] = {"", "x", "3x", "-1", "11", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("GLESC_TEST_LONG", bad[i], 1);
+        cr_expect(!core_env_long("GLESC_TEST_LONG", 0, 10, &v), "'%s' accepted", bad[i]);
+    }
+    cr_expect_eq(v, 7, "a refused value leaves the default");
+    setenv("GLESC_TEST_LONG", "10", 1);
+    cr_expect(core_env_long("GLESC_TEST_LONG", 0, 10, &v));
+    cr_expect_eq(v, 10);
+    unsetenv("GLESC_TEST_LONG");
 }

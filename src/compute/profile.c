@@ -215,15 +215,8 @@ static void store(glesc_context *ctx, const void *key, size_t key_len, const com
 /* GLESC_GEMV_MAX_M as 1..8, or 0 when unset (or not 1..8: warned). */
 static int env_gemv_max_m(void)
 {
-    const char *env = core_env("GLESC_GEMV_MAX_M");
-    if (!env)
-        return 0;
-    char *end;
-    long v = strtol(env, &end, 10);
-    if (*end || v < 1 || v > 8) {
-        core_log(CORE_LOG_WARN, "GLESC_GEMV_MAX_M=%s is not 1..8: ignored", env);
-        return 0;
-    }
+    long v = 0;
+    core_env_long("GLESC_GEMV_MAX_M", 1, 8, &v);
     return (int)v;
 }
 

@@ -297,6 +297,10 @@ void core_log(core_log_level lvl, const char *fmt, ...) CORE_PRINTF(2, 3);
 const char *core_env(const char *name);
 /* True when the variable is set to 1/yes/true/on. */
 bool core_env_flag(const char *name);
+/* A whole decimal number in lo..hi into *out: true. False when unset, and
+ * when set to anything else (a warning naming the variable, its value and
+ * the range: the caller's default stands). */
+bool core_env_long(const char *name, long lo, long hi, long *out);
 /* A byte count: decimal digits with an optional K, M or G suffix (KiB, MiB,
  * GiB), the whole of s; false (and *out unchanged) on anything else, zero
  * or an overflow. */

@@ -38,6 +38,23 @@ bool core_env_flag(const char *name)
                  !strcasecmp(v, "on"));
 }
 
+bool core_env_long(const char *name, long lo, long hi, long *out)
+{
+    const char *v = core_env(name);
+    if (!v)
+        return false;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (*end || errno || n < lo || n > hi) {
+        core_log(CORE_LOG_WARN, "%s=%s is not a whole number in %ld..%ld; ignored", name, v, lo,
+                 hi);
+        return false;
+    }
+    *out = n;
+    return true;
+}
+
 bool core_parse_size(const char *s, uint64_t *out)
 {
     if (!s || *s < '0' || *s > '9')

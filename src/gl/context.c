@@ -232,18 +232,8 @@ static void restore_binding(const egl_binding *b)
  * flushes (exec.c, "Flushes"); 0 turns them off. */
 static uint32_t flush_max_from_env(void)
 {
-    const char *v = core_env("GLESC_FLUSH_EVERY");
-    if (!v || !*v)
-        return 16;
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (*end || n < 0 || n > 1000000) {
-        core_log(CORE_LOG_WARN,
-                 "GLESC_FLUSH_EVERY=%s is not a count of dispatches (0..1000000); "
-                 "using 16",
-                 v);
-        return 16;
-    }
+    long n = 16;
+    core_env_long("GLESC_FLUSH_EVERY", 0, 1000000, &n);
     return (uint32_t)n;
 }
 

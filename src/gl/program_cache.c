@@ -141,14 +141,9 @@ static char *make_key_tail(glesc_context *ctx, size_t *len)
  * the processors, at most 8. */
 static int compile_threads(const glesc_context *ctx)
 {
-    const char *e = core_env("GLESC_COMPILE_THREADS");
-    if (e && *e) {
-        char *end;
-        long v = strtol(e, &end, 10);
-        if (!*end && v >= 1)
-            return v > 64 ? 64 : (int)v;
-        core_log(CORE_LOG_WARN, "GLESC_COMPILE_THREADS=%s is not a count from 1; ignored", e);
-    }
+    long v;
+    if (core_env_long("GLESC_COMPILE_THREADS", 1, 4096, &v))
+        return v > 64 ? 64 : (int)v;
     if (!ctx->share_ok || ctx->adopted)
         return 1;
     /* NVIDIA's driver compiles one program of a process at a time: more
@@ -740,14 +735,12 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
     }
     if (b.misses && ctx->compile_fn)
         ctx->compile_fn(ctx->compile_user, 0, b.misses, NULL);
-    if (c->threads > 1 && b.misses > 1) {
-        st = compile_threaded(ctx, &b, n, out);
-        if (st != GLESC_OK)
-            goto done;
-    }
-    /* Start compiling every miss (and, when compiles do not run
+    bool threaded = c->threads > 1 && b.misses > 1;
+    if (threaded && (st = compile_threaded(ctx, &b, n, out)) != GLESC_OK)
+        goto done;
+    /* Otherwise start compiling every miss (and, when compiles do not run
      * concurrently, finish it before the next). */
-    for (int i = 0; i < n && !(c->threads > 1 && b.misses > 1); i++) {
+    for (int i = 0; i < n && !threaded; i++) {
         if (!miss[i])
             continue;
         b.started[i] = core_time_ns();

@@ -118,22 +118,11 @@ onnx_map_status map_clip(onnx_map_ctx *m)
 static onnx_map_status cast_to(onnx_map_ctx *m, int32_t to)
 {
     const onnx_value *x = m->in[0];
-    glesc_dtype dt;
-    switch (to) {
-    case T_FLOAT:
-        dt = GLESC_DTYPE_F32;
-        break;
-    case T_FLOAT16:
-        dt = GLESC_DTYPE_F16;
-        break;
-    case T_BFLOAT16:
-        dt = GLESC_DTYPE_BF16;
-        break;
-    default:
+    glesc_dtype dt, from;
+    if (!float_dtype(to, &dt))
         return UNSUP("cast to %s: glesc casts among FLOAT, FLOAT16 and BFLOAT16 only",
                      onnx_type_name(to));
-    }
-    if (x->type != T_FLOAT && x->type != T_FLOAT16 && x->type != T_BFLOAT16)
+    if (!float_dtype(x->type, &from))
         return UNSUP("cast from %s: glesc casts among FLOAT, FLOAT16 and BFLOAT16 only",
                      onnx_type_name(x->type));
     glesc_tensor *t, *y;

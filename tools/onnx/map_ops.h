@@ -40,6 +40,8 @@ onnx_map_status glesc_failed(onnx_map_ctx *m, const char *what);
 const Onnx__AttributeProto *attr(const onnx_map_ctx *m, const char *name);
 int64_t attr_i(const onnx_map_ctx *m, const char *name, int64_t def);
 float attr_f(const onnx_map_ctx *m, const char *name, float def);
+/* The glesc type of ONNX's FLOAT, FLOAT16 and BFLOAT16; false for others. */
+bool float_dtype(int32_t type, glesc_dtype *out);
 onnx_map_status need_float(onnx_map_ctx *m, int i);
 void gshape(int rank, const int64_t *dims, int *ndim, int64_t shape[4]);
 onnx_map_status gpu_in(onnx_map_ctx *m, int i, glesc_tensor **out);

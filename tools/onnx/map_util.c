@@ -77,6 +77,23 @@ void gshape(int rank, const int64_t *dims, int *ndim, int64_t shape[4])
         shape[i] = i < rank ? dims[rank - 1 - i] : 1;
 }
 
+bool float_dtype(int32_t type, glesc_dtype *out)
+{
+    switch (type) {
+    case T_FLOAT:
+        *out = GLESC_DTYPE_F32;
+        return true;
+    case T_FLOAT16:
+        *out = GLESC_DTYPE_F16;
+        return true;
+    case T_BFLOAT16:
+        *out = GLESC_DTYPE_BF16;
+        return true;
+    default:
+        return false;
+    }
+}
+
 onnx_map_status onnx_value_gpu(onnx_map_ctx *m, onnx_value *v, glesc_tensor **out)
 {
     if (v->t) {
@@ -91,20 +108,9 @@ onnx_map_status onnx_value_gpu(onnx_map_ctx *m, onnx_value *v, glesc_tensor **ou
     if (!v->host)
         return INVALID("%s has no value", v->name);
     glesc_dtype dt;
-    switch (v->type) {
-    case T_FLOAT:
-        dt = GLESC_DTYPE_F32;
-        break;
-    case T_FLOAT16:
-        dt = GLESC_DTYPE_F16;
-        break;
-    case T_BFLOAT16:
-        dt = GLESC_DTYPE_BF16;
-        break;
-    default:
+    if (!float_dtype(v->type, &dt))
         return UNSUP("%s is %s: glesc's ops read floating-point data only", v->name,
                      onnx_type_name(v->type));
-    }
     int ndim;
     int64_t shape[4];
     gshape(v->rank, v->dims, &ndim, shape);
