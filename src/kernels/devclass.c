@@ -53,10 +53,14 @@ static const kernels_class large_gpu = {
  * two or more workgroups an SP (ir3 fits the waves to the shared memory,
  * then raises the registers to match). Two columns a pass: every column
  * adds its accumulator and its x unit (five spilled on G610 in every
- * configuration). What is left: Mali runs every GEMV at 1 thread (more
- * than 32 registers: a whole unit of x and of weights live at once), Q4_0
- * gate/up spills 4:37 on G610, and V3D spills on every GEMV (no 4-thread
- * compile fits). GEMM: the 64 x 32 tile of 4 x 4 an invocation (a618: no
+ * configuration). Half units (a run of 16 elements a step, in a loop the
+ * compiler keeps rolled: only a run's weights and x live at once) take
+ * the spills out of every decode GEMV of Q4_0, Q5_1's and Q8_0's q/k/v on
+ * G610, and cut V3D's from 27:21-45:60 to 0:0-24:19 (f32, f16, bf16: none
+ * left). What is left: Mali runs every GEMV at 1 thread (more than 32
+ * registers), the gate/up of the block types with offsets or K-quant
+ * scales spills 5:38-9:48 on G610, and V3D's GEMVs with a folded norm
+ * 4:4-24:19. GEMM: the 64 x 32 tile of 4 x 4 an invocation (a618: no
  * spills, against 22:15-46:39 for 128 x 64 of 8 x 4; G610: the q/k/v
  * GEMM 61:407 in 29 s against 277:3430 in 924 s), the step as a loop (37%
  * less code, the same registers). */
@@ -69,7 +73,8 @@ static const kernels_class small_gpu = {
              .fill = 1,
              .xs = 1024,
              .cols = 2,
-             .groups = 256},
+             .groups = 256,
+             .half = true},
     .gemm = {.bn = 64, .bm = 32, .tn = 4, .tm = 4, .slots = 16, .loop = true, .pad = true},
     .attn = {.wg = 128, .target = 64, .pf_wg = 128, .pf_target = 64, .decode_max_q = 1},
 };

@@ -336,6 +336,11 @@ enum {
     /* with RAW: the block types' half decode NAME_wdech (the GEMM where two
      * invocations stage a row) */
     KERNELS_WLOAD_DEC_HALF = 1u << 6,
+    /* with UNIT, every type: the GEMV's half units (its class's half):
+     * `void NAME_wuhalf(uint row_byte, uvec4 at, uint u, uint h, out vec4
+     * q[4], out vec2 ab)`, run h of unit u (its elements at NAME_wunit_x's
+     * component h) with its scale and offset */
+    KERNELS_WLOAD_UHALF = 1u << 7,
 };
 /* Does w have the fast units (its binding then is a uvec4 array)?
  * The block types whose snippet has a unit decoder, and f32/f16/bf16
@@ -369,6 +374,7 @@ typedef struct kernels_class {
         int xs;       /* x elements a slice at most (shared memory, hence occupancy) */
         int cols;     /* columns a pass for more than one (gemv.glsl's MCOLS) */
         int groups;   /* workgroups a dispatch at most (0: one per block) */
+        bool half;    /* units decoded and multiplied a run (16 elements) at a time */
     } gemv;
     struct {
         int bn, bm, tn, tm; /* the tile where it fits (0: the largest the caps allow) */
