@@ -389,6 +389,9 @@ typedef struct kernels_class {
         int decode_max_q;     /* the decode kernel up to this many queries (0, 1: one) */
     } attn;
     int gemv_max_m; /* GEMV up to this many columns; 0: the device profile measures it */
+    /* fusions left out of matmuls of more than one column where
+     * GLESC_FUSE_SKIP does not name them (GRAPH_FUSE_SKIP_* bits) */
+    unsigned fuse_skip;
 } kernels_class;
 
 const kernels_class *kernels_class_of(const glesc_context *ctx);
