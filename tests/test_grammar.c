@@ -564,3 +564,28 @@ Test(grammar, filter_equals_accepting_each_token)
     gvocab_destroy(v);
     glesc_tokenizer_destroy(tok);
 }
+
+/* Fuzzing found (slow unit): an ambiguous grammar whose every character
+ * may open another nesting level grows a stack per character, each as
+ * deep as the text; hashing and comparing them all on each step made a
+ * few hundred bytes take seconds. The state's elements are bounded
+ * (GRAMMAR_MAX_STATE_WORDS) and stacks are deduplicated through a hash
+ * table: 4000 characters are refused or taken in milliseconds. */
+Test(grammar, ambiguous_grammars_stay_bounded, .timeout = 20)
+{
+    llm_grammar *g = parse("root ::= item+\nitem ::= \"- \"* [^\\r02^9]+root \"\\n\"\n");
+    char *text = malloc(4003);
+    memcpy(text, "- ", 2);
+    memset(text + 2, 'm', 4000);
+    text[4002] = 0;
+    gmatch *m;
+    cr_assert_eq(gmatch_create(g, &m), GLESC_OK);
+    size_t taken = 0;
+    while (taken < 4002 && gmatch_accept_bytes(m, text + taken, 1))
+        taken++;
+    cr_log_info("%zu of 4002 bytes taken before the state's limit", taken);
+    cr_expect(!accepts(g, text));
+    gmatch_destroy(m);
+    free(text);
+    llm_grammar_destroy(g);
+}
