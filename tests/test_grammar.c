@@ -279,6 +279,10 @@ Test(grammar, json_schema_errors_name_keyword_and_path)
     schema_refused("{\"type\": ", "json schema: not JSON at byte");
     schema_refused("{} x", "not JSON");
     schema_refused("[1]", "#: a schema must be an object or a boolean");
+    /* fuzz_json_schema: json-c passes a string's invalid UTF-8 on, and the
+     * grammar written from it did not parse */
+    schema_refused("{\"enum\": [\"us\xffr\"]}", "json schema: not UTF-8 at byte 13");
+    schema_refused("{\"const\": \"\xed\xa0\x80\"}", "not UTF-8 at byte 11"); /* a surrogate */
 }
 
 /* ---- Sampling with a grammar ---- */
