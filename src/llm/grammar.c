@@ -122,7 +122,7 @@ static bool sset_reserve(sset *s, size_t words)
             return false;
         s->cap_n = cap;
     }
-    if (s->len + words > s->cap) {
+    if (!s->pool || s->len + words > s->cap) { /* the pool exists even for empty stacks */
         size_t cap = CORE_MAX(2 * s->cap, s->len + words + 64);
         uint32_t *pool = core_realloc(s->pool, cap * sizeof *pool);
         if (!pool)
@@ -187,7 +187,8 @@ static bool sset_copy(sset *dst, const sset *src)
     for (uint32_t i = 0; i < src->n; i++)
         if (!sset_add(dst, src->pool + src->off[i], src->cnt[i], UINT32_MAX, UINT32_MAX, false))
             return false;
-    memcpy(dst->hash, src->hash, src->n * sizeof *dst->hash);
+    if (src->n)
+        memcpy(dst->hash, src->hash, src->n * sizeof *dst->hash);
     return true;
 }
 
