@@ -189,8 +189,9 @@ typedef struct glesc_sampler glesc_sampler;
 
 /* A sampler for logits rows of n_vocab floats; p NULL: the defaults of
  * glesc_sampler_params_default. On failure *out is NULL and
- * glesc_last_errmsg() names the bad parameter. More stages (a grammar) may
- * be added to it; they run after the default chain's. */
+ * glesc_last_errmsg() names the bad parameter. A grammar may be added to
+ * it (glesc_sampler_add_grammar); other stages may not, since the chain
+ * ends in its final pick: compose those with glesc_sampler_chain_create. */
 GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
                                             glesc_sampler **out);
 /* An empty chain for rows of n_vocab floats with random stream seed: add
