@@ -463,7 +463,9 @@ static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int ka, in
  * views, joins that anchor's kernel: the kernel writes the new rows itself
  * and computes them wherever it reads them (kb_row_writes_begin), so the
  * KV-cache write costs no dispatch of its own. The destination must be a
- * 2-D tensor of its own (a leaf: a cache), and no kernel in between may
+ * 2-D tensor of its own (a leaf: a cache) of an element type (a quantized
+ * cache's rows are written by set_rows' own kernel, a block per
+ * invocation), and no kernel in between may
  * touch it, since the write moves to the reader's position.
  */
 static void fold_row_writes(fuse_state *fs)
@@ -490,6 +492,7 @@ static void fold_row_writes(fuse_state *fs)
             const glesc_tensor *dst = x->src[0], *idx = x->src[2];
             if (!KP->alive || KP->anchor != x || KP->out != x || KP->partner || KP->n_sib ||
                 x->n_consumers != 1 || x->is_output || dst->op != GLESC_OP_NONE ||
+                graph_dtype_quant(dst->dtype) || /* a block is quantized whole (rows.c) */
                 dst->ne[2] * dst->ne[3] != 1 || idx->ne[1] * idx->ne[2] * idx->ne[3] != 1)
                 continue;
             if (owner_used_between(fs, dst->owner, kp, kc, kpos(fs, kp), kpos(fs, kc)))
