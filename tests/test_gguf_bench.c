@@ -252,7 +252,7 @@ Test(gguf_bench, bad_usage)
         const char *args, *needle;
     } cases[] = {
         {"-p 8", "no model"},         {"-m x.gguf --frobnicate", "unknown option"},
-        {"-m x.gguf -p 8,abc", "-p"}, {"-m x.gguf --kv-type q8_0", "q8_0"},
+        {"-m x.gguf -p 8,abc", "-p"}, {"-m x.gguf --kv-type q5_0", "q5_0"},
         {"-m x.gguf -r 0", "-r"},     {"-m x.gguf --kernels --no-profile", "--kernels"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -3,7 +3,12 @@
  * quantizer against ggml's CPU reference (quant_quantize) block by block;
  * attention reading quantized keys and values (decode, also through
  * registers, prefill, GQA, mixed types, the portable caps) against the CPU
- * evaluator (worst NMSE printed, tolerance 1e-7).
+ * evaluator (worst NMSE printed, tolerance 1e-7); and sessions of
+ * synthetic models: logits of q8_0 and q4_0 caches (and mixed key/value
+ * types) close to an f32 cache's in prefill and decode, a context shift, a
+ * saved state's round trip (the bytes again) and a state of other types
+ * refused, session copies, the memory estimate against the allocation, and
+ * head sizes that are no multiple of 32 refused.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -12,9 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/synth.h"
 #include "core/core.h"
+#include "glesc_llm.h"
 #include "quant/quant.h"
 #include "test_graph_util.h"
+#include "test_synth_util.h"
 #include "test_util.h"
 
 #define F32 GLESC_DTYPE_F32
@@ -220,4 +228,246 @@ Test(kv_quant, views_of_blocks_are_checked)
     cr_assert(strstr(glesc_context_errmsg(ctx), "quantized"), "%s", glesc_context_errmsg(ctx));
     glesc_graph_destroy(g);
     glesc_weight_free(c);
+}
+
+/* ---- Sessions of a synthetic model ---- */
+
+enum { N = 20 };
+
+/* The tests' tiny llama with heads of 32 (quantized caches need whole
+ * blocks a head), n_layer layers; *path (free() it) where given. */
+static glesc_model *model(int n_layer, int head_dim, char **path)
+{
+    synth_params p;
+    test_tiny_params(&p, n_layer, 64);
+    p.head_dim = head_dim;
+    p.seed = 5;
+    char name[32];
+    snprintf(name, sizeof name, "kvq-%d-%d.gguf", n_layer, head_dim);
+    char *file = test_synth_write(&p, dir, name);
+    glesc_model *m;
+    cr_assert_eq(glesc_model_load(ctx, file, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
+    if (path)
+        *path = file;
+    else
+        free(file);
+    return m;
+}
+
+static glesc_session *session(glesc_model *m, glesc_dtype kt, glesc_dtype vt)
+{
+    glesc_session *s;
+    glesc_session_options o = {.n_ctx = 48, .kv_type = kt, .kv_type_v = vt};
+    cr_assert_eq(glesc_session_create(m, &o, &s), GLESC_OK, "%s", glesc_last_errmsg());
+    return s;
+}
+
+static void ids_of(int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++)
+        ids[i] = i == 0 ? 1 : 3 + (i * 37) % 200;
+}
+
+static int64_t n_vocab(const glesc_model *m)
+{
+    glesc_model_info mi;
+    glesc_model_get_info(m, &mi);
+    return mi.n_vocab;
+}
+
+/* max |a - b| over the largest |b|. */
+static double rel_diff(const float *a, const float *b, int64_t n)
+{
+    double w = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        w = fmax(w, fabs((double)a[i] - b[i]));
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    return w / fmax(scale, 1e-30);
+}
+
+/* Types and the tolerance of their logits against an f32 cache's (largest
+ * difference over the largest logit), measured on llvmpipe with a margin. */
+static const struct {
+    glesc_dtype k, v;
+    double tol;
+} types[] = {
+    {GLESC_KV_DEFAULT, GLESC_KV_DEFAULT, 2e-3}, /* f16 */
+    {Q8, Q8, 2e-2},
+    {Q4, Q4, 1.5e-1},
+    {Q8, GLESC_DTYPE_F16, 2e-2},
+    {Q4, Q8, 1.5e-1},
+};
+
+Test(kv_quant, logits_close_to_an_f32_cache)
+{
+    glesc_model *m = model(2, 32, NULL);
+    int64_t nv = n_vocab(m);
+    int32_t ids[N + 4];
+    ids_of(ids, N + 4);
+    float *want = malloc((size_t)(5 * nv) * sizeof *want), *got = malloc((size_t)nv * sizeof *got);
+    glesc_session *ref = session(m, GLESC_KV_F32, GLESC_KV_DEFAULT);
+    cr_assert_eq(glesc_session_eval(ref, ids, N, 0, want), GLESC_OK, "%s", glesc_last_errmsg());
+    for (int i = 0; i < 4; i++) /* decode steps */
+        cr_assert_eq(glesc_session_eval(ref, &ids[N + i], 1, 0, want + (i + 1) * nv), GLESC_OK);
+    for (size_t t = 0; t < CORE_ARRAY_LEN(types); t++) {
+        glesc_session *s = session(m, types[t].k, types[t].v);
+        glesc_dtype kt, vt;
+        glesc_session_kv_types(s, &kt, &vt);
+        double worst = 0;
+        cr_assert_eq(glesc_session_eval(s, ids, N, 0, got), GLESC_OK, "%s", glesc_last_errmsg());
+        worst = rel_diff(got, want, nv);
+        double prefill = worst;
+        for (int i = 0; i < 4; i++) {
+            cr_assert_eq(glesc_session_eval(s, &ids[N + i], 1, 0, got), GLESC_OK, "%s",
+                         glesc_last_errmsg());
+            worst = fmax(worst, rel_diff(got, want + (i + 1) * nv, nv));
+        }
+        cr_log_info("k %s v %s vs an f32 cache: logits' worst difference %.3g of the largest "
+                    "(prefill of %d %.3g, 4 decode steps; tolerance %.3g)",
+                    glesc_dtype_name(kt), glesc_dtype_name(vt), worst, N, prefill, types[t].tol);
+        cr_expect_leq(worst, types[t].tol, "k %s v %s: %.3g", glesc_dtype_name(kt),
+                      glesc_dtype_name(vt), worst);
+        cr_expect_gt(worst, 0.0, "k %s v %s: no difference at all", glesc_dtype_name(kt),
+                     glesc_dtype_name(vt));
+        glesc_session_destroy(s);
+    }
+    glesc_session_destroy(ref);
+    free(want);
+    free(got);
+    glesc_model_destroy(m);
+}
+
+/* A shift of a quantized cache (keys decoded, rotated, quantized again)
+ * stays as close to an f32 cache's shift as the caches were. */
+Test(kv_quant, context_shift)
+{
+    glesc_model *m = model(2, 32, NULL);
+    int64_t nv = n_vocab(m);
+    int32_t ids[N];
+    ids_of(ids, N);
+    float *want = malloc((size_t)nv * sizeof *want), *got = malloc((size_t)nv * sizeof *got);
+    glesc_session *ref = session(m, GLESC_KV_F32, GLESC_KV_DEFAULT);
+    cr_assert_eq(glesc_session_eval(ref, ids, N - 1, 0, NULL), GLESC_OK);
+    cr_assert_eq(glesc_session_shift(ref, 3, 7), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_eval(ref, &ids[N - 1], 1, 0, want), GLESC_OK);
+    for (size_t t = 1; t < CORE_ARRAY_LEN(types); t++) {
+        glesc_session *s = session(m, types[t].k, types[t].v);
+        cr_assert_eq(glesc_session_eval(s, ids, N - 1, 0, NULL), GLESC_OK);
+        cr_assert_eq(glesc_session_shift(s, 3, 7), GLESC_OK, "%s", glesc_last_errmsg());
+        cr_assert_eq(glesc_session_n_past(s), N - 1 - 7);
+        cr_assert_eq(glesc_session_eval(s, &ids[N - 1], 1, 0, got), GLESC_OK, "%s",
+                     glesc_last_errmsg());
+        double e = rel_diff(got, want, nv);
+        cr_log_info("shifted k %s v %s vs a shifted f32 cache: %.3g of the largest logit",
+                    glesc_dtype_name(types[t].k), glesc_dtype_name(types[t].v), e);
+        cr_expect_leq(e, types[t].tol, "%.3g", e);
+        glesc_session_destroy(s);
+    }
+    glesc_session_destroy(ref);
+    free(want);
+    free(got);
+    glesc_model_destroy(m);
+}
+
+/* Saved and loaded again, a quantized cache gives the same state bytes and
+ * the same next logits; sessions of other types refuse it; a copy
+ * continues as its source. */
+Test(kv_quant, state_round_trip_and_copy)
+{
+    glesc_model *m = model(2, 32, NULL);
+    int64_t nv = n_vocab(m);
+    int32_t ids[N + 1], got_ids[N];
+    ids_of(ids, N + 1);
+    float *a = malloc((size_t)nv * sizeof *a), *b = malloc((size_t)nv * sizeof *b);
+    glesc_session *s = session(m, Q8, Q4);
+    cr_assert_eq(glesc_session_eval(s, ids, N, 0, NULL), GLESC_OK);
+    size_t size = glesc_session_state_size(s, NULL, N), n = 0;
+    uint8_t *st1 = malloc(size), *st2 = malloc(size);
+    cr_assert_eq(glesc_session_state_save(s, NULL, ids, N, st1, size, NULL), GLESC_OK, "%s",
+                 glesc_last_errmsg());
+    glesc_session *t = session(m, Q8, Q4);
+    cr_assert_eq(glesc_session_state_load(t, NULL, st1, size, got_ids, N, &n), GLESC_OK, "%s",
+                 glesc_last_errmsg());
+    cr_assert_eq(n, (size_t)N);
+    cr_assert_eq(glesc_session_state_save(t, NULL, ids, N, st2, size, NULL), GLESC_OK);
+    cr_assert(!memcmp(st1, st2, size), "a loaded quantized cache saves other bytes");
+    cr_assert_eq(glesc_session_eval(s, &ids[N], 1, 0, a), GLESC_OK);
+    cr_assert_eq(glesc_session_eval(t, &ids[N], 1, 0, b), GLESC_OK);
+    cr_expect_leq(rel_diff(b, a, nv), 1e-6, "%.3g", rel_diff(b, a, nv));
+
+    /* other types: refused with both types named, nothing changed */
+    glesc_session *o = session(m, Q8, Q8);
+    glesc_status rc = glesc_session_state_load(o, NULL, st1, size, got_ids, N, &n);
+    cr_assert_eq(rc, GLESC_ERROR_FORMAT, "%s", glesc_status_name(rc));
+    cr_assert(strstr(glesc_last_errmsg(), "KV cache types q8_0 for keys") &&
+                  strstr(glesc_last_errmsg(), "q4_0 for values") &&
+                  strstr(glesc_last_errmsg(), "q8_0 and q8_0"),
+              "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_n_past(o), 0);
+
+    /* copies: the same next logits; of other types refused */
+    glesc_session *c = session(m, Q8, Q4);
+    cr_assert_eq(glesc_session_truncate(s, N), GLESC_OK);
+    cr_assert_eq(glesc_session_copy(c, s), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_eval(c, &ids[N], 1, 0, b), GLESC_OK);
+    cr_assert_eq(glesc_session_eval(s, &ids[N], 1, 0, a), GLESC_OK);
+    cr_expect_leq(rel_diff(b, a, nv), 1e-6, "copy: %.3g", rel_diff(b, a, nv));
+    cr_assert_eq(glesc_session_copy(o, s), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_last_errmsg(), "q8_0/q8_0"), "%s", glesc_last_errmsg());
+    glesc_session_destroy(c);
+    glesc_session_destroy(o);
+    glesc_session_destroy(t);
+    glesc_session_destroy(s);
+    free(st1);
+    free(st2);
+    free(a);
+    free(b);
+    glesc_model_destroy(m);
+}
+
+/* glesc_model_estimate's KV bytes are what the session allocates, for
+ * every type; head sizes that are no multiple of 32 are refused. */
+Test(kv_quant, estimate_and_head_size_rule)
+{
+    char *path;
+    glesc_model *m = model(2, 32, &path);
+    glesc_gguf *f;
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK);
+    static const glesc_dtype all[] = {GLESC_KV_F32, GLESC_DTYPE_F16, Q8, Q4};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(all); i++)
+        for (size_t j = 0; j < CORE_ARRAY_LEN(all); j++) {
+            glesc_session_options o = {.n_ctx = 100, .kv_type = all[i], .kv_type_v = all[j]};
+            glesc_model_memory est;
+            cr_assert_eq(glesc_model_estimate(ctx, f, &o, &est), GLESC_OK, "%s",
+                         glesc_last_errmsg());
+            glesc_session *s;
+            cr_assert_eq(glesc_session_create(m, &o, &s), GLESC_OK, "%s", glesc_last_errmsg());
+            cr_expect_eq(est.kv_bytes, glesc_session_kv_bytes(s), "%zu/%zu: %llu vs %llu", i, j,
+                         (unsigned long long)est.kv_bytes,
+                         (unsigned long long)glesc_session_kv_bytes(s));
+            glesc_session_destroy(s);
+        }
+    glesc_gguf_close(f);
+    glesc_model_destroy(m);
+    free(path);
+
+    m = model(1, 16, &path); /* heads of 16 */
+    cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK);
+    glesc_session *s;
+    glesc_session_options o = {.kv_type = GLESC_DTYPE_F16, .kv_type_v = Q4};
+    cr_assert_eq(glesc_session_create(m, &o, &s), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_last_errmsg(), "q4_0 KV cache (values) needs a head size that is a "
+                                          "multiple of 32") &&
+                  strstr(glesc_last_errmsg(), "16"),
+              "%s", glesc_last_errmsg());
+    glesc_model_memory est;
+    cr_assert_eq(glesc_model_estimate(ctx, f, &o, &est), GLESC_ERROR_INVALID_ARGUMENT);
+    o.kv_type_v = GLESC_DTYPE_BF16;
+    cr_assert_eq(glesc_session_create(m, &o, &s), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_last_errmsg(), "bf16 (values) is not one of f32, f16, q8_0, q4_0"), "%s",
+              glesc_last_errmsg());
+    glesc_gguf_close(f);
+    glesc_model_destroy(m);
+    free(path);
 }

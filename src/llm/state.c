@@ -10,14 +10,15 @@
  *     0  magic "GLESCSTA"           8  format version (STATE_VERSION)
  *    12  glesc version number      16  model hash (XXH3-128: lo, hi)
  *    32  architecture, NUL-padded  48  n_layer   52  n_head_kv
- *    56  head_dim   60  kv_type (glesc_dtype)    64  n_ctx (the saver's)
+ *    56  head_dim   60  key type (glesc_dtype)   64  n_ctx (the saver's)
  *    68  n_past     72  n_tokens   76  n_vocab (0: no logits row)
- *    80  flags (0)  84  sampler bytes (0: none)  88  payload bytes (u64)
+ *    80  value type 84  sampler bytes (0: none)  88  payload bytes (u64)
  *    96  payload checksum (XXH3-64) 104 header checksum (XXH3-64 of 0..104)
  *
  *   payload: tokens i32 [n_tokens]; logits f32 [n_vocab]; the sampler's
  *   random stream (4 u64), its history count (u32) and ids (i32, oldest
- *   first); then per layer K and V rows [n_past][row bytes of kv_type].
+ *   first); then per layer K and V rows [n_past][row bytes of its type]
+ *   (q8_0 and q4_0 rows as ggml stores them: 34- and 18-byte blocks).
  *
  * Loading validates everything (the header against the session, then the
  * payload's checksum and contents) before the session or the sampler is
@@ -28,7 +29,11 @@
  * The cache's rows move through graphs of glesc_cpy into views of the
  * cache tensors (a cache is one storage buffer per layer and type): from
  * graph inputs written from the host when loading, from the other
- * session's views when copying; saving reads each view back.
+ * session's views when copying; saving reads each view back. A quantized
+ * cache (q8_0, q4_0) is read back whole and its first rows kept; its rows
+ * are written by set_rows from their decoded values (dequantized on the
+ * host when loading, read through a view when copying): a block's decoded
+ * values quantize to the same block (kv_shift.c), so the bytes come back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,9 +45,10 @@
 #include <unistd.h>
 
 #include "llm/runtime.h"
+#include "quant/quant.h"
 
 #define STATE_MAGIC "GLESCSTA"
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u /* 2: the value type at offset 80 (was flags, 0) */
 #define STATE_HEADER 112u
 #define STATE_HEADER_SUMMED 104u /* the bytes the header checksum covers */
 #define STATE_SAMPLER_FIXED 36u  /* random stream and history count */
@@ -98,9 +104,24 @@ glesc_status llm_model_hash(const glesc_gguf *f, const char *path, core_hash128 
 
 /* ---- Sizes ---- */
 
-static size_t row_bytes(const glesc_session *s)
+/* Bytes of a row of the keys' (v false) or values' cache. */
+static size_t row_bytes(const glesc_session *s, bool v)
 {
-    return glesc_dtype_row_bytes(s->kv_type, s->m->hp.n_head_kv * s->m->hp.head_dim);
+    return llm_kv_row_bytes(&s->m->hp, v ? s->v_type : s->k_type);
+}
+
+/* Where cache i's (layer i / 2, K then V) n rows start in the payload's
+ * cache part. */
+static size_t cache_offset(const glesc_session *s, int64_t i, int32_t n)
+{
+    return ((size_t)(i / 2) * (row_bytes(s, false) + row_bytes(s, true)) +
+            (i % 2 ? row_bytes(s, false) : 0)) *
+           (size_t)n;
+}
+
+static bool kv_block_type(glesc_dtype t)
+{
+    return t == GLESC_DTYPE_Q8_0 || t == GLESC_DTYPE_Q4_0;
 }
 
 static size_t sampler_bytes(const glesc_sampler *smp)
@@ -112,8 +133,8 @@ static size_t sampler_bytes(const glesc_sampler *smp)
 static size_t payload_bytes(size_t n_layer, size_t row, size_t n_past, size_t n_tokens,
                             size_t n_vocab, size_t sampler)
 {
-    size_t kv, fixed, total;
-    if (core_mul_overflow(n_layer * 2, row, &kv) || core_mul_overflow(kv, n_past, &kv) ||
+    size_t kv, fixed, total; /* row: a K row's bytes and a V row's */
+    if (core_mul_overflow(n_layer, row, &kv) || core_mul_overflow(kv, n_past, &kv) ||
         core_mul_overflow(n_tokens + n_vocab, 4, &fixed) ||
         core_add_overflow(fixed, sampler, &fixed) || core_add_overflow(kv, fixed, &total))
         return SIZE_MAX;
@@ -125,18 +146,56 @@ GLESC_API size_t glesc_session_state_size(const glesc_session *s, const glesc_sa
 {
     if (!s)
         return 0;
-    size_t p = payload_bytes((size_t)s->m->hp.n_layer, row_bytes(s), (size_t)s->n_past, n_tokens,
+    size_t p = payload_bytes((size_t)s->m->hp.n_layer, row_bytes(s, false) + row_bytes(s, true),
+                             (size_t)s->n_past, n_tokens,
                              s->has_logits ? (size_t)s->m->hp.n_vocab : 0, sampler_bytes(smp));
     return p > SIZE_MAX - STATE_HEADER ? 0 : STATE_HEADER + p;
 }
 
 /* ---- The cache's rows through graphs ---- */
 
-/* The first n rows of a cache tensor, as [row elements, n]. */
-static glesc_tensor *cache_rows(glesc_graph *g, const glesc_session *s, glesc_tensor *c, int32_t n)
+/* The first n rows of a cache tensor (of the values: v), as [row
+ * elements, n]. */
+static glesc_tensor *cache_rows(glesc_graph *g, const glesc_session *s, glesc_tensor *c, bool v,
+                                int32_t n)
 {
     int64_t kv_dim = s->m->hp.n_head_kv * s->m->hp.head_dim;
-    return glesc_view(g, c, 2, (int64_t[]){kv_dim, n}, (size_t[]){0, row_bytes(s)}, 0);
+    return glesc_view(g, c, 2, (int64_t[]){kv_dim, n}, (size_t[]){0, row_bytes(s, v)}, 0);
+}
+
+/* The graph input of n rows of type t from the file's bytes at rows; a
+ * block type's decoded on the host (set_rows quantizes them again). */
+static glesc_tensor *rows_input(glesc_graph *g, glesc_dtype t, int64_t kv_dim, int32_t n,
+                                const uint8_t *rows)
+{
+    bool block = kv_block_type(t);
+    glesc_tensor *in = glesc_tensor_new(g, block ? GLESC_DTYPE_F32 : t, 2, (int64_t[]){kv_dim, n});
+    if (!in)
+        return NULL;
+    size_t elems = (size_t)kv_dim * (size_t)n;
+    if (!block)
+        return glesc_tensor_write(in, rows, glesc_dtype_row_bytes(t, kv_dim) * (size_t)n) ==
+                       GLESC_OK
+                   ? in
+                   : NULL;
+    float *f = core_malloc(elems * sizeof *f);
+    glesc_status st = f ? quant_dequantize(t, rows, f, (int64_t)elems) : GLESC_ERROR_OUT_OF_MEMORY;
+    if (st == GLESC_OK)
+        st = glesc_tensor_write(in, f, elems * sizeof *f);
+    core_free(f);
+    return st == GLESC_OK ? in : NULL;
+}
+
+/* Rows [0, n) of cache from from ([row elements, n], f32 or the cache's
+ * type): a copy into a view, or set_rows at 0..n-1 for a block type. */
+static glesc_tensor *rows_into(glesc_graph *g, const glesc_session *s, glesc_tensor *cache, bool v,
+                               glesc_tensor *from, glesc_tensor *iota, int32_t n)
+{
+    if (!kv_block_type(v ? s->v_type : s->k_type))
+        return glesc_cpy(g, from, cache_rows(g, s, cache, v, n));
+    if (from && glesc_tensor_dtype(from) != GLESC_DTYPE_F32)
+        from = glesc_cont(g, from);
+    return glesc_set_rows(g, cache, from, iota);
 }
 
 /* The rows [0, n) of dst's caches from src's (src NULL: from rows, per layer
@@ -147,25 +206,27 @@ static glesc_status cache_fill(glesc_session *dst, glesc_session *src, const uin
 {
     glesc_context *ctx = dst->m->ctx;
     int64_t n_layer = dst->m->hp.n_layer, kv_dim = dst->m->hp.n_head_kv * dst->m->hp.head_dim;
-    size_t bytes = row_bytes(dst) * (size_t)n;
     glesc_tensor **outs = core_calloc((size_t)n_layer * 2, sizeof *outs);
+    int32_t *ids = core_malloc((size_t)n * sizeof *ids);
     glesc_graph *g = glesc_graph_create(ctx);
     glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
-    if (!outs || !g)
+    if (!outs || !ids || !g)
+        goto done;
+    for (int32_t i = 0; i < n; i++)
+        ids[i] = i;
+    glesc_tensor *iota = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){n});
+    st = GLESC_ERROR_INVALID_ARGUMENT;
+    if (!iota || (st = glesc_tensor_write(iota, ids, (size_t)n * sizeof *ids)) != GLESC_OK)
         goto done;
     for (int64_t i = 0; i < n_layer * 2; i++) {
-        glesc_tensor *cache = i % 2 ? dst->v_cache[i / 2] : dst->k_cache[i / 2];
-        glesc_tensor *from;
-        if (src) {
-            from = cache_rows(g, src, i % 2 ? src->v_cache[i / 2] : src->k_cache[i / 2], n);
-        } else {
-            from = glesc_tensor_new(g, dst->kv_type, 2, (int64_t[]){kv_dim, n});
-            if (from &&
-                (st = glesc_tensor_write(from, rows + (size_t)i * bytes, bytes)) != GLESC_OK)
-                goto done;
-        }
+        bool v = i % 2;
+        glesc_tensor *cache = v ? dst->v_cache[i / 2] : dst->k_cache[i / 2];
+        glesc_tensor *from =
+            src ? cache_rows(g, src, v ? src->v_cache[i / 2] : src->k_cache[i / 2], v, n)
+                : rows_input(g, v ? dst->v_type : dst->k_type, kv_dim, n,
+                             rows + cache_offset(dst, i, n));
         st = GLESC_ERROR_INVALID_ARGUMENT;
-        if (!(outs[i] = glesc_cpy(g, from, cache_rows(g, dst, cache, n))))
+        if (!(outs[i] = rows_into(g, dst, cache, v, from, iota, n)))
             goto done;
     }
     st = glesc_graph_compute(g, outs, (int)n_layer * 2);
@@ -174,6 +235,7 @@ done:
         core_err_set(NULL, st, "the KV cache's rows: %s",
                      !outs || !g ? "out of memory" : glesc_context_errmsg(ctx));
     glesc_graph_destroy(g);
+    core_free(ids);
     core_free(outs);
     return st;
 }
@@ -182,16 +244,26 @@ done:
 static glesc_status cache_read(glesc_session *s, uint8_t *dst)
 {
     glesc_context *ctx = s->m->ctx;
-    size_t bytes = row_bytes(s) * (size_t)s->n_past;
     glesc_graph *g = glesc_graph_create(ctx);
     if (!g)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "saving the KV cache");
     glesc_status st = GLESC_OK;
     for (int64_t i = 0; i < s->m->hp.n_layer * 2 && st == GLESC_OK; i++) {
-        glesc_tensor *c = i % 2 ? s->v_cache[i / 2] : s->k_cache[i / 2];
-        glesc_tensor *v = cache_rows(g, s, c, s->n_past);
-        st =
-            v ? glesc_tensor_read(v, dst + (size_t)i * bytes, bytes) : GLESC_ERROR_INVALID_ARGUMENT;
+        bool v = i % 2;
+        glesc_tensor *c = v ? s->v_cache[i / 2] : s->k_cache[i / 2];
+        uint8_t *to = dst + cache_offset(s, i, s->n_past);
+        size_t bytes = row_bytes(s, v) * (size_t)s->n_past;
+        if (kv_block_type(v ? s->v_type : s->k_type)) { /* whole, then its first rows */
+            size_t all = row_bytes(s, v) * (size_t)s->n_ctx;
+            uint8_t *tmp = core_malloc(all);
+            st = tmp ? glesc_tensor_read(c, tmp, all) : GLESC_ERROR_OUT_OF_MEMORY;
+            if (st == GLESC_OK)
+                memcpy(to, tmp, bytes);
+            core_free(tmp);
+        } else {
+            glesc_tensor *view = cache_rows(g, s, c, v, s->n_past);
+            st = view ? glesc_tensor_read(view, to, bytes) : GLESC_ERROR_INVALID_ARGUMENT;
+        }
         if (st != GLESC_OK)
             core_err_set(NULL, st, "saving the KV cache of layer %lld: %s", (long long)(i / 2),
                          glesc_context_errmsg(ctx));
@@ -235,7 +307,8 @@ GLESC_API glesc_status glesc_session_state_save(glesc_session *s, const glesc_sa
     core_put_le32(h + 48, (uint32_t)hp->n_layer);
     core_put_le32(h + 52, (uint32_t)hp->n_head_kv);
     core_put_le32(h + 56, (uint32_t)hp->head_dim);
-    core_put_le32(h + 60, (uint32_t)s->kv_type);
+    core_put_le32(h + 60, (uint32_t)s->k_type);
+    core_put_le32(h + 80, (uint32_t)s->v_type);
     core_put_le32(h + 64, (uint32_t)s->n_ctx);
     core_put_le32(h + 68, (uint32_t)s->n_past);
     core_put_le32(h + 72, (uint32_t)n_tokens);
@@ -416,10 +489,13 @@ static glesc_status check_header(const glesc_session *s, const uint8_t *h, uint6
                    "is %s)",
                    a, b);
     }
-    uint32_t kv = core_le32(h + 60);
-    if (kv != (uint32_t)s->kv_type)
-        return bad(si, "KV cache type %s (offset 60), the session's is %s", dtype_name(kv),
-                   glesc_dtype_name(s->kv_type));
+    uint32_t kt = core_le32(h + 60), vt = core_le32(h + 80);
+    if (kt != (uint32_t)s->k_type || vt != (uint32_t)s->v_type)
+        return bad(si,
+                   "KV cache types %s for keys (offset 60) and %s for values (offset 80), the "
+                   "session's are %s and %s: create the session with the saved types",
+                   dtype_name(kt), dtype_name(vt), glesc_dtype_name(s->k_type),
+                   glesc_dtype_name(s->v_type));
     uint32_t n_ctx = core_le32(h + 64), n_past = core_le32(h + 68), n_tokens = core_le32(h + 72);
     if (n_ctx == 0 || n_ctx > INT32_MAX || n_past > n_ctx)
         return bad(si, "n_past %u (offset 68) and n_ctx %u (offset 64) are not a session's", n_past,
@@ -443,13 +519,12 @@ static glesc_status check_header(const glesc_session *s, const uint8_t *h, uint6
     if (n_vocab != 0 && n_vocab != (uint64_t)hp->n_vocab)
         return bad(si, "a logits row of %u (offset 76), the model's vocabulary has %lld", n_vocab,
                    (long long)hp->n_vocab);
-    if (core_le32(h + 80) != 0)
-        return bad(si, "flags 0x%x (offset 80): no flags are defined", core_le32(h + 80));
     uint32_t smp = core_le32(h + 84);
     if (smp != 0 && (smp < STATE_SAMPLER_FIXED || (smp - STATE_SAMPLER_FIXED) % 4 ||
                      (smp - STATE_SAMPLER_FIXED) / 4 > INT32_MAX))
         return bad(si, "sampler state of %u bytes (offset 84) is not 36 + 4 per token", smp);
-    size_t want = payload_bytes((size_t)hp->n_layer, row_bytes(s), n_past, n_tokens, n_vocab, smp);
+    size_t want = payload_bytes((size_t)hp->n_layer, row_bytes(s, false) + row_bytes(s, true),
+                                n_past, n_tokens, n_vocab, smp);
     uint64_t payload = core_le64(h + 88);
     if (payload != want)
         return bad(si, "payload of %llu bytes (offset 88), its fields make %zu: corrupted",
@@ -652,10 +727,12 @@ GLESC_API glesc_status glesc_session_copy(glesc_session *dst, glesc_session *src
     if (dst->m != src->m)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_session_copy: the sessions are of two models");
-    if (dst->kv_type != src->kv_type)
+    if (dst->k_type != src->k_type || dst->v_type != src->v_type)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_session_copy: KV cache types %s (dst) and %s (src) differ",
-                            glesc_dtype_name(dst->kv_type), glesc_dtype_name(src->kv_type));
+                            "glesc_session_copy: KV cache types %s/%s (dst's keys/values) and "
+                            "%s/%s (src's) differ",
+                            glesc_dtype_name(dst->k_type), glesc_dtype_name(dst->v_type),
+                            glesc_dtype_name(src->k_type), glesc_dtype_name(src->v_type));
     if (src->n_past > dst->n_ctx ||
         longrope_long(dst->m, dst->n_ctx) != longrope_long(src->m, src->n_ctx))
         return core_err_set(NULL, GLESC_ERROR_LIMIT,
