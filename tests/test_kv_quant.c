@@ -310,6 +310,7 @@ Test(kv_quant, logits_close_to_an_f32_cache)
     cr_assert_eq(glesc_session_eval(ref, ids, N, 0, want), GLESC_OK, "%s", glesc_last_errmsg());
     for (int i = 0; i < 4; i++) /* decode steps */
         cr_assert_eq(glesc_session_eval(ref, &ids[N + i], 1, 0, want + (i + 1) * nv), GLESC_OK);
+    int f16_dispatches = 0;
     for (size_t t = 0; t < CORE_ARRAY_LEN(types); t++) {
         glesc_session *s = session(m, types[t].k, types[t].v);
         glesc_dtype kt, vt;
@@ -323,6 +324,17 @@ Test(kv_quant, logits_close_to_an_f32_cache)
                          glesc_last_errmsg());
             worst = fmax(worst, rel_diff(got, want + (i + 1) * nv, nv));
         }
+        /* a decode step: a quantized cache's rows are one dispatch a layer
+         * (keys and values paired), an f16 cache's none of their own */
+        glesc_eval_stats es;
+        glesc_session_last_stats(s, &es);
+        if (t == 0)
+            f16_dispatches = es.dispatches;
+        bool own = kt != GLESC_DTYPE_F16 || vt != GLESC_DTYPE_F16; /* a dispatch per layer (2) */
+        if (!getenv("GLESC_NO_FUSION")) /* kernel by kernel the counts differ */
+            cr_expect_eq(es.dispatches, f16_dispatches + (own ? 2 : 0),
+                         "k %s v %s: %d dispatches a step", glesc_dtype_name(kt),
+                         glesc_dtype_name(vt), es.dispatches);
         cr_log_info("k %s v %s vs an f32 cache: logits' worst difference %.3g of the largest "
                     "(prefill of %d %.3g, 4 decode steps; tolerance %.3g)",
                     glesc_dtype_name(kt), glesc_dtype_name(vt), worst, N, prefill, types[t].tol);
