@@ -202,16 +202,22 @@ Test(kv_quant, attention_portable_caps)
     glesc_context_destroy(portable);
 }
 
-/* The decode variant that loads tiles into registers (GLESC_ATTN_DECODE
- * regs=1, read when a kernel is generated: plans made in this test). */
-Test(kv_quant, decode_register_tiles)
+/* The decode variant that loads tiles into registers, and the keys split
+ * over many workgroups and combined in decode and prefill (GLESC_ATTN_DECODE
+ * regs=1, target=256 with tiles of 16; GLESC_ATTN target=512 with tiles of
+ * 16 keys: read when a kernel is generated, so plans made in this test). */
+Test(kv_quant, decode_register_tiles_and_splits)
 {
-    setenv("GLESC_ATTN_DECODE", "regs=1", 1);
+    setenv("GLESC_ATTN_DECODE", "regs=1,target=256,tiles=1,t=16", 1);
+    setenv("GLESC_ATTN", "target=512,bk=16", 1);
     double worst = 0;
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++)
         worst = fmax(worst, run_case(ctx, &cases[i], (uint32_t)(10 * i + 201)));
     unsetenv("GLESC_ATTN_DECODE");
-    cr_log_info("decode through registers over quantized caches: worst NMSE %.3g", worst);
+    unsetenv("GLESC_ATTN");
+    cr_log_info("decode through registers, keys split in decode and prefill, over quantized "
+                "caches: worst NMSE %.3g",
+                worst);
 }
 
 Test(kv_quant, views_of_blocks_are_checked)
