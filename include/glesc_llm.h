@@ -374,13 +374,30 @@ GLESC_API void glesc_model_destroy(glesc_model *m);
 GLESC_API const glesc_tokenizer *glesc_model_tokenizer(const glesc_model *m);
 GLESC_API void glesc_model_get_info(const glesc_model *m, glesc_model_info *out);
 
+/* glesc_session_options.kv_type and kv_type_v: the default (f16 for
+ * kv_type, kv_type's for kv_type_v), and f32 (GLESC_DTYPE_F32 is 0, the
+ * default's value). */
+#define GLESC_KV_DEFAULT ((glesc_dtype)0)
+#define GLESC_KV_F32 ((glesc_dtype)-1)
+
 typedef struct glesc_session_options {
     /* Positions the KV cache holds; 0: the model's training context, at most
      * 4096. */
     int32_t n_ctx;
-    /* KV cache element type: GLESC_DTYPE_F32 (0, the default) or
-     * GLESC_DTYPE_F16 (half the memory, rounding like llama.cpp's f16 cache). */
+    /* KV cache element types, as llama.cpp's -ctk/-ctv: kv_type for the
+     * keys, and for the values too unless kv_type_v says otherwise.
+     * GLESC_KV_DEFAULT (0): f16, llama.cpp's default, rounding as its f16
+     * cache does. GLESC_DTYPE_F16; GLESC_DTYPE_Q8_0 (about half of f16's
+     * memory) or GLESC_DTYPE_Q4_0 (about a quarter): blocks of 32 values
+     * quantized as they are appended, as ggml's CPU quantizers round, and
+     * read by the attention as they are stored (the model's head size must
+     * be a multiple of 32, llama.cpp's rule); GLESC_KV_F32: f32 (since
+     * GLESC_DTYPE_F32 is 0, the default's value, it cannot ask for f32).
+     * Other types are GLESC_ERROR_INVALID_ARGUMENT. */
     glesc_dtype kv_type;
+    /* The values' type where it differs from kv_type (the same names);
+     * GLESC_KV_DEFAULT (0): kv_type's. */
+    glesc_dtype kv_type_v;
     /* Most tokens one graph evaluates (longer inputs are split); 0: 512. */
     int32_t n_batch;
     /* Measure each kernel's GPU time (glesc_session_kernel_times); costs a
@@ -395,7 +412,7 @@ typedef struct glesc_model_memory {
      * buffers take no size class) and split at the device's storage-block
      * limit. What glesc_model_info.gpu_bytes reports after the load. */
     uint64_t weight_bytes;
-    /* GPU: one session's KV cache for the options' n_ctx and kv_type. What
+    /* GPU: one session's KV cache for the options' n_ctx and KV types. What
      * glesc_session_kv_bytes reports. */
     uint64_t kv_bytes;
     /* GPU: activations of one step of n_batch tokens (an upper bound; the
@@ -449,6 +466,10 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
 GLESC_API const float *glesc_session_logits(const glesc_session *s);
 /* GPU bytes of the session's KV cache (see glesc_model_memory.kv_bytes). */
 GLESC_API uint64_t glesc_session_kv_bytes(const glesc_session *s);
+/* The element types of the session's cached keys and values as created
+ * (GLESC_DTYPE_F32, _F16, _Q8_0 or _Q4_0; the defaults resolved). Either
+ * pointer may be NULL; a NULL session leaves them unchanged. */
+GLESC_API void glesc_session_kv_types(const glesc_session *s, glesc_dtype *k, glesc_dtype *v);
 /* Positions evaluated so far, and the capacity. */
 GLESC_API int32_t glesc_session_n_past(const glesc_session *s);
 GLESC_API int32_t glesc_session_n_ctx(const glesc_session *s);

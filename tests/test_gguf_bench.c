@@ -188,6 +188,32 @@ Test(gguf_bench, markdown_tables)
     json_object_put(root);
 }
 
+/* --kv-type LIST with -ctv: a result per keys' type, named keys/values,
+ * and the cache's bytes: one layer of 2 KV heads of 64 at a context of
+ * 8 + 2 positions, keys q8_0 (a row of 4 blocks: 128 bytes of quants and
+ * 16 of scales, padded) or q4_0 (64 and 16), values f16 (256 bytes). */
+Test(gguf_bench, kv_cache_types)
+{
+    test_run_result r = bench_on("Q8_0", "kv.gguf",
+                                 "-p 0 -n 2 -d 8 -r 1 --roofline-mib 0 --no-profile --kv-type "
+                                 "q8_0,q4_0 -ctv f16 --json");
+    json_object *root = json_tokener_parse(r.out);
+    cr_assert_not_null(root, "not JSON: %s", r.out);
+    json_object *res = get(root, "results");
+    cr_assert_eq(json_object_array_length(res), 2);
+    static const char *const names[2] = {"q8_0/f16", "q4_0/f16"};
+    static const int64_t bytes[2] = {10 * (144 + 256), 10 * (80 + 256)};
+    for (size_t i = 0; i < 2; i++) {
+        json_object *o = json_object_array_get_idx(res, i);
+        cr_expect_str_eq(json_object_get_string(get(o, "kv_type")), names[i]);
+        cr_expect_str_eq(json_object_get_string(get(o, "test")), "tg2 @ d8");
+        cr_expect_eq(json_object_get_int64(get(get(o, "gpu_memory"), "kv_cache")), bytes[i], "%s",
+                     names[i]);
+    }
+    json_object_put(root);
+    test_run_free(&r);
+}
+
 /* --kernels: the profiled step's kernels on stderr, numbered from 0, their
  * GPU times adding up to the profile's time per step (one step for pp). */
 Test(gguf_bench, kernels_listed)
@@ -251,9 +277,13 @@ Test(gguf_bench, bad_usage)
     const struct {
         const char *args, *needle;
     } cases[] = {
-        {"-p 8", "no model"},         {"-m x.gguf --frobnicate", "unknown option"},
-        {"-m x.gguf -p 8,abc", "-p"}, {"-m x.gguf --kv-type q8_0", "q8_0"},
-        {"-m x.gguf -r 0", "-r"},     {"-m x.gguf --kernels --no-profile", "--kernels"},
+        {"-p 8", "no model"},
+        {"-m x.gguf --frobnicate", "unknown option"},
+        {"-m x.gguf -p 8,abc", "-p"},
+        {"-m x.gguf --kv-type q5_0", "q5_0"},
+        {"-m x.gguf -ctv bf16", "-ctv"},
+        {"-m x.gguf -r 0", "-r"},
+        {"-m x.gguf --kernels --no-profile", "--kernels"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         test_run_result r = run("GLESC_GGUF_BENCH", cases[i].args);

@@ -347,7 +347,7 @@ Test(gguf_run, bad_usage)
         {"--no-such-flag", "unknown option", 2},
         {"--temp abc", "not a number", 2},
         {"-n 1.5", "not an integer", 2},
-        {"--kv-type q4_0", "f32 or f16", 2},
+        {"--kv-type q5_0", "f32, f16, q8_0 or q4_0", 2},
         {"-p a --prompt-ids 1,2", "at most one", 2},
         {"--prompt-ids 1,,x", "--prompt-ids", 2},
         {"--prompt-ids 1,99999", "outside the vocabulary", 1},
@@ -1049,4 +1049,32 @@ Test(gguf_run, grammar_errors)
     expect_failure("--logit-bias x+1", 2, bias);
     const char *const typ[] = {"--typical 0 must be in (0, 1]", NULL};
     expect_failure("--typical 0", 2, typ);
+
+static void heads_of_32(synth_params *p)
+{
+    p->head_dim = 32;
+}
+
+/* llama.cpp's -ctk/-ctv: keys q8_0, values q4_0 (-v names both); the same
+ * tokens as --kv-type f32 here; a quantized cache on heads of 16 refused. */
+Test(gguf_run, kv_cache_types, .timeout = 300)
+{
+    char *path = synth(heads_of_32);
+    char args[4400];
+    snprintf(args, sizeof args, "-m '%s' -p 'hello world' -n 4 --temp 0 -v -ctk q8_0 -ctv q4_0",
+             path);
+    test_run_result r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "KV q8_0/q4_0"), "%s", r.err);
+    test_run_free(&r);
+    snprintf(args, sizeof args, "-m '%s' -p 'hello world' -n 4 --temp 0 -v --kv-type q8_0", path);
+    r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "KV q8_0\n"), "%s", r.err);
+    test_run_free(&r);
+    rm(path);
+    path = synth(NULL); /* heads of 16 */
+    snprintf(args, sizeof args, "-m '%s' -p hi -n 1 -ctv q4_0", path);
+    expect_failure(args, 1, (const char *[]){"q4_0 KV cache (values)", "multiple of 32", NULL});
+    rm(path);
 }

@@ -75,8 +75,9 @@ static glesc_model *load(const shape *sh, char *path, size_t cap)
 static glesc_session *session(glesc_model *m, glesc_dtype kv)
 {
     glesc_session *s;
-    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.n_ctx = 40, .kv_type = kv}, &s),
-                 GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(
+        glesc_session_create(m, &(glesc_session_options){.n_ctx = 40, .kv_type = TEST_KV(kv)}, &s),
+        GLESC_OK, "%s", glesc_last_errmsg());
     return s;
 }
 

@@ -311,7 +311,8 @@ static void check_estimate(const estimate_case *c)
     char name[64];
     snprintf(name, sizeof name, "e-%s.gguf", glesc_dtype_name(c->type));
     char *path = write_model(name, c->type, c->tweak);
-    glesc_session_options so = {.n_ctx = c->n_ctx, .n_batch = c->n_batch, .kv_type = c->kv_type};
+    glesc_session_options so = {
+        .n_ctx = c->n_ctx, .n_batch = c->n_batch, .kv_type = TEST_KV(c->kv_type)};
 
     glesc_gguf *f;
     cr_assert_eq(glesc_gguf_open(path, &f), GLESC_OK);
@@ -415,7 +416,7 @@ Test(load, estimate_fails_like_a_load)
     cr_expect_eq(glesc_model_estimate(NULL, f, NULL, &est), GLESC_ERROR_NOT_FOUND);
     cr_expect(strstr(glesc_last_errmsg(), "blk.0.ffn_up.weight"), "%s", glesc_last_errmsg());
     cr_expect_eq(est.gpu_bytes, 0);
-    glesc_session_options so = {.kv_type = GLESC_DTYPE_Q8_0};
+    glesc_session_options so = {.kv_type = GLESC_DTYPE_BF16};
     glesc_gguf_close(f);
     p.skip_tensor = NULL;
     cr_assert_eq(synth_write(&p, path), GLESC_OK);

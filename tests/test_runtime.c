@@ -160,11 +160,13 @@ static void batching_case(glesc_dtype kv, double tol)
     int32_t V = glesc_tokenizer_n_vocab(glesc_model_tokenizer(m));
     float *a = malloc(20 * (size_t)V * sizeof *a), *b = malloc(20 * (size_t)V * sizeof *b);
     glesc_session *s1, *s2;
-    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.kv_type = kv, .n_ctx = 64}, &s1),
-                 GLESC_OK, "%s", glesc_last_errmsg());
-    cr_assert_eq(glesc_session_create(
-                     m, &(glesc_session_options){.kv_type = kv, .n_ctx = 64, .n_batch = 3}, &s2),
-                 GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(
+        glesc_session_create(m, &(glesc_session_options){.kv_type = TEST_KV(kv), .n_ctx = 64}, &s1),
+        GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(
+        glesc_session_create(
+            m, &(glesc_session_options){.kv_type = TEST_KV(kv), .n_ctx = 64, .n_batch = 3}, &s2),
+        GLESC_OK, "%s", glesc_last_errmsg());
     cr_assert_eq(glesc_session_eval(s1, ids, 20, GLESC_EVAL_ALL_LOGITS, a), GLESC_OK, "%s",
                  glesc_last_errmsg());
     cr_assert_eq(glesc_session_eval(s2, ids, 20, GLESC_EVAL_ALL_LOGITS, b), GLESC_OK, "%s",
@@ -333,7 +335,7 @@ Test(runtime, context_overflow_and_bad_ids_are_refused)
     cr_assert(strstr(glesc_last_errmsg(), "outside the vocabulary"), "%s", glesc_last_errmsg());
     cr_assert_eq(glesc_session_eval(s, ids, 8, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
     cr_assert_eq(glesc_session_eval(s, ids, 1, 0, NULL), GLESC_ERROR_LIMIT);
-    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.kv_type = GLESC_DTYPE_Q8_0},
+    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.kv_type = GLESC_DTYPE_BF16},
                                       &(glesc_session *){NULL}),
                  GLESC_ERROR_INVALID_ARGUMENT);
     glesc_session_destroy(s);
@@ -681,9 +683,9 @@ static void arch_run(const arch_opts *o)
     double *want = ref_forward(&r, ids, N);
     float *got = malloc((size_t)(N * mi.n_vocab) * sizeof *got);
     glesc_session *s;
-    cr_assert_eq(
-        glesc_session_create(m, &(glesc_session_options){.n_ctx = n_ctx, .kv_type = o->kv}, &s),
-        GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_create(
+                     m, &(glesc_session_options){.n_ctx = n_ctx, .kv_type = TEST_KV(o->kv)}, &s),
+                 GLESC_OK, "%s", glesc_last_errmsg());
     /* a prefill of 8, then 4 decode steps */
     cr_assert_eq(glesc_session_eval(s, ids, 8, GLESC_EVAL_ALL_LOGITS, got), GLESC_OK, "%s",
                  glesc_last_errmsg());

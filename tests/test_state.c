@@ -26,7 +26,7 @@
 
 TEST_GPU_TMPDIR_SUITE(state);
 
-enum { N = 12, HEADER = 112 };
+enum { N = 12, HEADER = 120 };
 #define CORE_ARRAY_LEN_(a) (sizeof(a) / sizeof((a)[0]))
 
 static glesc_model *model(uint64_t seed, const char *name)
@@ -44,9 +44,9 @@ static glesc_model *model(uint64_t seed, const char *name)
 static glesc_session *session(glesc_model *m, int n_ctx, glesc_dtype kv)
 {
     glesc_session *s;
-    cr_assert_eq(
-        glesc_session_create(m, &(glesc_session_options){.n_ctx = n_ctx, .kv_type = kv}, &s),
-        GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_create(
+                     m, &(glesc_session_options){.n_ctx = n_ctx, .kv_type = TEST_KV(kv)}, &s),
+                 GLESC_OK, "%s", glesc_last_errmsg());
     return s;
 }
 
@@ -292,17 +292,17 @@ static void rewrite(uint8_t *buf, size_t off, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
         buf[off + i] = (uint8_t)(v >> (8 * i));
-    uint64_t h = XXH3_64bits(buf, 104);
+    uint64_t h = XXH3_64bits(buf, 112);
     for (int i = 0; i < 8; i++)
-        buf[104 + i] = (uint8_t)(h >> (8 * i));
+        buf[112 + i] = (uint8_t)(h >> (8 * i));
 }
 
 static void resum_payload(uint8_t *buf, size_t size)
 {
     uint64_t h = XXH3_64bits(buf + HEADER, size - HEADER);
     for (int i = 0; i < 8; i++)
-        buf[96 + i] = (uint8_t)(h >> (8 * i));
-    rewrite(buf, 80, 0);
+        buf[104 + i] = (uint8_t)(h >> (8 * i));
+    rewrite(buf, 80, buf[80]); /* the value type as it was: the header summed again */
 }
 
 Test(state, bad_states_are_refused_with_the_reason)
@@ -331,7 +331,8 @@ Test(state, bad_states_are_refused_with_the_reason)
     refused(o, good, size, GLESC_ERROR_FORMAT, "other model", "another model", "offset 16");
     glesc_session *t16 = session(m, 32, GLESC_DTYPE_F16);
     cr_assert_eq(glesc_session_eval(t16, ids, 5, 0, row), GLESC_OK);
-    refused(t16, good, size, GLESC_ERROR_FORMAT, "kv type", "KV cache type f32", "f16");
+    refused(t16, good, size, GLESC_ERROR_FORMAT, "kv type", "KV cache types f32 for keys",
+            "f16 and f16");
     glesc_session *t8 = session(m, 8, GLESC_DTYPE_F32);
     cr_assert_eq(glesc_session_eval(t8, ids, 5, 0, row), GLESC_OK);
     refused(t8, good, size, GLESC_ERROR_FORMAT, "n_ctx", "12 positions", "context of 8");
@@ -376,8 +377,9 @@ Test(state, bad_states_are_refused_with_the_reason)
         {8, 99, "format version", "format version 99"},
         {12, 10203, "glesc version", "glesc 1.2.3"},
         {48, 3, "n_layer", "n_layer 3"},
-        {88, 5, "payload size", "offset 88"},
-        {80, 4, "flags", "flags 0x4"},
+        {96, 5, "payload size", "offset 96"},
+        {84, 2, "flags", "flags 0x2 (offset 84)"},
+        {80, 8, "value type", "q8_0 for values (offset 80)"},
     };
     for (size_t i = 0; i < CORE_ARRAY_LEN_(fields); i++) {
         memcpy(buf, good, size);
@@ -388,7 +390,7 @@ Test(state, bad_states_are_refused_with_the_reason)
     memcpy(buf, good, size);
     buf[HEADER + 4 * 3 + 3] = 0x7f;
     resum_payload(buf, size);
-    refused(t, buf, size, GLESC_ERROR_FORMAT, "token", "token 3 (offset 124)", "vocabulary");
+    refused(t, buf, size, GLESC_ERROR_FORMAT, "token", "token 3 (offset 132)", "vocabulary");
 
     /* too small a buffer for the tokens: LIMIT, nothing changed */
     int32_t few[4];

@@ -53,6 +53,11 @@ glesc_context *test_context(const char *cache_dir);
 /* A Criterion suite whose tests each get a fresh GPU context `ctx`
  * (test_context(NULL)), destroyed after the test. Needs
  * <criterion/criterion.h>. */
+/* A KV cache type as glesc_session_options takes it: the tests name an f32
+ * cache GLESC_DTYPE_F32, which the options read as the default (f16), so
+ * it becomes GLESC_KV_F32 (glesc_llm.h). */
+#define TEST_KV(t) ((t) == GLESC_DTYPE_F32 ? GLESC_KV_F32 : (t))
+
 #define TEST_GPU_SUITE(name)                                                                       \
     static glesc_context *ctx;                                                                     \
     static void name##_setup(void)                                                                 \

@@ -12,7 +12,8 @@
 #      load time, GPU memory, host RSS),
 #   2. the same on Q4_0 and Q4_K_M with --portable (the fallback a small GPU
 #      gets: no subgroups, 128 invocations, 16 KiB shared, 128 MiB buffers),
-#   3. tg128 at a depth of 2048 tokens next to depth 0 (Q4_0),
+#   3. tg128 at a depth of 2048 tokens next to depth 0 (Q4_0), and at
+#      depth 2048 for each KV cache type (f32, f16, q8_0, q4_0),
 #   4. time to first token cold and warm (Q4_0),
 #   5. glesc-bench --gemm 512 (the FMA peak, 4096x4096 and TinyLlama's shapes),
 #   6. glesc-bench's GEMV table (every type, 4096x4096 and 11008x4096),
@@ -102,6 +103,9 @@ run "$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -m "$WORK/m-Q4_K_M.gguf" -p "$P" -n "
 section "3. tg$N at depth 0 and $D (Q4_0)"
 run "$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -p 0 -n "$N" -d "0,$D" -r "$R" --roofline-mib 0 \
     --json-file "$OUTDIR/depth.json"
+section "3b. tg$N at depth $D per KV cache type (Q4_0): speed and the cache's bytes"
+run "$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -p 0 -n "$N" -d "$D" -r "$R" --roofline-mib 0 \
+    --kv-type f32,f16,q8_0,q4_0 --json-file "$OUTDIR/kv-types.json"
 section "4. time to first token, $TTFT-token prompt (Q4_0)"
 run "$T/gguf-bench" -m "$WORK/m-Q4_0.gguf" -p 0 -n 0 --roofline-mib 0 --ttft "$TTFT"
 section "5. GEMM of $GEMM_M columns, fraction of the FMA peak"

@@ -6,7 +6,7 @@
  * 1 when one fails, 2 for bad usage. A development tool: built, not
  * installed.
  *
- *   ref-check [--kv-type f32|f16] [--no-greedy] [-v] [JSON...]
+ *   ref-check [--kv-type f32|f16|q8_0|q4_0] [--no-greedy] [-v] [JSON...]
  *
  * Without JSON arguments it checks every file of
  * $GLESC_SHARED_DIR/reference/expected (default ../shared/reference/expected
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "glesc.h"
 #include "refcheck.h"
 
@@ -65,10 +66,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--kv-type") && i + 1 < argc) {
             const char *v = argv[++i];
-            if (!strcmp(v, "f16"))
-                o.kv_type = GLESC_DTYPE_F16;
-            else if (strcmp(v, "f32")) {
-                fprintf(stderr, "ref-check: --kv-type: '%s' is not f32 or f16\n", v);
+            if (!tool_parse_kv_type(v, &o.kv_type)) {
+                fprintf(stderr, "ref-check: --kv-type: '%s' is not f32, f16, q8_0 or q4_0\n", v);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--no-greedy")) {
@@ -76,7 +75,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "-v")) {
             verbose = 1;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: ref-check [--kv-type f32|f16] [--no-greedy] [-v] [JSON...]\n");
+            printf("usage: ref-check [--kv-type f32|f16|q8_0|q4_0] [--no-greedy] [-v] "
+                   "[JSON...]\n");
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "ref-check: unknown option '%s'\n", argv[i]);

@@ -38,10 +38,17 @@ typedef struct refcheck_result {
 } refcheck_result;
 
 typedef struct refcheck_options {
-    glesc_dtype kv_type; /* F32 (0) or F16 (then the tolerance is widened, see README §5.6) */
-    bool no_greedy;      /* skip the greedy generation check */
-    FILE *log;           /* per-position details (NULL: none) */
+    /* the KV cache: F32 (0: the references' own) or F16, Q8_0, Q4_0 (the
+     * tolerance widened by refcheck_kv_widening) */
+    glesc_dtype kv_type;
+    bool no_greedy; /* skip the greedy generation check */
+    FILE *log;      /* per-position details (NULL: none) */
 } refcheck_options;
+
+/* What a KV cache of type t adds to a file's logit tolerance: the
+ * references were made with an f32 cache; README §5.6 allows 0.03 for an
+ * f16 one; q8_0 and q4_0 as measured (docs/correctness.md). */
+double refcheck_kv_widening(glesc_dtype t);
 
 /* Checks one expected/NAME.json; the model path inside it is resolved against
  * the JSON's folder's parent (the reference folder). Never aborts: failures

@@ -9,17 +9,39 @@
 
 #include "graph/graph.h"
 
-/* Quantized tensors are read only through weight loaders (matmul's W,
- * get_rows' table): no other kernel decodes blocks. */
+/* Quantized tensors are read through weight loaders (matmul's W, get_rows'
+ * table); only a KV cache's types are read by more (kv_reader). */
 static glesc_status quant_source_fail(glesc_graph *g, glesc_op op, const glesc_tensor *s)
 {
     char sh[64];
     return core_err_set(
         &g->ctx->err, GLESC_ERROR_TYPE,
         "glesc_%s: the %s tensor %s%s%s%s is quantized: it can only be the weight of "
-        "matmul or the table of get_rows, used whole (no views)",
+        "matmul or the table of get_rows, used whole (no views); q8_0 and q4_0 also a KV "
+        "cache (views, set_rows, attention's k and v, rope, cont, cast)",
         graph_op(op)->name, glesc_dtype_name(s->dtype), s->name ? "'" : "", s->name ? s->name : "",
         s->name ? "' " : "", graph_shape_str(s, sh, sizeof sh));
+}
+
+/* Where a KV cache's block type (graph_kv_quant) may be source i of op:
+ * views of it, set_rows into it, and the ops that read it element by
+ * element (attention's k and v; rope, cont and cast, which a context shift
+ * and saved states use). */
+static bool kv_reader(glesc_op op, int i)
+{
+    switch (op) {
+    case GLESC_OP_VIEW:
+    case GLESC_OP_PERMUTE:
+    case GLESC_OP_SET_ROWS:
+    case GLESC_OP_ROPE:
+    case GLESC_OP_CONT:
+    case GLESC_OP_CAST:
+        return i == 0;
+    case GLESC_OP_ATTENTION:
+        return i == 1 || i == 2;
+    default:
+        return false;
+    }
 }
 
 glesc_status graph_check_source(glesc_graph *g, glesc_op op, int i, glesc_tensor *s)
@@ -33,7 +55,8 @@ glesc_status graph_check_source(glesc_graph *g, glesc_op op, int i, glesc_tensor
     if (s->persistent && graph_hold(g, s) != GLESC_OK)
         return g->ctx->err.status;
     if (graph_dtype_quant(s->dtype) &&
-        !(i == 0 && (op == GLESC_OP_MATMUL || op == GLESC_OP_GET_ROWS)))
+        !(i == 0 && (op == GLESC_OP_MATMUL || op == GLESC_OP_GET_ROWS)) &&
+        !(graph_kv_quant(s->dtype) && kv_reader(op, i)))
         return quant_source_fail(g, op, s);
     return GLESC_OK;
 }

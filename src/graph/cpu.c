@@ -37,8 +37,14 @@ static float round_to(glesc_dtype dt, float x)
 /* Element offset of coordinate i (flat, contiguous order) in t's owner. */
 static int64_t elem_at(const glesc_tensor *t, int64_t i)
 {
-    if (graph_dtype_quant(t->owner->dtype))
-        return i; /* a quantized tensor is always a whole owner (no views) */
+    if (graph_dtype_quant(t->owner->dtype)) { /* element strides (graph_quant_elem_stride) */
+        int64_t off = graph_quant_elem_offs(t);
+        for (int d = 0; d < 4; d++) {
+            off += (i % t->ne[d]) * graph_quant_elem_stride(t, d);
+            i /= t->ne[d];
+        }
+        return off;
+    }
     size_t es = graph_dtype_size(t->owner->dtype);
     int64_t off = (int64_t)t->offs;
     for (int d = 0; d < 4; d++) {

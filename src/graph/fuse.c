@@ -463,7 +463,9 @@ static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int ka, in
  * views, joins that anchor's kernel: the kernel writes the new rows itself
  * and computes them wherever it reads them (kb_row_writes_begin), so the
  * KV-cache write costs no dispatch of its own. The destination must be a
- * 2-D tensor of its own (a leaf: a cache), and no kernel in between may
+ * 2-D tensor of its own (a leaf: a cache) of an element type (a quantized
+ * cache's rows are written by set_rows' own kernel, a block per
+ * invocation), and no kernel in between may
  * touch it, since the write moves to the reader's position.
  */
 static void fold_row_writes(fuse_state *fs)
@@ -490,6 +492,7 @@ static void fold_row_writes(fuse_state *fs)
             const glesc_tensor *dst = x->src[0], *idx = x->src[2];
             if (!KP->alive || KP->anchor != x || KP->out != x || KP->partner || KP->n_sib ||
                 x->n_consumers != 1 || x->is_output || dst->op != GLESC_OP_NONE ||
+                graph_dtype_quant(dst->dtype) || /* a block is quantized whole (rows.c) */
                 dst->ne[2] * dst->ne[3] != 1 || idx->ne[1] * idx->ne[2] * idx->ne[3] != 1)
                 continue;
             if (owner_used_between(fs, dst->owner, kp, kc, kpos(fs, kp), kpos(fs, kc)))
@@ -613,6 +616,45 @@ static void group_matmuls(fuse_state *fs)
             A->sib[A->n_sib] = B->anchor;
             A->sib_out[A->n_sib] = B->out;
             A->n_sib++;
+            absorb(fs, kb, ka);
+        }
+}
+
+/*
+ * Paired KV-cache writes: the set_rows of a layer's keys and values into
+ * quantized caches (kernels of their own, never folded into the attention:
+ * see fold_row_writes) become one kernel whose invocations pick their
+ * write by index, the first in the order the anchor and the other its
+ * sibling: one dispatch instead of two. Both take the same row indices,
+ * write caches of their own, and nothing between them may touch either
+ * cache, since the later write moves to the earlier one's position.
+ */
+static void pair_kv_writes(fuse_state *fs)
+{
+    for (int ka = 0; ka < fs->nk; ka++)
+        for (int kb = ka + 1; kb < fs->nk && fs->k[ka].alive; kb++) {
+            fk *A = &fs->k[ka], *B = &fs->k[kb];
+            const glesc_tensor *a = A->anchor, *b = B->anchor;
+            if (!A->alive || !B->alive || !a || !b || a->op != GLESC_OP_SET_ROWS ||
+                b->op != GLESC_OP_SET_ROWS || !graph_kv_quant(a->src[0]->dtype) ||
+                !graph_kv_quant(b->src[0]->dtype) || A->n_sib || B->n_sib || A->partner ||
+                B->partner || A->reduce || B->reduce || A->out != a || B->out != b ||
+                a->src[2] != b->src[2] || a->src[0]->owner == b->src[0]->owner)
+                continue;
+            int lo = CORE_MIN(kpos(fs, ka), kpos(fs, kb)),
+                hi = CORE_MAX(kpos(fs, ka), kpos(fs, kb));
+            if (owner_used_between(fs, a->src[0]->owner, ka, kb, lo, hi) ||
+                owner_used_between(fs, b->src[0]->owner, ka, kb, lo, hi) ||
+                !can_run_together(fs, ka, kb, lo))
+                continue;
+            glesc_tensor *w[2 * (1 + GRAPH_MAX_SIB)];
+            int nw = written_by(A, w);
+            nw += written_by(B, w + nw);
+            if (!within(fs, ka, kb, count_bindings(fs, ka, kb, w, nw)))
+                continue;
+            A->sib[0] = B->anchor;
+            A->sib_out[0] = B->out;
+            A->n_sib = 1;
             absorb(fs, kb, ka);
         }
 }
@@ -780,6 +822,7 @@ void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, 
     if (fusion & GRAPH_FUSE_ON) {
         fold_row_writes(&fs);
         group_matmuls(&fs);
+        pair_kv_writes(&fs);
         fold_reductions(&fs);
         fold_norms(&fs);
         inline_gathers(&fs);

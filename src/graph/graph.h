@@ -92,6 +92,20 @@ bool graph_dtype_ok(glesc_dtype t);     /* an element type (f32, f16, bf16, i32)
  * aligned quants), so nb[1] is the GPU bytes of a row; nb[0] is a file
  * block's bytes (not an address step on the GPU). */
 bool graph_dtype_quant(glesc_dtype t);
+/* The block types a KV cache may hold (q8_0, q4_0). Besides being weights,
+ * tensors of these types may be viewed (glesc_view, glesc_permute keeping
+ * dimension 0: whole blocks along it), written by set_rows (each row
+ * quantized as ggml's CPU quantizers do) and read element by element by
+ * attention (k, v), rope, cont and cast, whose loads decode the block of
+ * the element (kb_expr.c). A view's strides and offset are in the file's
+ * bytes (ggml's row-size convention: nb[d] = glesc_dtype_row_bytes(t, n)
+ * for n elements, whole blocks), never the GPU's. */
+bool graph_kv_quant(glesc_dtype t);
+/* For a tensor of a block type (an owner or a view of one): the element
+ * offset and the element stride of dimension d in its owner, counted as a
+ * dense array of the owner's shape. */
+int64_t graph_quant_elem_offs(const glesc_tensor *t);
+int64_t graph_quant_elem_stride(const glesc_tensor *t, int d);
 /* GPU bytes of a row of ne0 elements (ne0 a multiple of the block for
  * quantized types). */
 uint64_t graph_row_bytes(glesc_dtype t, int64_t ne0);

@@ -53,8 +53,8 @@ static bool is_float(glesc_dtype dt)
 static glesc_status shape_unary(glesc_tensor *t)
 {
     glesc_dtype dt = GLESC_DTYPE_F32;
-    if (t->op == GLESC_OP_CONT)
-        dt = t->src[0]->dtype;
+    if (t->op == GLESC_OP_CONT && !graph_dtype_quant(t->src[0]->dtype))
+        dt = t->src[0]->dtype; /* a block type's elements come out as f32 */
     if (t->op == GLESC_OP_CAST) {
         dt = (glesc_dtype)t->ip[0];
         if (!graph_dtype_ok(dt))
@@ -210,9 +210,17 @@ static glesc_status shape_set_rows(glesc_tensor *t)
             t, GLESC_ERROR_SHAPE,
             "indices %s do not match rows %s (indices are [n, b2, b3], b2/b3 may be 1)",
             GRAPH_SH(ix), GRAPH_SH(s));
-    if (!is_float(dst->dtype) || has_zero_stride(dst))
+    if (graph_kv_quant(dst->dtype)) { /* whole rows quantized: a cache of its own */
+        if (graph_op(dst->op)->kind == GRAPH_KIND_VIEW || dst->ne[0] % 32 ||
+            dst->ne[2] * dst->ne[3] != 1)
+            return graph_op_fail(t, GLESC_ERROR_SHAPE,
+                                 "a %s destination %s must be a whole 2-D tensor, rows a "
+                                 "multiple of 32 elements (no view)",
+                                 glesc_dtype_name(dst->dtype), GRAPH_SH(dst));
+    } else if (!is_float(dst->dtype) || has_zero_stride(dst))
         return graph_op_fail(t, GLESC_ERROR_TYPE,
-                             "destination %s must be f32, f16 or bf16 without broadcast dimensions",
+                             "destination %s must be f32, f16, bf16, q8_0 or q4_0 without "
+                             "broadcast dimensions",
                              GRAPH_SH(dst));
     alias(t, dst);
     return GLESC_OK;
@@ -311,8 +319,10 @@ static glesc_status shape_attention(glesc_tensor *t)
                                  GRAPH_SH(m), (long long)k->ne[1], (long long)q->ne[1]);
     }
     for (int i = 0; i < 4; i++)
-        if (t->src[i] && !is_float(t->src[i]->dtype))
-            return graph_op_fail(t, GLESC_ERROR_TYPE, "inputs must be f32, f16 or bf16");
+        if (t->src[i] && !is_float(t->src[i]->dtype) &&
+            !((i == 1 || i == 2) && graph_kv_quant(t->src[i]->dtype)))
+            return graph_op_fail(t, GLESC_ERROR_TYPE,
+                                 "inputs must be f32, f16 or bf16 (k and v also q8_0, q4_0)");
     if (t->ip[1] < 0)
         return graph_op_fail(t, GLESC_ERROR_INVALID_ARGUMENT,
                              "sliding window %d is negative (0: none)", t->ip[1]);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "graph/ref.h"
+#include "quant/quant.h"
 
 #define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
 
@@ -311,6 +312,22 @@ void ref_set_rows(const glesc_tensor *t, float *dst, const float *const *src)
             continue;
         int64_t dc[4] = {c[0], row, c[2], c[3]};
         dst[bidx(t->ne, dc)] = src[1][bidx(s->ne, c)];
+    }
+    if (!graph_kv_quant(t->dtype))
+        return;
+    /* a block type's rows as its GPU quantizer stores them: ggml's
+     * quantize_row_*_ref, read back (set_rows of such a type is 2-D) */
+    uint8_t blocks[34 * 32];
+    for (int64_t r = 0; r < ix->ne[0]; r++) {
+        int64_t row = (int64_t)src[2][r];
+        if (row < 0 || row >= t->ne[1])
+            continue;
+        float *x = dst + row * t->ne[0];
+        for (int64_t c0 = 0; c0 < t->ne[0]; c0 += 1024) {
+            int64_t n = CORE_MIN(1024, t->ne[0] - c0);
+            quant_quantize(t->dtype, x + c0, blocks, n);
+            quant_dequantize(t->dtype, blocks, x + c0, n);
+        }
     }
 }
 

@@ -38,6 +38,32 @@ bool graph_dtype_quant(glesc_dtype t)
     return !graph_dtype_ok(t) && q && q->is_quantized && quant_gpu_snippet(t) != NULL;
 }
 
+bool graph_kv_quant(glesc_dtype t)
+{
+    return t == GLESC_DTYPE_Q8_0 || t == GLESC_DTYPE_Q4_0;
+}
+
+/* An owner's strides (and those of a node aliasing it whole: set_rows) are
+ * its dense shape's; a view's are file bytes of whole blocks (graph.h),
+ * dimension 0 always one element a step. */
+int64_t graph_quant_elem_stride(const glesc_tensor *t, int d)
+{
+    const quant_type_info *q = quant_type(t->dtype);
+    if (graph_op(t->op)->kind != GRAPH_KIND_VIEW) {
+        int64_t s = 1;
+        for (int i = 0; i < d; i++)
+            s *= t->ne[i];
+        return s;
+    }
+    return d == 0 ? 1 : t->nb[d] / q->block_bytes * q->block_size;
+}
+
+int64_t graph_quant_elem_offs(const glesc_tensor *t)
+{
+    const quant_type_info *q = quant_type(t->dtype);
+    return (int64_t)t->offs / q->block_bytes * q->block_size;
+}
+
 uint64_t graph_row_bytes(glesc_dtype t, int64_t ne0)
 {
     if (graph_dtype_quant(t))

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "quant/quant.h"
 
 /* ---- loads ---- */
 
@@ -42,15 +43,89 @@ int kb_leaf(kb *b, const glesc_tensor *t)
     int i = b->n_leaf++;
     b->leaf[i].t = t;
     b->leaf[i].binding = kb_binding(b, t->owner, 0, false);
-    size_t es = owner_esize(t);
     char name[24];
     snprintf(name, sizeof name, "l%d_o", i);
+    if (graph_dtype_quant(t->owner->dtype)) { /* a KV cache's blocks: element indices */
+        b->leaf[i].param = kb_param_u(b, name, (uint64_t)graph_quant_elem_offs(t));
+        for (int d = 0; d < 4; d++) {
+            snprintf(name, sizeof name, "l%d_s%d", i, d);
+            kb_param_u(b, name, t->ne[d] == 1 ? 0 : (uint64_t)graph_quant_elem_stride(t, d));
+        }
+        snprintf(name, sizeof name, "l%d_n0", i);
+        kb_param_u(b, name, (uint64_t)t->owner->ne[0]);
+        snprintf(name, sizeof name, "l%d_rw", i);
+        kb_param_u(b, name, graph_row_bytes(t->owner->dtype, t->owner->ne[0]) / 4);
+        return i;
+    }
+    size_t es = owner_esize(t);
     b->leaf[i].param = kb_param_u(b, name, t->offs / es);
     for (int d = 0; d < 4; d++) {
         snprintf(name, sizeof name, "l%d_s%d", i, d);
         kb_param_u(b, name, t->ne[d] == 1 ? 0 : (uint64_t)t->nb[d] / es);
     }
     return i;
+}
+
+/* The word layout of a KV cache's block type (src/quant/gpu.c): a row's
+ * blocks in groups of 8, each group the quants of its blocks (qw words a
+ * block) and then their f16 scales (two a word), each array padded to 16
+ * bytes; the last group of a row as long as its blocks need. gw: the words
+ * of a full group. */
+void kernels_kvq_layout(glesc_dtype t, uint32_t *qw, uint32_t *gw)
+{
+    *qw = (uint32_t)(quant_type(t)->block_bytes - 2) / 4;
+    *gw = (uint32_t)(quant_gpu_row_bytes(t, 8 * 32) / 4);
+}
+
+/* `float kvq_t<bi>(uint e, uint n0, uint rw)`: element e of the q8_0 or
+ * q4_0 tensor bound at bi, counted in a dense [n0, ...] array whose GPU rows
+ * are rw words (attention's keys and values, read where they are: no
+ * dequantized copy). q8_0: byte e % 32 of the block's quants, signed;
+ * q4_0: byte (e % 32) % 16, low nibble for the first 16 elements; times d. */
+static void kvq_helper(kb *b, glesc_dtype dt, int bi)
+{
+    if (!b->k)
+        return;
+    uint32_t qw, gw;
+    kernels_kvq_layout(dt, &qw, &gw);
+    char name[24];
+    snprintf(name, sizeof name, "kvq_t%d", bi);
+    sbuf f;
+    sbuf_init(&f);
+    sbuf_appendf(&f,
+                 "// Element e of the %s KV cache in t%d (a row n0 elements, rw words):\n"
+                 "// its block's group of 8, the quants (%u words a block), then the\n"
+                 "// scales of the group's cnt blocks (f16, two a word).\n"
+                 "float %s(uint e, uint n0, uint rw) {\n"
+                 "    uint r = e / n0;\n"
+                 "    uint c = e - r * n0;\n"
+                 "    uint blk = c >> 5u;\n"
+                 "    uint i = blk & 7u;\n"
+                 "    uint g = blk >> 3u;\n"
+                 "    uint cnt = min(8u, (n0 >> 5u) - g * 8u);\n"
+                 "    uint base = r * rw + g * %uu;\n"
+                 "    vec2 dd = unpackHalf2x16(t%d[base + cnt * %uu + (i >> 1u)]);\n"
+                 "    float d = (i & 1u) == 0u ? dd.x : dd.y;\n"
+                 "    uint l = c & 31u;\n",
+                 glesc_dtype_name(dt), bi, qw, name, gw, bi, qw);
+    if (dt == GLESC_DTYPE_Q8_0)
+        sbuf_appendf(&f,
+                     "    uint w = t%d[base + i * 8u + (l >> 2u)];\n"
+                     "    return d * float(int(w << (24u - 8u * (l & 3u))) >> 24);\n"
+                     "}\n",
+                     bi);
+    else
+        sbuf_appendf(&f,
+                     "    uint w = t%d[base + i * 4u + ((l & 15u) >> 2u)];\n"
+                     "    uint q = (w >> (8u * (l & 3u) + 4u * (l >> 4u))) & 15u;\n"
+                     "    return d * (float(q) - 8.0);\n"
+                     "}\n",
+                     bi);
+    if (sbuf_str(&f))
+        emit_kernel_helper(b->k, name, sbuf_str(&f));
+    else
+        kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "KV cache loader");
+    sbuf_free(&f);
 }
 
 /* "(l2_o + c0 * l2_s0 + ...)", leaving out literal-zero coordinates. */
@@ -175,7 +250,10 @@ static void load_leaf(kb *b, const glesc_tensor *t, const char *const c[4], cons
     const char *ix = sbuf_str(&idx) ? sbuf_str(&idx) : "0u";
     if (w >= 0)
         load_written(b, w, ix, var);
-    else
+    else if (graph_dtype_quant(t->owner->dtype)) {
+        kvq_helper(b, t->owner->dtype, bi);
+        kb_line(b, "float %s = kvq_t%d(%s, l%d_n0, l%d_rw);", var, bi, ix, li, li);
+    } else
         load_elem(b, t->owner->dtype, bi, ix, var, true);
     sbuf_free(&idx);
 }

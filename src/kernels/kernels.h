@@ -281,6 +281,9 @@ glesc_status kernels_gen_matmul(kb *b);
 bool kernels_matmul_units(const glesc_tensor *mm);
 glesc_status kernels_gen_get_rows(kb *b);
 glesc_status kernels_gen_set_rows(kb *b);
+/* A KV cache's block type (q8_0, q4_0) on the GPU (kb_expr.c): qw words of
+ * quants a block, gw words a full group of 8 blocks. */
+void kernels_kvq_layout(glesc_dtype t, uint32_t *qw, uint32_t *gw);
 glesc_status kernels_gen_attention(kb *b);
 /* vision: pooling and shape (pool.c, reduce.c) */
 glesc_status kernels_gen_pool(kb *b);

@@ -176,13 +176,14 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
     glesc_session_options o = {0};
     if (opts)
         o = *opts;
-    if (o.n_ctx < 0 || o.n_batch < 0 ||
-        (o.kv_type != GLESC_DTYPE_F32 && o.kv_type != GLESC_DTYPE_F16))
+    if (o.n_ctx < 0 || o.n_batch < 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_model_estimate: session options n_ctx %d, n_batch %d, KV type "
-                            "%s (n_ctx and n_batch must not be negative, the type f32 or f16)",
-                            (int)o.n_ctx, (int)o.n_batch,
-                            glesc_dtype_name(o.kv_type) ? glesc_dtype_name(o.kv_type) : "?");
+                            "glesc_model_estimate: session options n_ctx %d and n_batch %d must "
+                            "not be negative",
+                            (int)o.n_ctx, (int)o.n_batch);
+    glesc_dtype kt, vt;
+    if ((st = llm_kv_types(&o, &hp, "glesc_model_estimate", &kt, &vt)) != GLESC_OK)
+        return st;
     /* The session's defaults (glesc_session_create). */
     if (o.n_ctx == 0)
         o.n_ctx = (int32_t)CORE_MIN(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
@@ -222,7 +223,8 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
     }
 
     int64_t kv_dim = hp.n_head_kv * hp.head_dim;
-    out->kv_bytes = 2 * (uint64_t)hp.n_layer * gpu_bytes(ctx, o.kv_type, kv_dim, o.n_ctx);
+    out->kv_bytes = (uint64_t)hp.n_layer *
+                    (gpu_bytes(ctx, kt, kv_dim, o.n_ctx) + gpu_bytes(ctx, vt, kv_dim, o.n_ctx));
 
     /* One step of n tokens: the inputs (ids, positions), the residual and
      * the norms [n_embd, n] (four live across a layer), q and the attention

@@ -39,15 +39,15 @@ static glesc_tensor *head_view(glesc_graph *g, glesc_tensor *x, int64_t d, int64
 }
 
 /* The first n_kv positions of a cache [d·hkv, n_ctx] as attention wants
- * them: [d, n_kv, hkv] (a strided view, no copy). */
+ * them: [d, n_kv, hkv] (a strided view, no copy; strides in the file's
+ * bytes of type t, as ggml counts a quantized cache's: whole blocks). */
 static glesc_tensor *cache_view(glesc_graph *g, glesc_tensor *c, const llm_hparams *hp,
                                 glesc_dtype t, int64_t n_kv)
 {
-    size_t es = t == GLESC_DTYPE_F32 ? 4 : 2;
-    size_t row = (size_t)(hp->head_dim * hp->n_head_kv) * es;
+    size_t row = llm_kv_row_bytes(hp, t), head = glesc_dtype_row_bytes(t, hp->head_dim);
     static const int perm[4] = {0, 2, 1, 3};
     glesc_tensor *v = glesc_view(g, c, 3, (int64_t[]){hp->head_dim, hp->n_head_kv, n_kv},
-                                 (size_t[]){0, (size_t)hp->head_dim * es, row}, 0);
+                                 (size_t[]){0, head, row}, 0);
     return glesc_permute(g, v, perm);
 }
 
@@ -138,8 +138,8 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
             glesc_set_rows(g, s->k_cache[l], glesc_reshape(g, k, 2, (int64_t[]){kv_dim, n}), pos);
         glesc_tensor *vc = glesc_set_rows(g, s->v_cache[l], v, pos);
         glesc_tensor *a = glesc_attention_ext(
-            g, glesc_permute(g, q, perm), cache_view(g, kc, hp, s->kv_type, n_kv),
-            cache_view(g, vc, hp, s->kv_type, n_kv), NULL, hp->attn_scale, true,
+            g, glesc_permute(g, q, perm), cache_view(g, kc, hp, s->k_type, n_kv),
+            cache_view(g, vc, hp, s->v_type, n_kv), NULL, hp->attn_scale, true,
             llm_layer_is_swa(hp, l) ? (int)hp->n_swa : 0, hp->attn_softcap); /* [d, n_head, n] */
         a = glesc_reshape(g, a, 2, (int64_t[]){q_dim, n});
         glesc_tensor *y = glesc_matmul(g, L->wo, a);

@@ -13,7 +13,12 @@
  * an approximation every context shift makes.
  *
  * One graph with fusion off: per layer, the moved keys rotated and the moved
- * values copied into fresh tensors, then written back with set_rows. With
+ * values copied into fresh tensors, then written back with set_rows. A
+ * quantized cache's rows are decoded on the way (rope and cont read blocks)
+ * and quantized again by set_rows, as llama.cpp shifts a quantized K
+ * (dequantize, rotate, quantize); values that only move come back as the
+ * same blocks, since a block's decoded values quantize to themselves (the
+ * largest magnitude gives the same scale, every value its quant). With
  * fusion the copy and the write could become one kernel reading the rows it
  * overwrites; kernel by kernel the executor puts a barrier between the two.
  */
@@ -24,12 +29,11 @@
 static glesc_tensor *rows_view(glesc_graph *g, glesc_tensor *c, glesc_dtype t, int64_t row_elems,
                                int64_t head_dim, int64_t first, int64_t n)
 {
-    size_t es = t == GLESC_DTYPE_F32 ? 4 : 2;
-    size_t row = (size_t)row_elems * es;
+    size_t row = glesc_dtype_row_bytes(t, row_elems); /* the file's bytes (forward.c) */
     size_t off = (size_t)first * row;
     if (head_dim > 0)
         return glesc_view(g, c, 3, (int64_t[]){head_dim, row_elems / head_dim, n},
-                          (size_t[]){0, (size_t)head_dim * es, row}, off);
+                          (size_t[]){0, glesc_dtype_row_bytes(t, head_dim), row}, off);
     return glesc_view(g, c, 2, (int64_t[]){row_elems, n}, (size_t[]){0, row}, off);
 }
 
@@ -71,12 +75,11 @@ static glesc_status shift_cache(glesc_session *s, int32_t keep, int32_t discard)
     for (int64_t l = 0; l < hp->n_layer; l++) {
         /* The same rotation as forward.c's keys (its parameters per layer:
          * base, scale, factors, YaRN), of magnitude 1. */
-        glesc_tensor *k =
-            rows_view(g, s->k_cache[l], s->kv_type, kv_dim, d, keep + discard, n_move);
+        glesc_tensor *k = rows_view(g, s->k_cache[l], s->k_type, kv_dim, d, keep + discard, n_move);
         k = llm_rope(s, g, k, delta, l, true);
         k = glesc_reshape(g, k, 2, (int64_t[]){kv_dim, n_move});
         glesc_tensor *v = glesc_cont(
-            g, rows_view(g, s->v_cache[l], s->kv_type, kv_dim, 0, keep + discard, n_move));
+            g, rows_view(g, s->v_cache[l], s->v_type, kv_dim, 0, keep + discard, n_move));
         outs[2 * l] = glesc_set_rows(g, s->k_cache[l], k, dst);
         outs[2 * l + 1] = glesc_set_rows(g, s->v_cache[l], v, dst);
         if (!outs[2 * l] || !outs[2 * l + 1])

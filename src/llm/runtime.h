@@ -50,8 +50,8 @@ struct glesc_model {
 struct glesc_session {
     glesc_model *m;
     glesc_graph *g;
-    glesc_tensor **k_cache, **v_cache; /* per layer [n_head_kv*head_dim, n_ctx] kv_type */
-    glesc_dtype kv_type;
+    glesc_tensor **k_cache, **v_cache; /* per layer [n_head_kv*head_dim, n_ctx] */
+    glesc_dtype k_type, v_type;        /* f32, f16, q8_0 or q4_0 (llm_kv_types) */
     int32_t n_ctx, n_past, n_batch;
     glesc_eval_stats last;
     uint64_t total_dispatches;
@@ -122,6 +122,14 @@ static inline uint64_t llm_pool_live_bytes(glesc_context *ctx)
 }
 
 /* ---- session.c ---- */
+/* The KV cache's key and value types that options o ask for on a model of
+ * hp (the defaults resolved); fails naming who, the type and the rule (a
+ * block type needs head sizes that are multiples of 32). */
+glesc_status llm_kv_types(const glesc_session_options *o, const llm_hparams *hp, const char *who,
+                          glesc_dtype *k, glesc_dtype *v);
+/* Bytes a row of a cache of type t takes in a saved state and in views
+ * (the file's: ggml's row size) for the model of hp. */
+size_t llm_kv_row_bytes(const llm_hparams *hp, glesc_dtype t);
 /* Counts the compute just submitted on s->g (n tokens) in s->last and the
  * session's total of dispatches. */
 void llm_session_count(glesc_session *s, int32_t n);

@@ -21,6 +21,40 @@
 #include "compute/compute.h"
 #include "llm/runtime.h"
 
+/* One of the options' types (t; dflt where 0) as a cache type. */
+static glesc_dtype kv_resolve(glesc_dtype t, glesc_dtype dflt)
+{
+    return t == GLESC_KV_DEFAULT ? dflt : t == GLESC_KV_F32 ? GLESC_DTYPE_F32 : t;
+}
+
+glesc_status llm_kv_types(const glesc_session_options *o, const llm_hparams *hp, const char *who,
+                          glesc_dtype *k, glesc_dtype *v)
+{
+    *k = kv_resolve(o->kv_type, GLESC_DTYPE_F16);
+    *v = kv_resolve(o->kv_type_v, *k);
+    for (int i = 0; i < 2; i++) {
+        glesc_dtype t = i ? *v : *k;
+        const char *name = glesc_dtype_name(t) ? glesc_dtype_name(t) : "?";
+        bool block = t == GLESC_DTYPE_Q8_0 || t == GLESC_DTYPE_Q4_0;
+        if (!block && t != GLESC_DTYPE_F32 && t != GLESC_DTYPE_F16)
+            return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                                "%s: KV cache type %s (%s) is not one of f32, f16, q8_0, q4_0", who,
+                                name, i ? "values" : "keys");
+        if (block && hp->head_dim % 32)
+            return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                                "%s: a %s KV cache (%s) needs a head size that is a multiple of "
+                                "32 (its blocks are 32 values, llama.cpp's rule); the model's is "
+                                "%lld",
+                                who, name, i ? "values" : "keys", (long long)hp->head_dim);
+    }
+    return GLESC_OK;
+}
+
+size_t llm_kv_row_bytes(const llm_hparams *hp, glesc_dtype t)
+{
+    return glesc_dtype_row_bytes(t, hp->n_head_kv * hp->head_dim);
+}
+
 GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_options *opts,
                                             glesc_session **out)
 {
@@ -43,29 +77,34 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     if (o.n_batch == 0)
         o.n_batch = 512;
     o.n_batch = CORE_MIN(o.n_batch, o.n_ctx);
-    if (o.kv_type != GLESC_DTYPE_F32 && o.kv_type != GLESC_DTYPE_F16)
-        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
-                            "session: KV cache type %s is not supported (f32, f16)",
-                            glesc_dtype_name(o.kv_type) ? glesc_dtype_name(o.kv_type) : "?");
+    glesc_dtype kt, vt;
+    glesc_status st = llm_kv_types(&o, hp, "session", &kt, &vt);
+    if (st != GLESC_OK)
+        return st;
     int64_t kv_dim = hp->n_head_kv * hp->head_dim;
-    uint64_t es = o.kv_type == GLESC_DTYPE_F32 ? 4 : 2;
-    uint64_t bytes = (uint64_t)kv_dim * (uint64_t)o.n_ctx * es;
     uint64_t limit = glesc_context_caps(m->ctx)->max_storage_block_size;
-    if (bytes > limit)
-        return core_err_set(NULL, GLESC_ERROR_LIMIT,
-                            "session: one layer's KV cache for %d positions takes %llu bytes, more "
-                            "than the device's storage-block limit of %llu bytes: use a smaller "
-                            "context%s",
-                            (int)o.n_ctx, (unsigned long long)bytes, (unsigned long long)limit,
-                            o.kv_type == GLESC_DTYPE_F32 ? " or an f16 cache" : "");
+    for (int i = 0; i < 2; i++) {
+        glesc_dtype t = i ? vt : kt;
+        uint64_t bytes = glesc_weight_gpu_bytes(m->ctx, t, 2, (int64_t[]){kv_dim, o.n_ctx});
+        uint64_t row = llm_kv_row_bytes(hp, t);
+        if (bytes > limit || row * (uint64_t)o.n_ctx > limit)
+            return core_err_set(
+                NULL, GLESC_ERROR_LIMIT,
+                "session: one layer's %s cache (%s) for %d positions takes %llu "
+                "bytes, more than the device's storage-block limit of %llu "
+                "bytes: use a smaller context%s",
+                i ? "value" : "key", glesc_dtype_name(t), (int)o.n_ctx,
+                (unsigned long long)(row * (uint64_t)o.n_ctx), (unsigned long long)limit,
+                t == GLESC_DTYPE_Q4_0 ? "" : " or a smaller cache type (q8_0, q4_0)");
+    }
 
-    glesc_status st = GLESC_OK;
     glesc_session *s = core_calloc(1, sizeof *s);
     if (!s)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
     s->m = m;
     s->greedy_next = -1;
-    s->kv_type = o.kv_type;
+    s->k_type = kt;
+    s->v_type = vt;
     s->n_ctx = o.n_ctx;
     s->n_batch = o.n_batch;
     s->k_cache = core_calloc((size_t)hp->n_layer, sizeof *s->k_cache);
@@ -87,8 +126,8 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     uint64_t live0 = llm_pool_live_bytes(m->ctx);
     for (int64_t l = 0; l < hp->n_layer; l++) {
         int64_t shape[2] = {kv_dim, o.n_ctx};
-        s->k_cache[l] = glesc_weight_new(m->ctx, o.kv_type, 2, shape);
-        s->v_cache[l] = glesc_weight_new(m->ctx, o.kv_type, 2, shape);
+        s->k_cache[l] = glesc_weight_new(m->ctx, kt, 2, shape);
+        s->v_cache[l] = glesc_weight_new(m->ctx, vt, 2, shape);
         if (!s->k_cache[l] || !s->v_cache[l]) {
             st = llm_ctx_fail(m->ctx, GLESC_ERROR_OUT_OF_MEMORY, "session: KV cache");
             goto fail;
@@ -426,6 +465,14 @@ GLESC_API glesc_status glesc_session_truncate(glesc_session *s, int32_t n)
 GLESC_API const float *glesc_session_logits(const glesc_session *s)
 {
     return s && s->has_logits ? s->logits : NULL;
+}
+
+GLESC_API void glesc_session_kv_types(const glesc_session *s, glesc_dtype *k, glesc_dtype *v)
+{
+    if (s && k)
+        *k = s->k_type;
+    if (s && v)
+        *v = s->v_type;
 }
 
 GLESC_API uint64_t glesc_session_kv_bytes(const glesc_session *s)

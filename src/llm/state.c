@@ -10,18 +10,20 @@
  *     0  magic "GLESCSTA"           8  format version (STATE_VERSION)
  *    12  glesc version number      16  model hash (XXH3-128: lo, hi)
  *    32  architecture, NUL-padded  48  n_layer   52  n_head_kv
- *    56  head_dim   60  kv_type (glesc_dtype)    64  n_ctx (the saver's)
+ *    56  head_dim   60  key type (glesc_dtype)   64  n_ctx (the saver's)
  *    68  n_past     72  n_tokens   76  n_vocab (0: no logits row)
- *    80  flags (bit 0: grammar tokens follow the sampler's history)
- *    84  sampler bytes (0: none)   88  payload bytes (u64)
- *    96  payload checksum (XXH3-64) 104 header checksum (XXH3-64 of 0..104)
+ *    80  value type 84  flags (bit 0: grammar tokens follow the sampler's
+ *    history)       88  sampler bytes (0: none)   92  0 (reserved)
+ *    96  payload bytes (u64)        104 payload checksum (XXH3-64)
+ *   112  header checksum (XXH3-64 of 0..112)
  *
  *   payload: tokens i32 [n_tokens]; logits f32 [n_vocab]; the sampler's
  *   random stream (4 u64), its history count (u32) and ids (i32, oldest
  *   first), with flag 0 its grammar's count (u32) and the ids its grammar
  *   accepted since its start (i32, in order: replayed, they rebuild the
  *   grammar's state); then per layer K and V rows [n_past][row bytes of
- *   kv_type].
+ *   its type] (q8_0 and q4_0 rows as ggml stores them: 34- and 18-byte
+ *   blocks).
  *
  * Loading validates everything (the header against the session, then the
  * payload's checksum and contents) before the session or the sampler is
@@ -32,7 +34,11 @@
  * The cache's rows move through graphs of glesc_cpy into views of the
  * cache tensors (a cache is one storage buffer per layer and type): from
  * graph inputs written from the host when loading, from the other
- * session's views when copying; saving reads each view back.
+ * session's views when copying; saving reads each view back. A quantized
+ * cache (q8_0, q4_0) is read back whole and its first rows kept; its rows
+ * are written by set_rows from their decoded values (dequantized on the
+ * host when loading, read through a view when copying): a block's decoded
+ * values quantize to the same block (kv_shift.c), so the bytes come back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,11 +50,14 @@
 #include <unistd.h>
 
 #include "llm/runtime.h"
+#include "quant/quant.h"
 
 #define STATE_MAGIC "GLESCSTA"
-#define STATE_VERSION 1u
-#define STATE_HEADER 112u
-#define STATE_HEADER_SUMMED 104u /* the bytes the header checksum covers */
+/* 3: the value type at 80, flags at 84, the header 120 bytes (2: the
+ * value type at 80; 1: flags, 0, at 80) */
+#define STATE_VERSION 3u
+#define STATE_HEADER 120u
+#define STATE_HEADER_SUMMED 112u /* the bytes the header checksum covers */
 #define STATE_SAMPLER_FIXED 36u  /* random stream and history count */
 #define STATE_FLAG_GRAMMAR 1u    /* flags: the sampler's part has grammar tokens */
 #define STATE_SAMPLE 64u         /* bytes of a tensor's data the model hash takes, per place */
@@ -103,9 +112,24 @@ glesc_status llm_model_hash(const glesc_gguf *f, const char *path, core_hash128 
 
 /* ---- Sizes ---- */
 
-static size_t row_bytes(const glesc_session *s)
+/* Bytes of a row of the keys' (v false) or values' cache. */
+static size_t row_bytes(const glesc_session *s, bool v)
 {
-    return glesc_dtype_row_bytes(s->kv_type, s->m->hp.n_head_kv * s->m->hp.head_dim);
+    return llm_kv_row_bytes(&s->m->hp, v ? s->v_type : s->k_type);
+}
+
+/* Where cache i's (layer i / 2, K then V) n rows start in the payload's
+ * cache part. */
+static size_t cache_offset(const glesc_session *s, int64_t i, int32_t n)
+{
+    return ((size_t)(i / 2) * (row_bytes(s, false) + row_bytes(s, true)) +
+            (i % 2 ? row_bytes(s, false) : 0)) *
+           (size_t)n;
+}
+
+static bool kv_block_type(glesc_dtype t)
+{
+    return t == GLESC_DTYPE_Q8_0 || t == GLESC_DTYPE_Q4_0;
 }
 
 static size_t sampler_bytes(const glesc_sampler *smp)
@@ -120,8 +144,8 @@ static size_t sampler_bytes(const glesc_sampler *smp)
 static size_t payload_bytes(size_t n_layer, size_t row, size_t n_past, size_t n_tokens,
                             size_t n_vocab, size_t sampler)
 {
-    size_t kv, fixed, total;
-    if (core_mul_overflow(n_layer * 2, row, &kv) || core_mul_overflow(kv, n_past, &kv) ||
+    size_t kv, fixed, total; /* row: a K row's bytes and a V row's */
+    if (core_mul_overflow(n_layer, row, &kv) || core_mul_overflow(kv, n_past, &kv) ||
         core_mul_overflow(n_tokens + n_vocab, 4, &fixed) ||
         core_add_overflow(fixed, sampler, &fixed) || core_add_overflow(kv, fixed, &total))
         return SIZE_MAX;
@@ -133,18 +157,56 @@ GLESC_API size_t glesc_session_state_size(const glesc_session *s, const glesc_sa
 {
     if (!s)
         return 0;
-    size_t p = payload_bytes((size_t)s->m->hp.n_layer, row_bytes(s), (size_t)s->n_past, n_tokens,
+    size_t p = payload_bytes((size_t)s->m->hp.n_layer, row_bytes(s, false) + row_bytes(s, true),
+                             (size_t)s->n_past, n_tokens,
                              s->has_logits ? (size_t)s->m->hp.n_vocab : 0, sampler_bytes(smp));
     return p > SIZE_MAX - STATE_HEADER ? 0 : STATE_HEADER + p;
 }
 
 /* ---- The cache's rows through graphs ---- */
 
-/* The first n rows of a cache tensor, as [row elements, n]. */
-static glesc_tensor *cache_rows(glesc_graph *g, const glesc_session *s, glesc_tensor *c, int32_t n)
+/* The first n rows of a cache tensor (of the values: v), as [row
+ * elements, n]. */
+static glesc_tensor *cache_rows(glesc_graph *g, const glesc_session *s, glesc_tensor *c, bool v,
+                                int32_t n)
 {
     int64_t kv_dim = s->m->hp.n_head_kv * s->m->hp.head_dim;
-    return glesc_view(g, c, 2, (int64_t[]){kv_dim, n}, (size_t[]){0, row_bytes(s)}, 0);
+    return glesc_view(g, c, 2, (int64_t[]){kv_dim, n}, (size_t[]){0, row_bytes(s, v)}, 0);
+}
+
+/* The graph input of n rows of type t from the file's bytes at rows; a
+ * block type's decoded on the host (set_rows quantizes them again). */
+static glesc_tensor *rows_input(glesc_graph *g, glesc_dtype t, int64_t kv_dim, int32_t n,
+                                const uint8_t *rows)
+{
+    bool block = kv_block_type(t);
+    glesc_tensor *in = glesc_tensor_new(g, block ? GLESC_DTYPE_F32 : t, 2, (int64_t[]){kv_dim, n});
+    if (!in)
+        return NULL;
+    size_t elems = (size_t)kv_dim * (size_t)n;
+    if (!block)
+        return glesc_tensor_write(in, rows, glesc_dtype_row_bytes(t, kv_dim) * (size_t)n) ==
+                       GLESC_OK
+                   ? in
+                   : NULL;
+    float *f = core_malloc(elems * sizeof *f);
+    glesc_status st = f ? quant_dequantize(t, rows, f, (int64_t)elems) : GLESC_ERROR_OUT_OF_MEMORY;
+    if (st == GLESC_OK)
+        st = glesc_tensor_write(in, f, elems * sizeof *f);
+    core_free(f);
+    return st == GLESC_OK ? in : NULL;
+}
+
+/* Rows [0, n) of cache from from ([row elements, n], f32 or the cache's
+ * type): a copy into a view, or set_rows at 0..n-1 for a block type. */
+static glesc_tensor *rows_into(glesc_graph *g, const glesc_session *s, glesc_tensor *cache, bool v,
+                               glesc_tensor *from, glesc_tensor *iota, int32_t n)
+{
+    if (!kv_block_type(v ? s->v_type : s->k_type))
+        return glesc_cpy(g, from, cache_rows(g, s, cache, v, n));
+    if (from && glesc_tensor_dtype(from) != GLESC_DTYPE_F32)
+        from = glesc_cont(g, from);
+    return glesc_set_rows(g, cache, from, iota);
 }
 
 /* The rows [0, n) of dst's caches from src's (src NULL: from rows, per layer
@@ -155,25 +217,27 @@ static glesc_status cache_fill(glesc_session *dst, glesc_session *src, const uin
 {
     glesc_context *ctx = dst->m->ctx;
     int64_t n_layer = dst->m->hp.n_layer, kv_dim = dst->m->hp.n_head_kv * dst->m->hp.head_dim;
-    size_t bytes = row_bytes(dst) * (size_t)n;
     glesc_tensor **outs = core_calloc((size_t)n_layer * 2, sizeof *outs);
+    int32_t *ids = core_malloc((size_t)n * sizeof *ids);
     glesc_graph *g = glesc_graph_create(ctx);
     glesc_status st = GLESC_ERROR_OUT_OF_MEMORY;
-    if (!outs || !g)
+    if (!outs || !ids || !g)
+        goto done;
+    for (int32_t i = 0; i < n; i++)
+        ids[i] = i;
+    glesc_tensor *iota = glesc_tensor_new(g, GLESC_DTYPE_I32, 1, (int64_t[]){n});
+    st = GLESC_ERROR_INVALID_ARGUMENT;
+    if (!iota || (st = glesc_tensor_write(iota, ids, (size_t)n * sizeof *ids)) != GLESC_OK)
         goto done;
     for (int64_t i = 0; i < n_layer * 2; i++) {
-        glesc_tensor *cache = i % 2 ? dst->v_cache[i / 2] : dst->k_cache[i / 2];
-        glesc_tensor *from;
-        if (src) {
-            from = cache_rows(g, src, i % 2 ? src->v_cache[i / 2] : src->k_cache[i / 2], n);
-        } else {
-            from = glesc_tensor_new(g, dst->kv_type, 2, (int64_t[]){kv_dim, n});
-            if (from &&
-                (st = glesc_tensor_write(from, rows + (size_t)i * bytes, bytes)) != GLESC_OK)
-                goto done;
-        }
+        bool v = i % 2;
+        glesc_tensor *cache = v ? dst->v_cache[i / 2] : dst->k_cache[i / 2];
+        glesc_tensor *from =
+            src ? cache_rows(g, src, v ? src->v_cache[i / 2] : src->k_cache[i / 2], v, n)
+                : rows_input(g, v ? dst->v_type : dst->k_type, kv_dim, n,
+                             rows + cache_offset(dst, i, n));
         st = GLESC_ERROR_INVALID_ARGUMENT;
-        if (!(outs[i] = glesc_cpy(g, from, cache_rows(g, dst, cache, n))))
+        if (!(outs[i] = rows_into(g, dst, cache, v, from, iota, n)))
             goto done;
     }
     st = glesc_graph_compute(g, outs, (int)n_layer * 2);
@@ -182,6 +246,7 @@ done:
         core_err_set(NULL, st, "the KV cache's rows: %s",
                      !outs || !g ? "out of memory" : glesc_context_errmsg(ctx));
     glesc_graph_destroy(g);
+    core_free(ids);
     core_free(outs);
     return st;
 }
@@ -190,16 +255,26 @@ done:
 static glesc_status cache_read(glesc_session *s, uint8_t *dst)
 {
     glesc_context *ctx = s->m->ctx;
-    size_t bytes = row_bytes(s) * (size_t)s->n_past;
     glesc_graph *g = glesc_graph_create(ctx);
     if (!g)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "saving the KV cache");
     glesc_status st = GLESC_OK;
     for (int64_t i = 0; i < s->m->hp.n_layer * 2 && st == GLESC_OK; i++) {
-        glesc_tensor *c = i % 2 ? s->v_cache[i / 2] : s->k_cache[i / 2];
-        glesc_tensor *v = cache_rows(g, s, c, s->n_past);
-        st =
-            v ? glesc_tensor_read(v, dst + (size_t)i * bytes, bytes) : GLESC_ERROR_INVALID_ARGUMENT;
+        bool v = i % 2;
+        glesc_tensor *c = v ? s->v_cache[i / 2] : s->k_cache[i / 2];
+        uint8_t *to = dst + cache_offset(s, i, s->n_past);
+        size_t bytes = row_bytes(s, v) * (size_t)s->n_past;
+        if (kv_block_type(v ? s->v_type : s->k_type)) { /* whole, then its first rows */
+            size_t all = row_bytes(s, v) * (size_t)s->n_ctx;
+            uint8_t *tmp = core_malloc(all);
+            st = tmp ? glesc_tensor_read(c, tmp, all) : GLESC_ERROR_OUT_OF_MEMORY;
+            if (st == GLESC_OK)
+                memcpy(to, tmp, bytes);
+            core_free(tmp);
+        } else {
+            glesc_tensor *view = cache_rows(g, s, c, v, s->n_past);
+            st = view ? glesc_tensor_read(view, to, bytes) : GLESC_ERROR_INVALID_ARGUMENT;
+        }
         if (st != GLESC_OK)
             core_err_set(NULL, st, "saving the KV cache of layer %lld: %s", (long long)(i / 2),
                          glesc_context_errmsg(ctx));
@@ -243,14 +318,15 @@ GLESC_API glesc_status glesc_session_state_save(glesc_session *s, const glesc_sa
     core_put_le32(h + 48, (uint32_t)hp->n_layer);
     core_put_le32(h + 52, (uint32_t)hp->n_head_kv);
     core_put_le32(h + 56, (uint32_t)hp->head_dim);
-    core_put_le32(h + 60, (uint32_t)s->kv_type);
+    core_put_le32(h + 60, (uint32_t)s->k_type);
+    core_put_le32(h + 80, (uint32_t)s->v_type);
     core_put_le32(h + 64, (uint32_t)s->n_ctx);
     core_put_le32(h + 68, (uint32_t)s->n_past);
     core_put_le32(h + 72, (uint32_t)n_tokens);
     core_put_le32(h + 76, s->has_logits ? (uint32_t)hp->n_vocab : 0);
-    core_put_le32(h + 80, smp && llm_sampler_has_grammar(smp) ? STATE_FLAG_GRAMMAR : 0);
-    core_put_le32(h + 84, (uint32_t)sampler_bytes(smp));
-    core_put_le64(h + 88, need - STATE_HEADER);
+    core_put_le32(h + 84, smp && llm_sampler_has_grammar(smp) ? STATE_FLAG_GRAMMAR : 0);
+    core_put_le32(h + 88, (uint32_t)sampler_bytes(smp));
+    core_put_le64(h + 96, need - STATE_HEADER);
     for (size_t i = 0; i < n_tokens; i++, p += 4)
         core_put_le32(p, (uint32_t)tokens[i]);
     for (int64_t i = 0; s->has_logits && i < hp->n_vocab; i++, p += 4)
@@ -275,8 +351,8 @@ GLESC_API glesc_status glesc_session_state_save(glesc_session *s, const glesc_sa
     glesc_status st = s->n_past ? cache_read(s, p) : GLESC_OK;
     if (st != GLESC_OK)
         return st;
-    core_put_le64(h + 96, core_hash64_bytes(h + STATE_HEADER, need - STATE_HEADER));
-    core_put_le64(h + 104, core_hash64_bytes(h, STATE_HEADER_SUMMED));
+    core_put_le64(h + 104, core_hash64_bytes(h + STATE_HEADER, need - STATE_HEADER));
+    core_put_le64(h + 112, core_hash64_bytes(h, STATE_HEADER_SUMMED));
     if (written)
         *written = need;
     return GLESC_OK;
@@ -399,9 +475,9 @@ static glesc_status check_header(const glesc_session *s, const uint8_t *h, uint6
     if (version != STATE_VERSION)
         return bad(si, "state format version %u (offset 8), this glesc reads version %u", version,
                    STATE_VERSION);
-    if (core_le64(h + 104) != core_hash64_bytes(h, STATE_HEADER_SUMMED))
+    if (core_le64(h + 112) != core_hash64_bytes(h, STATE_HEADER_SUMMED))
         return bad(si,
-                   "the header's checksum (offset 104) does not match its bytes 0..%u: "
+                   "the header's checksum (offset 112) does not match its bytes 0..%u: "
                    "corrupted",
                    STATE_HEADER_SUMMED - 1);
     uint32_t gv = core_le32(h + 12);
@@ -434,10 +510,13 @@ static glesc_status check_header(const glesc_session *s, const uint8_t *h, uint6
                    "is %s)",
                    a, b);
     }
-    uint32_t kv = core_le32(h + 60);
-    if (kv != (uint32_t)s->kv_type)
-        return bad(si, "KV cache type %s (offset 60), the session's is %s", dtype_name(kv),
-                   glesc_dtype_name(s->kv_type));
+    uint32_t kt = core_le32(h + 60), vt = core_le32(h + 80);
+    if (kt != (uint32_t)s->k_type || vt != (uint32_t)s->v_type)
+        return bad(si,
+                   "KV cache types %s for keys (offset 60) and %s for values (offset 80), the "
+                   "session's are %s and %s: create the session with the saved types",
+                   dtype_name(kt), dtype_name(vt), glesc_dtype_name(s->k_type),
+                   glesc_dtype_name(s->v_type));
     uint32_t n_ctx = core_le32(h + 64), n_past = core_le32(h + 68), n_tokens = core_le32(h + 72);
     if (n_ctx == 0 || n_ctx > INT32_MAX || n_past > n_ctx)
         return bad(si, "n_past %u (offset 68) and n_ctx %u (offset 64) are not a session's", n_past,
@@ -461,22 +540,23 @@ static glesc_status check_header(const glesc_session *s, const uint8_t *h, uint6
     if (n_vocab != 0 && n_vocab != (uint64_t)hp->n_vocab)
         return bad(si, "a logits row of %u (offset 76), the model's vocabulary has %lld", n_vocab,
                    (long long)hp->n_vocab);
-    uint32_t flags = core_le32(h + 80);
+    uint32_t flags = core_le32(h + 84);
     if (flags & ~STATE_FLAG_GRAMMAR)
-        return bad(si, "flags 0x%x (offset 80): only bit 0 (grammar tokens) is defined", flags);
-    uint32_t smp = core_le32(h + 84);
+        return bad(si, "flags 0x%x (offset 84): only bit 0 (grammar tokens) is defined", flags);
+    uint32_t smp = core_le32(h + 88);
     if ((flags & STATE_FLAG_GRAMMAR) && smp < STATE_SAMPLER_FIXED + 4)
         return bad(si,
-                   "flags 0x%x (offset 80) say grammar tokens follow, the sampler state has "
-                   "%u bytes (offset 84)",
+                   "flags 0x%x (offset 84) say grammar tokens follow, the sampler state has "
+                   "%u bytes (offset 88)",
                    flags, smp);
     if (smp != 0 && (smp < STATE_SAMPLER_FIXED || (smp - STATE_SAMPLER_FIXED) % 4 ||
                      (smp - STATE_SAMPLER_FIXED) / 4 > INT32_MAX))
-        return bad(si, "sampler state of %u bytes (offset 84) is not 36 + 4 per token", smp);
-    size_t want = payload_bytes((size_t)hp->n_layer, row_bytes(s), n_past, n_tokens, n_vocab, smp);
-    uint64_t payload = core_le64(h + 88);
+        return bad(si, "sampler state of %u bytes (offset 88) is not 36 + 4 per token", smp);
+    size_t want = payload_bytes((size_t)hp->n_layer, row_bytes(s, false) + row_bytes(s, true),
+                                n_past, n_tokens, n_vocab, smp);
+    uint64_t payload = core_le64(h + 96);
     if (payload != want)
-        return bad(si, "payload of %llu bytes (offset 88), its fields make %zu: corrupted",
+        return bad(si, "payload of %llu bytes (offset 96), its fields make %zu: corrupted",
                    (unsigned long long)payload, want);
     if (total - STATE_HEADER != payload)
         return bad(si, "%s: %llu bytes, the header makes %llu",
@@ -488,7 +568,7 @@ static glesc_status check_header(const glesc_session *s, const uint8_t *h, uint6
     si->sampler = smp;
     si->grammar = (flags & STATE_FLAG_GRAMMAR) != 0;
     si->payload = (size_t)payload;
-    si->checksum = core_le64(h + 96);
+    si->checksum = core_le64(h + 104);
     return GLESC_OK;
 }
 
@@ -498,7 +578,7 @@ static glesc_status check_payload(const glesc_session *s, const uint8_t *p, cons
 {
     if (core_hash64_bytes(p, si->payload) != si->checksum)
         return bad(si,
-                   "the payload's checksum (offset 96) does not match its %zu bytes: "
+                   "the payload's checksum (offset 104) does not match its %zu bytes: "
                    "corrupted",
                    si->payload);
     int64_t n_vocab = s->m->hp.n_vocab;
@@ -707,10 +787,12 @@ GLESC_API glesc_status glesc_session_copy(glesc_session *dst, glesc_session *src
     if (dst->m != src->m)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_session_copy: the sessions are of two models");
-    if (dst->kv_type != src->kv_type)
+    if (dst->k_type != src->k_type || dst->v_type != src->v_type)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_session_copy: KV cache types %s (dst) and %s (src) differ",
-                            glesc_dtype_name(dst->kv_type), glesc_dtype_name(src->kv_type));
+                            "glesc_session_copy: KV cache types %s/%s (dst's keys/values) and "
+                            "%s/%s (src's) differ",
+                            glesc_dtype_name(dst->k_type), glesc_dtype_name(dst->v_type),
+                            glesc_dtype_name(src->k_type), glesc_dtype_name(src->v_type));
     if (src->n_past > dst->n_ctx ||
         longrope_long(dst->m, dst->n_ctx) != longrope_long(src->m, src->n_ctx))
         return core_err_set(NULL, GLESC_ERROR_LIMIT,

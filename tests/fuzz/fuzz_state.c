@@ -25,7 +25,7 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { HEADER = 112, N_CTX = 16 };
+enum { HEADER = 120, N_CTX = 16 };
 
 static glesc_session *sess;
 static glesc_sampler *smp;
@@ -98,8 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     memcpy(s, data + 1, n);
     if ((data[0] & 1) && n >= HEADER) {
-        put64(s + 96, XXH3_64bits(s + HEADER, n - HEADER));
-        put64(s + 104, XXH3_64bits(s, 104));
+        put64(s + 104, XXH3_64bits(s + HEADER, n - HEADER));
+        put64(s + 112, XXH3_64bits(s, 112));
     }
     int32_t toks[N_CTX];
     size_t n_tokens = 0;

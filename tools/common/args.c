@@ -44,3 +44,20 @@ bool tool_parse_platform(const char *name, glesc_platform *out)
         }
     return false;
 }
+
+bool tool_parse_kv_type(const char *name, glesc_dtype *out)
+{
+    static const glesc_dtype types[] = {GLESC_DTYPE_F32, GLESC_DTYPE_F16, GLESC_DTYPE_Q8_0,
+                                        GLESC_DTYPE_Q4_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!strcmp(name, glesc_dtype_name(types[i]))) {
+            *out = types[i];
+            return true;
+        }
+    return false;
+}
+
+glesc_dtype tool_kv_option(glesc_dtype t)
+{
+    return t == GLESC_DTYPE_F32 ? GLESC_KV_F32 : t;
+}

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "common/args.h"
 #include "glesc_llm.h"
 
 #define MAX_LIST 16
@@ -32,8 +33,10 @@ typedef struct options {
     int n_models;
     int p[MAX_LIST], n[MAX_LIST], d[MAX_LIST];
     int n_p, n_n, n_d;
-    glesc_dtype kv[MAX_LIST];
+    glesc_dtype kv[MAX_LIST]; /* --kv-type, -ctk: the keys' (and values') types */
     int n_kv;
+    glesc_dtype kv_v; /* -ctv: the values' type, where kv_v_set */
+    bool kv_v_set;
     int reps, n_batch;
     long roofline_mib;
     int ttft;        /* --ttft: the prompt's tokens (0: no measurement) */
@@ -63,8 +66,8 @@ typedef struct result {
     const char *file;
     const model_meta *meta;
     int n_prompt, n_gen, n_depth, n_batch;
-    bool greedy; /* tg as pipelined greedy decoding */
-    glesc_dtype kv;
+    bool greedy;          /* tg as pipelined greedy decoding */
+    glesc_dtype kv, kv_v; /* the keys' and the values' cache types */
     char test[48];
     int reps;
     uint64_t *ns; /* per repetition */
@@ -133,6 +136,9 @@ void detail_table(const result *res, int n, const glesc_roofline *roof);
 /* The loads and the GPU memory each test held at its peak. */
 void memory_table(const model_meta *meta, const options *o, const result *res, int n);
 /* "key": "v" (null for NULL), with ", " after it when comma. */
+/* The result's cache types as the tables and JSON name them: "q8_0", or
+ * "q8_0/f16" (keys/values) where they differ. */
+const char *kv_name(const result *r, char buf[32]);
 void json_kv_str(FILE *out, const char *key, const char *v, bool comma);
 void print_json(FILE *out, const options *o, const glesc_caps *c, const glesc_roofline *roof,
                 const result *res, int n, const ttft_result *tt, int n_tt);

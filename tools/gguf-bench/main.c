@@ -107,6 +107,7 @@ int main(int argc, char **argv)
                     r->n_depth = o.d[d];
                     r->n_batch = o.n_batch;
                     r->kv = o.kv[kv];
+                    r->kv_v = o.kv_v_set ? o.kv_v : o.kv[kv];
                     r->reps = o.reps;
                     r->greedy = t >= o.n_p + o.n_n;
                     int w =

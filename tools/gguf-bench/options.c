@@ -21,7 +21,9 @@ static void usage(FILE *out)
             "  -d, --n-depth LIST    tokens in the cache before each test (default 0)\n"
             "  -r, --repetitions N   timed repetitions (default 3)\n"
             "  -b, --batch-size N    most tokens per graph (default 512)\n"
-            "  --kv-type LIST        KV cache type: f32 (default), f16\n"
+            "  --kv-type LIST        KV cache types of keys and values: f16 (default), f32,\n"
+            "                        q8_0, q4_0 (-ctk LIST: the same)\n"
+            "  -ctv T                the values' type where it differs from the keys'\n"
             "  --portable            the fallback path: no subgroups, 128 invocations, 16 KiB\n"
             "                        shared memory, 128 MiB storage blocks\n"
             "  --greedy              also 'tgN greedy' per tgN: N pipelined greedy steps (the\n"
@@ -95,10 +97,10 @@ static bool parse_flag(options *o, const char *a)
 static bool takes_value(const char *a)
 {
     static const char *const valued[] = {
-        "-m",           "--model",        "-p",          "--n-prompt", "-n",       "--n-gen",
-        "-d",           "--n-depth",      "--kv-type",   "-r",         "-b",       "--repetitions",
-        "--batch-size", "--roofline-mib", "--seed",      "--platform", "--device", "--json-file",
-        "--ttft",       "--barriers",     "--cache-dir",
+        "-m",       "--model",       "-p",           "--n-prompt",     "-n",          "--n-gen",
+        "-d",       "--n-depth",     "--kv-type",    "-ctk",           "-ctv",        "-r",
+        "-b",       "--repetitions", "--batch-size", "--roofline-mib", "--seed",      "--platform",
+        "--device", "--json-file",   "--ttft",       "--barriers",     "--cache-dir",
     };
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
         if (!strcmp(a, valued[k]))
@@ -106,7 +108,7 @@ static bool takes_value(const char *a)
     return false;
 }
 
-/* "f32,f16" into o->kv; 2 after a message. */
+/* "f32,q8_0" into o->kv; 2 after a message. */
 static int parse_kv_types(options *o, const char *v)
 {
     char buf[256];
@@ -114,15 +116,16 @@ static int parse_kv_types(options *o, const char *v)
     o->n_kv = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        if (strcmp(tok, "f32") && strcmp(tok, "f16")) {
-            fprintf(stderr, "gguf-bench: --kv-type: '%s' is not f32 or f16\n", tok);
+        glesc_dtype t;
+        if (!tool_parse_kv_type(tok, &t)) {
+            fprintf(stderr, "gguf-bench: --kv-type: '%s' is not f32, f16, q8_0 or q4_0\n", tok);
             return 2;
         }
         if (o->n_kv == MAX_LIST) {
             fprintf(stderr, "gguf-bench: --kv-type: more than %d values\n", MAX_LIST);
             return 2;
         }
-        o->kv[o->n_kv++] = !strcmp(tok, "f16") ? GLESC_DTYPE_F16 : GLESC_DTYPE_F32;
+        o->kv[o->n_kv++] = t;
     }
     if (!o->n_kv) {
         fprintf(stderr, "gguf-bench: --kv-type: no value\n");
@@ -151,8 +154,14 @@ static int parse_value(options *o, const char *a, const char *v)
     } else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
         if ((o->n_d = parse_list(a, v, 0, 1 << 20, o->d)) < 0)
             return 2;
-    } else if (!strcmp(a, "--kv-type")) {
+    } else if (!strcmp(a, "--kv-type") || !strcmp(a, "-ctk")) {
         return parse_kv_types(o, v);
+    } else if (!strcmp(a, "-ctv")) {
+        if (!tool_parse_kv_type(v, &o->kv_v)) {
+            fprintf(stderr, "gguf-bench: -ctv: '%s' is not f32, f16, q8_0 or q4_0\n", v);
+            return 2;
+        }
+        o->kv_v_set = true;
     } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
         if (tool_parse_long("gguf-bench", a, v, 1, 1000, &x))
             return 2;
@@ -196,7 +205,7 @@ int parse_args(int argc, char **argv, options *o)
     o->p[0] = 512;
     o->n[0] = 128;
     o->n_p = o->n_n = o->n_d = o->n_kv = 1;
-    o->kv[0] = GLESC_DTYPE_F32;
+    o->kv[0] = GLESC_DTYPE_F16;
     o->reps = 3;
     o->n_batch = 512;
     o->roofline_mib = 256;

@@ -45,6 +45,13 @@ static const char *backend(const options *o)
     return o->portable ? "GLES portable" : "GLES";
 }
 
+const char *kv_name(const result *r, char buf[32])
+{
+    snprintf(buf, 32, r->kv == r->kv_v ? "%s" : "%s/%s", glesc_dtype_name(r->kv),
+             glesc_dtype_name(r->kv_v));
+    return buf;
+}
+
 void table_header(void)
 {
     printf("| %-30s | %10s | %10s | %-13s | %3s | %15s | %20s |\n", "model", "size", "params",
@@ -56,13 +63,13 @@ void table_header(void)
 
 void table_row(const options *o, const result *r)
 {
-    char sz[32], pr[32], ts[48];
+    char sz[32], pr[32], ts[48], kv[32];
     fmt_size(sz, sizeof sz, r->meta->size);
     fmt_params(pr, sizeof pr, r->meta->params);
     snprintf(ts, sizeof ts, "%.2f ± %.2f", r->avg_ts, r->stddev_ts);
     /* "±" is two bytes in one column */
     printf("| %-30s | %10s | %10s | %-13s | %3s | %15s | %21s |\n", r->meta->desc, sz, pr,
-           backend(o), glesc_dtype_name(r->kv), r->test, ts);
+           backend(o), kv_name(r, kv), r->test, ts);
     fflush(stdout);
 }
 
@@ -157,18 +164,19 @@ void memory_table(const model_meta *meta, const options *o, const result *res, i
                    (double)meta[i].size / meta[i].load_s * 1e-9, mib(meta[i].gpu_weight_bytes),
                    mib(meta[i].rss_after_load));
     if (n) {
-        printf("\n| %-30s | %15s | %12s | %11s | %8s | %15s | %14s | %11s |\n", "model", "test",
-               "GPU MiB held", "weights MiB", "KV MiB", "activations MiB", "pool slack MiB",
+        printf("\n| %-30s | %3s | %15s | %12s | %11s | %8s | %15s | %14s | %11s |\n", "model", "kv",
+               "test", "GPU MiB held", "weights MiB", "KV MiB", "activations MiB", "pool slack MiB",
                "held/(W+KV)");
-        printf("| %.30s | %.14s: | -----------: | ----------: | -------: | --------------: | "
-               "-------------: | ----------: |\n",
+        printf("| %.30s | --- | %.14s: | -----------: | ----------: | -------: | "
+               "--------------: | -------------: | ----------: |\n",
                "------------------------------", "---------------");
     }
     for (int i = 0; i < n; i++) {
         const result *r = &res[i];
-        printf("| %-30s | %15s | %12.1f | %11.1f | %8.1f | %15.1f | %14.1f | %11.3f |\n",
-               r->meta->desc, r->test, mib(r->mem_held), mib(r->mem_weights), mib(r->mem_kv),
-               mib(r->mem_act), mib(r->mem_slack),
+        char kv[32];
+        printf("| %-30s | %3s | %15s | %12.1f | %11.1f | %8.1f | %15.1f | %14.1f | %11.3f |\n",
+               r->meta->desc, kv_name(r, kv), r->test, mib(r->mem_held), mib(r->mem_weights),
+               mib(r->mem_kv), mib(r->mem_act), mib(r->mem_slack),
                (double)r->mem_held / fmax(1, (double)(r->mem_weights + r->mem_kv)));
     }
     printf("\nload s: glesc_model_load's wall time; host RSS: the process's resident memory "
@@ -243,7 +251,8 @@ void print_json(FILE *out, const options *o, const glesc_caps *c, const glesc_ro
                 (unsigned long long)r->mem_slack);
         json_kv_str(out, "backend", backend(o), true);
         json_kv_str(out, "test", r->test, true);
-        json_kv_str(out, "kv_type", glesc_dtype_name(r->kv), true);
+        char kv[32];
+        json_kv_str(out, "kv_type", kv_name(r, kv), true);
         fprintf(out,
                 "\"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"n_batch\": %d, \"reps\": %d, "
                 "\"greedy\": %s, ",

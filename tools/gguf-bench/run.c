@@ -244,7 +244,10 @@ int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
     glesc_model_info mi;
     glesc_model_get_info(m, &mi);
     int len = r->n_depth + (r->n_prompt > r->n_gen ? r->n_prompt : r->n_gen);
-    glesc_session_options so = {.n_ctx = len, .kv_type = r->kv, .n_batch = r->n_batch};
+    glesc_session_options so = {.n_ctx = len,
+                                .kv_type = tool_kv_option(r->kv),
+                                .kv_type_v = tool_kv_option(r->kv_v),
+                                .n_batch = r->n_batch};
     int32_t *ids = malloc((size_t)len * sizeof *ids);
     float *logits = malloc((size_t)mi.n_vocab * sizeof *logits);
     r->ns = calloc((size_t)r->reps, sizeof *r->ns);
@@ -265,7 +268,7 @@ int run_test(glesc_model *m, const options *o, result *r, uint64_t *rng)
         glesc_model_get_info(m, &mi2);
         r->mem_held = ms.peak_total_bytes;
         r->mem_weights = mi2.gpu_bytes;
-        r->mem_kv = ms.peak_persistent_bytes - mi2.gpu_bytes;
+        r->mem_kv = glesc_session_kv_bytes(s); /* the cache alone */
         r->mem_act = ms.max_activation_requested_bytes;
         r->mem_slack = ms.peak_total_bytes - ms.peak_persistent_bytes - r->mem_act;
     }

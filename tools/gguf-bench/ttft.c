@@ -51,8 +51,10 @@ int ttft_child(const options *o, const glesc_context_options *co)
     glesc_model_info mi = {0};
     if (st == GLESC_OK) {
         glesc_model_get_info(m, &mi);
-        glesc_session_options so = {
-            .n_ctx = o->ttft + 1, .kv_type = o->kv[0], .n_batch = o->n_batch};
+        glesc_session_options so = {.n_ctx = o->ttft + 1,
+                                    .kv_type = tool_kv_option(o->kv[0]),
+                                    .kv_type_v = tool_kv_option(o->kv_v_set ? o->kv_v : o->kv[0]),
+                                    .n_batch = o->n_batch};
         st = glesc_session_create(m, &so, &s);
     }
     ids = malloc((size_t)o->ttft * sizeof *ids);
@@ -128,6 +130,10 @@ static int ttft_spawn(const options *o, const char *model, const char *dir, int 
                             "--seed",      seed,
                             "--cache-dir", glesc_dir};
     int n = 14;
+    if (o->kv_v_set) {
+        argv[n++] = "-ctv";
+        argv[n++] = glesc_dtype_name(o->kv_v);
+    }
     if (o->portable)
         argv[n++] = "--portable";
     if (o->platform) {

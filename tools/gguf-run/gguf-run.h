@@ -51,7 +51,7 @@ typedef struct options {
         precompile, prompt_cache_ro;
     int verbose;
     long n_predict, n_ctx;
-    glesc_dtype kv_type;
+    glesc_dtype kv_type, kv_type_v; /* as glesc_session_options takes them */
     glesc_sampler_params sp;
     int seed_given;
     float typical;          /* --typical (1: off) */

@@ -134,7 +134,8 @@ static int open_model(run *r, const char *path)
     glesc_model_get_info(r->model, &mi);
     r->n_vocab_model = mi.n_vocab;
     r->n_vocab_tok = glesc_tokenizer_n_vocab(r->tok);
-    glesc_session_options so = {.n_ctx = (int32_t)o->n_ctx, .kv_type = o->kv_type};
+    glesc_session_options so = {
+        .n_ctx = (int32_t)o->n_ctx, .kv_type = o->kv_type, .kv_type_v = o->kv_type_v};
     if (glesc_session_create(r->model, &so, &r->sess) != GLESC_OK) {
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
         return 1;
@@ -150,6 +151,11 @@ static int open_model(run *r, const char *path)
     r->load_ms = ms_since(&t0);
     if (o->verbose) {
         const glesc_caps *c = glesc_context_caps(r->ctx);
+        glesc_dtype kt = GLESC_DTYPE_F16, vt = GLESC_DTYPE_F16;
+        glesc_session_kv_types(r->sess, &kt, &vt);
+        char kvt[32];
+        snprintf(kvt, sizeof kvt, kt == vt ? "%s" : "%s/%s", glesc_dtype_name(kt),
+                 glesc_dtype_name(vt));
         fprintf(stderr,
                 "gguf-run: %s (%s): %s, %lld layers, n_embd %lld, heads %lld/%lld, vocab %lld, "
                 "%s weights, %.1f MiB; context %d, KV %s\n"
@@ -157,8 +163,8 @@ static int open_model(run *r, const char *path)
                 mi.name, path, mi.arch, (long long)mi.n_layer, (long long)mi.n_embd,
                 (long long)mi.n_head, (long long)mi.n_head_kv, (long long)mi.n_vocab,
                 glesc_dtype_name(mi.weight_type), (double)mi.weight_bytes / 1048576.0,
-                (int)glesc_session_n_ctx(r->sess), glesc_dtype_name(o->kv_type), c->renderer,
-                c->version, glesc_platform_name(c->platform),
+                (int)glesc_session_n_ctx(r->sess), kvt, c->renderer, c->version,
+                glesc_platform_name(c->platform),
                 c->software ? ", software renderer: runs on the CPU" : "",
                 (unsigned long long)o->sp.seed);
         glesc_memory_stats ms;

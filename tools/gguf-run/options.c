@@ -61,7 +61,10 @@ static void usage(FILE *out)
             "  -j, --json-schema TEXT constrain the output to JSON valid for a JSON schema\n"
             "                         (a subset: docs/sampling.md)\n"
             "  --json-schema-file FILE the same, from a file\n"
-            "  --kv-type f32|f16      KV cache type (f32)\n"
+            "  --kv-type T            KV cache type of keys and values: f16 (default),\n"
+            "                         f32, q8_0, q4_0\n"
+            "  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+            "                         the keys' or the values' type alone (as llama.cpp)\n"
             "\n");
     fprintf(out,
             "Chat:\n"
@@ -258,6 +261,9 @@ static bool takes_value(const char *a)
         "--chat-template",
         "--kv-type",
         "-ctk",
+        "--cache-type-k",
+        "-ctv",
+        "--cache-type-v",
         "--logits-out",
         "--prompt-cache",
         "--platform",
@@ -338,15 +344,18 @@ static int parse_value(options *o, const char *a, const char *v)
         o->system = v;
     } else if (IS("--chat-template")) {
         o->chat_template = v;
-    } else if (IS("--kv-type") || IS("-ctk")) {
-        if (!strcmp(v, "f32"))
-            o->kv_type = GLESC_DTYPE_F32;
-        else if (!strcmp(v, "f16"))
-            o->kv_type = GLESC_DTYPE_F16;
-        else {
-            fprintf(stderr, "gguf-run: --kv-type: '%s' is not f32 or f16\n", v);
+    } else if (IS("--kv-type") || IS("-ctk") || IS("--cache-type-k") || IS("-ctv") ||
+               IS("--cache-type-v")) {
+        glesc_dtype t;
+        if (!tool_parse_kv_type(v, &t)) {
+            fprintf(stderr, "gguf-run: %s: '%s' is not f32, f16, q8_0 or q4_0\n", a, v);
             return 2;
         }
+        bool values = IS("-ctv") || IS("--cache-type-v");
+        if (!values)
+            o->kv_type = tool_kv_option(t);
+        if (values || IS("--kv-type"))
+            o->kv_type_v = tool_kv_option(t);
     } else if (IS("--logits-out")) {
         o->logits_out = v;
     } else if (IS("--prompt-cache")) {
