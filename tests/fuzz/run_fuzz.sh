@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs a GGUF fuzzer as one low-priority process (the build machine is
 # shared). Usage: tests/fuzz/run_fuzz.sh [seconds [target]]
-#   seconds  default 1800; target fuzz_gguf (default), fuzz_gguf_roundtrip or
-#   fuzz_state (the session state loader)
+#   seconds  default 1800; target fuzz_gguf (default), fuzz_gguf_roundtrip,
+#   fuzz_state (the session state loader) or fuzz_server_request
+#   (glesc-server's request parser)
 # Needs build-fuzz (see fuzz_gguf.c). Crashes land in build-fuzz/crashes/;
 # libFuzzer's log (with the final cov:/ft:/exec figures) in
 # build-fuzz/fuzz-0.log. Each target keeps its own corpus folder and also
@@ -23,6 +24,11 @@ fuzz_state)
     GLESC_FUZZ_STATE_SEED=seeds-state/valid ./tests/fuzz/fuzz_state -runs=0 >/dev/null 2>&1
     exec nice -n 10 ./tests/fuzz/fuzz_state -max_total_time="$secs" -jobs=1 -max_len=16384 \
         -artifact_prefix=crashes/ corpus-state seeds-state ;;
+fuzz_server_request)
+    mkdir -p corpus-server
+    exec nice -n 10 ./tests/fuzz/fuzz_server_request -max_total_time="$secs" -jobs=1 \
+        -max_len=8192 -dict="$root/tests/fuzz/server.dict" -artifact_prefix=crashes/ \
+        corpus-server "$root/tests/fuzz/server_seeds" ;;
 *) echo "unknown target $target" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC2086
