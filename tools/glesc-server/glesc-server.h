@@ -258,6 +258,7 @@ struct srv_slot {
     srv_job *job;         /* NULL: idle */
     size_t n_prompt_done; /* prompt tokens in the cache */
     int32_t pending;      /* sampled, not yet evaluated; -1: none */
+    bool greedy_queued;   /* a greedy step is queued, its token not read */
     srv_buf gen;          /* the text generated (stop strings are searched in it) */
     size_t sent;          /* bytes of gen handed to the job */
     uint64_t last_used;
@@ -273,6 +274,14 @@ void slot_assign(srv *s, srv_slot *sl, srv_job *j);
 /* One step of sl's job: a prompt chunk, or one token. Ends the job (and
  * frees the slot) when it is done, failed or cancelled. */
 void slot_step(srv *s, srv_slot *sl);
+
+/* Whether sl's next step can be a greedy step on the GPU (a greedy job
+ * in its decode phase). */
+bool slot_greedy_ready(const srv_slot *sl);
+/* Queues that step (no wait); ends the job on failure. */
+void slot_greedy_submit(srv *s, srv_slot *sl);
+/* Reads the queued step's token and hands it on, as slot_step does. */
+void slot_greedy_collect(srv *s, srv_slot *sl);
 
 /* ---- respond.c: OpenAI's objects ---- */
 

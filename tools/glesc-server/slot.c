@@ -108,8 +108,13 @@ void slot_assign(srv *s, srv_slot *sl, srv_job *j)
     size_t p = slot_prefix(sl, j->prompt, j->n_prompt);
     if (p == j->n_prompt) /* a row of logits is needed: evaluate the last token again */
         p--;
-    if (p < sl->n_cache && glesc_session_truncate(sl->sess, (int32_t)p) != GLESC_OK)
-        p = 0, glesc_session_truncate(sl->sess, 0);
+    /* (n_past may hold one position more than the cache says, after a
+     * failed greedy step.) */
+    if (glesc_session_n_past(sl->sess) != (int32_t)p &&
+        glesc_session_truncate(sl->sess, (int32_t)p) != GLESC_OK) {
+        p = 0;
+        glesc_session_truncate(sl->sess, 0);
+    }
     sl->n_cache = p;
     sl->job = j;
     sl->n_prompt_done = p;
@@ -213,21 +218,11 @@ static void finish_gen(srv *s, srv_slot *sl, const char *reason)
     slot_end(s, sl, reason, NULL);
 }
 
-/* Samples a token from sl->logits and hands its text on; ends the job or
- * leaves the token pending for the next step. */
-static void sample_emit(srv *s, srv_slot *sl)
+/* Token id was chosen: its text goes on; ends the job or leaves the token
+ * pending for the next step. */
+static void token_emit(srv *s, srv_slot *sl, int32_t id)
 {
     srv_job *j = sl->job;
-    if (j->n_generated >= j->max_tokens) {
-        finish_gen(s, sl, "length");
-        return;
-    }
-    for (size_t i = 0; i < j->req.n_bias; i++) {
-        const srv_bias *b = &j->req.bias[i];
-        if (b->id < s->n_vocab_model)
-            sl->logits[b->id] = b->bias <= -100 ? -INFINITY : sl->logits[b->id] + b->bias;
-    }
-    int32_t id = glesc_sampler_sample(sl->smp, sl->logits);
     glesc_sampler_accept(sl->smp, id);
     j->n_generated++;
     atomic_fetch_add(&s->metrics.generated_tokens, 1);
@@ -245,6 +240,22 @@ static void sample_emit(srv *s, srv_slot *sl)
         finish_gen(s, sl, "length");
     else
         sl->pending = id;
+}
+
+/* Samples a token from sl->logits (logit_bias added first) and hands it on. */
+static void sample_emit(srv *s, srv_slot *sl)
+{
+    srv_job *j = sl->job;
+    if (j->n_generated >= j->max_tokens) {
+        finish_gen(s, sl, "length");
+        return;
+    }
+    for (size_t i = 0; i < j->req.n_bias; i++) {
+        const srv_bias *b = &j->req.bias[i];
+        if (b->id < s->n_vocab_model)
+            sl->logits[b->id] = b->bias <= -100 ? -INFINITY : sl->logits[b->id] + b->bias;
+    }
+    token_emit(s, sl, glesc_sampler_sample(sl->smp, sl->logits));
 }
 
 /* Evaluates ids[0..n) at the cache's end (logits of the last into
@@ -290,5 +301,51 @@ void slot_step(srv *s, srv_slot *sl)
         return;
     sl->pending = -1;
     sample_emit(s, sl);
+    atomic_fetch_add(&s->metrics.decode_ns, now_ns() - t0);
+}
+
+/* ---- greedy steps, queued on the GPU for several slots at once ----
+ * A greedy job's next token is the arg max of its logits, which the GPU
+ * takes itself (glesc_session_eval_greedy): the worker queues one such step
+ * for every greedy slot, then reads their tokens, so the GPU runs the slots'
+ * steps back to back instead of waiting for the host between them. The
+ * tokens are those the sampler would pick (the CPU's arg max, ties to the
+ * lowest id). */
+
+bool slot_greedy_ready(const srv_slot *sl)
+{
+    const srv_job *j = sl->job;
+    if (!j || sl->pending < 0 || sl->n_prompt_done < j->n_prompt || atomic_load(&j->cancelled))
+        return false;
+    const glesc_sampler_params *p = &j->req.sp;
+    return (p->temperature <= 0 || p->top_k == 1) && p->repeat_penalty == 1.0f &&
+           j->req.n_bias == 0;
+}
+
+void slot_greedy_submit(srv *s, srv_slot *sl)
+{
+    uint64_t t0 = now_ns();
+    glesc_status st = glesc_session_eval_greedy(sl->sess, sl->pending);
+    if (st != GLESC_OK) {
+        slot_fail(s, sl, "decoding", st);
+        return;
+    }
+    sl->cache[sl->n_cache++] = sl->pending;
+    sl->pending = -1;
+    sl->greedy_queued = true;
+    atomic_fetch_add(&s->metrics.decode_ns, now_ns() - t0);
+}
+
+void slot_greedy_collect(srv *s, srv_slot *sl)
+{
+    uint64_t t0 = now_ns();
+    int32_t id;
+    sl->greedy_queued = false;
+    glesc_status st = glesc_session_greedy_id(sl->sess, &id);
+    if (st != GLESC_OK) {
+        slot_fail(s, sl, "decoding", st);
+        return;
+    }
+    token_emit(s, sl, id);
     atomic_fetch_add(&s->metrics.decode_ns, now_ns() - t0);
 }

@@ -253,6 +253,47 @@ static void memory_snapshot(srv *s)
     atomic_store(&mt->gpu_kv, kv);
 }
 
+static void slot_done(srv *s, srv_slot *sl)
+{
+    if (sl->job)
+        return;
+    memory_snapshot(s);
+    pthread_mutex_lock(&s->mu);
+    s->n_jobs--;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* One step of every busy slot: greedy decode steps queued on the GPU
+ * first, then the other slots' steps (prompts, sampled tokens) while the
+ * GPU runs them, then the greedy tokens read. */
+static void worker_round(srv *s, bool cancel_all)
+{
+    for (int i = 0; i < s->n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (sl->job && cancel_all)
+            atomic_store(&sl->job->cancelled, true);
+        if (slot_greedy_ready(sl)) {
+            slot_greedy_submit(s, sl);
+            if (!sl->job)
+                slot_done(s, sl);
+        }
+    }
+    for (int i = 0; i < s->n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (sl->job && !sl->greedy_queued) {
+            slot_step(s, sl);
+            slot_done(s, sl);
+        }
+    }
+    for (int i = 0; i < s->n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (sl->greedy_queued) {
+            slot_greedy_collect(s, sl);
+            slot_done(s, sl);
+        }
+    }
+}
+
 static void *worker_main(void *arg)
 {
     srv *s = arg;
@@ -282,20 +323,7 @@ static void *worker_main(void *arg)
         atomic_store(&s->metrics.slots_busy, busy);
         if (!busy && s->stopping)
             break;
-        for (int i = 0; i < s->n_slots; i++) {
-            srv_slot *sl = &s->slots[i];
-            if (!sl->job)
-                continue;
-            if (now)
-                atomic_store(&sl->job->cancelled, true);
-            slot_step(s, sl);
-            if (!sl->job) { /* done */
-                memory_snapshot(s);
-                pthread_mutex_lock(&s->mu);
-                s->n_jobs--;
-                pthread_mutex_unlock(&s->mu);
-            }
-        }
+        worker_round(s, now);
     }
     atomic_store(&s->metrics.slots_busy, 0);
     worker_unload(s);
