@@ -324,6 +324,7 @@ static void *worker_main(void *arg)
         if (!busy && s->stopping)
             break;
         worker_round(s, now);
+        atomic_store(&s->metrics.slots_busy, busy_slots(s));
     }
     atomic_store(&s->metrics.slots_busy, 0);
     worker_unload(s);
