@@ -164,11 +164,14 @@ GLESC_API glesc_status glesc_decoder_flush(glesc_decoder *dec, const char **text
 GLESC_API void glesc_decoder_reset(glesc_decoder *dec);
 
 /* ---- Sampling ----
- * A sampler turns one row of logits into a token id. The chain follows
- * llama.cpp's order: repetition penalty (over the last repeat_last_n accepted
- * tokens) -> top-k -> top-p -> min-p -> temperature -> a draw from the
- * softmax. temperature <= 0 means greedy: the arg max after the penalty, ties
- * going to the lowest id. Draws are deterministic for a given seed. */
+ * A sampler turns one row of logits into a token id through a chain of
+ * stages. glesc_sampler_create builds llama.cpp's default chain from
+ * glesc_sampler_params: repetition penalty (over the last repeat_last_n
+ * accepted tokens) -> top-k -> top-p -> min-p -> temperature -> a draw from
+ * the softmax. temperature <= 0 means greedy: the arg max after the
+ * penalty, ties going to the lowest id. Draws are deterministic for a given
+ * seed. glesc_sampler_chain_create and the glesc_sampler_add_* calls
+ * compose any other chain (docs/sampling.md). */
 typedef struct glesc_sampler_params {
     float temperature;     /* 0.8; <= 0: greedy */
     int32_t top_k;         /* 40; <= 0: off */
@@ -186,19 +189,91 @@ typedef struct glesc_sampler glesc_sampler;
 
 /* A sampler for logits rows of n_vocab floats; p NULL: the defaults of
  * glesc_sampler_params_default. On failure *out is NULL and
- * glesc_last_errmsg() names the bad parameter. */
+ * glesc_last_errmsg() names the bad parameter. More stages (a grammar) may
+ * be added to it; they run after the default chain's. */
 GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
                                             glesc_sampler **out);
+/* An empty chain for rows of n_vocab floats with random stream seed: add
+ * stages in the order they should run. A chain without a final stage
+ * (dist or greedy) ends in a draw. */
+GLESC_API glesc_status glesc_sampler_chain_create(int32_t n_vocab, uint64_t seed,
+                                                  glesc_sampler **out);
+
+/* The stages. Each returns GLESC_ERROR_INVALID_ARGUMENT for a parameter
+ * out of range (the message names it), GLESC_ERROR_STATE after a final
+ * stage or for a second logit bias, penalty or grammar, and
+ * GLESC_ERROR_LIMIT past 16 stages. */
+typedef struct glesc_logit_bias {
+    int32_t token;
+    float bias; /* added to the token's logit; -INFINITY bans it */
+} glesc_logit_bias;
+/* Adds bias[i].bias to token bias[i].token's logit (copied). */
+GLESC_API glesc_status glesc_sampler_add_logit_bias(glesc_sampler *s, const glesc_logit_bias *bias,
+                                                    size_t n);
+/* llama.cpp's repetition penalty over the last last_n accepted tokens:
+ * a positive logit is divided by repeat_penalty, a negative multiplied. */
+GLESC_API glesc_status glesc_sampler_add_penalty(glesc_sampler *s, float repeat_penalty,
+                                                 int32_t last_n);
+GLESC_API glesc_status glesc_sampler_add_top_k(glesc_sampler *s, int32_t k); /* k > 0 */
+/* The most likely tokens until their probability reaches p (0..1). */
+GLESC_API glesc_status glesc_sampler_add_top_p(glesc_sampler *s, float p);
+/* Tokens at least p (0..1) times as likely as the most likely one. */
+GLESC_API glesc_status glesc_sampler_add_min_p(glesc_sampler *s, float p);
+/* Locally typical sampling (p in (0, 1]; 1 keeps everything). */
+GLESC_API glesc_status glesc_sampler_add_typical(glesc_sampler *s, float p);
+/* Divides the logits by t for the stages after it; t <= 0 keeps only the
+ * most likely token. */
+GLESC_API glesc_status glesc_sampler_add_temperature(glesc_sampler *s, float t);
+/* Final stages: a draw from the softmax of what is left, or its arg max. */
+GLESC_API glesc_status glesc_sampler_add_dist(glesc_sampler *s);
+GLESC_API glesc_status glesc_sampler_add_greedy(glesc_sampler *s);
+/* A GBNF grammar (llama.cpp's format; root: the start rule, NULL for
+ * "root") that every sampled token must continue, so the generated text
+ * always parses. It constrains the whole chain wherever it is added: the
+ * chain's pick is checked, and when the grammar rejects it the chain runs
+ * again without the rejected tokens. End-of-generation tokens are allowed
+ * only where the grammar may end; when it allows no token (a dead end in
+ * this vocabulary) the tokenizer's EOS is picked. What is needed of tok
+ * (each token's text) is copied: tok may go before s. Parse errors name
+ * the line and column (GLESC_ERROR_FORMAT); left recursion and undefined
+ * rules are errors. Generation with a grammar never uses the pipelined GPU
+ * greedy path. */
+GLESC_API glesc_status glesc_sampler_add_grammar(glesc_sampler *s, const glesc_tokenizer *tok,
+                                                 const char *gbnf, const char *root);
+/* Checks GBNF text as glesc_sampler_add_grammar would, without a
+ * tokenizer: GLESC_OK, or the error it would give (the line and column). */
+GLESC_API glesc_status glesc_grammar_check(const char *gbnf, const char *root);
+/* The grammar of a JSON schema (glesc_json_schema_to_grammar) as above. */
+GLESC_API glesc_status glesc_sampler_add_json_schema(glesc_sampler *s, const glesc_tokenizer *tok,
+                                                     const char *schema);
+/* Converts a JSON schema (schema[0..len), a subset: object, properties,
+ * required, additionalProperties false, array, items, minItems, maxItems,
+ * string, minLength, maxLength, number, integer, boolean, null, enum,
+ * const, anyOf, oneOf, $ref to #/definitions/... or #/$defs/...) to GBNF
+ * text with start rule "root". *gbnf_out is NUL-terminated (free with
+ * glesc_text_free). Other keywords give GLESC_ERROR_FORMAT naming the
+ * keyword and its JSON path. */
+GLESC_API glesc_status glesc_json_schema_to_grammar(const char *schema, size_t len,
+                                                    char **gbnf_out);
+
 GLESC_API void glesc_sampler_destroy(glesc_sampler *s);
 /* Picks a token from logits (n_vocab floats; not modified). */
 GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits);
-/* Records a token of the sequence (prompt or generated) for the penalty. */
+/* Records a generated token: for the penalty, and it advances the grammar
+ * (a token the grammar refuses leaves the grammar as it was). */
 GLESC_API void glesc_sampler_accept(glesc_sampler *s, int32_t token);
-/* Forgets the accepted tokens and restarts the random stream from the seed. */
+/* Records a prompt token: for the penalty only, the grammar does not see
+ * it (glesc_generate and glesc_chat accept their prompts so). */
+GLESC_API void glesc_sampler_accept_prompt(glesc_sampler *s, int32_t token);
+/* Forgets the accepted tokens, restarts the random stream from the seed and
+ * the grammar from its start rule. */
 GLESC_API void glesc_sampler_reset(glesc_sampler *s);
 /* Gives dst src's random stream and accepted tokens (the last of them that
  * dst's repeat_last_n keeps): dst then samples as src would, with its own
- * parameters. For a forked conversation (glesc_session_copy). */
+ * parameters. A grammar's state goes along: copied when both samplers have
+ * the same grammar, else dst's grammar replays src's grammar tokens (and
+ * restarts when they do not fit it). For a forked conversation
+ * (glesc_session_copy). */
 GLESC_API void glesc_sampler_copy(glesc_sampler *dst, const glesc_sampler *src);
 
 /* ---- Models and sessions: running a GGUF language model on the GPU ----

@@ -953,3 +953,100 @@ Test(gguf_run, verbose_lines_stay_out_of_the_text, .timeout = 300)
     free(t.out);
     rm(path);
 }
+
+/* ---- Constrained sampling: --grammar, --json-schema, --logit-bias ---- */
+
+/* A --json run's text (malloc'ed) and its first generated id; fails the
+ * test when the run does. */
+static char *json_text(const char *args, int *first_id)
+{
+    test_run_result r = run(args);
+    cr_assert_eq(r.status, 0, "gguf-run %s: %s", args, r.err);
+    json_object *o = json_tokener_parse(r.out), *t, *g;
+    cr_assert_not_null(o, "not JSON: %s", r.out);
+    cr_assert(json_object_object_get_ex(o, "text", &t));
+    cr_assert(json_object_object_get_ex(o, "generated_ids", &g));
+    if (first_id)
+        *first_id =
+            json_object_array_length(g) ? json_object_get_int(json_object_array_get_idx(g, 0)) : -1;
+    char *text = strdup(json_object_get_string(t));
+    json_object_put(o);
+    test_run_free(&r);
+    return text;
+}
+
+Test(gguf_run, grammar_and_json_schema, .timeout = 300)
+{
+    char *model = synth(NULL);
+    char args[8192];
+    for (int seed = 1; seed <= 4; seed++) {
+        snprintf(args, sizeof args,
+                 "-m '%s' -p 'Q' -n 100 -s %d --temp 1.5 --json --grammar "
+                 "'root ::= (\"yes\" | \"no\") \"!\"'",
+                 model, seed);
+        char *text = json_text(args, NULL);
+        cr_expect(!strcmp(text, "yes!") || !strcmp(text, "no!"), "seed %d: '%s'", seed, text);
+        free(text);
+    }
+    const char *schema = "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\"},"
+                         " \"s\": {\"enum\": [\"a\", \"b\"]}}, \"required\": [\"n\", \"s\"]}";
+    for (int seed = 1; seed <= 4; seed++) {
+        snprintf(args, sizeof args, "-m '%s' -p 'Q' -n 300 -s %d --temp 1 --json -j '%s'", model,
+                 seed, schema);
+        char *text = json_text(args, NULL);
+        json_object *v = json_tokener_parse(text), *x;
+        cr_expect(v && json_object_object_get_ex(v, "n", &x) &&
+                      json_object_is_type(x, json_type_int) &&
+                      json_object_object_get_ex(v, "s", &x),
+                  "seed %d: '%s'", seed, text);
+        json_object_put(v);
+        free(text);
+    }
+    /* a chat: each reply follows the grammar from its start */
+    snprintf(args, sizeof args,
+             "-m '%s' --chat --chat-template chatml -n 40 -s 3 --grammar 'root ::= \"ok\" [0-9]'",
+             model);
+    test_run_result r = run_with(args, "one\ntwo\n");
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    int replies = 0;
+    for (const char *p = r.out; (p = strstr(p, "ok")); p += 2)
+        replies += p[2] >= '0' && p[2] <= '9';
+    cr_expect_eq(replies, 2, "stdout: %s", r.out);
+    test_run_free(&r);
+    rm(model);
+}
+
+Test(gguf_run, logit_bias, .timeout = 120)
+{
+    char *model = synth(NULL);
+    char args[8192];
+    int first, banned;
+    snprintf(args, sizeof args, "-m '%s' -p 'Q' -n 1 --temp 0 --json", model);
+    free(json_text(args, &first));
+    snprintf(args, sizeof args, "-m '%s' -p 'Q' -n 1 --temp 0 --json --logit-bias %d-inf", model,
+             first);
+    free(json_text(args, &banned));
+    cr_expect_neq(banned, first, "the banned token %d came again", first);
+    rm(model);
+}
+
+Test(gguf_run, grammar_errors)
+{
+    const char *const bad_rule[] = {"--grammar: grammar: line 2, column 7: undefined rule 'b'",
+                                    NULL};
+    expect_failure("--grammar 'root ::= a\na ::= b'", 2, bad_rule);
+    const char *const no_file[] = {"--grammar-file: cannot read /nonexistent/g.gbnf", NULL};
+    expect_failure("--grammar-file /nonexistent/g.gbnf", 2, no_file);
+    const char *const two[] = {"give at most one of --grammar", NULL};
+    expect_failure("--grammar 'root ::= \"x\"' -j '{}'", 2, two);
+    const char *const kw[] = {"--json-schema: json schema: #/properties/x: unsupported keyword "
+                              "'format'",
+                              NULL};
+    expect_failure("-j '{\"properties\": {\"x\": {\"format\": \"date\"}}}'", 2, kw);
+    const char *const not_json[] = {"--json-schema: json schema: not JSON", NULL};
+    expect_failure("-j '{'", 2, not_json);
+    const char *const bias[] = {"--logit-bias: 'x+1' is not TOKEN+BIAS", NULL};
+    expect_failure("--logit-bias x+1", 2, bias);
+    const char *const typ[] = {"--typical 0 must be in (0, 1]", NULL};
+    expect_failure("--typical 0", 2, typ);
+}

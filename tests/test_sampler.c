@@ -2,7 +2,9 @@
  * test_sampler.c — sampling: greedy ties, the repetition penalty's
  * arithmetic, each filter's effect on the drawn distribution (against
  * frequencies computed by hand), determinism for a seed, the seeded
- * stream itself, and parameters refused one by one (top_p 0 is accepted).
+ * stream itself, and parameters refused one by one (top_p 0 is accepted);
+ * composed chains stage by stage against a plain reference (logit bias,
+ * top-k, top-p, min-p, typical, temperature), their refusals.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -198,5 +200,226 @@ Test(sampler, top_p_zero_keeps_the_top_token)
     glesc_sampler *s = make(1.5f, 0, 0.0f, 0.0f, 1, 6);
     for (int i = 0; i < 64; i++)
         cr_expect_eq(glesc_sampler_sample(s, l), 1, "draw %d", i);
+    glesc_sampler_destroy(s);
+}
+
+/* ---- Chains: each stage against a plain reference ---- */
+
+enum { RV = 12, DRAWS = 40000 };
+
+/* The reference: probabilities over RV tokens, 0 for those a stage drops. */
+typedef struct ref {
+    double l[RV]; /* logits as the stages change them (temperature divides) */
+    bool keep[RV];
+} ref;
+
+static void ref_probs(const ref *r, double *p)
+{
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0; i < RV; i++)
+        if (r->keep[i] && r->l[i] > mx)
+            mx = r->l[i];
+    for (int i = 0; i < RV; i++)
+        sum += p[i] = r->keep[i] ? exp(r->l[i] - mx) : 0;
+    for (int i = 0; i < RV; i++)
+        p[i] /= sum;
+}
+
+/* The kept ids ordered by probability, most likely first. */
+static int ref_order(const ref *r, int *ids)
+{
+    int n = 0;
+    for (int i = 0; i < RV; i++)
+        if (r->keep[i])
+            ids[n++] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && r->l[ids[j]] > r->l[ids[j - 1]]; j--) {
+            int t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
+    return n;
+}
+
+static void ref_top_k(ref *r, int k)
+{
+    int ids[RV], n = ref_order(r, ids);
+    for (int i = k; i < n; i++)
+        r->keep[ids[i]] = false;
+}
+
+static void ref_top_p(ref *r, double p)
+{
+    double q[RV], cum = 0;
+    int ids[RV], n = ref_order(r, ids);
+    ref_probs(r, q);
+    for (int i = 0; i < n; i++) {
+        cum += q[ids[i]];
+        if (cum >= p) {
+            for (int j = i + 1; j < n; j++)
+                r->keep[ids[j]] = false;
+            return;
+        }
+    }
+}
+
+static void ref_min_p(ref *r, double p)
+{
+    double q[RV], mx = 0;
+    ref_probs(r, q);
+    for (int i = 0; i < RV; i++)
+        mx = fmax(mx, q[i]);
+    for (int i = 0; i < RV; i++)
+        if (q[i] < p * mx)
+            r->keep[i] = false;
+}
+
+/* llama.cpp's typical: by |surprise - entropy|, until the mass passes p. */
+static void ref_typical(ref *r, double p)
+{
+    double q[RV], ent = 0, score[RV];
+    ref_probs(r, q);
+    for (int i = 0; i < RV; i++)
+        ent -= q[i] > 0 ? q[i] * log(q[i]) : 0;
+    int ids[RV], n = 0;
+    for (int i = 0; i < RV; i++)
+        if (r->keep[i]) {
+            score[i] = fabs(-log(q[i]) - ent);
+            ids[n++] = i;
+        }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && score[ids[j]] < score[ids[j - 1]]; j--) {
+            int t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
+    double cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += q[ids[i]];
+        if (cum > p) {
+            for (int j = i + 1; j < n; j++)
+                r->keep[ids[j]] = false;
+            return;
+        }
+    }
+}
+
+/* Draws DRAWS tokens from s and compares their frequencies with r's. */
+static void expect_distribution(glesc_sampler *s, const float *l, const ref *r, const char *what)
+{
+    double want[RV];
+    int got[RV] = {0};
+    ref_probs(r, want);
+    for (int i = 0; i < DRAWS; i++) {
+        int32_t id = glesc_sampler_sample(s, l);
+        cr_assert(id >= 0 && id < RV);
+        got[id]++;
+    }
+    for (int i = 0; i < RV; i++) {
+        cr_expect(want[i] > 0 || got[i] == 0, "%s: token %d dropped, drawn %d times", what, i,
+                  got[i]);
+        cr_expect(fabs((double)got[i] / DRAWS - want[i]) < 0.012, "%s: token %d: %.4f, want %.4f",
+                  what, i, (double)got[i] / DRAWS, want[i]);
+    }
+}
+
+Test(sampler, chain_stages_match_a_reference)
+{
+    const float l[RV] = {1.0f, 2.5f, 0.3f, 2.4f, -1.0f, 1.7f, 0.9f, 2.0f, -0.5f, 1.1f, 0.0f, 1.6f};
+    const glesc_logit_bias bias[] = {{0, 1.2f}, {1, -INFINITY}, {10, 2.0f}};
+    for (int c = 0; c < 7; c++) {
+        ref r;
+        for (int i = 0; i < RV; i++) {
+            r.l[i] = l[i];
+            r.keep[i] = true;
+        }
+        glesc_sampler *s;
+        cr_assert_eq(glesc_sampler_chain_create(RV, 100 + (uint64_t)c, &s), GLESC_OK);
+        const char *what = "";
+        switch (c) {
+        case 0:
+            what = "logit bias, top-k 5";
+            cr_assert_eq(glesc_sampler_add_logit_bias(s, bias, 3), GLESC_OK);
+            cr_assert_eq(glesc_sampler_add_top_k(s, 5), GLESC_OK);
+            for (size_t b = 0; b < 3; b++)
+                r.l[bias[b].token] += bias[b].bias;
+            r.keep[1] = false;
+            ref_top_k(&r, 5);
+            break;
+        case 1:
+            what = "top-p 0.8";
+            cr_assert_eq(glesc_sampler_add_top_p(s, 0.8f), GLESC_OK);
+            ref_top_p(&r, 0.8);
+            break;
+        case 2:
+            what = "min-p 0.3";
+            cr_assert_eq(glesc_sampler_add_min_p(s, 0.3f), GLESC_OK);
+            ref_min_p(&r, 0.3);
+            break;
+        case 3:
+            what = "typical 0.5";
+            cr_assert_eq(glesc_sampler_add_typical(s, 0.5f), GLESC_OK);
+            ref_typical(&r, 0.5);
+            break;
+        case 4:
+            what = "temperature 0.5";
+            cr_assert_eq(glesc_sampler_add_temperature(s, 0.5f), GLESC_OK);
+            for (int i = 0; i < RV; i++)
+                r.l[i] /= 0.5;
+            break;
+        case 5: /* temperature first changes what top-p sees */
+            what = "temperature 2.5, top-p 0.7, min-p 0.4";
+            cr_assert_eq(glesc_sampler_add_temperature(s, 2.5f), GLESC_OK);
+            cr_assert_eq(glesc_sampler_add_top_p(s, 0.7f), GLESC_OK);
+            cr_assert_eq(glesc_sampler_add_min_p(s, 0.4f), GLESC_OK);
+            for (int i = 0; i < RV; i++)
+                r.l[i] /= 2.5;
+            ref_top_p(&r, 0.7);
+            ref_min_p(&r, 0.4);
+            break;
+        default:
+            what = "top-k 8, typical 0.9, temperature 1.5";
+            cr_assert_eq(glesc_sampler_add_top_k(s, 8), GLESC_OK);
+            cr_assert_eq(glesc_sampler_add_typical(s, 0.9f), GLESC_OK);
+            cr_assert_eq(glesc_sampler_add_temperature(s, 1.5f), GLESC_OK);
+            ref_top_k(&r, 8);
+            ref_typical(&r, 0.9);
+            for (int i = 0; i < RV; i++)
+                r.l[i] /= 1.5;
+            break;
+        }
+        cr_assert_eq(glesc_sampler_add_dist(s), GLESC_OK);
+        expect_distribution(s, l, &r, what);
+        glesc_sampler_destroy(s);
+    }
+}
+
+Test(sampler, chain_refusals_and_greedy)
+{
+    glesc_sampler *s;
+    cr_assert_eq(glesc_sampler_chain_create(RV, 1, &s), GLESC_OK);
+    cr_expect_eq(glesc_sampler_add_top_k(s, 0), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_expect(strstr(glesc_last_errmsg(), "top_k"), "%s", glesc_last_errmsg());
+    cr_expect_eq(glesc_sampler_add_top_p(s, 1.5f), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_expect_eq(glesc_sampler_add_min_p(s, 1.0f), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_expect_eq(glesc_sampler_add_typical(s, 0.0f), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_expect_eq(glesc_sampler_add_temperature(s, NAN), GLESC_ERROR_INVALID_ARGUMENT);
+    const glesc_logit_bias out_of_range = {RV, 1.0f};
+    cr_expect_eq(glesc_sampler_add_logit_bias(s, &out_of_range, 1), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_expect(strstr(glesc_last_errmsg(), "token 12"), "%s", glesc_last_errmsg());
+    /* a bias that moves the arg max, then greedy */
+    const glesc_logit_bias up = {4, 10.0f};
+    cr_assert_eq(glesc_sampler_add_logit_bias(s, &up, 1), GLESC_OK);
+    cr_expect_eq(glesc_sampler_add_logit_bias(s, &up, 1), GLESC_ERROR_STATE);
+    cr_assert_eq(glesc_sampler_add_greedy(s), GLESC_OK);
+    cr_expect_eq(glesc_sampler_add_top_k(s, 3), GLESC_ERROR_STATE, "nothing after the final pick");
+    const float l[RV] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0};
+    cr_expect_eq(glesc_sampler_sample(s, l), 4);
+    glesc_sampler_destroy(s);
+    /* temperature 0 in a chain keeps only the best: every draw is it */
+    cr_assert_eq(glesc_sampler_chain_create(RV, 1, &s), GLESC_OK);
+    cr_assert_eq(glesc_sampler_add_temperature(s, 0.0f), GLESC_OK);
+    for (int i = 0; i < 20; i++)
+        cr_expect_eq(glesc_sampler_sample(s, l), 10);
     glesc_sampler_destroy(s);
 }

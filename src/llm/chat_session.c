@@ -275,7 +275,7 @@ GLESC_API glesc_status glesc_chat_prefill(glesc_chat *c, const int32_t *cached, 
         }
     } else if (same) {
         for (size_t i = 0; i < n_kept; i++) /* as their eval would have */
-            glesc_sampler_accept(c->smp, kept_ids[i]);
+            glesc_sampler_accept_prompt(c->smp, kept_ids[i]);
     }
     if (st == GLESC_OK && n_kept > 0) {
         c->keep_pos = (int32_t)n_kept;
@@ -489,6 +489,7 @@ GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
     glesc_generate_params q = *p;
     q.on_token = reply_token;
     q.token_user = &r;
+    llm_sampler_grammar_restart(c->smp); /* a grammar shapes each reply from its start */
     if ((st = llm_generate_tokens(c->s, c->smp, &q, true, res)) != GLESC_OK)
         goto fail;
     char *text = sbuf_take(&r.text);

@@ -60,7 +60,7 @@ glesc_status llm_eval_input(glesc_session *s, glesc_sampler *smp, const int32_t 
                   &(glesc_gen_event){
                       .kind = GLESC_GEN_EVENT_PROMPT_EVAL, .n_tokens = n, .id = -1, .stats = &es});
     for (size_t i = 0; i < n; i++)
-        glesc_sampler_accept(smp, ids[i]);
+        glesc_sampler_accept_prompt(smp, ids[i]);
     return GLESC_OK;
 }
 

@@ -179,6 +179,19 @@ int32_t llm_sampler_n_history(const glesc_sampler *smp);
 int32_t llm_sampler_history_at(const glesc_sampler *smp, int32_t i);
 const core_rng *llm_sampler_rng(const glesc_sampler *smp);
 void llm_sampler_restore(glesc_sampler *smp, const core_rng *rng);
+/* The grammar stage's part of that state (sampler_grammar.c): the tokens
+ * it accepted since its start, which rebuild its state when replayed.
+ * replays: would toks[0..n) be accepted from the start (true without a
+ * grammar)? replay: restart the grammar and accept them. restart: back to
+ * the start rule, the rest of the sampler kept (a chat's new reply). */
+/* Records a token for the penalty only (the history restored). */
+void llm_sampler_record(glesc_sampler *smp, int32_t token);
+bool llm_sampler_has_grammar(const glesc_sampler *smp);
+size_t llm_sampler_grammar_n(const glesc_sampler *smp);
+const int32_t *llm_sampler_grammar_tokens(const glesc_sampler *smp);
+bool llm_sampler_grammar_replays(glesc_sampler *smp, const int32_t *toks, size_t n);
+void llm_sampler_grammar_replay(glesc_sampler *smp, const int32_t *toks, size_t n);
+void llm_sampler_grammar_restart(glesc_sampler *smp);
 
 /* ---- state.c ---- */
 /* The hash that ties a saved state to the model of f (metadata, tensor

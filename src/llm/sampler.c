@@ -1,32 +1,24 @@
 /*
- * sampler.c — logits to a token id: repetition penalty, top-k, top-p, min-p,
- * temperature and a seeded draw, in llama.cpp's order. The only CPU math of
- * a decode step besides tokenization, so it avoids sorting the whole
- * vocabulary when top-k bounds the candidates (a heap keeps the k best),
- * and greedy sampling (temperature 0 or top-k 1) is one argmax pass.
+ * sampler.c — logits to a token id through a chain of stages: logit bias,
+ * repetition penalty, top-k, top-p, min-p, typical, temperature, and a
+ * final pick (a seeded draw or the arg max); a grammar constrains the
+ * chain's result (sampler_grammar.c). glesc_sampler_create builds
+ * llama.cpp's default order from glesc_sampler_params; the add functions
+ * compose any other.
+ *
+ * The stages work on candidates (id, logit). Until a stage needs them the
+ * candidates are the whole row, never copied: top-k keeps the k best with
+ * a heap instead of sorting the vocabulary, and a greedy pick is one arg
+ * max pass. Temperature does not rewrite logits: it scales the divisor
+ * every later probability uses, exp((l - l_max) / div), so the default
+ * chain computes exactly what the sampler did before chains.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
-#include "glesc_llm.h"
-#include "llm/runtime.h"
-
-typedef struct cand {
-    int32_t id;
-    float logit;
-} cand;
-
-struct glesc_sampler {
-    glesc_sampler_params p;
-    int32_t n_vocab;
-    cand *cands;      /* n_vocab scratch */
-    float *penalized; /* n_vocab scratch, used when the penalty is on */
-    int32_t *history; /* ring of the last repeat_last_n accepted tokens */
-    int32_t n_history, history_pos;
-    core_rng rng;
-};
+#include "llm/sampler.h"
 
 GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p)
 {
@@ -41,8 +33,11 @@ GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p)
 
 GLESC_API void glesc_sampler_reset(glesc_sampler *s)
 {
-    core_rng_seed(&s->rng, s->p.seed);
+    if (!s)
+        return;
+    core_rng_seed(&s->rng, s->seed);
     s->n_history = s->history_pos = 0;
+    smp_grammar_reset(s);
 }
 
 GLESC_API void glesc_sampler_copy(glesc_sampler *dst, const glesc_sampler *src)
@@ -51,7 +46,8 @@ GLESC_API void glesc_sampler_copy(glesc_sampler *dst, const glesc_sampler *src)
         return;
     llm_sampler_restore(dst, &src->rng);
     for (int32_t i = 0; i < src->n_history; i++)
-        glesc_sampler_accept(dst, llm_sampler_history_at(src, i));
+        llm_sampler_record(dst, llm_sampler_history_at(src, i));
+    smp_grammar_copy(dst, src);
 }
 
 int32_t llm_sampler_n_history(const glesc_sampler *s)
@@ -62,8 +58,8 @@ int32_t llm_sampler_n_history(const glesc_sampler *s)
 int32_t llm_sampler_history_at(const glesc_sampler *s, int32_t i)
 {
     /* the ring's oldest entry is at history_pos once it is full, else at 0 */
-    int32_t first = s->n_history < s->p.repeat_last_n ? 0 : s->history_pos;
-    return s->history[(first + i) % s->p.repeat_last_n];
+    int32_t first = s->n_history < s->last_n ? 0 : s->history_pos;
+    return s->history[(first + i) % s->last_n];
 }
 
 const core_rng *llm_sampler_rng(const glesc_sampler *s)
@@ -77,21 +73,8 @@ void llm_sampler_restore(glesc_sampler *s, const core_rng *rng)
     s->n_history = s->history_pos = 0;
 }
 
-GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
-                                            glesc_sampler **out)
+static glesc_status check_params(const glesc_sampler_params *p)
 {
-    core_err_reset(NULL);
-    if (!out)
-        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: out is NULL");
-    *out = NULL;
-    glesc_sampler_params defaults; /* p NULL: llama.cpp's defaults, as other options */
-    if (!p) {
-        glesc_sampler_params_default(&defaults);
-        p = &defaults;
-    }
-    if (n_vocab <= 0)
-        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: n_vocab %d",
-                            (int)n_vocab);
     /* One message per parameter, naming the bad one; the ranges are
      * llama.cpp's (top_p 0 keeps the most likely token, 1 or more is off;
      * min_p 0 or less is off; temperature 0 or less is greedy). */
@@ -115,15 +98,28 @@ GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "sampler: repeat_last_n %d must not be negative",
                             (int)p->repeat_last_n);
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_sampler_chain_create(int32_t n_vocab, uint64_t seed,
+                                                  glesc_sampler **out)
+{
+    core_err_reset(NULL);
+    if (!out)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: out is NULL");
+    *out = NULL;
+    if (n_vocab <= 0)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: n_vocab %d",
+                            (int)n_vocab);
     glesc_sampler *s = core_calloc(1, sizeof *s);
     if (!s)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "sampler");
-    s->p = *p;
     s->n_vocab = n_vocab;
+    s->seed = seed;
+    s->penalty = 1.0f;
     s->cands = core_calloc((size_t)n_vocab, sizeof *s->cands);
-    s->penalized = core_calloc((size_t)n_vocab, sizeof *s->penalized);
-    s->history = core_calloc((size_t)(p->repeat_last_n ? p->repeat_last_n : 1), sizeof(int32_t));
-    if (!s->cands || !s->penalized || !s->history) {
+    s->row = core_calloc((size_t)n_vocab, sizeof *s->row);
+    if (!s->cands || !s->row) {
         glesc_sampler_destroy(s);
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "sampler of %d tokens", (int)n_vocab);
     }
@@ -132,175 +128,235 @@ GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32
     return GLESC_OK;
 }
 
+GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32_t n_vocab,
+                                            glesc_sampler **out)
+{
+    core_err_reset(NULL);
+    if (!out)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: out is NULL");
+    *out = NULL;
+    glesc_sampler_params defaults; /* p NULL: llama.cpp's defaults, as other options */
+    if (!p) {
+        glesc_sampler_params_default(&defaults);
+        p = &defaults;
+    }
+    if (n_vocab <= 0)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: n_vocab %d",
+                            (int)n_vocab);
+    glesc_status st = check_params(p);
+    glesc_sampler *s = NULL;
+    if (st == GLESC_OK)
+        st = glesc_sampler_chain_create(n_vocab, p->seed, &s);
+    /* llama.cpp's order; greedy (temperature <= 0) skips the filters, which
+     * all keep the arg max */
+    if (st == GLESC_OK)
+        st = glesc_sampler_add_penalty(s, p->repeat_penalty, p->repeat_last_n);
+    if (st == GLESC_OK && p->temperature <= 0.0f) {
+        st = glesc_sampler_add_greedy(s);
+    } else if (st == GLESC_OK) {
+        if (p->top_k > 0)
+            st = glesc_sampler_add_top_k(s, p->top_k);
+        if (st == GLESC_OK && p->top_p < 1.0f)
+            st = glesc_sampler_add_top_p(s, p->top_p);
+        if (st == GLESC_OK && p->min_p > 0.0f)
+            st = glesc_sampler_add_min_p(s, p->min_p);
+        if (st == GLESC_OK)
+            st = glesc_sampler_add_temperature(s, p->temperature);
+        if (st == GLESC_OK)
+            st = glesc_sampler_add_dist(s);
+    }
+    if (st != GLESC_OK) {
+        glesc_sampler_destroy(s);
+        return st;
+    }
+    *out = s;
+    return GLESC_OK;
+}
+
 GLESC_API void glesc_sampler_destroy(glesc_sampler *s)
 {
     if (!s)
         return;
+    smp_grammar_free(s);
     core_free(s->cands);
-    core_free(s->penalized);
+    core_free(s->row);
     core_free(s->history);
+    core_free(s->bias);
     core_free(s);
+}
+
+/* Appends a stage; the message names it when the chain cannot take it. */
+static glesc_status add_stage(glesc_sampler *s, int kind, int32_t k, float f, const char *name)
+{
+    core_err_reset(NULL);
+    if (!s)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: NULL sampler");
+    if (s->n_stages && (s->stages[s->n_stages - 1].kind == SMP_DIST ||
+                        s->stages[s->n_stages - 1].kind == SMP_GREEDY))
+        return core_err_set(NULL, GLESC_ERROR_STATE,
+                            "sampler: %s after the final pick (greedy or dist ends a chain)", name);
+    if (s->n_stages == SMP_MAX_STAGES)
+        return core_err_set(NULL, GLESC_ERROR_LIMIT, "sampler: %s: a chain holds %d stages", name,
+                            SMP_MAX_STAGES);
+    s->stages[s->n_stages++] = (smp_stage){kind, k, f};
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_sampler_add_logit_bias(glesc_sampler *s, const glesc_logit_bias *bias,
+                                                    size_t n)
+{
+    if (s && s->bias)
+        return core_err_set(NULL, GLESC_ERROR_STATE, "sampler: a chain has one logit bias stage");
+    for (size_t i = 0; s && i < n; i++)
+        if (bias[i].token < 0 || bias[i].token >= s->n_vocab || isnan(bias[i].bias))
+            return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                                "sampler: logit bias %zu: token %d (the vocabulary has %d) bias %g",
+                                i, (int)bias[i].token, (int)s->n_vocab, bias[i].bias);
+    glesc_status st = add_stage(s, SMP_BIAS, 0, 0, "logit bias");
+    if (st != GLESC_OK || n == 0)
+        return st;
+    if (!(s->bias = core_malloc(n * sizeof *s->bias))) {
+        s->n_stages--;
+        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "sampler: %zu logit biases", n);
+    }
+    memcpy(s->bias, bias, n * sizeof *bias);
+    s->n_bias = n;
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_sampler_add_penalty(glesc_sampler *s, float repeat_penalty,
+                                                 int32_t last_n)
+{
+    if (!(repeat_penalty > 0.0f) || !isfinite(repeat_penalty) || last_n < 0)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "sampler: repeat_penalty %g must be a finite number above 0 (1 turns "
+                            "it off), repeat_last_n %d not negative",
+                            repeat_penalty, (int)last_n);
+    if (s && s->history)
+        return core_err_set(NULL, GLESC_ERROR_STATE, "sampler: a chain has one penalty stage");
+    glesc_status st = add_stage(s, SMP_PENALTY, last_n, repeat_penalty, "penalty");
+    if (st != GLESC_OK)
+        return st;
+    if (!(s->history = core_calloc((size_t)(last_n ? last_n : 1), sizeof(int32_t)))) {
+        s->n_stages--;
+        return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "sampler: history of %d", (int)last_n);
+    }
+    s->penalty = repeat_penalty;
+    s->last_n = last_n;
+    return GLESC_OK;
+}
+
+GLESC_API glesc_status glesc_sampler_add_top_k(glesc_sampler *s, int32_t k)
+{
+    if (k <= 0)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: top_k %d must be above 0",
+                            (int)k);
+    return add_stage(s, SMP_TOP_K, k, 0, "top-k");
+}
+
+GLESC_API glesc_status glesc_sampler_add_top_p(glesc_sampler *s, float p)
+{
+    if (!(p >= 0.0f) || !(p <= 1.0f))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "sampler: top_p %g must be in [0, 1] (0 keeps only the most likely "
+                            "token)",
+                            p);
+    return add_stage(s, SMP_TOP_P, 0, p, "top-p");
+}
+
+GLESC_API glesc_status glesc_sampler_add_min_p(glesc_sampler *s, float p)
+{
+    if (!(p >= 0.0f) || !(p < 1.0f))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "sampler: min_p %g must be in [0, 1)", p);
+    return add_stage(s, SMP_MIN_P, 0, p, "min-p");
+}
+
+GLESC_API glesc_status glesc_sampler_add_typical(glesc_sampler *s, float p)
+{
+    if (!(p > 0.0f) || !(p <= 1.0f))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "sampler: typical p %g must be in (0, 1]", p);
+    return add_stage(s, SMP_TYPICAL, 0, p, "typical");
+}
+
+GLESC_API glesc_status glesc_sampler_add_temperature(glesc_sampler *s, float t)
+{
+    if (!isfinite(t))
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "sampler: temperature %g is not a finite number", t);
+    return add_stage(s, SMP_TEMP, 0, t, "temperature");
+}
+
+GLESC_API glesc_status glesc_sampler_add_dist(glesc_sampler *s)
+{
+    return add_stage(s, SMP_DIST, 0, 0, "dist");
+}
+
+GLESC_API glesc_status glesc_sampler_add_greedy(glesc_sampler *s)
+{
+    return add_stage(s, SMP_GREEDY, 0, 0, "greedy");
+}
+
+void llm_sampler_record(glesc_sampler *s, int32_t token)
+{
+    if (s->last_n <= 0)
+        return;
+    s->history[s->history_pos] = token;
+    s->history_pos = (s->history_pos + 1) % s->last_n;
+    if (s->n_history < s->last_n)
+        s->n_history++;
+}
+
+GLESC_API void glesc_sampler_accept_prompt(glesc_sampler *s, int32_t token)
+{
+    if (s)
+        llm_sampler_record(s, token);
 }
 
 GLESC_API void glesc_sampler_accept(glesc_sampler *s, int32_t token)
 {
-    if (s->p.repeat_last_n <= 0)
+    if (!s)
         return;
-    s->history[s->history_pos] = token;
-    s->history_pos = (s->history_pos + 1) % s->p.repeat_last_n;
-    if (s->n_history < s->p.repeat_last_n)
-        s->n_history++;
+    llm_sampler_record(s, token);
+    smp_grammar_accept(s, token);
 }
 
-/* llama.cpp's penalty: each distinct recent token's logit is divided by the
- * penalty when positive, multiplied when negative. */
-static const float *apply_penalty(glesc_sampler *s, const float *logits)
+static int final_kind(const glesc_sampler *s)
 {
-    if (s->p.repeat_penalty == 1.0f || s->n_history == 0)
-        return logits;
-    memcpy(s->penalized, logits, (size_t)s->n_vocab * sizeof *logits);
-    for (int32_t i = 0; i < s->n_history; i++) {
-        int32_t t = s->history[i];
-        if (t < 0 || t >= s->n_vocab)
-            continue;
-        bool seen = false;
-        for (int32_t j = 0; j < i && !seen; j++)
-            seen = s->history[j] == t;
-        if (seen)
-            continue;
-        float *l = &s->penalized[t];
-        *l = *l > 0 ? *l / s->p.repeat_penalty : *l * s->p.repeat_penalty;
-    }
-    return s->penalized;
-}
-
-/* Orders candidates best first: higher logit, then lower id. */
-static int cand_cmp(const void *a, const void *b)
-{
-    const cand *x = a, *y = b;
-    if (x->logit != y->logit)
-        return x->logit > y->logit ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static bool worse(const cand *a, const cand *b)
-{
-    return cand_cmp(a, b) > 0;
-}
-
-/* Min-heap on "goodness": the root is the worst of the k kept. */
-static void heap_down(cand *h, int32_t n, int32_t i)
-{
-    for (;;) {
-        int32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && worse(&h[l], &h[m]))
-            m = l;
-        if (r < n && worse(&h[r], &h[m]))
-            m = r;
-        if (m == i)
-            return;
-        cand t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
-/* The best k candidates of logits into s->cands[0..k), sorted best first. */
-static int32_t select_top(glesc_sampler *s, const float *logits, int32_t k)
-{
-    cand *c = s->cands;
-    if (k >= s->n_vocab) {
-        for (int32_t i = 0; i < s->n_vocab; i++)
-            c[i] = (cand){i, logits[i]};
-        qsort(c, (size_t)s->n_vocab, sizeof *c, cand_cmp);
-        return s->n_vocab;
-    }
-    for (int32_t i = 0; i < k; i++)
-        c[i] = (cand){i, logits[i]};
-    for (int32_t i = k / 2 - 1; i >= 0; i--)
-        heap_down(c, k, i);
-    for (int32_t i = k; i < s->n_vocab; i++) {
-        cand x = {i, logits[i]};
-        if (worse(&c[0], &x)) {
-            c[0] = x;
-            heap_down(c, k, 0);
-        }
-    }
-    qsort(c, (size_t)k, sizeof *c, cand_cmp);
-    return k;
-}
-
-/* The highest logit's id, ties to the lowest: one pass, no candidates. */
-static int32_t argmax(const float *l, int32_t n)
-{
-    int32_t best = 0;
-    float v = l[0];
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > v) {
-            v = l[i];
-            best = i;
-        }
-    return best;
+    int k = s->n_stages ? s->stages[s->n_stages - 1].kind : SMP_DIST;
+    return k == SMP_GREEDY ? SMP_GREEDY : SMP_DIST;
 }
 
 bool llm_sampler_is_greedy(const glesc_sampler *s)
 {
-    bool penalty = s->p.repeat_penalty != 1.0f && s->p.repeat_last_n > 0;
-    return (s->p.temperature <= 0.0f || s->p.top_k == 1) && !penalty;
+    if (s->grammar)
+        return false;
+    for (int i = 0; i < s->n_stages; i++) {
+        const smp_stage *st = &s->stages[i];
+        /* these may move the arg max; top-k, top-p, min-p and temperature
+         * keep it */
+        if ((st->kind == SMP_BIAS && s->n_bias) ||
+            (st->kind == SMP_PENALTY && s->penalty != 1.0f && s->last_n > 0) ||
+            (st->kind == SMP_TYPICAL && st->f < 1.0f))
+            return false;
+        /* these keep nothing else */
+        if ((st->kind == SMP_TOP_K && st->k == 1) || (st->kind == SMP_TEMP && st->f <= 0.0f) ||
+            st->kind == SMP_GREEDY)
+            return true;
+    }
+    return false;
 }
 
 void llm_sampler_skip(glesc_sampler *s)
 {
-    if (s->p.temperature > 0.0f && s->p.top_k == 1)
+    if (final_kind(s) == SMP_DIST)
         core_rng_uniform(&s->rng); /* the draw glesc_sampler_sample makes */
 }
 
 GLESC_API int32_t glesc_sampler_sample(glesc_sampler *s, const float *logits)
 {
-    const float *l = apply_penalty(s, logits);
-    if (s->p.temperature <= 0.0f)
-        return argmax(l, s->n_vocab);
-    if (s->p.top_k == 1) {
-        /* greedy as well; the draw the chain below would make still
-         * happens, so the random stream does not depend on this shortcut */
-        core_rng_uniform(&s->rng);
-        return argmax(l, s->n_vocab);
-    }
-    int32_t k = s->p.top_k > 0 ? CORE_MIN(s->p.top_k, s->n_vocab) : s->n_vocab;
-    int32_t n = select_top(s, l, k);
-    cand *c = s->cands;
-    /* Probabilities at temperature 1 decide top-p and min-p (llama.cpp
-     * applies temperature last). */
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++)
-        sum += exp((double)c[i].logit - c[0].logit);
-    if (s->p.top_p < 1.0f) {
-        double cum = 0;
-        for (int32_t i = 0; i < n; i++) {
-            cum += exp((double)c[i].logit - c[0].logit) / sum;
-            if (cum >= s->p.top_p) {
-                n = i + 1;
-                break;
-            }
-        }
-    }
-    if (s->p.min_p > 0.0f) {
-        /* p_i >= min_p * p_max  <=>  logit_i >= logit_max + log(min_p) */
-        double cut = (double)c[0].logit + log((double)s->p.min_p);
-        int32_t m = 1;
-        while (m < n && c[m].logit >= cut)
-            m++;
-        n = m;
-    }
-    double total = 0;
-    for (int32_t i = 0; i < n; i++)
-        total += exp(((double)c[i].logit - c[0].logit) / s->p.temperature);
-    double r = core_rng_uniform(&s->rng) * total, acc = 0;
-    for (int32_t i = 0; i < n; i++) {
-        acc += exp(((double)c[i].logit - c[0].logit) / s->p.temperature);
-        if (r < acc)
-            return c[i].id;
-    }
-    return c[n - 1].id;
+    if (!s->grammar)
+        return smp_run(s, logits, false);
+    return smp_grammar_sample(s, logits);
 }

@@ -12,12 +12,16 @@
  *    32  architecture, NUL-padded  48  n_layer   52  n_head_kv
  *    56  head_dim   60  kv_type (glesc_dtype)    64  n_ctx (the saver's)
  *    68  n_past     72  n_tokens   76  n_vocab (0: no logits row)
- *    80  flags (0)  84  sampler bytes (0: none)  88  payload bytes (u64)
+ *    80  flags (bit 0: grammar tokens follow the sampler's history)
+ *    84  sampler bytes (0: none)   88  payload bytes (u64)
  *    96  payload checksum (XXH3-64) 104 header checksum (XXH3-64 of 0..104)
  *
  *   payload: tokens i32 [n_tokens]; logits f32 [n_vocab]; the sampler's
  *   random stream (4 u64), its history count (u32) and ids (i32, oldest
- *   first); then per layer K and V rows [n_past][row bytes of kv_type].
+ *   first), with flag 0 its grammar's count (u32) and the ids its grammar
+ *   accepted since its start (i32, in order: replayed, they rebuild the
+ *   grammar's state); then per layer K and V rows [n_past][row bytes of
+ *   kv_type].
  *
  * Loading validates everything (the header against the session, then the
  * payload's checksum and contents) before the session or the sampler is
@@ -46,6 +50,7 @@
 #define STATE_HEADER 112u
 #define STATE_HEADER_SUMMED 104u /* the bytes the header checksum covers */
 #define STATE_SAMPLER_FIXED 36u  /* random stream and history count */
+#define STATE_FLAG_GRAMMAR 1u    /* flags: the sampler's part has grammar tokens */
 #define STATE_SAMPLE 64u         /* bytes of a tensor's data the model hash takes, per place */
 
 /* ---- The model's hash ---- */
@@ -105,7 +110,10 @@ static size_t row_bytes(const glesc_session *s)
 
 static size_t sampler_bytes(const glesc_sampler *smp)
 {
-    return smp ? STATE_SAMPLER_FIXED + 4 * (size_t)llm_sampler_n_history(smp) : 0;
+    if (!smp)
+        return 0;
+    size_t n = STATE_SAMPLER_FIXED + 4 * (size_t)llm_sampler_n_history(smp);
+    return llm_sampler_has_grammar(smp) ? n + 4 + 4 * llm_sampler_grammar_n(smp) : n;
 }
 
 /* The payload's bytes (overflow: SIZE_MAX). */
@@ -240,6 +248,7 @@ GLESC_API glesc_status glesc_session_state_save(glesc_session *s, const glesc_sa
     core_put_le32(h + 68, (uint32_t)s->n_past);
     core_put_le32(h + 72, (uint32_t)n_tokens);
     core_put_le32(h + 76, s->has_logits ? (uint32_t)hp->n_vocab : 0);
+    core_put_le32(h + 80, smp && llm_sampler_has_grammar(smp) ? STATE_FLAG_GRAMMAR : 0);
     core_put_le32(h + 84, (uint32_t)sampler_bytes(smp));
     core_put_le64(h + 88, need - STATE_HEADER);
     for (size_t i = 0; i < n_tokens; i++, p += 4)
@@ -254,6 +263,14 @@ GLESC_API glesc_status glesc_session_state_save(glesc_session *s, const glesc_sa
         p += 4;
         for (int32_t i = 0; i < n; i++, p += 4)
             core_put_le32(p, (uint32_t)llm_sampler_history_at(smp, i));
+        if (llm_sampler_has_grammar(smp)) {
+            size_t ng = llm_sampler_grammar_n(smp);
+            const int32_t *gt = llm_sampler_grammar_tokens(smp);
+            core_put_le32(p, (uint32_t)ng);
+            p += 4;
+            for (size_t i = 0; i < ng; i++, p += 4)
+                core_put_le32(p, (uint32_t)gt[i]);
+        }
     }
     glesc_status st = s->n_past ? cache_read(s, p) : GLESC_OK;
     if (st != GLESC_OK)
@@ -338,6 +355,7 @@ typedef struct state_info {
     const char *name; /* the file, or "state buffer" */
     int32_t n_past, n_tokens, n_vocab;
     size_t sampler, payload;
+    bool grammar; /* the sampler's part ends in grammar tokens */
     uint64_t checksum;
 } state_info;
 
@@ -443,9 +461,15 @@ static glesc_status check_header(const glesc_session *s, const uint8_t *h, uint6
     if (n_vocab != 0 && n_vocab != (uint64_t)hp->n_vocab)
         return bad(si, "a logits row of %u (offset 76), the model's vocabulary has %lld", n_vocab,
                    (long long)hp->n_vocab);
-    if (core_le32(h + 80) != 0)
-        return bad(si, "flags 0x%x (offset 80): no flags are defined", core_le32(h + 80));
+    uint32_t flags = core_le32(h + 80);
+    if (flags & ~STATE_FLAG_GRAMMAR)
+        return bad(si, "flags 0x%x (offset 80): only bit 0 (grammar tokens) is defined", flags);
     uint32_t smp = core_le32(h + 84);
+    if ((flags & STATE_FLAG_GRAMMAR) && smp < STATE_SAMPLER_FIXED + 4)
+        return bad(si,
+                   "flags 0x%x (offset 80) say grammar tokens follow, the sampler state has "
+                   "%u bytes (offset 84)",
+                   flags, smp);
     if (smp != 0 && (smp < STATE_SAMPLER_FIXED || (smp - STATE_SAMPLER_FIXED) % 4 ||
                      (smp - STATE_SAMPLER_FIXED) / 4 > INT32_MAX))
         return bad(si, "sampler state of %u bytes (offset 84) is not 36 + 4 per token", smp);
@@ -462,6 +486,7 @@ static glesc_status check_header(const glesc_session *s, const uint8_t *h, uint6
     si->n_tokens = (int32_t)n_tokens;
     si->n_vocab = (int32_t)n_vocab;
     si->sampler = smp;
+    si->grammar = (flags & STATE_FLAG_GRAMMAR) != 0;
     si->payload = (size_t)payload;
     si->checksum = core_le64(h + 96);
     return GLESC_OK;
@@ -495,15 +520,23 @@ static glesc_status check_payload(const glesc_session *s, const uint8_t *p, cons
     if (!any)
         return bad(si, "the sampler's random state (offset %zu) is all zeros", STATE_HEADER + off);
     uint32_t n = core_le32(p + off + 32);
-    if ((size_t)n != (si->sampler - STATE_SAMPLER_FIXED) / 4)
+    size_t ids = (si->sampler - STATE_SAMPLER_FIXED) / 4; /* history and grammar ids, counts */
+    if (si->grammar ? (size_t)n > ids - 1 : (size_t)n != ids)
         return bad(si, "the sampler's history count %u (offset %zu) does not match its %zu bytes",
                    n, STATE_HEADER + off + 32, si->sampler);
     off += STATE_SAMPLER_FIXED;
-    for (uint32_t i = 0; i < n; i++, off += 4) {
+    uint32_t ng = 0;
+    if (si->grammar && (ng = core_le32(p + off + 4 * (size_t)n)) != ids - 1 - n)
+        return bad(si,
+                   "the grammar's token count %u (offset %zu) does not match the sampler's %zu "
+                   "bytes",
+                   ng, STATE_HEADER + off + 4 * (size_t)n, si->sampler);
+    for (uint32_t i = 0; i < n + (si->grammar ? 1 + ng : 0); i++, off += 4) {
         int32_t t = (int32_t)core_le32(p + off);
-        if (t < 0 || t >= n_vocab)
-            return bad(si, "sampler history token %u (offset %zu) is %d, outside the vocabulary", i,
-                       STATE_HEADER + off, (int)t);
+        if (i != n && (t < 0 || t >= n_vocab))
+            return bad(si, "sampler %s token %u (offset %zu) is %d, outside the vocabulary",
+                       i < n ? "history" : "grammar", i < n ? i : i - n - 1, STATE_HEADER + off,
+                       (int)t);
     }
     return GLESC_OK;
 }
@@ -528,6 +561,24 @@ static glesc_status apply(glesc_session *s, glesc_sampler *smp, const uint8_t *p
         return core_err_set(NULL, GLESC_ERROR_LIMIT,
                             "%s: the state holds %d tokens, tokens_out has room for %zu", si->name,
                             (int)si->n_tokens, capacity);
+    const uint8_t *smp_part = p + 4 * ((size_t)si->n_tokens + (size_t)si->n_vocab);
+    int32_t *gtoks = NULL;
+    size_t ng = 0;
+    if (smp && si->sampler && si->grammar && llm_sampler_has_grammar(smp)) {
+        size_t at = STATE_SAMPLER_FIXED + 4 * (size_t)core_le32(smp_part + 32);
+        ng = core_le32(smp_part + at);
+        if (!(gtoks = core_calloc(ng ? ng : 1, sizeof *gtoks)))
+            return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: grammar tokens", si->name);
+        for (size_t i = 0; i < ng; i++)
+            gtoks[i] = (int32_t)core_le32(smp_part + at + 4 + 4 * i);
+        if (!llm_sampler_grammar_replays(smp, gtoks, ng)) {
+            core_free(gtoks);
+            return core_err_set(NULL, GLESC_ERROR_STATE,
+                                "%s: the sampler's grammar does not accept the %zu grammar tokens "
+                                "saved (another grammar?)",
+                                si->name, ng);
+        }
+    }
     empty_for_fill(s);
     for (int32_t i = 0; tokens_out && i < si->n_tokens; i++)
         tokens_out[i] = (int32_t)core_le32(p + 4 * (size_t)i);
@@ -540,6 +591,7 @@ static glesc_status apply(glesc_session *s, glesc_sampler *smp, const uint8_t *p
     p += si->sampler;
     glesc_status st = si->n_past ? cache_fill(s, NULL, p, si->n_past) : GLESC_OK;
     if (st != GLESC_OK) {
+        core_free(gtoks);
         core_err_prefix(NULL, "%s", si->name);
         return st;
     }
@@ -554,8 +606,11 @@ static glesc_status apply(glesc_session *s, glesc_sampler *smp, const uint8_t *p
         llm_sampler_restore(smp, &rng);
         uint32_t n = core_le32(sampler + 32);
         for (uint32_t i = 0; i < n; i++)
-            glesc_sampler_accept(smp, (int32_t)core_le32(sampler + STATE_SAMPLER_FIXED + 4 * i));
+            llm_sampler_record(smp, (int32_t)core_le32(sampler + STATE_SAMPLER_FIXED + 4 * i));
+        /* the grammar as saved; without its tokens, at its start */
+        llm_sampler_grammar_replay(smp, gtoks, ng);
     }
+    core_free(gtoks);
     return GLESC_OK;
 }
 

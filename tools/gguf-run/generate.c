@@ -106,7 +106,7 @@ int eval_prompt(run *r, const int32_t *ids, size_t n)
                 es.kernels, es.dispatches);
     }
     for (size_t i = 0; i < n; i++)
-        glesc_sampler_accept(r->smp, ids[i]);
+        glesc_sampler_accept_prompt(r->smp, ids[i]);
     return rc;
 }
 

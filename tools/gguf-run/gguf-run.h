@@ -9,7 +9,8 @@
  * context, model, session and sampler), generate.c (evaluating the prompt,
  * and the callbacks through which glesc_generate and glesc_chat_send stream
  * the text), chat.c (the multi-turn conversation on stdin over glesc_chat),
- * output.c (the --json object and the summary line), prompt_cache.c
+ * output.c (the --json object and the summary line), sampling.c (the
+ * sampler's chain and grammar from the flags), prompt_cache.c
  * (--prompt-cache: the session's state saved after the prompt and loaded
  * by the next run whose prompt starts the same). Sampling, the
  * streaming detokenizer, end-of-generation handling and the chat's cache
@@ -53,6 +54,11 @@ typedef struct options {
     glesc_dtype kv_type;
     glesc_sampler_params sp;
     int seed_given;
+    float typical;          /* --typical (1: off) */
+    glesc_logit_bias *bias; /* --logit-bias, malloc'ed */
+    size_t n_bias;
+    const char *grammar, *grammar_file, *json_schema, *json_schema_file;
+    char *grammar_text; /* the GBNF to constrain sampling with (malloc'ed), or NULL */
 } options;
 
 /* A growable byte or id buffer (aborting on out-of-memory would hide the
@@ -106,6 +112,16 @@ int options_parse(int argc, char **argv, options *o);
 size_t process_escapes(char *s, size_t n);
 /* "1,403, 407" → ids (malloc'ed); NULL (message printed) on a bad list. */
 int32_t *parse_ids(const char *s, size_t *n_out);
+
+/* ---- sampling.c ---- */
+/* --logit-bias TOKEN(+|-)BIAS appended to o->bias; 0, or 2 after a message. */
+int sampling_parse_bias(options *o, const char *v);
+/* The grammar options into o->grammar_text (schemas converted, grammars
+ * checked); -1 to go on, 2 after a message. */
+int sampling_prepare(options *o);
+/* r->smp from the options (the chain and the grammar); 0, or the exit
+ * status after a message. */
+int sampling_create(run *r);
 
 /* ---- generate.c ---- */
 void buf_add(buf *b, const void *p, size_t n);

@@ -139,11 +139,9 @@ static int open_model(run *r, const char *path)
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
         return 1;
     }
-    glesc_sampler_params sp = o->sp;
-    if (glesc_sampler_create(&sp, r->n_vocab_tok, &r->smp) != GLESC_OK) {
-        fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
-        return 2;
-    }
+    int rc = sampling_create(r);
+    if (rc)
+        return rc;
     r->logits = malloc((size_t)r->n_vocab_model * sizeof *r->logits);
     if (!r->logits) {
         fprintf(stderr, "gguf-run: out of memory\n");
@@ -162,7 +160,7 @@ static int open_model(run *r, const char *path)
                 (int)glesc_session_n_ctx(r->sess), glesc_dtype_name(o->kv_type), c->renderer,
                 c->version, glesc_platform_name(c->platform),
                 c->software ? ", software renderer: runs on the CPU" : "",
-                (unsigned long long)sp.seed);
+                (unsigned long long)o->sp.seed);
         glesc_memory_stats ms;
         glesc_context_memory(r->ctx, &ms);
         uint64_t kv = glesc_session_kv_bytes(r->sess);
@@ -416,6 +414,8 @@ done:
     r.logits_out = NULL;
     close_run(&r);
     free(text);
+    free(o.grammar_text);
+    free(o.bias);
     if (demo_path[0])
         unlink(demo_path);
     return out_finish(rc);

@@ -50,10 +50,20 @@ static void usage(FILE *out)
             "  --min-p P              min-p (0.05; 0 = off)\n"
             "  --repeat-penalty F     repetition penalty (1.0 = off)\n"
             "  --repeat-last-n N      tokens the penalty looks back at (64)\n"
+            "  --typical P            locally typical sampling (1.0 = off)\n"
+            "  --logit-bias T(+|-)B   add B to token T's logit (e.g. 15043+1, 2-inf);\n"
+            "                         repeat for more tokens\n"
             "  -s, --seed N           random seed (default: from the clock)\n"
             "  --ignore-eos           keep generating after an end-of-generation token\n"
+            "  --grammar TEXT         constrain the output to a GBNF grammar (llama.cpp's\n"
+            "                         format, start rule root; docs/sampling.md)\n"
+            "  --grammar-file FILE    the same, from a file\n"
+            "  -j, --json-schema TEXT constrain the output to JSON valid for a JSON schema\n"
+            "                         (a subset: docs/sampling.md)\n"
+            "  --json-schema-file FILE the same, from a file\n"
             "  --kv-type f32|f16      KV cache type (f32)\n"
-            "\n"
+            "\n");
+    fprintf(out,
             "Chat:\n"
             "  -i, --interactive, --chat\n"
             "                         multi-turn chat on stdin with the model's template\n"
@@ -234,6 +244,13 @@ static bool takes_value(const char *a)
         "--min-p",
         "--repeat-penalty",
         "--repeat-last-n",
+        "--typical",
+        "--logit-bias",
+        "--grammar",
+        "--grammar-file",
+        "-j",
+        "--json-schema",
+        "--json-schema-file",
         "-s",
         "--seed",
         "--system",
@@ -294,6 +311,19 @@ static int parse_value(options *o, const char *a, const char *v)
         if (tool_parse_long("gguf-run", a, v, 0, 1 << 20, &x))
             return 2;
         o->sp.repeat_last_n = (int32_t)x;
+    } else if (IS("--typical")) {
+        if (tool_parse_float("gguf-run", a, v, &o->typical))
+            return 2;
+    } else if (IS("--logit-bias")) {
+        return sampling_parse_bias(o, v);
+    } else if (IS("--grammar")) {
+        o->grammar = v;
+    } else if (IS("--grammar-file")) {
+        o->grammar_file = v;
+    } else if (IS("-j") || IS("--json-schema")) {
+        o->json_schema = v;
+    } else if (IS("--json-schema-file")) {
+        o->json_schema_file = v;
     } else if (IS("-s") || IS("--seed")) {
         char *end;
         errno = 0;
@@ -361,13 +391,18 @@ static int options_check(options *o)
         fprintf(stderr, "gguf-run: --prompt-cache-ro needs --prompt-cache FILE\n");
         return 2;
     }
-    return -1;
+    if (!(o->typical > 0.0f && o->typical <= 1.0f)) {
+        fprintf(stderr, "gguf-run: --typical %g must be in (0, 1] (1 = off)\n", o->typical);
+        return 2;
+    }
+    return sampling_prepare(o);
 }
 
 int options_parse(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
     o->n_predict = -1;
+    o->typical = 1.0f;
     glesc_sampler_params_default(&o->sp);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -64,7 +64,7 @@ size_t prompt_cache_load(run *r, const int32_t *ids, size_t n)
         k--;
     glesc_session_truncate(r->sess, (int32_t)k);
     for (size_t i = 0; i < k; i++)
-        glesc_sampler_accept(r->smp, ids[i]);
+        glesc_sampler_accept_prompt(r->smp, ids[i]);
     r->cache_ms = ms_since(&t0);
     r->prompt_ms += r->cache_ms;
     r->cached_tokens = k;
