@@ -1,7 +1,8 @@
 // openai_client.mjs — glesc-server as the official OpenAI client for Node.js
 // sees it (node --test; the server's URL in GLESC_SERVER_URL, key
 // "test-key"): a streamed chat completion, a whole one, a text completion,
-// response_format, and errors raised as the client's error classes.
+// response_format json_schema (the answer parses), and errors raised as the
+// client's error classes.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import OpenAI from "openai";
@@ -62,26 +63,44 @@ test("a text completion with a seed", async () => {
   assert.equal(a.choices[0].text, b.choices[0].text);
 });
 
-test("response_format json_schema", async () => {
-  const request = {
-    model: "tiny",
-    messages: [{ role: "user", content: "A person as JSON." }],
-    max_tokens: 64,
-    response_format: {
-      type: "json_schema",
-      json_schema: {
-        name: "person",
-        schema: {
-          type: "object",
-          properties: { name: { type: "string" }, age: { type: "integer" } },
-          required: ["name", "age"],
+test("response_format json_schema: the answer parses and follows the schema", async () => {
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "A color as JSON." }],
+      max_tokens: 180,
+      seed,
+      response_format: {
+        type: "json_schema",
+        json_schema: {
+          name: "color",
+          schema: {
+            type: "object",
+            properties: { color: { enum: ["red", "green", "blue"] }, ok: { type: "boolean" } },
+            required: ["color", "ok"],
+          },
         },
       },
+    });
+    assert.equal(r.choices[0].finish_reason, "stop");
+    const o = JSON.parse(r.choices[0].message.content);
+    assert.ok(["red", "green", "blue"].includes(o.color), JSON.stringify(o));
+    assert.equal(typeof o.ok, "boolean");
+  }
+});
+
+test("a schema keyword the grammar lacks is a 400 naming it", async () => {
+  const request = {
+    model: "tiny",
+    messages: [{ role: "user", content: "x" }],
+    response_format: {
+      type: "json_schema",
+      json_schema: { name: "s", schema: { type: "string", pattern: "a+" } },
     },
   };
   await assert.rejects(client.chat.completions.create(request), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError, String(e));
-    assert.match(e.message, /not supported by this build yet/);
+    assert.match(e.message, /pattern/);
     return true;
   });
 });

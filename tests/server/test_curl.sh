@@ -75,6 +75,32 @@ post /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"tempe
 check "completion: a stop string ends the text before it" py "$TMP/c3" \
     "d['choices'][0]['text'] == json.load(open('$TMP/c1'))['choices'][0]['text'].split($stop)[0]"
 
+# ---- response_format through the grammar sampler; logit_bias
+schema='{"type":"object","properties":{"color":{"enum":["red","green","blue"]},
+    "ok":{"type":"boolean"}},"required":["color","ok"]}'
+for seed in 1 2 3; do
+    post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"JSON\"}],
+        \"max_tokens\":300,\"seed\":$seed,\"response_format\":{\"type\":\"json_schema\",
+        \"json_schema\":{\"name\":\"c\",\"schema\":$schema}}}" "$TMP/js" >/dev/null
+    check "json_schema (seed $seed): the answer parses and follows the schema" py "$TMP/js" \
+        'd["choices"][0]["finish_reason"] == "stop" and
+         (lambda o: o["color"] in ("red", "green", "blue") and isinstance(o["ok"], bool))(
+             json.loads(d["choices"][0]["message"]["content"]))'
+done
+s=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"JSON"}],"max_tokens":40,
+    "response_format":{"type":"json_object"}}' "$TMP/jo")
+check "json_object: 200" status_is "$s" 200
+check "json_object: the answer starts an object" py "$TMP/jo" \
+    'd["choices"][0]["message"]["content"].lstrip().startswith("{")'
+# token 68 is the byte "A" (<0x41>) of the vocabulary: +100 makes every pick
+post /v1/completions '{"prompt":"Once","max_tokens":5,"temperature":0,"logit_bias":{"68":100}}' \
+    "$TMP/lb" >/dev/null
+check "logit_bias +100: that token every time" py "$TMP/lb" 'd["choices"][0]["text"] == "AAAAA"'
+post /v1/completions '{"prompt":"Once","max_tokens":5,"temperature":1,"seed":5,
+    "logit_bias":{"68":100}}' "$TMP/lb" >/dev/null
+check "logit_bias +100 with sampling: that token every time" py "$TMP/lb" \
+    'd["choices"][0]["text"] == "AAAAA"'
+
 # ---- a chat's next turn reuses the slot's KV prefix
 post /v1/chat/completions '{"messages":[{"role":"user","content":"Tell me a story"}],
     "max_tokens":10,"temperature":0}' "$TMP/t1" >/dev/null
@@ -102,8 +128,10 @@ err "no messages" 400 /v1/chat/completions '{"messages":[]}' "${A[@]}"
 err "max_tokens over the limit" 400 /v1/completions '{"prompt":"a","max_tokens":100000}' "${A[@]}"
 err "a prompt longer than a slot" 400 /v1/completions \
     "{\"prompt\":[$(printf '1,%.0s' $(seq 2100))1]}" "${A[@]}"
-err "json_schema without the grammar sampler" 400 /v1/chat/completions \
-    '{"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}}' "${A[@]}"
+err "a json_schema keyword the grammar lacks" 400 /v1/chat/completions \
+    '{"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_schema",
+      "json_schema":{"schema":{"type":"string","pattern":"a+"}}}}' "${A[@]}"
+check "the schema's error names the keyword" py "$TMP/e" '"pattern" in d["error"]["message"]'
 err "no key" 401 /v1/chat/completions '{"messages":[{"role":"user","content":"a"}]}'
 err "a wrong key" 401 /v1/models '' -H "Authorization: Bearer nope" -X GET
 err "no such endpoint" 404 /v1/nothing '{}' "${A[@]}"

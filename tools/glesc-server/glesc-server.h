@@ -151,6 +151,7 @@ typedef struct srv_job {
     int32_t *prompt; /* tokens (glesc_tokens_free) */
     size_t n_prompt;
     int32_t max_tokens; /* resolved: at most the slot's free context */
+    char *gbnf;         /* response_format's grammar (glesc_text_free), or NULL */
     char id[48];
     long long created;
     uint64_t t_submit_ns;

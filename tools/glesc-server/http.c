@@ -253,15 +253,18 @@ static int job_tokens(srv *s, srv_job *j, srv_error *e)
 }
 
 /* Checks what only the model can say: the prompt's length, the tokens to
- * generate, features of this build. 0, or -1 with *e. */
+ * generate; turns response_format's schema into a grammar (an unsupported
+ * keyword is a 400 naming it). 0, or -1 with *e. */
 static int job_check(srv *s, srv_job *j, srv_error *e)
 {
-    if (j->req.format != SRV_FORMAT_TEXT) {
-        srv_error_set(e, 400, "invalid_request_error", "response_format",
-                      "response_format %s is not supported by this build yet (it needs the "
-                      "grammar sampler)",
-                      j->req.format == SRV_FORMAT_JSON_OBJECT ? "json_object" : "json_schema");
-        return -1;
+    if (j->req.format != SRV_FORMAT_TEXT) { /* JSON through the grammar sampler */
+        const char *schema =
+            j->req.format == SRV_FORMAT_JSON_SCHEMA ? j->req.schema : "{\"type\":\"object\"}";
+        if (glesc_json_schema_to_grammar(schema, strlen(schema), &j->gbnf) != GLESC_OK) {
+            srv_error_set(e, 400, "invalid_request_error", "response_format", "response_format: %s",
+                          glesc_last_errmsg());
+            return -1;
+        }
     }
     if (j->n_prompt == 0) {
         srv_error_set(e, 400, "invalid_request_error", "prompt", "the prompt is empty");

@@ -103,6 +103,54 @@ static void slot_fail(srv *s, srv_slot *sl, const char *what, glesc_status st)
     slot_end(s, sl, NULL, &e);
 }
 
+/* j's sampler: llama.cpp's default chain from its parameters, with
+ * logit_bias first (a chain of its own, in the same order) and
+ * response_format's grammar last. */
+static glesc_status job_sampler(const srv *s, const srv_job *j, uint64_t seed, glesc_sampler **out)
+{
+    const glesc_sampler_params *p = &j->req.sp;
+    glesc_sampler *smp = NULL;
+    glesc_status st;
+    if (!j->req.n_bias) {
+        glesc_sampler_params sp = *p;
+        sp.seed = seed;
+        st = glesc_sampler_create(&sp, s->n_vocab_tok, &smp);
+    } else {
+        glesc_logit_bias *b = malloc(j->req.n_bias * sizeof *b);
+        st = b ? glesc_sampler_chain_create(s->n_vocab_tok, seed, &smp) : GLESC_ERROR_OUT_OF_MEMORY;
+        for (size_t i = 0; b && i < j->req.n_bias; i++)
+            b[i] = (glesc_logit_bias){
+                j->req.bias[i].id, j->req.bias[i].bias <= -100 ? -INFINITY : j->req.bias[i].bias};
+        if (st == GLESC_OK)
+            st = glesc_sampler_add_logit_bias(smp, b, j->req.n_bias);
+        free(b);
+        if (st == GLESC_OK && p->repeat_penalty != 1.0f)
+            st = glesc_sampler_add_penalty(smp, p->repeat_penalty, p->repeat_last_n);
+        if (st == GLESC_OK && p->temperature <= 0) {
+            st = glesc_sampler_add_greedy(smp);
+        } else {
+            if (st == GLESC_OK && p->top_k > 0)
+                st = glesc_sampler_add_top_k(smp, p->top_k);
+            if (st == GLESC_OK && p->top_p < 1)
+                st = glesc_sampler_add_top_p(smp, p->top_p);
+            if (st == GLESC_OK && p->min_p > 0)
+                st = glesc_sampler_add_min_p(smp, p->min_p);
+            if (st == GLESC_OK)
+                st = glesc_sampler_add_temperature(smp, p->temperature);
+            if (st == GLESC_OK)
+                st = glesc_sampler_add_dist(smp);
+        }
+    }
+    if (st == GLESC_OK && j->gbnf)
+        st = glesc_sampler_add_grammar(smp, s->tok, j->gbnf, NULL);
+    if (st != GLESC_OK) {
+        glesc_sampler_destroy(smp);
+        return st;
+    }
+    *out = smp;
+    return GLESC_OK;
+}
+
 void slot_assign(srv *s, srv_slot *sl, srv_job *j)
 {
     size_t p = slot_prefix(sl, j->prompt, j->n_prompt);
@@ -122,21 +170,21 @@ void slot_assign(srv *s, srv_slot *sl, srv_job *j)
     sl->gen.len = 0;
     sl->sent = 0;
     j->n_cached = p;
-    glesc_sampler_params sp = j->req.sp;
-    if (!j->req.seed_given)
-        sp.seed = now_ns() ^ (uint64_t)(sl->index + 1) * 0x9e3779b97f4a7c15ull;
+    uint64_t seed = j->req.seed_given
+                        ? j->req.sp.seed
+                        : now_ns() ^ (uint64_t)(sl->index + 1) * 0x9e3779b97f4a7c15ull;
     glesc_sampler_destroy(sl->smp);
     sl->smp = NULL;
-    if (glesc_sampler_create(&sp, s->n_vocab_tok, &sl->smp) != GLESC_OK) {
+    if (job_sampler(s, j, seed, &sl->smp) != GLESC_OK) {
         srv_error e;
         srv_error_set(&e, 400, "invalid_request_error", NULL, "%s", glesc_last_errmsg());
         slot_end(s, sl, NULL, &e);
         return;
     }
-    size_t from =
-        j->n_prompt > (size_t)sp.repeat_last_n ? j->n_prompt - (size_t)sp.repeat_last_n : 0;
+    int32_t last_n = j->req.sp.repeat_last_n;
+    size_t from = j->n_prompt > (size_t)last_n ? j->n_prompt - (size_t)last_n : 0;
     for (size_t i = from; i < j->n_prompt; i++)
-        glesc_sampler_accept(sl->smp, j->prompt[i]);
+        glesc_sampler_accept_prompt(sl->smp, j->prompt[i]);
     glesc_decoder_reset(sl->dec);
     atomic_fetch_add(&s->metrics.prompt_tokens, j->n_prompt);
     atomic_fetch_add(&s->metrics.cached_tokens, p);
@@ -242,18 +290,13 @@ static void token_emit(srv *s, srv_slot *sl, int32_t id)
         sl->pending = id;
 }
 
-/* Samples a token from sl->logits (logit_bias added first) and hands it on. */
+/* Samples a token from sl->logits and hands it on. */
 static void sample_emit(srv *s, srv_slot *sl)
 {
     srv_job *j = sl->job;
     if (j->n_generated >= j->max_tokens) {
         finish_gen(s, sl, "length");
         return;
-    }
-    for (size_t i = 0; i < j->req.n_bias; i++) {
-        const srv_bias *b = &j->req.bias[i];
-        if (b->id < s->n_vocab_model)
-            sl->logits[b->id] = b->bias <= -100 ? -INFINITY : sl->logits[b->id] + b->bias;
     }
     token_emit(s, sl, glesc_sampler_sample(sl->smp, sl->logits));
 }
@@ -319,7 +362,7 @@ bool slot_greedy_ready(const srv_slot *sl)
         return false;
     const glesc_sampler_params *p = &j->req.sp;
     return (p->temperature <= 0 || p->top_k == 1) && p->repeat_penalty == 1.0f &&
-           j->req.n_bias == 0;
+           j->req.n_bias == 0 && !j->gbnf;
 }
 
 void slot_greedy_submit(srv *s, srv_slot *sl)

@@ -40,6 +40,7 @@ void job_unref(srv_job *j)
         return;
     request_free(&j->req);
     glesc_tokens_free(j->prompt);
+    glesc_text_free(j->gbnf);
     buf_free(&j->text);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
