@@ -122,7 +122,7 @@ static bool client_gone(struct MHD_Connection *mc)
     return (p.revents & POLLIN) && recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-/* Waits (under j->mu) until ready() or the job ends; false when the client
+/* Waits (under j->mu) for text (want_text) or the job's end; false when the client
  * went away first (the job is then cancelled). */
 static bool job_wait(srv_job *j, struct MHD_Connection *mc, bool want_text)
 {

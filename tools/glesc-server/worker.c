@@ -214,8 +214,10 @@ static int busy_slots(const srv *s)
     return n;
 }
 
-/* Moves queued jobs into idle slots; refuses them when stopping. Under s->mu. */
-static void assign_jobs(srv *s)
+/* Moves queued jobs into idle slots (reserved: the slot's job is set, the
+ * work of starting it is slot_assign's, outside the lock), appending those
+ * slots to fresh[*n]; refuses queued jobs when stopping. Under s->mu. */
+static void assign_jobs(srv *s, srv_slot **fresh, int *n)
 {
     srv_error e;
     while (s->q_len) {
@@ -233,9 +235,8 @@ static void assign_jobs(srv *s)
         if (!sl)
             break;
         queue_pop(s);
-        slot_assign(s, sl, j);
-        if (!sl->job) /* refused at once (its sampler) */
-            s->n_jobs--;
+        sl->job = j;
+        fresh[(*n)++] = sl;
     }
 }
 
@@ -300,8 +301,8 @@ static void *worker_main(void *arg)
     srv *s = arg;
     int rc = worker_load(s);
     pthread_mutex_lock(&s->mu);
+    s->created = (long long)time(NULL); /* before the state: HTTP threads read it after */
     atomic_store(&s->state, rc ? SRV_FAILED : SRV_READY);
-    s->created = (long long)time(NULL);
     pthread_cond_broadcast(&s->ready_cv);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
@@ -310,23 +311,31 @@ static void *worker_main(void *arg)
         return NULL;
     }
     memory_snapshot(s);
-    for (;;) {
+    srv_slot **fresh = calloc((size_t)s->n_slots, sizeof *fresh);
+    for (bool run = fresh != NULL; run;) {
+        int n_fresh = 0;
         pthread_mutex_lock(&s->mu);
-        assign_jobs(s);
+        assign_jobs(s, fresh, &n_fresh);
         int busy = busy_slots(s);
         while (!busy && !s->q_len && !s->stopping) {
             pthread_cond_wait(&s->cv, &s->mu);
-            assign_jobs(s);
+            assign_jobs(s, fresh, &n_fresh);
             busy = busy_slots(s);
         }
         bool now = s->stop_now;
+        run = busy || !s->stopping;
         pthread_mutex_unlock(&s->mu);
         atomic_store(&s->metrics.slots_busy, busy);
-        if (!busy && s->stopping)
+        for (int i = 0; i < n_fresh; i++) {
+            slot_assign(s, fresh[i], fresh[i]->job);
+            slot_done(s, fresh[i]); /* refused at once (its sampler) */
+        }
+        if (!run)
             break;
         worker_round(s, now);
         atomic_store(&s->metrics.slots_busy, busy_slots(s));
     }
+    free(fresh);
     atomic_store(&s->metrics.slots_busy, 0);
     worker_unload(s);
     atomic_store(&s->exited, true);
