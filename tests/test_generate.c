@@ -587,3 +587,45 @@ Test(generate, after_a_first_use_no_batch_length_compiles_on_llvmpipe)
     free(a);
     glesc_session_destroy(s);
 }
+
+static bool append_piece(void *user, int32_t id, const char *piece, size_t len)
+{
+    (void)id;
+    seen *w = user;
+    if (w->text_len + len < sizeof w->text) {
+        memcpy(w->text + w->text_len, piece, len);
+        w->text_len += len;
+    }
+    return false; /* go on */
+}
+
+/* A grammar makes a greedy sampler's generation read the rows back (the
+ * pipelined path picks on the GPU and could not be constrained): the text
+ * follows the grammar and ends at EOS where it is complete; and a prompt
+ * accepted through glesc_generate does not advance the grammar. */
+Test(generate, a_grammar_takes_the_host_path)
+{
+    const glesc_tokenizer *tok = glesc_model_tokenizer(model);
+    glesc_sampler *smp = sampler(model, true, 0);
+    cr_assert_eq(glesc_sampler_add_grammar(smp, tok, "root ::= \"(\" [a-z]{2,5} \")\"", NULL),
+                 GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_session *s;
+    cr_assert_eq(glesc_session_create(model, NULL, &s), GLESC_OK);
+    int32_t ids[4] = {1, 40, 41, 42};
+    glesc_generate_params gp;
+    glesc_generate_params_init(&gp);
+    gp.n_predict = 20;
+    seen w = {.s = s};
+    gp.on_token = append_piece;
+    gp.token_user = &w;
+    glesc_generate_result res;
+    cr_assert_eq(glesc_generate(s, smp, ids, 4, &gp, &res), GLESC_OK, "%s", glesc_last_errmsg());
+    w.text[w.text_len] = 0;
+    cr_expect_eq(res.stop, GLESC_STOP_EOS, "text '%s'", w.text);
+    size_t n = strlen(w.text);
+    cr_expect(n >= 4 && n <= 7 && w.text[0] == '(' && w.text[n - 1] == ')', "text '%s'", w.text);
+    for (size_t i = 1; i + 1 < n; i++)
+        cr_expect(w.text[i] >= 'a' && w.text[i] <= 'z', "text '%s'", w.text);
+    glesc_session_destroy(s);
+    glesc_sampler_destroy(smp);
+}

@@ -279,6 +279,10 @@ Test(grammar, json_schema_errors_name_keyword_and_path)
     schema_refused("{\"type\": ", "json schema: not JSON at byte");
     schema_refused("{} x", "not JSON");
     schema_refused("[1]", "#: a schema must be an object or a boolean");
+    /* fuzz_json_schema: json-c passes a string's invalid UTF-8 on, and the
+     * grammar written from it did not parse */
+    schema_refused("{\"enum\": [\"us\xffr\"]}", "json schema: not UTF-8 at byte 13");
+    schema_refused("{\"const\": \"\xed\xa0\x80\"}", "not UTF-8 at byte 11"); /* a surrogate */
 }
 
 /* ---- Sampling with a grammar ---- */
@@ -516,4 +520,76 @@ Test(grammar, add_grammar_refusals)
     cr_expect_eq(glesc_sampler_add_grammar(s, tok, "root ::= \"x\"\n", NULL), GLESC_ERROR_STATE);
     glesc_sampler_destroy(s);
     glesc_tokenizer_destroy(tok);
+}
+
+/* The shared filter against one token at a time: at every state of a
+ * random walk through a grammar, the tokens gmatch_filter allows are
+ * exactly those that gmatch_accept_token takes on a copy of the state. */
+Test(grammar, filter_equals_accepting_each_token)
+{
+    glesc_tokenizer *tok = synth_tokenizer();
+    int32_t V = glesc_tokenizer_n_vocab(tok);
+    gvocab *v;
+    cr_assert_eq(gvocab_create(tok, &v), GLESC_OK);
+    int32_t *ids = malloc((size_t)V * sizeof *ids);
+    bool *ok = malloc((size_t)V);
+    for (int32_t i = 0; i < V; i++)
+        ids[i] = i;
+    const char *grammars[] = {json_gbnf, chess, "root ::= [^\\x00-\\x7F]{1,3} [é-ü] \"x\"\n"};
+    for (size_t k = 0; k < sizeof grammars / sizeof *grammars; k++) {
+        llm_grammar *g = parse(grammars[k]);
+        gmatch *m, *c;
+        cr_assert_eq(gmatch_create(g, &m), GLESC_OK);
+        cr_assert_eq(gmatch_create(g, &c), GLESC_OK);
+        uint32_t seed = 11 + (uint32_t)k;
+        for (int step = 0; step < 40; step++) {
+            gmatch_filter(m, v, ids, (size_t)V, ok);
+            int32_t allowed[512];
+            int n_allowed = 0;
+            for (int32_t t = 0; t < V; t++) {
+                cr_assert_eq(gmatch_copy(c, m), GLESC_OK);
+                bool takes = gmatch_accept_token(c, v, t);
+                cr_assert_eq(ok[t], takes, "grammar %zu step %d token %d: filter %d, accept %d", k,
+                             step, (int)t, ok[t], takes);
+                if (takes && !glesc_tokenizer_is_eog(tok, t) && n_allowed < 512)
+                    allowed[n_allowed++] = t;
+            }
+            if (n_allowed == 0)
+                break;
+            seed = seed * 1664525u + 1013904223u;
+            cr_assert(gmatch_accept_token(m, v, allowed[(seed >> 8) % (uint32_t)n_allowed]));
+        }
+        gmatch_destroy(c);
+        gmatch_destroy(m);
+        llm_grammar_destroy(g);
+    }
+    free(ids);
+    free(ok);
+    gvocab_destroy(v);
+    glesc_tokenizer_destroy(tok);
+}
+
+/* Fuzzing found (slow unit): an ambiguous grammar whose every character
+ * may open another nesting level grows a stack per character, each as
+ * deep as the text; hashing and comparing them all on each step made a
+ * few hundred bytes take seconds. The state's elements are bounded
+ * (GRAMMAR_MAX_STATE_WORDS) and stacks are deduplicated through a hash
+ * table: 4000 characters are refused or taken in milliseconds. */
+Test(grammar, ambiguous_grammars_stay_bounded, .timeout = 20)
+{
+    llm_grammar *g = parse("root ::= item+\nitem ::= \"- \"* [^\\r02^9]+root \"\\n\"\n");
+    char *text = malloc(4003);
+    memcpy(text, "- ", 2);
+    memset(text + 2, 'm', 4000);
+    text[4002] = 0;
+    gmatch *m;
+    cr_assert_eq(gmatch_create(g, &m), GLESC_OK);
+    size_t taken = 0;
+    while (taken < 4002 && gmatch_accept_bytes(m, text + taken, 1))
+        taken++;
+    cr_log_info("%zu of 4002 bytes taken before the state's limit", taken);
+    cr_expect(!accepts(g, text));
+    gmatch_destroy(m);
+    free(text);
+    llm_grammar_destroy(g);
 }

@@ -433,3 +433,58 @@ Test(state, bad_states_are_refused_with_the_reason)
     glesc_session_destroy(s);
     glesc_model_destroy(m);
 }
+
+/* A grammar's state travels as the tokens it accepted: a loaded sampler
+ * with the same grammar continues where the saved one was (the same
+ * draws, only EOS once the grammar is complete); one with another grammar
+ * that refuses them leaves the session and sampler as they were. */
+Test(state, grammar_state_is_saved_and_replayed)
+{
+    glesc_model *m = model(3, "g.gguf");
+    int64_t V = n_vocab(m);
+    const glesc_tokenizer *tok = glesc_model_tokenizer(m);
+    int32_t ids[N];
+    ids_of(ids, N, 1);
+    glesc_session *s = session(m, 32, GLESC_DTYPE_F32);
+    cr_assert_eq(glesc_session_eval(s, ids, N, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
+    const char *gbnf = "root ::= [a-z]{3,6} \"!\"";
+    glesc_sampler *a, *b, *other;
+    cr_assert_eq(glesc_sampler_create(NULL, (int32_t)V, &a), GLESC_OK);
+    cr_assert_eq(glesc_sampler_create(NULL, (int32_t)V, &b), GLESC_OK);
+    cr_assert_eq(glesc_sampler_create(NULL, (int32_t)V, &other), GLESC_OK);
+    cr_assert_eq(glesc_sampler_add_grammar(a, tok, gbnf, NULL), GLESC_OK, "%s",
+                 glesc_last_errmsg());
+    cr_assert_eq(glesc_sampler_add_grammar(b, tok, gbnf, NULL), GLESC_OK);
+    cr_assert_eq(glesc_sampler_add_grammar(other, tok, "root ::= \"0\"", NULL), GLESC_OK);
+    float *l = malloc((size_t)V * sizeof *l);
+    for (int64_t i = 0; i < V; i++)
+        l[i] = (float)((i * 7919) % 97) / 10.0f;
+    for (int i = 0; i < 2; i++) /* two tokens into the grammar */
+        glesc_sampler_accept(a, glesc_sampler_sample(a, l));
+    size_t size;
+    uint8_t *buf = saved(s, a, ids, &size);
+    glesc_session *f = session(m, 32, GLESC_DTYPE_F32);
+    cr_expect_eq(glesc_session_state_load(f, other, buf, size, NULL, 0, NULL), GLESC_ERROR_STATE);
+    cr_expect(strstr(glesc_last_errmsg(), "grammar does not accept"), "%s", glesc_last_errmsg());
+    cr_expect_eq(glesc_session_n_past(f), 0, "a refused state changes nothing");
+    cr_assert_eq(glesc_session_state_load(f, b, buf, size, NULL, 0, NULL), GLESC_OK, "%s",
+                 glesc_last_errmsg());
+    int32_t eos = glesc_tokenizer_eos(tok);
+    bool ended = false;
+    for (int i = 0; i < 12 && !ended; i++) {
+        int32_t x = glesc_sampler_sample(a, l), y = glesc_sampler_sample(b, l);
+        cr_assert_eq(x, y, "draw %d: %d, restored sampler %d", i, x, y);
+        glesc_sampler_accept(a, x);
+        glesc_sampler_accept(b, y);
+        ended = x == eos;
+    }
+    cr_expect(ended, "the grammar ends within 12 tokens");
+    free(l);
+    free(buf);
+    glesc_sampler_destroy(a);
+    glesc_sampler_destroy(b);
+    glesc_sampler_destroy(other);
+    glesc_session_destroy(f);
+    glesc_session_destroy(s);
+    glesc_model_destroy(m);
+}

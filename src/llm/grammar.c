@@ -27,6 +27,8 @@ typedef struct sset {
     uint32_t *off, *cnt;
     uint64_t *hash;
     uint32_t n, cap_n;
+    uint32_t *tab; /* open addressing over hash: stack index or UINT32_MAX */
+    uint32_t tab_cap;
     bool failed; /* out of memory or past a limit: the set is unusable */
 } sset;
 
@@ -62,14 +64,45 @@ static void sset_free(sset *s)
     core_free(s->off);
     core_free(s->cnt);
     core_free(s->hash);
+    core_free(s->tab);
     memset(s, 0, sizeof *s);
 }
 
 static void sset_clear(sset *s)
 {
+    if (s->tab && s->n)
+        memset(s->tab, 0xFF, s->tab_cap * sizeof *s->tab);
     s->len = 0;
     s->n = 0;
     s->failed = false;
+}
+
+/* The table's slot for a stack d[0..n) of hash h: its index, or the empty
+ * slot where it goes. */
+static uint32_t *tab_slot(const sset *s, const uint32_t *d, uint32_t n, uint64_t h)
+{
+    for (uint32_t i = (uint32_t)h & (s->tab_cap - 1);; i = (i + 1) & (s->tab_cap - 1)) {
+        uint32_t k = s->tab[i];
+        if (k == UINT32_MAX ||
+            (s->hash[k] == h && s->cnt[k] == n && !memcmp(s->pool + s->off[k], d, n * sizeof *d)))
+            return &s->tab[i];
+    }
+}
+
+/* A table twice the stacks' number (from 16 stacks on; below, a scan). */
+static bool tab_grow(sset *s)
+{
+    uint32_t cap = s->tab_cap ? 2 * s->tab_cap : 64;
+    uint32_t *t = core_malloc(cap * sizeof *t);
+    if (!t)
+        return false;
+    core_free(s->tab);
+    s->tab = t;
+    s->tab_cap = cap;
+    memset(t, 0xFF, cap * sizeof *t);
+    for (uint32_t k = 0; k < s->n; k++)
+        *tab_slot(s, s->pool + s->off[k], s->cnt[k], s->hash[k]) = k;
+    return true;
 }
 
 static bool sset_reserve(sset *s, size_t words)
@@ -89,7 +122,7 @@ static bool sset_reserve(sset *s, size_t words)
             return false;
         s->cap_n = cap;
     }
-    if (s->len + words > s->cap) {
+    if (!s->pool || s->len + words > s->cap) { /* the pool exists even for empty stacks */
         size_t cap = CORE_MAX(2 * s->cap, s->len + words + 64);
         uint32_t *pool = core_realloc(s->pool, cap * sizeof *pool);
         if (!pool)
@@ -112,7 +145,8 @@ static bool sset_add(sset *s, const uint32_t *base, uint32_t nb, uint32_t x1, ui
     size_t boff = s->pool && b >= p0 && b < p0 + s->cap * sizeof *s->pool
                       ? (size_t)(b - p0) / sizeof *s->pool
                       : SIZE_MAX;
-    if (n > GRAMMAR_MAX_DEPTH || s->n >= GRAMMAR_MAX_STACKS || !sset_reserve(s, n)) {
+    if (n > GRAMMAR_MAX_DEPTH || s->n >= GRAMMAR_MAX_STACKS ||
+        s->len + n > GRAMMAR_MAX_STATE_WORDS || !sset_reserve(s, n)) {
         s->failed = true;
         return false;
     }
@@ -127,7 +161,17 @@ static bool sset_add(sset *s, const uint32_t *base, uint32_t nb, uint32_t x1, ui
     if (x2 != UINT32_MAX)
         d[k++] = x2;
     uint64_t h = dedupe ? core_hash64_bytes(d, n * sizeof *d) : 0;
-    for (uint32_t i = 0; dedupe && i < s->n; i++)
+    uint32_t *slot = NULL;
+    if (dedupe && s->n >= 16 && 2 * (s->n + 1) > s->tab_cap && !tab_grow(s)) {
+        s->failed = true;
+        return false;
+    }
+    if (dedupe && s->tab) {
+        if (*(slot = tab_slot(s, d, n, h)) != UINT32_MAX)
+            return true;
+        *slot = s->n;
+    }
+    for (uint32_t i = 0; dedupe && !s->tab && i < s->n; i++)
         if (s->hash[i] == h && s->cnt[i] == n && !memcmp(s->pool + s->off[i], d, n * sizeof *d))
             return true;
     s->off[s->n] = (uint32_t)s->len;
@@ -143,7 +187,8 @@ static bool sset_copy(sset *dst, const sset *src)
     for (uint32_t i = 0; i < src->n; i++)
         if (!sset_add(dst, src->pool + src->off[i], src->cnt[i], UINT32_MAX, UINT32_MAX, false))
             return false;
-    memcpy(dst->hash, src->hash, src->n * sizeof *dst->hash);
+    if (src->n)
+        memcpy(dst->hash, src->hash, src->n * sizeof *dst->hash);
     return true;
 }
 

@@ -44,10 +44,12 @@ typedef struct gelem {
 #define GRAMMAR_MAX_RULES 65536u     /* rules, the generated ones too */
 #define GRAMMAR_MAX_NESTING 64       /* nested groups */
 #define GRAMMAR_MAX_REPEAT 10000u    /* m and n of {m,n} */
-/* Matching limits: a stack's depth, the stacks of one state, and the
+/* Matching limits: a stack's depth, the stacks of one state and their
+ * elements together (a step's work is proportional to them), and the
  * expansions one advance may make before the grammar is called ambiguous. */
 #define GRAMMAR_MAX_DEPTH 4096u
 #define GRAMMAR_MAX_STACKS 4096u
+#define GRAMMAR_MAX_STATE_WORDS 65536u
 #define GRAMMAR_MAX_EXPAND 65536u
 
 typedef struct llm_grammar {

@@ -520,6 +520,32 @@ static const char *js_rule(js *j, json_object *schema, const char *path, const c
     return j->failed ? NULL : name;
 }
 
+/* The offset of the first byte of s[0..n) that is not valid UTF-8, or n. */
+static size_t utf8_invalid_at(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t k = c < 0x80                 ? 0
+                   : c >= 0xC2 && c <= 0xDF ? 1
+                   : (c & 0xF0) == 0xE0     ? 2
+                   : c >= 0xF0 && c <= 0xF4 ? 3
+                                            : SIZE_MAX;
+        if (k == SIZE_MAX || k >= n - i)
+            return i;
+        uint32_t v = k == 0 ? c : c & (0x3Fu >> k);
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xC0) != 0x80)
+                return i;
+            v = v << 6 | (s[i + j] & 0x3Fu);
+        }
+        static const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
+        if (v < min[k] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+            return i;
+        i += k + 1;
+    }
+    return n;
+}
+
 GLESC_API glesc_status glesc_json_schema_to_grammar(const char *schema, size_t len, char **gbnf_out)
 {
     core_err_reset(NULL);
@@ -528,6 +554,9 @@ GLESC_API glesc_status glesc_json_schema_to_grammar(const char *schema, size_t l
     *gbnf_out = NULL;
     if (len > INT32_MAX)
         return core_err_set(NULL, GLESC_ERROR_LIMIT, "json schema: %zu bytes", len);
+    size_t bad = utf8_invalid_at((const unsigned char *)schema, len);
+    if (bad < len) /* JSON text is UTF-8 (RFC 8259); json-c would pass the bytes on */
+        return core_err_set(NULL, GLESC_ERROR_FORMAT, "json schema: not UTF-8 at byte %zu", bad);
     json_tokener *tk = json_tokener_new();
     if (!tk)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "json schema");

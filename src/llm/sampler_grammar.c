@@ -245,7 +245,8 @@ void smp_grammar_copy(glesc_sampler *dst, const glesc_sampler *src)
         d->toks = t;
         d->cap_toks = g->n_toks;
     }
-    memcpy(d->toks, g->toks, g->n_toks * sizeof *d->toks);
+    if (g->n_toks)
+        memcpy(d->toks, g->toks, g->n_toks * sizeof *d->toks);
     d->n_toks = g->n_toks;
 }
 
