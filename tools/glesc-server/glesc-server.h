@@ -6,12 +6,15 @@
  * Threads. libmicrohttpd runs one thread per connection: it reads and
  * checks the request (request.c: JSON body -> srv_request, a pure function
  * that the fuzzer calls), formats the chat and tokenizes it (the tokenizer
- * is safe to share), and submits a job to the bounded queue. ONE GPU worker
+ * is safe to share), turns response_format into a grammar, and submits a
+ * job to the bounded queue. ONE GPU worker
  * thread (worker.c) owns the glesc context, the model and the N slots (one
  * session each, all of one model): it gives queued jobs to idle slots (the
  * slot whose cached tokens share the longest prefix with the job's prompt,
  * so a chat's next turn evaluates only what is new), then runs one step
- * per busy slot in turn (a prompt chunk or one decode step; slot.c) and
+ * per busy slot in turn (a prompt chunk or one decode step, sampled by the
+ * job's own sampler chain; greedy slots' steps queued on the GPU together;
+ * slot.c) and
  * appends each slot's new text to its own job, so one request never sees
  * another's tokens. The connection thread waits for its job's text (a
  * stream's chunks, or the whole answer) and checks its socket while it
@@ -20,11 +23,12 @@
  * each kernel, so the slot stops at once.
  *
  * The files, by job: main.c (start, SIGTERM, stop), options.c (flags),
- * request.c (parsing and checking requests), http.c (routing, keys,
+ * request.c (parsing and checking requests), buf.c (a byte buffer, the
+ * clock), http.c (routing, keys,
  * bodies, waiting for jobs), respond.c (OpenAI's JSON objects and
  * server-sent events), worker.c (the GPU thread, queue and scheduling),
- * slot.c (one slot's prompt, sampling, stop strings), metrics.c (counters
- * and Prometheus text).
+ * slot.c (one slot's prompt, sampler chain, stop strings, greedy steps),
+ * metrics.c (counters and Prometheus text). loadtest.py is the load test.
  */
 #ifndef GLESC_TOOLS_SERVER_H
 #define GLESC_TOOLS_SERVER_H
