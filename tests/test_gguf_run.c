@@ -1049,6 +1049,7 @@ Test(gguf_run, grammar_errors)
     expect_failure("--logit-bias x+1", 2, bias);
     const char *const typ[] = {"--typical 0 must be in (0, 1]", NULL};
     expect_failure("--typical 0", 2, typ);
+}
 
 static void heads_of_32(synth_params *p)
 {

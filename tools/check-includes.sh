@@ -1,6 +1,6 @@
 #!/bin/sh
 # check-includes.sh ROOT — the tools that are clients of the public API
-# (gguf-run, gguf-info, gguf-synth, gguf-bench, glesc-info, tokenizer-bench, vision-bench,
+# (gguf-run, glesc-server, gguf-info, gguf-synth, gguf-bench, glesc-info, tokenizer-bench, vision-bench,
 # ref-check and tools/common) include no header of src/: every "quoted" include must be a
 # public header (include/NAME) or a header of tools/ (tools/NAME: common/...,
 # gguf-run/..., gguf-bench/..., refcheck.h), and no <angled> include may name a file of src/.
@@ -8,7 +8,7 @@
 # The unit suite runs it (tests/meson.build, test "tools_includes").
 root=${1:?usage: check-includes.sh SOURCE_ROOT}
 cd "$root" || exit 2
-files=$(ls tools/gguf-run/*.[ch] tools/gguf-info*.c tools/gguf-synth.c tools/gguf-bench/*.[ch] \
+files=$(ls tools/gguf-run/*.[ch] tools/glesc-server/*.[ch] tools/gguf-info*.c tools/gguf-synth.c tools/gguf-bench/*.[ch] \
            tools/glesc-info*.c tools/tokenizer-bench.c tools/vision-bench.c \
            tools/ref-check.c tools/refcheck.[ch] tools/common/*.[ch] 2>/dev/null)
 [ -n "$files" ] || { echo "check-includes.sh: no tool sources under $root/tools"; exit 2; }

@@ -23,8 +23,12 @@ cd "$(dirname "$0")/.."
 PACKAGES=(meson ninja-build pkg-config gcc libc6-dev python3 git
           libegl-dev libgles-dev libgbm-dev libegl-mesa0 libgl1-mesa-dri
           libxxhash-dev libpcre2-dev libutf8proc-dev libjson-c-dev libcriterion-dev
-          valgrind clang-format
+          valgrind clang-format libmicrohttpd-dev curl
           protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata)
+# The OpenAI client test of glesc-server (tests/server/): Debian's Node.js
+# and npm, then the openai package by `npm ci`; optional, the test skips
+# without them.
+NODE_PACKAGES=(nodejs npm)
 CROSS_PACKAGES=(gcc-aarch64-linux-gnu libc6-dev:arm64 libegl-dev:arm64 libgles-dev:arm64
                 libgbm-dev:arm64 libxxhash-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64
                 libjson-c-dev:arm64)
@@ -45,6 +49,17 @@ install_packages() {
     log "apt-get install ${pkgs[*]}"
     apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null ||
         { echo "apt-get install failed"; return 1; }
+    command -v npm >/dev/null ||
+        apt-get install -y -q --no-install-recommends "${NODE_PACKAGES[@]}" >/dev/null ||
+        echo "nodejs/npm not installed: the OpenAI client test will skip"
+}
+
+# tests/server/node_modules: the official openai package at package-lock.json's
+# version (the test skips without it).
+install_node_client() {
+    command -v npm >/dev/null || return 0
+    npm ci --prefix tests/server --no-audit --no-fund >/dev/null 2>&1 ||
+        echo "npm ci failed: the OpenAI client test will skip"
 }
 
 build() { # build DIR [meson options...]
@@ -98,6 +113,7 @@ run_suites() { # run_suites BUILD_DIR
 cmd_test() {
     local cross=${GLESC_CROSS:-1}
     install_packages "$cross" || exit 1
+    install_node_client
     log "build (-Werror)"
     build build-ci -Dwerror=true --buildtype=debugoptimized || { echo "0 passed, 1 failed"; exit 1; }
     log "test suites (llvmpipe is the GPU on machines without one)"

@@ -2,6 +2,7 @@
  * err.c — status names (generated from GLESC_STATUS_MAP) and the per-context /
  * per-thread error messages that carry the evidence of a failure.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,35 @@ GLESC_API const char *glesc_version(void)
 
 static _Thread_local core_err tls_err;
 
+/* A thread's message is freed when the thread exits: a pthread key whose
+ * destructor frees it, set the first time the thread keeps a message
+ * (glesc-server's connection threads come and go; each failed request
+ * leaked its message before). */
+static pthread_key_t tls_key;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static bool tls_key_ok;
+
+static void tls_free(void *p)
+{
+    core_err *e = p;
+    free(e->msg);
+    e->msg = NULL;
+}
+
+static void tls_key_make(void)
+{
+    tls_key_ok = pthread_key_create(&tls_key, tls_free) == 0;
+}
+
+static void tls_track(core_err *e)
+{
+    if (e != &tls_err || e->msg)
+        return; /* a context's message, or this thread's is tracked already */
+    pthread_once(&tls_once, tls_key_make);
+    if (tls_key_ok)
+        pthread_setspecific(tls_key, e);
+}
+
 core_err *core_err_tls(void)
 {
     return &tls_err;
@@ -67,6 +97,7 @@ glesc_status core_err_setv(core_err *e, glesc_status st, const char *fmt, va_lis
         if (msg)
             vsnprintf(msg, (size_t)n + 1, fmt, ap);
     }
+    tls_track(e);
     free(e->msg);
     e->msg = msg;
     e->status = st;
@@ -97,6 +128,7 @@ void core_err_prefix(core_err *e, const char *fmt, ...)
     if (!msg)
         return;
     snprintf(msg, n, "%s: %s", pre, old);
+    tls_track(e);
     free(e->msg);
     e->msg = msg;
 }

@@ -3,7 +3,8 @@
 # shared). Usage: tests/fuzz/run_fuzz.sh [seconds [target]]
 #   seconds  default 1800; target fuzz_gguf (default), fuzz_gguf_roundtrip,
 #   fuzz_state (the session state loader), fuzz_grammar (the GBNF parser and
-#   matcher) or fuzz_json_schema (the JSON schema converter)
+#   matcher), fuzz_json_schema (the JSON schema converter) or
+#   fuzz_server_request (glesc-server's request parser)
 # Needs build-fuzz (see fuzz_gguf.c). Crashes land in build-fuzz/crashes/;
 # libFuzzer's log (with the final cov:/ft:/exec figures) in
 # build-fuzz/fuzz-0.log. Each target keeps its own corpus folder and also
@@ -33,6 +34,11 @@ fuzz_grammar | fuzz_json_schema)
     exec nice -n 10 ./tests/fuzz/$target -max_total_time="$secs" -jobs=1 -max_len=4096 \
         -timeout=10 -dict="$root/tests/fuzz/$dict" -artifact_prefix=crashes/ "corpus-$kind" \
         "$root/tests/fuzz/$seeds" ;;
+fuzz_server_request)
+    mkdir -p corpus-server
+    exec nice -n 10 ./tests/fuzz/fuzz_server_request -max_total_time="$secs" -jobs=1 \
+        -max_len=8192 -dict="$root/tests/fuzz/server.dict" -artifact_prefix=crashes/ \
+        corpus-server "$root/tests/fuzz/server_seeds" ;;
 *) echo "unknown target $target" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC2086
