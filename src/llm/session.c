@@ -30,9 +30,10 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     *out = NULL;
     if (!m)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_session_create: NULL model");
-    glesc_session_options o = {0};
-    if (opts)
-        o = *opts;
+    glesc_session_options o;
+    glesc_status st = core_struct_read(NULL, &o, sizeof o, opts, "glesc_session_create");
+    if (st != GLESC_OK)
+        return st;
     const llm_hparams *hp = &m->hp;
     if (o.n_ctx < 0 || o.n_batch < 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
@@ -59,7 +60,7 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
                             (int)o.n_ctx, (unsigned long long)bytes, (unsigned long long)limit,
                             o.kv_type == GLESC_DTYPE_F32 ? " or an f16 cache" : "");
 
-    glesc_status st = GLESC_OK;
+    st = GLESC_OK;
     glesc_session *s = core_calloc(1, sizeof *s);
     if (!s)
         return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
