@@ -282,6 +282,13 @@ Test(api, a_success_clears_the_threads_message)
     cr_assert_str_neq(glesc_last_errmsg(), "");
     cr_assert_eq(glesc_quantize(GLESC_DTYPE_Q8_0, x, 1, 32, q, sizeof q), GLESC_OK);
     cr_assert_str_eq(glesc_last_errmsg(), "");
+
+    glesc_context_options o;
+    glesc_context_options_init(&o);
+    cr_assert_eq(glesc_context_options_limits(&o, "nosuchgpu"), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_str_neq(glesc_last_errmsg(), "");
+    cr_assert_eq(glesc_context_options_limits(&o, "mali"), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
 }
 
 Test(api, limits_descriptions_set_the_testing_caps)

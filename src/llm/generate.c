@@ -188,6 +188,7 @@ GLESC_API glesc_status glesc_generate(glesc_session *s, glesc_sampler *smp, cons
                                       size_t n_prompt, const glesc_generate_params *p,
                                       glesc_generate_result *res)
 {
+    core_err_reset(NULL);
     glesc_generate_result r = {0};
     if (!res)
         res = &r;
