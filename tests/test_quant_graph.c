@@ -192,6 +192,10 @@ static void gemv_case_on(glesc_context *c, glesc_dtype t, int64_t rows, int64_t 
     cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(c));
     cr_assert(strstr(glesc_graph_last_glsl(g), "GEMV"), "%s m = %lld ran no GEMV",
               glesc_dtype_name(t), (long long)m);
+    const char *knob = getenv("GLESC_GEMV");
+    if (knob && strstr(knob, "half=1"))
+        cr_assert(strstr(glesc_graph_last_glsl(g), "#define GEMV_HALF"), "%s: no half units",
+                  glesc_dtype_name(t));
     float *got = tg_read(y);
     double e = worst_error(q.deq, x, got, k, rows, m);
     cr_log_info("%-7s gemv rows %4lld K %4lld m %lld: worst error %.3g of sum|w*x|",
@@ -255,8 +259,11 @@ Test(quant_graph, gemv_long_rows_and_portable_path)
  * four or eight units in flight, one or four rows a team, x loaded two or
  * four vec4 at a time (llvmpipe's default is one unit in flight and one
  * vec4; a GPU's, two and four), a workgroup per block, the shared-memory
- * reduction, and the pipelined units (raw=1: every type that has them;
- * with four rows a team and split teams: four types). */
+ * reduction, the pipelined units (raw=1: every type that has them;
+ * with four rows a team and split teams: four types), and the units a run
+ * at a time (half=1, the small GPUs' default: every type, through its
+ * snippet's unit_dec_half, its whole unit or dq4; with two rows, three
+ * columns a pass and a pair-free sum over split teams: four types). */
 Test(quant_graph, gemv_shapes_of_the_tuning_knob)
 {
     static const char *const knobs[] = {"ks=2,unroll=2,fill=4",
@@ -266,8 +273,11 @@ Test(quant_graph, gemv_shapes_of_the_tuning_knob)
                                         "unroll=8,groups=0",
                                         "subgroup=0,ks=2,groups=2",
                                         "raw=1",
-                                        "raw=1,nr=4,subgroup=0,ks=2,groups=2"};
-    /* plain raw=1: every type whose loaders split their units */
+                                        "raw=1,nr=4,subgroup=0,ks=2,groups=2",
+                                        "half=1",
+                                        "half=1,nr=2,subgroup=0,ks=2"};
+    /* plain raw=1: every type whose loaders split their units; plain
+     * half=1 every type of a GEMV */
     static const glesc_dtype types[] = {
         GLESC_DTYPE_F16,  GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_BF16,
         GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q5_K};
@@ -279,7 +289,15 @@ Test(quant_graph, gemv_shapes_of_the_tuning_knob)
         setenv("GLESC_GEMV", knob, 1);
         ctx = test_context(NULL);
         cr_log_info("GLESC_GEMV=%s", knob ? knob : "");
-        size_t n = !strcmp(knob, "raw=1") ? CORE_ARRAY_LEN(types) : 4;
+        if (!strcmp(knob, "half=1")) {
+            for (size_t i = 0; i < CORE_ARRAY_LEN(all_types); i++) {
+                gemv_case(all_types[i], 7, 512, 2);
+                gemv_case(all_types[i], 9, 768, 1);
+                if (quant_gpu_block_elems(all_types[i]) == 4)
+                    gemv_case(all_types[i], 5, 172, 3);
+            }
+        }
+        size_t n = !strcmp(knob, "raw=1") || !strcmp(knob, "half=1") ? CORE_ARRAY_LEN(types) : 4;
         for (size_t i = 0; i < n; i++) {
             gemv_case(types[i], 67, 1024, 1);
             gemv_case(types[i], 19, 768, 3);

@@ -9,6 +9,9 @@
 //   GEMV_RAW, W_WRAW, W_WDEC, U_WRAW, U_WDEC   where the loaders split a unit
 //                                              into its loads and its decode
 //                                              (wload.c): the pipelined units
+//   W_WUHALF, U_WUHALF                         with GEMV_HALF (the kernel's):
+//                                              the loaders' runs, a unit's
+//                                              half each (wload.c)
 
 // The x of a unit (its two runs at vec4 offsets xo in the slice of column
 // c) and, for types whose runs have an offset, the runs' sums. A run starts
@@ -39,6 +42,50 @@ float GEMV_UDOT(vec4 q[8], vec4 ab, vec4 x[8], vec2 xsum) {
 #endif
 }
 
+#ifdef GEMV_HALF
+// One unit u of each of the team's rows into acc, a run (16 elements) at a
+// time: a run's quants and its x, then the next run's, in a loop of
+// gemv_two iterations (a uniform, 2) that a compiler cannot write out, so
+// that only a run's weights and x are live at once (GEMV_HALF: the small
+// GPUs' class, whose register files hold a whole unit's only at the lowest
+// occupancy, or not at all: docs/devices.md). The pair's run goes with
+// the weight's (one weight at a time, in a loop of its own, spilled more
+// on Mali-G610).
+void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
+    float live = u < u1 ? 1.0 : 0.0;
+    u = min(u, u1 - 1u);
+    uvec2 xo = (W_WUNIT_X(u) - k0) / 4u;
+    uvec4 at = W_WAT(u); // the same in every row (and the pair's)
+    for (uint h = 0u; h < gemv_two; h++) {
+        uint xh = h == 0u ? xo.x : xo.y;
+        for (uint r = 0u; r < NR; r++) {
+            vec4 q[4];
+            vec2 ab;
+            W_WUHALF(rb[r], at, u, h, q, ab);
+#ifdef PAIR
+            vec4 q2[4];
+            vec2 ab2;
+            U_WUHALF(rb2[r], at, u, h, q2, ab2);
+#endif
+            for (uint c = 0u; c < MCOLS; c++) {
+                uint a = c * XS4P + xh + (xh >> 3u);
+                vec4 x0 = xs[a], x1 = xs[a + 1u], x2 = xs[a + 2u], x3 = xs[a + 3u];
+#ifdef W_MINS
+                float xsum = dot(x0 + x1 + x2 + x3, vec4(1.0));
+#else
+                float xsum = 0.0;
+#endif
+                float s = dot(q[0], x0) + dot(q[1], x1) + dot(q[2], x2) + dot(q[3], x3);
+                acc[r * MCOLS + c] += live * (ab.x * s + ab.y * xsum);
+#ifdef PAIR
+                float s2 = dot(q2[0], x0) + dot(q2[1], x1) + dot(q2[2], x2) + dot(q2[3], x3);
+                acc2[r * MCOLS + c] += live * (ab2.x * s2 + ab2.y * xsum);
+#endif
+            }
+        }
+    }
+}
+#else
 // One unit u of each of the team's rows into acc (u past the slice's end
 // u1: its last unit again, weighed 0).
 void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
@@ -73,6 +120,8 @@ void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
         }
     }
 }
+
+#endif
 
 // The lane's units u0 + first, + TEAM*KSPLIT, ... below u1: UNROLL of
 // them one after another in the code (no loop a compiler may keep rolled),

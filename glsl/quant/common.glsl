@@ -127,6 +127,13 @@ vec4 nib_hi4m(uint w, float o) {
     dst[5] = bytes4m(((src.y >> 4u) & 0x0f0f0f0fu) | hi4.y, off);             \
     dst[6] = bytes4m(((src.z >> 4u) & 0x0f0f0f0fu) | hi4.z, off);             \
     dst[7] = bytes4m(((src.w >> 4u) & 0x0f0f0f0fu) | hi4.w, off)
+// QBITS4H: half h of QBITS8 into dst[0..3], m4 the more bits of that half
+// (QBITS8's lo4 for h = 0, hi4 for h = 1).
+#define QBITS4H(dst, src, h, m4, off)                                         \
+    dst[0] = bytes4m(((src.x >> (4u * h)) & 0x0f0f0f0fu) | m4.x, off);        \
+    dst[1] = bytes4m(((src.y >> (4u * h)) & 0x0f0f0f0fu) | m4.y, off);        \
+    dst[2] = bytes4m(((src.z >> (4u * h)) & 0x0f0f0f0fu) | m4.z, off);        \
+    dst[3] = bytes4m(((src.w >> (4u * h)) & 0x0f0f0f0fu) | m4.w, off)
 // The four signed bytes of w (bias 128 by flipping the sign bits).
 vec4 sbytes4(uint w) {
     return bytes4m(w ^ 0x80808080u, 128.0);

@@ -29,3 +29,8 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     QNIB8(q, r[0], 0.0);
     ab = vec4(dm.x, dm.y, dm.x, dm.y);
 }
+void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2 ab) {
+    vec2 dm = unpackHalf2x16(qw_pick(r[1], b.f1 + b.i));
+    QNIB4H(q, r[0], h, 0.0);
+    ab = dm;
+}

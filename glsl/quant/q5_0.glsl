@@ -40,3 +40,12 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     QBITS8(q, w, lo, hi, 16.0);
     ab = vec4(d, 0.0, d, 0.0);
 }
+void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2 ab) {
+    uint qh = qw_pick(r[1], b.f1 + b.i);
+    vec2 dd = unpackHalf2x16(qw_pick(r[2], b.f2 + (b.i >> 1u)));
+    float d = (b.i & 1u) == 0u ? dd.x : dd.y;
+    uint k = 4u * h;
+    uvec4 m4 = uvec4(qh_spread(qh, k), qh_spread(qh, k + 1u), qh_spread(qh, k + 2u), qh_spread(qh, k + 3u));
+    QBITS4H(q, r[0], h, m4, 16.0);
+    ab = vec2(d, 0.0);
+}

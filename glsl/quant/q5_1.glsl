@@ -38,3 +38,11 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     QBITS8(q, w, lo, hi, 0.0);
     ab = vec4(dm.x, dm.y, dm.x, dm.y);
 }
+void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2 ab) {
+    uint qh = qw_pick(r[1], b.f1 + b.i);
+    vec2 dm = unpackHalf2x16(qw_pick(r[2], b.f2 + b.i));
+    uint k = 4u * h;
+    uvec4 m4 = uvec4(qh_spread(qh, k), qh_spread(qh, k + 1u), qh_spread(qh, k + 2u), qh_spread(qh, k + 3u));
+    QBITS4H(q, r[0], h, m4, 0.0);
+    ab = dm;
+}

@@ -50,3 +50,11 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     QBITS8(q, w, lo, hi, 0.0);
     ab = vec4(dm.x * sm.x, -dm.y * sm.z, dm.x * sm.y, -dm.y * sm.w);
 }
+void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2 ab) {
+    uint c = u >> 1;
+    vec2 dm = unpackHalf2x16(r[0].x);
+    vec4 sm = scale_min_k4_pair(r[0], c);
+    uvec4 m4 = ((r[1] >> (2u * c + h)) << 4u) & 0x10101010u;
+    QBITS4H(q, r[2], h, m4, 0.0);
+    ab = h == 0u ? vec2(dm.x * sm.x, -dm.y * sm.z) : vec2(dm.x * sm.y, -dm.y * sm.w);
+}

@@ -63,3 +63,16 @@ void unit_dec(uvec4 r[4], qblock b, uint u, out vec4 q[8], out vec4 ab) {
     QBITS8(q, ql, lo, hi, 32.0);
     ab = vec4(d * sc0, 0.0, d * sc1, 0.0);
 }
+void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2 ab) {
+    uint hh = u >> 2, r1 = (u >> 1) & 1u, j = u & 1u;
+    uvec4 sw = r[2];
+    uint si = 8u * hh + 2u * r1 + j + 4u * h; // the run's scale
+    uint sv = (si & 8u) != 0u ? ((si & 4u) != 0u ? sw.w : sw.z) : ((si & 4u) != 0u ? sw.y : sw.x);
+    vec2 dd = unpackHalf2x16(qw_pick(r[3], b.f1 + (b.i >> 1u)));
+    float d = (b.i & 1u) == 0u ? dd.x : dd.y;
+    float sc = float(int(sv << (24u - 8u * (si & 3u))) >> 24);
+    // the two top bits of the run's quants at bits 4, 5 (QBITS8's lo, hi)
+    uvec4 m4 = h == 0u ? (r[1] << (4u - 2u * r1)) & 0x30303030u : (r[1] >> (2u * r1)) & 0x30303030u;
+    QBITS4H(q, r[0], h, m4, 32.0);
+    ab = vec2(d * sc, 0.0);
+}

@@ -308,11 +308,14 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
     }
     count_consumers(&pp->ord, outs, n);
     const glesc_graph_options *opts = &pp->opts;
-    /* GLESC_FUSE_SKIP: fusions left out for GEMMs; GLESC_FUSE_GEMM_NORM:
-     * norms folded into GEMMs too (tuning, docs/environment.md) */
+    /* GLESC_FUSE_SKIP (else the device class's): fusions left out for
+     * GEMMs; GLESC_FUSE_GEMM_NORM: norms folded into GEMMs too (tuning,
+     * docs/environment.md) */
+    const char *skip = core_env("GLESC_FUSE_SKIP");
+    unsigned skips = skip ? kernels_fuse_skips(skip) : kernels_class_of(ctx)->fuse_skip;
     unsigned fusion =
         opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
-            ? KERNELS_FUSE_ON | kernels_fuse_skips(core_env("GLESC_FUSE_SKIP")) |
+            ? KERNELS_FUSE_ON | skips |
                   (core_env_flag("GLESC_FUSE_GEMM_NORM") ? KERNELS_FUSE_GEMM_NORM : 0) |
                   KERNELS_FUSE_GEMV_MAX_M(opts->gemv_max_m)
             : 0;

@@ -53,26 +53,40 @@ static const kernels_class large_gpu = {
  * two or more workgroups an SP (ir3 fits the waves to the shared memory,
  * then raises the registers to match). Two columns a pass: every column
  * adds its accumulator and its x unit (five spilled on G610 in every
- * configuration). What is left: Mali runs every GEMV at 1 thread (more
- * than 32 registers: a whole unit of x and of weights live at once), Q4_0
- * gate/up spills 4:37 on G610, and V3D spills on every GEMV (no 4-thread
- * compile fits). GEMM: the 64 x 32 tile of 4 x 4 an invocation (a618: no
+ * configuration). Half units (a run of 16 elements a step, in a loop the
+ * compiler keeps rolled: only a run's weights and x live at once) take
+ * the spills out of every decode GEMV of Q4_0, Q5_1's and Q8_0's q/k/v on
+ * G610, and cut V3D's from 27:21-45:60 to 0:0-24:19 (f32, f16, bf16: none
+ * left). What is left: Mali runs every GEMV at 1 thread (more than 32
+ * registers), the gate/up of the block types with offsets or K-quant
+ * scales spills 5:38-9:48 on G610, and V3D's GEMVs with a folded norm
+ * 4:4-24:19. GEMM: the 64 x 32 tile of 4 x 4 an invocation (a618: no
  * spills, against 22:15-46:39 for 128 x 64 of 8 x 4; G610: the q/k/v
  * GEMM 61:407 in 29 s against 277:3430 in 924 s), the step as a loop (37%
- * less code, the same registers). */
-static const kernels_class small_gpu = {
-    .gemv = {.wg = 64,
-             .team = 8,
-             .nr1 = 1,
-             .nrm = 1,
-             .unroll_q = 1,
-             .fill = 1,
-             .xs = 1024,
-             .cols = 2,
-             .groups = 256},
-    .gemm = {.bn = 64, .bm = 32, .tn = 4, .tm = 4, .slots = 16, .loop = true, .pad = true},
-    .attn = {.wg = 128, .target = 64, .pf_wg = 128, .pf_target = 64, .decode_max_q = 1},
-};
+ * less code, the same registers). A macro: V3D's row is the same but for
+ * its fusions. */
+#define SMALL_GPU_ROWS                                                                             \
+    .gemv = {.wg = 64,                                                                             \
+             .team = 8,                                                                            \
+             .nr1 = 1,                                                                             \
+             .nrm = 1,                                                                             \
+             .unroll_q = 1,                                                                        \
+             .fill = 1,                                                                            \
+             .xs = 1024,                                                                           \
+             .cols = 2,                                                                            \
+             .groups = 256,                                                                        \
+             .half = true},                                                                        \
+    .gemm = {.bn = 64, .bm = 32, .tn = 4, .tm = 4, .slots = 16, .loop = true, .pad = true},        \
+    .attn = {.wg = 128, .target = 64, .pf_wg = 128, .pf_target = 64, .decode_max_q = 1}
+
+static const kernels_class small_gpu = {SMALL_GPU_ROWS};
+
+/* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
+ * one grouped kernel: V3D's compiler spills every GEMM at 2 threads, and
+ * links the grouped one (three copies of the K loop) in 120-130 s under
+ * qemu against 20 s for each of its parts (issue 26's 60 s; V3D 7.1,
+ * llama Q4_0, docs/devices.md). Decode keeps its grouped GEMV. */
+static const kernels_class v3d = {SMALL_GPU_ROWS, .fuse_skip = KERNELS_FUSE_SKIP_GROUP};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs
  * ran 2.5x faster than with 8 rows of teams of 16), four rows a team (the
@@ -107,7 +121,7 @@ static const kernels_class *const classes[GL_CLASS_COUNT] = {
     [GL_CLASS_NVIDIA] = &large_gpu,       [GL_CLASS_AMD] = &large_gpu,
     [GL_CLASS_INTEL] = &large_gpu,        [GL_CLASS_MALI_BIFROST] = &small_gpu,
     [GL_CLASS_MALI_VALHALL] = &small_gpu, [GL_CLASS_ADRENO_6XX] = &small_gpu,
-    [GL_CLASS_ADRENO_7XX] = &small_gpu,   [GL_CLASS_V3D] = &small_gpu,
+    [GL_CLASS_ADRENO_7XX] = &small_gpu,   [GL_CLASS_V3D] = &v3d,
 };
 
 const kernels_class *kernels_class_of(const glesc_context *ctx)

@@ -446,6 +446,11 @@ enum {
     /* with RAW: the block types' half decode NAME_wdech (the GEMM where two
      * invocations stage a row) */
     KERNELS_WLOAD_DEC_HALF = 1u << 6,
+    /* with UNIT, every type: the GEMV's half units (its class's half):
+     * `void NAME_wuhalf(uint row_byte, uvec4 at, uint u, uint h, out vec4
+     * q[4], out vec2 ab)`, run h of unit u (its elements at NAME_wunit_x's
+     * component h) with its scale and offset */
+    KERNELS_WLOAD_UHALF = 1u << 7,
 };
 /* Does w have the fast units (its binding then is a uvec4 array)?
  * The block types whose snippet has a unit decoder, and f32/f16/bf16
@@ -479,6 +484,7 @@ typedef struct kernels_class {
         int xs;       /* x elements a slice at most (shared memory, hence occupancy) */
         int cols;     /* columns a pass for more than one (gemv.glsl's MCOLS) */
         int groups;   /* workgroups a dispatch at most (0: one per block) */
+        bool half;    /* units decoded and multiplied a run (16 elements) at a time */
     } gemv;
     struct {
         int bn, bm, tn, tm; /* the tile where it fits (0: the largest the caps allow) */
@@ -493,6 +499,9 @@ typedef struct kernels_class {
         int decode_max_q;     /* the decode kernel up to this many queries (0, 1: one) */
     } attn;
     int gemv_max_m; /* GEMV up to this many columns; 0: the device profile measures it */
+    /* fusions left out of matmuls of more than one column where
+     * GLESC_FUSE_SKIP does not name them (KERNELS_FUSE_SKIP_* bits) */
+    unsigned fuse_skip;
 } kernels_class;
 
 const kernels_class *kernels_class_of(const glesc_context *ctx);

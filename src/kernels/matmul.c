@@ -77,7 +77,9 @@ static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool unit
     char buf[16];
     snprintf(buf, sizeof buf, "t%d", wb);
     kernels_wload_emit(b, w, fn, buf,
-                       KERNELS_WLOAD_UNIT | (units ? KERNELS_WLOAD_UVEC4 | extra : 0u), "K");
+                       KERNELS_WLOAD_UNIT |
+                           (units ? KERNELS_WLOAD_UVEC4 | extra : extra & KERNELS_WLOAD_UHALF),
+                       "K");
     return wb;
 }
 
@@ -277,22 +279,23 @@ typedef struct gemv_cfg {
     int red;    /* vec4 of shared memory for the partial sums */
     int groups; /* workgroups a dispatch has at most (0: one per block of rows) */
     bool subgroup;
-    bool raw; /* pipelined units (gemv_units.glsl; opt-in, see gemv_config) */
+    bool raw;  /* pipelined units (gemv_units.glsl; opt-in, see gemv_config) */
+    bool half; /* units a run at a time (gemv_units.glsl's GEMV_HALF) */
 } gemv_cfg;
 
 #define GEMV_SHARED_MAX (48 * 1024) /* bytes of shared memory a GEMV may use */
 #define GEMV_XS_MAX 4096            /* x elements per column and slice, at most */
 
-/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0,raw=0,fill=4": a tuning
+/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0,raw=0,fill=4,half=0": a tuning
  * aid overriding the fields it names (read on every generation, so a
  * process sees one value: plans and programs stay consistent). */
 static void gemv_env(gemv_cfg *c)
 {
-    static const char *const keys[] = {"wg",     "team", "groups",   "ks",  "nr",
-                                       "unroll", "xs",   "subgroup", "raw", "fill"};
-    int v[] = {c->wg,     c->team, c->groups,   c->ks,  c->nr,
-               c->unroll, c->xs,   c->subgroup, c->raw, c->fill};
-    kernels_env_ints("GLESC_GEMV", keys, v, 10, INT_MIN);
+    static const char *const keys[] = {"wg", "team",     "groups", "ks",   "nr",  "unroll",
+                                       "xs", "subgroup", "raw",    "fill", "half"};
+    int v[] = {c->wg, c->team,     c->groups, c->ks,   c->nr,  c->unroll,
+               c->xs, c->subgroup, c->raw,    c->fill, c->half};
+    kernels_env_ints("GLESC_GEMV", keys, v, 11, INT_MIN);
     c->wg = v[0];
     c->team = v[1];
     c->groups = v[2];
@@ -303,6 +306,7 @@ static void gemv_env(gemv_cfg *c)
     c->subgroup = c->subgroup && v[7];
     c->raw = v[8] != 0;
     c->fill = v[9];
+    c->half = v[10] != 0;
 }
 
 /* The columns a pass of the GEMV of m columns (gemv.glsl's MCOLS): 1 for
@@ -347,7 +351,9 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
      * flight), also where only lanes of more units take it. On llvmpipe
      * nothing waits on memory. */
     c.raw = false;
+    c.half = kc->gemv.half;
     gemv_env(&c);
+    c.raw = c.raw && !c.half; /* the half units are not pipelined */
     c.wg = kernels_pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
     c.subgroup = c.subgroup && c.team == caps->subgroup_size && c.wg % c.team == 0;
     c.team = CORE_MAX(1, CORE_MIN(c.team, c.wg));
@@ -385,12 +391,12 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
 /* A copy of glsl/graph/gemv_units.glsl per matmul of the kernel (member j
  * reads its weight through loader load_w or load_s<j>), its names defined
  * around it. */
-static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw)
+static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw, bool half)
 {
     static const char *const names[] = {
-        "GEMV_UNITS", "GEMV_STEPS", "GEMV_STEP", "GEMV_UX", "GEMV_UDOT", "GEMV_LOAD",
-        "GEMV_DEC",   "GEMV_RAW",   "W_WAT",     "W_WUNIT", "W_WUNIT_X", "W_MINS",
-        "W_WRAW",     "W_WDEC",     "U_WUNIT",   "U_WRAW",  "U_WDEC"};
+        "GEMV_UNITS", "GEMV_STEPS", "GEMV_STEP", "GEMV_UX",   "GEMV_UDOT", "GEMV_LOAD", "GEMV_DEC",
+        "GEMV_RAW",   "W_WAT",      "W_WUNIT",   "W_WUNIT_X", "W_MINS",    "W_WRAW",    "W_WDEC",
+        "U_WUNIT",    "U_WRAW",     "U_WDEC",    "W_WUHALF",  "U_WUHALF"};
     const char *text = emit_snippet_text("graph/gemv_units");
     for (int j = 0; text && j <= mc->n_sib; j++) {
         char fn[16], name[24];
@@ -407,6 +413,11 @@ static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw)
             j, j, j, j, j, fn, fn, fn, fn);
         if (j == 0 && mc->p)
             sbuf_append(&s, "#define U_WUNIT load_u_wunit\n");
+        if (half) {
+            sbuf_appendf(&s, "#define W_WUHALF %s_wuhalf\n", fn);
+            if (j == 0 && mc->p)
+                sbuf_append(&s, "#define U_WUHALF load_u_wuhalf\n");
+        }
         /* the pipelined units where this member's loaders split theirs */
         const glesc_tensor *w = j ? mc->sib[j - 1].w : mc->w;
         bool units = j ? mc->sib[j - 1].units : mc->units;
@@ -559,6 +570,8 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
         emit_kernel_define(b->k, "NMEMB", "%du", 1 + mc->n_sib);
         if (dual)
             emit_kernel_define(b->k, "PAIR", "1");
+        if (c.half)
+            emit_kernel_define(b->k, "GEMV_HALF", "1");
         emit_kernel_shared(b->k, "vec4", "xs", xs_vec4);
         if (c.red)
             emit_kernel_shared(b->k, "vec4", "xr", c.red);
@@ -581,14 +594,16 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
                                 "theirs by range",
                                 1 + mc->n_sib);
     }
-    mc->wload_extra = c.raw ? KERNELS_WLOAD_RAW : 0u;
+    mc->wload_extra = (c.raw ? KERNELS_WLOAD_RAW : 0u) | (c.half ? KERNELS_WLOAD_UHALF : 0u);
     kernels_mm_common(b, mc);
     mc->p_blocks = kb_param_u(b, "n_blocks", 0);
+    if (c.half)
+        kb_param_u(b, "gemv_two", 2); /* a uniform: the runs' loops stay loops */
     if (red)
         gemv_argmax_decl(b, mc, c.wg, own_stage, nrm != NULL);
     if (b->k) {
         emit_kernel_snippet(b->k, "graph/gemv");
-        gemv_units_copies(b, mc, c.raw);
+        gemv_units_copies(b, mc, c.raw, c.half);
     }
     /* the hooks gemv.glsl calls: x with its prologue (and a folded norm's
      * squares), the stores with their epilogues, the norm's scale */

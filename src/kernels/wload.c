@@ -31,6 +31,11 @@
  *                       NAME_wraw's words: `void NAME_wdech(uvec4 r[4],
  *                       uvec4 at, uint u, uint h, out vec4 q[4], out vec2
  *                       ab)`, run h's quants and its scale and offset.
+ *                       With KERNELS_WLOAD_UHALF (every type, also
+ *                       without UVEC4): the GEMV's half units, `void
+ *                       NAME_wuhalf(uint row_byte, uvec4 at, uint u, uint
+ *                       h, out vec4 q[4], out vec2 ab)`, run h of unit u
+ *                       with its scale and offset.
  *
  * f32, f16 and bf16 element loaders are written here. The ggml block types
  * are built on the glsl/quant/ snippets (the ones tests/test_quant_gpu.c
@@ -225,6 +230,59 @@ static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
     sbuf_append(o, "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n");
 }
 
+/* generic_unit's run h (KERNELS_WLOAD_UHALF). */
+static void generic_uhalf(sbuf *o, const char *fn, const char *ne0, bool block)
+{
+    sbuf_appendf(o,
+                 "void %s_wuhalf(uint row_byte, uvec4 at, uint u, uint h, out vec4 q[4], "
+                 "out vec2 ab) {\n",
+                 fn);
+    if (block)
+        sbuf_append(o, "    uint r = row_byte >> 2u;\n"
+                       "    qblock b = qblock(r + at.x, r + at.y, r + at.z, at.w);\n"
+                       "    uint j0 = 32u * u % QK / 4u + 4u * h;\n"
+                       "    for (uint i = 0u; i < 4u; i++) {\n"
+                       "        q[i] = dq4(b, j0 + i);\n"
+                       "    }\n");
+    else
+        sbuf_appendf(o,
+                     "    for (uint i = 0u; i < 4u; i++) {\n"
+                     "        uint k = 32u * u + 16u * h + 4u * i;\n"
+                     "        q[i] = vec4(k < (%s) ? %s(row_byte, k) : 0.0,\n"
+                     "                    k + 1u < (%s) ? %s(row_byte, k + 1u) : 0.0,\n"
+                     "                    k + 2u < (%s) ? %s(row_byte, k + 2u) : 0.0,\n"
+                     "                    k + 3u < (%s) ? %s(row_byte, k + 3u) : 0.0);\n"
+                     "    }\n",
+                     ne0, fn, ne0, fn, ne0, fn, ne0, fn);
+    sbuf_append(o, "    ab = vec2(1.0, 0.0);\n}\n");
+}
+
+/* A block type's half unit (KERNELS_WLOAD_UHALF) from its snippet's
+ * unit_raw and unit_dec_half: only run h's quants are decoded. A type
+ * without them decodes the whole unit and keeps half (the same values,
+ * without the registers saved). */
+static void block_uhalf(sbuf *o, const glesc_tensor *w, const char *fn)
+{
+    sbuf_appendf(o,
+                 "void %s_wuhalf(uint row_byte, uvec4 at, uint u, uint h, out vec4 q[4], "
+                 "out vec2 ab) {\n"
+                 "    uint w = row_byte >> 2u;\n",
+                 fn);
+    if (kernels_wload_dec_half(w))
+        sbuf_append(o,
+                    "    uvec4 r[4];\n"
+                    "    unit_raw(qblock(w + at.x, w + at.y, w + at.z, at.w), u % QU, r);\n"
+                    "    unit_dec_half(r, qblock(at.x, at.y, at.z, at.w), u % QU, h, q, ab);\n}\n");
+    else
+        sbuf_append(o, "    vec4 f[8];\n"
+                       "    vec4 a4;\n"
+                       "    unit(qblock(w + at.x, w + at.y, w + at.z, at.w), u % QU, f, a4);\n"
+                       "    for (uint i = 0u; i < 4u; i++) {\n"
+                       "        q[i] = h == 0u ? f[i] : f[4u + i];\n"
+                       "    }\n"
+                       "    ab = h == 0u ? a4.xy : a4.zw;\n}\n");
+}
+
 /* The snippet-based loaders of t (and, with units, the fast units
  * over a uvec4 binding; f32/f16/bf16 come here only for those). */
 static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const char *buf,
@@ -279,6 +337,13 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                          "void %s_whalf(uint row_byte, uint u, uint h, out vec4 q[4]) {\n"
                          "    phalf((row_byte >> 4u) + %du * u + %du * h, q);\n}\n",
                          fn, 2 * esize, esize);
+        if (what & KERNELS_WLOAD_UHALF)
+            sbuf_appendf(o,
+                         "void %s_wuhalf(uint row_byte, uvec4 at, uint u, uint h, out vec4 q[4], "
+                         "out vec2 ab) {\n"
+                         "    phalf((row_byte >> 4u) + %du * u + %du * h, q);\n"
+                         "    ab = vec2(1.0, 0.0);\n}\n",
+                         fn, 2 * esize, esize);
         if ((what & KERNELS_WLOAD_RAW) && kernels_wload_raw(w))
             sbuf_appendf(o,
                          "void %s_wraw(uint row_byte, uvec4 at, uint u, out uvec4 r[4]) {\n"
@@ -318,8 +383,12 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                          "    unit_dec_half(r, qblock(at.x, at.y, at.z, at.w), u %% QU, h, q, "
                          "ab);\n}\n",
                          fn);
+        if (what & KERNELS_WLOAD_UHALF)
+            block_uhalf(o, w, fn);
     } else if (what & KERNELS_WLOAD_UNIT) {
         generic_unit(o, fn, ne0, true);
+        if (what & KERNELS_WLOAD_UHALF)
+            generic_uhalf(o, fn, ne0, true);
     }
     if (sbuf_str(&undefs))
         sbuf_append(o, sbuf_str(&undefs));
@@ -367,13 +436,16 @@ void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char
     if (ok && plain && units) {
         /* the fast units read the binding as uvec4 through the type's snippet */
         ok = quant_emit(&s, w, fn, buf,
-                        KERNELS_WLOAD_UNIT | (what & (KERNELS_WLOAD_RAW | KERNELS_WLOAD_HALF)), ne0,
-                        true);
+                        KERNELS_WLOAD_UNIT |
+                            (what & (KERNELS_WLOAD_RAW | KERNELS_WLOAD_HALF | KERNELS_WLOAD_UHALF)),
+                        ne0, true);
     } else if (ok && plain) {
         emit_kernel_snippet(b->k, "common/f16");
         plain(&s, fn, buf);
         if (what & KERNELS_WLOAD_UNIT)
             generic_unit(&s, fn, ne0, false);
+        if ((what & KERNELS_WLOAD_UNIT) && (what & KERNELS_WLOAD_UHALF))
+            generic_uhalf(&s, fn, ne0, false);
     } else if (ok) {
         ok = quant_emit(&s, w, fn, buf, what, ne0, units);
     }
