@@ -199,7 +199,7 @@ int main(int argc, char **argv)
     CHECK(glesc_session_truncate(s, 0));
     const glesc_tokenizer *tok = glesc_model_tokenizer(model);
     glesc_sampler_params sp;
-    glesc_sampler_params_default(&sp);
+    glesc_sampler_params_init(&sp);
     sp.temperature = 0; /* greedy: the same text every run */
     glesc_sampler *smp;
     CHECK(glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(tok), &smp));

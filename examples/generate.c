@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     int32_t *ids = NULL;
     size_t n = 0;
     glesc_sampler_params sp;
-    glesc_sampler_params_default(&sp);
+    glesc_sampler_params_init(&sp);
     sp.temperature = 0; /* greedy */
     glesc_generate_params gp;
     glesc_generate_params_init(&gp);

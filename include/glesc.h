@@ -3,15 +3,18 @@
  * its capabilities and statistics, tensors and the lazy operation graph.
  *
  * Conventions (the header is the contract):
- *  - Every fallible call returns a glesc_status: GLESC_OK (0) or a negative
- *    error. The message of a failure names the step, file, tensor or GL log;
- *    read it with glesc_context_errmsg() (calls that take a context, a graph
- *    or a tensor) or glesc_last_errmsg() (calls that take none). Every call
- *    that returns a glesc_status clears its message on entry, so after
- *    GLESC_OK the message is "". Calls that return a pointer (builders,
- *    constructors) set the message when they return NULL and leave it alone
- *    otherwise. A message stays valid until the next call on the same
- *    context / thread.
+ *  - Errors, one channel: every fallible call returns a glesc_status:
+ *    GLESC_OK (0) or a negative error; calls that return a pointer
+ *    (builders) return NULL instead. The message of every failure, of every
+ *    header's calls, is glesc_last_errmsg() on the calling thread: it names
+ *    the step, file, key, tensor, shape or GL log. Every call that returns a
+ *    glesc_status clears it on entry, so after GLESC_OK it is "". A builder
+ *    that returns NULL sets it and leaves it alone otherwise. It stays valid
+ *    until the calling thread's next glesc call. A context keeps a copy of
+ *    the last failure of the calls on it (those taking the context or a
+ *    graph, tensor or readback of it): glesc_context_errmsg(), for a
+ *    context whose failure is read on another thread or after other
+ *    calls; it follows the same clearing rule.
  *  - glesc_*_destroy(NULL) is a harmless no-op.
  *  - Threads: a context, and everything made on it, is used by one thread at
  *    a time. Every call that touches the GPU makes its context current on the
@@ -26,11 +29,20 @@
  *    returning true.
  *  - Compatibility: enums whose values are said to be stable (glesc_status,
  *    glesc_dtype, glesc_platform, glesc_log_level) only ever get new values
- *    appended; glesc_op's order may change between versions. Option structs
- *    carry their size (struct_size, set by their _init function), so a newer
- *    library reads only the fields a caller was compiled with; new fields are
- *    appended and zero means their default. Result structs the caller
- *    allocates (glesc_stats, glesc_compute_stats, glesc_roofline) keep their
+ *    appended; glesc_op's order may change between versions.
+ *  - Option structs (every struct a call reads its options or parameters
+ *    from: glesc_context_options, glesc_graph_options, glesc_conv_params,
+ *    glesc_pool_params, glesc_conv_transpose_params; glesc_llm.h's
+ *    glesc_sampler_params, glesc_model_options, glesc_session_options,
+ *    glesc_generate_params, glesc_chat_options) start with
+ *    `uint32_t struct_size` and have an inline glesc_X_init(glesc_X *) that
+ *    fills in the defaults and sets struct_size to the size the caller was
+ *    compiled with: call it first, then set fields. The library reads only
+ *    struct_size bytes (0: this header's layout), so a newer library reads
+ *    an older caller's struct safely; new fields are appended and zero
+ *    means their default. A NULL options pointer means the defaults of
+ *    _init. Result structs the caller allocates (glesc_stats,
+ *    glesc_compute_stats, glesc_roofline, glesc_model_info, ...) keep their
  *    layout within a soname; structs the library owns and hands out by
  *    pointer (glesc_caps) may grow at the end.
  */
@@ -51,6 +63,13 @@ extern "C" {
 #define GLESC_API __attribute__((visibility("default")))
 #else
 #define GLESC_API
+#endif
+
+/* Marks an old name kept for a while; the compiler says what replaces it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define GLESC_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define GLESC_DEPRECATED(msg)
 #endif
 
 /* ---- Status codes: one list generates the enum, names and strings. Stable
@@ -287,9 +306,10 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
  * the call is current again (none, when that was ctx). Call it on the thread
  * that uses ctx, or after releasing ctx there. */
 GLESC_API void glesc_context_destroy(glesc_context *ctx);
-/* Message of the last failure of a call on ctx; "" when the last call that
- * returns a status succeeded (see the conventions above). Owned by ctx.
- * NULL ctx: glesc_last_errmsg(). */
+/* ctx's copy of the message of the last failure of a call on it (what
+ * glesc_last_errmsg() said on the thread that made the call); "" when the
+ * last call on ctx that returns a status succeeded (see the conventions
+ * above). Owned by ctx. NULL ctx: glesc_last_errmsg(). */
 GLESC_API const char *glesc_context_errmsg(const glesc_context *ctx);
 /* Makes ctx current on the calling thread (every call that needs it does
  * this itself). GLESC_ERROR_STATE when ctx is current on another thread. */
@@ -456,7 +476,7 @@ GLESC_API glesc_status glesc_context_roofline(glesc_context *ctx, uint64_t bytes
  * types and shape pattern; sizes may differ), and keeps only the outputs.
  *
  * Errors of builders: a builder returns NULL on error and leaves the message
- * in glesc_context_errmsg(ctx), naming the op and the shapes involved, e.g.
+ * in glesc_last_errmsg() (and ctx's copy), naming the op and the shapes involved, e.g.
  * "glesc_add: shapes [4, 3] and [5, 3] do not broadcast". A builder given a
  * NULL source returns NULL and keeps the earlier message, so a chain of
  * builders reports its first failure.

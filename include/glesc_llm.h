@@ -4,10 +4,10 @@
  * stream one id at a time.
  *
  * Conventions (see glesc.h): fallible calls return a glesc_status and leave a
- * message in glesc_last_errmsg() (these calls take no context); destroy(NULL)
- * is a no-op. A tokenizer is immutable once loaded: several threads may
- * tokenize and detokenize with one tokenizer at the same time. A decoder is
- * used by one thread at a time.
+ * message in glesc_last_errmsg(), the one error channel; destroy(NULL) is a
+ * no-op; option structs have an inline _init and a struct_size. A tokenizer
+ * is immutable once loaded: several threads may tokenize and detokenize with
+ * one tokenizer at the same time. A decoder is used by one thread at a time.
  *
  * Behaviour follows llama.cpp's llama-vocab (tokenize with add_special /
  * parse_special, token_to_piece, detokenize), so ids match its test vectors.
@@ -173,6 +173,9 @@ GLESC_API void glesc_decoder_reset(glesc_decoder *dec);
  * seed. glesc_sampler_chain_create and the glesc_sampler_add_* calls
  * compose any other chain (docs/sampling.md). */
 typedef struct glesc_sampler_params {
+    /* sizeof(glesc_sampler_params) as the caller was compiled, set by
+     * glesc_sampler_params_init(); 0 means this header's layout. */
+    uint32_t struct_size;
     float temperature;     /* 0.8; <= 0: greedy */
     int32_t top_k;         /* 40; <= 0: off */
     float top_p;           /* 0.95; >= 1: off; 0: only the most likely token */
@@ -182,13 +185,33 @@ typedef struct glesc_sampler_params {
     uint64_t seed;         /* the random stream */
 } glesc_sampler_params;
 
-/* llama.cpp's defaults (the values in the comments above), seed 0. */
-GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p);
+/* llama.cpp's defaults (the values in the comments above), seed 0, and
+ * struct_size. */
+static inline void glesc_sampler_params_init(glesc_sampler_params *p)
+{
+    for (size_t i = 0; i < sizeof *p; i++)
+        ((unsigned char *)p)[i] = 0;
+    p->struct_size = (uint32_t)sizeof *p;
+    p->temperature = 0.8f;
+    p->top_k = 40;
+    p->top_p = 0.95f;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
+    p->repeat_last_n = 64;
+}
+/* Deprecated: the old name of glesc_sampler_params_init (the one option
+ * initializer that was not called _init); kept so that older callers
+ * build, and to be removed with the next soname. */
+GLESC_DEPRECATED("use glesc_sampler_params_init")
+static inline void glesc_sampler_params_default(glesc_sampler_params *p)
+{
+    glesc_sampler_params_init(p);
+}
 
 typedef struct glesc_sampler glesc_sampler;
 
 /* A sampler for logits rows of n_vocab floats; p NULL: the defaults of
- * glesc_sampler_params_default. On failure *out is NULL and
+ * glesc_sampler_params_init. On failure *out is NULL and
  * glesc_last_errmsg() names the bad parameter. A grammar may be added to
  * it (glesc_sampler_add_grammar); other stages may not, since the chain
  * ends in its final pick: compose those with glesc_sampler_chain_create. */
@@ -297,9 +320,9 @@ GLESC_API void glesc_sampler_copy(glesc_sampler *dst, const glesc_sampler *src);
  * (f32, f16, bf16 and the ggml block types with a GPU layout); others are
  * refused at load with the tensor named.
  *
- * Errors: messages in glesc_last_errmsg() (also for failures inside the
- * context: they are copied there). The context, the model and its sessions
- * are used from one thread at a time. */
+ * Errors: messages in glesc_last_errmsg(), as every call's (a failure inside
+ * the context is named there with the step that met it). The context, the
+ * model and its sessions are used from one thread at a time. */
 typedef struct glesc_model glesc_model;
 typedef struct glesc_session glesc_session;
 
@@ -313,14 +336,22 @@ typedef struct glesc_session glesc_session;
  * before it comes. */
 typedef bool (*glesc_progress_fn)(void *user, uint64_t done, uint64_t total);
 
-/* Zero-initialized options are the defaults; glesc_model_options_init sets
- * them (call it first, so fields added later get their defaults). */
+/* Options of a model load; zero (NULL) means the default. */
 typedef struct glesc_model_options {
+    /* sizeof(glesc_model_options) as the caller was compiled, set by
+     * glesc_model_options_init(); 0 means this header's layout. */
+    uint32_t struct_size;
     glesc_progress_fn progress; /* may be NULL */
     void *progress_user;
 } glesc_model_options;
 
-GLESC_API void glesc_model_options_init(glesc_model_options *opts);
+/* Zeroes *opts (the defaults) and sets struct_size. */
+static inline void glesc_model_options_init(glesc_model_options *opts)
+{
+    for (size_t i = 0; i < sizeof *opts; i++)
+        ((unsigned char *)opts)[i] = 0;
+    opts->struct_size = (uint32_t)sizeof *opts;
+}
 
 typedef struct glesc_model_info {
     const char *arch;          /* general.architecture ("llama"); owned by the model */
@@ -380,7 +411,11 @@ GLESC_API void glesc_model_get_info(const glesc_model *m, glesc_model_info *out)
 #define GLESC_KV_DEFAULT ((glesc_dtype)0)
 #define GLESC_KV_F32 ((glesc_dtype)-1)
 
+/* Options of a session; zero means the default. */
 typedef struct glesc_session_options {
+    /* sizeof(glesc_session_options) as the caller was compiled, set by
+     * glesc_session_options_init(); 0 means this header's layout. */
+    uint32_t struct_size;
     /* Positions the KV cache holds; 0: the model's training context, at most
      * 4096. */
     int32_t n_ctx;
@@ -404,6 +439,14 @@ typedef struct glesc_session_options {
      * timer query per kernel, so leave it off where speed is measured. */
     bool timing;
 } glesc_session_options;
+
+/* Zeroes *opts (the defaults) and sets struct_size. */
+static inline void glesc_session_options_init(glesc_session_options *opts)
+{
+    for (size_t i = 0; i < sizeof *opts; i++)
+        ((unsigned char *)opts)[i] = 0;
+    opts->struct_size = (uint32_t)sizeof *opts;
+}
 
 /* Memory a model and one session of it will take, before loading it. */
 typedef struct glesc_model_memory {
@@ -742,6 +785,9 @@ typedef struct glesc_gen_event {
 typedef void (*glesc_gen_event_fn)(void *user, const glesc_gen_event *ev);
 
 typedef struct glesc_generate_params {
+    /* sizeof(glesc_generate_params) as the caller was compiled, set by
+     * glesc_generate_params_init(); 0 means this header's layout. */
+    uint32_t struct_size;
     /* Most tokens to generate; < 0: until an end-of-generation token or a
      * full context; 0: none. */
     int32_t n_predict;
@@ -771,9 +817,15 @@ typedef struct glesc_generate_params {
 } glesc_generate_params;
 
 /* The defaults: n_predict -1, ignore_eos, eval_last and logits off,
- * GLESC_DETOKENIZE_KEEP_LEADING_SPACE, no callbacks. Call it before setting
- * fields, so fields added later get their defaults. */
-GLESC_API void glesc_generate_params_init(glesc_generate_params *p);
+ * GLESC_DETOKENIZE_KEEP_LEADING_SPACE, no callbacks; and struct_size. */
+static inline void glesc_generate_params_init(glesc_generate_params *p)
+{
+    for (size_t i = 0; i < sizeof *p; i++)
+        ((unsigned char *)p)[i] = 0;
+    p->struct_size = (uint32_t)sizeof *p;
+    p->n_predict = -1;
+    p->detokenize_flags = GLESC_DETOKENIZE_KEEP_LEADING_SPACE;
+}
 
 typedef struct glesc_generate_result {
     glesc_stop_reason stop;
@@ -832,6 +884,9 @@ typedef enum glesc_chat_context_policy {
 } glesc_chat_context_policy;
 
 typedef struct glesc_chat_options {
+    /* sizeof(glesc_chat_options) as the caller was compiled, set by
+     * glesc_chat_options_init(); 0 means this header's layout. */
+    uint32_t struct_size;
     /* GLESC_CHAT_NONE (0): detected from the model's tokenizer.chat_template,
      * chatml when nothing matches. */
     glesc_chat_template chat_template;
@@ -842,9 +897,15 @@ typedef struct glesc_chat_options {
 
 /* The defaults: detected template, no system message, BOS where the
  * vocabulary wants one, a context shift when full (GLESC_CHAT_CONTEXT_SHIFT;
- * a zeroed struct starts over instead). glesc_chat_create with NULL options
- * takes these. */
-GLESC_API void glesc_chat_options_init(glesc_chat_options *opts);
+ * a zeroed struct starts over instead); and struct_size. glesc_chat_create
+ * with NULL options takes these. */
+static inline void glesc_chat_options_init(glesc_chat_options *opts)
+{
+    for (size_t i = 0; i < sizeof *opts; i++)
+        ((unsigned char *)opts)[i] = 0;
+    opts->struct_size = (uint32_t)sizeof *opts;
+    opts->context_policy = GLESC_CHAT_CONTEXT_SHIFT;
+}
 
 /* A conversation in s, sampled with smp; opts may be NULL. The chat takes
  * the session over (it empties its cache now; use it only through the chat

@@ -128,7 +128,7 @@ Test(api, sampler_null_params_are_the_defaults)
     glesc_sampler *a = NULL, *b = NULL;
     cr_assert_eq(glesc_sampler_create(NULL, 16, &a), GLESC_OK, "%s", glesc_last_errmsg());
     glesc_sampler_params p;
-    glesc_sampler_params_default(&p);
+    glesc_sampler_params_init(&p);
     cr_assert_eq(glesc_sampler_create(&p, 16, &b), GLESC_OK);
     float logits[16];
     for (int i = 0; i < 16; i++)
@@ -246,7 +246,7 @@ Test(api, a_success_clears_the_threads_message)
 
     glesc_sampler *s = NULL;
     glesc_sampler_params p;
-    glesc_sampler_params_default(&p);
+    glesc_sampler_params_init(&p);
     cr_assert_eq(glesc_sampler_create(&p, 0, &s), GLESC_ERROR_INVALID_ARGUMENT);
     cr_assert_str_neq(glesc_last_errmsg(), "");
     cr_assert_eq(glesc_sampler_create(&p, 8, &s), GLESC_OK);
@@ -281,6 +281,13 @@ Test(api, a_success_clears_the_threads_message)
                  GLESC_ERROR_INVALID_ARGUMENT);
     cr_assert_str_neq(glesc_last_errmsg(), "");
     cr_assert_eq(glesc_quantize(GLESC_DTYPE_Q8_0, x, 1, 32, q, sizeof q), GLESC_OK);
+    cr_assert_str_eq(glesc_last_errmsg(), "");
+
+    glesc_context_options o;
+    glesc_context_options_init(&o);
+    cr_assert_eq(glesc_context_options_limits(&o, "nosuchgpu"), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert_str_neq(glesc_last_errmsg(), "");
+    cr_assert_eq(glesc_context_options_limits(&o, "mali"), GLESC_OK);
     cr_assert_str_eq(glesc_last_errmsg(), "");
 }
 

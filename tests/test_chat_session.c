@@ -38,7 +38,7 @@ static void load_model(const char *chat_template)
     cr_assert_eq(synth_write(&p, path), GLESC_OK, "%s", synth_errmsg());
     cr_assert_eq(glesc_model_load(ctx, path, NULL, &model), GLESC_OK, "%s", glesc_last_errmsg());
     glesc_sampler_params sp;
-    glesc_sampler_params_default(&sp);
+    glesc_sampler_params_init(&sp);
     sp.temperature = 0;
     cr_assert_eq(
         glesc_sampler_create(&sp, glesc_tokenizer_n_vocab(glesc_model_tokenizer(model)), &smp),

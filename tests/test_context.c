@@ -742,14 +742,19 @@ Test(context, a_success_clears_the_message)
     float v[4] = {1, 2, 3, 4};
     cr_assert_eq(glesc_tensor_write_f32(x, v, 3), GLESC_ERROR_INVALID_ARGUMENT);
     cr_assert_str_neq(glesc_context_errmsg(ctx), "");
+    /* One channel: the thread's message names every failure, the context's
+     * is its copy. */
+    cr_assert_str_eq(glesc_last_errmsg(), glesc_context_errmsg(ctx));
     cr_assert_eq(glesc_tensor_write_f32(x, v, 4), GLESC_OK);
     cr_assert_str_eq(glesc_context_errmsg(ctx), "");
+    cr_assert_str_eq(glesc_last_errmsg(), "");
     /* A builder's failure is named by the compute it makes fail, also after
      * successful calls in between. */
     glesc_tensor *b = glesc_tensor_new(g, GLESC_DTYPE_F32, 1, (int64_t[]){5});
     glesc_tensor *bad = glesc_add(g, x, b);
     cr_assert_null(bad);
     cr_assert(strstr(glesc_context_errmsg(ctx), "broadcast"), "%s", glesc_context_errmsg(ctx));
+    cr_assert(strstr(glesc_last_errmsg(), "broadcast"), "%s", glesc_last_errmsg());
     cr_assert_eq(glesc_tensor_write_f32(x, v, 4), GLESC_OK);
     cr_assert_str_eq(glesc_context_errmsg(ctx), "");
     cr_assert_eq(glesc_graph_compute(g, &bad, 1), GLESC_ERROR_INVALID_ARGUMENT);

@@ -459,9 +459,9 @@ Test(conv, gemm_path_with_split_k)
     /* the kernel as the executor binds it: z holds the group times the parts */
     graph_order_t ord = {0};
     cr_assert_eq(graph_order(g, &y, 1, &ord), GLESC_OK);
-    graph_kernel *gks = calloc((size_t)ord.n, sizeof *gks);
+    kernels_kernel *gks = calloc((size_t)ord.n, sizeof *gks);
     int nk = 0, max_bind = compute_max_bindings(ctx);
-    graph_fuse(ord.nodes, ord.n, true, max_bind, NULL, gks, &nk);
+    kernels_fuse(ord.nodes, ord.n, true, max_bind, NULL, gks, &nk);
     cr_assert_eq(nk, 1);
     kb kbind;
     glesc_graph_options o = {.gemv_max_m = 8};

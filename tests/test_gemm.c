@@ -312,9 +312,9 @@ static int64_t parts_of_seq(glesc_graph *g, glesc_tensor *y, int64_t batches, co
     for (int i = 0; i < ord.n; i++) /* memory to bind (contents unused) */
         if (ord.nodes[i]->owner == ord.nodes[i] && !ord.nodes[i]->st.n_chunks)
             cr_assert_eq(graph_storage_alloc(ord.nodes[i], GL_USAGE_ACTIVATIONS, false), GLESC_OK);
-    graph_kernel *gks = calloc((size_t)ord.n, sizeof *gks);
+    kernels_kernel *gks = calloc((size_t)ord.n, sizeof *gks);
     int nk = 0, max_bind = compute_max_bindings(c);
-    graph_fuse(ord.nodes, ord.n, true, max_bind, NULL, gks, &nk);
+    kernels_fuse(ord.nodes, ord.n, true, max_bind, NULL, gks, &nk);
     glesc_graph_options o = {.gemv_max_m = 8};
     int64_t parts = -1;
     for (int i = 0; i < nk; i++) {

@@ -114,7 +114,7 @@ static void on_event(void *user, const glesc_gen_event *ev)
 static glesc_sampler *sampler(const glesc_model *m, bool greedy, uint64_t seed)
 {
     glesc_sampler_params sp;
-    glesc_sampler_params_default(&sp);
+    glesc_sampler_params_init(&sp);
     if (greedy)
         sp.temperature = 0;
     else

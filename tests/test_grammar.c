@@ -342,7 +342,7 @@ Test(grammar, sampled_text_always_parses)
         llm_grammar *g = parse(grammars[k]);
         for (uint32_t seed = 1; seed <= 40; seed++) {
             glesc_sampler_params sp;
-            glesc_sampler_params_default(&sp);
+            glesc_sampler_params_init(&sp);
             sp.seed = seed;
             sp.temperature = seed % 4 == 0 ? 0.0f : 1.0f;
             glesc_sampler *s;

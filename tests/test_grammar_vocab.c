@@ -38,7 +38,7 @@ static void vocab_json(const char *rel)
     for (uint32_t seed = 1; seed <= 12; seed++) {
         glesc_sampler *s;
         glesc_sampler_params sp;
-        glesc_sampler_params_default(&sp);
+        glesc_sampler_params_init(&sp);
         sp.seed = seed;
         sp.temperature = 1.5f;
         cr_assert_eq(glesc_sampler_create(&sp, V, &s), GLESC_OK);

@@ -455,7 +455,8 @@ Test(ops, concat_and_cpy)
 /* The two halves of the op table agree: graph's semantic row says what kind
  * an op is, kernels' codegen row must then say how its code is made (an
  * expression for elementwise ops, a generator for anchors, nothing for
- * views and leaves); a variant only where there is a generator. */
+ * views and leaves); a variant, and fusion capabilities, only where there
+ * is a generator. */
 Test(ops, codegen_rows_match_the_semantic_rows)
 {
     for (int op = 0; op < GLESC_OP_COUNT_; op++) {
@@ -476,5 +477,14 @@ Test(ops, codegen_rows_match_the_semantic_rows)
                       sem->kind == GRAPH_KIND_VIEW ? "view" : "leaf");
         }
         cr_expect(!cg->variant || cg->gen, "%s: a variant without a generator", name);
+        bool caps = cg->prologue || cg->epilogue || cg->row_scale || cg->norm_prologue ||
+                    cg->norm_deferred || cg->row_write_prologue || cg->extra_bindings ||
+                    cg->reduce_epilogue || cg->takes_reduce;
+        cr_expect(!caps || cg->gen, "%s: fusion capabilities without a generator", name);
+        cr_expect(!(cg->prologue >> sem->arity) && !(cg->norm_prologue >> sem->arity) &&
+                      !(cg->row_write_prologue >> sem->arity),
+                  "%s: a capability on a source the op does not have", name);
+        cr_expect(!cg->norm_deferred || cg->norm_prologue, "%s: norm_deferred without a source",
+                  name);
     }
 }

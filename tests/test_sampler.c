@@ -8,6 +8,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "glesc_llm.h"
@@ -16,7 +17,7 @@ static glesc_sampler *make(float temp, int top_k, float top_p, float min_p, floa
                            int32_t n_vocab)
 {
     glesc_sampler_params p;
-    glesc_sampler_params_default(&p);
+    glesc_sampler_params_init(&p);
     p.temperature = temp;
     p.top_k = top_k;
     p.top_p = top_p;
@@ -172,7 +173,7 @@ Test(sampler, bad_parameters)
                                         "repeat_last_n"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         glesc_sampler_params p;
-        glesc_sampler_params_default(&p);
+        glesc_sampler_params_init(&p);
         p.temperature = cases[i].temperature;
         p.top_p = cases[i].top_p;
         p.min_p = cases[i].min_p;
@@ -422,4 +423,58 @@ Test(sampler, chain_refusals_and_greedy)
     for (int i = 0; i < 20; i++)
         cr_expect_eq(glesc_sampler_sample(s, l), 10);
     glesc_sampler_destroy(s);
+}
+
+/* glesc_llm.h's option structs follow glesc.h's rule: an inline _init that
+ * sets the defaults and struct_size, and the library reads only struct_size
+ * bytes (0: this header's layout; too small to hold itself: refused). */
+Test(sampler, option_structs_carry_their_size)
+{
+    glesc_sampler_params sp;
+    glesc_sampler_params_init(&sp);
+    cr_assert_eq(sp.struct_size, sizeof sp);
+    cr_assert_float_eq(sp.temperature, 0.8f, 0);
+    cr_assert_eq(sp.top_k, 40);
+    cr_assert_eq(sp.repeat_last_n, 64);
+    glesc_model_options mo;
+    glesc_model_options_init(&mo);
+    cr_assert_eq(mo.struct_size, sizeof mo);
+    cr_assert_null(mo.progress);
+    glesc_session_options so;
+    glesc_session_options_init(&so);
+    cr_assert_eq(so.struct_size, sizeof so);
+    cr_assert_eq(so.n_ctx, 0);
+    glesc_generate_params gp;
+    glesc_generate_params_init(&gp);
+    cr_assert_eq(gp.struct_size, sizeof gp);
+    cr_assert_eq(gp.n_predict, -1);
+    cr_assert_eq(gp.detokenize_flags, GLESC_DETOKENIZE_KEEP_LEADING_SPACE);
+    glesc_chat_options co;
+    glesc_chat_options_init(&co);
+    cr_assert_eq(co.struct_size, sizeof co);
+    cr_assert_eq(co.context_policy, GLESC_CHAT_CONTEXT_SHIFT);
+
+    /* A caller compiled before seed existed: what lies beyond is not read
+     * (the seed is 0, the default). */
+    unsigned char buf[sizeof(glesc_sampler_params) + 64];
+    memset(buf, 0xa5, sizeof buf);
+    glesc_sampler_params *old = (glesc_sampler_params *)(void *)buf;
+    glesc_sampler_params_init(old);
+    old->struct_size = (uint32_t)offsetof(glesc_sampler_params, seed);
+    memset(&old->seed, 0xa5, sizeof old->seed);
+    glesc_sampler *s = NULL;
+    cr_assert_eq(glesc_sampler_create(old, 8, &s), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_sampler *s0 = NULL;
+    sp.seed = 0;
+    cr_assert_eq(glesc_sampler_create(&sp, 8, &s0), GLESC_OK);
+    float logits[8] = {1, 2, 3, 4, 4, 3, 2, 1};
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq(glesc_sampler_sample(s, logits), glesc_sampler_sample(s0, logits));
+    glesc_sampler_destroy(s);
+    glesc_sampler_destroy(s0);
+
+    sp.struct_size = 2;
+    cr_assert_eq(glesc_sampler_create(&sp, 8, &s), GLESC_ERROR_INVALID_ARGUMENT);
+    cr_assert(strstr(glesc_last_errmsg(), "struct_size 2"), "%s", glesc_last_errmsg());
+    cr_assert_null(s);
 }

@@ -160,7 +160,7 @@ Test(state, sampler_state_and_no_logits)
     glesc_session *s = session(m, 32, GLESC_DTYPE_F32);
     cr_assert_eq(glesc_session_eval(s, ids, N, 0, NULL), GLESC_OK, "%s", glesc_last_errmsg());
     glesc_sampler_params sp;
-    glesc_sampler_params_default(&sp);
+    glesc_sampler_params_init(&sp);
     sp.seed = 42;
     sp.repeat_penalty = 1.3f;
     sp.repeat_last_n = 8;

@@ -5,7 +5,11 @@ Each folder of src/ is a layer with a rank (its subfolders, such as
 src/llm/tokenizer/, belong to it); a file may include ("x/...") only
 headers of its own layer or of lower ones. Also, no layer up to
 compute calls glesc_graph_compute (the device profile and everything else
-below the public entry run their own dispatches: no recursion into it).
+below the public entry run their own dispatches: no recursion into it),
+and fusion lives with code generation: no layer below kernels has a fusion
+pass (a file named *fuse*, or a call or definition of a *_fuse* function):
+what a kernel can absorb is the kernels layer's knowledge, graph's op table
+says only what an op means.
 Prints each violation as FILE:LINE and fails; prints nothing when all is
 well. --graph prints the include graph between layers instead.
 
@@ -19,6 +23,7 @@ ORDER = ["core", "gl", "emit", "quant", "gguf", "graph", "kernels", "compute", "
 RANK = {name: i for i, name in enumerate(ORDER)}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(([^"/]+)/[^"]+)"')
 COMPUTE_CALL = re.compile(r"\bglesc_graph_compute\s*\(")
+FUSE_CALL = re.compile(r"\b\w*_fuse\w*\s*\(")
 # Comments and string literals, so that only code is searched for calls.
 NOISE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"', re.S)
 
@@ -59,8 +64,16 @@ def main():
                 elif RANK[dep] > RANK[layer]:
                     errors.append(f'{rel}:{n}: includes "{header}": {layer} is below {dep} '
                                   f"({' < '.join(ORDER)})")
+            code = NOISE.sub(lambda c: re.sub(r"[^\n]", " ", c.group(0)), text)
+            if RANK[layer] < RANK["kernels"]:
+                if "fuse" in os.path.basename(name):
+                    errors.append(f"{rel}: a fusion pass below kernels ({layer}): fusion lives "
+                                  "with code generation (src/kernels/)")
+                for c in FUSE_CALL.finditer(code):
+                    n = code.count("\n", 0, c.start()) + 1
+                    errors.append(f"{rel}:{n}: {c.group(0).rstrip('( ')}: fusion below kernels "
+                                  f"({layer}): it lives with code generation (src/kernels/)")
             if RANK[layer] <= RANK["compute"]:
-                code = NOISE.sub(lambda c: re.sub(r"[^\n]", " ", c.group(0)), text)
                 for c in COMPUTE_CALL.finditer(code):
                     n = code.count("\n", 0, c.start()) + 1
                     if not code[:c.start()].rstrip().endswith("glesc_status"):  # the definition

@@ -138,7 +138,7 @@ int main(int argc, char **argv)
     }
     int32_t V = glesc_tokenizer_n_vocab(tok);
     glesc_sampler_params sp;
-    glesc_sampler_params_default(&sp);
+    glesc_sampler_params_init(&sp);
     sp.seed = seed;
     glesc_sampler *plain, *gram;
     double t0 = 0, build = 0;

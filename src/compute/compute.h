@@ -9,7 +9,7 @@
  * How a compute goes (exec.c): order the nodes the outputs need (DFS,
  * sources first) → hash the structure (ops, types, shape pattern, codegen
  * variants, not the sizes) → take the cached plan of that hash, or build
- * one: fuse nodes into kernels (graph_fuse), note when each buffer is last
+ * one: fuse nodes into kernels (kernels_fuse), note when each buffer is last
  * used, generate every kernel's GLSL (kernels_gen) and compile them in one
  * batch → run the kernels: the same generators run again in "bind" mode,
  * which emits no text and only collects buffers, sizes and strides as
@@ -62,10 +62,10 @@ typedef struct compute_record {
 } compute_record;
 
 typedef struct compute_kernel {
-    int anchor, partner, out;                              /* order indices, -1 for none */
-    int sib[GRAPH_MAX_SIB], sib_out[GRAPH_MAX_SIB], n_sib; /* a grouped matmul's others */
-    int reduce;                                            /* a folded reduction, or -1 */
-    char *name;                                            /* "rms_norm+mul" */
+    int anchor, partner, out;                                  /* order indices, -1 for none */
+    int sib[KERNELS_MAX_SIB], sib_out[KERNELS_MAX_SIB], n_sib; /* a grouped matmul's others */
+    int reduce;                                                /* a folded reduction, or -1 */
+    char *name;                                                /* "rms_norm+mul" */
     char *glsl;             /* the generated source (kept for docs and verification) */
     const gl_program *prog; /* owned by the program cache */
     /* The nodes whose sizes the kernel's bindings and uniforms may depend
@@ -183,7 +183,7 @@ int compute_max_bindings(const glesc_context *ctx);
  * (core_free it); the message names the kernel on failure. *n_bind (when
  * not NULL): the storage buffers it binds, max_bind + 1 where it needs more
  * than max_bind. */
-glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
+glesc_status compute_kernel_glsl(glesc_context *ctx, const kernels_kernel *gk, const char *name,
                                  int max_bind, const glesc_graph_options *opts, char **out,
                                  int *n_bind);
 /* The context's scratch buffer (kb_scratch) of at least bytes, grown
@@ -191,7 +191,7 @@ glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, con
 glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out);
 /* Runs kernel gk's generator in bind mode on b (kb_free it in any case): its
  * dispatches, with this compute's buffers and uniforms, are in b->disp. */
-glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,
+glesc_status compute_kernel_bind(glesc_context *ctx, const kernels_kernel *gk, int max_bind,
                                  const glesc_graph_options *opts, kb *b);
 
 /* ---- Kernel records (replay.c) ---- */
@@ -235,6 +235,6 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
 /* Sets every node's kernel from the plan. */
 void compute_plan_apply(const compute_plan *p, const graph_order_t *ord);
 /* The kernel descriptor of kernel k for ord's nodes. */
-graph_kernel compute_plan_kernel(const compute_plan *p, const graph_order_t *ord, int k);
+kernels_kernel compute_plan_kernel(const compute_plan *p, const graph_order_t *ord, int k);
 
 #endif /* GLESC_COMPUTE_H */

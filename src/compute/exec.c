@@ -49,7 +49,7 @@ static glesc_status check_footprint(glesc_context *ctx, const emit_kernel *k)
     return GLESC_OK;
 }
 
-glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, const char *name,
+glesc_status compute_kernel_glsl(glesc_context *ctx, const kernels_kernel *gk, const char *name,
                                  int max_bind, const glesc_graph_options *opts, char **out,
                                  int *n_bind)
 {
@@ -81,7 +81,7 @@ glesc_status compute_kernel_glsl(glesc_context *ctx, const graph_kernel *gk, con
     return st;
 }
 
-glesc_status compute_kernel_bind(glesc_context *ctx, const graph_kernel *gk, int max_bind,
+glesc_status compute_kernel_bind(glesc_context *ctx, const kernels_kernel *gk, int max_bind,
                                  const glesc_graph_options *opts, kb *b)
 {
     kb_init(b, ctx, gk, NULL, max_bind);
@@ -125,7 +125,7 @@ static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const gr
         goto done;
     }
     for (int k = 0; k < nk && st == GLESC_OK; k++) {
-        graph_kernel gk = compute_plan_kernel(p, ord, k);
+        kernels_kernel gk = compute_plan_kernel(p, ord, k);
         compute_kernel *pk = &p->kernels[k];
         if (!pk->glsl)
             st = compute_kernel_glsl(ctx, &gk, pk->name, max_bind, opts, &pk->glsl, NULL);
@@ -157,7 +157,7 @@ static glesc_status verify_plan(glesc_context *ctx, compute_plan *p, const graph
                                 int max_bind, const glesc_graph_options *opts)
 {
     for (int k = 0; k < p->n_kernels; k++) {
-        graph_kernel gk = compute_plan_kernel(p, ord, k);
+        kernels_kernel gk = compute_plan_kernel(p, ord, k);
         char *src;
         glesc_status st =
             compute_kernel_glsl(ctx, &gk, p->kernels[k].name, max_bind, opts, &src, NULL);
@@ -273,7 +273,8 @@ static bool abort_requested(glesc_context *ctx)
 static bool needs_gemv_threshold(const glesc_graph *g)
 {
     for (const glesc_tensor *t = g->tensors; t; t = t->next)
-        if (t->op == GLESC_OP_MATMUL && t->src[1]->ne[1] >= 2 && t->src[1]->ne[1] <= 8)
+        if (t->op == GLESC_OP_MATMUL && t->src[1]->ne[1] >= 2 &&
+            kernels_matmul_gemv(t, GRAPH_GEMV_MAX_M))
             return true;
     return false;
 }
@@ -291,7 +292,7 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
         /* Only a matmul with 2..8 activation columns depends on the GEMV
          * threshold: take the device profile then (measured the first time),
          * before anything of this compute happens. */
-        pp->opts.gemv_max_m = 8;
+        pp->opts.gemv_max_m = GRAPH_GEMV_MAX_M;
         if (needs_gemv_threshold(g)) {
             const compute_profile *prof = compute_profile_get(ctx);
             if (!prof)
@@ -311,12 +312,13 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
      * GEMMs; GLESC_FUSE_GEMM_NORM: norms folded into GEMMs too (tuning,
      * docs/environment.md) */
     const char *skip = core_env("GLESC_FUSE_SKIP");
-    unsigned skips = skip ? graph_fuse_skips(skip) : kernels_class_of(ctx)->fuse_skip;
-    unsigned fusion = opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
-                          ? GRAPH_FUSE_ON | skips |
-                                (core_env_flag("GLESC_FUSE_GEMM_NORM") ? GRAPH_FUSE_GEMM_NORM : 0) |
-                                GRAPH_FUSE_GEMV_MAX_M(opts->gemv_max_m)
-                          : 0;
+    unsigned skips = skip ? kernels_fuse_skips(skip) : kernels_class_of(ctx)->fuse_skip;
+    unsigned fusion =
+        opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
+            ? KERNELS_FUSE_ON | skips |
+                  (core_env_flag("GLESC_FUSE_GEMM_NORM") ? KERNELS_FUSE_GEMM_NORM : 0) |
+                  KERNELS_FUSE_GEMV_MAX_M(opts->gemv_max_m)
+            : 0;
     int max_bind = compute_max_bindings(ctx);
     core_hash128 key = compute_plan_key(&pp->ord, opts, fusion, max_bind);
     compute_plan *p = compute_plan_find(ctx, key);
@@ -424,7 +426,7 @@ static glesc_status run_kernel(glesc_graph *g, compute_plan *p, const graph_orde
                                const glesc_graph_options *opts, bool verify, gl_timer *timers)
 {
     glesc_context *ctx = g->ctx;
-    graph_kernel gk = compute_plan_kernel(p, ord, k);
+    kernels_kernel gk = compute_plan_kernel(p, ord, k);
     compute_kernel *pk = &p->kernels[k];
     if (abort_requested(ctx))
         return core_err_set(&ctx->err, GLESC_ERROR_CANCELLED,
@@ -432,7 +434,7 @@ static glesc_status run_kernel(glesc_graph *g, compute_plan *p, const graph_orde
                             "kernel %d of %d (%s)",
                             k + 1, p->n_kernels, pk->name);
     /* the stored nodes' memory: the out's, and a grouped matmul's others */
-    glesc_tensor *outs_k[1 + GRAPH_MAX_SIB];
+    glesc_tensor *outs_k[1 + KERNELS_MAX_SIB];
     int n_outs = 0;
     outs_k[n_outs++] = gk.out;
     for (int j = 0; j < gk.n_sib; j++)

@@ -155,7 +155,7 @@ compute_plan *compute_plan_find(glesc_context *ctx, core_hash128 key)
     return NULL;
 }
 
-static char *kernel_name(const graph_order_t *ord, const graph_kernel *gk)
+static char *kernel_name(const graph_order_t *ord, const kernels_kernel *gk)
 {
     sbuf b;
     sbuf_init(&b);
@@ -227,7 +227,7 @@ static bool plan_sig_nodes(compute_plan *p, const graph_order_t *ord)
                         SIG_ADD(x);
                         SIG_ADD(x->owner);
                         /* a gather computed here: its table and indices */
-                        for (int q = 0; graph_gather_inline(x) && q < x->n_src; q++)
+                        for (int q = 0; kernels_gather_inline(x) && q < x->n_src; q++)
                             if (x->src[q]) {
                                 SIG_ADD(x->src[q]);
                                 SIG_ADD(x->src[q]->owner);
@@ -262,13 +262,13 @@ static bool plan_sig_nodes(compute_plan *p, const graph_order_t *ord)
  */
 static glesc_status fit_kernels(glesc_context *ctx, const graph_order_t *ord, unsigned fusion,
                                 int max_bindings, const glesc_graph_options *opts,
-                                graph_kernel *gks, int *nk, char **names, char **glsl)
+                                kernels_kernel *gks, int *nk, char **names, char **glsl)
 {
     int n = ord->n;
     int *budget = NULL;
     glesc_status st = GLESC_OK;
     for (int round = 0;; round++) {
-        graph_fuse(ord->nodes, n, fusion, max_bindings, budget, gks, nk);
+        kernels_fuse(ord->nodes, n, fusion, max_bindings, budget, gks, nk);
         bool fits = true;
         for (int k = 0; k < *nk && st == GLESC_OK; k++) {
             int need = 0;
@@ -330,7 +330,7 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
     compute_state *s = compute_state_get(ctx);
     int n = ord->n;
     compute_plan *p = core_calloc(1, sizeof *p);
-    graph_kernel *gks = core_calloc((size_t)n + 1, sizeof *gks);
+    kernels_kernel *gks = core_calloc((size_t)n + 1, sizeof *gks);
     char **names = core_calloc((size_t)n + 1, sizeof *names);
     char **glsl = core_calloc((size_t)n + 1, sizeof *glsl);
     if (!s || !p || !gks || !names || !glsl)
@@ -352,7 +352,7 @@ compute_plan *compute_plan_create(glesc_context *ctx, core_hash128 key, const gr
         goto oom;
     }
     for (int k = 0; k < nk; k++) {
-        const graph_kernel *gk = &gks[k];
+        const kernels_kernel *gk = &gks[k];
         compute_kernel *pk = &p->kernels[k];
         pk->anchor = gk->anchor ? gk->anchor->order : -1;
         pk->partner = gk->partner ? gk->partner->order : -1;
@@ -442,10 +442,10 @@ void compute_plan_apply(const compute_plan *p, const graph_order_t *ord)
         ord->nodes[i]->kernel = p->node_kernel[i];
 }
 
-graph_kernel compute_plan_kernel(const compute_plan *p, const graph_order_t *ord, int k)
+kernels_kernel compute_plan_kernel(const compute_plan *p, const graph_order_t *ord, int k)
 {
     const compute_kernel *pk = &p->kernels[k];
-    graph_kernel gk = {
+    kernels_kernel gk = {
         .anchor = pk->anchor >= 0 ? ord->nodes[pk->anchor] : NULL,
         .partner = pk->partner >= 0 ? ord->nodes[pk->partner] : NULL,
         .out = ord->nodes[pk->out],

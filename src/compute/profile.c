@@ -49,7 +49,7 @@ static glesc_status time_matmul(glesc_context *ctx, glesc_tensor *w, int m, int 
     glesc_graph_options opts = {.gemv_max_m = gemv_max_m, .fusion = -1};
     int max_bind = compute_max_bindings(ctx);
     graph_order_t ord = {0};
-    graph_kernel *gks = NULL;
+    kernels_kernel *gks = NULL;
     char *glsl = NULL;
     kb b;
     kb_init(&b, ctx, NULL, NULL, max_bind);
@@ -73,7 +73,7 @@ static glesc_status time_matmul(glesc_context *ctx, glesc_tensor *w, int m, int 
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
-    graph_fuse(ord.nodes, ord.n, 0, max_bind, NULL, gks, &nk);
+    kernels_fuse(ord.nodes, ord.n, 0, max_bind, NULL, gks, &nk);
     if (nk != 1) {
         st = core_err_set(&ctx->err, GLESC_ERROR_STATE, "a matmul planned as %d kernels", nk);
         goto done;
@@ -227,7 +227,7 @@ static compute_profile find(glesc_context *ctx)
         return p;
     p = (compute_profile){.gemv_max_m = kernels_class_of(ctx)->gemv_max_m,
                           .source = COMPUTE_PROFILE_CLASS};
-    if (p.gemv_max_m >= 1 && p.gemv_max_m <= 8)
+    if (p.gemv_max_m >= 1 && p.gemv_max_m <= GRAPH_GEMV_MAX_M)
         return p;
     size_t key_len = 0;
     char *key = ctx->disk_cache ? compute_profile_key(ctx, &key_len) : NULL;

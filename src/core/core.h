@@ -25,8 +25,10 @@
 #define CORE_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /* ---- Errors ----
- * A core_err holds the status and message of the last failure. Contexts own
- * one; calls without a context use the thread's own (core_err_tls). */
+ * A core_err holds the status and message of the last failure. The thread's
+ * own (core_err_tls, glesc_last_errmsg) is the one channel every failure
+ * reaches; a context keeps a copy of its calls' failures (its err): setting,
+ * prefixing or resetting a context's record does the same to the thread's. */
 typedef struct core_err {
     glesc_status status;
     char *msg; /* heap, or NULL */
@@ -86,6 +88,11 @@ static inline bool core_struct_in(void *dst, size_t dst_size, const void *src)
     __builtin_memcpy(dst, src, n == 0 || n > dst_size ? dst_size : n);
     return true;
 }
+
+/* core_struct_in, with the error: GLESC_ERROR_INVALID_ARGUMENT in e (NULL:
+ * the thread's) naming fn when src's struct_size is too small. */
+glesc_status core_struct_read(core_err *e, void *dst, size_t dst_size, const void *src,
+                              const char *fn);
 
 /* Testing aid: the n-th allocation from now on (0 = the next) and every one
  * after it fails; -1 switches failure injection off. Returns the number of

@@ -1,6 +1,9 @@
 /*
- * err.c — status names (generated from GLESC_STATUS_MAP) and the per-context /
- * per-thread error messages that carry the evidence of a failure.
+ * err.c — status names (generated from GLESC_STATUS_MAP) and the error
+ * messages that carry the evidence of a failure. One channel: the calling
+ * thread's message (glesc_last_errmsg) holds every failure; a context's own
+ * record (glesc_context_errmsg) is a copy kept with the context, so every
+ * change to a context's record is made to the thread's too.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -80,6 +83,18 @@ GLESC_API const char *glesc_last_errmsg(void)
     return core_err_msg(&tls_err);
 }
 
+/* The thread's message becomes a copy of a context's record e (libc's
+ * strdup, as every message). */
+static void mirror(const core_err *e)
+{
+    if (e == &tls_err)
+        return;
+    char *msg = e->msg ? strdup(e->msg) : NULL;
+    free(tls_err.msg);
+    tls_err.msg = msg;
+    tls_err.status = e->status;
+}
+
 /* The message is formatted with libc's malloc, not the hook: an error report
  * must survive an injected or real allocation failure. When even that fails,
  * a static text stands in. */
@@ -101,6 +116,7 @@ glesc_status core_err_setv(core_err *e, glesc_status st, const char *fmt, va_lis
     free(e->msg);
     e->msg = msg;
     e->status = st;
+    mirror(e);
     return st;
 }
 
@@ -131,6 +147,7 @@ void core_err_prefix(core_err *e, const char *fmt, ...)
     tls_track(e);
     free(e->msg);
     e->msg = msg;
+    mirror(e);
 }
 
 glesc_status core_err_copy(core_err *dst, const core_err *src)
@@ -162,9 +179,9 @@ const char *core_err_last_failure(const core_err *e)
 
 void core_err_reset(core_err *e)
 {
-    if (!e)
-        e = &tls_err;
-    e->status = GLESC_OK;
+    if (e)
+        e->status = GLESC_OK;
+    tls_err.status = GLESC_OK;
 }
 
 void core_err_clear(core_err *e)
@@ -174,4 +191,14 @@ void core_err_clear(core_err *e)
     free(e->msg);
     e->msg = NULL;
     e->status = GLESC_OK;
+}
+
+glesc_status core_struct_read(core_err *e, void *dst, size_t dst_size, const void *src,
+                              const char *fn)
+{
+    if (core_struct_in(dst, dst_size, src))
+        return GLESC_OK;
+    return core_err_set(e, GLESC_ERROR_INVALID_ARGUMENT,
+                        "%s: struct_size %u is too small (use the struct's _init function)", fn,
+                        (unsigned)*(const uint32_t *)src);
 }

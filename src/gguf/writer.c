@@ -440,6 +440,7 @@ GLESC_API glesc_status glesc_gguf_writer_add_tensor_fn(glesc_gguf_writer *w, con
                                                        const int64_t *ne, uint64_t size,
                                                        glesc_gguf_fill_fn fill, void *user)
 {
+    core_err_reset(NULL);
     if (!fill)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "gguf writer: add_tensor_fn: tensor '%s': NULL callback",

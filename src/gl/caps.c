@@ -63,6 +63,7 @@ static bool limits_int(const char *v, int *out)
 
 GLESC_API glesc_status glesc_context_options_limits(glesc_context_options *opts, const char *spec)
 {
+    core_err_reset(NULL);
     if (!opts || !spec)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_context_options_limits: opts or spec is NULL");

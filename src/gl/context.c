@@ -265,11 +265,9 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
                             "glesc_context_create: out is NULL");
     *out = NULL;
     glesc_context_options o;
-    if (!core_struct_in(&o, sizeof o, opts))
-        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_context_create: options' struct_size %u is too small "
-                            "(use glesc_context_options_init)",
-                            (unsigned)opts->struct_size);
+    glesc_status st = core_struct_read(NULL, &o, sizeof o, opts, "glesc_context_create");
+    if (st != GLESC_OK)
+        return st;
     if ((int)o.platform < GLESC_PLATFORM_AUTO || (int)o.platform > GLESC_PLATFORM_SURFACELESS)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_context_create: platform %d is not a glesc_platform",
@@ -279,7 +277,7 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
                             "glesc_context_create: egl_display and egl_context are given "
                             "together or not at all");
     /* Explicit (the options) beats the environment beats the default. */
-    glesc_status st = gl_limits_from_env(&o);
+    st = gl_limits_from_env(&o);
     if (st != GLESC_OK)
         return st;
     glesc_platform platform = o.platform;
@@ -335,6 +333,8 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
         goto fail;
     if ((st = gl_check(ctx, "context setup")) != GLESC_OK)
         goto fail;
+    /* Platforms tried before the one that worked left their failures. */
+    core_err_reset(&ctx->err);
     *out = ctx;
     return GLESC_OK;
 

@@ -48,11 +48,9 @@ GLESC_API glesc_status glesc_graph_set_options(glesc_graph *g, const glesc_graph
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_graph_set_options: NULL");
     core_err_reset(&g->ctx->err);
     glesc_graph_options o; /* NULL: the defaults */
-    if (!core_struct_in(&o, sizeof o, opts))
-        return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                            "glesc_graph_set_options: struct_size %u is too small (use "
-                            "glesc_graph_options_init)",
-                            (unsigned)opts->struct_size);
+    glesc_status st = core_struct_read(&g->ctx->err, &o, sizeof o, opts, "glesc_graph_set_options");
+    if (st != GLESC_OK)
+        return st;
     if (o.gemv_max_m < 0 || o.gemv_max_m > GRAPH_GEMV_MAX_M)
         return core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_graph_set_options: gemv_max_m %d is not 0..%d", o.gemv_max_m,

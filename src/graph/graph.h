@@ -167,46 +167,15 @@ typedef struct graph_op_info {
     /* Scalar references for the elementwise rows (double precision). */
     double (*f1)(double x, const float *fp);
     double (*f2)(double a, double b);
-    /* Fusion capabilities (fuse.c). */
-    unsigned prologue; /* bit i: source i may be an elementwise chain computed in place */
-    bool epilogue;     /* consumers may be computed on the result before it is stored */
-    bool inplace;      /* writes into source 0 (set_rows) or 1 (cpy) */
+    bool inplace; /* writes into source 0 (set_rows) or 1 (cpy) */
     /* Reads its sources at other coordinates than its own (rope's partner
      * element, concat's halves): it cannot be in an anchor's epilogue,
      * where the anchor's value exists only at the anchor's coordinates. */
     bool remaps;
-    /* A row norm (rms_norm): its value is its input times a scale that
-     * depends only on the row (1/rms along dimension 0). An anchor that
-     * takes a norm prologue may fold it, with its epilogue, into the
-     * loading of its source and compute the row's sum of squares itself
-     * (a reduction prologue, fuse.c). */
-    bool row_scale;
-    /* bit i: source i may be the output of a folded row norm. */
-    unsigned norm_prologue;
-    /* The anchor is linear in that source along the norm's row and applies
-     * the scale to its own result (matmul: W·(x∘g·s) = s·(W·(x∘g)), the
-     * squares summed in its own k loop): the path from the norm to the
-     * source must be linear in the norm. Without it the norm's scale is
-     * computed where its value is loaded (a loop over the row). */
-    bool norm_deferred;
-    /* bit i: source i may be (a view of) the result of a set_rows whose
-     * write this anchor's kernel then does itself (fuse.c: a KV-cache write
-     * inside the attention that reads the cache). */
-    unsigned row_write_prologue;
-    /* Storage buffers the anchor's kernel binds besides tensors (attention:
-     * the scratch of its split combine). */
-    int extra_bindings;
-    /* A reduction (argmax) that may run as the epilogue of the kernel
-     * computing its source, when that kernel's anchor takes one
-     * (takes_reduce) and the reduction is along dimension 0 of a single
-     * column: the anchor reduces its values as it would store them and
-     * the kernel's last workgroup combines the workgroups' parts (fuse.c,
-     * fold_reductions). */
-    bool reduce_epilogue;
-    bool takes_reduce;
-    /* A row gather (get_rows) whose value a reading kernel may compute
-     * itself, from its table and indices, when both are leaves (fuse.c,
-     * inline_gathers; kernels_expr_gather). */
+    /* A row gather (get_rows): its value at given coordinates is a row of
+     * its table (source 0) chosen by its indices (source 1), so a reading
+     * kernel may compute it itself (kernels/fuse.c, inline_gathers;
+     * kernels_expr_gather). */
     bool gather;
 } graph_op_info;
 
@@ -252,68 +221,11 @@ void graph_drop_newest(glesc_graph *g, glesc_tensor *t);
  * contiguous floats of outs[i] (free() them). For tests and debugging. */
 glesc_status graph_cpu_eval(glesc_graph *g, glesc_tensor *const *outs, int n, float **results);
 
-/* ---- Fusion (fuse.c): which nodes one kernel computes ---- */
-#define GRAPH_MAX_SIB 3 /* a grouped matmul: the anchor and up to 3 siblings */
-
-typedef struct graph_kernel {
-    glesc_tensor *anchor;  /* ANCHOR node, or NULL for a pure elementwise kernel */
-    glesc_tensor *partner; /* second matmul sharing the anchor's activation, or NULL */
-    glesc_tensor *out;     /* the node the kernel stores */
-    /* A grouped matmul: more matmuls of the anchor's activation, each with
-     * its own weight, epilogue and stored node sib_out[i]; workgroups pick
-     * one by output row range. */
-    glesc_tensor *sib[GRAPH_MAX_SIB], *sib_out[GRAPH_MAX_SIB];
-    int n_sib;
-    /* A reduction folded into the anchor's epilogue (an arg max over the
-     * rows of a matrix-vector product), or NULL: the anchor's result is
-     * not stored, the reduction's is (out: the reduction after its own
-     * epilogue). */
-    glesc_tensor *reduce;
-    int id;
-    int bindings; /* the fusion pass's count of the buffers it binds (an estimate) */
-} graph_kernel;
-
-/* The most columns a matmul computes with the GEMV (glesc_graph_options'
- * gemv_max_m): beyond, always the GEMM. */
+/* The most columns a matmul computes with the GEMV: the bound of
+ * glesc_graph_options' gemv_max_m (glesc_graph_set_options checks it) and
+ * the threshold where that is 0 (kernels_matmul_gemv, the one place that
+ * decides GEMV or GEMM). */
 #define GRAPH_GEMV_MAX_M 8
-
-/* graph_fuse's fusion flags: GRAPH_FUSE_ON, the fusions it leaves out for
- * matmuls of more than one column (prefill's GEMMs; tuning): the gate/up
- * pair, q/k/v grouping, a row norm folded in, prologues, epilogues; and
- * GRAPH_FUSE_GEMM_NORM, a row norm folded into matmuls of more than
- * the GEMV threshold's columns (GRAPH_FUSE_GEMV_MAX_M) too (left out by default: the norm's own
- * kernel and the GEMMs on its result took less time, H200 and llvmpipe;
- * docs/graph.md). */
-enum {
-    GRAPH_FUSE_ON = 1,
-    GRAPH_FUSE_SKIP_PAIR = 2,
-    GRAPH_FUSE_SKIP_GROUP = 4,
-    GRAPH_FUSE_SKIP_NORM = 8,
-    GRAPH_FUSE_SKIP_PROLOGUE = 16,
-    GRAPH_FUSE_SKIP_EPILOGUE = 32,
-    GRAPH_FUSE_GEMM_NORM = 64,
-};
-/* The GEMV threshold in the flags (bits 8..11; 0: GRAPH_GEMV_MAX_M): a
- * matmul of more columns is a GEMM, into which a norm is not folded. */
-#define GRAPH_FUSE_GEMV_MAX_M(m) ((unsigned)(m) << 8)
-/* The GRAPH_FUSE_SKIP_ bits named in a comma list (pair, group, norm,
- * prologue, epilogue; NULL: none). */
-unsigned graph_fuse_skips(const char *list);
-
-/* Assigns every ELTWISE/ANCHOR node of order[0..n) to a kernel (t->kernel)
- * and fills kernels[] (at most n) in execution order (each at its first
- * stored node; every kernel reads only what earlier kernels store);
- * *n_kernels. Without GRAPH_FUSE_ON in fusion, one kernel per node.
- * max_bindings bounds a fused kernel (reads and writes, as this pass counts
- * them); budget (NULL: none), per order index, bounds every fused kernel
- * holding that node: the planner lowers it where a generator bound more
- * than the pass counted (compute/plan.c). */
-void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, const int *budget,
-                graph_kernel *kernels, int *n_kernels);
-/* After graph_fuse (or a plan's kernels applied): is t a gather no kernel
- * computes, which every kernel reading it computes where it reads it? Its
- * kernel is -1 and it has no memory; its sources are leaves. */
-bool graph_gather_inline(const glesc_tensor *t);
 
 /* ---- The compute order (graph.c) ----
  * Shared by the CPU evaluator and compute's executor. */

@@ -1,14 +1,17 @@
 /*
  * ops.c — the op table's semantic rows (name, arity, kind, shape rule, CPU
- * reference, fusion capabilities) and the shape rules themselves: what each
- * op accepts and what it makes. The builders that create nodes are in
- * builders.c (ops) and views.c (views); how an op's code is made is the
- * kernels layer's own row (src/kernels/codegen.c).
+ * reference, and the facts of what an op reads and writes: in place,
+ * remapped coordinates, a row gather) and the shape rules themselves: what
+ * each op accepts and what it makes. The builders that create nodes are in
+ * builders.c (ops) and views.c (views); how an op's code is made, and what
+ * its kernel can absorb by fusion, is the kernels layer's own row
+ * (src/kernels/codegen.c).
  *
  * Adding an op: a GLESC_OP_ value in glesc.h, a row here (the
  * _Static_assert below keeps the table complete), a reference in ref.c, and
  * a codegen row: either a GLSL expression (elementwise: it fuses with no
- * further work) or a generator in src/kernels/.
+ * further work) or a generator in src/kernels/ with its fusion
+ * capabilities.
  */
 #include <math.h>
 #include <string.h>
@@ -443,7 +446,7 @@ static glesc_status shape_view(glesc_tensor *t)
 #define REDUCE(nm)                                                                                 \
     {                                                                                              \
         .name = nm, .arity = 1, .kind = GRAPH_KIND_ANCHOR, .shape = shape_reduce,                  \
-        .cpu = ref_reduce, .prologue = 1, .epilogue = true                                         \
+        .cpu = ref_reduce                                                                          \
     }
 
 /* Positional: one row per glesc_op in enum order; the length is checked. */
@@ -494,55 +497,38 @@ static const graph_op_info ops[] = {
      .arity = 1,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_reduce,
-     .cpu = ref_reduce,
-     .prologue = 1,
-     .epilogue = true,
-     .reduce_epilogue = true},
+     .cpu = ref_reduce},
     {.name = "softmax",
      .arity = 2,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_softmax,
-     .cpu = ref_softmax,
-     .prologue = 1,
-     .epilogue = true},
+     .cpu = ref_softmax},
     {.name = "rms_norm",
      .arity = 1,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_norm,
-     .cpu = ref_rms_norm,
-     .prologue = 1,
-     .epilogue = true,
-     .row_scale = true},
+     .cpu = ref_rms_norm},
     {.name = "layer_norm",
      .arity = 1,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_norm,
-     .cpu = ref_layer_norm,
-     .prologue = 1,
-     .epilogue = true},
+     .cpu = ref_layer_norm},
     {.name = "matmul",
      .arity = 2,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_matmul,
-     .cpu = ref_matmul,
-     .prologue = 1u << 1, /* the activation */
-     .epilogue = true,
-     .norm_prologue = 1u << 1,
-     .norm_deferred = true,
-     .takes_reduce = true},
+     .cpu = ref_matmul},
     {.name = "get_rows",
      .arity = 2,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_get_rows,
      .cpu = ref_get_rows,
-     .epilogue = true,
      .gather = true},
     {.name = "set_rows",
      .arity = 3,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_set_rows,
      .cpu = ref_set_rows,
-     .prologue = 1u << 1,
      .inplace = true},
     {.name = "concat",
      .arity = 2,
@@ -566,17 +552,12 @@ static const graph_op_info ops[] = {
      .arity = 4,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_attention,
-     .cpu = ref_attention,
-     .prologue = 1,
-     .row_write_prologue = 1u << 1 | 1u << 2, /* k, v: new cache rows */
-     .norm_prologue = 1u | 1u << 1 | 1u << 2, /* per-head q/k norms, computed inline */
-     .extra_bindings = 1},
+     .cpu = ref_attention},
     {.name = "conv",
      .arity = 3, /* x, w, optional bias */
      .kind = GRAPH_KIND_ANCHOR,
      .shape = shape_conv,
-     .cpu = ref_conv,
-     .epilogue = true},
+     .cpu = ref_conv},
     {.name = "batch_norm",
      .arity = 5, /* x, scale, bias, mean, var */
      .kind = GRAPH_KIND_ELTWISE,
@@ -609,23 +590,17 @@ static const graph_op_info ops[] = {
      .arity = 1,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = graph_shape_log_softmax,
-     .cpu = ref_log_softmax,
-     .prologue = 1,
-     .epilogue = true},
+     .cpu = ref_log_softmax},
     {.name = "pool",
      .arity = 1,
      .kind = GRAPH_KIND_ANCHOR,
      .shape = graph_shape_pool,
-     .cpu = ref_pool,
-     .prologue = 1,
-     .epilogue = true},
+     .cpu = ref_pool},
     {.name = "conv_transpose",
      .arity = 3, /* x, weight, optional bias */
      .kind = GRAPH_KIND_ANCHOR,
      .shape = graph_shape_conv_transpose,
-     .cpu = ref_conv_transpose,
-     .prologue = 1,
-     .epilogue = true},
+     .cpu = ref_conv_transpose},
 };
 _Static_assert(CORE_ARRAY_LEN(ops) == GLESC_OP_COUNT_, "one op table row per glesc_op");
 

@@ -383,12 +383,7 @@ static int or_one(int v)
  * set) when its struct_size is too small. */
 static bool params_in(glesc_graph *g, void *dst, size_t size, const void *src, const char *fn)
 {
-    if (core_struct_in(dst, size, src))
-        return true;
-    core_err_set(&g->ctx->err, GLESC_ERROR_INVALID_ARGUMENT,
-                 "%s: struct_size %u is too small (use the params' _init function)", fn,
-                 (unsigned)*(const uint32_t *)src);
-    return false;
+    return core_struct_read(&g->ctx->err, dst, size, src, fn) == GLESC_OK;
 }
 
 /* The node's parameters are in glesc's order (index 0 the width); the

@@ -86,7 +86,7 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS};
  * links the grouped one (three copies of the K loop) in 120-130 s under
  * qemu against 20 s for each of its parts (issue 26's 60 s; V3D 7.1,
  * llama Q4_0, docs/devices.md). Decode keeps its grouped GEMV. */
-static const kernels_class v3d = {SMALL_GPU_ROWS, .fuse_skip = GRAPH_FUSE_SKIP_GROUP};
+static const kernels_class v3d = {SMALL_GPU_ROWS, .fuse_skip = KERNELS_FUSE_SKIP_GROUP};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs
  * ran 2.5x faster than with 8 rows of teams of 16), four rows a team (the

@@ -16,7 +16,7 @@
 
 #include "kernels/kernels.h"
 
-void kb_init(kb *b, glesc_context *ctx, const graph_kernel *gk, emit_kernel *k, int max_bind)
+void kb_init(kb *b, glesc_context *ctx, const kernels_kernel *gk, emit_kernel *k, int max_bind)
 {
     memset(b, 0, sizeof *b);
     b->ctx = ctx;

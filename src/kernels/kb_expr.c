@@ -285,14 +285,15 @@ bool kb_is_member(const kb *b, const glesc_tensor *t)
     for (int i = 0; i < b->gk->n_sib; i++)
         if (t == b->gk->sib[i])
             return false;
-    return info->kind == GRAPH_KIND_ELTWISE || info->kind == GRAPH_KIND_VIEW || info->row_scale;
+    return info->kind == GRAPH_KIND_ELTWISE || info->kind == GRAPH_KIND_VIEW ||
+           kernels_op(t->op)->row_scale;
 }
 
 const glesc_tensor *kb_row_norm(const kb *b, const glesc_tensor *src)
 {
     if (!src || !kb_is_member(b, src))
         return NULL;
-    if (graph_op(src->op)->row_scale)
+    if (kernels_op(src->op)->row_scale)
         return src;
     for (int s = 0; s < src->n_src; s++) {
         const glesc_tensor *n = kb_row_norm(b, src->src[s]);
@@ -363,7 +364,7 @@ static const char *norm_inline(kb *b, const glesc_tensor *t, const char *const c
  * anchor (see kb_row_norm), or computed here. */
 static const char *norm_expr(kb *b, const glesc_tensor *t, const char *const c[4], char out[16])
 {
-    if (!graph_op(b->gk->anchor->op)->norm_deferred)
+    if (!kernels_op(b->gk->anchor->op)->norm_deferred)
         return norm_inline(b, t, c, out);
     b->depth++;
     kb_expr(b, t->src[0], c, out);
@@ -429,7 +430,7 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
             snprintf(out, 16, "%s", b->memo[i].var);
             return out;
         }
-    if (kb_is_member(b, t) && graph_op(t->op)->row_scale) {
+    if (kb_is_member(b, t) && kernels_op(t->op)->row_scale) {
         norm_expr(b, t, c, out);
     } else if (kb_is_member(b, t) && graph_op(t->op)->kind == GRAPH_KIND_VIEW) {
         b->depth++;
@@ -445,7 +446,7 @@ const char *kb_expr(kb *b, const glesc_tensor *t, const char *const c[4], char o
         kb_line(b, "float %s = %s; // %s", out, sbuf_str(&e) ? sbuf_str(&e) : "0.0",
                 graph_op(t->op)->name);
         sbuf_free(&e);
-    } else if (graph_gather_inline(t)) {
+    } else if (kernels_gather_inline(t)) {
         b->depth++;
         kernels_expr_gather(b, t, c, out);
         b->depth--;

@@ -16,6 +16,10 @@
  * which shapes are equal, the op's variant (kernels_variant) and the graph
  * options), never on a size. Sizes, strides and offsets go into uniforms.
  *
+ * Fusion, which nodes one kernel computes, is decided here too (fuse.c,
+ * kernels_fuse), from what each generator can absorb (the capabilities of
+ * its codegen row): the graph layer below says only what an op means.
+ *
  * Fusion reaches a generator through kb_expr: the value of any tensor at
  * given coordinates. For a member of the kernel (an elementwise node fused
  * into it) it emits the node's expression, recursively; for the anchor (in an
@@ -30,12 +34,85 @@
 #include "emit/emit.h"
 #include "graph/graph.h"
 
+/* ---- Fusion (fuse.c): which nodes one kernel computes ---- */
+#define KERNELS_MAX_SIB 3 /* a grouped matmul: the anchor and up to 3 siblings */
+
+typedef struct kernels_kernel {
+    glesc_tensor *anchor;  /* ANCHOR node, or NULL for a pure elementwise kernel */
+    glesc_tensor *partner; /* second matmul sharing the anchor's activation, or NULL */
+    glesc_tensor *out;     /* the node the kernel stores */
+    /* A grouped matmul: more matmuls of the anchor's activation, each with
+     * its own weight, epilogue and stored node sib_out[i]; workgroups pick
+     * one by output row range. */
+    glesc_tensor *sib[KERNELS_MAX_SIB], *sib_out[KERNELS_MAX_SIB];
+    int n_sib;
+    /* A reduction folded into the anchor's epilogue (an arg max over the
+     * rows of a matrix-vector product), or NULL: the anchor's result is
+     * not stored, the reduction's is (out: the reduction after its own
+     * epilogue). */
+    glesc_tensor *reduce;
+    int id;
+    int bindings; /* the fusion pass's count of the buffers it binds (an estimate) */
+} kernels_kernel;
+
+/* kernels_fuse's fusion flags: KERNELS_FUSE_ON, the fusions it leaves out
+ * for matmuls of more than one column (prefill's GEMMs; tuning): the
+ * gate/up pair, q/k/v grouping, a row norm folded in, prologues,
+ * epilogues; and KERNELS_FUSE_GEMM_NORM, a row norm folded into GEMMs
+ * (kernels_matmul_gemv false under the threshold KERNELS_FUSE_GEMV_MAX_M
+ * gives) too (left out by default: the norm's own kernel and the GEMMs on
+ * its result took less time, H200 and llvmpipe; docs/graph.md). */
+enum {
+    KERNELS_FUSE_ON = 1,
+    KERNELS_FUSE_SKIP_PAIR = 2,
+    KERNELS_FUSE_SKIP_GROUP = 4,
+    KERNELS_FUSE_SKIP_NORM = 8,
+    KERNELS_FUSE_SKIP_PROLOGUE = 16,
+    KERNELS_FUSE_SKIP_EPILOGUE = 32,
+    KERNELS_FUSE_GEMM_NORM = 64,
+};
+/* The GEMV threshold in the flags (bits 8..11; 0: GRAPH_GEMV_MAX_M): a
+ * matmul of more columns is a GEMM, into which a norm is not folded. */
+#define KERNELS_FUSE_GEMV_MAX_M(m) ((unsigned)(m) << 8)
+/* The KERNELS_FUSE_SKIP_ bits named in a comma list (pair, group, norm,
+ * prologue, epilogue; NULL: none). */
+unsigned kernels_fuse_skips(const char *list);
+
+/* Assigns every ELTWISE/ANCHOR node of order[0..n) to a kernel (t->kernel)
+ * and fills kernels[] (at most n) in execution order (each at its first
+ * stored node; every kernel reads only what earlier kernels store);
+ * *n_kernels. Without KERNELS_FUSE_ON in fusion, one kernel per node.
+ * max_bindings bounds a fused kernel (reads and writes, as this pass counts
+ * them); budget (NULL: none), per order index, bounds every fused kernel
+ * holding that node: the planner lowers it where a generator bound more
+ * than the pass counted (compute/plan.c). */
+void kernels_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, const int *budget,
+                  kernels_kernel *kernels, int *n_kernels);
+/* After kernels_fuse (or a plan's kernels applied): is t a gather no kernel
+ * computes, which every kernel reading it computes where it reads it? Its
+ * kernel is -1 and it has no memory; its sources are leaves. */
+bool kernels_gather_inline(const glesc_tensor *t);
+
+/* ---- GEMV or GEMM: the one place that decides ----
+ * A matmul of m activation columns runs the GEMV when m <= gemv_max_m (the
+ * graph options'; 0: GRAPH_GEMV_MAX_M), else the GEMM. The op's variant
+ * (codegen.c), its generator (matmul.c), fusion (a norm folds into a GEMV
+ * only) and compute (whether a graph needs the device's threshold) all
+ * ask here. */
+int kernels_gemv_max_m(int gemv_max_m); /* gemv_max_m, or GRAPH_GEMV_MAX_M for 0 */
+bool kernels_matmul_gemv(const glesc_tensor *mm, int gemv_max_m);
+
 /* Storage buffers one kernel may bind (min with the device's
  * GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, which GLES guarantees only 4 of):
  * a grouped q/k/v matmul with biases and its folded norm needs 11. */
 #define KB_MAX_BIND 16
 #define KB_MAX_PARAM 160
-#define KB_MAX_LEAF 24
+/* Distinct tensors fusion lets one kernel load besides what its generator
+ * reads itself (fuse.c counts them; each costs five uniforms), and the
+ * tensors a kernel loads through kb_expr/kb_load in all: those and up to 8
+ * of the generator's own inputs. */
+#define KB_MAX_FUSED_LOADS 16
+#define KB_MAX_LEAF (KB_MAX_FUSED_LOADS + 8)
 #define KB_MAX_MEMO 64
 
 #define KB_MAX_RW 4     /* fused row writes (set_rows members) per kernel */
@@ -55,7 +132,7 @@ typedef struct kb_dispatch {
 
 typedef struct kb {
     glesc_context *ctx;
-    const graph_kernel *gk;
+    const kernels_kernel *gk;
     emit_kernel *k;  /* build mode; NULL in bind mode */
     glesc_status st; /* first failure (sticky); message in ctx->err */
     int max_bind;
@@ -103,9 +180,9 @@ typedef struct kb {
         char var[16];
     } memo[KB_MAX_MEMO];
     int n_memo, depth;
-    const char *anchor_var, *partner_var; /* epilogue: the anchors' values */
-    const glesc_tensor *cur_anchor;       /* whose value anchor_var holds */
-    bool out_declared[1 + GRAPH_MAX_SIB]; /* the stores' uniforms */
+    const char *anchor_var, *partner_var;   /* epilogue: the anchors' values */
+    const glesc_tensor *cur_anchor;         /* whose value anchor_var holds */
+    bool out_declared[1 + KERNELS_MAX_SIB]; /* the stores' uniforms */
     /* reduction prologue (deferred): the variable holding the folded
      * norm's input at the coordinates of the last kb_expr that reached it */
     char norm_in[16];
@@ -118,7 +195,7 @@ typedef struct kb {
 } kb;
 
 /* Sets up b for kernel gk; k NULL = bind mode. */
-void kb_init(kb *b, glesc_context *ctx, const graph_kernel *gk, emit_kernel *k, int max_bind);
+void kb_init(kb *b, glesc_context *ctx, const kernels_kernel *gk, emit_kernel *k, int max_bind);
 void kb_free(kb *b);
 /* Records a failure (first one wins) and returns it. */
 glesc_status kb_fail(kb *b, glesc_status st, const char *fmt, ...) CORE_PRINTF(3, 4);
@@ -246,12 +323,13 @@ void kb_row_norm_scale(kb *b, const glesc_tensor *norm, const char *var, const c
                        const char *len);
 
 /* ---- The codegen table (codegen.c) ----
- * How each op's code is made; graph's table (graph_op) holds what the op
- * means. Elementwise rows: a GLSL expression template ("$0"/"$1" the
- * sources' values, "$p0".. the float params) read by
- * kernels_expr_template, or an expression writer of their own. Anchor
- * rows: the kernel generator (build and bind modes), and a variant where
- * the code depends on shapes. */
+ * How each op's code is made, and what its kernel can absorb; graph's
+ * table (graph_op) holds what the op means. Elementwise rows: a GLSL
+ * expression template ("$0"/"$1" the sources' values, "$p0".. the float
+ * params) read by kernels_expr_template, or an expression writer of their
+ * own. Anchor rows: the kernel generator (build and bind modes), a variant
+ * where the code depends on shapes, and the fusion capabilities: what
+ * the generator computes besides its own op (fuse.c merges by them). */
 typedef struct kernels_codegen {
     const char *glsl;
     void (*expr)(kb *b, const glesc_tensor *t, const char *const c[4], sbuf *out);
@@ -259,6 +337,38 @@ typedef struct kernels_codegen {
     /* Shape-dependent code choices: an input of the structure hash
      * (compute's plan key), so a generator may branch on it. NULL: none. */
     uint32_t (*variant)(const glesc_tensor *t, const glesc_graph_options *o);
+    /* Fusion capabilities (fuse.c). */
+    unsigned prologue; /* bit i: source i may be an elementwise chain computed in place */
+    bool epilogue;     /* consumers may be computed on the result before it is stored */
+    /* A row norm (rms_norm): its value is its input times a scale that
+     * depends only on the row (1/rms along dimension 0). An anchor that
+     * takes a norm prologue may fold it, with its epilogue, into the
+     * loading of its source and compute the row's sum of squares itself
+     * (a reduction prologue, fuse.c). */
+    bool row_scale;
+    /* bit i: source i may be the output of a folded row norm. */
+    unsigned norm_prologue;
+    /* The anchor is linear in that source along the norm's row and applies
+     * the scale to its own result (matmul: W·(x∘g·s) = s·(W·(x∘g)), the
+     * squares summed in its own k loop): the path from the norm to the
+     * source must be linear in the norm. Without it the norm's scale is
+     * computed where its value is loaded (a loop over the row). */
+    bool norm_deferred;
+    /* bit i: source i may be (a view of) the result of a set_rows whose
+     * write this anchor's kernel then does itself (fuse.c: a KV-cache write
+     * inside the attention that reads the cache). */
+    unsigned row_write_prologue;
+    /* Storage buffers the anchor's kernel binds besides tensors (attention:
+     * the scratch of its split combine). */
+    int extra_bindings;
+    /* A reduction (argmax) that may run as the epilogue of the kernel
+     * computing its source, when that kernel's anchor takes one
+     * (takes_reduce) and the reduction is along dimension 0 of a single
+     * column: the anchor reduces its values as it would store them and
+     * the kernel's last workgroup combines the workgroups' parts (fuse.c,
+     * fold_reductions). */
+    bool reduce_epilogue;
+    bool takes_reduce;
 } kernels_codegen;
 
 const kernels_codegen *kernels_op(glesc_op op);
@@ -298,7 +408,7 @@ uint32_t kernels_attention_variant(const glesc_tensor *t);
 glesc_status kernels_gen_conv(kb *b);
 uint32_t kernels_conv_variant(const glesc_tensor *t);
 
-/* A gather no kernel computes (graph_gather_inline: get_rows of a table by
+/* A gather no kernel computes (kernels_gather_inline: get_rows of a table by
  * indices, both leaves) at c, computed here: the index loaded, the table's
  * element read through its type's loader (0 for an index outside the
  * table, as get_rows' kernel gives). Writes `float out = ...;` (rows.c). */
@@ -393,7 +503,7 @@ typedef struct kernels_class {
     } attn;
     int gemv_max_m; /* GEMV up to this many columns; 0: the device profile measures it */
     /* fusions left out of matmuls of more than one column where
-     * GLESC_FUSE_SKIP does not name them (GRAPH_FUSE_SKIP_* bits) */
+     * GLESC_FUSE_SKIP does not name them (KERNELS_FUSE_SKIP_* bits) */
     unsigned fuse_skip;
 } kernels_class;
 

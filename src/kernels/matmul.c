@@ -653,9 +653,20 @@ glesc_status kernels_gen_matmul(kb *b)
     if (mc.x->ne[2] * mc.x->ne[3] > 65535)
         return kb_fail(b, GLESC_ERROR_LIMIT, "matmul: %lld batches exceed 65535",
                        (long long)(mc.x->ne[2] * mc.x->ne[3]));
-    /* the same test as the op's variant (codegen.c), which the plan hash covers */
-    int mmax = b->opts && b->opts->gemv_max_m ? b->opts->gemv_max_m : 8;
-    if (mc.x->ne[1] <= mmax)
+    /* the op's variant (codegen.c), which the plan hash covers, asks the
+     * same */
+    int mmax = kernels_gemv_max_m(b->opts ? b->opts->gemv_max_m : 0);
+    if (kernels_matmul_gemv(mc.a, mmax))
         return gen_gemv(b, &mc, mmax);
     return kernels_gen_gemm(b, &mc);
+}
+
+int kernels_gemv_max_m(int gemv_max_m)
+{
+    return gemv_max_m ? gemv_max_m : GRAPH_GEMV_MAX_M;
+}
+
+bool kernels_matmul_gemv(const glesc_tensor *mm, int gemv_max_m)
+{
+    return mm->src[1]->ne[1] <= kernels_gemv_max_m(gemv_max_m);
 }

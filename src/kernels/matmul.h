@@ -48,7 +48,7 @@ struct mm_ctx {
     int p_blocks;         /* GEMV: param index of n_blocks */
     int64_t chunk_rows;
     int n_chunks;
-    mm_sib sib[GRAPH_MAX_SIB];
+    mm_sib sib[KERNELS_MAX_SIB];
     int n_sib;
     /* The GEMM's split of K: given a dispatch's workgroups, sets its
      * uniforms and returns the parts each workgroup's K is cut into (they

@@ -90,14 +90,6 @@ static void start_over(glesc_chat *c)
     c->keep_pos = -1;
 }
 
-GLESC_API void glesc_chat_options_init(glesc_chat_options *opts)
-{
-    if (opts) {
-        memset(opts, 0, sizeof *opts);
-        opts->context_policy = GLESC_CHAT_CONTEXT_SHIFT;
-    }
-}
-
 GLESC_API glesc_status glesc_chat_create(glesc_session *s, glesc_sampler *smp,
                                          const glesc_chat_options *opts, glesc_chat **out)
 {
@@ -110,8 +102,10 @@ GLESC_API glesc_status glesc_chat_create(glesc_session *s, glesc_sampler *smp,
                             "glesc_chat_create: NULL session or sampler");
     glesc_chat_options o;
     glesc_chat_options_init(&o);
-    if (opts)
-        o = *opts;
+    glesc_status st =
+        opts ? core_struct_read(NULL, &o, sizeof o, opts, "glesc_chat_create") : GLESC_OK;
+    if (st != GLESC_OK)
+        return st;
     if ((unsigned)o.chat_template >= GLESC_CHAT_COUNT_ ||
         (unsigned)o.context_policy > GLESC_CHAT_CONTEXT_SHIFT)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
@@ -133,7 +127,7 @@ GLESC_API glesc_status glesc_chat_create(glesc_session *s, glesc_sampler *smp,
     if (c->tmpl == GLESC_CHAT_NONE)
         c->tmpl = GLESC_CHAT_CHATML;
     if (o.system) {
-        glesc_status st = push(c, "system", core_strdup(o.system));
+        st = push(c, "system", core_strdup(o.system));
         if (st != GLESC_OK) {
             glesc_chat_destroy(c);
             return st;
@@ -432,11 +426,11 @@ GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
     if (!c || !content)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_chat_send: NULL chat or message");
-    glesc_generate_params defaults;
-    if (!p) {
-        glesc_generate_params_init(&defaults);
-        p = &defaults;
-    }
+    glesc_generate_params params;
+    glesc_status st = llm_generate_params_in(&params, p, "glesc_chat_send");
+    if (st != GLESC_OK)
+        return st;
+    p = &params;
     int n_ctx = (int)c->s->n_ctx;
     if (c->full)
         return core_err_set(NULL, GLESC_ERROR_LIMIT,
@@ -445,7 +439,7 @@ GLESC_API glesc_status glesc_chat_send(glesc_chat *c, const char *content,
     char *before = NULL, *after = NULL;
     reply_state r = {p, {0}, -1};
     sbuf_init(&r.text);
-    glesc_status st = push(c, "user", core_strdup(content));
+    st = push(c, "user", core_strdup(content));
     if (st != GLESC_OK)
         return st;
     bool shifted = false;

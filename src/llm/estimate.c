@@ -173,9 +173,9 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
     glesc_status st = llm_hparams_load(f, name, &hp);
     if (st != GLESC_OK || (st = llm_tensors_check(f, name, &hp)) != GLESC_OK)
         return st;
-    glesc_session_options o = {0};
-    if (opts)
-        o = *opts;
+    glesc_session_options o;
+    if ((st = core_struct_read(NULL, &o, sizeof o, opts, "glesc_model_estimate")) != GLESC_OK)
+        return st;
     if (o.n_ctx < 0 || o.n_batch < 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_model_estimate: session options n_ctx %d and n_batch %d must "

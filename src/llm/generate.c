@@ -27,13 +27,11 @@ GLESC_API const char *glesc_stop_reason_name(glesc_stop_reason r)
     return (unsigned)r < CORE_ARRAY_LEN(names) ? names[r] : NULL;
 }
 
-GLESC_API void glesc_generate_params_init(glesc_generate_params *p)
+glesc_status llm_generate_params_in(glesc_generate_params *dst, const glesc_generate_params *p,
+                                    const char *fn)
 {
-    if (!p)
-        return;
-    memset(p, 0, sizeof *p);
-    p->n_predict = -1;
-    p->detokenize_flags = GLESC_DETOKENIZE_KEEP_LEADING_SPACE;
+    glesc_generate_params_init(dst);
+    return p ? core_struct_read(NULL, dst, sizeof *dst, p, fn) : GLESC_OK;
 }
 
 void llm_gen_event(const glesc_generate_params *p, const glesc_gen_event *ev)
@@ -190,6 +188,7 @@ GLESC_API glesc_status glesc_generate(glesc_session *s, glesc_sampler *smp, cons
                                       size_t n_prompt, const glesc_generate_params *p,
                                       glesc_generate_result *res)
 {
+    core_err_reset(NULL);
     glesc_generate_result r = {0};
     if (!res)
         res = &r;
@@ -197,11 +196,11 @@ GLESC_API glesc_status glesc_generate(glesc_session *s, glesc_sampler *smp, cons
     if (!s || !smp || (n_prompt && !prompt))
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_generate: NULL session, sampler or prompt");
-    glesc_generate_params defaults;
-    if (!p) {
-        glesc_generate_params_init(&defaults);
-        p = &defaults;
-    }
+    glesc_generate_params params;
+    glesc_status st = llm_generate_params_in(&params, p, "glesc_generate");
+    if (st != GLESC_OK)
+        return st;
+    p = &params;
     if (n_prompt) {
         int32_t free_pos = s->n_ctx - s->n_past;
         if (n_prompt > (size_t)free_pos)
@@ -209,7 +208,7 @@ GLESC_API glesc_status glesc_generate(glesc_session *s, glesc_sampler *smp, cons
                                 "the prompt has %zu tokens but the context has room for %d more "
                                 "(of %d)",
                                 n_prompt, (int)free_pos, (int)s->n_ctx);
-        glesc_status st = llm_eval_input(s, smp, prompt, n_prompt, p, res);
+        st = llm_eval_input(s, smp, prompt, n_prompt, p, res);
         if (st != GLESC_OK)
             return st;
     }

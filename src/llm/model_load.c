@@ -267,7 +267,10 @@ static char *gguf_strdup(const glesc_gguf *f, const char *key)
 static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const char *path,
                               const glesc_model_options *opts, glesc_model **out)
 {
-    glesc_status st;
+    glesc_model_options o;
+    glesc_status st = core_struct_read(NULL, &o, sizeof o, opts, "glesc_model_load");
+    if (st != GLESC_OK)
+        return st;
     uint64_t live0 = llm_pool_live_bytes(ctx);
     glesc_model *m = core_calloc(1, sizeof *m);
     if (!m) {
@@ -319,7 +322,7 @@ static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const cha
                                                                 : "blk.0.attn_q.weight"),
                       &q);
     m->weight_type = q.type;
-    loader ld = {.m = m, .f = f, .path = path, .opts = opts};
+    loader ld = {.m = m, .f = f, .path = path, .opts = &o};
     st = upload_all(&ld);
     core_free(ld.items);
     if (st != GLESC_OK)
@@ -332,12 +335,6 @@ static glesc_status load_gguf(glesc_context *ctx, const glesc_gguf *f, const cha
 fail:
     glesc_model_destroy(m);
     return st;
-}
-
-GLESC_API void glesc_model_options_init(glesc_model_options *opts)
-{
-    if (opts)
-        memset(opts, 0, sizeof *opts);
 }
 
 /* The checks every entry point makes before it has a reader. */

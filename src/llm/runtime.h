@@ -160,6 +160,11 @@ void llm_greedy_settle(glesc_session *s);
 glesc_status llm_greedy_setup(glesc_session *s);
 
 /* ---- generate.c: the loop glesc_generate and glesc_chat share ---- */
+/* The caller's parameters p (NULL: glesc_generate_params_init's) in *dst, as
+ * far as its struct_size reaches; an error (naming fn) when that is too
+ * small. */
+glesc_status llm_generate_params_in(glesc_generate_params *dst, const glesc_generate_params *p,
+                                    const char *fn);
 /* Reports ev to p's event callback, if any. */
 void llm_gen_event(const glesc_generate_params *p, const glesc_gen_event *ev);
 /* Evaluates input ids[0..n) (n ≥ 1, known to fit) into s->logits, records

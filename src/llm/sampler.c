@@ -20,17 +20,6 @@
 #include "core/core.h"
 #include "llm/sampler.h"
 
-GLESC_API void glesc_sampler_params_default(glesc_sampler_params *p)
-{
-    p->temperature = 0.8f;
-    p->top_k = 40;
-    p->top_p = 0.95f;
-    p->min_p = 0.05f;
-    p->repeat_penalty = 1.0f;
-    p->repeat_last_n = 64;
-    p->seed = 0;
-}
-
 GLESC_API void glesc_sampler_reset(glesc_sampler *s)
 {
     if (!s)
@@ -135,15 +124,16 @@ GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32
     if (!out)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: out is NULL");
     *out = NULL;
-    glesc_sampler_params defaults; /* p NULL: llama.cpp's defaults, as other options */
-    if (!p) {
-        glesc_sampler_params_default(&defaults);
-        p = &defaults;
-    }
+    glesc_sampler_params params; /* p NULL: llama.cpp's defaults, as other options */
+    glesc_sampler_params_init(&params);
+    glesc_status st = p ? core_struct_read(NULL, &params, sizeof params, p, "sampler") : GLESC_OK;
+    if (st != GLESC_OK)
+        return st;
+    p = &params;
     if (n_vocab <= 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "sampler: n_vocab %d",
                             (int)n_vocab);
-    glesc_status st = check_params(p);
+    st = check_params(p);
     glesc_sampler *s = NULL;
     if (st == GLESC_OK)
         st = glesc_sampler_chain_create(n_vocab, p->seed, &s);

@@ -64,9 +64,10 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     *out = NULL;
     if (!m)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT, "glesc_session_create: NULL model");
-    glesc_session_options o = {0};
-    if (opts)
-        o = *opts;
+    glesc_session_options o;
+    glesc_status st = core_struct_read(NULL, &o, sizeof o, opts, "glesc_session_create");
+    if (st != GLESC_OK)
+        return st;
     const llm_hparams *hp = &m->hp;
     if (o.n_ctx < 0 || o.n_batch < 0)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
@@ -78,7 +79,7 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
         o.n_batch = 512;
     o.n_batch = CORE_MIN(o.n_batch, o.n_ctx);
     glesc_dtype kt, vt;
-    glesc_status st = llm_kv_types(&o, hp, "session", &kt, &vt);
+    st = llm_kv_types(&o, hp, "session", &kt, &vt);
     if (st != GLESC_OK)
         return st;
     int64_t kv_dim = hp->n_head_kv * hp->head_dim;

@@ -114,7 +114,8 @@ static int open_model(run *r, const char *path)
         fprintf(stderr, "gguf-run: no GPU context: %s\n", glesc_last_errmsg());
         return 1;
     }
-    glesc_model_options mo = {0};
+    glesc_model_options mo;
+    glesc_model_options_init(&mo);
     if (isatty(2) && !o->json) {
         mo.progress = progress;
         glesc_context_set_compile_callback(r->ctx, out_compile_progress, NULL);

@@ -412,7 +412,7 @@ int options_parse(int argc, char **argv, options *o)
     memset(o, 0, sizeof *o);
     o->n_predict = -1;
     o->typical = 1.0f;
-    glesc_sampler_params_default(&o->sp);
+    glesc_sampler_params_init(&o->sp);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

@@ -130,7 +130,7 @@ typedef struct srv_options {
     long max_body;     /* --max-body */
     long max_messages; /* --max-messages */
     long max_tokens;   /* --max-tokens; 0: the slot's context */
-    glesc_dtype kv_type;
+    glesc_dtype kv_type, kv_type_v; /* as glesc_session_options' (0: the default) */
     int verbose;
 } srv_options;
 

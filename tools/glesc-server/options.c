@@ -45,8 +45,9 @@ static void usage(FILE *out)
             "  --max-tokens N          most max_tokens a request may ask (0: a slot's context)\n"
             "  --chat-template NAME    llama.cpp's template names (default: detected from the\n"
             "                          model, else chatml)\n"
-            "  -ctk, --cache-type-k T  KV cache type: f32 or f16 (f32); -ctv the same value\n"
-            "  -ctv, --cache-type-v T\n"
+            "  -ctk, --cache-type-k T  KV cache type of keys (and values): f16 (default), f32,\n"
+            "                          q8_0, q4_0\n"
+            "  -ctv, --cache-type-v T  the values' type alone\n"
             "\n"
             "GPU:\n"
             "  --platform NAME         auto, gbm, device, surfaceless (or GLESC_PLATFORM)\n"
@@ -57,24 +58,17 @@ static void usage(FILE *out)
             "  -h, --help              this text\n");
 }
 
-static int kv_type(const char *flag, const char *v, glesc_dtype *out, bool *given)
+static int kv_type(const char *flag, const char *v, srv_options *o)
 {
     glesc_dtype t;
-    if (!strcmp(v, "f32"))
-        t = GLESC_DTYPE_F32;
-    else if (!strcmp(v, "f16"))
-        t = GLESC_DTYPE_F16;
-    else {
-        fprintf(stderr, PROG ": %s: '%s' is not f32 or f16 (the KV cache types of this build)\n",
-                flag, v);
+    if (!tool_parse_kv_type(v, &t)) {
+        fprintf(stderr, PROG ": %s: '%s' is not f32, f16, q8_0 or q4_0\n", flag, v);
         return -1;
     }
-    if (*given && t != *out) {
-        fprintf(stderr, PROG ": -ctk and -ctv differ: glesc keeps keys and values in one type\n");
-        return -1;
-    }
-    *out = t;
-    *given = true;
+    if (!strcmp(flag, "-ctv") || !strcmp(flag, "--cache-type-v"))
+        o->kv_type_v = tool_kv_option(t);
+    else
+        o->kv_type = tool_kv_option(t);
     return 0;
 }
 
@@ -84,7 +78,7 @@ static bool is(const char *a, const char *s, const char *l)
 }
 
 /* A flag with value v into *o: 0, 1 (not a flag of this kind), -1 (bad value). */
-static int parse_value(srv_options *o, const char *a, const char *v, bool *kv_given)
+static int parse_value(srv_options *o, const char *a, const char *v)
 {
     struct {
         const char *s, *l;
@@ -116,7 +110,7 @@ static int parse_value(srv_options *o, const char *a, const char *v, bool *kv_gi
         {NULL, "--max-tokens", &o->max_tokens, 0, 1 << 24},
     };
     if (is(a, "-ctk", "--cache-type-k") || is(a, "-ctv", "--cache-type-v"))
-        return kv_type(a, v, &o->kv_type, kv_given);
+        return kv_type(a, v, o);
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if (is(a, strs[i].s, strs[i].l)) {
             *strs[i].dst = v;
@@ -140,8 +134,6 @@ int options_parse(int argc, char **argv, srv_options *o)
     o->max_conns = 64;
     o->max_body = 1 << 20;
     o->max_messages = 256;
-    o->kv_type = GLESC_DTYPE_F32;
-    bool kv_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (is(a, "-h", "--help")) {
@@ -160,7 +152,7 @@ int options_parse(int argc, char **argv, srv_options *o)
             usage(stderr);
             return 2;
         }
-        int rc = parse_value(o, a, argv[i + 1], &kv_given);
+        int rc = parse_value(o, a, argv[i + 1]);
         if (rc < 0)
             return 2;
         if (rc > 0) {

@@ -368,7 +368,7 @@ static int refuse_unsupported(json_object *root, srv_error *e)
 
 static int parse_sampling(json_object *root, const srv_limits *lim, srv_request *r, srv_error *e)
 {
-    glesc_sampler_params_default(&r->sp);
+    glesc_sampler_params_init(&r->sp);
     int64_t v;
     bool given;
     if (get_number(root, "temperature", 0, 2, &r->sp.temperature, e) ||

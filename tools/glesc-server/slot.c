@@ -29,6 +29,7 @@ int slot_init(srv *s, srv_slot *sl, int i)
     glesc_session_options so = {
         .n_ctx = (int32_t)(s->opt.n_ctx ? s->opt.n_ctx / s->opt.n_parallel : 0),
         .kv_type = s->opt.kv_type,
+        .kv_type_v = s->opt.kv_type_v,
         .n_batch = (int32_t)s->opt.n_batch,
     };
     const char *what = "creating a slot's session";

@@ -125,11 +125,13 @@ static int worker_load(srv *s)
             return -1;
     s->slot_ctx = glesc_session_n_ctx(s->slots[0].sess);
     const glesc_caps *c = glesc_context_caps(s->ctx);
+    glesc_dtype kt, vt;
+    glesc_session_kv_types(s->slots[0].sess, &kt, &vt);
     fprintf(stderr,
             "glesc-server: %s (%s, %lld layers, %s weights) on %s; %d slots of %d positions "
-            "(KV %s), chat template %s\n",
+            "(KV %s/%s), chat template %s\n",
             s->model_name, mi.arch, (long long)mi.n_layer, glesc_dtype_name(mi.weight_type),
-            c->renderer, s->n_slots, (int)s->slot_ctx, glesc_dtype_name(o->kv_type),
+            c->renderer, s->n_slots, (int)s->slot_ctx, glesc_dtype_name(kt), glesc_dtype_name(vt),
             glesc_chat_template_name(s->chat_template));
     return 0;
 }

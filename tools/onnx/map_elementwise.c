@@ -16,37 +16,37 @@
 /* ---- elementwise ---- */
 
 /* The row's glesc op on input 0. */
-onnx_map_status unary(onnx_map_ctx *m)
+onnx_map_status onnx_map_unary(onnx_map_ctx *m)
 {
     glesc_op op = m->row->gop;
     glesc_tensor *x, *y;
-    CHECK(need_float(m, 0));
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_need_float(m, 0));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     TRY(y = glesc_unary(m->g, op, x), glesc_op_name(op));
-    set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
+    onnx_map_set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
     return ONNX_MAP_OK;
 }
 
 /* 1 / x: a division by a one-element constant 1. */
-onnx_map_status map_reciprocal(onnx_map_ctx *m)
+onnx_map_status onnx_map_reciprocal(onnx_map_ctx *m)
 {
     glesc_tensor *x, *one, *y;
-    CHECK(need_float(m, 0));
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_need_float(m, 0));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     const int64_t shape[1] = {1};
     const float v = 1.0f;
     TRY(one = glesc_tensor_new(m->g, GLESC_DTYPE_F32, 1, shape), "glesc_tensor_new");
     if (glesc_tensor_write(one, &v, sizeof v) != GLESC_OK)
-        return glesc_failed(m, "glesc_tensor_write");
+        return onnx_map_glesc_failed(m, "glesc_tensor_write");
     TRY(y = glesc_div(m->g, one, x), "glesc_div");
-    set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
+    onnx_map_set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
     return ONNX_MAP_OK;
 }
 
 /* The row's glesc op with numpy broadcasting of a and b (both float, the
  * same type), folded over every input for the variadic ops (Max, Min, Sum,
  * Mean). */
-onnx_map_status binary(onnx_map_ctx *m)
+onnx_map_status onnx_map_binary(onnx_map_ctx *m)
 {
     glesc_op op = m->row->gop;
     bool variadic = m->row->variadic;
@@ -55,34 +55,34 @@ onnx_map_status binary(onnx_map_ctx *m)
     if (!variadic && m->n_in != 2)
         return INVALID("%s takes 2 inputs, not %d", m->node->op_type, m->n_in);
     glesc_tensor *acc;
-    CHECK(need_float(m, 0));
-    CHECK(gpu_in(m, 0, &acc));
+    CHECK(onnx_map_need_float(m, 0));
+    CHECK(onnx_map_gpu_in(m, 0, &acc));
     int rank = m->in[0]->rank;
     for (int i = 1; i < m->n_in; i++) {
         glesc_tensor *b;
-        CHECK(need_float(m, i));
+        CHECK(onnx_map_need_float(m, i));
         if (m->in[i]->type != m->in[0]->type)
             return UNSUP("inputs of types %s and %s", onnx_type_name(m->in[0]->type),
                          onnx_type_name(m->in[i]->type));
-        CHECK(gpu_in(m, i, &b));
+        CHECK(onnx_map_gpu_in(m, i, &b));
         TRY(acc = glesc_binary(m->g, op, acc, b), glesc_op_name(op));
         if (m->in[i]->rank > rank)
             rank = m->in[i]->rank;
     }
-    set_out(m, 0, acc, m->in[0]->type, rank);
+    onnx_map_set_out(m, 0, acc, m->in[0]->type, rank);
     return ONNX_MAP_OK;
 }
 /* The sum of the n inputs times 1/n. */
-onnx_map_status map_mean(onnx_map_ctx *m)
+onnx_map_status onnx_map_mean(onnx_map_ctx *m)
 {
-    CHECK(binary(m));
+    CHECK(onnx_map_binary(m));
     glesc_tensor *y;
     TRY(y = glesc_scale(m->g, m->out[0].t, 1.0f / (float)m->n_in, 0.0f), "glesc_scale");
     m->out[0].t = y;
     return ONNX_MAP_OK;
 }
 
-onnx_map_status map_identity(onnx_map_ctx *m)
+onnx_map_status onnx_map_identity(onnx_map_ctx *m)
 {
     if (m->n_in != 1 || !m->in[0])
         return INVALID("Identity takes 1 input");
@@ -97,19 +97,19 @@ onnx_map_status map_identity(onnx_map_ctx *m)
  * float's lowest and largest, so an infinity is clipped) or optional
  * scalar inputs 1 and 2 (an absent one does not clip, as ONNX's reference
  * implementation). */
-onnx_map_status map_clip(onnx_map_ctx *m)
+onnx_map_status onnx_map_clip(onnx_map_ctx *m)
 {
-    float lo = attr_f(m, "min", m->opset < 11 ? -FLT_MAX : -INFINITY),
-          hi = attr_f(m, "max", m->opset < 11 ? FLT_MAX : INFINITY);
+    float lo = onnx_map_attr_f(m, "min", m->opset < 11 ? -FLT_MAX : -INFINITY),
+          hi = onnx_map_attr_f(m, "max", m->opset < 11 ? FLT_MAX : INFINITY);
     glesc_tensor *x, *y;
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     if (m->n_in > 1 && m->in[1])
-        CHECK(host_scalar(m, 1, &lo));
+        CHECK(onnx_map_host_scalar(m, 1, &lo));
     if (m->n_in > 2 && m->in[2])
-        CHECK(host_scalar(m, 2, &hi));
-    CHECK(gpu_in(m, 0, &x));
+        CHECK(onnx_map_host_scalar(m, 2, &hi));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     TRY(y = glesc_clamp(m->g, x, lo, hi), "glesc_clamp");
-    set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
+    onnx_map_set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
     return ONNX_MAP_OK;
 }
 
@@ -119,28 +119,28 @@ static onnx_map_status cast_to(onnx_map_ctx *m, int32_t to)
 {
     const onnx_value *x = m->in[0];
     glesc_dtype dt, from;
-    if (!float_dtype(to, &dt))
+    if (!onnx_map_float_dtype(to, &dt))
         return UNSUP("cast to %s: glesc casts among FLOAT, FLOAT16 and BFLOAT16 only",
                      onnx_type_name(to));
-    if (!float_dtype(x->type, &from))
+    if (!onnx_map_float_dtype(x->type, &from))
         return UNSUP("cast from %s: glesc casts among FLOAT, FLOAT16 and BFLOAT16 only",
                      onnx_type_name(x->type));
     glesc_tensor *t, *y;
-    CHECK(gpu_in(m, 0, &t));
+    CHECK(onnx_map_gpu_in(m, 0, &t));
     if (glesc_tensor_dtype(t) == dt)
         y = t;
     else
         TRY(y = glesc_cast(m->g, t, dt), "glesc_cast");
-    set_out(m, 0, y, to, x->rank);
+    onnx_map_set_out(m, 0, y, to, x->rank);
     return ONNX_MAP_OK;
 }
-onnx_map_status map_cast(onnx_map_ctx *m)
+onnx_map_status onnx_map_cast(onnx_map_ctx *m)
 {
-    if (m->n_in != 1 || !m->in[0] || !attr(m, "to"))
+    if (m->n_in != 1 || !m->in[0] || !onnx_map_attr(m, "to"))
         return INVALID("Cast takes 1 input and attribute to");
-    return cast_to(m, (int32_t)attr_i(m, "to", 0));
+    return cast_to(m, (int32_t)onnx_map_attr_i(m, "to", 0));
 }
-onnx_map_status map_castlike(onnx_map_ctx *m)
+onnx_map_status onnx_map_castlike(onnx_map_ctx *m)
 {
     if (m->n_in != 2 || !m->in[0] || !m->in[1])
         return INVALID("CastLike takes 2 inputs");
@@ -153,20 +153,20 @@ onnx_map_status map_castlike(onnx_map_ctx *m)
  * the optional INT64 input 1 (ReduceSum from opset 13, the others from 18);
  * none: every axis, unless noop_with_empty_axes. pre and post are the
  * elementwise ops of the composed reductions (ReduceL2: sqr, then sqrt). */
-onnx_map_status reduce(onnx_map_ctx *m)
+onnx_map_status onnx_map_reduce(onnx_map_ctx *m)
 {
     glesc_op op = m->row->gop, pre = m->row->pre, post = m->row->post;
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int r = xv->rank;
     int64_t axes[ONNX_MAX_RANK];
     int n_axes;
-    CHECK(axes_list(m, axes, &n_axes));
-    bool keep = attr_i(m, "keepdims", 1) != 0;
+    CHECK(onnx_map_axes_list(m, axes, &n_axes));
+    bool keep = onnx_map_attr_i(m, "keepdims", 1) != 0;
     glesc_tensor *x;
-    CHECK(gpu_in(m, 0, &x));
-    if (n_axes == 0 && attr_i(m, "noop_with_empty_axes", 0)) {
-        set_out(m, 0, x, xv->type, r);
+    CHECK(onnx_map_gpu_in(m, 0, &x));
+    if (n_axes == 0 && onnx_map_attr_i(m, "noop_with_empty_axes", 0)) {
+        onnx_map_set_out(m, 0, x, xv->type, r);
         return ONNX_MAP_OK;
     }
     bool reduced[ONNX_MAX_RANK] = {false};
@@ -175,7 +175,7 @@ onnx_map_status reduce(onnx_map_ctx *m)
             reduced[i] = true;
     for (int i = 0; i < n_axes; i++) {
         int oa, ga;
-        CHECK(axis_of(m, axes[i], r, &oa, &ga));
+        CHECK(onnx_map_axis_of(m, axes[i], r, &oa, &ga));
         if (reduced[oa])
             return INVALID("axis %" PRId64 " is repeated", axes[i]);
         reduced[oa] = true;
@@ -188,28 +188,28 @@ onnx_map_status reduce(onnx_map_ctx *m)
     if (post != GLESC_OP_NONE)
         TRY(x = glesc_unary(m->g, post, x), glesc_op_name(post));
     if (!keep)
-        return drop_out(m, x, xv, reduced, xv->type);
-    set_out(m, 0, x, xv->type, r);
+        return onnx_map_drop_out(m, x, xv, reduced, xv->type);
+    onnx_map_set_out(m, 0, x, xv->type, r);
     return ONNX_MAP_OK;
 }
 
 /* ArgMax along one axis: glesc gives the first maximum's index (i32). */
-onnx_map_status map_argmax(onnx_map_ctx *m)
+onnx_map_status onnx_map_argmax(onnx_map_ctx *m)
 {
-    if (attr_i(m, "select_last_index", 0))
+    if (onnx_map_attr_i(m, "select_last_index", 0))
         return UNSUP("select_last_index=1: glesc's argmax gives the first maximum");
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int oa, ga;
-    CHECK(axis_of(m, attr_i(m, "axis", 0), xv->rank, &oa, &ga));
+    CHECK(onnx_map_axis_of(m, onnx_map_attr_i(m, "axis", 0), xv->rank, &oa, &ga));
     glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     TRY(y = glesc_reduce(m->g, GLESC_OP_ARGMAX, x, ga), "argmax");
-    if (!attr_i(m, "keepdims", 1)) {
+    if (!onnx_map_attr_i(m, "keepdims", 1)) {
         bool drop[ONNX_MAX_RANK] = {false};
         drop[oa] = true;
-        return drop_out(m, y, xv, drop, T_INT64);
+        return onnx_map_drop_out(m, y, xv, drop, T_INT64);
     }
-    set_out(m, 0, y, T_INT64, xv->rank);
+    onnx_map_set_out(m, 0, y, T_INT64, xv->rank);
     return ONNX_MAP_OK;
 }

@@ -47,53 +47,54 @@ static onnx_map_status softmax_at(onnx_map_ctx *m, glesc_tensor *x, int ga, gles
 /* Softmax and LogSoftmax from opset 13: along one axis. Before 13: over the
  * input coerced to 2-D at axis, i.e. every dimension from axis on at once
  * (glesc's leading dimensions, reshaped into one). */
-onnx_map_status softmax(onnx_map_ctx *m)
+onnx_map_status onnx_map_softmax(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int r = xv->rank, oa, ga;
-    CHECK(axis_of(m, attr_i(m, "axis", m->opset >= 13 ? -1 : 1), r, &oa, &ga));
+    CHECK(onnx_map_axis_of(m, onnx_map_attr_i(m, "axis", m->opset >= 13 ? -1 : 1), r, &oa, &ga));
     glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     if (m->opset >= 13) {
         CHECK(softmax_at(m, x, ga, &y));
     } else {
-        CHECK(flat2d(m, x, xv, oa, &x));
+        CHECK(onnx_map_flat2d(m, x, xv, oa, &x));
         CHECK(softmax_at(m, x, 0, &y));
-        CHECK(reshape_to(m, y, r, xv->dims, &y));
+        CHECK(onnx_map_reshape_to(m, y, r, xv->dims, &y));
     }
-    set_out(m, 0, y, xv->type, r);
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
 
 /* LayerNormalization (opset 17): over the dimensions from axis on (glesc's
  * leading ones, reshaped into dimension 0), times Scale plus B. Outputs
  * Mean and InvStdDev are the reductions of the same reshape. */
-onnx_map_status map_layer_norm(onnx_map_ctx *m)
+onnx_map_status onnx_map_layer_norm(onnx_map_ctx *m)
 {
-    if (attr_i(m, "stash_type", 1) != 1)
-        return UNSUP("stash_type %" PRId64 ": glesc normalizes in f32", attr_i(m, "stash_type", 1));
-    CHECK(need_float(m, 0));
-    CHECK(need_float(m, 1));
+    if (onnx_map_attr_i(m, "stash_type", 1) != 1)
+        return UNSUP("stash_type %" PRId64 ": glesc normalizes in f32",
+                     onnx_map_attr_i(m, "stash_type", 1));
+    CHECK(onnx_map_need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 1));
     const onnx_value *xv = m->in[0];
     int r = xv->rank, oa, ga;
-    CHECK(axis_of(m, attr_i(m, "axis", -1), r, &oa, &ga));
-    float eps = attr_f(m, "epsilon", 1e-5f);
+    CHECK(onnx_map_axis_of(m, onnx_map_attr_i(m, "axis", -1), r, &oa, &ga));
+    float eps = onnx_map_attr_f(m, "epsilon", 1e-5f);
     glesc_tensor *x, *scale, *bias = NULL, *y;
-    CHECK(gpu_in(m, 0, &x));
-    CHECK(gpu_in(m, 1, &scale));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
+    CHECK(onnx_map_gpu_in(m, 1, &scale));
     if (m->n_in > 2 && m->in[2]) {
-        CHECK(need_float(m, 2));
-        CHECK(gpu_in(m, 2, &bias));
+        CHECK(onnx_map_need_float(m, 2));
+        CHECK(onnx_map_gpu_in(m, 2, &bias));
     }
     glesc_tensor *xf;
-    CHECK(flat2d(m, x, xv, oa, &xf));
+    CHECK(onnx_map_flat2d(m, x, xv, oa, &xf));
     TRY(y = glesc_layer_norm(m->g, xf, eps), "glesc_layer_norm");
-    CHECK(reshape_to(m, y, r, xv->dims, &y));
+    CHECK(onnx_map_reshape_to(m, y, r, xv->dims, &y));
     TRY(y = glesc_mul(m->g, y, scale), "glesc_mul");
     if (bias)
         TRY(y = glesc_add(m->g, y, bias), "glesc_add");
-    set_out(m, 0, y, xv->type, r);
+    onnx_map_set_out(m, 0, y, xv->type, r);
     if (m->n_out < 2)
         return ONNX_MAP_OK;
     /* Mean and InvStdDev: shape X.shape[:axis] + [1] * (r - axis). */
@@ -107,11 +108,11 @@ onnx_map_status map_layer_norm(onnx_map_ctx *m)
     TRY(var = glesc_reduce(m->g, GLESC_OP_MEAN, var, 0), "mean");
     TRY(inv = glesc_scale(m->g, var, 1.0f, eps), "glesc_scale");
     TRY(inv = glesc_unary(m->g, GLESC_OP_RSQRT, inv), "rsqrt");
-    CHECK(reshape_to(m, mean, r, sdims, &mean));
-    set_out(m, 1, mean, T_FLOAT, r);
+    CHECK(onnx_map_reshape_to(m, mean, r, sdims, &mean));
+    onnx_map_set_out(m, 1, mean, T_FLOAT, r);
     if (m->n_out > 2) {
-        CHECK(reshape_to(m, inv, r, sdims, &inv));
-        set_out(m, 2, inv, T_FLOAT, r);
+        CHECK(onnx_map_reshape_to(m, inv, r, sdims, &inv));
+        onnx_map_set_out(m, 2, inv, T_FLOAT, r);
     }
     return ONNX_MAP_OK;
 }
@@ -122,16 +123,16 @@ onnx_map_status map_layer_norm(onnx_map_ctx *m)
  * order A is X [K, M, ...] and Bᵀ is the weight W [K, N, ...] (a contiguous
  * transpose), W's batch dimensions broadcasting over X's; a 1-D operand
  * is a row (A) or column (B) vector whose unit dimension is dropped. */
-onnx_map_status map_matmul(onnx_map_ctx *m)
+onnx_map_status onnx_map_matmul(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
-    CHECK(need_float(m, 1));
+    CHECK(onnx_map_need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 1));
     const onnx_value *av = m->in[0], *bv = m->in[1];
     if (av->rank < 1 || bv->rank < 1)
         return INVALID("MatMul of a scalar");
     glesc_tensor *a, *b, *w, *y;
-    CHECK(gpu_in(m, 0, &a));
-    CHECK(gpu_in(m, 1, &b));
+    CHECK(onnx_map_gpu_in(m, 0, &a));
+    CHECK(onnx_map_gpu_in(m, 1, &b));
     /* batch dims: B's must broadcast to A's (glesc broadcasts the weight) */
     int ra = av->rank, rb = bv->rank;
     int batch = (ra > rb ? ra : rb) - 2;
@@ -159,8 +160,8 @@ onnx_map_status map_matmul(onnx_map_ctx *m)
         dims[nr++] = av->dims[ra - 2];
     if (rb > 1)
         dims[nr++] = bv->dims[rb - 1];
-    CHECK(reshape_to(m, y, nr, dims, &y));
-    set_out(m, 0, y, av->type, nr);
+    CHECK(onnx_map_reshape_to(m, y, nr, dims, &y));
+    onnx_map_set_out(m, 0, y, av->type, nr);
     return ONNX_MAP_OK;
 }
 
@@ -169,21 +170,21 @@ onnx_map_status map_matmul(onnx_map_ctx *m)
  * asks for just that). glesc's weight is B'ᵀ: B itself when
  * transB (its rows are glesc's contiguous dimension 0), else a contiguous
  * transpose; the activation is A' (A, or a contiguous transpose). */
-onnx_map_status map_gemm(onnx_map_ctx *m)
+onnx_map_status onnx_map_gemm(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
-    CHECK(need_float(m, 1));
+    CHECK(onnx_map_need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 1));
     if (m->in[0]->rank != 2 || m->in[1]->rank != 2)
         return INVALID("Gemm's A and B must be 2-D");
-    float alpha = attr_f(m, "alpha", 1.0f), beta = attr_f(m, "beta", 1.0f);
+    float alpha = onnx_map_attr_f(m, "alpha", 1.0f), beta = onnx_map_attr_f(m, "beta", 1.0f);
     glesc_tensor *a, *b, *y;
-    CHECK(gpu_in(m, 0, &a));
-    CHECK(gpu_in(m, 1, &b));
-    if (attr_i(m, "transA", 0)) {
+    CHECK(onnx_map_gpu_in(m, 0, &a));
+    CHECK(onnx_map_gpu_in(m, 1, &b));
+    if (onnx_map_attr_i(m, "transA", 0)) {
         TRY(a = glesc_transpose(m->g, a), "glesc_transpose");
         TRY(a = glesc_cont(m->g, a), "glesc_cont");
     }
-    if (!attr_i(m, "transB", 0)) {
+    if (!onnx_map_attr_i(m, "transB", 0)) {
         TRY(b = glesc_transpose(m->g, b), "glesc_transpose");
         TRY(b = glesc_cont(m->g, b), "glesc_cont");
     }
@@ -192,12 +193,12 @@ onnx_map_status map_gemm(onnx_map_ctx *m)
         TRY(y = glesc_scale(m->g, y, alpha, 0.0f), "glesc_scale");
     if (m->n_in > 2 && m->in[2] && beta != 0.0f) {
         glesc_tensor *c;
-        CHECK(need_float(m, 2));
-        CHECK(gpu_in(m, 2, &c));
+        CHECK(onnx_map_need_float(m, 2));
+        CHECK(onnx_map_gpu_in(m, 2, &c));
         if (beta != 1.0f)
             TRY(c = glesc_scale(m->g, c, beta, 0.0f), "glesc_scale");
         TRY(y = glesc_add(m->g, y, c), "glesc_add");
     }
-    set_out(m, 0, y, m->in[0]->type, 2);
+    onnx_map_set_out(m, 0, y, m->in[0]->type, 2);
     return ONNX_MAP_OK;
 }

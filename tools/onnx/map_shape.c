@@ -15,37 +15,37 @@
 
 /* ---- shape ---- */
 
-onnx_map_status map_concat(onnx_map_ctx *m)
+onnx_map_status onnx_map_concat(onnx_map_ctx *m)
 {
-    if (!attr(m, "axis"))
+    if (!onnx_map_attr(m, "axis"))
         return INVALID("Concat needs attribute axis");
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     int r = m->in[0]->rank, ga;
-    CHECK(axis_of(m, attr_i(m, "axis", 0), r, NULL, &ga));
+    CHECK(onnx_map_axis_of(m, onnx_map_attr_i(m, "axis", 0), r, NULL, &ga));
     glesc_tensor *acc;
-    CHECK(gpu_in(m, 0, &acc));
+    CHECK(onnx_map_gpu_in(m, 0, &acc));
     for (int i = 1; i < m->n_in; i++) {
         glesc_tensor *b;
-        CHECK(need_float(m, i));
+        CHECK(onnx_map_need_float(m, i));
         if (m->in[i]->type != m->in[0]->type || m->in[i]->rank != r)
             return INVALID("Concat inputs differ in type or rank");
-        CHECK(gpu_in(m, i, &b));
+        CHECK(onnx_map_gpu_in(m, i, &b));
         TRY(acc = glesc_concat(m->g, acc, b, ga), "glesc_concat");
     }
-    set_out(m, 0, acc, m->in[0]->type, r);
+    onnx_map_set_out(m, 0, acc, m->in[0]->type, r);
     return ONNX_MAP_OK;
 }
 
-onnx_map_status map_reshape(onnx_map_ctx *m)
+onnx_map_status onnx_map_reshape(onnx_map_ctx *m)
 {
     if (m->n_in != 2 || !m->in[0] || !m->in[1])
         return INVALID("Reshape takes 2 inputs");
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int64_t dims[ONNX_MAX_RANK] = {0};
     int n;
-    CHECK(host_ints(m, 1, dims, ONNX_MAX_RANK, &n));
-    bool allowzero = attr_i(m, "allowzero", 0) != 0;
+    CHECK(onnx_map_host_ints(m, 1, dims, ONNX_MAX_RANK, &n));
+    bool allowzero = onnx_map_attr_i(m, "allowzero", 0) != 0;
     int64_t total = 1, known = 1;
     int infer = -1;
     for (int i = 0; i < xv->rank; i++)
@@ -75,52 +75,52 @@ onnx_map_status map_reshape(onnx_map_ctx *m)
     if (known != total)
         return INVALID("shape gives %" PRId64 " elements, the input has %" PRId64, known, total);
     glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
-    CHECK(reshape_to(m, x, n, dims, &y));
-    set_out(m, 0, y, xv->type, n);
+    CHECK(onnx_map_gpu_in(m, 0, &x));
+    CHECK(onnx_map_reshape_to(m, x, n, dims, &y));
+    onnx_map_set_out(m, 0, y, xv->type, n);
     return ONNX_MAP_OK;
 }
 
 /* Squeeze: a reshape without the given size-1 dimensions (none given: all
  * of them). */
-onnx_map_status map_squeeze(onnx_map_ctx *m)
+onnx_map_status onnx_map_squeeze(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int64_t axes[ONNX_MAX_RANK];
     int n;
-    CHECK(axes_list(m, axes, &n));
+    CHECK(onnx_map_axes_list(m, axes, &n));
     bool drop[ONNX_MAX_RANK] = {false};
     for (int i = 0; i < xv->rank; i++)
         drop[i] = n == 0 && xv->dims[i] == 1;
     for (int i = 0; i < n; i++) {
         int oa, ga;
-        CHECK(axis_of(m, axes[i], xv->rank, &oa, &ga));
+        CHECK(onnx_map_axis_of(m, axes[i], xv->rank, &oa, &ga));
         if (xv->dims[oa] != 1)
             return INVALID("axis %" PRId64 " has size %" PRId64 ", not 1", axes[i], xv->dims[oa]);
         drop[oa] = true;
     }
     glesc_tensor *x;
-    CHECK(gpu_in(m, 0, &x));
-    return drop_out(m, x, xv, drop, xv->type);
+    CHECK(onnx_map_gpu_in(m, 0, &x));
+    return onnx_map_drop_out(m, x, xv, drop, xv->type);
 }
 
 /* Unsqueeze: a reshape with size-1 dimensions inserted at the axes (of the
  * result's rank). */
-onnx_map_status map_unsqueeze(onnx_map_ctx *m)
+onnx_map_status onnx_map_unsqueeze(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int64_t axes[ONNX_MAX_RANK];
     int n;
-    CHECK(axes_list(m, axes, &n));
+    CHECK(onnx_map_axes_list(m, axes, &n));
     int r = xv->rank + n;
     if (r > ONNX_MAX_RANK)
         return UNSUP("result rank %d", r);
     bool ins[ONNX_MAX_RANK] = {false};
     for (int i = 0; i < n; i++) {
         int oa, ga;
-        CHECK(axis_of(m, axes[i], r, &oa, &ga));
+        CHECK(onnx_map_axis_of(m, axes[i], r, &oa, &ga));
         if (ins[oa])
             return INVALID("axis %" PRId64 " is repeated", axes[i]);
         ins[oa] = true;
@@ -129,37 +129,37 @@ onnx_map_status map_unsqueeze(onnx_map_ctx *m)
     for (int i = 0, k = 0; i < r; i++)
         dims[i] = ins[i] ? 1 : xv->dims[k++];
     glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
-    CHECK(reshape_to(m, x, r, dims, &y));
-    set_out(m, 0, y, xv->type, r);
+    CHECK(onnx_map_gpu_in(m, 0, &x));
+    CHECK(onnx_map_reshape_to(m, x, r, dims, &y));
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
 
 /* Flatten: [prod(dims[:axis]), prod(dims[axis:])], a reshape. */
-onnx_map_status map_flatten(onnx_map_ctx *m)
+onnx_map_status onnx_map_flatten(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
-    int64_t a = attr_i(m, "axis", 1);
+    int64_t a = onnx_map_attr_i(m, "axis", 1);
     if (a < -xv->rank || a > xv->rank)
         return INVALID("axis %" PRId64 " is out of range for rank %d", a, xv->rank);
     if (a < 0)
         a += xv->rank;
     glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
-    CHECK(flat2d(m, x, xv, (int)a, &y));
-    set_out(m, 0, y, xv->type, 2);
+    CHECK(onnx_map_gpu_in(m, 0, &x));
+    CHECK(onnx_map_flat2d(m, x, xv, (int)a, &y));
+    onnx_map_set_out(m, 0, y, xv->type, 2);
     return ONNX_MAP_OK;
 }
 
 /* Transpose: output dim j is input dim perm[j] (default: reversed). */
-onnx_map_status map_transpose(onnx_map_ctx *m)
+onnx_map_status onnx_map_transpose(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int r = xv->rank;
     int64_t perm[ONNX_MAX_RANK];
-    const Onnx__AttributeProto *a = attr(m, "perm");
+    const Onnx__AttributeProto *a = onnx_map_attr(m, "perm");
     if (a && (int)a->n_ints != r)
         return INVALID("perm has %zu entries for rank %d", a->n_ints, r);
     bool seen[ONNX_MAX_RANK] = {false};
@@ -170,33 +170,33 @@ onnx_map_status map_transpose(onnx_map_ctx *m)
         seen[perm[j]] = true;
     }
     glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     /* glesc_permute: source dim i becomes result dim p[i] */
     int p[4] = {0, 1, 2, 3};
     for (int j = 0; j < r; j++)
         p[r - 1 - perm[j]] = r - 1 - j;
     TRY(y = glesc_permute(m->g, x, p), "glesc_permute");
     TRY(y = glesc_cont(m->g, y), "glesc_cont");
-    set_out(m, 0, y, xv->type, r);
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
 
 /* Constant: a host value from attribute value (a tensor) or value_float(s),
  * value_int(s). */
-onnx_map_status map_constant(onnx_map_ctx *m)
+onnx_map_status onnx_map_constant(onnx_map_ctx *m)
 {
     onnx_tensor *h = m->new_host(m->user);
     if (!h)
         return INVALID("out of memory");
     const Onnx__AttributeProto *a;
-    if ((a = attr(m, "value")) && a->t) {
+    if ((a = onnx_map_attr(m, "value")) && a->t) {
         char err[256];
         onnx_read_status s = onnx_tensor_decode(a->t, "Constant value", h, err, sizeof err);
         if (s != ONNX_READ_OK)
-            return say(m, s == ONNX_READ_UNSUPPORTED ? ONNX_MAP_UNSUPPORTED : ONNX_MAP_ERROR, "%s",
-                       err);
-    } else if ((a = attr(m, "value_float")) || (a = attr(m, "value_floats")) ||
-               (a = attr(m, "value_int")) || (a = attr(m, "value_ints"))) {
+            return onnx_map_say(
+                m, s == ONNX_READ_UNSUPPORTED ? ONNX_MAP_UNSUPPORTED : ONNX_MAP_ERROR, "%s", err);
+    } else if ((a = onnx_map_attr(m, "value_float")) || (a = onnx_map_attr(m, "value_floats")) ||
+               (a = onnx_map_attr(m, "value_int")) || (a = onnx_map_attr(m, "value_ints"))) {
         bool floats = a->has_f || a->n_floats;
         bool list = a->n_floats || a->n_ints || !strcmp(a->name, "value_floats") ||
                     !strcmp(a->name, "value_ints");
@@ -226,12 +226,13 @@ onnx_map_status map_constant(onnx_map_ctx *m)
 }
 
 /* Shape: the input's dims[start:end] as a host INT64 tensor. */
-onnx_map_status map_shape(onnx_map_ctx *m)
+onnx_map_status onnx_map_shape(onnx_map_ctx *m)
 {
     if (m->n_in != 1 || !m->in[0])
         return INVALID("Shape takes 1 input");
     const onnx_value *xv = m->in[0];
-    int64_t r = xv->rank, start = attr_i(m, "start", 0), end = attr_i(m, "end", r);
+    int64_t r = xv->rank, start = onnx_map_attr_i(m, "start", 0),
+            end = onnx_map_attr_i(m, "end", r);
     start = start < 0 ? start + r : start;
     end = end < 0 ? end + r : end;
     start = start < 0 ? 0 : start > r ? r : start;

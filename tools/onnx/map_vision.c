@@ -16,9 +16,10 @@
 
 /* ONNX's per-axis list attribute name (n values, each within int32) into
  * out, default def. */
-onnx_map_status attr_list(onnx_map_ctx *m, const char *name, int n, int64_t def, int64_t *out)
+onnx_map_status onnx_map_attr_list(onnx_map_ctx *m, const char *name, int n, int64_t def,
+                                   int64_t *out)
 {
-    const Onnx__AttributeProto *a = attr(m, name);
+    const Onnx__AttributeProto *a = onnx_map_attr(m, name);
     for (int i = 0; i < n; i++)
         out[i] = def;
     if (!a)
@@ -38,10 +39,10 @@ onnx_map_status attr_list(onnx_map_ctx *m, const char *name, int n, int64_t def,
  * reversed are glesc's layout, and pads [x1_begin, x2_begin, x1_end,
  * x2_end] are glesc_conv_params' order. auto_pad SAME_UPPER / SAME_LOWER
  * give the pads the spec computes (output ceil(in / stride)). */
-onnx_map_status map_conv(onnx_map_ctx *m)
+onnx_map_status onnx_map_conv(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
-    CHECK(need_float(m, 1));
+    CHECK(onnx_map_need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 1));
     const onnx_value *xv = m->in[0], *wv = m->in[1];
     int r = xv->rank, ns = r - 2;
     if (r == 5)
@@ -49,15 +50,15 @@ onnx_map_status map_conv(onnx_map_ctx *m)
     if ((r != 3 && r != 4) || wv->rank != r)
         return INVALID("Conv's X (rank %d) and W (rank %d) must both be rank 3 or 4", r, wv->rank);
     int64_t strides[2], dil[2], pads[4], ks[2];
-    CHECK(attr_list(m, "strides", ns, 1, strides));
-    CHECK(attr_list(m, "dilations", ns, 1, dil));
-    CHECK(attr_list(m, "pads", 2 * ns, 0, pads));
-    CHECK(attr_list(m, "kernel_shape", ns, 0, ks));
+    CHECK(onnx_map_attr_list(m, "strides", ns, 1, strides));
+    CHECK(onnx_map_attr_list(m, "dilations", ns, 1, dil));
+    CHECK(onnx_map_attr_list(m, "pads", 2 * ns, 0, pads));
+    CHECK(onnx_map_attr_list(m, "kernel_shape", ns, 0, ks));
     for (int i = 0; i < ns; i++)
-        if (attr(m, "kernel_shape") && ks[i] != wv->dims[2 + i])
+        if (onnx_map_attr(m, "kernel_shape") && ks[i] != wv->dims[2 + i])
             return INVALID("kernel_shape %" PRId64 " differs from W's %" PRId64, ks[i],
                            wv->dims[2 + i]);
-    const Onnx__AttributeProto *ap = attr(m, "auto_pad");
+    const Onnx__AttributeProto *ap = onnx_map_attr(m, "auto_pad");
     if (ap && ap->has_s && ap->s.len && strncmp((const char *)ap->s.data, "NOTSET", ap->s.len)) {
         bool valid = !strncmp((const char *)ap->s.data, "VALID", ap->s.len);
         bool upper = !strncmp((const char *)ap->s.data, "SAME_UPPER", ap->s.len);
@@ -72,7 +73,7 @@ onnx_map_status map_conv(onnx_map_ctx *m)
             pads[ns + i] = total - pads[i];
         }
     }
-    int64_t group = attr_i(m, "group", 1);
+    int64_t group = onnx_map_attr_i(m, "group", 1);
     glesc_conv_params p;
     glesc_conv_params_init(&p);
     for (int i = 0; i < ns; i++) {
@@ -89,12 +90,12 @@ onnx_map_status map_conv(onnx_map_ctx *m)
         return INVALID("group %" PRId64, group);
     p.group = (int)group;
     glesc_tensor *x, *w, *b, *y;
-    CHECK(conv_inputs(m, &x, &w, &b));
+    CHECK(onnx_map_conv_inputs(m, &x, &w, &b));
     if (ns == 1)
         TRY(y = glesc_conv1d(m->g, x, w, b, &p), "glesc_conv1d");
     else
         TRY(y = glesc_conv2d(m->g, x, w, b, &p), "glesc_conv2d");
-    set_out(m, 0, y, xv->type, r);
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
 
@@ -103,19 +104,19 @@ onnx_map_status map_conv(onnx_map_ctx *m)
  * C, D...] is reshaped to glesc's [D..., 1, C, N] (the channel in
  * dimension 2), normalized, and reshaped back. momentum only matters in
  * training. */
-onnx_map_status map_batch_norm(onnx_map_ctx *m)
+onnx_map_status onnx_map_batch_norm(onnx_map_ctx *m)
 {
-    if (attr_i(m, "training_mode", 0) != 0)
+    if (onnx_map_attr_i(m, "training_mode", 0) != 0)
         return UNSUP("training_mode 1: glesc's batch norm is the inference form");
     /* before opset 7 the default is_test 0 is training (batch statistics) */
-    if (m->opset < 7 && attr_i(m, "is_test", 0) == 0)
+    if (m->opset < 7 && onnx_map_attr_i(m, "is_test", 0) == 0)
         return UNSUP("is_test 0 (opset %" PRId64 "): training mode", m->opset);
-    if (attr_i(m, "spatial", 1) != 1)
+    if (onnx_map_attr_i(m, "spatial", 1) != 1)
         return UNSUP("spatial 0 (statistics per element, not per channel)");
     if (m->n_out > 1)
         return UNSUP("the running mean and variance outputs (training)");
     for (int i = 0; i < 5; i++)
-        CHECK(need_float(m, i));
+        CHECK(onnx_map_need_float(m, i));
     const onnx_value *xv = m->in[0];
     int r = xv->rank;
     if (r < 2 || r > 4)
@@ -128,14 +129,15 @@ onnx_map_status map_batch_norm(onnx_map_ctx *m)
     for (int i = 2; i < r; i++)
         inner *= xv->dims[i];
     glesc_tensor *x, *prm[4], *y;
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     for (int i = 0; i < 4; i++)
-        CHECK(gpu_in(m, 1 + i, &prm[i]));
+        CHECK(onnx_map_gpu_in(m, 1 + i, &prm[i]));
     const int64_t shape[4] = {inner, 1, xv->dims[1], xv->dims[0]};
     TRY(x = glesc_reshape(m->g, x, 4, shape), "glesc_reshape");
-    TRY(y = glesc_batch_norm(m->g, x, prm[0], prm[1], prm[2], prm[3], attr_f(m, "epsilon", 1e-5f)),
+    TRY(y = glesc_batch_norm(m->g, x, prm[0], prm[1], prm[2], prm[3],
+                             onnx_map_attr_f(m, "epsilon", 1e-5f)),
         "glesc_batch_norm");
-    CHECK(reshape_to(m, y, r, xv->dims, &y));
-    set_out(m, 0, y, xv->type, r);
+    CHECK(onnx_map_reshape_to(m, y, r, xv->dims, &y));
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }

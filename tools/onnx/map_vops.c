@@ -16,35 +16,36 @@
 /* ---- vision: pooling and shape (glesc's vops) ---- */
 
 /* LeakyRelu, Elu, HardSigmoid, HardSwish: elementwise with ONNX's defaults. */
-onnx_map_status act(onnx_map_ctx *m)
+onnx_map_status onnx_map_act(onnx_map_ctx *m)
 {
     glesc_op op = m->row->gop;
     glesc_tensor *x, *y;
-    CHECK(need_float(m, 0));
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_need_float(m, 0));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     switch (op) {
     case GLESC_OP_LEAKY_RELU:
-        y = glesc_leaky_relu(m->g, x, attr_f(m, "alpha", 0.01f));
+        y = glesc_leaky_relu(m->g, x, onnx_map_attr_f(m, "alpha", 0.01f));
         break;
     case GLESC_OP_ELU:
-        y = glesc_elu(m->g, x, attr_f(m, "alpha", 1.0f));
+        y = glesc_elu(m->g, x, onnx_map_attr_f(m, "alpha", 1.0f));
         break;
     case GLESC_OP_HARD_SIGMOID:
-        y = glesc_hard_sigmoid(m->g, x, attr_f(m, "alpha", 0.2f), attr_f(m, "beta", 0.5f));
+        y = glesc_hard_sigmoid(m->g, x, onnx_map_attr_f(m, "alpha", 0.2f),
+                               onnx_map_attr_f(m, "beta", 0.5f));
         break;
     default:
         y = glesc_hard_swish(m->g, x);
         break;
     }
     TRY(y, glesc_op_name(op));
-    set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
+    onnx_map_set_out(m, 0, y, m->in[0]->type, m->in[0]->rank);
     return ONNX_MAP_OK;
 }
 
 /* A string attribute equal to s (absent: def). */
 static bool attr_is(const onnx_map_ctx *m, const char *name, const char *def, const char *s)
 {
-    const Onnx__AttributeProto *a = attr(m, name);
+    const Onnx__AttributeProto *a = onnx_map_attr(m, name);
     if (!a || !a->has_s)
         return !strcmp(def, s);
     return a->s.len == strlen(s) && !memcmp(a->s.data, s, a->s.len);
@@ -53,7 +54,7 @@ static bool attr_is(const onnx_map_ctx *m, const char *name, const char *def, co
 /* Integer list attribute name (at most max values; absent: *n = 0). */
 static onnx_map_status attr_ints(onnx_map_ctx *m, const char *name, int64_t *vals, int max, int *n)
 {
-    const Onnx__AttributeProto *a = attr(m, name);
+    const Onnx__AttributeProto *a = onnx_map_attr(m, name);
     *n = 0;
     if (!a)
         return ONNX_MAP_OK;
@@ -80,11 +81,11 @@ static onnx_map_status exact_i32(onnx_map_ctx *m, onnx_value *v, glesc_tensor **
             return UNSUP("INT32 value %" PRId32 " of %s is not exact in f32", d[i], v->name);
     int ndim;
     int64_t shape[4];
-    gshape(v->rank, v->dims, &ndim, shape);
+    onnx_map_gshape(v->rank, v->dims, &ndim, shape);
     glesc_tensor *t = glesc_tensor_new(m->g, GLESC_DTYPE_I32, ndim, shape);
     TRY(t, "glesc_tensor_new");
     if (glesc_tensor_write(t, d, (size_t)v->host->n * sizeof *d) != GLESC_OK)
-        return glesc_failed(m, "glesc_tensor_write");
+        return onnx_map_glesc_failed(m, "glesc_tensor_write");
     *out = t;
     return ONNX_MAP_OK;
 }
@@ -92,13 +93,13 @@ static onnx_map_status exact_i32(onnx_map_ctx *m, onnx_value *v, glesc_tensor **
 /* Pad (opset 11+: pads and constant_value as inputs; before: attributes
  * pads and value; modes constant, reflect, edge). FLOAT/FLOAT16 data, or INT32 data exact in f32.
  */
-onnx_map_status map_pad(onnx_map_ctx *m)
+onnx_map_status onnx_map_pad(onnx_map_ctx *m)
 {
     if (m->n_in < 1 || !m->in[0])
         return INVALID("input 0 is missing");
     bool i32 = m->in[0]->type == T_INT32;
     if (!i32)
-        CHECK(need_float(m, 0));
+        CHECK(onnx_map_need_float(m, 0));
     onnx_value *xv = m->in[0];
     int r = xv->rank, n;
     bool old = m->opset < 11; /* pads and value as attributes */
@@ -119,7 +120,7 @@ onnx_map_status map_pad(onnx_map_ctx *m)
     if (old)
         CHECK(attr_ints(m, "pads", p, 2 * ONNX_MAX_RANK, &n));
     else
-        CHECK(host_ints(m, 1, p, 2 * ONNX_MAX_RANK, &n));
+        CHECK(onnx_map_host_ints(m, 1, p, 2 * ONNX_MAX_RANK, &n));
     if (n != 2 * r)
         return INVALID("pads has %d values for rank %d", n, r);
     if (r > 4)
@@ -128,37 +129,37 @@ onnx_map_status map_pad(onnx_map_ctx *m)
         pads[r - 1 - a] = p[a];
         pads[4 + r - 1 - a] = p[r + a];
     }
-    float value = old ? attr_f(m, "value", 0.0f) : 0.0f;
+    float value = old ? onnx_map_attr_f(m, "value", 0.0f) : 0.0f;
     if (!old && m->n_in > 2 && m->in[2]) {
         if (i32) {
             int64_t c;
             int nc;
-            CHECK(host_ints(m, 2, &c, 1, &nc));
+            CHECK(onnx_map_host_ints(m, 2, &c, 1, &nc));
             if (nc != 1 || c < -(1 << 24) || c > (1 << 24))
                 return UNSUP("constant_value of INT32 data must be one value exact in f32");
             value = (float)c;
         } else {
-            CHECK(host_scalar(m, 2, &value));
+            CHECK(onnx_map_host_scalar(m, 2, &value));
         }
     }
     glesc_tensor *x, *y;
     if (i32)
         CHECK(exact_i32(m, xv, &x));
     else
-        CHECK(gpu_in(m, 0, &x));
+        CHECK(onnx_map_gpu_in(m, 0, &x));
     TRY(y = glesc_pad(m->g, x, pads, mode, value), "glesc_pad");
     if (i32)
         TRY(y = glesc_cast(m->g, y, GLESC_DTYPE_I32), "glesc_cast");
-    set_out(m, 0, y, xv->type, r);
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
 
 /* Slice (opset 10+: starts, ends, axes, steps as inputs; before: attributes
  * starts, ends, axes). An empty result
  * is unsupported (glesc tensors are never empty). */
-onnx_map_status map_slice(onnx_map_ctx *m)
+onnx_map_status onnx_map_slice(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int r = xv->rank, ns, ne, na = 0, nst = 0;
     int64_t starts[ONNX_MAX_RANK], ends[ONNX_MAX_RANK], axes[ONNX_MAX_RANK], steps[ONNX_MAX_RANK];
@@ -169,18 +170,18 @@ onnx_map_status map_slice(onnx_map_ctx *m)
     } else {
         if (m->n_in < 3 || !m->in[1] || !m->in[2])
             return INVALID("Slice without starts and ends inputs");
-        CHECK(host_ints(m, 1, starts, ONNX_MAX_RANK, &ns));
-        CHECK(host_ints(m, 2, ends, ONNX_MAX_RANK, &ne));
+        CHECK(onnx_map_host_ints(m, 1, starts, ONNX_MAX_RANK, &ns));
+        CHECK(onnx_map_host_ints(m, 2, ends, ONNX_MAX_RANK, &ne));
         if (m->n_in > 3 && m->in[3])
-            CHECK(host_ints(m, 3, axes, ONNX_MAX_RANK, &na));
+            CHECK(onnx_map_host_ints(m, 3, axes, ONNX_MAX_RANK, &na));
         if (m->n_in > 4 && m->in[4])
-            CHECK(host_ints(m, 4, steps, ONNX_MAX_RANK, &nst));
+            CHECK(onnx_map_host_ints(m, 4, steps, ONNX_MAX_RANK, &nst));
     }
     if (ne != ns || (na && na != ns) || (nst && nst != ns) || ns < 1 || ns > 4)
         return INVALID("starts, ends, axes and steps of %d, %d, %d and %d values", ns, ne, na, nst);
     int gaxes[4];
     for (int i = 0; i < ns; i++) {
-        CHECK(axis_of(m, na ? axes[i] : i, r, NULL, &gaxes[i]));
+        CHECK(onnx_map_axis_of(m, na ? axes[i] : i, r, NULL, &gaxes[i]));
         int64_t dim = xv->dims[r - 1 - gaxes[i]], s = nst ? steps[i] : 1, b = starts[i],
                 e = ends[i];
         if (!nst)
@@ -197,20 +198,20 @@ onnx_map_status map_slice(onnx_map_ctx *m)
                          r - 1 - gaxes[i]);
     }
     glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     TRY(y = glesc_slice(m->g, x, ns, gaxes, starts, ends, steps), "glesc_slice");
-    set_out(m, 0, y, xv->type, r);
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
 
 /* Gather along axis with INT32/INT64 indices known on the host (i32 on the
  * GPU); scalar indices drop the axis. */
-onnx_map_status map_gather(onnx_map_ctx *m)
+onnx_map_status onnx_map_gather(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0], *iv = m->in[1];
     int r = xv->rank, ga;
-    CHECK(axis_of(m, attr_i(m, "axis", 0), r, NULL, &ga));
+    CHECK(onnx_map_axis_of(m, onnx_map_attr_i(m, "axis", 0), r, NULL, &ga));
     if (!iv || !iv->host || (iv->type != T_INT64 && iv->type != T_INT32))
         return UNSUP("indices must be INT32 or INT64 known on the host");
     if (iv->rank > 4 || r - 1 + (iv->rank ? iv->rank : 1) > 4)
@@ -232,14 +233,14 @@ onnx_map_status map_gather(onnx_map_ctx *m)
     }
     int ndim;
     int64_t shape[4];
-    gshape(iv->rank, iv->dims, &ndim, shape);
+    onnx_map_gshape(iv->rank, iv->dims, &ndim, shape);
     glesc_tensor *ix = glesc_tensor_new(m->g, GLESC_DTYPE_I32, ndim, shape), *x, *y;
     glesc_status st = ix ? glesc_tensor_write_f32(ix, v, (size_t)n) : GLESC_OK;
     free(v);
     TRY(ix, "glesc_tensor_new");
     if (st != GLESC_OK)
-        return glesc_failed(m, "glesc_tensor_write_f32");
-    CHECK(gpu_in(m, 0, &x));
+        return onnx_map_glesc_failed(m, "glesc_tensor_write_f32");
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     TRY(y = glesc_gather(m->g, x, ix, ga), "glesc_gather");
     int rank = r - 1 + iv->rank;
     if (iv->rank == 0) {
@@ -247,9 +248,9 @@ onnx_map_status map_gather(onnx_map_ctx *m)
         for (int i = 0, j = 0; i < r; i++)
             if (i != r - 1 - ga)
                 dims[j++] = xv->dims[i];
-        CHECK(reshape_to(m, y, rank, dims, &y));
+        CHECK(onnx_map_reshape_to(m, y, rank, dims, &y));
     }
-    set_out(m, 0, y, xv->type, rank);
+    onnx_map_set_out(m, 0, y, xv->type, rank);
     return ONNX_MAP_OK;
 }
 
@@ -259,23 +260,23 @@ static int64_t floor_div(int64_t a, int64_t b)
 }
 
 /* MaxPool and AveragePool, 1-D (rank 3) and 2-D (rank 4). */
-onnx_map_status pool(onnx_map_ctx *m)
+onnx_map_status onnx_map_pool(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int r = xv->rank, ns = r - 2;
     if (ns != 1 && ns != 2)
         return UNSUP("%d spatial dimensions: glesc pools over 1 or 2", ns);
     if (m->n_out > 1 && m->out[1].name && m->out[1].name[0])
         return UNSUP("MaxPool's Indices output");
-    if (!attr(m, "kernel_shape"))
+    if (!onnx_map_attr(m, "kernel_shape"))
         return INVALID("no kernel_shape");
     int64_t k[2], s[2], d[2], p[4];
-    CHECK(attr_list(m, "kernel_shape", ns, 1, k));
-    CHECK(attr_list(m, "strides", ns, 1, s));
-    CHECK(attr_list(m, "dilations", ns, 1, d));
-    CHECK(attr_list(m, "pads", 2 * ns, 0, p));
-    bool ceil_mode = attr_i(m, "ceil_mode", 0) != 0;
+    CHECK(onnx_map_attr_list(m, "kernel_shape", ns, 1, k));
+    CHECK(onnx_map_attr_list(m, "strides", ns, 1, s));
+    CHECK(onnx_map_attr_list(m, "dilations", ns, 1, d));
+    CHECK(onnx_map_attr_list(m, "pads", 2 * ns, 0, p));
+    bool ceil_mode = onnx_map_attr_i(m, "ceil_mode", 0) != 0;
     if (!attr_is(m, "auto_pad", "NOTSET", "NOTSET")) {
         bool valid = attr_is(m, "auto_pad", "NOTSET", "VALID");
         bool lower = attr_is(m, "auto_pad", "NOTSET", "SAME_LOWER");
@@ -295,7 +296,7 @@ onnx_map_status pool(onnx_map_ctx *m)
     glesc_pool_params_init(&q);
     q.type = m->row->pool;
     q.ceil_mode = ceil_mode;
-    q.count_include_pad = attr_i(m, "count_include_pad", 0) != 0;
+    q.count_include_pad = onnx_map_attr_i(m, "count_include_pad", 0) != 0;
     for (int i = 0; i < ns; i++) {
         int j = i + 2 - ns;
         q.kernel_shape[j] = (int)k[i];
@@ -305,35 +306,35 @@ onnx_map_status pool(onnx_map_ctx *m)
         q.pads[2 + j] = (int)p[ns + i];
     }
     glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     TRY(y = ns == 2 ? glesc_pool2d(m->g, x, &q) : glesc_pool1d(m->g, x, &q),
         ns == 2 ? "glesc_pool2d" : "glesc_pool1d");
-    set_out(m, 0, y, xv->type, r);
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
 
 /* GlobalMaxPool and GlobalAveragePool over 1 or 2 spatial dimensions. */
-onnx_map_status global_pool(onnx_map_ctx *m)
+onnx_map_status onnx_map_global_pool(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 0));
     const onnx_value *xv = m->in[0];
     int r = xv->rank;
     if (r != 3 && r != 4)
         return UNSUP("%d spatial dimensions: glesc pools over 1 or 2", r - 2);
     glesc_tensor *x, *y;
-    CHECK(gpu_in(m, 0, &x));
+    CHECK(onnx_map_gpu_in(m, 0, &x));
     TRY(y = glesc_global_pool(m->g, x, m->row->pool, r - 2), "glesc_global_pool");
-    set_out(m, 0, y, xv->type, r);
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }
 
 /* ConvTranspose, 1-D and 2-D; output_shape and
  * auto_pad become pads as ONNX computes them (a negative end pad is output
  * padding: positions no input reaches). */
-onnx_map_status map_conv_transpose(onnx_map_ctx *m)
+onnx_map_status onnx_map_conv_transpose(onnx_map_ctx *m)
 {
-    CHECK(need_float(m, 0));
-    CHECK(need_float(m, 1));
+    CHECK(onnx_map_need_float(m, 0));
+    CHECK(onnx_map_need_float(m, 1));
     const onnx_value *xv = m->in[0], *wv = m->in[1];
     int r = xv->rank, ns = r - 2;
     if (ns != 1 && ns != 2)
@@ -343,7 +344,7 @@ onnx_map_status map_conv_transpose(onnx_map_ctx *m)
     int64_t k[2], s[2], d[2], p[4], op[2], os[2];
     for (int i = 0; i < ns; i++)
         k[i] = wv->dims[2 + i];
-    const Onnx__AttributeProto *ka = attr(m, "kernel_shape");
+    const Onnx__AttributeProto *ka = onnx_map_attr(m, "kernel_shape");
     if (ka) {
         if ((int)ka->n_ints != ns)
             return INVALID("kernel_shape has %zu values", ka->n_ints);
@@ -352,10 +353,10 @@ onnx_map_status map_conv_transpose(onnx_map_ctx *m)
                 return UNSUP("kernel_shape %" PRId64 " differs from W's %" PRId64, ka->ints[i],
                              k[i]);
     }
-    CHECK(attr_list(m, "strides", ns, 1, s));
-    CHECK(attr_list(m, "dilations", ns, 1, d));
-    CHECK(attr_list(m, "pads", 2 * ns, 0, p));
-    CHECK(attr_list(m, "output_padding", ns, 0, op));
+    CHECK(onnx_map_attr_list(m, "strides", ns, 1, s));
+    CHECK(onnx_map_attr_list(m, "dilations", ns, 1, d));
+    CHECK(onnx_map_attr_list(m, "pads", 2 * ns, 0, p));
+    CHECK(onnx_map_attr_list(m, "output_padding", ns, 0, op));
     bool upper = attr_is(m, "auto_pad", "NOTSET", "SAME_UPPER");
     bool same = upper || attr_is(m, "auto_pad", "NOTSET", "SAME_LOWER");
     if (!same && !attr_is(m, "auto_pad", "NOTSET", "NOTSET") &&
@@ -364,9 +365,9 @@ onnx_map_status map_conv_transpose(onnx_map_ctx *m)
     if (attr_is(m, "auto_pad", "NOTSET", "VALID"))
         for (int i = 0; i < 2 * ns; i++)
             p[i] = 0;
-    bool have_os = attr(m, "output_shape") != NULL;
+    bool have_os = onnx_map_attr(m, "output_shape") != NULL;
     if (have_os)
-        CHECK(attr_list(m, "output_shape", ns, 0, os));
+        CHECK(onnx_map_attr_list(m, "output_shape", ns, 0, os));
     if (have_os || same) {
         for (int i = 0; i < ns; i++) {
             int64_t in = xv->dims[2 + i], want = have_os ? os[i] : in * s[i];
@@ -383,7 +384,7 @@ onnx_map_status map_conv_transpose(onnx_map_ctx *m)
     }
     glesc_conv_transpose_params q;
     glesc_conv_transpose_params_init(&q);
-    q.group = (int)attr_i(m, "group", 1);
+    q.group = (int)onnx_map_attr_i(m, "group", 1);
     for (int i = 0; i < ns; i++) {
         int j = i + 2 - ns; /* ONNX's order (H, W); 1-D: the W entries */
         q.strides[j] = (int)s[i];
@@ -393,11 +394,11 @@ onnx_map_status map_conv_transpose(onnx_map_ctx *m)
         q.output_padding[j] = (int)op[i];
     }
     glesc_tensor *x, *w, *b, *y;
-    CHECK(conv_inputs(m, &x, &w, &b));
+    CHECK(onnx_map_conv_inputs(m, &x, &w, &b));
     if (ns == 2)
         TRY(y = glesc_conv_transpose2d(m->g, x, w, b, &q), "glesc_conv_transpose2d");
     else
         TRY(y = glesc_conv_transpose1d(m->g, x, w, b, &q), "glesc_conv_transpose1d");
-    set_out(m, 0, y, xv->type, r);
+    onnx_map_set_out(m, 0, y, xv->type, r);
     return ONNX_MAP_OK;
 }

@@ -1,6 +1,9 @@
 /*
  * fuse.c — the fusion pass: groups the nodes of a compute order into
- * kernels.
+ * kernels. It lives with code generation because what it may merge is what
+ * the generators can absorb: each op's codegen row (codegen.c) says so
+ * (prologue, epilogue, norm prologue, ...), and graph's semantic row only
+ * what the op means (kind, in place, remapped coordinates, a row gather).
  *
  * Every elementwise or anchor node starts as its own kernel. Walking the
  * order, each edge P → C (P a source of C) may merge P's kernel into C's:
@@ -41,11 +44,11 @@
  */
 #include <string.h>
 
-#include "graph/graph.h"
+#include "kernels/kernels.h"
 
 typedef struct fk {
     glesc_tensor *anchor, *partner, *out;
-    glesc_tensor *sib[GRAPH_MAX_SIB], *sib_out[GRAPH_MAX_SIB]; /* a grouped matmul */
+    glesc_tensor *sib[KERNELS_MAX_SIB], *sib_out[KERNELS_MAX_SIB]; /* a grouped matmul */
     int n_sib;
     glesc_tensor *reduce; /* a reduction folded into the anchor's epilogue */
     int head, tail;       /* member list through next[] (order indices) */
@@ -59,7 +62,7 @@ typedef struct fuse_state {
     int *next;
     int max_bindings;
     const int *budget; /* per order index: the most a kernel holding it binds, or NULL */
-    unsigned fusion;   /* graph_fuse's flags */
+    unsigned fusion;   /* kernels_fuse's flags */
     int nk;            /* kernels created (k[0..nk)), dead ones included */
 } fuse_state;
 
@@ -70,12 +73,8 @@ static bool is_inplace_dst(const glesc_tensor *m, int s)
            ((m->op == GLESC_OP_SET_ROWS && s == 0) || (m->op == GLESC_OP_CPY && s == 1));
 }
 
-/* Distinct tensors one kernel may load (each costs five uniforms; see
- * KB_MAX_LEAF in kernels.h, which also holds the kernel's own inputs). */
-#define FUSE_MAX_LOADS 16
-
 /* The owners kernel k writes (its out's and its siblings' outs'); returns
- * how many were added to w (at most 1 + GRAPH_MAX_SIB). */
+ * how many were added to w (at most 1 + KERNELS_MAX_SIB). */
 static int written_by(const fk *k, glesc_tensor **w)
 {
     int n = 0;
@@ -90,7 +89,7 @@ static int written_by(const fk *k, glesc_tensor **w)
  * (reads and writes), or -1 on an overlap. */
 static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *const *written, int n_written)
 {
-    glesc_tensor *seen[64], *loads[FUSE_MAX_LOADS];
+    glesc_tensor *seen[64], *loads[KB_MAX_FUSED_LOADS];
     int n_seen = 0, n_loads = 0;
     int ks[2] = {a, b};
     for (int j = 0; j < 2; j++) {
@@ -99,14 +98,14 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *const *wri
         for (int i = fs->k[ks[j]].head; i >= 0; i = fs->next[i]) {
             glesc_tensor *m = fs->order[i];
             /* the sources of m, and of the gathers m computes where it
-             * reads them (graph_gather_inline) */
+             * reads them (kernels_gather_inline) */
             glesc_tensor *reads[GRAPH_MAX_SRC * (1 + GRAPH_MAX_SRC)];
             int n_reads = 0;
             for (int s = 0; s < m->n_src; s++) {
                 glesc_tensor *x = m->src[s];
                 if (!x || is_inplace_dst(m, s))
                     continue;
-                if (!graph_gather_inline(x)) {
+                if (!kernels_gather_inline(x)) {
                     reads[n_reads++] = x;
                     continue;
                 }
@@ -126,7 +125,7 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *const *wri
                 for (int q = 0; q < n_loads; q++)
                     dup |= loads[q] == x;
                 if (!dup) {
-                    if (n_loads == FUSE_MAX_LOADS)
+                    if (n_loads == KB_MAX_FUSED_LOADS)
                         return 1 << 20;
                     loads[n_loads++] = x;
                 }
@@ -144,7 +143,7 @@ static int count_bindings(fuse_state *fs, int a, int b, glesc_tensor *const *wri
     int extra = 0;
     for (int j = 0; j < 2; j++) {
         if (ks[j] >= 0 && fs->k[ks[j]].anchor)
-            extra += graph_op(fs->k[ks[j]].anchor->op)->extra_bindings;
+            extra += kernels_op(fs->k[ks[j]].anchor->op)->extra_bindings;
         if (ks[j] >= 0 && fs->k[ks[j]].reduce)
             extra++; /* the scratch of the workgroups' combine */
     }
@@ -177,31 +176,33 @@ static bool has_remap(fuse_state *fs, int k)
 
 #define MATMUL_PROLOGUE_MAX 3
 
-unsigned graph_fuse_skips(const char *list)
+unsigned kernels_fuse_skips(const char *list)
 {
     static const char *const names[] = {"pair", "group", "norm", "prologue", "epilogue"};
     unsigned skip = 0;
     for (size_t i = 0; list && i < CORE_ARRAY_LEN(names); i++)
         if (strstr(list, names[i]))
-            skip |= (unsigned)GRAPH_FUSE_SKIP_PAIR << i;
+            skip |= (unsigned)KERNELS_FUSE_SKIP_PAIR << i;
     return skip;
 }
 
+/* A fusion the flags leave out for matmuls of more than one column (any
+ * prefill matmul, GEMV or GEMM: GLESC_FUSE_SKIP's tuning), not a GEMV/GEMM
+ * choice (that is kernels_matmul_gemv's). */
 static bool gemm_skips(const fuse_state *fs, const glesc_tensor *mm, unsigned what)
 {
     return (fs->fusion & what) && mm && mm->op == GLESC_OP_MATMUL && mm->src[1]->ne[1] > 1;
 }
 
-/* A norm is not folded into a matmul of more columns than the GEMV
- * threshold (a GEMM) unless GRAPH_FUSE_GEMM_NORM: each of the GEMM's row tiles
- * would load the norm's weight beside x and sum x's squares again, which
+/* A norm is not folded into a GEMM (kernels_matmul_gemv false under the
+ * threshold in the flags) unless KERNELS_FUSE_GEMM_NORM: each of its row
+ * tiles would load the norm's weight beside x and sum x's squares again, which
  * costs more than the norm's own kernel and its result read plainly (on the
  * H200 and on llvmpipe alike: docs/environment.md, GLESC_FUSE_GEMM_NORM). */
 static bool gemm_norm_off(const fuse_state *fs, const glesc_tensor *mm)
 {
-    unsigned gemv_max_m = (fs->fusion >> 8) & 15u;
-    return !(fs->fusion & GRAPH_FUSE_GEMM_NORM) && mm->op == GLESC_OP_MATMUL &&
-           mm->src[1]->ne[1] > (gemv_max_m ? (int64_t)gemv_max_m : GRAPH_GEMV_MAX_M);
+    return !(fs->fusion & KERNELS_FUSE_GEMM_NORM) && mm->op == GLESC_OP_MATMUL &&
+           !kernels_matmul_gemv(mm, (int)((fs->fusion >> 8) & 15u));
 }
 
 static int members(fuse_state *fs, int k)
@@ -257,26 +258,26 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
             anchor = KC->anchor;
             partner = KC->partner;
         } else if (!KC->anchor) {
-            if (!graph_op(KP->anchor->op)->epilogue || has_remap(fs, kc) ||
-                gemm_skips(fs, KP->anchor, GRAPH_FUSE_SKIP_EPILOGUE))
+            if (!kernels_op(KP->anchor->op)->epilogue || has_remap(fs, kc) ||
+                gemm_skips(fs, KP->anchor, KERNELS_FUSE_SKIP_EPILOGUE))
                 return;
             anchor = KP->anchor;
             partner = KP->partner;
         } else if (!KP->partner && !KC->partner && same_matmul_pair(KC->anchor, KP->anchor) &&
                    !has_remap(fs, kc) && !has_remap(fs, kp) &&
-                   !gemm_skips(fs, KC->anchor, GRAPH_FUSE_SKIP_PAIR)) {
+                   !gemm_skips(fs, KC->anchor, KERNELS_FUSE_SKIP_PAIR)) {
             anchor = KC->anchor;
             partner = KP->anchor;
         } else {
             return;
         }
     } else if (ic->kind == GRAPH_KIND_ANCHOR) {
-        if (c != KC->anchor || !((ic->prologue >> s) & 1u) || KP->anchor)
+        if (c != KC->anchor || !((kernels_op(c->op)->prologue >> s) & 1u) || KP->anchor)
             return;
         /* matmul re-reads its activation in every workgroup: a prologue is
          * recomputed there, so only a short one pays */
-        if (c->op == GLESC_OP_MATMUL &&
-            (members(fs, kp) > MATMUL_PROLOGUE_MAX || gemm_skips(fs, c, GRAPH_FUSE_SKIP_PROLOGUE)))
+        if (c->op == GLESC_OP_MATMUL && (members(fs, kp) > MATMUL_PROLOGUE_MAX ||
+                                         gemm_skips(fs, c, KERNELS_FUSE_SKIP_PROLOGUE)))
             return;
         anchor = KC->anchor;
         partner = KC->partner;
@@ -285,7 +286,7 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
     }
     if (view)
         view->kernel = kc; /* counted as inside */
-    glesc_tensor *w[1 + GRAPH_MAX_SIB];
+    glesc_tensor *w[1 + KERNELS_MAX_SIB];
     int nw = written_by(KC, w);
     int nb = count_bindings(fs, kp, kc, w, nw);
     if (!within(fs, kp, kc, nb)) {
@@ -367,7 +368,7 @@ static bool only_norm_consumers(fuse_state *fs, const glesc_tensor *x, int k)
         const glesc_tensor *c = fs->order[i];
         for (int s = 0; s < c->n_src; s++)
             if (c->src[s] == x &&
-                (!is_anchor_of(K, c) || !((graph_op(c->op)->norm_prologue >> s) & 1u)))
+                (!is_anchor_of(K, c) || !((kernels_op(c->op)->norm_prologue >> s) & 1u)))
                 return false;
     }
     return true;
@@ -402,7 +403,7 @@ static void fold_norms(fuse_state *fs)
     for (int kp = 0; kp < fs->nk; kp++) {
         fk *KP = &fs->k[kp];
         const glesc_tensor *nrm = KP->anchor, *x = KP->out;
-        if (!KP->alive || !nrm || !graph_op(nrm->op)->row_scale || KP->partner || KP->n_sib ||
+        if (!KP->alive || !nrm || !kernels_op(nrm->op)->row_scale || KP->partner || KP->n_sib ||
             x->is_output || x->owner != x || !graph_same_shape(nrm, x))
             continue;
         /* the kernel computing x's consumers (all in one) */
@@ -417,8 +418,8 @@ static void fold_norms(fuse_state *fs)
         if (!one || kc < 0 || kc == kp || !fs->k[kc].alive || !fs->k[kc].anchor)
             continue;
         fk *KC = &fs->k[kc];
-        const graph_op_info *ia = graph_op(KC->anchor->op);
-        if (!ia->norm_prologue || gemm_skips(fs, KC->anchor, GRAPH_FUSE_SKIP_NORM) ||
+        const kernels_codegen *ia = kernels_op(KC->anchor->op);
+        if (!ia->norm_prologue || gemm_skips(fs, KC->anchor, KERNELS_FUSE_SKIP_NORM) ||
             gemm_norm_off(fs, KC->anchor))
             continue;
         if (ia->norm_deferred) {
@@ -437,12 +438,12 @@ static void fold_norms(fuse_state *fs)
                 const glesc_tensor *c = fs->order[i];
                 for (int s = 0; s < c->n_src; s++)
                     if (c->src[s] == x && is_anchor_of(KC, c))
-                        ok &= (graph_op(c->op)->norm_prologue >> s) & 1u;
+                        ok &= (kernels_op(c->op)->norm_prologue >> s) & 1u;
             }
             if (!ok)
                 continue;
         }
-        glesc_tensor *w[1 + GRAPH_MAX_SIB];
+        glesc_tensor *w[1 + KERNELS_MAX_SIB];
         int nw = written_by(KC, w);
         if (!within(fs, kp, kc, count_bindings(fs, kp, kc, w, nw)))
             continue;
@@ -452,9 +453,9 @@ static void fold_norms(fuse_state *fs)
 
 static int kpos(const fuse_state *fs, int k);
 
-/* Does any kernel other than ka and kb, running at a position in (lo,
+/* Does any kernel other than k1 and k2, running at a position in (lo,
  * hi), read or write memory of owner o? */
-static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int ka, int kb, int lo,
+static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int k1, int k2, int lo,
                                int hi);
 
 /*
@@ -475,7 +476,7 @@ static void fold_row_writes(fuse_state *fs)
         if (!KC->alive || !KC->anchor)
             continue;
         const glesc_tensor *a = KC->anchor;
-        unsigned bits = graph_op(a->op)->row_write_prologue;
+        unsigned bits = kernels_op(a->op)->row_write_prologue;
         for (int s = 0; s < a->n_src; s++) {
             const glesc_tensor *x = a->src[s];
             if (!((bits >> s) & 1u) || !x)
@@ -497,7 +498,7 @@ static void fold_row_writes(fuse_state *fs)
                 continue;
             if (owner_used_between(fs, dst->owner, kp, kc, kpos(fs, kp), kpos(fs, kc)))
                 continue;
-            glesc_tensor *w[1 + GRAPH_MAX_SIB];
+            glesc_tensor *w[1 + KERNELS_MAX_SIB];
             int nw = written_by(KC, w);
             if (!within(fs, kp, kc, count_bindings(fs, kp, kc, w, nw)))
                 continue;
@@ -516,15 +517,15 @@ static int kpos(const fuse_state *fs, int k)
     return p;
 }
 
-/* Could kernel ka's and kb's members run at position pos, in one kernel
+/* Could kernel k1's and k2's members run at position pos, in one kernel
  * whose workgroups compute either (a grouped matmul)? Every value they
  * read from memory must come from a kernel that runs before pos (so the
  * position order stays a topological order of the kernels), neither may
  * read the other's result (another workgroup computes it), and nothing they
  * read may be overwritten in place by a kernel they would now precede. */
-static bool can_run_together(fuse_state *fs, int ka, int kb, int pos)
+static bool can_run_together(fuse_state *fs, int k1, int k2, int pos)
 {
-    int ks[2] = {ka, kb};
+    int ks[2] = {k1, k2};
     for (int j = 0; j < 2; j++) {
         int old = kpos(fs, ks[j]);
         for (int i = fs->k[ks[j]].head; i >= 0; i = fs->next[i]) {
@@ -552,12 +553,12 @@ static bool can_run_together(fuse_state *fs, int ka, int kb, int pos)
     return true;
 }
 
-static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int ka, int kb, int lo,
+static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int k1, int k2, int lo,
                                int hi)
 {
     for (int i = 0; i < fs->n; i++) {
         const glesc_tensor *t = fs->order[i];
-        if (t->kernel < 0 || t->kernel == ka || t->kernel == kb)
+        if (t->kernel < 0 || t->kernel == k1 || t->kernel == k2)
             continue;
         int p = kpos(fs, t->kernel);
         if (p <= lo || p >= hi)
@@ -571,15 +572,15 @@ static bool owner_used_between(fuse_state *fs, const glesc_tensor *o, int ka, in
     return false;
 }
 
-/* May kernel kb's matmul join kernel ka's as a sibling? */
-static bool can_group(fuse_state *fs, int ka, int kb)
+/* May kernel k2's matmul join kernel k1's as a sibling? */
+static bool can_group(fuse_state *fs, int k1, int k2)
 {
-    const fk *A = &fs->k[ka], *B = &fs->k[kb];
+    const fk *A = &fs->k[k1], *B = &fs->k[k2];
     const glesc_tensor *a = A->anchor, *b = B->anchor;
-    if (!A->alive || !B->alive || ka == kb || !a || !b || a->op != GLESC_OP_MATMUL ||
+    if (!A->alive || !B->alive || k1 == k2 || !a || !b || a->op != GLESC_OP_MATMUL ||
         b->op != GLESC_OP_MATMUL || A->partner || B->partner || B->n_sib || A->reduce ||
-        B->reduce || A->n_sib == GRAPH_MAX_SIB || a->src[1] != b->src[1] ||
-        gemm_skips(fs, a, GRAPH_FUSE_SKIP_GROUP))
+        B->reduce || A->n_sib == KERNELS_MAX_SIB || a->src[1] != b->src[1] ||
+        gemm_skips(fs, a, KERNELS_FUSE_SKIP_GROUP))
         return false;
     /* whole 2-D weights, one batch: a workgroup picks its matmul by row */
     const glesc_tensor *x = a->src[1];
@@ -590,12 +591,12 @@ static bool can_group(fuse_state *fs, int ka, int kb)
      * tensor: that write would move) */
     if (B->out->owner != B->out || A->out->owner != A->out)
         return false;
-    if (!can_run_together(fs, ka, kb, CORE_MIN(kpos(fs, ka), kpos(fs, kb))))
+    if (!can_run_together(fs, k1, k2, CORE_MIN(kpos(fs, k1), kpos(fs, k2))))
         return false;
-    glesc_tensor *w[2 * (1 + GRAPH_MAX_SIB)];
+    glesc_tensor *w[2 * (1 + KERNELS_MAX_SIB)];
     int nw = written_by(A, w);
     nw += written_by(B, w + nw);
-    return within(fs, ka, kb, count_bindings(fs, ka, kb, w, nw));
+    return within(fs, k1, k2, count_bindings(fs, k1, k2, w, nw));
 }
 
 /*
@@ -608,15 +609,15 @@ static bool can_group(fuse_state *fs, int ka, int kb)
  */
 static void group_matmuls(fuse_state *fs)
 {
-    for (int ka = 0; ka < fs->nk; ka++)
-        for (int kb = ka + 1; kb < fs->nk && fs->k[ka].alive; kb++) {
-            if (!can_group(fs, ka, kb))
+    for (int k1 = 0; k1 < fs->nk; k1++)
+        for (int k2 = k1 + 1; k2 < fs->nk && fs->k[k1].alive; k2++) {
+            if (!can_group(fs, k1, k2))
                 continue;
-            fk *A = &fs->k[ka], *B = &fs->k[kb];
+            fk *A = &fs->k[k1], *B = &fs->k[k2];
             A->sib[A->n_sib] = B->anchor;
             A->sib_out[A->n_sib] = B->out;
             A->n_sib++;
-            absorb(fs, kb, ka);
+            absorb(fs, k2, k1);
         }
 }
 
@@ -631,9 +632,9 @@ static void group_matmuls(fuse_state *fs)
  */
 static void pair_kv_writes(fuse_state *fs)
 {
-    for (int ka = 0; ka < fs->nk; ka++)
-        for (int kb = ka + 1; kb < fs->nk && fs->k[ka].alive; kb++) {
-            fk *A = &fs->k[ka], *B = &fs->k[kb];
+    for (int k1 = 0; k1 < fs->nk; k1++)
+        for (int k2 = k1 + 1; k2 < fs->nk && fs->k[k1].alive; k2++) {
+            fk *A = &fs->k[k1], *B = &fs->k[k2];
             const glesc_tensor *a = A->anchor, *b = B->anchor;
             if (!A->alive || !B->alive || !a || !b || a->op != GLESC_OP_SET_ROWS ||
                 b->op != GLESC_OP_SET_ROWS || !graph_kv_quant(a->src[0]->dtype) ||
@@ -641,21 +642,21 @@ static void pair_kv_writes(fuse_state *fs)
                 B->partner || A->reduce || B->reduce || A->out != a || B->out != b ||
                 a->src[2] != b->src[2] || a->src[0]->owner == b->src[0]->owner)
                 continue;
-            int lo = CORE_MIN(kpos(fs, ka), kpos(fs, kb)),
-                hi = CORE_MAX(kpos(fs, ka), kpos(fs, kb));
-            if (owner_used_between(fs, a->src[0]->owner, ka, kb, lo, hi) ||
-                owner_used_between(fs, b->src[0]->owner, ka, kb, lo, hi) ||
-                !can_run_together(fs, ka, kb, lo))
+            int lo = CORE_MIN(kpos(fs, k1), kpos(fs, k2)),
+                hi = CORE_MAX(kpos(fs, k1), kpos(fs, k2));
+            if (owner_used_between(fs, a->src[0]->owner, k1, k2, lo, hi) ||
+                owner_used_between(fs, b->src[0]->owner, k1, k2, lo, hi) ||
+                !can_run_together(fs, k1, k2, lo))
                 continue;
-            glesc_tensor *w[2 * (1 + GRAPH_MAX_SIB)];
+            glesc_tensor *w[2 * (1 + KERNELS_MAX_SIB)];
             int nw = written_by(A, w);
             nw += written_by(B, w + nw);
-            if (!within(fs, ka, kb, count_bindings(fs, ka, kb, w, nw)))
+            if (!within(fs, k1, k2, count_bindings(fs, k1, k2, w, nw)))
                 continue;
             A->sib[0] = B->anchor;
             A->sib_out[0] = B->out;
             A->n_sib = 1;
-            absorb(fs, kb, ka);
+            absorb(fs, k2, k1);
         }
 }
 
@@ -675,20 +676,20 @@ static void fold_reductions(fuse_state *fs)
     for (int kr = 0; kr < fs->nk; kr++) {
         fk *KR = &fs->k[kr];
         glesc_tensor *r = KR->anchor;
-        if (!KR->alive || !r || !graph_op(r->op)->reduce_epilogue || r->ip[0] != 0 || KR->partner ||
-            KR->n_sib || KR->reduce)
+        if (!KR->alive || !r || !kernels_op(r->op)->reduce_epilogue || r->ip[0] != 0 ||
+            KR->partner || KR->n_sib || KR->reduce)
             continue;
         glesc_tensor *x = r->src[0];
         if (!x || x->kernel < 0 || x->kernel == kr)
             continue;
         int kp = x->kernel;
         fk *KP = &fs->k[kp];
-        if (!KP->alive || !KP->anchor || !graph_op(KP->anchor->op)->takes_reduce || KP->out != x ||
-            KP->partner || KP->n_sib || KP->reduce || x->n_consumers != 1 || x->is_output ||
-            x->owner != x || x->ne[1] * x->ne[2] * x->ne[3] != 1 ||
+        if (!KP->alive || !KP->anchor || !kernels_op(KP->anchor->op)->takes_reduce ||
+            KP->out != x || KP->partner || KP->n_sib || KP->reduce || x->n_consumers != 1 ||
+            x->is_output || x->owner != x || x->ne[1] * x->ne[2] * x->ne[3] != 1 ||
             KP->anchor->ne[1] * KP->anchor->ne[2] * KP->anchor->ne[3] != 1)
             continue;
-        glesc_tensor *w[1 + GRAPH_MAX_SIB];
+        glesc_tensor *w[1 + KERNELS_MAX_SIB];
         int nw = written_by(KR, w);
         int nb = count_bindings(fs, kp, kr, w, nw);
         if (!within(fs, kp, kr, nb < 0 ? -1 : nb + 1)) /* + the combine's scratch */
@@ -699,7 +700,7 @@ static void fold_reductions(fuse_state *fs)
     }
 }
 
-bool graph_gather_inline(const glesc_tensor *t)
+bool kernels_gather_inline(const glesc_tensor *t)
 {
     return t && graph_op(t->op)->gather && t->kernel < 0;
 }
@@ -744,7 +745,8 @@ static void inline_gathers(fuse_state *fs)
                 ok &= KC && c->kernel != kg && !(KC->anchor && KC->anchor->op == GLESC_OP_MATMUL) &&
                       (ic->kind == GRAPH_KIND_ELTWISE
                            ? !is_inplace_dst(c, s)
-                           : ic->kind == GRAPH_KIND_ANCHOR && ((ic->prologue >> s) & 1u));
+                           : ic->kind == GRAPH_KIND_ANCHOR &&
+                                 ((kernels_op(c->op)->prologue >> s) & 1u));
                 bool dup = false;
                 for (int q = 0; ok && q < n_readers; q++)
                     dup |= readers[q] == c->kernel;
@@ -757,9 +759,9 @@ static void inline_gathers(fuse_state *fs)
         }
         if (!ok || !n_readers)
             continue;
-        gr->kernel = -1; /* graph_gather_inline from now on */
+        gr->kernel = -1; /* kernels_gather_inline from now on */
         for (int q = 0; ok && q < n_readers; q++) {
-            glesc_tensor *w[1 + GRAPH_MAX_SIB];
+            glesc_tensor *w[1 + KERNELS_MAX_SIB];
             int nw = written_by(&fs->k[readers[q]], w);
             ok = within(fs, readers[q], -1, count_bindings(fs, readers[q], -1, w, nw));
         }
@@ -771,8 +773,8 @@ static void inline_gathers(fuse_state *fs)
     }
 }
 
-void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, const int *budget,
-                graph_kernel *kernels, int *n_kernels)
+void kernels_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, const int *budget,
+                  kernels_kernel *kernels, int *n_kernels)
 {
     fk *k = core_calloc((size_t)n + 1, sizeof *k);
     int *next = core_calloc((size_t)n + 1, sizeof *next);
@@ -801,7 +803,7 @@ void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, 
             graph_kind kind = graph_op(order[i]->op)->kind;
             if (kind != GRAPH_KIND_ELTWISE && kind != GRAPH_KIND_ANCHOR)
                 continue;
-            kernels[nk] = (graph_kernel){
+            kernels[nk] = (kernels_kernel){
                 .anchor = kind == GRAPH_KIND_ANCHOR ? order[i] : NULL, .out = order[i], .id = nk};
             order[i]->kernel = nk++;
         }
@@ -812,14 +814,14 @@ void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, 
         return;
     }
     fuse_state fs = {order, n, k, next, max_bindings, budget, fusion, nk};
-    if (fusion & GRAPH_FUSE_ON)
+    if (fusion & KERNELS_FUSE_ON)
         for (int i = 0; i < n; i++) {
             glesc_tensor *c = order[i];
             for (int s = 0; s < c->n_src && c->kernel >= 0; s++)
                 if (c->src[s])
                     try_merge(&fs, c->src[s], c, s);
         }
-    if (fusion & GRAPH_FUSE_ON) {
+    if (fusion & KERNELS_FUSE_ON) {
         fold_row_writes(&fs);
         group_matmuls(&fs);
         pair_kv_writes(&fs);
@@ -838,18 +840,18 @@ void graph_fuse(glesc_tensor **order, int n, unsigned fusion, int max_bindings, 
             continue;
         fk *f = &k[t->kernel];
         remap[t->kernel] = out_n;
-        graph_kernel *gk = &kernels[out_n];
-        *gk = (graph_kernel){.anchor = f->anchor,
-                             .partner = f->partner,
-                             .out = f->out,
-                             .n_sib = f->n_sib,
-                             .reduce = f->reduce,
-                             .id = out_n};
+        kernels_kernel *gk = &kernels[out_n];
+        *gk = (kernels_kernel){.anchor = f->anchor,
+                               .partner = f->partner,
+                               .out = f->out,
+                               .n_sib = f->n_sib,
+                               .reduce = f->reduce,
+                               .id = out_n};
         for (int j = 0; j < f->n_sib; j++) {
             gk->sib[j] = f->sib[j];
             gk->sib_out[j] = f->sib_out[j];
         }
-        glesc_tensor *w[1 + GRAPH_MAX_SIB];
+        glesc_tensor *w[1 + KERNELS_MAX_SIB];
         int nw = written_by(f, w);
         gk->bindings = count_bindings(&fs, t->kernel, -1, w, nw);
         out_n++;
