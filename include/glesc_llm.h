@@ -166,12 +166,18 @@ GLESC_API void glesc_decoder_reset(glesc_decoder *dec);
 /* ---- Sampling ----
  * A sampler turns one row of logits into a token id through a chain of
  * stages. glesc_sampler_create builds llama.cpp's default chain from
- * glesc_sampler_params: repetition penalty (over the last repeat_last_n
- * accepted tokens) -> top-k -> top-p -> min-p -> temperature -> a draw from
- * the softmax. temperature <= 0 means greedy: the arg max after the
- * penalty, ties going to the lowest id. Draws are deterministic for a given
- * seed. glesc_sampler_chain_create and the glesc_sampler_add_* calls
+ * glesc_sampler_params: logit bias -> repetition penalty (over the last
+ * repeat_last_n accepted tokens) -> top-k -> typical -> top-p -> min-p ->
+ * temperature -> a draw from the softmax (each stage where it is on).
+ * temperature <= 0 means greedy: the arg max after the bias and the
+ * penalty, ties going to the lowest id. Draws are deterministic for a
+ * given seed. glesc_sampler_chain_create and the glesc_sampler_add_* calls
  * compose any other chain (docs/sampling.md). */
+/* A logit bias: bias added to token's logit (-INFINITY bans it). */
+typedef struct glesc_logit_bias {
+    int32_t token;
+    float bias; /* added to the token's logit; -INFINITY bans it */
+} glesc_logit_bias;
 typedef struct glesc_sampler_params {
     /* sizeof(glesc_sampler_params) as the caller was compiled, set by
      * glesc_sampler_params_init(); 0 means this header's layout. */
@@ -183,6 +189,10 @@ typedef struct glesc_sampler_params {
     float repeat_penalty;  /* 1.0 (off); > 1 discourages repeats */
     int32_t repeat_last_n; /* 64; how many accepted tokens the penalty looks at */
     uint64_t seed;         /* the random stream */
+    float typical_p;       /* 1.0 (off; 0 too); locally typical sampling, after top-k */
+    /* n_logit_bias biases (copied), applied first (0: none) */
+    const glesc_logit_bias *logit_bias;
+    size_t n_logit_bias;
 } glesc_sampler_params;
 
 /* llama.cpp's defaults (the values in the comments above), seed 0, and
@@ -198,6 +208,7 @@ static inline void glesc_sampler_params_init(glesc_sampler_params *p)
     p->min_p = 0.05f;
     p->repeat_penalty = 1.0f;
     p->repeat_last_n = 64;
+    p->typical_p = 1.0f;
 }
 /* Deprecated: the old name of glesc_sampler_params_init (the one option
  * initializer that was not called _init); kept so that older callers
@@ -227,10 +238,6 @@ GLESC_API glesc_status glesc_sampler_chain_create(int32_t n_vocab, uint64_t seed
  * out of range (the message names it), GLESC_ERROR_STATE after a final
  * stage or for a second logit bias, penalty or grammar, and
  * GLESC_ERROR_LIMIT past 16 stages. */
-typedef struct glesc_logit_bias {
-    int32_t token;
-    float bias; /* added to the token's logit; -INFINITY bans it */
-} glesc_logit_bias;
 /* Adds bias[i].bias to token bias[i].token's logit (copied). */
 GLESC_API glesc_status glesc_sampler_add_logit_bias(glesc_sampler *s, const glesc_logit_bias *bias,
                                                     size_t n);

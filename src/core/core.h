@@ -66,6 +66,18 @@ static inline bool core_mul_overflow(size_t a, size_t b, size_t *out)
 {
     return __builtin_mul_overflow(a, b, out);
 }
+/* The value of hexadecimal digit c, or -1. */
+static inline int core_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 static inline bool core_add_overflow(size_t a, size_t b, size_t *out)
 {
     return __builtin_add_overflow(a, b, out);

@@ -174,17 +174,6 @@ static uint32_t rule_gen(gp *p, uint32_t parent, size_t pos)
     return id;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* One UTF-8 character of the text at *pos into *cp; false when invalid. */
 static bool utf8_at(const gp *p, size_t *pos, uint32_t *cp)
 {
@@ -228,7 +217,7 @@ static bool parse_char(gp *p, size_t *pos, uint32_t *cp)
     if (digits) {
         uint32_t v = 0;
         for (int i = 0; i < digits; i++) {
-            int h = hexval(at(p, *pos + 2 + (size_t)i));
+            int h = core_hex_digit(at(p, *pos + 2 + (size_t)i));
             if (h < 0) {
                 fail(p, start, "\\%c needs %d hex digits", e, digits);
                 return false;

@@ -139,6 +139,8 @@ GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32
         st = glesc_sampler_chain_create(n_vocab, p->seed, &s);
     /* llama.cpp's order; greedy (temperature <= 0) skips the filters, which
      * all keep the arg max */
+    if (st == GLESC_OK && p->n_logit_bias)
+        st = glesc_sampler_add_logit_bias(s, p->logit_bias, p->n_logit_bias);
     if (st == GLESC_OK)
         st = glesc_sampler_add_penalty(s, p->repeat_penalty, p->repeat_last_n);
     if (st == GLESC_OK && p->temperature <= 0.0f) {
@@ -146,6 +148,8 @@ GLESC_API glesc_status glesc_sampler_create(const glesc_sampler_params *p, int32
     } else if (st == GLESC_OK) {
         if (p->top_k > 0)
             st = glesc_sampler_add_top_k(s, p->top_k);
+        if (st == GLESC_OK && p->typical_p > 0.0f && p->typical_p < 1.0f)
+            st = glesc_sampler_add_typical(s, p->typical_p);
         if (st == GLESC_OK && p->top_p < 1.0f)
             st = glesc_sampler_add_top_p(s, p->top_p);
         if (st == GLESC_OK && p->min_p > 0.0f)

@@ -1,8 +1,7 @@
 /*
- * sampling.c — gguf-run's sampler: the chain from the sampling flags
- * (glesc_sampler_create's default order, or a chain of its own when a
- * logit bias or typical sampling asks for stages the parameters do not
- * have), and the grammar of --grammar, --grammar-file, -j/--json-schema or
+ * sampling.c — gguf-run's sampler: glesc_sampler_create's chain from the
+ * sampling flags (logit bias and typical sampling included), and the
+ * grammar of --grammar, --grammar-file, -j/--json-schema or
  * --json-schema-file, read and checked with the other flags so that a bad
  * grammar fails before the model loads.
  */
@@ -115,49 +114,14 @@ int sampling_prepare(options *o)
     return -1;
 }
 
-/* llama.cpp's order with the stages the parameters lack: logit bias,
- * penalty, top-k, typical, top-p, min-p, temperature, the draw. */
-static glesc_status own_chain(const options *o, int32_t n_vocab, glesc_sampler **out)
-{
-    const glesc_sampler_params *p = &o->sp;
-    glesc_sampler *s;
-    glesc_status st = glesc_sampler_chain_create(n_vocab, p->seed, &s);
-    if (st != GLESC_OK)
-        return st;
-    if (o->n_bias)
-        st = glesc_sampler_add_logit_bias(s, o->bias, o->n_bias);
-    if (st == GLESC_OK)
-        st = glesc_sampler_add_penalty(s, p->repeat_penalty, p->repeat_last_n);
-    if (st == GLESC_OK && p->temperature <= 0.0f) {
-        st = glesc_sampler_add_greedy(s);
-    } else if (st == GLESC_OK) {
-        if (p->top_k > 0)
-            st = glesc_sampler_add_top_k(s, p->top_k);
-        if (st == GLESC_OK && o->typical < 1.0f)
-            st = glesc_sampler_add_typical(s, o->typical);
-        if (st == GLESC_OK && p->top_p < 1.0f)
-            st = glesc_sampler_add_top_p(s, p->top_p);
-        if (st == GLESC_OK && p->min_p > 0.0f)
-            st = glesc_sampler_add_min_p(s, p->min_p);
-        if (st == GLESC_OK)
-            st = glesc_sampler_add_temperature(s, p->temperature);
-        if (st == GLESC_OK)
-            st = glesc_sampler_add_dist(s);
-    }
-    if (st != GLESC_OK)
-        glesc_sampler_destroy(s);
-    else
-        *out = s;
-    return st;
-}
-
 int sampling_create(run *r)
 {
     const options *o = r->o;
     glesc_sampler_params sp = o->sp;
-    glesc_status st = o->n_bias || o->typical < 1.0f
-                          ? own_chain(o, r->n_vocab_tok, &r->smp)
-                          : glesc_sampler_create(&sp, r->n_vocab_tok, &r->smp);
+    sp.typical_p = o->typical;
+    sp.logit_bias = o->bias;
+    sp.n_logit_bias = o->n_bias;
+    glesc_status st = glesc_sampler_create(&sp, r->n_vocab_tok, &r->smp);
     if (st != GLESC_OK) {
         fprintf(stderr, "gguf-run: %s\n", glesc_last_errmsg());
         return 2;

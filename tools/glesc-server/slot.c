@@ -112,36 +112,18 @@ static glesc_status job_sampler(const srv *s, const srv_job *j, uint64_t seed, g
     const glesc_sampler_params *p = &j->req.sp;
     glesc_sampler *smp = NULL;
     glesc_status st;
-    if (!j->req.n_bias) {
-        glesc_sampler_params sp = *p;
-        sp.seed = seed;
-        st = glesc_sampler_create(&sp, s->n_vocab_tok, &smp);
-    } else {
-        glesc_logit_bias *b = malloc(j->req.n_bias * sizeof *b);
-        st = b ? glesc_sampler_chain_create(s->n_vocab_tok, seed, &smp) : GLESC_ERROR_OUT_OF_MEMORY;
-        for (size_t i = 0; b && i < j->req.n_bias; i++)
-            b[i] = (glesc_logit_bias){
-                j->req.bias[i].id, j->req.bias[i].bias <= -100 ? -INFINITY : j->req.bias[i].bias};
-        if (st == GLESC_OK)
-            st = glesc_sampler_add_logit_bias(smp, b, j->req.n_bias);
-        free(b);
-        if (st == GLESC_OK && p->repeat_penalty != 1.0f)
-            st = glesc_sampler_add_penalty(smp, p->repeat_penalty, p->repeat_last_n);
-        if (st == GLESC_OK && p->temperature <= 0) {
-            st = glesc_sampler_add_greedy(smp);
-        } else {
-            if (st == GLESC_OK && p->top_k > 0)
-                st = glesc_sampler_add_top_k(smp, p->top_k);
-            if (st == GLESC_OK && p->top_p < 1)
-                st = glesc_sampler_add_top_p(smp, p->top_p);
-            if (st == GLESC_OK && p->min_p > 0)
-                st = glesc_sampler_add_min_p(smp, p->min_p);
-            if (st == GLESC_OK)
-                st = glesc_sampler_add_temperature(smp, p->temperature);
-            if (st == GLESC_OK)
-                st = glesc_sampler_add_dist(smp);
-        }
-    }
+    glesc_sampler_params sp = *p;
+    sp.seed = seed;
+    glesc_logit_bias *b = j->req.n_bias ? malloc(j->req.n_bias * sizeof *b) : NULL;
+    if (j->req.n_bias && !b)
+        return GLESC_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < j->req.n_bias; i++) /* OpenAI's -100 bans the token */
+        b[i] = (glesc_logit_bias){j->req.bias[i].id,
+                                  j->req.bias[i].bias <= -100 ? -INFINITY : j->req.bias[i].bias};
+    sp.logit_bias = b;
+    sp.n_logit_bias = j->req.n_bias;
+    st = glesc_sampler_create(&sp, s->n_vocab_tok, &smp);
+    free(b);
     if (st == GLESC_OK && j->gbnf)
         st = glesc_sampler_add_grammar(smp, s->tok, j->gbnf, NULL);
     if (st != GLESC_OK) {

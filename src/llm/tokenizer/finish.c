@@ -112,23 +112,12 @@ static bool ascii_lower_contains(const char *s, size_t n, const char *needle)
     return false;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The byte a byte token stands for ("<0x0A>" → 10), or -1. */
 static int byte_token_value(const char *s, size_t n)
 {
     if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
         return -1;
-    int hi = hexval(s[3]), lo = hexval(s[4]);
+    int hi = core_hex_digit(s[3]), lo = core_hex_digit(s[4]);
     return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
