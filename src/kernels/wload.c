@@ -190,9 +190,36 @@ static void word_macros(sbuf *o, const char *buf, bool as_uvec4)
                      buf, buf, buf, buf, buf);
 }
 
+/* The body that fills q[0..n) with vec4 first + i (first: a GLSL
+ * expression, in vec4) of unit u: dq4 of the block (block types, whose
+ * block is a multiple of 32) or the element loader fn (plain types, masked
+ * past ne0). */
+static void generic_vec4s(sbuf *o, const char *fn, const char *ne0, bool block, int n,
+                          const char *first)
+{
+    if (block)
+        sbuf_appendf(o,
+                     "    uint r = row_byte >> 2u;\n"
+                     "    qblock b = qblock(r + at.x, r + at.y, r + at.z, at.w);\n"
+                     "    uint j0 = 32u * u %% QK / 4u + %s;\n"
+                     "    for (uint i = 0u; i < %du; i++) {\n"
+                     "        q[i] = dq4(b, j0 + i);\n"
+                     "    }\n",
+                     first, n);
+    else
+        sbuf_appendf(o,
+                     "    for (uint i = 0u; i < %du; i++) {\n"
+                     "        uint k = 32u * u + 4u * (%s + i);\n"
+                     "        q[i] = vec4(k < (%s) ? %s(row_byte, k) : 0.0,\n"
+                     "                    k + 1u < (%s) ? %s(row_byte, k + 1u) : 0.0,\n"
+                     "                    k + 2u < (%s) ? %s(row_byte, k + 2u) : 0.0,\n"
+                     "                    k + 3u < (%s) ? %s(row_byte, k + 3u) : 0.0);\n"
+                     "    }\n",
+                     n, first, ne0, fn, ne0, fn, ne0, fn, ne0, fn);
+}
+
 /* The GEMV unit of a type without a decoder of its own: 32 elements of
- * dq4 (block types, whose block is a multiple of 32) or of the element
- * loader (plain types, masked past ne0). */
+ * generic_vec4s. */
 static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
 {
     sbuf_appendf(o,
@@ -203,30 +230,13 @@ static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
         sbuf_appendf(o,
                      "uvec4 %s_wat(uint u) {\n"
                      "    qblock b = qlocate(0u, (%s) / QK, 32u * u / QK);\n"
-                     "    return uvec4(b.f0, b.f1, b.f2, b.i);\n}\n"
-                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
-                     "{\n"
-                     "    uint r = row_byte >> 2u;\n"
-                     "    qblock b = qblock(r + at.x, r + at.y, r + at.z, at.w);\n"
-                     "    uint j0 = 32u * u %% QK / 4u;\n"
-                     "    for (uint i = 0u; i < 8u; i++) {\n"
-                     "        q[i] = dq4(b, j0 + i);\n"
-                     "    }\n",
-                     fn, ne0, fn);
+                     "    return uvec4(b.f0, b.f1, b.f2, b.i);\n}\n",
+                     fn, ne0);
     else
-        sbuf_appendf(o,
-                     "uvec4 %s_wat(uint u) {\n"
-                     "    return uvec4(0u);\n}\n"
-                     "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) "
-                     "{\n"
-                     "    for (uint i = 0u; i < 8u; i++) {\n"
-                     "        uint k = 32u * u + 4u * i;\n"
-                     "        q[i] = vec4(k < (%s) ? %s(row_byte, k) : 0.0,\n"
-                     "                    k + 1u < (%s) ? %s(row_byte, k + 1u) : 0.0,\n"
-                     "                    k + 2u < (%s) ? %s(row_byte, k + 2u) : 0.0,\n"
-                     "                    k + 3u < (%s) ? %s(row_byte, k + 3u) : 0.0);\n"
-                     "    }\n",
-                     fn, fn, ne0, fn, ne0, fn, ne0, fn, ne0, fn);
+        sbuf_appendf(o, "uvec4 %s_wat(uint u) {\n    return uvec4(0u);\n}\n", fn);
+    sbuf_appendf(
+        o, "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) {\n", fn);
+    generic_vec4s(o, fn, ne0, block, 8, "0u");
     sbuf_append(o, "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n");
 }
 
@@ -237,23 +247,7 @@ static void generic_uhalf(sbuf *o, const char *fn, const char *ne0, bool block)
                  "void %s_wuhalf(uint row_byte, uvec4 at, uint u, uint h, out vec4 q[4], "
                  "out vec2 ab) {\n",
                  fn);
-    if (block)
-        sbuf_append(o, "    uint r = row_byte >> 2u;\n"
-                       "    qblock b = qblock(r + at.x, r + at.y, r + at.z, at.w);\n"
-                       "    uint j0 = 32u * u % QK / 4u + 4u * h;\n"
-                       "    for (uint i = 0u; i < 4u; i++) {\n"
-                       "        q[i] = dq4(b, j0 + i);\n"
-                       "    }\n");
-    else
-        sbuf_appendf(o,
-                     "    for (uint i = 0u; i < 4u; i++) {\n"
-                     "        uint k = 32u * u + 16u * h + 4u * i;\n"
-                     "        q[i] = vec4(k < (%s) ? %s(row_byte, k) : 0.0,\n"
-                     "                    k + 1u < (%s) ? %s(row_byte, k + 1u) : 0.0,\n"
-                     "                    k + 2u < (%s) ? %s(row_byte, k + 2u) : 0.0,\n"
-                     "                    k + 3u < (%s) ? %s(row_byte, k + 3u) : 0.0);\n"
-                     "    }\n",
-                     ne0, fn, ne0, fn, ne0, fn, ne0, fn);
+    generic_vec4s(o, fn, ne0, block, 4, "4u * h");
     sbuf_append(o, "    ab = vec2(1.0, 0.0);\n}\n");
 }
 
