@@ -303,11 +303,7 @@ Test(attention, prefill_blocks_tiles_and_cache_continuation)
 
 Test(attention, prefill_portable_caps)
 {
-    glesc_context_options o = {
-        .no_subgroups = true, .max_compute_invocations = 128, .max_compute_shared_memory = 16384};
-    o.cache_dir = "off";
-    glesc_context *portable;
-    cr_assert_eq(glesc_context_create(&o, &portable), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context *portable = test_portable_context();
     double worst = 0;
     for (size_t i = 0; i < CORE_ARRAY_LEN(prefill_cases); i++)
         worst =

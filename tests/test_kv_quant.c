@@ -190,11 +190,7 @@ Test(kv_quant, attention_reads_quantized_caches)
 
 Test(kv_quant, attention_portable_caps)
 {
-    glesc_context_options o = {
-        .no_subgroups = true, .max_compute_invocations = 128, .max_compute_shared_memory = 16384};
-    o.cache_dir = "off";
-    glesc_context *portable;
-    cr_assert_eq(glesc_context_create(&o, &portable), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context *portable = test_portable_context();
     double worst = 0;
     for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++)
         worst = fmax(worst, run_case(portable, &cases[i], (uint32_t)(10 * i + 101)));

@@ -240,10 +240,7 @@ Test(quant_graph, gemv_long_rows_and_portable_path)
         GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1,
         GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_Q3_K,
     };
-    glesc_context_options o = {
-        .no_subgroups = true, .max_compute_invocations = 128, .max_compute_shared_memory = 16384};
-    glesc_context *portable;
-    cr_assert_eq(glesc_context_create(&o, &portable), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context *portable = test_portable_context();
     for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
         gemv_case(types[i], 37, 8448, 1);
         gemv_case(types[i], 37, 8448, 2);

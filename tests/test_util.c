@@ -106,16 +106,28 @@ void test_run_free(test_run_result *r)
     r->out = r->err = NULL;
 }
 
-glesc_context *test_context(const char *cache_dir)
+static glesc_context *context_of(glesc_context_options *o, const char *cache_dir)
 {
-    glesc_context_options o = {0};
     unsetenv("GLESC_CACHE_DIR"); /* the test decides where programs go */
-    o.cache_dir = cache_dir ? cache_dir : "off";
+    o->cache_dir = cache_dir ? cache_dir : "off";
     glesc_context *ctx = NULL;
-    glesc_status st = glesc_context_create(&o, &ctx);
+    glesc_status st = glesc_context_create(o, &ctx);
     cr_assert_eq(st, GLESC_OK, "no GLES 3.1 context: %s: %s", glesc_status_name(st),
                  glesc_last_errmsg());
     return ctx;
+}
+
+glesc_context *test_context(const char *cache_dir)
+{
+    glesc_context_options o = {0};
+    return context_of(&o, cache_dir);
+}
+
+glesc_context *test_portable_context(void)
+{
+    glesc_context_options o = {
+        .no_subgroups = true, .max_compute_invocations = 128, .max_compute_shared_memory = 16384};
+    return context_of(&o, NULL);
 }
 
 char *test_tmpdir(void)

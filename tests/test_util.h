@@ -49,6 +49,9 @@ void test_run_free(test_run_result *r);
  * program cache in cache_dir (NULL: disk cache off). Fails the test with the
  * library's message when no context can be made. */
 glesc_context *test_context(const char *cache_dir);
+/* The same within what GLES 3.1 guarantees, the portable path: no
+ * subgroups, 128 invocations, 16 KiB of shared memory (disk cache off). */
+glesc_context *test_portable_context(void);
 
 /* A Criterion suite whose tests each get a fresh GPU context `ctx`
  * (test_context(NULL)), destroyed after the test. Needs

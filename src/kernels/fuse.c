@@ -165,6 +165,16 @@ static bool within(const fuse_state *fs, int a, int b, int nb)
     return true;
 }
 
+/* May kernels a and b become one that writes what kernel b writes (and,
+ * with both, what a writes too: a group or pair whose outs all stay)? */
+static bool fits_writing(fuse_state *fs, int a, int b, bool both)
+{
+    glesc_tensor *w[2 * (1 + KERNELS_MAX_SIB)];
+    int nw = both ? written_by(&fs->k[a], w) : 0;
+    nw += written_by(&fs->k[b], w + nw);
+    return within(fs, a, b, count_bindings(fs, a, b, w, nw));
+}
+
 /* Does kernel k contain a node that reads its sources at other coordinates? */
 static bool has_remap(fuse_state *fs, int k)
 {
@@ -443,9 +453,7 @@ static void fold_norms(fuse_state *fs)
             if (!ok)
                 continue;
         }
-        glesc_tensor *w[1 + KERNELS_MAX_SIB];
-        int nw = written_by(KC, w);
-        if (!within(fs, kp, kc, count_bindings(fs, kp, kc, w, nw)))
+        if (!fits_writing(fs, kp, kc, false))
             continue;
         absorb(fs, kp, kc);
     }
@@ -498,9 +506,7 @@ static void fold_row_writes(fuse_state *fs)
                 continue;
             if (owner_used_between(fs, dst->owner, kp, kc, kpos(fs, kp), kpos(fs, kc)))
                 continue;
-            glesc_tensor *w[1 + KERNELS_MAX_SIB];
-            int nw = written_by(KC, w);
-            if (!within(fs, kp, kc, count_bindings(fs, kp, kc, w, nw)))
+            if (!fits_writing(fs, kp, kc, false))
                 continue;
             absorb(fs, kp, kc);
         }
@@ -593,10 +599,7 @@ static bool can_group(fuse_state *fs, int k1, int k2)
         return false;
     if (!can_run_together(fs, k1, k2, CORE_MIN(kpos(fs, k1), kpos(fs, k2))))
         return false;
-    glesc_tensor *w[2 * (1 + KERNELS_MAX_SIB)];
-    int nw = written_by(A, w);
-    nw += written_by(B, w + nw);
-    return within(fs, k1, k2, count_bindings(fs, k1, k2, w, nw));
+    return fits_writing(fs, k1, k2, true);
 }
 
 /*
@@ -648,10 +651,7 @@ static void pair_kv_writes(fuse_state *fs)
                 owner_used_between(fs, b->src[0]->owner, k1, k2, lo, hi) ||
                 !can_run_together(fs, k1, k2, lo))
                 continue;
-            glesc_tensor *w[2 * (1 + KERNELS_MAX_SIB)];
-            int nw = written_by(A, w);
-            nw += written_by(B, w + nw);
-            if (!within(fs, k1, k2, count_bindings(fs, k1, k2, w, nw)))
+            if (!fits_writing(fs, k1, k2, true))
                 continue;
             A->sib[0] = B->anchor;
             A->sib_out[0] = B->out;

@@ -108,6 +108,26 @@ static void event_add(srv_buf *out, char *json, size_t n)
     free(json);
 }
 
+/* A stream chunk's JSON in memory, its head (id, object, created, model)
+ * written; NULL (out marked) when memory ran out. chunk_close adds it to
+ * out as an event. */
+static FILE *chunk_open(const srv *s, const srv_job *j, char **buf, size_t *len, srv_buf *out)
+{
+    FILE *f = mem_open(buf, len);
+    if (!f) {
+        out->oom = true;
+        return NULL;
+    }
+    head(f, s, j, true);
+    return f;
+}
+
+static void chunk_close(FILE *f, char **buf, size_t *len, srv_buf *out)
+{
+    char *json = mem_close(f, buf, len); /* before len is read */
+    event_add(out, json, *len);
+}
+
 /* A chunk whose choice holds delta (chat: the delta object's inside) or
  * text (completion), and finish. */
 static void chunk(const srv *s, const srv_job *j, const char *role, const char *t, size_t n,
@@ -115,12 +135,9 @@ static void chunk(const srv *s, const srv_job *j, const char *role, const char *
 {
     char *buf;
     size_t len;
-    FILE *f = mem_open(&buf, &len);
-    if (!f) {
-        out->oom = true;
+    FILE *f = chunk_open(s, j, &buf, &len, out);
+    if (!f)
         return;
-    }
-    head(f, s, j, true);
     fputs(",\"choices\":[{\"index\":0,", f);
     if (j->req.kind == SRV_CHAT) {
         fputs("\"delta\":{", f);
@@ -139,8 +156,7 @@ static void chunk(const srv *s, const srv_job *j, const char *role, const char *
     fputs("\"logprobs\":null,\"finish_reason\":", f);
     finish_reason(f, finish);
     fputs("}]}", f);
-    char *json = mem_close(f, &buf, &len); /* before len is read */
-    event_add(out, json, len);
+    chunk_close(f, &buf, &len, out);
 }
 
 void respond_chunk_first(const srv *s, const srv_job *j, srv_buf *out)
@@ -167,17 +183,13 @@ void respond_chunk_end(const srv *s, const srv_job *j, srv_buf *out)
         if (j->req.include_usage) { /* OpenAI's: one more chunk, no choices, the usage */
             char *buf;
             size_t len;
-            FILE *f = mem_open(&buf, &len);
-            if (!f) {
-                out->oom = true;
+            FILE *f = chunk_open(s, j, &buf, &len, out);
+            if (!f)
                 return;
-            }
-            head(f, s, j, true);
             fputs(",\"choices\":[],", f);
             usage(f, j);
             fputs("}", f);
-            char *json = mem_close(f, &buf, &len);
-            event_add(out, json, len);
+            chunk_close(f, &buf, &len, out);
         }
     }
     buf_add(out, "data: [DONE]\n\n", 14);
