@@ -280,6 +280,46 @@ Test(graph, chrome_trace_file)
     free(dir);
 }
 
+/* A matmul and an attention of m columns (queries). */
+static int batch_graph(glesc_graph *g, int64_t m, glesc_tensor **outs)
+{
+    glesc_tensor *w = tg_input(g, GLESC_DTYPE_F32, 2, (int64_t[]){64, 48}, 1, -1, 1);
+    glesc_tensor *x = tg_input(g, GLESC_DTYPE_F32, 2, (int64_t[]){64, m}, 2, -1, 1);
+    glesc_tensor *q = tg_input(g, GLESC_DTYPE_F32, 3, (int64_t[]){32, m, 4}, 3, -1, 1);
+    glesc_tensor *k = tg_input(g, GLESC_DTYPE_F32, 3, (int64_t[]){32, 20, 4}, 4, -1, 1);
+    glesc_tensor *v = tg_input(g, GLESC_DTYPE_F32, 3, (int64_t[]){32, 20, 4}, 5, -1, 1);
+    outs[0] = glesc_matmul(g, w, x);
+    outs[1] = glesc_attention(g, q, k, v, NULL, 0.125f, false);
+    return 2;
+}
+
+/* graph_batch_kernels: one column (query) runs on the programs 16 compiled
+ * (the GEMM and prefill attention), compiling nothing, and matches the CPU
+ * reference; without it, one column takes the GEMV and the decode
+ * attention, which compile programs of their own. */
+Test(graph, batch_kernels_run_one_column_on_the_batch_programs)
+{
+    glesc_compute_stats s;
+    glesc_tensor *y[2];
+    glesc_graph *g = glesc_graph_create(ctx);
+    int n = batch_graph(g, 16, y);
+    tg_check(g, y, n, 1e-10, "16 columns");
+    glesc_graph_stats(g, &s);
+    cr_assert_gt(s.programs_compiled, 0);
+    glesc_graph_reset(g);
+    n = batch_graph(g, 1, y);
+    graph_batch_kernels(g);
+    tg_check(g, y, n, 1e-10, "1 column, batch kernels");
+    glesc_graph_stats(g, &s);
+    cr_assert_eq(s.programs_compiled, 0, "%d programs compiled", s.programs_compiled);
+    glesc_graph_reset(g);
+    n = batch_graph(g, 1, y);
+    tg_check(g, y, n, 1e-10, "1 column, decode kernels");
+    glesc_graph_stats(g, &s);
+    cr_assert_gt(s.programs_compiled, 0);
+    glesc_graph_destroy(g);
+}
+
 /* One decoder layer (llama-style) for one token at position pos, reading and
  * writing persistent f16 KV caches [d·n_kv_head, ctx]. */
 typedef struct layer {

@@ -23,6 +23,7 @@
 #include "common/synth.h"
 #include "compute/compute.h"
 #include "glesc_llm.h"
+#include "llm/runtime.h"
 #include "test_gguf_edit.h"
 #include "test_synth_util.h"
 #include "test_util.h"
@@ -303,6 +304,96 @@ Test(runtime, decode_graphs_recorded_ahead_stay_right)
     glesc_session_destroy(a);
     glesc_session_destroy(b);
     glesc_model_destroy(m);
+    free(path);
+}
+
+/* A 16-token prompt (the narrow GEMM's width, above every GEMV's) and 6
+ * greedy decode steps on a fresh model and session of c; forced: one-token
+ * steps that take the prompt's programs (runtime.h's batch_steps). Each
+ * step's logits into rows, its statistics into st. */
+#define FIRST_STEPS 6
+static void first_steps(glesc_context *c, const char *path, int forced, float *rows, int32_t V,
+                        glesc_eval_stats *st)
+{
+    glesc_model *m = NULL;
+    cr_assert_eq(glesc_model_load(c, path, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_session *s;
+    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.n_ctx = 64}, &s), GLESC_OK, "%s",
+                 glesc_last_errmsg());
+    int32_t ids[16];
+    for (int i = 0; i < 16; i++)
+        ids[i] = i == 0 ? 1 : 259 + (i * 37) % 250;
+    cr_assert_eq(glesc_session_eval(s, ids, 16, 0, rows), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_session_last_stats(s, &st[0]);
+    s->batch_steps = forced;
+    for (int k = 1; k <= FIRST_STEPS; k++) {
+        int32_t id = argmax(rows + (size_t)(k - 1) * (size_t)V, V);
+        cr_assert_eq(glesc_session_eval(s, &id, 1, 0, rows + (size_t)k * (size_t)V), GLESC_OK, "%s",
+                     glesc_last_errmsg());
+        glesc_session_last_stats(s, &st[k]);
+    }
+    glesc_session_destroy(s);
+    glesc_model_destroy(m);
+}
+
+static double worst_diff(const float *a, const float *b, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++)
+        worst = fmax(worst, fabs((double)a[i] - b[i]));
+    return worst;
+}
+
+/* A first use: decode steps on the prompt's programs (the graph's
+ * batch_kernels) compile nothing and give the decode kernels' logits; and
+ * where the driver compiles in the background (llvmpipe's
+ * GL_KHR_parallel_shader_compile with one compile thread, as on NVIDIA's
+ * driver) the decode step's programs are started after the prompt, and the
+ * first steps take the prompt's until they are done, compiling nothing. */
+Test(runtime, first_steps_run_on_the_prompts_programs)
+{
+    TEST_REQUIRE_SHARED(path, "models/stories260K.gguf");
+    glesc_model *m = load(path);
+    int32_t V = glesc_tokenizer_n_vocab(glesc_model_tokenizer(m));
+    glesc_model_destroy(m);
+    size_t n = (FIRST_STEPS + 1) * (size_t)V;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *r = malloc(n * sizeof *r);
+    glesc_eval_stats sa[FIRST_STEPS + 1], sb[FIRST_STEPS + 1], sr[FIRST_STEPS + 1];
+    first_steps(ctx, path, FIRST_STEPS + 1, b, V, sb); /* forced, on a fresh context */
+    first_steps(ctx, path, 0, r, V, sr);               /* the decode kernels */
+    cr_assert_gt(sb[0].programs_compiled, 0, "the prompt compiled nothing");
+    for (int k = 1; k <= FIRST_STEPS; k++) {
+        cr_log_info("step %d: %d dispatches on the prompt's programs, %d compiled; %d on the "
+                    "decode kernels",
+                    k, sb[k].dispatches, sb[k].programs_compiled, sr[k].dispatches);
+        cr_expect_eq(sb[k].programs_compiled, 0, "step %d compiled %d programs", k,
+                     sb[k].programs_compiled);
+        cr_expect_neq(sb[k].dispatches, sr[k].dispatches, "step %d: not the batch kernels", k);
+    }
+    double wb = worst_diff(b, r, n);
+    cr_log_info("steps on the prompt's programs vs the decode kernels: max |diff| %.3g", wb);
+    cr_expect_leq(wb, 5e-3); /* GEMM and GEMV rounding through the f16 cache */
+
+    setenv("GLESC_COMPILE_THREADS", "1", 1);
+    glesc_context *c = test_context(NULL);
+    unsetenv("GLESC_COMPILE_THREADS");
+    if (compute_background_compiles(c)) {
+        first_steps(c, path, 0, a, V, sa);
+        for (int k = 1; k <= FIRST_STEPS; k++)
+            cr_expect_eq(sa[k].programs_compiled, 0, "background: step %d compiled %d", k,
+                         sa[k].programs_compiled);
+        double wa = worst_diff(a, r, n);
+        cr_log_info("background compiles: %d dispatches in the first step; max |diff| %.3g",
+                    sa[1].dispatches, wa);
+        cr_expect_leq(wa, 5e-3);
+    } else {
+        cr_log_warn("background compiles not checked: the driver does not compile in the "
+                    "background (no GL_KHR_parallel_shader_compile)");
+    }
+    free(a);
+    free(b);
+    free(r);
+    glesc_context_destroy(c);
     free(path);
 }
 

@@ -143,6 +143,7 @@ typedef struct compute_prepared {
     struct compute_plan *p;
     bool reused;    /* the plan existed and was built */
     int glsl_built; /* kernels whose GLSL was generated */
+    int compiled;   /* programs compiled for its plan */
     uint64_t t0;    /* core_time_ns() after the device profile (0: it failed) */
 } compute_prepared;
 
@@ -167,6 +168,17 @@ typedef struct compute_state {
 glesc_status compute_prepare(glesc_graph *g, glesc_tensor *out);
 /* Drops the prepared compute, if any. */
 void compute_prepared_drop(compute_state *s);
+/* Orders g for output out, plans it and starts compiling the programs its
+ * plan lacks, without waiting (where the driver compiles in the background:
+ * compute_background_compiles; elsewhere it only plans); nothing runs. A
+ * later compute of the same structure takes the programs, waiting for any
+ * still compiling. */
+glesc_status compute_start(glesc_graph *g, glesc_tensor *out);
+/* Whether compute_start's compiles run in the background here. */
+bool compute_background_compiles(const glesc_context *ctx);
+/* Whether every compile compute_start began is done (those done are
+ * recorded); never waits. */
+bool compute_background_done(glesc_context *ctx);
 
 /* The context's state, created on first use; NULL on out-of-memory. */
 compute_state *compute_state_get(glesc_context *ctx);

@@ -113,8 +113,10 @@ glesc_status compute_scratch(glesc_context *ctx, uint64_t bytes, gl_buffer **out
     return GLESC_OK;
 }
 
+/* Generates the plan's kernels and gets their programs; start_only: only
+ * starts compiling them (gl_program_start_batch), the plan left unbuilt. */
 static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const graph_order_t *ord,
-                                   int max_bind, const glesc_graph_options *opts)
+                                   int max_bind, const glesc_graph_options *opts, bool start_only)
 {
     int nk = p->n_kernels;
     glesc_status st = GLESC_OK;
@@ -131,9 +133,11 @@ static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const gr
             st = compute_kernel_glsl(ctx, &gk, pk->name, max_bind, opts, &pk->glsl, NULL);
         srcs[k] = pk->glsl;
     }
-    if (st == GLESC_OK && nk > 0)
+    if (st == GLESC_OK && nk > 0 && start_only)
+        st = gl_program_start_batch(ctx, srcs, nk);
+    else if (st == GLESC_OK && nk > 0)
         st = gl_program_get_batch(ctx, srcs, nk, progs);
-    if (st != GLESC_OK)
+    if (st != GLESC_OK || start_only)
         goto done;
     sbuf all;
     sbuf_init(&all);
@@ -283,7 +287,8 @@ static bool needs_gemv_threshold(const glesc_graph *g)
  * what a compute does before its first dispatch. pp->ord is the caller's
  * to free, also on failure; pp->t0 is when the device profile (taken here
  * the first time a graph needs it) was done. */
-static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, compute_prepared *pp)
+static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, compute_prepared *pp,
+                            bool start_only)
 {
     glesc_context *ctx = g->ctx;
     memset(pp, 0, sizeof *pp);
@@ -338,8 +343,13 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
                               "glesc_graph_compute: cancelled by the abort callback before "
                               "compiling the plan's %d kernels",
                               p->n_kernels);
-        else
-            st = build_programs(ctx, p, &pp->ord, max_bind, opts);
+        else {
+            glesc_stats c0, c1;
+            glesc_context_stats(ctx, &c0);
+            st = build_programs(ctx, p, &pp->ord, max_bind, opts, start_only);
+            glesc_context_stats(ctx, &c1);
+            pp->compiled = (int)(c1.programs_compiled - c0.programs_compiled);
+        }
         pp->glsl_built = p->n_kernels;
     }
     return st;
@@ -363,7 +373,7 @@ glesc_status compute_prepare(glesc_graph *g, glesc_tensor *out)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "graph state");
     compute_prepared_drop(cs);
     compute_prepared pp;
-    if ((st = prepare(g, &out, 1, &pp)) != GLESC_OK) {
+    if ((st = prepare(g, &out, 1, &pp, false)) != GLESC_OK) {
         graph_order_free(&pp.ord);
         return st;
     }
@@ -374,6 +384,28 @@ glesc_status compute_prepare(glesc_graph *g, glesc_tensor *out)
     pp.computes = cs->computes;
     cs->prep = pp;
     return GLESC_OK;
+}
+
+glesc_status compute_start(glesc_graph *g, glesc_tensor *out)
+{
+    glesc_context *ctx = g->ctx;
+    glesc_status st = check_outputs(g, &out, 1);
+    if (st != GLESC_OK || (st = gl_context_bind(ctx, "compute_start")) != GLESC_OK)
+        return st;
+    compute_prepared pp;
+    st = prepare(g, &out, 1, &pp, true);
+    graph_order_free(&pp.ord);
+    return st;
+}
+
+bool compute_background_compiles(const glesc_context *ctx)
+{
+    return gl_program_cache_background(ctx);
+}
+
+bool compute_background_done(glesc_context *ctx)
+{
+    return gl_program_cache_background_done(ctx);
 }
 
 /* Is the prepared compute this one, with nothing changed since? */
@@ -560,7 +592,7 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
         t_start = core_time_ns();
     } else {
         compute_prepared_drop(cs);
-        st = prepare(g, outs, n, &pp);
+        st = prepare(g, outs, n, &pp, false);
         t_start = pp.t0;
     }
     cs->computes++;
@@ -599,7 +631,8 @@ GLESC_API glesc_status glesc_graph_compute(glesc_graph *g, glesc_tensor *const *
     if (timers)
         st = timers_collect(g, cs, p, timers, t_gpu0 - cs->trace_t0, st);
     glesc_context_stats(ctx, &cst1);
-    g->stats.programs_compiled = (int)(cst1.programs_compiled - cst0.programs_compiled);
+    g->stats.programs_compiled =
+        pp.compiled + (int)(cst1.programs_compiled - cst0.programs_compiled);
     g->stats.cpu_ns = core_time_ns() - t_start;
     g->stats.kernel_times = g->ktimes;
     g->stats.n_kernel_times = g->n_ktimes;

@@ -306,6 +306,18 @@ glesc_status gl_program_get(glesc_context *ctx, const char *source, const gl_pro
  * GLESC_NO_PARALLEL_COMPILE=1); a source given twice is compiled once. */
 glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources, int n,
                                   const gl_program **out);
+/* Whether compiles can run in the background while the GL thread goes on:
+ * the driver's GL_KHR_parallel_shader_compile with no compile threads of
+ * glesc's (NVIDIA's driver; not llvmpipe, whose threads compile). */
+bool gl_program_cache_background(const glesc_context *ctx);
+/* Starts compiling every source no cache holds and returns without waiting
+ * (where gl_program_cache_background; elsewhere nothing): a later
+ * gl_program_get_batch of one of them takes it, waiting if it is not done. */
+glesc_status gl_program_start_batch(glesc_context *ctx, const char *const *sources, int n);
+/* Records the background compiles the driver reports done (one that failed
+ * is left to the batch that needs it, which compiles it again and reports);
+ * whether none is left. Never waits. */
+bool gl_program_cache_background_done(glesc_context *ctx);
 void gl_program_cache_stats(const glesc_context *ctx, glesc_stats *st);
 void gl_program_cache_reset_stats(glesc_context *ctx);
 /* Whether a batch's misses compile concurrently (the driver's

@@ -77,7 +77,23 @@ struct gl_program_cache {
      * thread; the GL thread only collects. */
     bool warm_dispatch;
     GLuint zero_groups;
+    /* Compiles started by gl_program_start_batch and not yet collected:
+     * the driver compiles them while the GL thread goes on. */
+    struct bg_compile *bg;
+    int n_bg, cap_bg;
 };
+
+/* A compile running in the background (gl_program_start_batch). */
+typedef struct bg_compile {
+    char *source; /* a copy: the caller's may go */
+    core_hash128 hash;
+    char *key; /* its disk key, or NULL */
+    size_t key_len;
+    GLuint prog;
+    uint64_t started;
+} bg_compile;
+
+static glesc_status bg_collect(glesc_context *ctx, int i, const gl_program **out);
 
 /* ---- the in-memory map ---- */
 
@@ -192,6 +208,14 @@ void gl_program_cache_destroy(glesc_context *ctx)
     gl_program_cache *c = ctx->programs;
     if (!c)
         return;
+    /* background compiles are finished and recorded (their binaries on
+     * disk for the next start), not deleted while the driver compiles */
+    while (c->n_bg > 0) {
+        const gl_program *p;
+        if (bg_collect(ctx, c->n_bg - 1, &p) != GLESC_OK)
+            core_err_reset(&ctx->err);
+    }
+    core_free(c->bg);
     gl_program_cache_drop_memory(ctx);
     if (c->zero_groups)
         glDeleteBuffers(1, &c->zero_groups);
@@ -506,6 +530,111 @@ static glesc_status collect_all(glesc_context *ctx, batch *b, int n, const gl_pr
     return GLESC_OK;
 }
 
+/* ---- compiles in the background ---- */
+
+/* The background compile of source (hash h), or -1. */
+static int bg_find(const gl_program_cache *c, core_hash128 h, const char *source)
+{
+    for (int i = 0; i < c->n_bg; i++)
+        if (core_hash128_eq(c->bg[i].hash, h) && !strcmp(c->bg[i].source, source))
+            return i;
+    return -1;
+}
+
+/* Waits for background compile i's link, takes it off the list and records
+ * it as collect does a batch's (*out: the program). */
+static glesc_status bg_collect(glesc_context *ctx, int i, const gl_program **out)
+{
+    gl_program_cache *c = ctx->programs;
+    bg_compile e = c->bg[i];
+    c->bg[i] = c->bg[--c->n_bg];
+    *out = NULL;
+    glesc_status st = finish_compile(ctx, e.prog, e.source);
+    if (st == GLESC_OK) {
+        c->compiled++;
+        char name[160];
+        kernel_name(e.source, name, sizeof name);
+        core_log(CORE_LOG_DEBUG,
+                 "program cache: %s compiled and linked in the background, %.1f ms after it began",
+                 *name ? name : "(unnamed)", (double)(core_time_ns() - e.started) / 1e6);
+        if (e.key)
+            disk_store(ctx, e.prog, e.key, e.key_len);
+        if (!(*out = make_program(ctx, e.prog, e.hash)))
+            st = ctx->err.status;
+    } else {
+        glDeleteProgram(e.prog);
+    }
+    core_free(e.source);
+    core_free(e.key);
+    return st;
+}
+
+bool gl_program_cache_background(const glesc_context *ctx)
+{
+    const gl_program_cache *c = ctx->programs;
+    return c->parallel && c->threads <= 1;
+}
+
+glesc_status gl_program_start_batch(glesc_context *ctx, const char *const *sources, int n)
+{
+    gl_program_cache *c = ctx->programs;
+    if (!gl_program_cache_background(ctx))
+        return GLESC_OK;
+    for (int i = 0; i < n; i++) {
+        core_hash128 h = core_hash128_bytes(sources[i], strlen(sources[i]));
+        if (map_find(c, h) || bg_find(c, h, sources[i]) >= 0)
+            continue;
+        size_t key_len = 0;
+        char *key = c->key_tail ? disk_key(c, sources[i], &key_len) : NULL;
+        GLuint id = key ? disk_load(ctx, key, key_len) : 0;
+        if (id) {
+            core_free(key);
+            if (!make_program(ctx, id, h))
+                return ctx->err.status;
+            continue;
+        }
+        if (c->n_bg == c->cap_bg) {
+            int cap = c->cap_bg ? 2 * c->cap_bg : 16;
+            bg_compile *v = core_realloc(c->bg, (size_t)cap * sizeof *v);
+            if (!v) {
+                core_free(key);
+                return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "background compiles");
+            }
+            c->bg = v;
+            c->cap_bg = cap;
+        }
+        bg_compile e = {.hash = h, .key = key, .key_len = key_len, .started = core_time_ns()};
+        e.source = core_strdup(sources[i]);
+        glesc_status st =
+            e.source ? start_compile(ctx, sources[i], &e.prog)
+                     : core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "background compiles");
+        if (st != GLESC_OK) {
+            core_free(e.source);
+            core_free(key);
+            return st;
+        }
+        c->bg[c->n_bg++] = e;
+    }
+    return GLESC_OK;
+}
+
+bool gl_program_cache_background_done(glesc_context *ctx)
+{
+    gl_program_cache *c = ctx->programs;
+    for (int i = c->n_bg - 1; i >= 0; i--) {
+        GLint done = GL_FALSE;
+        glGetProgramiv(c->bg[i].prog, GL_COMPLETION_STATUS_KHR, &done);
+        const gl_program *p;
+        if (done && bg_collect(ctx, i, &p) != GLESC_OK) {
+            /* compiled again, and reported, by the batch that needs it */
+            core_log(CORE_LOG_WARN, "program cache: a background compile failed: %s",
+                     core_err_msg(&ctx->err));
+            core_err_reset(&ctx->err);
+        }
+    }
+    return c->n_bg == 0;
+}
+
 /* ---- compile threads ---- */
 
 /* A threaded batch: the misses (todo) are taken in order by the GL thread
@@ -717,6 +846,12 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
             continue;
         if ((out[i] = map_find(c, b.hash[i]))) {
             c->memory_hits++;
+            continue;
+        }
+        int bi = bg_find(c, b.hash[i], sources[i]);
+        if (bi >= 0) { /* started ahead: waited for here if not done yet */
+            if ((st = bg_collect(ctx, bi, &out[i])) != GLESC_OK)
+                goto done;
             continue;
         }
         if (c->key_tail) {

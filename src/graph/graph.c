@@ -184,3 +184,10 @@ void graph_order_free(graph_order_t *o)
     core_free(o->nodes);
     memset(o, 0, sizeof *o);
 }
+
+void graph_batch_kernels(glesc_graph *g)
+{
+    for (glesc_tensor *t = g->tensors; t; t = t->next)
+        if (t->op == GLESC_OP_MATMUL || t->op == GLESC_OP_ATTENTION)
+            t->batch_kernel = true;
+}

@@ -61,6 +61,9 @@ struct glesc_tensor {
     int last_use;    /* owners: index of the last kernel touching the memory */
     bool is_output;
     bool live; /* owners: memory holds current values */
+    /* a matmul or attention that takes the batch's kernels whatever its
+     * width (graph_batch_kernels) */
+    bool batch_kernel;
 };
 
 struct glesc_graph {
@@ -214,6 +217,11 @@ glesc_tensor *graph_node(glesc_graph *g, glesc_op op, glesc_tensor *const *src, 
 glesc_status graph_check_source(glesc_graph *g, glesc_op op, int i, glesc_tensor *s);
 /* Unlinks and frees t, g's newest tensor (a node whose shape rule failed). */
 void graph_drop_newest(glesc_graph *g, glesc_tensor *t);
+/* Every matmul and attention recorded on g so far takes the kernels of a
+ * batch (the GEMM, prefill attention) whatever its width: their programs
+ * serve every width up to a batch's, so a one-token step can run on those
+ * a prompt compiled (kernels_matmul_gemv, attention's is_prefill). */
+void graph_batch_kernels(glesc_graph *g);
 
 /* ---- CPU reference evaluation (cpu.c) ----
  * Evaluates outs with the op table's CPU references (leaves read from their

@@ -147,10 +147,12 @@ static int prefill_hg(const glesc_tensor *a)
 
 /* Does attention a take the prefill kernel? More queries than the device
  * class's decode_max_q (1, or a few where the decode's program serves short
- * prompts too: one program less to compile). */
+ * prompts too: one program less to compile), or a batch's kernels asked
+ * for (graph_batch_kernels). */
 static bool is_prefill(const glesc_tensor *a)
 {
-    return a->src[0]->ne[1] > CORE_MAX(1, kernels_class_of(a->ctx)->attn.decode_max_q);
+    return a->batch_kernel ||
+           a->src[0]->ne[1] > CORE_MAX(1, kernels_class_of(a->ctx)->attn.decode_max_q);
 }
 
 uint32_t kernels_attention_variant(const glesc_tensor *t)

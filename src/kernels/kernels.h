@@ -95,7 +95,8 @@ bool kernels_gather_inline(const glesc_tensor *t);
 
 /* ---- GEMV or GEMM: the one place that decides ----
  * A matmul of m activation columns runs the GEMV when m <= gemv_max_m (the
- * graph options'; 0: GRAPH_GEMV_MAX_M), else the GEMM. The op's variant
+ * graph options'; 0: GRAPH_GEMV_MAX_M) and a batch's kernels are not asked
+ * for (graph_batch_kernels), else the GEMM. The op's variant
  * (codegen.c), its generator (matmul.c), fusion (a norm folds into a GEMV
  * only) and compute (whether a graph needs the device's threshold) all
  * ask here. */

@@ -655,9 +655,9 @@ glesc_status kernels_gen_matmul(kb *b)
                        (long long)(mc.x->ne[2] * mc.x->ne[3]));
     /* the op's variant (codegen.c), which the plan hash covers, asks the
      * same */
-    int mmax = kernels_gemv_max_m(b->opts ? b->opts->gemv_max_m : 0);
+    int mmax = b->opts ? b->opts->gemv_max_m : 0;
     if (kernels_matmul_gemv(mc.a, mmax))
-        return gen_gemv(b, &mc, mmax);
+        return gen_gemv(b, &mc, kernels_gemv_max_m(mmax));
     return kernels_gen_gemm(b, &mc);
 }
 
@@ -668,5 +668,5 @@ int kernels_gemv_max_m(int gemv_max_m)
 
 bool kernels_matmul_gemv(const glesc_tensor *mm, int gemv_max_m)
 {
-    return mm->src[1]->ne[1] <= kernels_gemv_max_m(gemv_max_m);
+    return !mm->batch_kernel && mm->src[1]->ne[1] <= kernels_gemv_max_m(gemv_max_m);
 }

@@ -30,6 +30,7 @@
  */
 #include <math.h>
 
+#include "compute/compute.h"
 #include "llm/runtime.h"
 
 /* x [d·heads, n] as [d, heads, n]: one row per head. */
@@ -89,12 +90,26 @@ glesc_tensor *llm_rope(const glesc_session *s, glesc_graph *g, glesc_tensor *x, 
                            hp->yarn_beta_slow);
 }
 
+/* Whether a step of n tokens takes the prompt's programs: one token while
+ * the decode step's programs still compile in the background (s->bg_decode;
+ * those done are collected), or a test asks (s->batch_steps). */
+static bool batch_kernels(glesc_session *s, int32_t n)
+{
+    if (s->bg_decode)
+        s->bg_decode = !compute_background_done(s->m->ctx);
+    bool batch = (s->bg_decode || s->batch_steps > 0) && n == 1;
+    if (batch && s->batch_steps > 0)
+        s->batch_steps--;
+    return batch;
+}
+
 glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos, int32_t n,
                           bool all_logits)
 {
     const glesc_model *m = s->m;
     const llm_hparams *hp = &m->hp;
     glesc_graph *g = s->g;
+    bool batch = batch_kernels(s, n);
     const int64_t d = hp->head_dim, e = hp->n_embd;
     const int64_t q_dim = hp->n_head * d, kv_dim = hp->n_head_kv * d;
     const int64_t n_kv = (int64_t)s->n_past + n;
@@ -162,6 +177,8 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
             y = glesc_mul(g, glesc_rms_norm(g, y, eps), L->post_ffn_norm);
         x = glesc_add(g, y, x);
     }
+    if (batch) /* the layers' (the head is a GEMV in a prompt too) */
+        graph_batch_kernels(g);
     if (x && !all_logits && n > 1) /* only the last position's row */
         x = glesc_view(g, x, 2, (int64_t[]){e, 1}, (size_t[]){0, (size_t)e * 4},
                        (size_t)(n - 1) * (size_t)e * 4);

@@ -103,6 +103,13 @@ struct glesc_session {
     glesc_tensor *pre_y;
     int32_t pre_pos;
     int pre_slot;
+    /* The decode step's programs compile in the background (started after
+     * a prompt that compiled its own, eval_chunk): until they are done, a
+     * one-token step runs on the prompt's (llm_forward). */
+    bool bg_decode;
+    /* One-token steps that take the prompt's programs whatever the
+     * background compiles (a test's: tests/test_runtime.c) */
+    int batch_steps;
 };
 
 /* Copies the context's last message into the thread's (where glesc_llm.h

@@ -231,6 +231,32 @@ void llm_session_count(glesc_session *s, int32_t n)
     s->total_dispatches += (uint64_t)cs.dispatches;
 }
 
+static glesc_status precompile_one(glesc_session *s, int32_t n_past, int32_t n, bool greedy,
+                                   bool start);
+
+/* After a prompt of n tokens that compiled its programs (a first use),
+ * where the driver compiles in the background: starts compiling the decode
+ * step's programs (plain and greedy) and returns. Until they are done, a
+ * one-token step runs on the prompt's programs (llm_forward): the first
+ * tokens do not wait for a second round of compiles. Only after a prompt
+ * of the narrow GEMM's widths, whose programs serve one token too; after a
+ * longer one the compiles still start early. */
+static void start_decode_programs(glesc_session *s, int32_t n)
+{
+    glesc_context *ctx = s->m->ctx;
+    if (!compute_background_compiles(ctx) || s->n_past >= s->n_ctx)
+        return;
+    uint64_t t0 = core_time_ns();
+    s->bg_decode = false; /* the decode step's own graphs */
+    glesc_status st = precompile_one(s, s->n_past, 1, false, true);
+    if (st == GLESC_OK)
+        st = precompile_one(s, s->n_past, 1, true, true);
+    s->bg_decode = st == GLESC_OK && n <= KERNELS_GEMM_SMALL_M;
+    core_log(CORE_LOG_DEBUG, "session: the decode step's programs started in %.1f ms",
+             (double)(core_time_ns() - t0) / 1e6);
+    core_err_reset(NULL); /* a failure shows again when the step is built */
+}
+
 /* One graph: n ≤ n_batch tokens. logits: NULL, one row, or n rows. */
 static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, bool all,
                                float *logits)
@@ -295,8 +321,12 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
         core_err_reset(NULL); /* a failure shows again when the step is built */
         s->last.build_ns += core_time_ns() - tp;
     }
-    if (!logits)
+    bool start = n > 1 && !all && s->last.programs_compiled > 0;
+    if (!logits) {
+        if (start)
+            start_decode_programs(s, n);
         return GLESC_OK;
+    }
     size_t rows = all ? (size_t)n : 1;
     size_t n_vocab = (size_t)s->m->hp.n_vocab;
     uint64_t t3 = core_time_ns();
@@ -322,6 +352,8 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
                             (int)at, (int)ids[r], batch, (size_t)i % n_vocab,
                             isnan(logits[i]) ? "NaN" : "infinite");
     }
+    if (start) /* after the logits: the first token does not wait for it */
+        start_decode_programs(s, n);
     return GLESC_OK;
 }
 
@@ -373,8 +405,10 @@ GLESC_API glesc_status glesc_session_eval(glesc_session *s, const int32_t *ids, 
 
 /* Plans and compiles (compute_prepare, nothing runs) the graph of a batch
  * of n tokens after n_past cached positions; greedy: a decode step with the
- * arg max on the GPU (glesc_session_eval_greedy's graph). */
-static glesc_status precompile_one(glesc_session *s, int32_t n_past, int32_t n, bool greedy)
+ * arg max on the GPU (glesc_session_eval_greedy's graph); start: only starts
+ * the compiles (compute_start). */
+static glesc_status precompile_one(glesc_session *s, int32_t n_past, int32_t n, bool greedy,
+                                   bool start)
 {
     glesc_context *ctx = s->m->ctx;
     glesc_graph *g = s->g;
@@ -398,7 +432,7 @@ static glesc_status precompile_one(glesc_session *s, int32_t n_past, int32_t n, 
     if (!y)
         return llm_ctx_fail(ctx, GLESC_ERROR_INVALID_ARGUMENT,
                             "precompile: building a step's graph");
-    st = compute_prepare(g, y);
+    st = start ? compute_start(g, y) : compute_prepare(g, y);
     compute_state *cs = compute_state_get(ctx);
     if (cs)
         compute_prepared_drop(cs); /* compiled, never to run */
@@ -414,7 +448,8 @@ GLESC_API glesc_status glesc_session_precompile(glesc_session *s)
     if (!s)
         return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
                             "glesc_session_precompile: NULL session");
-    s->pre_y = NULL; /* a decode step recorded ahead is built again */
+    s->pre_y = NULL;      /* a decode step recorded ahead is built again */
+    s->bg_decode = false; /* background compiles are waited for */
     /* A batch length of each kind with kernels of its own: one token (the
      * decode GEMV), two (the GEMV of 2 .. gemv_max_m columns, one program
      * for all of them; or the narrow GEMM where the device takes the GEMM
@@ -429,12 +464,12 @@ GLESC_API glesc_status glesc_session_precompile(glesc_session *s)
     glesc_status st = GLESC_OK;
     for (int i = 0; i < n_sizes && st == GLESC_OK; i++) {
         int32_t n = sizes[i];
-        st = precompile_one(s, 0, n, false);
+        st = precompile_one(s, 0, n, false, false);
         if (st == GLESC_OK && n < s->n_ctx)
-            st = precompile_one(s, CORE_MIN(1, s->n_ctx - n), n, false);
+            st = precompile_one(s, CORE_MIN(1, s->n_ctx - n), n, false, false);
     }
     if (st == GLESC_OK && s->n_ctx > 1)
-        st = precompile_one(s, 1, 1, true);
+        st = precompile_one(s, 1, 1, true, false);
     return st;
 }
 
