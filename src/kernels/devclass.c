@@ -66,9 +66,11 @@ static const kernels_class large_gpu = {
  * spills:fills q/k/v, down, gate/up; the 64 x 32 of 4 x 4 with the next
  * step in flight before): G610 79:482, 37:196, 40:215 -> 0:0 each; G52
  * 85:500, 39:202, 40:222 -> 0:0; V3D 4.2 131:146, 131:146, 164:150 ->
- * 0:0, 0:0, 16:22 (7.1 alike); a618 and a740 0:0 before and after, 6-31%
- * fewer instructions, a618's gate/up at 4 waves (was 2). 4 x 2 in flight
- * still spilled (G610 10:61, V3D 4.2 55:61), and so did 4 x 4 without the
+ * 0:0, 0:0, 16:22 (its gate/up pair: see v3d); a618 and a740 0:0 before
+ * and after, 4-26% fewer instructions, a618's gate/up at 4 waves (was 2).
+ * Q8_0, F16 and Q4_K_M alike (0:0 everywhere but G610's GEMMs of a Q6_K
+ * weight, 4:43 and 1:9, were 111:578 and 47:232). 4 x 2 in flight still
+ * spilled (G610 10:61, V3D 4.2 55:61), and so did 4 x 4 without the
  * prefetch (G610 2:29, V3D 4.2 11:19-32:31). A macro: V3D's row is the
  * same but for its fusions. */
 #define SMALL_GPU_ROWS                                                                             \
@@ -100,8 +102,9 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS};
  * parts (issue 26's 60 s; V3D 7.1, llama Q4_0, docs/devices.md). And
  * prefill's gate and up in two GEMMs, not the pair: with the 4 x 2 tile
  * the pair is the one GEMM left spilling at 2 threads (both weights'
- * decode in one loop; V3D 4.2 16:22, 7.1 24:27; apart, each 0:0). Decode
- * keeps its grouped and paired GEMVs. */
+ * decode in one loop; V3D 4.2 16:22, 7.1 24:27; apart, each 0:0, so
+ * every prefill GEMM of llama Q4_0, Q8_0, F16 and Q4_K_M is 0:0 on both,
+ * was 123:139-191:190). Decode keeps its grouped and paired GEMVs. */
 static const kernels_class v3d = {SMALL_GPU_ROWS,
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 

@@ -14,11 +14,12 @@
  * elements of x (eight invocations reading a column's 32, coalesced), read
  * back as vec4 (rows padded, or swizzled where shared memory is short: no
  * bank conflicts either way), and the next step's loads are
- * in flight while a step is multiplied (gemm.glsl says how); the
+ * in flight while a step is multiplied (gemm.glsl says how; not where the
+ * class says registers are too few: no_prefetch); the
  * accumulators are only indexed by constants (loops written out by the
  * preprocessor), so they stay in registers. The shape comes from the
  * device class where it names one (devclass.c: llvmpipe's 64 × 64 of 8 × 8,
- * the small GPUs' 64 × 32 of 4 × 4), else from the caps (gemm_config):
+ * the small GPUs' 64 × 16 of 4 × 2), else from the caps (gemm_config):
  * 128 × 128 tiles of 8 × 8 per invocation where 256 invocations and 32 KiB
  * of shared memory exist, 128 × 64 of 8 × 4 when the matmul has at most 64
  * columns (the variant's bit 18) or is a grouped q/k/v (see gemm_config),
