@@ -71,6 +71,11 @@ static const char *const tiles[] = {
     "bn=64,bm=64,tn=8,tm=4,pad=1",  /* padded rows instead of the swizzle */
     "bn=64,bm=64,tn=8,tm=4,half=0", /* plain weights' whole units */
     "bn=64,bm=64,tn=8,tm=4,late=0", /* each step's weights decoded as soon as loaded */
+    "bn=64,bm=16,tn=4,tm=2",        /* two columns an invocation, one vec4 of x each */
+    "bn=32,bm=16,tn=4,tm=2",        /* the same in 64 invocations */
+    "bn=128,bm=32,tn=8,tm=2",       /* 256 invocations, two output rounds */
+    "bn=64,bm=16,tn=4,tm=2,pre=0",  /* no loads in flight during a step */
+    "bn=64,bm=32,tn=4,tm=4,pre=0,late=0",
 };
 
 /* A fresh context whose GEMMs take the tile (and split slots) of knob
@@ -573,6 +578,16 @@ Test(gemm, fused_prologue_and_epilogues)
 Test(gemm, fused_two_stagers_a_row)
 {
     glesc_context *c = context_with("bn=64,bm=64,tn=8,tm=4,pad=1,slots=1000000", NULL);
+    fused_cases(c);
+    glesc_context_destroy(c);
+    unsetenv("GLESC_GEMM");
+}
+
+/* The same on the 4 x 2 register tile (64 x 16: two accumulators a
+ * column, the results leaving two columns a vec4), split forced. */
+Test(gemm, fused_four_by_two)
+{
+    glesc_context *c = context_with("bn=64,bm=16,tn=4,tm=2,slots=1000000", NULL);
     fused_cases(c);
     glesc_context_destroy(c);
     unsetenv("GLESC_GEMM");

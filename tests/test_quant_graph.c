@@ -12,6 +12,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +121,9 @@ static double worst_error(const float *deq, const float *x, const float *got, in
     return worst;
 }
 
+/* What a GEMM's header must name where set (a tile forced by GLESC_GEMM). */
+static const char *gemm_tile;
+
 /* glesc_matmul(W, X) for X [k, m] random; returns the worst error. */
 static double check_matmul(glesc_context *c, const qweight *q, int64_t m, uint32_t seed,
                            int *dispatches)
@@ -131,6 +135,10 @@ static double check_matmul(glesc_context *c, const qweight *q, int64_t m, uint32
     glesc_tensor *y = glesc_matmul(g, q->w, xt);
     cr_assert_not_null(y, "%s", glesc_context_errmsg(c));
     cr_assert_eq(glesc_graph_compute(g, &y, 1), GLESC_OK, "%s", glesc_context_errmsg(c));
+    const char *glsl = glesc_graph_last_glsl(g);
+    if (gemm_tile && glsl && strstr(glsl, "// GEMM (glsl/graph/gemm.glsl)"))
+        cr_expect(strstr(glsl, gemm_tile), "%s: the GEMM has not '%s'",
+                  glesc_dtype_name(q->w->dtype), gemm_tile);
     float *got = tg_read(y);
     double e = worst_error(q->deq, x, got, q->k, q->n, m);
     if (dispatches) {
@@ -303,6 +311,48 @@ Test(quant_graph, gemv_shapes_of_the_tuning_knob)
     }
     ctx = saved;
     unsetenv("GLESC_GEMV");
+}
+
+/* The small GPUs' GEMM tiles through GLESC_GEMM (a new context each, as
+ * above): 64 x 16 of 4 x 2 an invocation (two accumulators a column, one
+ * vec4 of x each invocation stages; also without the next step's loads in
+ * flight, pre=0) and 64 x 32 of 4 x 4, every type, rows and columns no
+ * multiple of the tile, K split in parts (slots forced) and whole; and
+ * 32 x 16 of 4 x 2 (64 invocations) on four types. */
+Test(quant_graph, gemm_shapes_of_the_tuning_knob)
+{
+    static const char *const knobs[] = {
+        "bn=64,bm=16,tn=4,tm=2", "bn=64,bm=16,tn=4,tm=2,pre=0,slots=1000000",
+        "bn=64,bm=32,tn=4,tm=4,slots=1000000", "bn=32,bm=16,tn=4,tm=2,loop=0,slots=1000000"};
+    static const glesc_dtype types[] = {GLESC_DTYPE_F16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_K,
+                                        GLESC_DTYPE_Q6_K};
+    glesc_context *saved = ctx;
+    for (size_t k = 0; k < CORE_ARRAY_LEN(knobs); k++) {
+        const char *knob = knobs[k];
+        setenv("GLESC_GEMM", knob, 1);
+        ctx = test_context(NULL);
+        cr_log_info("GLESC_GEMM=%s", knob);
+        int bn, bm, tn, tm;
+        cr_assert_eq(sscanf(knob, "bn=%d,bm=%d,tn=%d,tm=%d", &bn, &bm, &tn, &tm), 4);
+        char want[96];
+        snprintf(want, sizeof want, "tiles of %d weight rows by %d columns, %d x %d", bn, bm, tn,
+                 tm);
+        gemm_tile = want;
+        bool every = k < 3;
+        size_t n = every ? CORE_ARRAY_LEN(all_types) : CORE_ARRAY_LEN(types);
+        double worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            glesc_dtype t = every ? all_types[i] : types[i];
+            int64_t kk = 8 * (int64_t)block_of(t) * (block_of(t) == 32 ? 2 : 1); /* 512, 2048 */
+            run_shape(t, kk, 67, 37, &worst);
+            run_shape(t, kk, 129, 9, &worst);
+        }
+        cr_log_info("GLESC_GEMM=%s: worst %.3g", knob, worst);
+        gemm_tile = NULL;
+        glesc_context_destroy(ctx);
+    }
+    ctx = saved;
+    unsetenv("GLESC_GEMM");
 }
 
 /* The full shape list for the types models use most. */

@@ -3,7 +3,8 @@
 // src/kernels/gemm.c declares around this file:
 //   defines   BN (rows of weights a tile stages: with PAIR half of them are
 //             the second weight's, for the same outputs), BM (columns),
-//             TN, TM (rows and columns an invocation accumulates), NX = BN / TN
+//             TN, TM (rows and columns an invocation accumulates: TN 4 or
+//             8, TM 2, 4 or 8), NX = BN / TN
 //             and NY = BM / TM (NX * NY = WG_SIZE, WG_SIZE >= BN and BM),
 //             NMEMB (matmuls of the kernel: 1, or a grouped q/k/v's up to
 //             4), PAIR (a second weight of the same x: gate/up), GEMM_NORM
@@ -16,7 +17,9 @@
 //             (staged rows padded to 9 vec4 instead of swizzled, see
 //             below), GEMM_COLS_FIRST (consecutive invocations store consecutive
 //             columns, not rows: a result whose columns run fastest in
-//             memory, the convolution's pixels), TNV, TMV and XQV (TN,
+//             memory, the convolution's pixels), GEMM_NO_PREFETCH (no
+//             loads of the next step in flight during a step's
+//             multiply-adds: gemm_loop.glsl), TNV, TMV and XQV (TN,
 //             TM and XQ4 as plain numbers, for #if)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),
@@ -137,8 +140,9 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
 // whole array in memory (NVIDIA's did with the step's loop over columns:
 // `TEMP lmem0[256]` in its program binary, a load and a store per four
 // multiply-adds). GEMM_EACH_<X><L>(F, a) expands to F(0u, a) F(1u, a) ..
-// over X: I the invocation's rows (TN: 4 or 8), J its columns (TM: 4 or
-// 8), G its groups of four columns (TM / 4); L, the level: a level-1
+// over X: I the invocation's rows (TN: 4 or 8), J its columns (TM: 2, 4
+// or 8), G its groups of four columns (TM / 4, one of TM 2); L, the
+// level: a level-1
 // loop's F may use level-2 loops (a macro does not expand inside its own
 // expansion); S the x slots an invocation stages (XQ4: 1 to 8).
 #define GEMM_L1_4(F, a) F(0u, a) F(1u, a) F(2u, a) F(3u, a)
@@ -167,9 +171,13 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
 #define GEMM_EACH_J1 GEMM_L1_8
 #define GEMM_EACH_J2 GEMM_L2_8
 #define GEMM_EACH_G2 GEMM_L2_2
-#else
+#elif TMV == 4
 #define GEMM_EACH_J1 GEMM_L1_4
 #define GEMM_EACH_J2 GEMM_L2_4
+#define GEMM_EACH_G2 GEMM_L2_1
+#else
+#define GEMM_EACH_J1(F, a) F(0u, a) F(1u, a)
+#define GEMM_EACH_J2 GEMM_L2_2
 #define GEMM_EACH_G2 GEMM_L2_1
 #endif
 
@@ -197,6 +205,34 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
         vec4 x = gs[xb + RSTR * NY * j];                                       \
         GEMM_EACH_I2(GEMM_KQ_FMA, j)                                           \
     }
+#if TMV == 2
+// Two columns: their x held, the rows' weights taken one at a time (two
+// vec4 and one live, not four and one: Mali's and V3D's register files
+// hold an invocation's whole step).
+#define GEMM_KQ_XH(j, a) x[j] = gs[xb + RSTR * NY * j];
+#define GEMM_KQ_FMA2(j, i)                                                     \
+    {                                                                          \
+        float s = acc[i * TM + j];                                             \
+        s += w.x * x[j].x;                                                     \
+        s += w.y * x[j].y;                                                     \
+        s += w.z * x[j].z;                                                     \
+        s += w.w * x[j].w;                                                     \
+        acc[i * TM + j] = s;                                                   \
+    }
+#define GEMM_KQ_WR(i, a)                                                       \
+    {                                                                          \
+        vec4 w = WS(wb + RSTR * NX * i);                                       \
+        GEMM_EACH_J2(GEMM_KQ_FMA2, i)                                          \
+    }
+#define GEMM_KQ(q)                                                             \
+    {                                                                          \
+        uint kq = (q);                                                         \
+        uint wb = SWZ(tx, kq), xb = RSTR * BN + SWZ(ty, kq);                   \
+        vec4 x[TM];                                                            \
+        GEMM_EACH_J1(GEMM_KQ_XH, 0u)                                           \
+        GEMM_EACH_I1(GEMM_KQ_WR, 0u)                                           \
+    }
+#else
 #define GEMM_KQ(q)                                                             \
     {                                                                          \
         uint kq = (q);                                                         \
@@ -205,11 +241,13 @@ void gemm_loop_3(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1
         GEMM_EACH_I1(GEMM_KQ_W, 0u)                                            \
         GEMM_EACH_J1(GEMM_KQ_X, 0u)                                            \
     }
+#endif
 
 // The results leave through shared memory in GEMM_ROUNDS rounds (1, 2 or
 // 4), round r the rows of a contiguous block of BNR / GEMM_ROUNDS: the
 // invocation's rows tx + NX*i of RI consecutive i, staged as vec4 of its
-// four columns ty + NY*(4g .. 4g+3), then stored by consecutive invocations
+// four columns ty + NY*(4g .. 4g+3) (TM 2: its two, then zeros), then
+// stored by consecutive invocations
 // at consecutive rows (one copy of the epilogue's code, coalesced stores).
 // Row i's round is i % TNR / RI, its staged row (i / TNR) * RI + i % RI.
 #define RI (TNR / GEMM_ROUNDS)
@@ -223,11 +261,17 @@ void gemm_out(uint r, uint tx, uint ty, uint sel, uint nl0, uint cnt, uint nbase
     uint lid = gl_LocalInvocationIndex;
     memoryBarrierShared();
     barrier(); // shared memory is free again
+#if TMV == 2
+#define GEMM_OUT_V(g, i) vec4(acc[i * TM], acc[i * TM + 1u], 0.0, 0.0)
+#else
+#define GEMM_OUT_V(g, i)                                                       \
+    vec4(acc[i * TM + 4u * g], acc[i * TM + 4u * g + 1u],                      \
+         acc[i * TM + 4u * g + 2u], acc[i * TM + 4u * g + 3u])
+#endif
 #define GEMM_OUT_G(g, i)                                                       \
     if (i % TNR / RI == r) {                                                   \
         gs[((g * RS + (i / TNR) * RI + i % RI) * NY + ty) * NX + tx] =         \
-            vec4(acc[i * TM + 4u * g], acc[i * TM + 4u * g + 1u],              \
-                 acc[i * TM + 4u * g + 2u], acc[i * TM + 4u * g + 3u]);        \
+            GEMM_OUT_V(g, i);                                                  \
     }
 #define GEMM_OUT_ROW(i, a) GEMM_EACH_G2(GEMM_OUT_G, i)
     GEMM_EACH_I1(GEMM_OUT_ROW, 0u)

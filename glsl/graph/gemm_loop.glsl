@@ -261,6 +261,28 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
 #ifdef GEMM_LATE
     uvec4 rw[4];
     uvec4 at;
+#endif
+#ifdef GEMM_NO_PREFETCH
+    // each step loads, stages and multiplies in turn: nothing of the next
+    // step is live during the multiply-adds (registers for the small
+    // GPUs, whose compilers otherwise spill; docs/devices.md)
+    for (uint u = u0; u < u1; u++) {
+#ifdef GEMM_LATE
+        GEMM_WLOAD(u)
+        GEMM_WFINISH(u)
+#else
+        GEMM_WROW(u)
+#endif
+        GEMM_FETCH_X(GEMM_UX(u), true, m0, b2, b3, px, sq);
+        memoryBarrierShared();
+        barrier(); // every invocation is done with the last step
+        GEMM_STAGE(pw, px);
+        memoryBarrierShared();
+        barrier();
+        GEMM_STEP(tx, ty, acc);
+    }
+#else
+#ifdef GEMM_LATE
     GEMM_WLOAD(u0)
     GEMM_WFINISH(u0)
 #else
@@ -287,4 +309,5 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
         GEMM_STEP(tx, ty, acc);
 #endif
     }
+#endif
 }

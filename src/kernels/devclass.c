@@ -60,11 +60,19 @@ static const kernels_class large_gpu = {
  * left). What is left: Mali runs every GEMV at 1 thread (more than 32
  * registers), the gate/up of the block types with offsets or K-quant
  * scales spills 5:38-9:48 on G610, and V3D's GEMVs with a folded norm
- * 4:4-24:19. GEMM: the 64 x 32 tile of 4 x 4 an invocation (a618: no
- * spills, against 22:15-46:39 for 128 x 64 of 8 x 4; G610: the q/k/v
- * GEMM 61:407 in 29 s against 277:3430 in 924 s), the step as a loop (37%
- * less code, the same registers). A macro: V3D's row is the same but for
- * its fusions. */
+ * 4:4-24:19. GEMM: the 64 x 16 tile of 4 x 2 an invocation, nothing of
+ * the next step in flight during a step (no_prefetch), the step as a loop
+ * (docs/devices.md, *GEMM register tiles*: llama Q4_0's prefill GEMMs,
+ * spills:fills q/k/v, down, gate/up; the 64 x 32 of 4 x 4 with the next
+ * step in flight before): G610 79:482, 37:196, 40:215 -> 0:0 each; G52
+ * 85:500, 39:202, 40:222 -> 0:0; V3D 4.2 131:146, 131:146, 164:150 ->
+ * 0:0, 0:0, 16:22 (its gate/up pair: see v3d); a618 and a740 0:0 before
+ * and after, 4-26% fewer instructions, a618's gate/up at 4 waves (was 2).
+ * Q8_0, F16 and Q4_K_M alike (0:0 everywhere but G610's GEMMs of a Q6_K
+ * weight, 4:43 and 1:9, were 111:578 and 47:232). 4 x 2 in flight still
+ * spilled (G610 10:61, V3D 4.2 55:61), and so did 4 x 4 without the
+ * prefetch (G610 2:29, V3D 4.2 11:19-32:31). A macro: V3D's row is the
+ * same but for its fusions. */
 #define SMALL_GPU_ROWS                                                                             \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
@@ -76,17 +84,29 @@ static const kernels_class large_gpu = {
              .cols = 2,                                                                            \
              .groups = 256,                                                                        \
              .half = true},                                                                        \
-    .gemm = {.bn = 64, .bm = 32, .tn = 4, .tm = 4, .slots = 16, .loop = true, .pad = true},        \
+    .gemm = {.bn = 64,                                                                             \
+             .bm = 16,                                                                             \
+             .tn = 4,                                                                              \
+             .tm = 2,                                                                              \
+             .slots = 16,                                                                          \
+             .loop = true,                                                                         \
+             .pad = true,                                                                          \
+             .no_prefetch = true},                                                                 \
     .attn = {.wg = 128, .target = 64, .pf_wg = 128, .pf_target = 64, .decode_max_q = 1}
 
 static const kernels_class small_gpu = {SMALL_GPU_ROWS};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
- * one grouped kernel: V3D's compiler spills every GEMM at 2 threads, and
- * links the grouped one (three copies of the K loop) in 120-130 s under
- * qemu against 20 s for each of its parts (issue 26's 60 s; V3D 7.1,
- * llama Q4_0, docs/devices.md). Decode keeps its grouped GEMV. */
-static const kernels_class v3d = {SMALL_GPU_ROWS, .fuse_skip = KERNELS_FUSE_SKIP_GROUP};
+ * one grouped kernel: V3D's compiler links the grouped one (three copies
+ * of the K loop) in 120-130 s under qemu against 20 s for each of its
+ * parts (issue 26's 60 s; V3D 7.1, llama Q4_0, docs/devices.md). And
+ * prefill's gate and up in two GEMMs, not the pair: with the 4 x 2 tile
+ * the pair is the one GEMM left spilling at 2 threads (both weights'
+ * decode in one loop; V3D 4.2 16:22, 7.1 24:27; apart, each 0:0, so
+ * every prefill GEMM of llama Q4_0, Q8_0, F16 and Q4_K_M is 0:0 on both,
+ * was 123:139-191:190). Decode keeps its grouped and paired GEMVs. */
+static const kernels_class v3d = {SMALL_GPU_ROWS,
+                                  .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs
  * ran 2.5x faster than with 8 rows of teams of 16), four rows a team (the

@@ -14,11 +14,12 @@
  * elements of x (eight invocations reading a column's 32, coalesced), read
  * back as vec4 (rows padded, or swizzled where shared memory is short: no
  * bank conflicts either way), and the next step's loads are
- * in flight while a step is multiplied (gemm.glsl says how); the
+ * in flight while a step is multiplied (gemm.glsl says how; not where the
+ * class says registers are too few: no_prefetch); the
  * accumulators are only indexed by constants (loops written out by the
  * preprocessor), so they stay in registers. The shape comes from the
  * device class where it names one (devclass.c: llvmpipe's 64 × 64 of 8 × 8,
- * the small GPUs' 64 × 32 of 4 × 4), else from the caps (gemm_config):
+ * the small GPUs' 64 × 16 of 4 × 2), else from the caps (gemm_config):
  * 128 × 128 tiles of 8 × 8 per invocation where 256 invocations and 32 KiB
  * of shared memory exist, 128 × 64 of 8 × 4 when the matmul has at most 64
  * columns (the variant's bit 18) or is a grouped q/k/v (see gemm_config),
@@ -53,7 +54,9 @@
  * half: plain weights read by half units where two invocations stage a
  * row; late: the next step's weights loaded before a step's multiply-adds
  * and decoded after them (gemm_loop.glsl's late decode), where the loader
- * splits its units. */
+ * splits its units; pre: the next step's loads in flight during a step's
+ * multiply-adds (0: a step loads, stages and multiplies in turn, nothing
+ * of the next step live during the arithmetic). */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
@@ -61,6 +64,7 @@ typedef struct gemm_cfg {
     int pad;
     int half;
     int late;
+    int pre;
 } gemm_cfg;
 
 #define GEMM_SPLIT_UNITS 8 /* units of 32 k each part of a split K takes at least */
@@ -69,25 +73,31 @@ typedef struct gemm_cfg {
 
 /* The rounds (1, 2 or 4) in which gemm.glsl's results leave through its
  * shared memory (8·(bn + bm) vec4: an invocation's rows of a round, four
- * columns a vec4); 0: none fits. */
+ * columns a vec4, or two of tm = 2 in one); 0: none fits. */
 static int out_rounds(const gemm_cfg *c, bool dual)
 {
     int wg = (c->bn / c->tn) * (c->bm / c->tm), tnr = dual ? c->tn / 2 : c->tn;
     for (int r = 1; r <= 4; r *= 2)
-        if (tnr % r == 0 && c->tm / 4 * (tnr / r) * (dual ? 2 : 1) * wg <= 8 * (c->bn + c->bm))
+        if (tnr % r == 0 &&
+            (c->tm + 3) / 4 * (tnr / r) * (dual ? 2 : 1) * wg <= 8 * (c->bn + c->bm))
             return r;
     return 0;
 }
 
 /* Does c fit the device and gemm.glsl (an invocation stages half or all of
- * a weight row's unit, an eighth to all of a column's; 4 or 8 rows and
- * columns, its accumulator loops written out, 8·k invocations along each
- * side, its shared-memory swizzle the same for all its rows and columns;
- * its columns leave as vec4)? */
+ * a weight row's unit, an eighth to all of a column's; 4 or 8 rows, 2, 4
+ * or 8 columns, its accumulator loops written out, 8·k invocations along
+ * each side, its shared-memory swizzle the same for all its rows and
+ * columns; its columns leave as vec4)? Two rows cannot fit: 8·k
+ * invocations a column side make 4·k of them stage a weight row, so the
+ * small register tile is 4 rows by 2 columns (64 × 16 of 4 × 2: 128
+ * invocations, two a row, one vec4 of x each, as the 64 × 32 of 4 × 4
+ * stage theirs). */
 static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
 {
-    if (c->bn < 1 || c->bm < 1 || (c->tn != 4 && c->tn != 8) || (c->tm != 4 && c->tm != 8) ||
-        c->bn % (8 * c->tn) || c->bm % (8 * c->tm) || c->bn > 1024 || c->bm > 1024)
+    if (c->bn < 1 || c->bm < 1 || (c->tn != 4 && c->tn != 8) ||
+        (c->tm != 2 && c->tm != 4 && c->tm != 8) || c->bn % (8 * c->tn) || c->bm % (8 * c->tm) ||
+        c->bn > 1024 || c->bm > 1024)
         return false;
     int wg = (c->bn / c->tn) * (c->bm / c->tm);
     return wg <= caps->max_compute_invocations && wg <= caps->max_workgroup_size[0] &&
@@ -96,15 +106,15 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
            (c->pad ? 144 : 128) * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,pad=1,half=1,late=1": a
- * tuning aid overriding the fields it names (read on every generation, like
- * GLESC_GEMV). */
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,pad=1,half=1,late=1,pre=1":
+ * a tuning aid overriding the fields it names (read on every generation,
+ * like GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
-    static const char *const keys[] = {"bn",   "bm",  "tn",   "tm",  "slots",
-                                       "loop", "pad", "half", "late"};
-    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop, c->pad, c->half, c->late};
-    kernels_env_ints("GLESC_GEMM", keys, v, 9, INT_MIN);
+    static const char *const keys[] = {"bn",   "bm",  "tn",   "tm",   "slots",
+                                       "loop", "pad", "half", "late", "pre"};
+    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop, c->pad, c->half, c->late, c->pre};
+    kernels_env_ints("GLESC_GEMM", keys, v, 10, INT_MIN);
     c->bn = v[0];
     c->bm = v[1];
     c->tn = v[2];
@@ -114,6 +124,7 @@ static void gemm_env(gemm_cfg *c)
     c->pad = v[6] != 0;
     c->half = v[7] != 0;
     c->late = v[8] != 0;
+    c->pre = v[9] != 0;
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
@@ -160,6 +171,9 @@ static glesc_status gemm_config(kb *b, bool few, bool narrow, bool dual, gemm_cf
     /* the late decode everywhere (H200: q4_k 4096 x 4096 x 512 48.0% ->
      * 51.5% of the FMA peak; llvmpipe's loops: the demo's pp64 the same) */
     c.late = 1;
+    /* the next step's loads in flight during a step's arithmetic, but
+     * where the class says its registers are too few for them */
+    c.pre = !kc->gemm.no_prefetch;
     /* padded rows where the class says and they fit (not in the portable
      * 16 KiB: the swizzle there): on the H200 padding is a little faster
      * for every type; on llvmpipe the swizzle is. */
@@ -461,6 +475,8 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_KQ_LOOP", "1");
         if (c.pad)
             emit_kernel_define(b->k, "GEMM_PAD", "1");
+        if (!c.pre)
+            emit_kernel_define(b->k, "GEMM_NO_PREFETCH", "1");
         emit_kernel_define(b->k, "TNV", "%d", c.tn);
         emit_kernel_define(b->k, "TMV", "%d", c.tm);
         emit_kernel_define(b->k, "XQV", "%d", 8 / (nx * ny / c.bm));
@@ -468,10 +484,10 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
         emit_kernel_shared(b->k, "vec4", "gs", (c.pad ? 9 : 8) * (c.bn + c.bm));
         emit_kernel_comment(b->k,
                             "GEMM (glsl/graph/gemm.glsl): tiles of %d weight rows%s by %d "
-                            "columns, %d x %d per invocation, K one 32-element unit a step, "
+                            "columns, %d x %d per invocation, K one 32-element unit a step%s, "
                             "split where tiles are few, steps and x fetch %s",
                             c.bn, dual ? " (both of the pair)" : "", c.bm, c.tn, c.tm,
-                            c.loop ? "as loops" : "written out");
+                            c.pre ? "" : " (no prefetch)", c.loop ? "as loops" : "written out");
         if (mc->n_sib)
             emit_kernel_comment(b->k,
                                 "grouped: %d matmuls of one activation, blocks of rows pick "

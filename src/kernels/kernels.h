@@ -496,6 +496,8 @@ typedef struct kernels_class {
         bool loop;          /* a step's multiply-adds as a loop, not written out */
         bool loop_narrow;   /* the same for the narrow GEMM only (short prompts) */
         bool pad;           /* padded staged rows where they fit (else swizzled) */
+        bool no_prefetch;   /* a step's loads after the last step's multiply-adds, not
+                               in flight during them (fewer registers) */
     } gemm;
     struct {
         int wg, target;       /* decode: invocations, workgroups its split aims at */
