@@ -269,13 +269,14 @@ GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype dt, int ndi
 
 static glesc_status storage_alloc(glesc_tensor *o, gl_usage usage, bool allow_chunks, bool backed);
 
-static glesc_tensor *weight_new(glesc_context *ctx, const char *fn, glesc_dtype dt, int ndim,
-                                const int64_t *shape, bool backed)
+/* glesc_weight_new, its buffers backed or not (gl_pool_acquire_unbacked). */
+static glesc_tensor *weight_new(glesc_context *ctx, glesc_dtype dt, int ndim, const int64_t *shape,
+                                bool backed)
 {
     if (!ctx)
         return NULL;
-    if (check_shape(&ctx->err, fn, dt, ndim, shape, true) != GLESC_OK ||
-        gl_context_bind(ctx, fn) != GLESC_OK)
+    if (check_shape(&ctx->err, "glesc_weight_new", dt, ndim, shape, true) != GLESC_OK ||
+        gl_context_bind(ctx, "glesc_weight_new") != GLESC_OK)
         return NULL;
     glesc_tensor *t = tensor_alloc(ctx);
     if (!t)
@@ -289,7 +290,7 @@ static glesc_tensor *weight_new(glesc_context *ctx, const char *fn, glesc_dtype 
      * from the host first is written once. */
     t->zeros_due = true;
     if (st != GLESC_OK) {
-        core_err_prefix(&ctx->err, "%s", fn);
+        core_err_prefix(&ctx->err, "glesc_weight_new");
         graph_storage_free(t);
         core_free(t);
         return NULL;
@@ -302,13 +303,13 @@ static glesc_tensor *weight_new(glesc_context *ctx, const char *fn, glesc_dtype 
 GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int ndim,
                                          const int64_t *shape)
 {
-    return weight_new(ctx, "glesc_weight_new", dt, ndim, shape, true);
+    return weight_new(ctx, dt, ndim, shape, true);
 }
 
 glesc_tensor *graph_weight_new_unbacked(glesc_context *ctx, glesc_dtype dt, int ndim,
                                         const int64_t *shape)
 {
-    return weight_new(ctx, "glesc_weight_new", dt, ndim, shape, false);
+    return weight_new(ctx, dt, ndim, shape, false);
 }
 
 GLESC_API uint64_t glesc_weight_gpu_bytes(const glesc_context *ctx, glesc_dtype dt, int ndim,

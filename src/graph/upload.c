@@ -16,10 +16,10 @@
  * memory first, so the driver's allocation, which llvmpipe spends
  * zero-filling, overlaps the workers filling the buffers before), copies
  * or uploads filled slots, unmaps finished buffers, and reports the
- * tensors done in order. Workers never run more
- * than a window of bytes ahead of the first piece not yet on its way to the
- * GPU, which bounds the buffers mapped (or the host memory) in flight; the
- * next tensors' reading and repacking overlaps the current one's upload.
+ * tensors done in order. Workers never run more than a window of bytes
+ * ahead of the first piece not yet on its way to the GPU, which bounds the
+ * buffers mapped (or the host memory) in flight; the next tensors' reading
+ * and repacking overlaps the current one's upload.
  *
  * Without workers (small writes, or a machine with one core) the calling
  * thread does the pieces itself, in the same loop.
