@@ -3,7 +3,7 @@
  * are reused by (class, usage), persistent buffers take their exact size and
  * are never cached, LRU trimming to the budget, the storage-block limit is
  * refused with a clear message, statistics and the memory accounts
- * (glesc_context_memory) add up.
+ * (glesc_context_memory) add up, unbacked buffers get their store later.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -58,6 +58,39 @@ Test(pool, reuse_by_class_and_usage)
     cr_assert_eq(s.pool_cached_buffers, 1, "a persistent buffer is deleted on release");
     cr_assert_eq(s.pool_cached_bytes, gl_pool_size_class(5000));
     cr_assert_geq(s.pool_peak_bytes, s.pool_cached_bytes);
+    glesc_context_destroy(ctx);
+}
+
+/* An unbacked persistent buffer is counted as held at once, gets its data
+ * store at gl_buffer_back (a second call does nothing) and works then; one
+ * released before it was backed goes without a trace. */
+Test(pool, unbacked_buffers)
+{
+    glesc_context *ctx = test_context(NULL);
+    glesc_memory_stats m0, m;
+    glesc_context_memory(ctx, &m0);
+    gl_buffer *a, *b;
+    cr_assert_eq(gl_pool_acquire_unbacked(ctx, 4096, &a), GLESC_OK);
+    cr_assert_eq(gl_pool_acquire_unbacked(ctx, 1 << 20, &b), GLESC_OK);
+    cr_assert(a->unbacked && b->unbacked);
+    cr_assert_eq(a->size, 4096);
+    glesc_context_memory(ctx, &m);
+    cr_expect_eq(m.persistent_bytes - m0.persistent_bytes, 4096 + (1 << 20));
+    cr_assert_eq(gl_buffer_back(ctx, a), GLESC_OK);
+    cr_assert_not(a->unbacked);
+    cr_assert_eq(gl_buffer_back(ctx, a), GLESC_OK);
+    uint32_t in[1024], out[1024];
+    for (int i = 0; i < 1024; i++)
+        in[i] = 0x9e3779b9u * (uint32_t)i;
+    cr_assert_eq(gl_buffer_upload(ctx, a, 0, in, sizeof in), GLESC_OK);
+    cr_assert_eq(gl_buffer_download(ctx, a, 0, out, sizeof out), GLESC_OK);
+    cr_assert_arr_eq(in, out, sizeof in);
+    gl_pool_release(ctx, b);
+    gl_pool_release(ctx, a);
+    glesc_context_memory(ctx, &m);
+    cr_expect_eq(m.persistent_bytes, m0.persistent_bytes);
+    cr_expect_eq(m.cached_bytes, m0.cached_bytes, "persistent buffers are never cached");
+    cr_assert_eq(glGetError(), GL_NO_ERROR);
     glesc_context_destroy(ctx);
 }
 

@@ -259,7 +259,8 @@ typedef struct gl_buffer {
     uint64_t size;      /* the size class: bytes allocated */
     uint64_t requested; /* bytes asked for by the current holder */
     gl_usage usage;
-    bool defined; /* contents written since acquire */
+    bool defined;  /* contents written since acquire */
+    bool unbacked; /* no data store yet (gl_pool_acquire_unbacked) */
     /* barrier tracking: epochs of the last shader write / read (exec.c) */
     uint64_t write_ssbo_epoch, write_update_epoch, read_ssbo_epoch;
     /* the last dispatch that bound it (ctx->dispatches then): a host write
@@ -276,6 +277,17 @@ void gl_pool_destroy(glesc_context *ctx);
 /* A buffer of at least size bytes for usage. Refuses sizes above the
  * storage-block limit (GLESC_ERROR_LIMIT, message names both sizes). */
 glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, gl_buffer **out);
+/* A persistent buffer (GL_USAGE_WEIGHTS) of exactly size bytes, counted as
+ * held, whose data store comes later, at gl_buffer_back: nothing else may
+ * use it before (releasing it is fine). For a writer that allocates each
+ * buffer just ahead of the threads that fill it, where the driver's
+ * allocation is costly work of its own (llvmpipe zero-fills a new buffer
+ * on the calling thread), so that it overlaps the filling of the buffers
+ * before instead of all coming first. */
+glesc_status gl_pool_acquire_unbacked(glesc_context *ctx, uint64_t size, gl_buffer **out);
+/* Gives an unbacked buffer its data store (contents undefined); nothing
+ * for one that has it. On failure the buffer stays unbacked. */
+glesc_status gl_buffer_back(glesc_context *ctx, gl_buffer *buf);
 /* Returns buf to the cache (NULL is a no-op); trims to the budget. */
 void gl_pool_release(glesc_context *ctx, gl_buffer *buf);
 /* Deletes cached buffers until at most budget bytes stay cached. */

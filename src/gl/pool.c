@@ -106,7 +106,29 @@ void gl_pool_destroy(glesc_context *ctx)
     ctx->pool = NULL;
 }
 
-glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, gl_buffer **out)
+/* Gives b its data store: b->size bytes for b->usage. */
+static glesc_status back(glesc_context *ctx, gl_buffer *b)
+{
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, b->id);
+    glBufferData(GL_SHADER_STORAGE_BUFFER, (GLsizeiptr)b->size, NULL, usage_hint[b->usage]);
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
+    glesc_status st = gl_check(ctx, "glBufferData");
+    if (st != GLESC_OK) {
+        core_err_prefix(&ctx->err, "allocating a storage buffer of %llu bytes",
+                        (unsigned long long)b->size);
+        return st;
+    }
+    b->unbacked = false;
+    return GLESC_OK;
+}
+
+glesc_status gl_buffer_back(glesc_context *ctx, gl_buffer *b)
+{
+    return b->unbacked ? back(ctx, b) : GLESC_OK;
+}
+
+static glesc_status acquire(glesc_context *ctx, uint64_t size, gl_usage usage, bool backed,
+                            gl_buffer **out)
 {
     gl_pool *p = ctx->pool;
     *out = NULL;
@@ -146,19 +168,15 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
     if (!b)
         return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "buffer record");
     glGenBuffers(1, &b->id);
-    glBindBuffer(GL_SHADER_STORAGE_BUFFER, b->id);
-    glBufferData(GL_SHADER_STORAGE_BUFFER, (GLsizeiptr)cls, NULL, usage_hint[usage]);
-    glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
-    glesc_status st = gl_check(ctx, "glBufferData");
-    if (st != GLESC_OK) {
-        core_err_prefix(&ctx->err, "allocating a storage buffer of %llu bytes",
-                        (unsigned long long)cls);
-        delete_buffer(ctx, b);
-        return st;
-    }
     b->size = cls;
     b->requested = size;
     b->usage = usage;
+    b->unbacked = true;
+    glesc_status st = backed ? back(ctx, b) : GLESC_OK;
+    if (st != GLESC_OK) {
+        delete_buffer(ctx, b);
+        return st;
+    }
     list_push(&p->live, b);
     p->live_bytes += cls;
     p->live_n++;
@@ -172,6 +190,16 @@ glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, 
     }
     *out = b;
     return GLESC_OK;
+}
+
+glesc_status gl_pool_acquire(glesc_context *ctx, uint64_t size, gl_usage usage, gl_buffer **out)
+{
+    return acquire(ctx, size, usage, true, out);
+}
+
+glesc_status gl_pool_acquire_unbacked(glesc_context *ctx, uint64_t size, gl_buffer **out)
+{
+    return acquire(ctx, size, GL_USAGE_WEIGHTS, false, out);
 }
 
 void gl_pool_trim(glesc_context *ctx, uint64_t budget)

@@ -140,8 +140,16 @@ glesc_status graph_storage_write(glesc_tensor *owner, uint64_t offset, const voi
 /* A persistent tensor's memory was filled from the host (upload.c): its
  * contents are defined, no zeros are due. */
 void graph_tensor_filled(glesc_tensor *t);
+/* glesc_weight_new whose buffers get their data store only as
+ * graph_weights_write fills them (gl_pool_acquire_unbacked): for a loader
+ * that writes every such tensor with graph_weights_write before anything
+ * else uses it (freeing it is fine), so that the driver's allocation of
+ * one buffer overlaps the filling of the one before. */
+glesc_tensor *graph_weight_new_unbacked(glesc_context *ctx, glesc_dtype dt, int ndim,
+                                        const int64_t *shape);
 /* glesc_weights_write with the context bound and the message reset: the
- * persistent tensors of src filled on all cores (upload.c). */
+ * persistent tensors of src filled on all cores (upload.c); tensors of
+ * graph_weight_new_unbacked get their buffers' data stores on the way. */
 glesc_status graph_weights_write(glesc_context *ctx, const glesc_weight_source *src, int n,
                                  glesc_weights_done_fn done, void *user);
 /* The tensor's elements as floats in contiguous order (n = nelements). */

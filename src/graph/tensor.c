@@ -267,8 +267,11 @@ GLESC_API glesc_tensor *glesc_tensor_new(glesc_graph *g, glesc_dtype dt, int ndi
     return t;
 }
 
-GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int ndim,
-                                         const int64_t *shape)
+static glesc_status storage_alloc(glesc_tensor *o, gl_usage usage, bool allow_chunks, bool backed);
+
+/* glesc_weight_new, its buffers backed or not (gl_pool_acquire_unbacked). */
+static glesc_tensor *weight_new(glesc_context *ctx, glesc_dtype dt, int ndim, const int64_t *shape,
+                                bool backed)
 {
     if (!ctx)
         return NULL;
@@ -281,7 +284,7 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int
     set_shape(t, dt, ndim, shape);
     t->persistent = true;
     t->refs = 1;
-    glesc_status st = graph_storage_alloc(t, GL_USAGE_WEIGHTS, true);
+    glesc_status st = storage_alloc(t, GL_USAGE_WEIGHTS, true, backed);
     /* Zeros, so a cache read before it is written reads defined values; but
      * only once something reads it (graph_hold, a read): a weight written
      * from the host first is written once. */
@@ -295,6 +298,18 @@ GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int
     t->written = true;
     t->live = true;
     return t;
+}
+
+GLESC_API glesc_tensor *glesc_weight_new(glesc_context *ctx, glesc_dtype dt, int ndim,
+                                         const int64_t *shape)
+{
+    return weight_new(ctx, dt, ndim, shape, true);
+}
+
+glesc_tensor *graph_weight_new_unbacked(glesc_context *ctx, glesc_dtype dt, int ndim,
+                                        const int64_t *shape)
+{
+    return weight_new(ctx, dt, ndim, shape, false);
 }
 
 GLESC_API uint64_t glesc_weight_gpu_bytes(const glesc_context *ctx, glesc_dtype dt, int ndim,
@@ -348,6 +363,11 @@ GLESC_API void glesc_weight_free(glesc_tensor *t)
 
 glesc_status graph_storage_alloc(glesc_tensor *o, gl_usage usage, bool allow_chunks)
 {
+    return storage_alloc(o, usage, allow_chunks, true);
+}
+
+static glesc_status storage_alloc(glesc_tensor *o, gl_usage usage, bool allow_chunks, bool backed)
+{
     glesc_context *ctx = o->ctx;
     graph_storage *s = &o->st;
     uint64_t bytes = graph_nbytes(o);
@@ -390,7 +410,8 @@ glesc_status graph_storage_alloc(glesc_tensor *o, gl_usage usage, bool allow_chu
             int64_t r = CORE_MIN(chunk_rows, rows - (int64_t)c * chunk_rows);
             sz = (uint64_t)r * row_bytes;
         }
-        glesc_status st = gl_pool_acquire(ctx, sz, usage, &s->chunks[c]);
+        glesc_status st = backed ? gl_pool_acquire(ctx, sz, usage, &s->chunks[c])
+                                 : gl_pool_acquire_unbacked(ctx, sz, &s->chunks[c]);
         if (st != GLESC_OK) {
             graph_storage_free(o);
             return st;

@@ -12,11 +12,14 @@
  * persistently mapped staging buffer that the GPU then copies (staging); a
  * slot of host memory given to glBufferSubData (subdata). GL calls happen
  * only on the calling thread, which has the context: it maps the buffers
- * ahead of the workers, copies or uploads filled slots, unmaps finished
- * buffers, and reports the tensors done in order. Workers never run more
- * than a window of bytes ahead of the first piece not yet on its way to the
- * GPU, which bounds the buffers mapped (or the host memory) in flight; the
- * next tensors' reading and repacking overlaps the current one's upload.
+ * ahead of the workers (giving those of graph_weight_new_unbacked their
+ * memory first, so the driver's allocation, which llvmpipe spends
+ * zero-filling, overlaps the workers filling the buffers before), copies
+ * or uploads filled slots, unmaps finished buffers, and reports the
+ * tensors done in order. Workers never run more than a window of bytes
+ * ahead of the first piece not yet on its way to the GPU, which bounds the
+ * buffers mapped (or the host memory) in flight; the next tensors' reading
+ * and repacking overlaps the current one's upload.
  *
  * Without workers (small writes, or a machine with one core) the calling
  * thread does the pieces itself, in the same loop.
@@ -87,8 +90,9 @@ typedef struct up {
     bool stop;
     glesc_status st;
     char msg[512];
-    /* ns: workers reading, repacking; the GL thread in GL calls */
-    uint64_t ns_read, ns_pack, ns_gl;
+    /* ns: workers reading, repacking; the GL thread giving buffers their
+     * data stores (gl_buffer_back), in other GL calls */
+    uint64_t ns_read, ns_pack, ns_back, ns_gl;
 } up;
 
 /* Records the first failure and stops everyone. Under the lock. */
@@ -390,9 +394,13 @@ static bool gl_round(up *u)
         up_chunk *ch = &u->chunks[u->next_map++];
         pthread_mutex_unlock(&u->mu);
         uint64_t t0 = core_time_ns();
-        void *ptr;
-        glesc_status st = gl_buffer_map_write(ctx, ch->buf, &ptr);
-        u->ns_gl += core_time_ns() - t0;
+        void *ptr = NULL;
+        glesc_status st = gl_buffer_back(ctx, ch->buf);
+        uint64_t t1 = core_time_ns();
+        if (st == GLESC_OK)
+            st = gl_buffer_map_write(ctx, ch->buf, &ptr);
+        u->ns_back += t1 - t0;
+        u->ns_gl += core_time_ns() - t1;
         pthread_mutex_lock(&u->mu);
         if (st != GLESC_OK) {
             char nm[160];
@@ -601,6 +609,15 @@ glesc_status graph_weights_write(glesc_context *ctx, const glesc_weight_source *
     u.window = CORE_MAX((uint64_t)WINDOW_MIN, 4ull * (uint64_t)n_workers * PIECE_BYTES);
     if ((st = setup_slots(&u, n_workers)) != GLESC_OK)
         goto out_free;
+    /* The map path gives each buffer its data store just before it maps it
+     * (gl_round), the others all of them now: a copy into a buffer needs
+     * its store, and their drivers' allocations are cheap. */
+    for (int c = 0; c < u.n_chunks && u.path != GL_UPLOAD_MAP; c++)
+        if ((st = gl_buffer_back(ctx, u.chunks[c].buf)) != GLESC_OK) {
+            char nm[160];
+            core_err_prefix(&ctx->err, "tensor %s", src_name(&u, u.chunks[c].src, nm, sizeof nm));
+            goto out_free;
+        }
     worker *w = core_calloc((size_t)n_workers + 1, sizeof *w);
     char *inline_scratch = u.scratch_bytes ? core_malloc((size_t)u.scratch_bytes) : NULL;
     if (!w || (u.scratch_bytes && !inline_scratch)) {
@@ -678,10 +695,12 @@ glesc_status graph_weights_write(glesc_context *ctx, const glesc_weight_source *
         uint64_t ns = core_time_ns() - t_start;
         core_log(CORE_LOG_INFO,
                  "uploaded %d tensors, %.1f MiB in %.3f s (%.2f GB/s; path %s, %d workers: "
-                 "reading %.3f s, repacking %.3f s; GL calls %.3f s)",
+                 "reading %.3f s, repacking %.3f s; GL calls %.3f s, of which allocating "
+                 "%.3f s)",
                  n, (double)total / (1 << 20), (double)ns * 1e-9,
                  (double)total / (double)(ns ? ns : 1), gl_upload_path_name(u.path), started,
-                 (double)ns_read * 1e-9, (double)ns_pack * 1e-9, (double)u.ns_gl * 1e-9);
+                 (double)ns_read * 1e-9, (double)ns_pack * 1e-9,
+                 (double)(u.ns_gl + u.ns_back) * 1e-9, (double)u.ns_back * 1e-9);
     }
 out_free:
     for (int i = 0; i < u.n_slots; i++)

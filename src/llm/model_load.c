@@ -5,10 +5,14 @@
  *
  * Loading validates everything before the first byte goes to the GPU
  * (model.c: architecture, hyperparameters, every tensor's name and shape),
- * then creates every tensor with glesc_weight_new (matrices in their own
- * type, so a block-quantized type works as soon as the graph layer accepts
- * it, and is refused with the tensor named until then; norm vectors as f32)
- * and fills them all in one glesc_weights_write: worker threads read the
+ * then creates every tensor as glesc_weight_new would (matrices in their
+ * own type, so a block-quantized type works as soon as the graph layer
+ * accepts it, and is refused with the tensor named until then; norm vectors
+ * as f32), but without memory yet (graph_weight_new_unbacked: each buffer
+ * gets it just ahead of the threads that fill it, so a driver that
+ * zero-fills new buffers, as llvmpipe does, does so while the buffers
+ * before are filled, not all before the first byte is read), and fills
+ * them all in one glesc_weights_write: worker threads read the
  * file's bytes with glesc_gguf_tensor_read (pread, not through the mapping:
  * a model file truncated or rewritten while it loads is then an error
  * naming it, not a SIGBUS) and repack them straight into GPU memory, while
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "graph/graph.h"
 #include "llm/runtime.h"
 #include "quant/quant.h"
 
@@ -180,12 +185,12 @@ static glesc_status create_item(loader *ld, load_item *it)
     const glesc_gguf_tensor_info *t = &it->info;
     glesc_tensor *w;
     if (it->vector) {
-        w = glesc_weight_new(m->ctx, GLESC_DTYPE_F32, 1, (int64_t[]){t->ne[0]});
+        w = graph_weight_new_unbacked(m->ctx, GLESC_DTYPE_F32, 1, (int64_t[]){t->ne[0]});
         if (!w)
             return core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "%s: tensor '%s': %s", ld->path,
                                 it->name, glesc_context_errmsg(m->ctx));
     } else {
-        w = glesc_weight_new(m->ctx, t->type, 2, (int64_t[]){t->ne[0], t->ne[1]});
+        w = graph_weight_new_unbacked(m->ctx, t->type, 2, (int64_t[]){t->ne[0], t->ne[1]});
         if (!w) {
             bool plain = t->type == GLESC_DTYPE_F32 || t->type == GLESC_DTYPE_F16 ||
                          t->type == GLESC_DTYPE_BF16;
@@ -216,8 +221,9 @@ static bool item_done(void *user, int i)
     return ld->cancelled;
 }
 
-/* Creates every tensor, then fills them all at once (glesc_weights_write:
- * the file read with pread on all cores, straight into GPU memory). */
+/* Creates every tensor (no memory yet), then fills them all at once
+ * (glesc_weights_write: the buffers allocated on the way, the file read
+ * with pread on all cores, straight into GPU memory). */
 static glesc_status upload_all(loader *ld)
 {
     glesc_model *m = ld->m;
