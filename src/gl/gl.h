@@ -318,6 +318,16 @@ glesc_status gl_program_get(glesc_context *ctx, const char *source, const gl_pro
  * GLESC_NO_PARALLEL_COMPILE=1); a source given twice is compiled once. */
 glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources, int n,
                                   const gl_program **out);
+/* One program's compile (compile.c). gl_compile_link: glCreateShader ..
+ * glLinkProgram (the link may still run where the driver compiles
+ * concurrently); the program, or 0 when an object could not be made
+ * (*failed names the call); touches no glesc state (the compile threads
+ * call it on their helper contexts). gl_compile_start: the same into *prog,
+ * a 0 an error. gl_compile_finish: waits for prog's link; on failure the
+ * error with the logs and the source lines around the first it names. */
+GLuint gl_compile_link(const char *source, const char **failed);
+glesc_status gl_compile_start(glesc_context *ctx, const char *source, GLuint *prog);
+glesc_status gl_compile_finish(glesc_context *ctx, GLuint prog, const char *source);
 /* Whether compiles can run in the background while the GL thread goes on:
  * the driver's GL_KHR_parallel_shader_compile with no compile threads of
  * glesc's (NVIDIA's driver; not llvmpipe, whose threads compile). */

@@ -327,113 +327,6 @@ static void disk_store(glesc_context *ctx, GLuint prog, const char *key, size_t 
     core_free(buf);
 }
 
-/* ---- compiling ---- */
-
-/* The log, then the numbered source lines around the first line it names
- * ("0:12(5)" from Mesa, "0(12)" from NVIDIA), or the whole source if none. */
-static void format_compile_error(sbuf *b, const char *what, const char *log, const char *source)
-{
-    sbuf_appendf(b, "%s failed:\n%s\n", what, log && *log ? log : "(empty info log)");
-    long line = -1;
-    const char *p = log ? strstr(log, "0:") : NULL;
-    if (p)
-        line = strtol(p + 2, NULL, 10);
-    else if (log && (p = strstr(log, "0(")))
-        line = strtol(p + 2, NULL, 10);
-    long lo = line > 0 ? line - 4 : 1, hi = line > 0 ? line + 4 : 1l << 30;
-    long n = 1;
-    sbuf_append(b, "--- source ---\n");
-    for (const char *s = source; *s; n++) {
-        const char *e = strchr(s, '\n');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (n >= lo && n <= hi)
-            sbuf_appendf(b, "%s%4ld | %.*s\n", n == line ? ">" : " ", n, (int)len, s);
-        s += len + (e ? 1 : 0);
-    }
-}
-
-/* glCreateShader .. glLinkProgram (the link may still run where the driver
- * compiles concurrently): the program, or 0 when an object could not be
- * made (*failed names the call). Touches no glesc state: the compile
- * threads call it on their helper contexts. */
-static GLuint compile_link(const char *source, const char **failed)
-{
-    GLuint sh = glCreateShader(GL_COMPUTE_SHADER);
-    if (!sh) {
-        *failed = "glCreateShader(GL_COMPUTE_SHADER)";
-        return 0;
-    }
-    glShaderSource(sh, 1, &source, NULL);
-    glCompileShader(sh);
-    GLuint p = glCreateProgram();
-    if (!p) {
-        glDeleteShader(sh);
-        *failed = "glCreateProgram";
-        return 0;
-    }
-    glAttachShader(p, sh);
-    glProgramParameteri(p, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE);
-    glLinkProgram(p);
-    return p;
-}
-
-/* Starts compiling and linking source into *prog. glCreateShader and
- * glCreateProgram return 0 only when no usable context is current (or it
- * was lost): that is an error here, never a program 0 for a later dispatch. */
-static glesc_status start_compile(glesc_context *ctx, const char *source, GLuint *prog)
-{
-    const char *failed = "";
-    if ((*prog = compile_link(source, &failed)))
-        return GLESC_OK;
-    glesc_status st = gl_check(ctx, failed);
-    return st != GLESC_OK
-               ? st
-               : core_err_set(&ctx->err, GLESC_ERROR_GL,
-                              "%s returned 0 with no GL error: is the context current?", failed);
-}
-
-/* Waits for prog's link; on failure sets the error with the logs. */
-static glesc_status finish_compile(glesc_context *ctx, GLuint prog, const char *source)
-{
-    GLint ok = GL_FALSE;
-    glGetProgramiv(prog, GL_LINK_STATUS, &ok);
-    GLuint sh = 0;
-    GLsizei nsh = 0;
-    glGetAttachedShaders(prog, 1, &nsh, &sh);
-    glesc_status st = GLESC_OK;
-    if (!ok) {
-        GLint cok = GL_TRUE, len = 0;
-        char *log = NULL;
-        if (nsh)
-            glGetShaderiv(sh, GL_COMPILE_STATUS, &cok);
-        if (!cok)
-            glGetShaderiv(sh, GL_INFO_LOG_LENGTH, &len);
-        else
-            glGetProgramiv(prog, GL_INFO_LOG_LENGTH, &len);
-        log = core_malloc((size_t)len + 1);
-        if (log) {
-            log[0] = '\0';
-            if (!cok)
-                glGetShaderInfoLog(sh, len + 1, NULL, log);
-            else
-                glGetProgramInfoLog(prog, len + 1, NULL, log);
-        }
-        sbuf b;
-        sbuf_init(&b);
-        format_compile_error(&b, cok ? "compute program link" : "compute shader compilation", log,
-                             source);
-        st = core_err_set(&ctx->err, GLESC_ERROR_COMPILE, "%s",
-                          sbuf_str(&b) ? sbuf_str(&b) : "shader compilation failed");
-        sbuf_free(&b);
-        core_free(log);
-    }
-    if (nsh) {
-        glDetachShader(prog, sh);
-        glDeleteShader(sh);
-    }
-    return st;
-}
-
 static gl_program *make_program(glesc_context *ctx, GLuint id, core_hash128 key)
 {
     gl_program *p = core_calloc(1, sizeof *p);
@@ -489,7 +382,7 @@ static glesc_status collect(glesc_context *ctx, batch *b, int i, const gl_progra
     GLuint id = b->pending[i];
     b->pending[i] = 0;
     b->in_flight--;
-    glesc_status st = finish_compile(ctx, id, b->sources[i]);
+    glesc_status st = gl_compile_finish(ctx, id, b->sources[i]);
     if (st != GLESC_OK) {
         glDeleteProgram(id);
         return st;
@@ -549,7 +442,7 @@ static glesc_status bg_collect(glesc_context *ctx, int i, const gl_program **out
     bg_compile e = c->bg[i];
     c->bg[i] = c->bg[--c->n_bg];
     *out = NULL;
-    glesc_status st = finish_compile(ctx, e.prog, e.source);
+    glesc_status st = gl_compile_finish(ctx, e.prog, e.source);
     if (st == GLESC_OK) {
         c->compiled++;
         char name[160];
@@ -606,7 +499,7 @@ glesc_status gl_program_start_batch(glesc_context *ctx, const char *const *sourc
         bg_compile e = {.hash = h, .key = key, .key_len = key_len, .started = core_time_ns()};
         e.source = core_strdup(sources[i]);
         glesc_status st =
-            e.source ? start_compile(ctx, sources[i], &e.prog)
+            e.source ? gl_compile_start(ctx, sources[i], &e.prog)
                      : core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "background compiles");
         if (st != GLESC_OK) {
             core_free(e.source);
@@ -686,7 +579,7 @@ static void *compile_worker_main(void *arg)
             break;
         const char *failed = "";
         p->b->started[i] = core_time_ns(); /* read by the GL thread after pool_finished */
-        GLuint prog = compile_link(p->b->sources[i], &failed);
+        GLuint prog = gl_compile_link(p->b->sources[i], &failed);
         if (prog) {
             GLint ok = GL_FALSE; /* waits for the link */
             glGetProgramiv(prog, GL_LINK_STATUS, &ok);
@@ -782,7 +675,7 @@ static glesc_status compile_threaded(glesc_context *ctx, batch *b, int n, const 
             pthread_mutex_unlock(&p.mu);
             if (!b->pending[i]) { /* a worker could not make its objects */
                 b->started[i] = core_time_ns();
-                st = start_compile(ctx, b->sources[i], &b->pending[i]);
+                st = gl_compile_start(ctx, b->sources[i], &b->pending[i]);
             }
             if (st == GLESC_OK)
                 st = collect(ctx, b, i, out);
@@ -792,7 +685,7 @@ static glesc_status compile_threaded(glesc_context *ctx, batch *b, int n, const 
             pthread_mutex_unlock(&p.mu);
             GLuint prog = 0;
             b->started[i] = core_time_ns();
-            st = start_compile(ctx, b->sources[i], &prog);
+            st = gl_compile_start(ctx, b->sources[i], &prog);
             if (st == GLESC_OK)
                 pool_finished(&p, i, prog);
         } else {
@@ -879,7 +772,7 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
         if (!miss[i])
             continue;
         b.started[i] = core_time_ns();
-        if ((st = start_compile(ctx, sources[i], &b.pending[i])) != GLESC_OK)
+        if ((st = gl_compile_start(ctx, sources[i], &b.pending[i])) != GLESC_OK)
             goto done;
         if (++b.in_flight > c->max_in_flight)
             c->max_in_flight = b.in_flight;
