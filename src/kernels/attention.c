@@ -423,11 +423,12 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     c.dv4 = (int)(a->src[2]->ne[0] + 3) / 4;
     c.kp = c.d4 + 1;
     c.kvp = CORE_MAX(c.kp, c.dv4);
-    c.wg = kernels_class_of(ctx)->attn.pf_wg;
-    c.r = ATTN_PF_R;
+    const kernels_class *cls = kernels_class_of(ctx);
+    c.wg = cls->attn.pf_wg;
+    c.r = cls->attn.pf_r > 0 ? cls->attn.pf_r : ATTN_PF_R;
     c.skg = 8;
-    c.bk = ATTN_PF_BK;
-    c.target = kernels_class_of(ctx)->attn.pf_target;
+    c.bk = cls->attn.pf_bk > 0 ? cls->attn.pf_bk : ATTN_PF_BK;
+    c.target = cls->attn.pf_target;
     pf_env(&c);
     c.wg = kernels_pow2_floor(CORE_MAX(
         1, CORE_MIN(c.wg, CORE_MIN(caps->max_compute_invocations, caps->max_workgroup_size[0]))));

@@ -71,8 +71,21 @@ static const kernels_class large_gpu = {
  * Q8_0, F16 and Q4_K_M alike (0:0 everywhere but G610's GEMMs of a Q6_K
  * weight, 4:43 and 1:9, were 111:578 and 47:232). 4 x 2 in flight still
  * spilled (G610 10:61, V3D 4.2 55:61), and so did 4 x 4 without the
- * prefetch (G610 2:29, V3D 4.2 11:19-32:31). A macro: V3D's row is the
- * same but for its fusions. */
+ * prefetch (G610 2:29, V3D 4.2 11:19-32:31). Prefill attention: 16 rows (8
+ * queries of 2 heads) and 32-key tiles a workgroup of 128 (the tiles would
+ * otherwise grow to 64 keys, which 16 rows leave room for in 32 KiB of
+ * shared memory), so an invocation holds 1 x 4 scores and 1 x 2 output
+ * vec4 (with 32 rows, 2 x 4 and 2 x 2: every Mali and V3D spilled). llama
+ * Q4_0's, spills:fills 32 rows -> 16 (docs/devices.md, *Prefill
+ * attention*): G610 10:59 -> 0:0, G52 8:54 -> 0:0, V3D 4.2 33:64 -> 0:0,
+ * 7.1 48:74 -> 0:0, V3D's link 23-25 s -> 4-5 s; a618 and a740 0:0 before
+ * and after, 8% fewer instructions. 32 rows of 16-key tiles (2 x 2 scores)
+ * still spilled on V3D (6:20, 18:49), 16 rows of 64-key tiles (1 x 8) on
+ * Mali and V3D (7:48-36:51). 32 rows of a 256-invocation workgroup compile
+ * to the same invocation (0:0 alike) and share a staged key tile among
+ * twice the rows, but 128 is what every other small-GPU kernel runs (256
+ * with barriers untried on the boards).
+ * A macro: V3D's row is the same but for its fusions. */
 #define SMALL_GPU_ROWS                                                                             \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
@@ -92,7 +105,13 @@ static const kernels_class large_gpu = {
              .loop = true,                                                                         \
              .pad = true,                                                                          \
              .no_prefetch = true},                                                                 \
-    .attn = {.wg = 128, .target = 64, .pf_wg = 128, .pf_target = 64, .decode_max_q = 1}
+    .attn = {.wg = 128,                                                                            \
+             .target = 64,                                                                         \
+             .pf_wg = 128,                                                                         \
+             .pf_target = 64,                                                                      \
+             .pf_r = 16,                                                                           \
+             .pf_bk = 32,                                                                          \
+             .decode_max_q = 1}
 
 static const kernels_class small_gpu = {SMALL_GPU_ROWS};
 

@@ -502,6 +502,9 @@ typedef struct kernels_class {
     struct {
         int wg, target;       /* decode: invocations, workgroups its split aims at */
         int pf_wg, pf_target; /* prefill: the same */
+        int pf_r, pf_bk;      /* prefill: rows (query, head) a workgroup and keys a tile
+                                 at most (0: the largest, attention.c's ATTN_PF_R and
+                                 ATTN_PF_BK; the shared memory may shrink both) */
         int decode_max_q;     /* the decode kernel up to this many queries (0, 1: one) */
     } attn;
     int gemv_max_m; /* GEMV up to this many columns; 0: the device profile measures it */
