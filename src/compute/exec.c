@@ -126,6 +126,7 @@ static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const gr
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "building kernels");
         goto done;
     }
+    uint64_t t0 = core_time_ns();
     for (int k = 0; k < nk && st == GLESC_OK; k++) {
         kernels_kernel gk = compute_plan_kernel(p, ord, k);
         compute_kernel *pk = &p->kernels[k];
@@ -133,10 +134,14 @@ static glesc_status build_programs(glesc_context *ctx, compute_plan *p, const gr
             st = compute_kernel_glsl(ctx, &gk, pk->name, max_bind, opts, &pk->glsl, NULL);
         srcs[k] = pk->glsl;
     }
+    uint64_t t1 = core_time_ns();
     if (st == GLESC_OK && nk > 0 && start_only)
         st = gl_program_start_batch(ctx, srcs, nk);
     else if (st == GLESC_OK && nk > 0)
         st = gl_program_get_batch(ctx, srcs, nk, progs);
+    core_log(CORE_LOG_DEBUG, "compute: %d kernels: their GLSL %.1f ms, their programs %.1f ms%s",
+             nk, (double)(t1 - t0) / 1e6, (double)(core_time_ns() - t1) / 1e6,
+             start_only ? " (started)" : "");
     if (st != GLESC_OK || start_only)
         goto done;
     sbuf all;
