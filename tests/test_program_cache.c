@@ -482,15 +482,13 @@ static void log_compile(void *user, int done, int total, const char *kernel)
     l->n++;
 }
 
-typedef enum batch_mode { MODE_PARALLEL, MODE_SEQUENTIAL, MODE_THREADS, MODE_PROCS } batch_mode;
+typedef enum batch_mode { MODE_PARALLEL, MODE_SEQUENTIAL, MODE_THREADS } batch_mode;
 
 /* One batch in each mode: distinct programs and a duplicate; a compile
  * error in the middle of a batch. MODE_PARALLEL: GL_KHR_parallel_shader_compile's
  * path on the GL thread alone (skipped where the driver lacks it);
  * MODE_SEQUENTIAL: GLESC_NO_PARALLEL_COMPILE=1, one thread; MODE_THREADS:
- * four compile threads (GLESC_COMPILE_THREADS=4) on helper contexts;
- * MODE_PROCS: three compile processes (GLESC_COMPILE_PROCESSES=3), with
- * the GL thread or one compile thread (llvmpipe's warm dispatches). */
+ * four compile threads (GLESC_COMPILE_THREADS=4) on helper contexts. */
 static void batch_in_mode(batch_mode mode)
 {
     bool parallel = mode == MODE_PARALLEL;
@@ -499,17 +497,15 @@ static void batch_in_mode(batch_mode mode)
     else
         unsetenv("GLESC_NO_PARALLEL_COMPILE");
     setenv("GLESC_COMPILE_THREADS", mode == MODE_THREADS ? "4" : "1", 1);
-    setenv("GLESC_COMPILE_PROCESSES", mode == MODE_PROCS ? "3" : "0", 1);
     glesc_context *ctx = test_context(NULL);
     bool has = glesc_context_caps(ctx)->has_parallel_compile;
     unsetenv("GLESC_NO_PARALLEL_COMPILE");
     unsetenv("GLESC_COMPILE_THREADS");
-    unsetenv("GLESC_COMPILE_PROCESSES");
     if (parallel && !has) {
         glesc_context_destroy(ctx);
         cr_skip_test("the driver has no GL_KHR_parallel_shader_compile");
     }
-    if (mode == MODE_PARALLEL || mode == MODE_SEQUENTIAL)
+    if (mode != MODE_THREADS)
         cr_assert_eq(gl_program_cache_parallel(ctx), parallel);
     char *plus = axpy_glsl("+"), *minus = axpy_glsl("-"), *v0 = variant(0), *v1 = variant(1);
     const char *src[5] = {plus, minus, v0, v1, plus};
@@ -528,7 +524,7 @@ static void batch_in_mode(batch_mode mode)
     glesc_context_stats(ctx, &s);
     cr_expect_eq(s.programs_compiled, 4, "the duplicate compiled once");
     cr_expect_eq(s.program_memory_hits, 0);
-    static const char *const names[] = {"parallel", "sequential", "threads", "processes"};
+    static const char *const names[] = {"parallel", "sequential", "threads"};
     cr_expect_eq(gl_program_cache_max_in_flight(ctx), mode == MODE_SEQUENTIAL ? 1 : 4,
                  "%s: %d compiles at once", names[mode], gl_program_cache_max_in_flight(ctx));
     cr_expect_eq(p[4], p[0]);
@@ -575,98 +571,6 @@ Test(program_cache, sequential_batch)
 Test(program_cache, threaded_batch)
 {
     batch_in_mode(MODE_THREADS);
-}
-
-Test(program_cache, process_batch)
-{
-    batch_in_mode(MODE_PROCS);
-}
-
-/* A context with n compile processes of the program compiler (NULL: the
- * build's, from the test environment) and no compile threads. */
-static glesc_context *procs_context(const char *n, const char *compiler)
-{
-    cr_assert(compiler || getenv("GLESC_COMPILER"),
-              "GLESC_COMPILER must name the build's glesc-compiler (meson test sets it)");
-    char *saved = getenv("GLESC_COMPILER") ? strdup(getenv("GLESC_COMPILER")) : NULL;
-    if (compiler)
-        setenv("GLESC_COMPILER", compiler, 1);
-    setenv("GLESC_COMPILE_PROCESSES", n, 1);
-    setenv("GLESC_COMPILE_THREADS", "1", 1);
-    glesc_context *ctx = test_context(NULL);
-    unsetenv("GLESC_COMPILE_PROCESSES");
-    unsetenv("GLESC_COMPILE_THREADS");
-    if (saved)
-        setenv("GLESC_COMPILER", saved, 1);
-    else
-        unsetenv("GLESC_COMPILER");
-    free(saved);
-    if (glesc_context_caps(ctx)->num_program_binary_formats == 0) {
-        glesc_context_destroy(ctx);
-        cr_skip_test("the driver offers no program binary formats");
-    }
-    return ctx;
-}
-
-/* n distinct axpy programs (the source and a comment naming round and
- * index), compiled in one batch and each run. */
-static void axpy_round(glesc_context *ctx, int round, int n)
-{
-    char *base = axpy_glsl("+");
-    char *src[8];
-    const gl_program *p[8];
-    for (int k = 0; k < n; k++) {
-        size_t len = strlen(base) + 64;
-        src[k] = malloc(len);
-        snprintf(src[k], len, "%s// round %d program %d\n", base, round, k);
-    }
-    cr_assert_eq(gl_program_get_batch(ctx, (const char *const *)src, n, p), GLESC_OK, "%s",
-                 glesc_context_errmsg(ctx));
-    for (int k = 0; k < n; k++) {
-        check_axpy(ctx, p[k], +1);
-        free(src[k]);
-    }
-    core_free(base);
-}
-
-/* The binaries compile processes link run in the context: batches of new
- * programs until the processes (started by the first, ready a little
- * later) have linked some. */
-Test(program_cache, processes_link_programs_that_run)
-{
-    glesc_context *ctx = procs_context("2", NULL);
-    int round = 0;
-    for (; round < 50 && gl_program_cache_proc_linked(ctx) == 0; round++)
-        axpy_round(ctx, round, 6);
-    uint64_t n = gl_program_cache_proc_linked(ctx);
-    cr_log_info("compile processes linked %llu programs in %d batches", (unsigned long long)n,
-                round);
-    cr_expect_gt(n, 0, "no compile process linked a program in %d batches", round);
-    glesc_context_destroy(ctx);
-}
-
-/* A helper that is no glesc-compiler (exits, says nonsense, never answers)
- * costs nothing but itself: the batch compiles in the context. */
-Test(program_cache, broken_compile_processes_are_left_out)
-{
-    char *dir = test_tmpdir();
-    static const char *const bodies[] = {"exit 1", "echo nonsense >&3; exec sleep 60",
-                                         "exec sleep 60"};
-    for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/compiler%zu.sh", dir, i);
-        FILE *f = fopen(path, "w");
-        cr_assert_not_null(f);
-        fprintf(f, "#!/bin/sh\n%s\n", bodies[i]);
-        fclose(f);
-        chmod(path, 0755);
-        glesc_context *ctx = procs_context("2", path);
-        axpy_round(ctx, 0, 3);
-        axpy_round(ctx, 1, 3); /* again, with the helpers still there or gone */
-        cr_expect_eq(gl_program_cache_proc_linked(ctx), 0, "%s", bodies[i]);
-        glesc_context_destroy(ctx); /* ends the sleeping ones */
-    }
-    test_rmtree(dir);
 }
 
 /* ---- a model's programs ---- */

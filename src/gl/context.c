@@ -428,7 +428,6 @@ GLESC_API void glesc_context_destroy(glesc_context *ctx)
     gl_platform_release(ctx);
     core_free(ctx->platform_reason);
     core_free(ctx->device_desc);
-    core_free(ctx->device_arg);
     core_free(ctx->cache_dir);
     core_free((void *)ctx->caps.vendor);
     core_free((void *)ctx->caps.renderer);

@@ -103,10 +103,6 @@ struct glesc_context {
     /* capabilities and the strings they point to */
     glesc_caps caps;
     char *platform_reason, *device_desc, *extensions_note;
-    /* The device as glesc_context_options.device names it (a render node's
-     * path, an EGL device's index), for compile processes to open the same
-     * one; NULL for the surfaceless platform and an adopted context. */
-    char *device_arg;
     gl_ext_fns fn;
     /* resources */
     gl_pool *pool;
@@ -332,40 +328,6 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
 GLuint gl_compile_link(const char *source, const char **failed);
 glesc_status gl_compile_start(glesc_context *ctx, const char *source, GLuint *prog);
 glesc_status gl_compile_finish(glesc_context *ctx, GLuint prog, const char *source);
-/* ---- Compile processes (compile_procs.c) ---- */
-
-/* A program binary: core_malloc'd data, its length and format. */
-typedef struct gl_binary {
-    void *data;
-    uint32_t len, format;
-} gl_binary;
-typedef struct gl_compiler gl_compiler; /* one helper process */
-/* How many compile processes a batch may use: GLESC_COMPILE_PROCESSES,
- * else 4 on NVIDIA's driver and 0 elsewhere. */
-int gl_compile_procs_default(const glesc_context *ctx);
-/* The compile process's program: GLESC_COMPILER, else glesc-compiler
- * beside the library (or the program linking it statically), else in
- * glesc's libexec folder; NULL when none can be run (logged at info).
- * core_free it. */
-char *gl_compiler_find(void);
-/* Starts the helper at path for ctx's device without waiting for it;
- * NULL when it cannot be started (logged at info). */
-gl_compiler *gl_compiler_spawn(glesc_context *ctx, const char *path);
-/* Waits up to ms for h's hello (any thread, no GL): 1 ready, 0 not yet,
- * -1 unusable (it did not start in time, or has another driver or device
- * than ctx). */
-int gl_compiler_wait(gl_compiler *h, const glesc_context *ctx, int ms);
-/* Has h compile source (any thread, no GL): 1 with *out its binary, 0 when
- * the compile or link failed, -1 when h failed (it is unusable then). */
-int gl_compiler_compile(gl_compiler *h, const char *source, gl_binary *out);
-/* Whether h may take requests (false once it failed or exited). */
-bool gl_compiler_usable(gl_compiler *h);
-/* Ends h (killed if busy) and frees it; NULL is fine. */
-void gl_compiler_destroy(gl_compiler *h);
-/* The helper's loop on its context: hello, then a binary for each source
- * read from fd until EOF (0), or 1 when the socket fails. */
-int gl_compiler_serve(glesc_context *ctx, int fd);
-
 /* Whether compiles can run in the background while the GL thread goes on:
  * the driver's GL_KHR_parallel_shader_compile with no compile threads of
  * glesc's (NVIDIA's driver; not llvmpipe, whose threads compile). */
@@ -388,8 +350,6 @@ bool gl_program_cache_parallel(const glesc_context *ctx);
  * creation or the last reset of the statistics: 1 when compiles run one at
  * a time, up to a batch's misses when they run concurrently. */
 int gl_program_cache_max_in_flight(const glesc_context *ctx);
-/* Testing aid: programs compile processes linked since the last reset. */
-uint64_t gl_program_cache_proc_linked(const glesc_context *ctx);
 /* Path of the disk entry for source (for tests), or NULL when disk caching
  * is off. core_free the result. */
 char *gl_program_cache_entry_path(glesc_context *ctx, const char *source);

@@ -275,7 +275,6 @@ static glesc_status try_gbm_node(glesc_context *ctx, const char *path, bool name
         goto fail;
     }
     ctx->device_desc = core_strdup(path);
-    ctx->device_arg = core_strdup(path);
     return GLESC_OK;
 fail:
     gl_platform_release(ctx);
@@ -387,8 +386,6 @@ static glesc_status try_device_index(glesc_context *ctx, egl_device_info *d, int
     char desc[200];
     snprintf(desc, sizeof desc, "EGL device %d (%s)", index, d->name);
     ctx->device_desc = core_strdup(desc);
-    snprintf(desc, sizeof desc, "%d", index);
-    ctx->device_arg = core_strdup(desc);
     return GLESC_OK;
 }
 

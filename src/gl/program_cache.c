@@ -26,10 +26,7 @@
  * and takes misses in turn; the GL thread takes them too and alone collects
  * them (below). On a software renderer (llvmpipe), whose machine code is
  * made at a program's first dispatch, each thread also dispatches what it
- * linked with zero workgroups, and the GL thread only collects. Where
- * there are compile processes (compile_procs.c: NVIDIA's driver, or
- * GLESC_COMPILE_PROCESSES), each has a worker thread that hands it misses
- * and queues the binaries it sends back, which the GL thread loads.
+ * linked with zero workgroups, and the GL thread only collects.
  *
  * Otherwise every miss is started (glCompileShader + glLinkProgram), then
  * collected. Where
@@ -49,12 +46,42 @@
 #include <unistd.h>
 
 #include "gl/gl.h"
-#include "gl/program_cache_int.h"
 #include "glesc_config.h"
 
 /* The blob's layout; part of the key, so a change never reads an old blob. */
 #define CACHE_FORMAT_VERSION 2u
 #define BLOB_HEADER 4u /* the binary format */
+
+struct gl_program_cache {
+    gl_program **progs; /* every linked program; records never move */
+    uint32_t n_progs, cap_progs;
+    core_map map; /* key.lo → index in progs */
+    /* The disk key after the source hash (driver, glesc and format
+     * versions); NULL: no disk entries (cache off, or the driver offers no
+     * binary formats). */
+    char *key_tail;
+    size_t key_tail_len;
+    uint64_t compiled, memory_hits, disk_hits, disk_rejects, disk_writes;
+    bool parallel;     /* misses of a batch compile concurrently */
+    int max_in_flight; /* most compiles started and not yet collected */
+    /* Compile threads: a batch's misses are compiled by the GL thread and
+     * up to threads - 1 others, each on a helper context of the share
+     * group (made at first need, kept); 1: the GL thread alone. */
+    int threads;
+    EGLContext *helpers;
+    int n_helpers;
+    /* A software renderer (llvmpipe) makes a program's machine code at its
+     * first dispatch, not at its link: each compile thread then dispatches
+     * what it linked once, with zero workgroups (an indirect dispatch from
+     * zero_groups, three zero words), so that the code is made on that
+     * thread; the GL thread only collects. */
+    bool warm_dispatch;
+    GLuint zero_groups;
+    /* Compiles started by gl_program_start_batch and not yet collected:
+     * the driver compiles them while the GL thread goes on. */
+    struct bg_compile *bg;
+    int n_bg, cap_bg;
+};
 
 /* A compile running in the background (gl_program_start_batch). */
 typedef struct bg_compile {
@@ -155,9 +182,6 @@ glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir)
     if (ctx->fn.MaxShaderCompilerThreadsKHR) /* 0xffffffff: as many as the driver has */
         ctx->fn.MaxShaderCompilerThreadsKHR(c->parallel ? 0xffffffffu : 0u);
     c->threads = compile_threads(ctx);
-    c->procs = gl_compile_procs_default(ctx);
-    if (c->procs > 0 && !(c->compiler = gl_compiler_find()))
-        c->procs = 0;
     c->warm_dispatch = ctx->caps.software;
     glesc_status st = GLESC_OK;
     if (dir && (st = core_disk_cache_open(dir, 0, &ctx->err, &ctx->disk_cache)) != GLESC_OK)
@@ -198,10 +222,6 @@ void gl_program_cache_destroy(glesc_context *ctx)
     for (int i = 0; i < c->n_helpers; i++)
         gl_helper_destroy(ctx, c->helpers[i]);
     core_free(c->helpers);
-    for (int i = 0; i < c->n_compilers; i++)
-        gl_compiler_destroy(c->compilers[i]);
-    core_free(c->compilers);
-    core_free(c->compiler);
     core_free(c->progs);
     core_map_free(&c->map);
     core_free(c->key_tail);
@@ -239,25 +259,6 @@ char *gl_program_cache_entry_path(glesc_context *ctx, const char *source)
     return path;
 }
 
-/* A program linked from a binary, or 0 when the driver refuses it (or
- * cannot make a program object). */
-GLuint gl_program_from_binary(GLenum format, const void *data, GLsizei len)
-{
-    GLuint prog = glCreateProgram();
-    if (!prog)
-        return 0;
-    glProgramBinary(prog, format, data, len);
-    GLint ok = GL_FALSE;
-    glGetProgramiv(prog, GL_LINK_STATUS, &ok);
-    while (glGetError() != GL_NO_ERROR) /* a rejected format raises GL_INVALID_ENUM */
-        ok = GL_FALSE;
-    if (!ok) {
-        glDeleteProgram(prog);
-        prog = 0;
-    }
-    return prog;
-}
-
 /* Tries the disk entry for key; returns a linked program or 0. Entries the
  * disk cache refuses, and binaries the driver refuses, count as rejects. */
 static GLuint disk_load(glesc_context *ctx, const char *key, size_t key_len)
@@ -275,9 +276,21 @@ static GLuint disk_load(glesc_context *ctx, const char *key, size_t key_len)
     GLuint prog = 0;
     const char *why = "shorter than its format word";
     if (len > BLOB_HEADER && len - BLOB_HEADER <= INT32_MAX) {
-        if (!(prog = gl_program_from_binary(core_le32(blob), blob + BLOB_HEADER,
-                                            (GLsizei)(len - BLOB_HEADER))))
+        GLenum format = core_le32(blob);
+        if (!(prog = glCreateProgram())) { /* not the entry's fault */
+            core_free(blob);
+            return 0;
+        }
+        glProgramBinary(prog, format, blob + BLOB_HEADER, (GLsizei)(len - BLOB_HEADER));
+        GLint ok = GL_FALSE;
+        glGetProgramiv(prog, GL_LINK_STATUS, &ok);
+        while (glGetError() != GL_NO_ERROR) /* a rejected format raises GL_INVALID_ENUM */
+            ok = GL_FALSE;
+        if (!ok) {
+            glDeleteProgram(prog);
+            prog = 0;
             why = "the driver rejected the binary";
+        }
     }
     core_free(blob);
     if (!prog) {
@@ -334,6 +347,19 @@ static gl_program *make_program(glesc_context *ctx, GLuint id, core_hash128 key)
     return p;
 }
 
+/* The state of one gl_program_get_batch. */
+typedef struct batch {
+    const char *const *sources;
+    core_hash128 *hash; /* of each source */
+    GLuint *pending;    /* a started compile not yet collected, else 0 */
+    bool *miss;         /* in no cache: compiled by this batch */
+    char **keys;        /* disk keys (NULL: no disk entry) */
+    uint64_t *started;  /* core_time_ns when each miss's compile began */
+    size_t key_len;     /* the same for every source */
+    int in_flight;
+    int done, misses; /* compiles collected, of misses (the compile callback's counts) */
+} batch;
+
 /* The kernel name of a generated source ("// glesc kernel: NAME"), or "". */
 static void kernel_name(const char *src, char *buf, size_t cap)
 {
@@ -350,7 +376,7 @@ static void kernel_name(const char *src, char *buf, size_t cap)
 
 /* Waits for miss i's link (its logs in the message on failure), then counts
  * it, writes its binary to disk and records it. */
-glesc_status gl_batch_collect(glesc_context *ctx, batch *b, int i, const gl_program **out)
+static glesc_status collect(glesc_context *ctx, batch *b, int i, const gl_program **out)
 {
     gl_program_cache *c = ctx->programs;
     GLuint id = b->pending[i];
@@ -390,7 +416,7 @@ static glesc_status collect_all(glesc_context *ctx, batch *b, int n, const gl_pr
             if (done)
                 pick = i;
         }
-        glesc_status st = gl_batch_collect(ctx, b, pick >= 0 ? pick : oldest, out);
+        glesc_status st = collect(ctx, b, pick >= 0 ? pick : oldest, out);
         if (st != GLESC_OK)
             return st;
     }
@@ -502,6 +528,184 @@ bool gl_program_cache_background_done(glesc_context *ctx)
     return c->n_bg == 0;
 }
 
+/* ---- compile threads ---- */
+
+/* A threaded batch: the misses (todo) are taken in order by the GL thread
+ * and the workers; each compiled one is queued (done) for the GL thread,
+ * which alone collects (binary to disk, record, progress callback). */
+typedef struct compile_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    const glesc_context *ctx;
+    batch *b;
+    int *todo, n_todo, next; /* misses; the next to take */
+    int *done, n_done;       /* compiled, in the order they finished */
+    GLuint zero_groups;      /* warm dispatches' indirect buffer, else 0 */
+    bool stop;               /* the GL thread failed: take no more */
+} compile_pool;
+
+typedef struct compile_worker {
+    compile_pool *p;
+    EGLContext helper;
+    pthread_t thread;
+} compile_worker;
+
+/* Takes the next miss (-1: none left); under p->mu. */
+static int pool_take(compile_pool *p)
+{
+    return p->stop || p->next >= p->n_todo ? -1 : p->todo[p->next++];
+}
+
+static void pool_finished(compile_pool *p, int i, GLuint prog)
+{
+    pthread_mutex_lock(&p->mu);
+    p->b->pending[i] = prog;
+    p->done[p->n_done++] = i;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *compile_worker_main(void *arg)
+{
+    compile_worker *w = arg;
+    compile_pool *p = w->p;
+    if (!gl_helper_bind(p->ctx, w->helper))
+        return NULL; /* the GL thread compiles what is left */
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int i = pool_take(p);
+        pthread_mutex_unlock(&p->mu);
+        if (i < 0)
+            break;
+        const char *failed = "";
+        p->b->started[i] = core_time_ns(); /* read by the GL thread after pool_finished */
+        GLuint prog = gl_compile_link(p->b->sources[i], &failed);
+        if (prog) {
+            GLint ok = GL_FALSE; /* waits for the link */
+            glGetProgramiv(prog, GL_LINK_STATUS, &ok);
+            if (ok && p->zero_groups) {
+                glUseProgram(prog);
+                glBindBuffer(GL_DISPATCH_INDIRECT_BUFFER, p->zero_groups);
+                glDispatchComputeIndirect(0);
+                glUseProgram(0);
+            }
+        }
+        /* complete before another context of the group uses it */
+        glFinish();
+        pool_finished(p, i, prog); /* 0: the GL thread compiles it again */
+    }
+    gl_helper_release(p->ctx);
+    return NULL;
+}
+
+/* Up to want helper contexts (made once, kept for the context's life); how
+ * many there are. A driver that refuses one gets no more requests. */
+static int helpers_ensure(glesc_context *ctx, int want)
+{
+    gl_program_cache *c = ctx->programs;
+    if (want <= c->n_helpers)
+        return want;
+    EGLContext *v = core_realloc(c->helpers, (size_t)want * sizeof *v);
+    if (!v)
+        return c->n_helpers;
+    c->helpers = v;
+    while (c->n_helpers < want) {
+        EGLContext h;
+        if (gl_helper_create(ctx, &h) != GLESC_OK) {
+            core_log(CORE_LOG_INFO, "program cache: %s; compiling on %d thread%s",
+                     glesc_context_errmsg(ctx), c->n_helpers + 1, c->n_helpers ? "s" : "");
+            core_err_reset(&ctx->err);
+            c->threads = c->n_helpers + 1;
+            break;
+        }
+        c->helpers[c->n_helpers++] = h;
+    }
+    return c->n_helpers;
+}
+
+/* Compiles and collects b's misses on the GL thread and compile threads. */
+static glesc_status compile_threaded(glesc_context *ctx, batch *b, int n, const gl_program **out)
+{
+    gl_program_cache *c = ctx->programs;
+    compile_pool p = {.ctx = ctx, .b = b};
+    p.todo = core_calloc((size_t)b->misses, sizeof *p.todo);
+    p.done = core_calloc((size_t)b->misses, sizeof *p.done);
+    /* the GL thread compiles too, except where the workers dispatch (its
+     * context's bindings are the executor's) */
+    int n_workers = CORE_MIN(c->threads, b->misses) - (c->warm_dispatch ? 0 : 1);
+    n_workers = helpers_ensure(ctx, n_workers);
+    if (c->warm_dispatch && n_workers > 0 && !c->zero_groups) {
+        static const GLuint zero[3];
+        glGenBuffers(1, &c->zero_groups);
+        glBindBuffer(GL_DISPATCH_INDIRECT_BUFFER, c->zero_groups);
+        glBufferData(GL_DISPATCH_INDIRECT_BUFFER, sizeof zero, zero, GL_STATIC_DRAW);
+        glBindBuffer(GL_DISPATCH_INDIRECT_BUFFER, 0);
+        glFinish(); /* complete before the helpers bind it */
+    }
+    p.zero_groups = c->warm_dispatch ? c->zero_groups : 0;
+    compile_worker *w = core_calloc((size_t)(n_workers > 0 ? n_workers : 1), sizeof *w);
+    if (!p.todo || !p.done || !w) {
+        core_free(p.todo);
+        core_free(p.done);
+        core_free(w);
+        return core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "compile threads");
+    }
+    for (int i = 0; i < n; i++)
+        if (b->miss[i])
+            p.todo[p.n_todo++] = i;
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    int started = 0;
+    for (int k = 0; k < n_workers; k++) {
+        w[started] = (compile_worker){.p = &p, .helper = c->helpers[k]};
+        if (pthread_create(&w[started].thread, NULL, compile_worker_main, &w[started]) == 0)
+            started++;
+    }
+    b->in_flight = p.n_todo;
+    int at_once = started + (p.zero_groups && started ? 0 : 1);
+    if (at_once > c->max_in_flight)
+        c->max_in_flight = at_once;
+    glesc_status st = GLESC_OK;
+    int collected = 0, seen = 0;
+    pthread_mutex_lock(&p.mu);
+    while (collected < p.n_todo && st == GLESC_OK) {
+        int i;
+        if (seen < p.n_done) { /* a compiled one: collect it */
+            i = p.done[seen++];
+            pthread_mutex_unlock(&p.mu);
+            if (!b->pending[i]) { /* a worker could not make its objects */
+                b->started[i] = core_time_ns();
+                st = gl_compile_start(ctx, b->sources[i], &b->pending[i]);
+            }
+            if (st == GLESC_OK)
+                st = collect(ctx, b, i, out);
+            collected++;
+        } else if ((!p.zero_groups || started == 0) && (i = pool_take(&p)) >= 0) {
+            /* the GL thread compiles too (all of them if no worker started) */
+            pthread_mutex_unlock(&p.mu);
+            GLuint prog = 0;
+            b->started[i] = core_time_ns();
+            st = gl_compile_start(ctx, b->sources[i], &prog);
+            if (st == GLESC_OK)
+                pool_finished(&p, i, prog);
+        } else {
+            pthread_cond_wait(&p.cv, &p.mu);
+            continue;
+        }
+        pthread_mutex_lock(&p.mu);
+    }
+    p.stop = true;
+    pthread_mutex_unlock(&p.mu);
+    for (int k = 0; k < started; k++)
+        pthread_join(w[k].thread, NULL);
+    pthread_cond_destroy(&p.cv);
+    pthread_mutex_destroy(&p.mu);
+    core_free(p.todo);
+    core_free(p.done);
+    core_free(w);
+    return st;
+}
+
 glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources, int n,
                                   const gl_program **out)
 {
@@ -513,10 +717,9 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
     b.miss = core_calloc(cap, sizeof *b.miss);
     b.keys = core_calloc(cap, sizeof *b.keys);
     b.started = core_calloc(cap, sizeof *b.started);
-    b.bin = core_calloc(cap, sizeof *b.bin);
     uint64_t rejects = c->disk_rejects;
     glesc_status st = GLESC_OK;
-    if (!b.hash || !b.pending || !b.miss || !b.keys || !b.started || !b.bin) {
+    if (!b.hash || !b.pending || !b.miss || !b.keys || !b.started) {
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "program batch");
         goto done;
     }
@@ -560,8 +763,8 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
     }
     if (b.misses && ctx->compile_fn)
         ctx->compile_fn(ctx->compile_user, 0, b.misses, NULL);
-    bool threaded = (c->threads > 1 || c->procs > 0) && b.misses > 1;
-    if (threaded && (st = gl_compile_threaded(ctx, &b, n, out)) != GLESC_OK)
+    bool threaded = c->threads > 1 && b.misses > 1;
+    if (threaded && (st = compile_threaded(ctx, &b, n, out)) != GLESC_OK)
         goto done;
     /* Otherwise start compiling every miss (and, when compiles do not run
      * concurrently, finish it before the next). */
@@ -573,7 +776,7 @@ glesc_status gl_program_get_batch(glesc_context *ctx, const char *const *sources
             goto done;
         if (++b.in_flight > c->max_in_flight)
             c->max_in_flight = b.in_flight;
-        if (!c->parallel && (st = gl_batch_collect(ctx, &b, i, out)) != GLESC_OK)
+        if (!c->parallel && (st = collect(ctx, &b, i, out)) != GLESC_OK)
             goto done;
     }
     /* Pass 2: collect the concurrent compiles. */
@@ -601,10 +804,6 @@ done:
     if (b.keys)
         for (int i = 0; i < n; i++)
             core_free(b.keys[i]);
-    if (b.bin)
-        for (int i = 0; i < n; i++)
-            core_free(b.bin[i].data);
-    core_free(b.bin);
     core_free(b.hash);
     core_free(b.pending);
     core_free(b.miss);
@@ -633,7 +832,6 @@ void gl_program_cache_reset_stats(glesc_context *ctx)
     gl_program_cache *c = ctx->programs;
     c->compiled = c->memory_hits = c->disk_hits = c->disk_rejects = c->disk_writes = 0;
     c->max_in_flight = 0;
-    c->proc_linked = 0;
 }
 
 bool gl_program_cache_parallel(const glesc_context *ctx)
@@ -644,9 +842,4 @@ bool gl_program_cache_parallel(const glesc_context *ctx)
 int gl_program_cache_max_in_flight(const glesc_context *ctx)
 {
     return ctx->programs->max_in_flight;
-}
-
-uint64_t gl_program_cache_proc_linked(const glesc_context *ctx)
-{
-    return ctx->programs->proc_linked;
 }
