@@ -337,6 +337,15 @@ typedef void (*glesc_compile_fn)(void *user, int done, int total, const char *ke
 /* Sets ctx's compile callback (fn NULL: none). */
 GLESC_API void glesc_context_set_compile_callback(glesc_context *ctx, glesc_compile_fn fn,
                                                   void *user);
+/* Waits for the programs ctx compiles in the background and records them
+ * (their binaries written to the disk cache). Where the driver compiles in
+ * the background (NVIDIA's), a session's first prompt starts compiling its
+ * decode step's programs and returns, and the driver compiles them while
+ * the application goes on: call this before timing anything, since those
+ * compiles share the driver with the work being timed. Returns at once
+ * where nothing compiles; GLESC_ERROR_COMPILE if one failed (the step that
+ * needs it compiles it again and reports it). */
+GLESC_API glesc_status glesc_context_finish_compiles(glesc_context *ctx);
 
 /* Bits of glesc_caps.subgroup_features (values of GL_KHR_shader_subgroup). */
 enum {

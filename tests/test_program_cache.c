@@ -573,6 +573,49 @@ Test(program_cache, threaded_batch)
     batch_in_mode(MODE_THREADS);
 }
 
+/* Background compiles (one compile thread with
+ * GL_KHR_parallel_shader_compile: NVIDIA's driver, llvmpipe with
+ * GLESC_COMPILE_THREADS=1): glesc_context_finish_compiles waits for what
+ * gl_program_start_batch started and records it; a later batch compiles
+ * nothing; a source that fails is reported by name, and the next call
+ * has nothing left to wait for. */
+Test(program_cache, finish_compiles_waits_for_background_compiles)
+{
+    cr_expect_eq(glesc_context_finish_compiles(NULL), GLESC_ERROR_INVALID_ARGUMENT);
+    setenv("GLESC_COMPILE_THREADS", "1", 1);
+    glesc_context *ctx = test_context(NULL);
+    unsetenv("GLESC_COMPILE_THREADS");
+    if (!gl_program_cache_background(ctx)) {
+        glesc_context_destroy(ctx);
+        cr_skip_test("the driver does not compile in the background");
+    }
+    cr_assert_eq(glesc_context_finish_compiles(ctx), GLESC_OK, "nothing to wait for");
+    char *v[3] = {variant(0), variant(1), variant(2)};
+    cr_assert_eq(gl_program_start_batch(ctx, (const char *const *)v, 3), GLESC_OK, "%s",
+                 glesc_context_errmsg(ctx));
+    cr_assert_eq(glesc_context_finish_compiles(ctx), GLESC_OK, "%s", glesc_context_errmsg(ctx));
+    cr_expect(gl_program_cache_background_done(ctx));
+    glesc_stats s;
+    glesc_context_stats(ctx, &s);
+    cr_expect_eq(s.programs_compiled, 3, "%llu compiled", (unsigned long long)s.programs_compiled);
+    const gl_program *p[3];
+    cr_assert_eq(gl_program_get_batch(ctx, (const char *const *)v, 3, p), GLESC_OK);
+    glesc_context_stats(ctx, &s);
+    cr_expect_eq(s.programs_compiled, 3, "the batch found them in memory");
+    cr_expect_eq(p[0]->local_size[0], 32);
+
+    const char *bad = "#version 310 es\n// glesc kernel: broken_on_purpose\n"
+                      "layout(local_size_x = 1) in;\nvoid main() {\n    undefined_thing = 1;\n}\n";
+    cr_assert_eq(gl_program_start_batch(ctx, &bad, 1), GLESC_OK);
+    cr_expect_eq(glesc_context_finish_compiles(ctx), GLESC_ERROR_COMPILE);
+    cr_expect(strstr(glesc_context_errmsg(ctx), "undefined_thing"), "%s",
+              glesc_context_errmsg(ctx));
+    cr_expect_eq(glesc_context_finish_compiles(ctx), GLESC_OK, "nothing left");
+    glesc_context_destroy(ctx);
+    for (int i = 0; i < 3; i++)
+        core_free(v[i]);
+}
+
 /* ---- a model's programs ---- */
 
 #define N_VOCAB_MAX 4096

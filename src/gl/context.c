@@ -483,6 +483,16 @@ GLESC_API void glesc_context_set_compile_callback(glesc_context *ctx, glesc_comp
     ctx->compile_user = fn ? user : NULL;
 }
 
+GLESC_API glesc_status glesc_context_finish_compiles(glesc_context *ctx)
+{
+    if (!ctx)
+        return core_err_set(NULL, GLESC_ERROR_INVALID_ARGUMENT,
+                            "glesc_context_finish_compiles: NULL context");
+    core_err_reset(&ctx->err);
+    glesc_status st = gl_context_bind(ctx, "glesc_context_finish_compiles");
+    return st == GLESC_OK ? gl_program_cache_background_finish(ctx) : st;
+}
+
 GLESC_API const glesc_caps *glesc_context_caps(const glesc_context *ctx)
 {
     return &ctx->caps;

@@ -340,6 +340,9 @@ glesc_status gl_program_start_batch(glesc_context *ctx, const char *const *sourc
  * is left to the batch that needs it, which compiles it again and reports);
  * whether none is left. Never waits. */
 bool gl_program_cache_background_done(glesc_context *ctx);
+/* Waits for every background compile and records it; the first failure's
+ * status (its message in ctx->err) after all are done. */
+glesc_status gl_program_cache_background_finish(glesc_context *ctx);
 void gl_program_cache_stats(const glesc_context *ctx, glesc_stats *st);
 void gl_program_cache_reset_stats(glesc_context *ctx);
 /* Whether a batch's misses compile concurrently (the driver's

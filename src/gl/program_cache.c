@@ -528,6 +528,23 @@ bool gl_program_cache_background_done(glesc_context *ctx)
     return c->n_bg == 0;
 }
 
+glesc_status gl_program_cache_background_finish(glesc_context *ctx)
+{
+    gl_program_cache *c = ctx->programs;
+    glesc_status first = GLESC_OK;
+    char msg[512] = "";
+    while (c->n_bg > 0) {
+        const gl_program *p;
+        glesc_status st = bg_collect(ctx, 0, &p);
+        if (st != GLESC_OK && first == GLESC_OK) {
+            first = st;
+            snprintf(msg, sizeof msg, "%s", core_err_msg(&ctx->err));
+        }
+    }
+    return first == GLESC_OK ? GLESC_OK
+                             : core_err_set(&ctx->err, first, "a background compile: %s", msg);
+}
+
 /* ---- compile threads ---- */
 
 /* A threaded batch: the misses (todo) are taken in order by the GL thread
