@@ -85,8 +85,9 @@ static const kernels_class large_gpu = {
  * to the same invocation (0:0 alike) and share a staged key tile among
  * twice the rows, but 128 is what every other small-GPU kernel runs (256
  * with barriers untried on the boards).
- * A macro: V3D's row is the same but for its fusions. */
-#define SMALL_GPU_ROWS                                                                             \
+ * A macro: V3D's row is the same but for its fusions, Mali's but for the
+ * GEMV's quarter units (quad, below). */
+#define SMALL_GPU_ROWS(QUAD)                                                                       \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
              .nr1 = 1,                                                                             \
@@ -96,7 +97,8 @@ static const kernels_class large_gpu = {
              .xs = 1024,                                                                           \
              .cols = 2,                                                                            \
              .groups = 256,                                                                        \
-             .half = true},                                                                        \
+             .half = true,                                                                         \
+             .quad = QUAD},                                                                        \
     .gemm = {.bn = 64,                                                                             \
              .bm = 16,                                                                             \
              .tn = 4,                                                                              \
@@ -113,7 +115,16 @@ static const kernels_class large_gpu = {
              .pf_bk = 32,                                                                          \
              .decode_max_q = 1}
 
-static const kernels_class small_gpu = {SMALL_GPU_ROWS};
+static const kernels_class small_gpu = {SMALL_GPU_ROWS(false)};
+
+/* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
+ * quarter units (quad: a run's vec4 of quants decoded and multiplied one
+ * at a time, a word a load, and the values the compilers can compute
+ * again not held across its loops, gemv.glsl's GEMV_LEAN), for the block
+ * types whose loaders have them (q4_0, q8_0, q4_k, q6_k). Panfrost runs
+ * two threads a core only within 32 registers, and with half units every
+ * decode GEMV took more (docs/devices.md, *What is left*). */
+static const kernels_class mali = {SMALL_GPU_ROWS(true)};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
  * one grouped kernel: V3D's compiler links the grouped one (three copies
@@ -124,7 +135,7 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS};
  * decode in one loop; V3D 4.2 16:22, 7.1 24:27; apart, each 0:0, so
  * every prefill GEMM of llama Q4_0, Q8_0, F16 and Q4_K_M is 0:0 on both,
  * was 123:139-191:190). Decode keeps its grouped and paired GEMVs. */
-static const kernels_class v3d = {SMALL_GPU_ROWS,
+static const kernels_class v3d = {SMALL_GPU_ROWS(false),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs
@@ -156,11 +167,11 @@ static const kernels_class cpu = {
 };
 
 static const kernels_class *const classes[GL_CLASS_COUNT] = {
-    [GL_CLASS_DEFAULT] = &small_gpu,      [GL_CLASS_LLVMPIPE] = &cpu,
-    [GL_CLASS_NVIDIA] = &large_gpu,       [GL_CLASS_AMD] = &large_gpu,
-    [GL_CLASS_INTEL] = &large_gpu,        [GL_CLASS_MALI_BIFROST] = &small_gpu,
-    [GL_CLASS_MALI_VALHALL] = &small_gpu, [GL_CLASS_ADRENO_6XX] = &small_gpu,
-    [GL_CLASS_ADRENO_7XX] = &small_gpu,   [GL_CLASS_V3D] = &v3d,
+    [GL_CLASS_DEFAULT] = &small_gpu,    [GL_CLASS_LLVMPIPE] = &cpu,
+    [GL_CLASS_NVIDIA] = &large_gpu,     [GL_CLASS_AMD] = &large_gpu,
+    [GL_CLASS_INTEL] = &large_gpu,      [GL_CLASS_MALI_BIFROST] = &mali,
+    [GL_CLASS_MALI_VALHALL] = &mali,    [GL_CLASS_ADRENO_6XX] = &small_gpu,
+    [GL_CLASS_ADRENO_7XX] = &small_gpu, [GL_CLASS_V3D] = &v3d,
 };
 
 const kernels_class *kernels_class_of(const glesc_context *ctx)
