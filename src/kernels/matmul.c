@@ -468,7 +468,7 @@ static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw, bool half, bool
  * the result through the reduction's epilogue (glsl/graph/argmax.glsl).
  * Candidates are staged in xs, free once the rows are done, where it holds
  * one per invocation; else in arrays of their own (own_stage). */
-static void gemv_argmax_decl(kb *b, mm_ctx *mc, int wg, bool own_stage, bool norm)
+static void gemv_argmax_decl(kb *b, mm_ctx *mc, int wg, bool own_stage, bool norm, bool lean)
 {
     int sc = kb_scratch(b, 0); /* its size comes with the dispatches */
     mc->p_am_g0 = kb_param_u(b, "am_g0", 0);
@@ -492,9 +492,19 @@ static void gemv_argmax_decl(kb *b, mm_ctx *mc, int wg, bool own_stage, bool nor
     emit_kernel_define(b->k, "AM_BASE", "%du", KB_SCRATCH_COUNTERS);
     emit_kernel_snippet(b->k, "graph/reduce"); /* NEG_INF */
     emit_kernel_snippet(b->k, "graph/argmax");
-    emit_kernel_helper(b->k, "gemv_argmax",
-                       "// this invocation's best row so far\nfloat red_bv = NEG_INF;\n"
-                       "float red_bi = AM_NONE;\n");
+    if (lean) {
+        /* GEMV_LEAN: in shared memory, a slot an invocation (main sets it
+         * before gemv_main), not two registers held across the GEMV's loops */
+        emit_kernel_shared(b->k, "vec2", "am_best", wg);
+        emit_kernel_helper(b->k, "gemv_argmax",
+                           "// this invocation's best row so far (its own slot)\n"
+                           "#define red_bv am_best[gl_LocalInvocationIndex].x\n"
+                           "#define red_bi am_best[gl_LocalInvocationIndex].y\n");
+    } else {
+        emit_kernel_helper(b->k, "gemv_argmax",
+                           "// this invocation's best row so far\nfloat red_bv = NEG_INF;\n"
+                           "float red_bi = AM_NONE;\n");
+    }
     emit_kernel_comment(b->k, "arg max of the rows folded in (a last-workgroup combine)");
 }
 
@@ -558,6 +568,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
     int bytes = 16 * (xs_vec4 + c.red) + (nrm || red ? 4 * c.wg : 0);
     bool own_stage = red && xs_vec4 < c.wg;
     bytes += own_stage ? 8 * c.wg : 0;
+    bytes += red && c.quad ? 8 * c.wg : 0; /* GEMV_LEAN's am_best */
     if (bytes > b->ctx->caps.max_compute_shared_memory)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "GEMV: %d bytes of shared memory needed, the device has %d (m = %d)", bytes,
@@ -620,7 +631,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
     if (c.half)
         kb_param_u(b, "gemv_two", 2); /* a uniform: the runs' loops stay loops */
     if (red)
-        gemv_argmax_decl(b, mc, c.wg, own_stage, nrm != NULL);
+        gemv_argmax_decl(b, mc, c.wg, own_stage, nrm != NULL, c.quad);
     if (b->k) {
         emit_kernel_snippet(b->k, "graph/gemv");
         gemv_units_copies(b, mc, c.raw, c.half, c.quad);
@@ -638,6 +649,9 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
     if (b->k)
         emit_kernel_function_end(b->k);
     kernels_mm_norm_scale_hook(b, nrm, "gemv");
+    if (red && c.quad) /* a loop: its address is not the store hook's (CSE would hold that) */
+        kb_line(b, "for (uint i = gl_LocalInvocationIndex; i < WG_SIZE; i += WG_SIZE) "
+                   "am_best[i] = vec2(NEG_INF, AM_NONE);");
     kb_line(b, "gemv_main();");
     if (red)
         gemv_argmax_finish(b);
