@@ -54,7 +54,8 @@ void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2
 // only (word j of the unit's uvec4, low nibbles for run 0, high for 1), and
 // the run's scale and offset (sub-block 2c + h of chunk c = u / 2).
 vec4 unit_q4(qblock b, uint u, uint h, uint j) {
-    return nib_lo4m(QW(b.f0 + 4u + 4u * u + j) >> (4u * h), 0.0);
+    uint q = (QW(b.f0 + 4u + 4u * u + j) >> (4u * h)) & 0x0f0f0f0fu;
+    return vec4((uvec4(q) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu);
 }
 vec2 unit_ab(qblock b, uint u, uint h) {
     uvec4 hd = QW4(b.f0 >> 2u);
