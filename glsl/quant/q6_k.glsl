@@ -84,7 +84,7 @@ vec4 unit_q4(qblock b, uint u, uint h, uint j) {
     uint hh = u >> 2, r1 = (u >> 1) & 1u, jj = u & 1u;
     uint ql = QW(base + 16u * hh + 8u * r1 + 4u * jj + j);
     uint qh = QW(base + 32u + 8u * hh + 4u * jj + j);
-    uint m = h == 0u ? (qh << (4u - 2u * r1)) & 0x30303030u : (qh >> (2u * r1)) & 0x30303030u;
+    uint m = ((qh >> (2u * r1 + 4u * h)) & 0x03030303u) << 4u; // the top bits at bits 4, 5
     uint q = ((ql >> (4u * h)) & 0x0f0f0f0fu) | m;
     return vec4((uvec4(q) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu) - 32.0;
 }
