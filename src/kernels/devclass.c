@@ -57,11 +57,12 @@ static const kernels_class large_gpu = {
  * compiler keeps rolled: only a run's weights and x live at once) take
  * the spills out of every decode GEMV of Q4_0, Q5_1's and Q8_0's q/k/v on
  * G610, and cut V3D's from 27:21-45:60 to 0:0-24:19 (f32, f16, bf16: none
- * left). What is left: Mali runs every GEMV at 1 thread (more than 32
- * registers), the gate/up of the block types with offsets or K-quant
- * scales spills 5:38-9:48 on G610, and V3D's GEMVs with a folded norm
- * 4:4-24:19. GEMM: the 64 x 16 tile of 4 x 2 an invocation, nothing of
- * the next step in flight during a step (no_prefetch), the step as a loop
+ * left). What is left: with this row Mali runs every GEMV at 1 thread
+ * (more than 32 registers; Mali's own row, below, takes most of them to
+ * 2), the gate/up of the block types with offsets or K-quant scales spills
+ * 5:38-9:48 on G610, and V3D's GEMVs with a folded norm 4:4-24:19.
+ * GEMM: the 64 x 16 tile of 4 x 2 an invocation, nothing of the next
+ * step in flight during a step (no_prefetch), the step as a loop
  * (docs/devices.md, *GEMM register tiles*: llama Q4_0's prefill GEMMs,
  * spills:fills q/k/v, down, gate/up; the 64 x 32 of 4 x 4 with the next
  * step in flight before): G610 79:482, 37:196, 40:215 -> 0:0 each; G52
@@ -123,7 +124,13 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false)};
  * again not held across its loops, gemv.glsl's GEMV_LEAN), for the block
  * types whose loaders have them (q4_0, q8_0, q4_k, q6_k). Panfrost runs
  * two threads a core only within 32 registers, and with half units every
- * decode GEMV took more (docs/devices.md, *What is left*). */
+ * decode GEMV took more: 39-64 registers on G610 and G52, 1 thread. With
+ * the quarter units (the device matrix, a synthesized llama in Q4_0, Q8_0
+ * and Q4_K_M, decode): 2 threads and no spills for every decode GEMV but
+ * Q4_K_M's gate/up (q4_k with its mins: 1 thread, 0:0), where G610 had
+ * spilled 2:28-9:48 (docs/devices.md, *What is left*). Cost: each vec4
+ * loads its word and its run's scale again (cached), and the quants are
+ * converted byte by byte (conversions, not the fma of the other rows). */
 static const kernels_class mali = {SMALL_GPU_ROWS(true)};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
