@@ -69,7 +69,13 @@ void wg_argmax(inout float v, inout float i) {
 bool argmax_across(inout float v, inout float i) {
     uint lid = gl_LocalInvocationIndex;
     wg_argmax(v, i);
+#ifdef GEMV_LEAN
+    // the GEMV's g0 as a whole (gemv.glsl: a compiler then keeps that one
+    // value, not its parts, across the GEMV's loops)
+    uint slot = am_g0 + (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x);
+#else
     uint slot = am_g0 + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+#endif
     if (lid == 0u) {
         AM_SCRATCH(AM_BASE + 2u * slot) = floatBitsToUint(v);
         AM_SCRATCH(AM_BASE + 2u * slot + 1u) = floatBitsToUint(i);

@@ -100,10 +100,27 @@ void gemv_main() {
 #endif
     uint rg = team / KSPLIT; // the team's row group
     uint kp = team % KSPLIT; // and its part of the units
+#ifdef GEMV_LEAN
+    // GEMV_LEAN (Mali's classes: the fewest registers, for full occupancy):
+    // what is cheap to compute again where it is used (from uniforms, lid,
+    // g and sel) is not held across the loops; computed once before them,
+    // a compiler would keep each copy's first (CSE) and hold it throughout
+#define GEMV_FIRST ((lid / TEAM % KSPLIT) * TEAM + lid % TEAM)
+#else
+#define GEMV_FIRST (kp * TEAM + lane)
+#endif
     float sq[MCOLS]; // a folded norm: this invocation's squares of each column
     float rs[MCOLS]; // and the columns' scales
+#if defined(GEMV_LEAN) && defined(GEMV_NORM)
+    float ss[MCOLS]; // the workgroup's sums of the squares (the scales from them)
+#endif
     uint g0 = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+#ifdef GEMV_LEAN
+#define GEMV_NWG (gl_NumWorkGroups.x * gl_NumWorkGroups.y)
+#else
     uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+#define GEMV_NWG nwg
+#endif
     // Passes over the columns, MCOLS at a time (columns c0 + c; past M, x
     // reads as zeros and nothing is stored): the program is the same for
     // every M the variant takes. Without GEMV_PASSES (decode's one column)
@@ -117,12 +134,15 @@ void gemv_main() {
     for (uint c = 0u; c < MCOLS; c++) {
         sq[c] = 0.0;
         rs[c] = 1.0;
+#if defined(GEMV_LEAN) && defined(GEMV_NORM)
+        ss[c] = 0.0;
+#endif
     }
     // Workgroups take the blocks of ROWS rows g, g + nwg, ... (the dispatch
     // may be smaller than the blocks); when one slice holds x, it is loaded
     // once and serves them all. g is uniform over the workgroup, so every
     // barrier below is reached by all of it or by none.
-    for (uint g = g0; g < n_blocks; g += nwg) {
+    for (uint g = g0; g < n_blocks; g += GEMV_NWG) {
     bool fill = g == g0 || K > XS; // x is not in xs yet
     // a group: the matmul (sel) block g belongs to, its rows and weight
     uint sel = 0u, gl = g, cnt = n_count, nbase = n_base;
@@ -165,8 +185,13 @@ void gemv_main() {
         acc2[i] = 0.0;
 #endif
     }
+#ifndef GEMV_LEAN
     uint nu = (K + 31u) / 32u; // units of a row
+#endif
     for (uint k0 = 0u; k0 < K; k0 += XS) {
+#ifdef GEMV_LEAN
+        uint nu = (K + 31u) / 32u;
+#endif
         if (fill) {
         if (k0 > 0u || g != g0 || c0 > 0u) {
             memoryBarrierShared();
@@ -175,6 +200,22 @@ void gemv_main() {
         // the slice's whole units (zeros past K); FILL vec4 an invocation
         // in flight at once
         uint kn4 = (min(XS, K - k0) + 31u) / 32u * 8u;
+#ifdef GEMV_LEAN
+        // an element at a time, in a loop of a uniform count (2 * gemv_two):
+        // one element's loads in flight, not a vec4's
+        for (uint c = 0u; c < MCOLS; c++) {
+            for (uint i0 = lid; i0 < kn4; i0 += WG_SIZE) {
+                for (uint e = 0u; e < 2u * gemv_two; e++) {
+                    uint k = k0 + 4u * i0 + e;
+                    float xv = 0.0;
+                    if (k < K && GEMV_LIVE(c)) {
+                        xv = gemv_x(k, c0 + c, b2, b3, sq[c]);
+                    }
+                    xs[c * XS4P + i0 + (i0 >> 3u)][e] = xv;
+                }
+            }
+        }
+#else
         for (uint c = 0u; c < MCOLS; c++) {
             for (uint i0 = lid; i0 < kn4; i0 += WG_SIZE * FILL) {
                 vec4 v[FILL];
@@ -204,12 +245,22 @@ void gemv_main() {
                 }
             }
         }
+#endif
         memoryBarrierShared();
         barrier();
+#if defined(GEMV_LEAN) && defined(GEMV_NORM)
+        // the slice's squares into the workgroup's sum now: one value held
+        // across the units (the sum), not an invocation's squares and the
+        // scale
+        for (uint c = 0u; c < MCOLS; c++) {
+            ss[c] = (k0 == 0u ? 0.0 : ss[c]) + wg_reduce_sum(sq[c]);
+            sq[c] = 0.0;
+        }
+#endif
         }
         uint u0 = k0 / 32u;
         uint u1 = min(nu, (k0 + XS) / 32u);
-        uint first = kp * TEAM + lane;
+        uint first = GEMV_FIRST;
 #if NMEMB > 3
         if (sel == 3u) {
             gemv_units_3(u0, u1, k0, first, GEMV_ROWS_ARGS);
@@ -229,7 +280,31 @@ void gemv_main() {
             gemv_units_0(u0, u1, k0, first, GEMV_ROWS_ARGS);
         }
     }
-#ifdef GEMV_NORM
+#if defined(GEMV_LEAN) && NMEMB > 1
+    // the group's count, base and first row again, from sel (selects, not
+    // the comparisons of g above, which a compiler would keep instead)
+    cnt = n_count;
+    nbase = n_base;
+    nl0 = g * ROWS;
+    if (sel == 1u) {
+        cnt = s1_count; nbase = s1_base; nl0 = (g - s1_g0) * ROWS;
+    }
+#if NMEMB > 2
+    if (sel == 2u) {
+        cnt = s2_count; nbase = s2_base; nl0 = (g - s2_g0) * ROWS;
+    }
+#endif
+#if NMEMB > 3
+    if (sel == 3u) {
+        cnt = s3_count; nbase = s3_base; nl0 = (g - s3_g0) * ROWS;
+    }
+#endif
+#endif
+#if defined(GEMV_LEAN) && defined(GEMV_NORM)
+    for (uint c = 0u; c < MCOLS; c++) {
+        rs[c] = gemv_norm_scale(ss[c]);
+    }
+#elif defined(GEMV_NORM)
     if (fill) { // every element of x passed through this workgroup once: its squares
         for (uint c = 0u; c < MCOLS; c++) {
             rs[c] = gemv_norm_scale(wg_reduce_sum(sq[c]));

@@ -12,6 +12,10 @@
 //   W_WUHALF, U_WUHALF                         with GEMV_HALF (the kernel's):
 //                                              the loaders' runs, a unit's
 //                                              half each (wload.c)
+//   GEMV_QUAD, W_WUQ, W_WUAB, U_WUQ, U_WUAB    with GEMV_HALF, where the
+//                                              loaders have them: a run's
+//                                              vec4 of quants one at a time
+//                                              and its scale (wload.c)
 
 // The x of a unit (its two runs at vec4 offsets xo in the slice of column
 // c) and, for types whose runs have an offset, the runs' sums. A run starts
@@ -42,7 +46,86 @@ float GEMV_UDOT(vec4 q[8], vec4 ab, vec4 x[8], vec2 xsum) {
 #endif
 }
 
-#ifdef GEMV_HALF
+#if defined(GEMV_HALF) && defined(GEMV_QUAD)
+// One unit u of each of the team's rows into acc, a vec4 (4 elements) at a
+// time: each of a run's four vec4 of quants with its vec4 of x, in a loop
+// of a uniform count (2 * gemv_two) that a compiler cannot write out, then
+// the run's scale and offset; so only one vec4 of quants and one of x are
+// live at once (GEMV_QUAD: Mali's classes, whose 32 registers at full
+// occupancy did not hold a run's 16 quants and 16 x beside the kernel's
+// addresses: docs/devices.md). The rows and columns are loops of constant
+// counts inside it, which the compilers write out: a loop holding a loop
+// stays a loop, and its accumulators would become an indexed array. Each
+// vec4 loads its word again (a cached uvec4).
+void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
+#if UNROLL == 1
+    const float live = 1.0; // GEMV_STEPS gives only units below u1
+#else
+    float live = u < u1 ? 1.0 : 0.0;
+    u = min(u, u1 - 1u);
+#endif
+    for (uint h = 0u; h < gemv_two; h++) {
+        float s[NACC], xsum[MCOLS];
+#ifdef PAIR
+        float s2[NACC];
+#endif
+        for (uint i = 0u; i < NACC; i++) {
+            s[i] = 0.0;
+#ifdef PAIR
+            s2[i] = 0.0;
+#endif
+        }
+        for (uint c = 0u; c < MCOLS; c++) {
+            xsum[c] = 0.0;
+        }
+        for (uint j = 0u; j < 2u * gemv_two; j++) {
+            // everything of the unit computed here, in the loop, also what
+            // does not change in it: a value computed before the loop too
+            // (the run's place in x, the unit's fields) would be merged into
+            // that one and held across the loop
+            uvec2 xo = (W_WUNIT_X(u) - k0) / 4u;
+            uint xh = h == 0u ? xo.x : xo.y;
+            uint xa = xh + (xh >> 3u);
+#ifdef W_MINS
+            for (uint c = 0u; c < MCOLS; c++) {
+                xsum[c] += dot(xs[c * XS4P + xa + j], vec4(1.0));
+            }
+#endif
+            for (uint r = 0u; r < NR; r++) {
+                // where unit u lies (W_WAT) computed where it is used, not
+                // held across the loops: registers, not instructions, are short
+                uvec4 at = W_WAT(u);
+                vec4 q;
+                W_WUQ(rb[r], at, u, h, j, q);
+                for (uint c = 0u; c < MCOLS; c++) {
+                    s[r * MCOLS + c] += dot(q, xs[c * XS4P + xa + j]);
+                }
+#ifdef PAIR
+                // the pair's quants after the weight's are used: one vec4 of
+                // quants live at a time
+                U_WUQ(rb2[r], at, u, h, j, q);
+                for (uint c = 0u; c < MCOLS; c++) {
+                    s2[r * MCOLS + c] += dot(q, xs[c * XS4P + xa + j]);
+                }
+#endif
+            }
+        }
+        for (uint r = 0u; r < NR; r++) {
+            uvec4 at = W_WAT(u);
+            vec2 ab = W_WUAB(rb[r], at, u, h);
+#ifdef PAIR
+            vec2 ab2 = U_WUAB(rb2[r], at, u, h);
+#endif
+            for (uint c = 0u; c < MCOLS; c++) {
+                acc[r * MCOLS + c] += live * (ab.x * s[r * MCOLS + c] + ab.y * xsum[c]);
+#ifdef PAIR
+                acc2[r * MCOLS + c] += live * (ab2.x * s2[r * MCOLS + c] + ab2.y * xsum[c]);
+#endif
+            }
+        }
+    }
+}
+#elif defined(GEMV_HALF)
 // One unit u of each of the team's rows into acc, a run (16 elements) at a
 // time: a run's quants and its x, then the next run's, in a loop of
 // gemv_two iterations (a uniform, 2) that a compiler cannot write out, so

@@ -22,7 +22,11 @@
 // punit has the same pair, praw and pdec. Some also decode half a unit
 // from the same words, for a GEMM invocation that stages only one of its
 // runs: `void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4
-// q[4], out vec2 ab)`, run h's quants and its scale and offset.
+// q[4], out vec2 ab)`, run h's quants and its scale and offset. Some
+// also give a run a vec4 at a time, for the GEMV's quarter units (the
+// fewest registers): `vec4 unit_q4(qblock b, uint u, uint h, uint j)`,
+// q[4h + j] of unit's (its quants only, loading just the words it needs),
+// and `vec2 unit_ab(qblock b, uint u, uint h)`, ab.xy (h = 0) or ab.zw.
 
 // Word i & 3 of v, by selects (a dynamically indexed vector can become
 // branches); QW uses it where the binding is a uvec4 array.

@@ -37,3 +37,12 @@ void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2
     QNIB4H(q, r[0], h, 8.0);
     ab = vec2(d, 0.0);
 }
+// The GEMV's quarter units (see common.glsl): vec4 j of run h, its quants
+// only, and the run's scale and offset.
+vec4 unit_q4(qblock b, uint u, uint h, uint j) {
+    uint q = (QW(b.f0 + 4u * b.i + j) >> (4u * h)) & 0x0f0f0f0fu;
+    return vec4((uvec4(q) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu) - 8.0;
+}
+vec2 unit_ab(qblock b, uint u, uint h) {
+    return vec2(qhalf(b.f1, b.i), 0.0);
+}

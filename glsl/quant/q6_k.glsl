@@ -76,3 +76,22 @@ void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2
     QBITS4H(q, r[0], h, m4, 32.0);
     ab = vec2(d * sc, 0.0);
 }
+// The GEMV's quarter units (see common.glsl): vec4 j of run h, its quants
+// only (word j of ql's uvec4, low or high nibbles, with the two top bits
+// from word j of qh's), and the run's scale and offset.
+vec4 unit_q4(qblock b, uint u, uint h, uint j) {
+    uint base = b.f0 + 52u * b.i;
+    uint hh = u >> 2, r1 = (u >> 1) & 1u, jj = u & 1u;
+    uint ql = QW(base + 16u * hh + 8u * r1 + 4u * jj + j);
+    uint qh = QW(base + 32u + 8u * hh + 4u * jj + j);
+    uint m = ((qh >> (2u * r1 + 4u * h)) & 0x03030303u) << 4u; // the top bits at bits 4, 5
+    uint q = ((ql >> (4u * h)) & 0x0f0f0f0fu) | m;
+    return vec4((uvec4(q) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu) - 32.0;
+}
+vec2 unit_ab(qblock b, uint u, uint h) {
+    uint hh = u >> 2, r1 = (u >> 1) & 1u, jj = u & 1u;
+    uint si = 8u * hh + 2u * r1 + jj + 4u * h; // the run's scale
+    uint sv = QW(b.f0 + 52u * b.i + 48u + (si >> 2));
+    float sc = float(int(sv << (24u - 8u * (si & 3u))) >> 24);
+    return vec2(qhalf(b.f1, b.i) * sc, 0.0);
+}

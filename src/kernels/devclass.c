@@ -57,11 +57,12 @@ static const kernels_class large_gpu = {
  * compiler keeps rolled: only a run's weights and x live at once) take
  * the spills out of every decode GEMV of Q4_0, Q5_1's and Q8_0's q/k/v on
  * G610, and cut V3D's from 27:21-45:60 to 0:0-24:19 (f32, f16, bf16: none
- * left). What is left: Mali runs every GEMV at 1 thread (more than 32
- * registers), the gate/up of the block types with offsets or K-quant
- * scales spills 5:38-9:48 on G610, and V3D's GEMVs with a folded norm
- * 4:4-24:19. GEMM: the 64 x 16 tile of 4 x 2 an invocation, nothing of
- * the next step in flight during a step (no_prefetch), the step as a loop
+ * left). What is left: with this row Mali runs every GEMV at 1 thread
+ * (more than 32 registers; Mali's own row, below, takes most of them to
+ * 2), the gate/up of the block types with offsets or K-quant scales spills
+ * 5:38-9:48 on G610, and V3D's GEMVs with a folded norm 4:4-24:19.
+ * GEMM: the 64 x 16 tile of 4 x 2 an invocation, nothing of the next
+ * step in flight during a step (no_prefetch), the step as a loop
  * (docs/devices.md, *GEMM register tiles*: llama Q4_0's prefill GEMMs,
  * spills:fills q/k/v, down, gate/up; the 64 x 32 of 4 x 4 with the next
  * step in flight before): G610 79:482, 37:196, 40:215 -> 0:0 each; G52
@@ -85,8 +86,9 @@ static const kernels_class large_gpu = {
  * to the same invocation (0:0 alike) and share a staged key tile among
  * twice the rows, but 128 is what every other small-GPU kernel runs (256
  * with barriers untried on the boards).
- * A macro: V3D's row is the same but for its fusions. */
-#define SMALL_GPU_ROWS                                                                             \
+ * A macro: V3D's row is the same but for its fusions, Mali's but for the
+ * GEMV's quarter units (quad, below). */
+#define SMALL_GPU_ROWS(QUAD)                                                                       \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
              .nr1 = 1,                                                                             \
@@ -96,7 +98,8 @@ static const kernels_class large_gpu = {
              .xs = 1024,                                                                           \
              .cols = 2,                                                                            \
              .groups = 256,                                                                        \
-             .half = true},                                                                        \
+             .half = true,                                                                         \
+             .quad = QUAD},                                                                        \
     .gemm = {.bn = 64,                                                                             \
              .bm = 16,                                                                             \
              .tn = 4,                                                                              \
@@ -113,7 +116,22 @@ static const kernels_class large_gpu = {
              .pf_bk = 32,                                                                          \
              .decode_max_q = 1}
 
-static const kernels_class small_gpu = {SMALL_GPU_ROWS};
+static const kernels_class small_gpu = {SMALL_GPU_ROWS(false)};
+
+/* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
+ * quarter units (quad: a run's vec4 of quants decoded and multiplied one
+ * at a time, a word a load, and the values the compilers can compute
+ * again not held across its loops, gemv.glsl's GEMV_LEAN), for the block
+ * types whose loaders have them (q4_0, q8_0, q4_k, q6_k). Panfrost runs
+ * two threads a core only within 32 registers, and with half units every
+ * decode GEMV took more: 39-64 registers on G610 and G52, 1 thread. With
+ * the quarter units (the device matrix, a synthesized llama in Q4_0, Q8_0
+ * and Q4_K_M, decode): 2 threads and no spills for every decode GEMV but
+ * Q4_K_M's gate/up (q4_k with its mins: 1 thread, 0:0), where G610 had
+ * spilled 2:28-9:48 (docs/devices.md, *What is left*). Cost: each vec4
+ * loads its word and its run's scale again (cached), and the quants are
+ * converted byte by byte (conversions, not the fma of the other rows). */
+static const kernels_class mali = {SMALL_GPU_ROWS(true)};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
  * one grouped kernel: V3D's compiler links the grouped one (three copies
@@ -124,7 +142,7 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS};
  * decode in one loop; V3D 4.2 16:22, 7.1 24:27; apart, each 0:0, so
  * every prefill GEMM of llama Q4_0, Q8_0, F16 and Q4_K_M is 0:0 on both,
  * was 123:139-191:190). Decode keeps its grouped and paired GEMVs. */
-static const kernels_class v3d = {SMALL_GPU_ROWS,
+static const kernels_class v3d = {SMALL_GPU_ROWS(false),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs
@@ -156,11 +174,11 @@ static const kernels_class cpu = {
 };
 
 static const kernels_class *const classes[GL_CLASS_COUNT] = {
-    [GL_CLASS_DEFAULT] = &small_gpu,      [GL_CLASS_LLVMPIPE] = &cpu,
-    [GL_CLASS_NVIDIA] = &large_gpu,       [GL_CLASS_AMD] = &large_gpu,
-    [GL_CLASS_INTEL] = &large_gpu,        [GL_CLASS_MALI_BIFROST] = &small_gpu,
-    [GL_CLASS_MALI_VALHALL] = &small_gpu, [GL_CLASS_ADRENO_6XX] = &small_gpu,
-    [GL_CLASS_ADRENO_7XX] = &small_gpu,   [GL_CLASS_V3D] = &v3d,
+    [GL_CLASS_DEFAULT] = &small_gpu,    [GL_CLASS_LLVMPIPE] = &cpu,
+    [GL_CLASS_NVIDIA] = &large_gpu,     [GL_CLASS_AMD] = &large_gpu,
+    [GL_CLASS_INTEL] = &large_gpu,      [GL_CLASS_MALI_BIFROST] = &mali,
+    [GL_CLASS_MALI_VALHALL] = &mali,    [GL_CLASS_ADRENO_6XX] = &small_gpu,
+    [GL_CLASS_ADRENO_7XX] = &small_gpu, [GL_CLASS_V3D] = &v3d,
 };
 
 const kernels_class *kernels_class_of(const glesc_context *ctx)

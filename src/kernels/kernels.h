@@ -455,7 +455,20 @@ enum {
      * q[4], out vec2 ab)`, run h of unit u (its elements at NAME_wunit_x's
      * component h) with its scale and offset */
     KERNELS_WLOAD_UHALF = 1u << 7,
+    /* with UNIT and UVEC4, where kernels_wload_uquad says so: the GEMV's
+     * quarter units (its class's quad), `void NAME_wuq(uint row_byte,
+     * uvec4 at, uint u, uint h, uint j, out vec4 q)`, vec4 j of run h's
+     * quants, and `vec2 NAME_wuab(uint row_byte, uvec4 at, uint u, uint
+     * h)`, the run's scale and offset */
+    KERNELS_WLOAD_UQUAD = 1u << 8,
+    /* with UVEC4: the binding is a uint array all the same (QW one word a
+     * load, QW4 four): the quarter units' */
+    KERNELS_WLOAD_WORDS = 1u << 9,
 };
+/* Do w's units also come a vec4 at a time (NAME_wuq, NAME_wuab: the
+ * GEMV's quarter units)? Block types whose snippet has unit_q4 and
+ * unit_ab. */
+bool kernels_wload_uquad(const glesc_tensor *w);
 /* Does w have the fast units (its binding then is a uvec4 array)?
  * The block types whose snippet has a unit decoder, and f32/f16/bf16
  * whose rows start on 16 bytes and hold a multiple of 32 elements. */
@@ -489,6 +502,8 @@ typedef struct kernels_class {
         int cols;     /* columns a pass for more than one (gemv.glsl's MCOLS) */
         int groups;   /* workgroups a dispatch at most (0: one per block) */
         bool half;    /* units decoded and multiplied a run (16 elements) at a time */
+        bool quad;    /* with half: a vec4 (4 elements) at a time, where the weight
+                         type's loaders allow (kernels_wload_uquad) */
     } gemv;
     struct {
         int bn, bm, tn, tm; /* the tile where it fits (0: the largest the caps allow) */

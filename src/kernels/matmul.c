@@ -73,7 +73,11 @@ bool kernels_matmul_units(const glesc_tensor *mm)
  * 32-element units both kernels read. */
 static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool units, unsigned extra)
 {
-    int wb = units ? kb_binding_uvec4(b, w->owner, 0) : kb_binding(b, w->owner, 0, false);
+    /* the quarter units read a word at a time: a uint binding (QW one load) */
+    if (units && (extra & KERNELS_WLOAD_UQUAD) && kernels_wload_uquad(w))
+        extra |= KERNELS_WLOAD_WORDS;
+    int wb = units && !(extra & KERNELS_WLOAD_WORDS) ? kb_binding_uvec4(b, w->owner, 0)
+                                                     : kb_binding(b, w->owner, 0, false);
     char buf[16];
     snprintf(buf, sizeof buf, "t%d", wb);
     kernels_wload_emit(b, w, fn, buf,
@@ -281,21 +285,22 @@ typedef struct gemv_cfg {
     bool subgroup;
     bool raw;  /* pipelined units (gemv_units.glsl; opt-in, see gemv_config) */
     bool half; /* units a run at a time (gemv_units.glsl's GEMV_HALF) */
+    bool quad; /* and a vec4 at a time where the loaders allow (GEMV_QUAD) */
 } gemv_cfg;
 
 #define GEMV_SHARED_MAX (48 * 1024) /* bytes of shared memory a GEMV may use */
 #define GEMV_XS_MAX 4096            /* x elements per column and slice, at most */
 
-/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0,raw=0,fill=4,half=0": a tuning
+/* GLESC_GEMV="wg=256,team=32,nr=2,unroll=2,xs=4096,subgroup=0,raw=0,fill=4,half=0,quad=0": a tuning
  * aid overriding the fields it names (read on every generation, so a
  * process sees one value: plans and programs stay consistent). */
 static void gemv_env(gemv_cfg *c)
 {
-    static const char *const keys[] = {"wg", "team",     "groups", "ks",   "nr",  "unroll",
-                                       "xs", "subgroup", "raw",    "fill", "half"};
-    int v[] = {c->wg, c->team,     c->groups, c->ks,   c->nr,  c->unroll,
-               c->xs, c->subgroup, c->raw,    c->fill, c->half};
-    kernels_env_ints("GLESC_GEMV", keys, v, 11, INT_MIN);
+    static const char *const keys[] = {"wg", "team",     "groups", "ks",   "nr",   "unroll",
+                                       "xs", "subgroup", "raw",    "fill", "half", "quad"};
+    int v[] = {c->wg, c->team,     c->groups, c->ks,   c->nr,   c->unroll,
+               c->xs, c->subgroup, c->raw,    c->fill, c->half, c->quad};
+    kernels_env_ints("GLESC_GEMV", keys, v, 12, INT_MIN);
     c->wg = v[0];
     c->team = v[1];
     c->groups = v[2];
@@ -307,6 +312,7 @@ static void gemv_env(gemv_cfg *c)
     c->raw = v[8] != 0;
     c->fill = v[9];
     c->half = v[10] != 0;
+    c->quad = v[11] != 0;
 }
 
 /* The columns a pass of the GEMV of m columns (gemv.glsl's MCOLS): 1 for
@@ -352,8 +358,10 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
      * nothing waits on memory. */
     c.raw = false;
     c.half = kc->gemv.half;
+    c.quad = kc->gemv.quad;
     gemv_env(&c);
     c.raw = c.raw && !c.half; /* the half units are not pipelined */
+    c.quad = c.quad && c.half;
     c.wg = kernels_pow2_floor(CORE_MAX(1, CORE_MIN(c.wg, caps->max_compute_invocations)));
     c.subgroup = c.subgroup && c.team == caps->subgroup_size && c.wg % c.team == 0;
     c.team = CORE_MAX(1, CORE_MIN(c.team, c.wg));
@@ -391,12 +399,13 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
 /* A copy of glsl/graph/gemv_units.glsl per matmul of the kernel (member j
  * reads its weight through loader load_w or load_s<j>), its names defined
  * around it. */
-static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw, bool half)
+static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw, bool half, bool quad)
 {
     static const char *const names[] = {
-        "GEMV_UNITS", "GEMV_STEPS", "GEMV_STEP", "GEMV_UX",   "GEMV_UDOT", "GEMV_LOAD", "GEMV_DEC",
-        "GEMV_RAW",   "W_WAT",      "W_WUNIT",   "W_WUNIT_X", "W_MINS",    "W_WRAW",    "W_WDEC",
-        "U_WUNIT",    "U_WRAW",     "U_WDEC",    "W_WUHALF",  "U_WUHALF"};
+        "GEMV_UNITS", "GEMV_STEPS", "GEMV_STEP", "GEMV_UX", "GEMV_UDOT", "GEMV_LOAD",
+        "GEMV_DEC",   "GEMV_RAW",   "W_WAT",     "W_WUNIT", "W_WUNIT_X", "W_MINS",
+        "W_WRAW",     "W_WDEC",     "U_WUNIT",   "U_WRAW",  "U_WDEC",    "W_WUHALF",
+        "U_WUHALF",   "GEMV_QUAD",  "W_WUQ",     "W_WUAB",  "U_WUQ",     "U_WUAB"};
     const char *text = emit_snippet_text("graph/gemv_units");
     for (int j = 0; text && j <= mc->n_sib; j++) {
         char fn[16], name[24];
@@ -431,6 +440,14 @@ static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw, bool half)
             if (j == 0 && mc->p)
                 sbuf_append(&s, "#define U_WRAW load_u_wraw\n#define U_WDEC load_u_wdec\n");
         }
+        /* the quarter units where this member's loaders (and the pair's) have them */
+        if (half && quad && units && kernels_wload_uquad(w) &&
+            (j || !mc->p || kernels_wload_uquad(mc->p->src[0]))) {
+            sbuf_appendf(&s, "#define GEMV_QUAD 1\n#define W_WUQ %s_wuq\n#define W_WUAB %s_wuab\n",
+                         fn, fn);
+            if (j == 0 && mc->p)
+                sbuf_append(&s, "#define U_WUQ load_u_wuq\n#define U_WUAB load_u_wuab\n");
+        }
         sbuf_append(&s, text);
         for (size_t i = 0; i < CORE_ARRAY_LEN(names); i++)
             sbuf_appendf(&s, "#undef %s\n", names[i]);
@@ -451,7 +468,7 @@ static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw, bool half)
  * the result through the reduction's epilogue (glsl/graph/argmax.glsl).
  * Candidates are staged in xs, free once the rows are done, where it holds
  * one per invocation; else in arrays of their own (own_stage). */
-static void gemv_argmax_decl(kb *b, mm_ctx *mc, int wg, bool own_stage, bool norm)
+static void gemv_argmax_decl(kb *b, mm_ctx *mc, int wg, bool own_stage, bool norm, bool lean)
 {
     int sc = kb_scratch(b, 0); /* its size comes with the dispatches */
     mc->p_am_g0 = kb_param_u(b, "am_g0", 0);
@@ -475,9 +492,19 @@ static void gemv_argmax_decl(kb *b, mm_ctx *mc, int wg, bool own_stage, bool nor
     emit_kernel_define(b->k, "AM_BASE", "%du", KB_SCRATCH_COUNTERS);
     emit_kernel_snippet(b->k, "graph/reduce"); /* NEG_INF */
     emit_kernel_snippet(b->k, "graph/argmax");
-    emit_kernel_helper(b->k, "gemv_argmax",
-                       "// this invocation's best row so far\nfloat red_bv = NEG_INF;\n"
-                       "float red_bi = AM_NONE;\n");
+    if (lean) {
+        /* GEMV_LEAN: in shared memory, a slot an invocation (main sets it
+         * before gemv_main), not two registers held across the GEMV's loops */
+        emit_kernel_shared(b->k, "vec2", "am_best", wg);
+        emit_kernel_helper(b->k, "gemv_argmax",
+                           "// this invocation's best row so far (its own slot)\n"
+                           "#define red_bv am_best[gl_LocalInvocationIndex].x\n"
+                           "#define red_bi am_best[gl_LocalInvocationIndex].y\n");
+    } else {
+        emit_kernel_helper(b->k, "gemv_argmax",
+                           "// this invocation's best row so far\nfloat red_bv = NEG_INF;\n"
+                           "float red_bi = AM_NONE;\n");
+    }
     emit_kernel_comment(b->k, "arg max of the rows folded in (a last-workgroup combine)");
 }
 
@@ -541,6 +568,7 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
     int bytes = 16 * (xs_vec4 + c.red) + (nrm || red ? 4 * c.wg : 0);
     bool own_stage = red && xs_vec4 < c.wg;
     bytes += own_stage ? 8 * c.wg : 0;
+    bytes += red && c.quad ? 8 * c.wg : 0; /* GEMV_LEAN's am_best */
     if (bytes > b->ctx->caps.max_compute_shared_memory)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "GEMV: %d bytes of shared memory needed, the device has %d (m = %d)", bytes,
@@ -572,6 +600,8 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
             emit_kernel_define(b->k, "PAIR", "1");
         if (c.half)
             emit_kernel_define(b->k, "GEMV_HALF", "1");
+        if (c.quad)
+            emit_kernel_define(b->k, "GEMV_LEAN", "1");
         emit_kernel_shared(b->k, "vec4", "xs", xs_vec4);
         if (c.red)
             emit_kernel_shared(b->k, "vec4", "xr", c.red);
@@ -594,16 +624,17 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
                                 "theirs by range",
                                 1 + mc->n_sib);
     }
-    mc->wload_extra = (c.raw ? KERNELS_WLOAD_RAW : 0u) | (c.half ? KERNELS_WLOAD_UHALF : 0u);
+    mc->wload_extra = (c.raw ? KERNELS_WLOAD_RAW : 0u) | (c.half ? KERNELS_WLOAD_UHALF : 0u) |
+                      (c.quad ? KERNELS_WLOAD_UQUAD : 0u);
     kernels_mm_common(b, mc);
     mc->p_blocks = kb_param_u(b, "n_blocks", 0);
     if (c.half)
         kb_param_u(b, "gemv_two", 2); /* a uniform: the runs' loops stay loops */
     if (red)
-        gemv_argmax_decl(b, mc, c.wg, own_stage, nrm != NULL);
+        gemv_argmax_decl(b, mc, c.wg, own_stage, nrm != NULL, c.quad);
     if (b->k) {
         emit_kernel_snippet(b->k, "graph/gemv");
-        gemv_units_copies(b, mc, c.raw, c.half);
+        gemv_units_copies(b, mc, c.raw, c.half, c.quad);
     }
     /* the hooks gemv.glsl calls: x with its prologue (and a folded norm's
      * squares), the stores with their epilogues, the norm's scale */
@@ -618,6 +649,9 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
     if (b->k)
         emit_kernel_function_end(b->k);
     kernels_mm_norm_scale_hook(b, nrm, "gemv");
+    if (red && c.quad) /* a loop: its address is not the store hook's (CSE would hold that) */
+        kb_line(b, "for (uint i = gl_LocalInvocationIndex; i < WG_SIZE; i += WG_SIZE) "
+                   "am_best[i] = vec2(NEG_INF, AM_NONE);");
     kb_line(b, "gemv_main();");
     if (red)
         gemv_argmax_finish(b);

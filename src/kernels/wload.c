@@ -35,7 +35,14 @@
  *                       without UVEC4): the GEMV's half units, `void
  *                       NAME_wuhalf(uint row_byte, uvec4 at, uint u, uint
  *                       h, out vec4 q[4], out vec2 ab)`, run h of unit u
- *                       with its scale and offset.
+ *                       with its scale and offset. With
+ *                       KERNELS_WLOAD_UQUAD, block types whose snippet
+ *                       has unit_q4 (kernels_wload_uquad): the GEMV's
+ *                       quarter units, `void NAME_wuq(uint row_byte,
+ *                       uvec4 at, uint u, uint h, uint j, out vec4 q)`,
+ *                       vec4 j of run h's quants, and `vec2
+ *                       NAME_wuab(uint row_byte, uvec4 at, uint u, uint
+ *                       h)`, the run's scale and offset.
  *
  * f32, f16 and bf16 element loaders are written here. The ggml block types
  * are built on the glsl/quant/ snippets (the ones tests/test_quant_gpu.c
@@ -114,6 +121,12 @@ bool kernels_wload_dec_half(const glesc_tensor *w)
 {
     return graph_dtype_quant(w->dtype) && kernels_wload_raw(w) &&
            snippet_has(w->dtype, "\nvoid unit_dec_half(");
+}
+
+bool kernels_wload_uquad(const glesc_tensor *w)
+{
+    return graph_dtype_quant(w->dtype) && kernels_wload_units(w) &&
+           snippet_has(w->dtype, "\nvec4 unit_q4(") && snippet_has(w->dtype, "\nvec2 unit_ab(");
 }
 
 bool kernels_wload_half(const glesc_tensor *w)
@@ -298,7 +311,7 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                  "// weight loader %s: %s (glsl/%s.glsl) in %s; the snippets' names are renamed "
                  "%s_* so that each loader has its own copy\n",
                  fn, glesc_dtype_name(t), snippet, buf, fn);
-    word_macros(o, buf, fast);
+    word_macros(o, buf, fast && !(what & KERNELS_WLOAD_WORDS));
     sbuf_append(&undefs, "#undef QW\n#undef QW4\n");
     snippet_names(common, fn, o, &undefs);
     if (locate.len)
@@ -379,6 +392,18 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                          fn);
         if (what & KERNELS_WLOAD_UHALF)
             block_uhalf(o, w, fn);
+        if ((what & KERNELS_WLOAD_UQUAD) && kernels_wload_uquad(w))
+            sbuf_appendf(o,
+                         "void %s_wuq(uint row_byte, uvec4 at, uint u, uint h, uint j, out vec4 q) "
+                         "{\n"
+                         "    uint w = row_byte >> 2u;\n"
+                         "    q = unit_q4(qblock(w + at.x, w + at.y, w + at.z, at.w), u %% QU, h, "
+                         "j);\n}\n"
+                         "vec2 %s_wuab(uint row_byte, uvec4 at, uint u, uint h) {\n"
+                         "    uint w = row_byte >> 2u;\n"
+                         "    return unit_ab(qblock(w + at.x, w + at.y, w + at.z, at.w), u %% QU, "
+                         "h);\n}\n",
+                         fn, fn);
     } else if (what & KERNELS_WLOAD_UNIT) {
         generic_unit(o, fn, ne0, true);
         if (what & KERNELS_WLOAD_UHALF)
