@@ -26,7 +26,9 @@
 // also give a run a vec4 at a time, for the GEMV's quarter units (the
 // fewest registers): `vec4 unit_q4(qblock b, uint u, uint h, uint j)`,
 // q[4h + j] of unit's (its quants only, loading just the words it needs),
-// and `vec2 unit_ab(qblock b, uint u, uint h)`, ab.xy (h = 0) or ab.zw.
+// and `vec2 unit_ab(qblock b, uint u, uint h)`, ab.xy (h = 0) or ab.zw,
+// only in kernels with GEMV_LEAN (the only ones that call them: other
+// kernels' text stays as it was).
 
 // Word i & 3 of v, by selects (a dynamically indexed vector can become
 // branches); QW uses it where the binding is a uvec4 array.

@@ -37,6 +37,7 @@ void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2
     QNIB4H(q, r[0], h, 8.0);
     ab = vec2(d, 0.0);
 }
+#ifdef GEMV_LEAN // the quarter units serve only those GEMVs
 // The GEMV's quarter units (see common.glsl): vec4 j of run h, its quants
 // only, and the run's scale and offset.
 vec4 unit_q4(qblock b, uint u, uint h, uint j) {
@@ -46,3 +47,4 @@ vec4 unit_q4(qblock b, uint u, uint h, uint j) {
 vec2 unit_ab(qblock b, uint u, uint h) {
     return vec2(qhalf(b.f1, b.i), 0.0);
 }
+#endif

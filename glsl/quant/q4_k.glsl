@@ -50,6 +50,7 @@ void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2
     QNIB4H(q, w, h, 0.0);
     ab = h == 0u ? vec2(dm.x * sm.x, -dm.y * sm.z) : vec2(dm.x * sm.y, -dm.y * sm.w);
 }
+#ifdef GEMV_LEAN // the quarter units serve only those GEMVs
 // The GEMV's quarter units (see common.glsl): vec4 j of run h, its quants
 // only (word j of the unit's uvec4, low nibbles for run 0, high for 1), and
 // the run's scale and offset (sub-block 2c + h of chunk c = u / 2).
@@ -63,3 +64,4 @@ vec2 unit_ab(qblock b, uint u, uint h) {
     vec4 sm = scale_min_k4_pair(hd, u >> 1);
     return h == 0u ? vec2(dm.x * sm.x, -dm.y * sm.z) : vec2(dm.x * sm.y, -dm.y * sm.w);
 }
+#endif

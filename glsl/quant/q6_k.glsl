@@ -76,6 +76,7 @@ void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2
     QBITS4H(q, r[0], h, m4, 32.0);
     ab = vec2(d * sc, 0.0);
 }
+#ifdef GEMV_LEAN // the quarter units serve only those GEMVs
 // The GEMV's quarter units (see common.glsl): vec4 j of run h, its quants
 // only (word j of ql's uvec4, low or high nibbles, with the two top bits
 // from word j of qh's), and the run's scale and offset.
@@ -95,3 +96,4 @@ vec2 unit_ab(qblock b, uint u, uint h) {
     float sc = float(int(sv << (24u - 8u * (si & 3u))) >> 24);
     return vec2(qhalf(b.f1, b.i) * sc, 0.0);
 }
+#endif
