@@ -75,7 +75,7 @@
 #define ATTN_T_MAX 64
 #define ATTN_SPLIT_TILES 1 /* key tiles per split at least */
 #define ATTN_COMBINE 512   /* (split, head) pairs the combine stages in ks */
-#define ATTN_CU 4          /* splits a round of the combine reads */
+#define ATTN_CU 4          /* splits a round of the combine reads at most */
 _Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
 
 /* Prefill (gen_prefill): the largest configuration, shrunk by the caps */
@@ -252,6 +252,12 @@ static glesc_status gen_decode(kb *b)
     attn_shape sh = shape_of(a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], d = q->ne[0], dv = v->ne[0];
     int64_t n_groups = n_head / sh.hg;
+    /* the class's registers: fewer splits a round of the combine (each
+     * one's loads and addresses in flight), the KV-cache write's row lookup
+     * where it is called (devclass.c's Mali row) */
+    int cu = kernels_class_of(b->ctx)->attn.decode_cu;
+    cu = cu > 0 && cu < ATTN_CU ? cu : ATTN_CU;
+    b->rw_find_local = kernels_class_of(b->ctx)->attn.decode_rw_local;
     /* registers per invocation of a key (value) tile; values through
      * registers only where their tile is staged in ks */
     int kpl = sh.regs ? (int)((sh.t * d + wg - 1) / wg) : 0;
@@ -269,8 +275,8 @@ static glesc_status gen_decode(kb *b)
         emit_kernel_snippet(b->k, "graph/eltwise");
         static const char *const names[] = {
             "HG", "T", "D", "DV", "DPT", "ATTN_COUNTERS", "ATTN_COMBINE", "ATTN_CU"};
-        const int vals[] = {sh.hg,        sh.t,   (int)d, (int)dv, sh.dpt, KB_SCRATCH_COUNTERS,
-                            ATTN_COMBINE, ATTN_CU};
+        const int vals[] = {sh.hg,        sh.t, (int)d, (int)dv, sh.dpt, KB_SCRATCH_COUNTERS,
+                            ATTN_COMBINE, cu};
         _Static_assert(sizeof vals / sizeof vals[0] == sizeof names / sizeof names[0],
                        "a value per define");
         for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
