@@ -252,12 +252,16 @@ static glesc_status gen_decode(kb *b)
     attn_shape sh = shape_of(a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], d = q->ne[0], dv = v->ne[0];
     int64_t n_groups = n_head / sh.hg;
-    /* the class's registers: fewer splits a round of the combine (each
-     * one's loads and addresses in flight), the KV-cache write's row lookup
-     * where it is called (devclass.c's Mali row) */
+    /* the class's registers (devclass.c's Mali row): fewer splits a round
+     * of the combine (each one's loads and addresses in flight), the hooks
+     * written for registers (kb's lean) and the KV-cache writes after the
+     * attention (their loop's values and the attention's never live
+     * together; the order does not matter: no invocation reads a row the
+     * dispatch writes from memory) */
     int cu = kernels_class_of(b->ctx)->attn.decode_cu;
     cu = cu > 0 && cu < ATTN_CU ? cu : ATTN_CU;
-    b->rw_find_local = kernels_class_of(b->ctx)->attn.decode_rw_local;
+    bool lean = kernels_class_of(b->ctx)->attn.decode_lean;
+    b->lean = lean;
     /* registers per invocation of a key (value) tile; values through
      * registers only where their tile is staged in ks */
     int kpl = sh.regs ? (int)((sh.t * d + wg - 1) / wg) : 0;
@@ -363,12 +367,15 @@ static glesc_status gen_decode(kb *b)
                           false, "mem");
         }
     }
+    if (lean)
+        kb_line(b, "attn_decode();");
     kb_row_writes_store(
         b,
         "((gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + "
         "gl_WorkGroupID.x) * WG_SIZE + gl_LocalInvocationIndex",
         "WG_SIZE * gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z");
-    kb_line(b, "attn_decode();");
+    if (!lean)
+        kb_line(b, "attn_decode();");
     kb_dispatch_groups(b, (uint32_t)n_q, (uint32_t)n_groups, (uint32_t)nsplit);
     return b->st;
 }

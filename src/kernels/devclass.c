@@ -88,7 +88,7 @@ static const kernels_class large_gpu = {
  * with barriers untried on the boards).
  * A macro: V3D's row is the same but for its fusions, Mali's but for the
  * GEMV's quarter units (quad) and the decode attention's registers (LEAN:
- * decode_cu, decode_rw_local), below. */
+ * decode_cu, decode_lean), below. */
 #define SMALL_GPU_ROWS(QUAD, LEAN)                                                                 \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
@@ -117,7 +117,7 @@ static const kernels_class large_gpu = {
              .pf_bk = 32,                                                                          \
              .decode_max_q = 1,                                                                    \
              .decode_cu = (LEAN) ? 2 : 0,                                                          \
-             .decode_rw_local = LEAN}
+             .decode_lean = LEAN}
 
 static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false)};
 

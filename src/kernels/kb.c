@@ -449,7 +449,7 @@ void kb_row_writes_begin(kb *b)
          * CPU). */
         sbuf h;
         sbuf_init(&h);
-        if (b->rw_find_local)
+        if (b->lean)
             sbuf_appendf(&h,
                          "int rw%d_find(uint row) {\n"
                          "    int p0 = t%d[l%d_o];\n"
@@ -486,7 +486,7 @@ void kb_row_writes_begin(kb *b)
         else
             kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "kernel text: out of memory");
         sbuf_free(&h);
-        if (b->rw_find_local)
+        if (b->lean)
             continue;
         kb_line(b, "rw%d_p0 = t%d[l%d_o];", w, pb, li);
         kb_line(b, "rw%d_seq = true;", w);
