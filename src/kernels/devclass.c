@@ -133,7 +133,12 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false)};
  * Q4_K_M's gate/up (q4_k with its mins: 1 thread, 0:0), where G610 had
  * spilled 2:28-9:48 (docs/devices.md, *What is left*). Cost: each vec4
  * loads its word and its run's scale again (cached), and the quants are
- * converted byte by byte (conversions, not the fma of the other rows). */
+ * converted byte by byte (conversions, not the fma of the other rows).
+ * The decode attention (LEAN: the combine 2 splits a round, the fused
+ * KV-cache writes after the attention with their row lookup where it is
+ * called, NeoX rope's index by a select): 2 threads and no spills on G610
+ * and G52 for every synthesized arch, was 1 (docs/devices.md, *What is
+ * left*). */
 static const kernels_class mali = {SMALL_GPU_ROWS(true, true)};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
