@@ -75,7 +75,7 @@
 #define ATTN_T_MAX 64
 #define ATTN_SPLIT_TILES 1 /* key tiles per split at least */
 #define ATTN_COMBINE 512   /* (split, head) pairs the combine stages in ks */
-#define ATTN_CU 4          /* splits a round of the combine reads */
+#define ATTN_CU 4          /* splits a round of the combine reads at most */
 _Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
 
 /* Prefill (gen_prefill): the largest configuration, shrunk by the caps */
@@ -252,6 +252,16 @@ static glesc_status gen_decode(kb *b)
     attn_shape sh = shape_of(a, wg);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], d = q->ne[0], dv = v->ne[0];
     int64_t n_groups = n_head / sh.hg;
+    /* the class's registers (devclass.c's Mali row): fewer splits a round
+     * of the combine (each one's loads and addresses in flight), the hooks
+     * written for registers (kb's lean) and the KV-cache writes after the
+     * attention (their loop's values and the attention's never live
+     * together; the order does not matter: no invocation reads a row the
+     * dispatch writes from memory) */
+    int cu = kernels_class_of(b->ctx)->attn.decode_cu;
+    cu = cu > 0 && cu < ATTN_CU ? cu : ATTN_CU;
+    bool lean = kernels_class_of(b->ctx)->attn.decode_lean;
+    b->lean = lean;
     /* registers per invocation of a key (value) tile; values through
      * registers only where their tile is staged in ks */
     int kpl = sh.regs ? (int)((sh.t * d + wg - 1) / wg) : 0;
@@ -269,8 +279,8 @@ static glesc_status gen_decode(kb *b)
         emit_kernel_snippet(b->k, "graph/eltwise");
         static const char *const names[] = {
             "HG", "T", "D", "DV", "DPT", "ATTN_COUNTERS", "ATTN_COMBINE", "ATTN_CU"};
-        const int vals[] = {sh.hg,        sh.t,   (int)d, (int)dv, sh.dpt, KB_SCRATCH_COUNTERS,
-                            ATTN_COMBINE, ATTN_CU};
+        const int vals[] = {sh.hg,        sh.t, (int)d, (int)dv, sh.dpt, KB_SCRATCH_COUNTERS,
+                            ATTN_COMBINE, cu};
         _Static_assert(sizeof vals / sizeof vals[0] == sizeof names / sizeof names[0],
                        "a value per define");
         for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
@@ -357,12 +367,15 @@ static glesc_status gen_decode(kb *b)
                           false, "mem");
         }
     }
+    if (lean)
+        kb_line(b, "attn_decode();");
     kb_row_writes_store(
         b,
         "((gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + "
         "gl_WorkGroupID.x) * WG_SIZE + gl_LocalInvocationIndex",
         "WG_SIZE * gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z");
-    kb_line(b, "attn_decode();");
+    if (!lean)
+        kb_line(b, "attn_decode();");
     kb_dispatch_groups(b, (uint32_t)n_q, (uint32_t)n_groups, (uint32_t)nsplit);
     return b->st;
 }

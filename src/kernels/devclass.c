@@ -87,8 +87,9 @@ static const kernels_class large_gpu = {
  * twice the rows, but 128 is what every other small-GPU kernel runs (256
  * with barriers untried on the boards).
  * A macro: V3D's row is the same but for its fusions, Mali's but for the
- * GEMV's quarter units (quad, below). */
-#define SMALL_GPU_ROWS(QUAD)                                                                       \
+ * GEMV's quarter units (quad) and the decode attention's registers (LEAN:
+ * decode_cu, decode_lean), below. */
+#define SMALL_GPU_ROWS(QUAD, LEAN)                                                                 \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
              .nr1 = 1,                                                                             \
@@ -114,9 +115,11 @@ static const kernels_class large_gpu = {
              .pf_target = 64,                                                                      \
              .pf_r = 16,                                                                           \
              .pf_bk = 32,                                                                          \
-             .decode_max_q = 1}
+             .decode_max_q = 1,                                                                    \
+             .decode_cu = (LEAN) ? 2 : 0,                                                          \
+             .decode_lean = LEAN}
 
-static const kernels_class small_gpu = {SMALL_GPU_ROWS(false)};
+static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false)};
 
 /* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
  * quarter units (quad: a run's vec4 of quants decoded and multiplied one
@@ -130,8 +133,13 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false)};
  * Q4_K_M's gate/up (q4_k with its mins: 1 thread, 0:0), where G610 had
  * spilled 2:28-9:48 (docs/devices.md, *What is left*). Cost: each vec4
  * loads its word and its run's scale again (cached), and the quants are
- * converted byte by byte (conversions, not the fma of the other rows). */
-static const kernels_class mali = {SMALL_GPU_ROWS(true)};
+ * converted byte by byte (conversions, not the fma of the other rows).
+ * The decode attention (LEAN: the combine 2 splits a round, the fused
+ * KV-cache writes after the attention with their row lookup where it is
+ * called, NeoX rope's index by a select): 2 threads and no spills on G610
+ * and G52 for every synthesized arch, was 1 (docs/devices.md, *What is
+ * left*). */
+static const kernels_class mali = {SMALL_GPU_ROWS(true, true)};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
  * one grouped kernel: V3D's compiler links the grouped one (three copies
@@ -142,7 +150,7 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true)};
  * decode in one loop; V3D 4.2 16:22, 7.1 24:27; apart, each 0:0, so
  * every prefill GEMM of llama Q4_0, Q8_0, F16 and Q4_K_M is 0:0 on both,
  * was 123:139-191:190). Decode keeps its grouped and paired GEMVs. */
-static const kernels_class v3d = {SMALL_GPU_ROWS(false),
+static const kernels_class v3d = {SMALL_GPU_ROWS(false, false),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs

@@ -137,7 +137,11 @@ void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbu
     if (neox) {
         kb_line(b, "uint %s = %s >= %s ? %s : (%s < %s / 2u ? %s + %s / 2u : %s - %s / 2u);", pair,
                 c[0], nd, c[0], c[0], nd, c[0], nd, c[0], nd);
-        kb_line(b, "uint %s = %s %% (%s / 2u);", idx, c[0], nd);
+        if (b->lean) /* no remainder by a uniform; past n_dims (no rotation) any index */
+            kb_line(b, "uint %s = %s < %s / 2u ? %s : %s - %s / 2u;", idx, c[0], nd, c[0], c[0],
+                    nd);
+        else
+            kb_line(b, "uint %s = %s %% (%s / 2u);", idx, c[0], nd);
     } else {
         kb_line(b, "uint %s = %s >= %s ? %s : (%s ^ 1u);", pair, c[0], nd, c[0], c[0]);
         kb_line(b, "uint %s = %s / 2u;", idx, c[0]);
@@ -147,8 +151,10 @@ void kernels_expr_rope(kb *b, const glesc_tensor *t, const char *const c[4], sbu
     kb_line(b, "float %s = float(%s) * pow(%s, -2.0 * float(%s) / float(%s));", th, pos, base, idx,
             nd);
     if (t->n_src > 2 && t->src[2]) { /* frequency factors: one per rotation */
-        char ff[16];
-        const char *fc[4] = {idx, "0u", "0u", "0u"};
+        char ff[16], fi[64];
+        /* lean: an element past n_dims has an index past the factors */
+        snprintf(fi, sizeof fi, "min(%s, %s / 2u - 1u)", idx, nd);
+        const char *fc[4] = {b->lean && neox ? fi : idx, "0u", "0u", "0u"};
         kb_expr(b, t->src[2], fc, ff);
         kb_line(b, "%s /= %s;", th, ff);
     }

@@ -449,12 +449,26 @@ void kb_row_writes_begin(kb *b)
          * CPU). */
         sbuf h;
         sbuf_init(&h);
+        if (b->lean)
+            sbuf_appendf(&h,
+                         "int rw%d_find(uint row) {\n"
+                         "    int p0 = t%d[l%d_o];\n"
+                         "    bool seq = true;\n"
+                         "    for (uint q = 1u; q < rw%d_n; q++) {\n"
+                         "        seq = seq && t%d[l%d_o + q * l%d_s0] == p0 + int(q);\n"
+                         "    }\n"
+                         "    int r = int(row) - p0;\n"
+                         "    if (seq) {\n",
+                         w, pb, li, w, pb, li, li);
+        else
+            sbuf_appendf(&h,
+                         "bool rw%d_seq;\n"
+                         "int rw%d_p0;\n"
+                         "int rw%d_find(uint row) {\n"
+                         "    int r = int(row) - rw%d_p0;\n"
+                         "    if (rw%d_seq) {\n",
+                         w, w, w, w, w);
         sbuf_appendf(&h,
-                     "bool rw%d_seq;\n"
-                     "int rw%d_p0;\n"
-                     "int rw%d_find(uint row) {\n"
-                     "    int r = int(row) - rw%d_p0;\n"
-                     "    if (rw%d_seq) {\n"
                      "        return r >= 0 && r < int(rw%d_n) ? r : -1;\n"
                      "    }\n"
                      "    for (int q = int(rw%d_n) - 1; q >= 0; q--) {\n"
@@ -464,7 +478,7 @@ void kb_row_writes_begin(kb *b)
                      "    }\n"
                      "    return -1;\n"
                      "}\n",
-                     w, w, w, w, w, w, w, pb, li, li);
+                     w, w, pb, li, li);
         char name[24];
         snprintf(name, sizeof name, "rw%d_find", w);
         if (sbuf_str(&h))
@@ -472,6 +486,8 @@ void kb_row_writes_begin(kb *b)
         else
             kb_fail(b, GLESC_ERROR_OUT_OF_MEMORY, "kernel text: out of memory");
         sbuf_free(&h);
+        if (b->lean)
+            continue;
         kb_line(b, "rw%d_p0 = t%d[l%d_o];", w, pb, li);
         kb_line(b, "rw%d_seq = true;", w);
         kb_line(b, "for (uint q = 1u; q < rw%d_n; q++) {", w);

@@ -160,6 +160,14 @@ typedef struct kb {
     /* such loads outside the rows written take this GLSL value instead of
      * reading the memory (the generator loaded it before; NULL: read) */
     const char *rw_else;
+    /* written for registers over instructions (Mali's decode attention,
+     * devclass.c's decode_lean): the row lookup (rw<w>_find) finds the
+     * first row index and whether the rows are consecutive itself where it
+     * is called, instead of main() holding them in globals across the
+     * whole kernel (a cached load and a loop over the rows written each
+     * call: a decode step's one row, none); a NeoX rope's rotation index by
+     * a select, not a remainder by a uniform (an integer division) */
+    bool lean;
     int scratch_bind; /* -1: none */
     uint64_t scratch_bytes;
     /* gathers computed where they are read (kernels_expr_gather): each one's
@@ -521,6 +529,9 @@ typedef struct kernels_class {
                                  at most (0: the largest, attention.c's ATTN_PF_R and
                                  ATTN_PF_BK; the shared memory may shrink both) */
         int decode_max_q;     /* the decode kernel up to this many queries (0, 1: one) */
+        int decode_cu;        /* decode: splits a round of the combine reads (0: ATTN_CU) */
+        bool decode_lean;     /* decode: written for registers (kb's lean), the fused
+                                 KV-cache writes after the attention, not before it */
     } attn;
     int gemv_max_m; /* GEMV up to this many columns; 0: the device profile measures it */
     /* fusions left out of matmuls of more than one column where
