@@ -210,11 +210,8 @@ void gl_program_cache_destroy(glesc_context *ctx)
         return;
     /* background compiles are finished and recorded (their binaries on
      * disk for the next start), not deleted while the driver compiles */
-    while (c->n_bg > 0) {
-        const gl_program *p;
-        if (bg_collect(ctx, c->n_bg - 1, &p) != GLESC_OK)
-            core_err_reset(&ctx->err);
-    }
+    if (gl_program_cache_background_finish(ctx) != GLESC_OK)
+        core_err_reset(&ctx->err);
     core_free(c->bg);
     gl_program_cache_drop_memory(ctx);
     if (c->zero_groups)
