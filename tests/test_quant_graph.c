@@ -183,6 +183,18 @@ Test(quant_graph, every_type_gemv_and_gemm)
     }
 }
 
+/* The types whose loaders have the GEMV's quarter units (unit_q4). */
+static bool has_quad(glesc_dtype t)
+{
+    static const glesc_dtype quad[] = {GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0,
+                                       GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q4_K,
+                                       GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K};
+    for (size_t i = 0; i < CORE_ARRAY_LEN(quad); i++)
+        if (quad[i] == t)
+            return true;
+    return false;
+}
+
 /* The GEMV cases and tolerance (2e-6 of Σ|w·x|) the standalone dequantizing
  * GEMV was tested with before it was retired (decode runs this one): every
  * type on 7 rows, plain types with a k that is no multiple of 32, and long,
@@ -203,6 +215,9 @@ static void gemv_case_on(glesc_context *c, glesc_dtype t, int64_t rows, int64_t 
     const char *knob = getenv("GLESC_GEMV");
     if (knob && strstr(knob, "half=1"))
         cr_assert(strstr(glesc_graph_last_glsl(g), "#define GEMV_HALF"), "%s: no half units",
+                  glesc_dtype_name(t));
+    if (knob && strstr(knob, "quad=1") && has_quad(t))
+        cr_assert(strstr(glesc_graph_last_glsl(g), "#define GEMV_QUAD"), "%s: no quarter units",
                   glesc_dtype_name(t));
     float *got = tg_read(y);
     double e = worst_error(q.deq, x, got, k, rows, m);
@@ -268,7 +283,9 @@ Test(quant_graph, gemv_long_rows_and_portable_path)
  * with four rows a team and split teams: four types), and the units a run
  * at a time (half=1, the small GPUs' default: every type, through its
  * snippet's unit_dec_half, its whole unit or dq4; with two rows, three
- * columns a pass and a pair-free sum over split teams: four types). */
+ * columns a pass and a pair-free sum over split teams: four types), and
+ * the quarter units (quad=1, Mali's classes' default: every type, those
+ * with unit_q4 through it, the others through the half units). */
 Test(quant_graph, gemv_shapes_of_the_tuning_knob)
 {
     static const char *const knobs[] = {"ks=2,unroll=2,fill=4",
@@ -280,7 +297,9 @@ Test(quant_graph, gemv_shapes_of_the_tuning_knob)
                                         "raw=1",
                                         "raw=1,nr=4,subgroup=0,ks=2,groups=2",
                                         "half=1",
-                                        "half=1,nr=2,subgroup=0,ks=2"};
+                                        "half=1,nr=2,subgroup=0,ks=2",
+                                        "half=1,quad=1",
+                                        "half=1,quad=1,nr=2,subgroup=0,ks=2"};
     /* plain raw=1: every type whose loaders split their units; plain
      * half=1 every type of a GEMV */
     static const glesc_dtype types[] = {
@@ -294,7 +313,7 @@ Test(quant_graph, gemv_shapes_of_the_tuning_knob)
         setenv("GLESC_GEMV", knob, 1);
         ctx = test_context(NULL);
         cr_log_info("GLESC_GEMV=%s", knob ? knob : "");
-        if (!strcmp(knob, "half=1")) {
+        if (!strcmp(knob, "half=1") || !strcmp(knob, "half=1,quad=1")) {
             for (size_t i = 0; i < CORE_ARRAY_LEN(all_types); i++) {
                 gemv_case(all_types[i], 7, 512, 2);
                 gemv_case(all_types[i], 9, 768, 1);
@@ -302,7 +321,8 @@ Test(quant_graph, gemv_shapes_of_the_tuning_knob)
                     gemv_case(all_types[i], 5, 172, 3);
             }
         }
-        size_t n = !strcmp(knob, "raw=1") || !strcmp(knob, "half=1") ? CORE_ARRAY_LEN(types) : 4;
+        size_t n =
+            !strcmp(knob, "raw=1") || !strncmp(knob, "half=1", 6) ? CORE_ARRAY_LEN(types) : 4;
         for (size_t i = 0; i < n; i++) {
             gemv_case(types[i], 67, 1024, 1);
             gemv_case(types[i], 19, 768, 3);

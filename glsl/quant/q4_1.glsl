@@ -34,3 +34,14 @@ void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2
     QNIB4H(q, r[0], h, 0.0);
     ab = dm;
 }
+#ifdef GEMV_LEAN // the quarter units serve only those GEMVs
+// The GEMV's quarter units (see common.glsl): vec4 j of run h, its quants
+// only, and the run's scale and offset (d | m, the block's).
+vec4 unit_q4(qblock b, uint u, uint h, uint j) {
+    uint q = (QW(b.f0 + 4u * b.i + j) >> (4u * h)) & 0x0f0f0f0fu;
+    return vec4((uvec4(q) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu);
+}
+vec2 unit_ab(qblock b, uint u, uint h) {
+    return unpackHalf2x16(QW(b.f1 + b.i));
+}
+#endif

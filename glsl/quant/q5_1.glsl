@@ -46,3 +46,16 @@ void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2
     QBITS4H(q, r[0], h, m4, 0.0);
     ab = dm;
 }
+#ifdef GEMV_LEAN // the quarter units serve only those GEMVs
+// The GEMV's quarter units (see common.glsl): vec4 j of run h, its quants
+// only (the nibbles of word j with their fifth bits, qh's bits 16h + 4j
+// ..), and the run's scale and offset (d | m, the block's).
+vec4 unit_q4(qblock b, uint u, uint h, uint j) {
+    uint m = qh_spread(QW(b.f1 + b.i), 4u * h + j);
+    uint q = ((QW(b.f0 + 4u * b.i + j) >> (4u * h)) & 0x0f0f0f0fu) | m;
+    return vec4((uvec4(q) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu);
+}
+vec2 unit_ab(qblock b, uint u, uint h) {
+    return unpackHalf2x16(QW(b.f2 + b.i));
+}
+#endif

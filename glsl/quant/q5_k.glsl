@@ -58,3 +58,21 @@ void unit_dec_half(uvec4 r[4], qblock b, uint u, uint h, out vec4 q[4], out vec2
     QBITS4H(q, r[2], h, m4, 0.0);
     ab = h == 0u ? vec2(dm.x * sm.x, -dm.y * sm.z) : vec2(dm.x * sm.y, -dm.y * sm.w);
 }
+#ifdef GEMV_LEAN // the quarter units serve only those GEMVs
+// The GEMV's quarter units (see common.glsl): vec4 j of run h, its quants
+// only (word j of the unit's qs uvec4, low nibbles for run 0, high for 1,
+// with the fifth bits, bit 2c + h of word j of its qh uvec4), and the
+// run's scale and offset (sub-block 2c + h of chunk c = u / 2), as q4_k's.
+vec4 unit_q4(qblock b, uint u, uint h, uint j) {
+    uint qh = QW(b.f0 + 4u + 4u * (u & 1u) + j);
+    uint m = ((qh >> (2u * (u >> 1) + h)) << 4u) & 0x10101010u;
+    uint q = ((QW(b.f0 + 12u + 4u * u + j) >> (4u * h)) & 0x0f0f0f0fu) | m;
+    return vec4((uvec4(q) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu);
+}
+vec2 unit_ab(qblock b, uint u, uint h) {
+    uvec4 hd = QW4(b.f0 >> 2u);
+    vec2 dm = unpackHalf2x16(hd.x);
+    vec4 sm = scale_min_k4_pair(hd, u >> 1);
+    return h == 0u ? vec2(dm.x * sm.x, -dm.y * sm.z) : vec2(dm.x * sm.y, -dm.y * sm.w);
+}
+#endif
