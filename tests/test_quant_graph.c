@@ -549,6 +549,52 @@ Test(quant_graph, fusion_with_quantized_weights)
     }
 }
 
+/* Mali's class (on llvmpipe, GLESC_DEVICE_CLASS): decode's gate/up pair
+ * stays one kernel, the norm folded in, for the types whose pair fits
+ * Mali's registers (q4_0, q8_0: kernels_gemv_pair_lean); for the others
+ * the norm, the gate GEMV and the up GEMV with silu(gate)· are three
+ * (decode_pair_split), every GEMV through the quarter units. A prompt's
+ * (two columns) stays one kernel. */
+Test(quant_graph, decode_pair_split_on_the_mali_class)
+{
+    static const glesc_dtype types[] = {GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q4_1,
+                                        GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q4_K,
+                                        GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_Q3_K};
+    setenv("GLESC_DEVICE_CLASS", "mali-valhall", 1);
+    glesc_context *c = test_context(NULL);
+    unsetenv("GLESC_DEVICE_CLASS");
+    for (size_t i = 0; i < CORE_ARRAY_LEN(types); i++) {
+        glesc_dtype t = types[i];
+        bool lean = t == GLESC_DTYPE_Q4_0 || t == GLESC_DTYPE_Q8_0;
+        qweight wg = make_weight(c, t, 512, 96, 41);
+        qweight wu = make_weight(c, t, 512, 96, 42);
+        for (int64_t m = 1; m <= 2; m++) {
+            glesc_graph *g = glesc_graph_create(c);
+            glesc_tensor *x = tg_input(g, F32, 2, (int64_t[]){512, m}, 43, -1, 1);
+            glesc_tensor *nw = tg_input(g, F32, 1, (int64_t[]){512}, 44, 0.5f, 1.5f);
+            glesc_tensor *h = glesc_mul(g, glesc_rms_norm(g, x, 1e-5f), nw);
+            glesc_tensor *y =
+                glesc_mul(g, glesc_silu(g, glesc_matmul(g, wg.w, h)), glesc_matmul(g, wu.w, h));
+            tg_check(g, &y, 1, 1e-10, glesc_dtype_name(t));
+            glesc_compute_stats s;
+            glesc_graph_stats(g, &s);
+            int want = m == 1 && !lean ? 3 : 1;
+            cr_log_info("%-5s norm, gate/up, m %lld: %d dispatches", glesc_dtype_name(t),
+                        (long long)m, s.dispatches);
+            cr_expect_eq(s.dispatches, want, "%s m %lld: %d dispatches, want %d",
+                         glesc_dtype_name(t), (long long)m, s.dispatches, want);
+            bool quad = t != GLESC_DTYPE_Q3_K;
+            if (m == 1 && quad)
+                cr_expect(strstr(glesc_graph_last_glsl(g), "#define GEMV_QUAD"),
+                          "%s: no quarter units", glesc_dtype_name(t));
+            glesc_graph_destroy(g);
+        }
+        free_weight(&wg);
+        free_weight(&wu);
+    }
+    glesc_context_destroy(c);
+}
+
 /* Both tests below compare bits, so the K split of the GEMM (m 12) is pinned
  * to none: a GPU's context may split a dispatch of few tiles into parts
  * whose partial sums add in another order (GLESC_GEMM slots), while the

@@ -327,6 +327,7 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
         opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
             ? KERNELS_FUSE_ON | skips |
                   (core_env_flag("GLESC_FUSE_GEMM_NORM") ? KERNELS_FUSE_GEMM_NORM : 0) |
+                  (kernels_class_of(ctx)->decode_pair_split ? KERNELS_FUSE_SPLIT_DECODE_PAIR : 0) |
                   KERNELS_FUSE_GEMV_MAX_M(opts->gemv_max_m)
             : 0;
     int max_bind = compute_max_bindings(ctx);

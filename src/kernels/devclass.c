@@ -139,7 +139,7 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false)};
  * called, NeoX rope's index by a select): 2 threads and no spills on G610
  * and G52 for every synthesized arch, was 1 (docs/devices.md, *What is
  * left*). */
-static const kernels_class mali = {SMALL_GPU_ROWS(true, true)};
+static const kernels_class mali = {SMALL_GPU_ROWS(true, true), .decode_pair_split = true};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
  * one grouped kernel: V3D's compiler links the grouped one (three copies

@@ -204,6 +204,15 @@ static bool gemm_skips(const fuse_state *fs, const glesc_tensor *mm, unsigned wh
     return (fs->fusion & what) && mm && mm->op == GLESC_OP_MATMUL && mm->src[1]->ne[1] > 1;
 }
 
+/* Decode's gate/up pair left apart (KERNELS_FUSE_SPLIT_DECODE_PAIR): a
+ * one-column GEMV whose weight type's paired kernel does not fit the
+ * class's registers, where each GEMV alone does (Mali: docs/devices.md). */
+static bool decode_pair_split(const fuse_state *fs, const glesc_tensor *mm)
+{
+    return (fs->fusion & KERNELS_FUSE_SPLIT_DECODE_PAIR) && mm->op == GLESC_OP_MATMUL &&
+           mm->src[1]->ne[1] == 1 && !kernels_gemv_pair_lean(mm->src[0]);
+}
+
 /* A norm is not folded into a GEMM (kernels_matmul_gemv false under the
  * threshold in the flags) unless KERNELS_FUSE_GEMM_NORM: each of its row
  * tiles would load the norm's weight beside x and sum x's squares again, which
@@ -275,7 +284,8 @@ static void try_merge(fuse_state *fs, glesc_tensor *p, glesc_tensor *c, int s)
             partner = KP->partner;
         } else if (!KP->partner && !KC->partner && same_matmul_pair(KC->anchor, KP->anchor) &&
                    !has_remap(fs, kc) && !has_remap(fs, kp) &&
-                   !gemm_skips(fs, KC->anchor, KERNELS_FUSE_SKIP_PAIR)) {
+                   !gemm_skips(fs, KC->anchor, KERNELS_FUSE_SKIP_PAIR) &&
+                   !decode_pair_split(fs, KC->anchor)) {
             anchor = KC->anchor;
             partner = KP->anchor;
         } else {

@@ -70,6 +70,10 @@ enum {
     KERNELS_FUSE_SKIP_PROLOGUE = 16,
     KERNELS_FUSE_SKIP_EPILOGUE = 32,
     KERNELS_FUSE_GEMM_NORM = 64,
+    /* the gate/up pair left out of one-column GEMVs (decode) whose weight
+     * type's paired kernel does not fit the class's registers
+     * (kernels_gemv_pair_lean false): the class's decode_pair_split */
+    KERNELS_FUSE_SPLIT_DECODE_PAIR = 128,
 };
 /* The GEMV threshold in the flags (bits 8..11; 0: GRAPH_GEMV_MAX_M): a
  * matmul of more columns is a GEMM, into which a norm is not folded. */
@@ -102,6 +106,10 @@ bool kernels_gather_inline(const glesc_tensor *t);
  * ask here. */
 int kernels_gemv_max_m(int gemv_max_m); /* gemv_max_m, or GRAPH_GEMV_MAX_M for 0 */
 bool kernels_matmul_gemv(const glesc_tensor *mm, int gemv_max_m);
+/* Does a GEMV pair (gate/up: two weights of w's type, one kernel) of w's
+ * type fit Mali's 32 registers with the quarter units (2 threads)? Where
+ * not, a class with decode_pair_split runs decode's gate and up apart. */
+bool kernels_gemv_pair_lean(const glesc_tensor *w);
 
 /* Storage buffers one kernel may bind (min with the device's
  * GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, which GLES guarantees only 4 of):
@@ -537,6 +545,9 @@ typedef struct kernels_class {
     /* fusions left out of matmuls of more than one column where
      * GLESC_FUSE_SKIP does not name them (KERNELS_FUSE_SKIP_* bits) */
     unsigned fuse_skip;
+    /* decode's gate and up as two GEMVs where the weight type's pair does
+     * not fit (KERNELS_FUSE_SPLIT_DECODE_PAIR, kernels_gemv_pair_lean) */
+    bool decode_pair_split;
 } kernels_class;
 
 const kernels_class *kernels_class_of(const glesc_context *ctx);
