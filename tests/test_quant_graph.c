@@ -183,18 +183,6 @@ Test(quant_graph, every_type_gemv_and_gemm)
     }
 }
 
-/* The types whose loaders have the GEMV's quarter units (unit_q4). */
-static bool has_quad(glesc_dtype t)
-{
-    static const glesc_dtype quad[] = {GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0,
-                                       GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q4_K,
-                                       GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K};
-    for (size_t i = 0; i < CORE_ARRAY_LEN(quad); i++)
-        if (quad[i] == t)
-            return true;
-    return false;
-}
-
 /* The GEMV cases and tolerance (2e-6 of Σ|w·x|) the standalone dequantizing
  * GEMV was tested with before it was retired (decode runs this one): every
  * type on 7 rows, plain types with a k that is no multiple of 32, and long,
@@ -216,7 +204,7 @@ static void gemv_case_on(glesc_context *c, glesc_dtype t, int64_t rows, int64_t 
     if (knob && strstr(knob, "half=1"))
         cr_assert(strstr(glesc_graph_last_glsl(g), "#define GEMV_HALF"), "%s: no half units",
                   glesc_dtype_name(t));
-    if (knob && strstr(knob, "quad=1") && has_quad(t))
+    if (knob && strstr(knob, "quad=1") && graph_dtype_quant(t))
         cr_assert(strstr(glesc_graph_last_glsl(g), "#define GEMV_QUAD"), "%s: no quarter units",
                   glesc_dtype_name(t));
     float *got = tg_read(y);
@@ -284,8 +272,9 @@ Test(quant_graph, gemv_long_rows_and_portable_path)
  * at a time (half=1, the small GPUs' default: every type, through its
  * snippet's unit_dec_half, its whole unit or dq4; with two rows, three
  * columns a pass and a pair-free sum over split teams: four types), and
- * the quarter units (quad=1, Mali's classes' default: every type, those
- * with unit_q4 through it, the others through the half units). */
+ * the quarter units (quad=1, Mali's classes' default: every type, the
+ * block types through their unit_q4 or dq4, the plain ones through the
+ * half units). */
 Test(quant_graph, gemv_shapes_of_the_tuning_knob)
 {
     static const char *const knobs[] = {"ks=2,unroll=2,fill=4",
@@ -557,9 +546,9 @@ Test(quant_graph, fusion_with_quantized_weights)
  * (two columns) stays one kernel. */
 Test(quant_graph, decode_pair_split_on_the_mali_class)
 {
-    static const glesc_dtype types[] = {GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q4_1,
-                                        GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q4_K,
-                                        GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_Q3_K};
+    static const glesc_dtype types[] = {
+        GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q8_0, GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1,
+        GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K, GLESC_DTYPE_Q3_K, GLESC_DTYPE_Q2_K};
     setenv("GLESC_DEVICE_CLASS", "mali-valhall", 1);
     glesc_context *c = test_context(NULL);
     unsetenv("GLESC_DEVICE_CLASS");
@@ -583,8 +572,7 @@ Test(quant_graph, decode_pair_split_on_the_mali_class)
                         (long long)m, s.dispatches);
             cr_expect_eq(s.dispatches, want, "%s m %lld: %d dispatches, want %d",
                          glesc_dtype_name(t), (long long)m, s.dispatches, want);
-            bool quad = t != GLESC_DTYPE_Q3_K;
-            if (m == 1 && quad)
+            if (m == 1)
                 cr_expect(strstr(glesc_graph_last_glsl(g), "#define GEMV_QUAD"),
                           "%s: no quarter units", glesc_dtype_name(t));
             glesc_graph_destroy(g);

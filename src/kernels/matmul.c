@@ -69,6 +69,14 @@ bool kernels_matmul_units(const glesc_tensor *mm)
     return kernels_wload_units(mm->src[0]) && mm->src[0]->owner != mm->src[1]->owner;
 }
 
+/* Does the GEMV read w a vec4 at a time where its class's quad says so
+ * (GEMV_QUAD)? Through the snippet's unit_q4 with the fast units, through
+ * dq4 for a block type without them (wload.c). */
+static bool gemv_quad(const glesc_tensor *w, bool units)
+{
+    return units ? kernels_wload_uquad(w) : graph_dtype_quant(w->dtype);
+}
+
 /* A weight's binding (a uvec4 array where units) and its loader fn: the
  * 32-element units both kernels read. */
 static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool units, unsigned extra)
@@ -80,9 +88,9 @@ static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool unit
                                                      : kb_binding(b, w->owner, 0, false);
     char buf[16];
     snprintf(buf, sizeof buf, "t%d", wb);
+    unsigned generic = KERNELS_WLOAD_UHALF | (gemv_quad(w, false) ? KERNELS_WLOAD_UQUAD : 0u);
     kernels_wload_emit(b, w, fn, buf,
-                       KERNELS_WLOAD_UNIT |
-                           (units ? KERNELS_WLOAD_UVEC4 | extra : extra & KERNELS_WLOAD_UHALF),
+                       KERNELS_WLOAD_UNIT | (units ? KERNELS_WLOAD_UVEC4 | extra : extra & generic),
                        "K");
     return wb;
 }
@@ -441,8 +449,8 @@ static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw, bool half, bool
                 sbuf_append(&s, "#define U_WRAW load_u_wraw\n#define U_WDEC load_u_wdec\n");
         }
         /* the quarter units where this member's loaders (and the pair's) have them */
-        if (half && quad && units && kernels_wload_uquad(w) &&
-            (j || !mc->p || kernels_wload_uquad(mc->p->src[0]))) {
+        if (half && quad && gemv_quad(w, units) &&
+            (j || !mc->p || gemv_quad(mc->p->src[0], units))) {
             sbuf_appendf(&s, "#define GEMV_QUAD 1\n#define W_WUQ %s_wuq\n#define W_WUAB %s_wuab\n",
                          fn, fn);
             if (j == 0 && mc->p)

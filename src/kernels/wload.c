@@ -42,7 +42,9 @@
  *                       uvec4 at, uint u, uint h, uint j, out vec4 q)`,
  *                       vec4 j of run h's quants, and `vec2
  *                       NAME_wuab(uint row_byte, uvec4 at, uint u, uint
- *                       h)`, the run's scale and offset.
+ *                       h)`, the run's scale and offset; the block types
+ *                       without them, through dq4 (kernels_wload_uquad's
+ *                       units false), without KERNELS_WLOAD_UVEC4.
  *
  * f32, f16 and bf16 element loaders are written here. The ggml block types
  * are built on the glsl/quant/ snippets (the ones tests/test_quant_gpu.c
@@ -264,6 +266,31 @@ static void generic_uhalf(sbuf *o, const char *fn, const char *ne0, bool block)
     sbuf_append(o, "    ab = vec2(1.0, 0.0);\n}\n");
 }
 
+/* generic_unit's quarter units (KERNELS_WLOAD_UQUAD, block types): vec4
+ * 4h + j of unit u, its quants by the snippet's dq4_q and its run's scale
+ * and offset by dq4_ab (runs of 16 elements, one scale each) where it has
+ * them, else by dq4, the scale applied. */
+static void generic_uquad(sbuf *o, const glesc_tensor *w, const char *fn)
+{
+    bool own = snippet_has(w->dtype, "\nvec4 dq4_q(") && snippet_has(w->dtype, "\nvec2 dq4_ab(");
+    sbuf_appendf(o,
+                 "void %s_wuq(uint row_byte, uvec4 at, uint u, uint h, uint j, out vec4 q) {\n"
+                 "    uint r = row_byte >> 2u;\n"
+                 "    q = %s(qblock(r + at.x, r + at.y, r + at.z, at.w), 32u * u %% QK / 4u + 4u * "
+                 "h + j);\n}\n"
+                 "vec2 %s_wuab(uint row_byte, uvec4 at, uint u, uint h) {\n",
+                 fn, own ? "dq4_q" : "dq4", fn);
+    if (own)
+        sbuf_appendf(o,
+                     "    uint r = row_byte >> 2u;\n"
+                     "    return dq4_ab(qblock(r + at.x, r + at.y, r + at.z, at.w), 32u * u %% QK "
+                     "/ 16u + h);\n}\n"
+                     "#ifdef QMINS\n#define %s_MINS 1\n#endif\n",
+                     fn);
+    else
+        sbuf_append(o, "    return vec2(1.0, 0.0);\n}\n");
+}
+
 /* A block type's half unit (KERNELS_WLOAD_UHALF) from its snippet's
  * unit_raw and unit_dec_half: only run h's quants are decoded. A type
  * without them decodes the whole unit and keeps half (the same values,
@@ -408,6 +435,8 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
         generic_unit(o, fn, ne0, true);
         if (what & KERNELS_WLOAD_UHALF)
             generic_uhalf(o, fn, ne0, true);
+        if (what & KERNELS_WLOAD_UQUAD)
+            generic_uquad(o, w, fn);
     }
     if (sbuf_str(&undefs))
         sbuf_append(o, sbuf_str(&undefs));
