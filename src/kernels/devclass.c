@@ -124,16 +124,20 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false)};
 /* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
  * quarter units (quad: a run's vec4 of quants decoded and multiplied one
  * at a time, a word a load, and the values the compilers can compute
- * again not held across its loops, gemv.glsl's GEMV_LEAN), for the block
- * types whose loaders have them (q4_0, q8_0, q4_k, q6_k). Panfrost runs
+ * again not held across its loops, gemv.glsl's GEMV_LEAN), for every
+ * block type (the snippet's unit_q4, its dq4_q or dq4). Panfrost runs
  * two threads a core only within 32 registers, and with half units every
  * decode GEMV took more: 39-64 registers on G610 and G52, 1 thread. With
- * the quarter units (the device matrix, a synthesized llama in Q4_0, Q8_0
- * and Q4_K_M, decode): 2 threads and no spills for every decode GEMV but
- * Q4_K_M's gate/up (q4_k with its mins: 1 thread, 0:0), where G610 had
- * spilled 2:28-9:48 (docs/devices.md, *What is left*). Cost: each vec4
- * loads its word and its run's scale again (cached), and the quants are
- * converted byte by byte (conversions, not the fma of the other rows).
+ * the quarter units (the device matrix, a synthesized llama in each
+ * block type and the reference q3_k, q2_k models, decode): 2 threads and
+ * no spills for every decode GEMV but the gate/up pairs of all types but
+ * q4_0 and q8_0 (36-46 registers, 1 thread; q3_k's spilled 33:86): those
+ * run as two GEMVs (decode_pair_split: the norm, gate, up with silu(gate)
+ * a kernel each, 2 threads; docs/devices.md, *What is left*). Cost: each
+ * vec4 loads its word and its run's scale again (cached), and the quants
+ * are converted byte by byte (conversions, not the fma of the other rows);
+ * a split pair costs two more dispatches a layer (the norm's own kernel,
+ * its result and the gate's through memory).
  * The decode attention (LEAN: the combine 2 splits a round, the fused
  * KV-cache writes after the attention with their row lookup where it is
  * called, NeoX rope's index by a select): 2 threads and no spills on G610

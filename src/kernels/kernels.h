@@ -471,8 +471,8 @@ enum {
      * q[4], out vec2 ab)`, run h of unit u (its elements at NAME_wunit_x's
      * component h) with its scale and offset */
     KERNELS_WLOAD_UHALF = 1u << 7,
-    /* with UNIT and UVEC4, where kernels_wload_uquad says so, or UNIT
-     * alone (block types, by dq4): the GEMV's
+    /* with UNIT and UVEC4, where kernels_wload_uquad says so, or UNIT alone
+     * (block types: the snippet's dq4_q and dq4_ab, or dq4): the GEMV's
      * quarter units (its class's quad), `void NAME_wuq(uint row_byte,
      * uvec4 at, uint u, uint h, uint j, out vec4 q)`, vec4 j of run h's
      * quants, and `vec2 NAME_wuab(uint row_byte, uvec4 at, uint u, uint
