@@ -716,9 +716,12 @@ bool kernels_matmul_gemv(const glesc_tensor *mm, int gemv_max_m)
 /* The types whose gate/up pair compiled within 32 registers on Mali-G610
  * and G52 with the quarter units (2 threads; the device matrix, decode,
  * docs/devices.md): one word a vec4 of quants and one scale a block. The
- * others' (a second word for the high bits, offsets, K-quant scales) took
- * 36-46, 1 thread, where their GEMVs alone take at most 32. */
+ * other block types' (a second word for the high bits, offsets, K-quant
+ * scales) took 36-46, 1 thread, where their GEMVs alone take at most 32.
+ * The plain types keep their pair: no quarter units, their GEMVs alone
+ * ran at 1 thread too on G610 (f32 on G52 as well). */
 bool kernels_gemv_pair_lean(const glesc_tensor *w)
 {
-    return w->dtype == GLESC_DTYPE_Q4_0 || w->dtype == GLESC_DTYPE_Q8_0;
+    return w->dtype == GLESC_DTYPE_Q4_0 || w->dtype == GLESC_DTYPE_Q8_0 ||
+           !graph_dtype_quant(w->dtype);
 }
