@@ -86,9 +86,10 @@ static const kernels_class large_gpu = {
  * to the same invocation (0:0 alike) and share a staged key tile among
  * twice the rows, but 128 is what every other small-GPU kernel runs (256
  * with barriers untried on the boards).
- * A macro: V3D's row is the same but for its fusions, Mali's but for the
- * GEMV's quarter units (quad) and the decode attention's registers (LEAN:
- * decode_cu, decode_lean), below. */
+ * A macro: Mali's and V3D's rows are the same but for the GEMV's quarter
+ * units (quad) and the decode attention's registers (LEAN: decode_cu,
+ * decode_lean), Mali's for its split decode pair and V3D's for its
+ * fusions, below. */
 #define SMALL_GPU_ROWS(QUAD, LEAN)                                                                 \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
@@ -153,8 +154,18 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true), .decode_pair_spli
  * the pair is the one GEMM left spilling at 2 threads (both weights'
  * decode in one loop; V3D 4.2 16:22, 7.1 24:27; apart, each 0:0, so
  * every prefill GEMM of llama Q4_0, Q8_0, F16 and Q4_K_M is 0:0 on both,
- * was 123:139-191:190). Decode keeps its grouped and paired GEMVs. */
-static const kernels_class v3d = {SMALL_GPU_ROWS(false, false),
+ * was 123:139-191:190). Decode keeps its grouped and paired GEMVs.
+ * Mali's quarter units and lean decode attention (its pair kept: V3D's
+ * registers hold it at 2 threads): with the half units every GEMV with a
+ * folded norm spilled at 2 threads (4:4-24:19: the GEMV itself, not the
+ * norm, was over the registers), so did the 2..8-column GEMVs
+ * (28:24-36:36, llama Q4_0) and the decode attention on 7.1 (llama 7:13,
+ * phi3 18:20) and on 4.2 with NeoX rope (phi3 11:15); with them every
+ * decode and 2..8-column kernel of a synthesized llama and phi3 in F16,
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K_M, Q5_K_M and Q6_K is 0:0 at 2
+ * threads on both, with 15-45% fewer instructions in the GEMVs
+ * (docs/devices.md, *V3D*). */
+static const kernels_class v3d = {SMALL_GPU_ROWS(true, true),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs
