@@ -6,10 +6,12 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "graph/graph.h"
 #include "test_graph_util.h"
 #include "test_util.h"
 
@@ -431,6 +433,44 @@ static glesc_tensor *qkv_group(glesc_graph *g, glesc_tensor **x, int *n)
     x[1] = glesc_silu(g, glesc_add(g, glesc_matmul(g, wv, h), bv));
     *n = 2;
     return glesc_add(g, glesc_matmul(g, wq, h), bq);
+}
+
+/* The narrow GEMM's skips (a graph's graph_narrow_skips: a session's
+ * first prompts; GLESC_FUSE_SKIP_NARROW, or the large GPUs' row): q, k and
+ * v apart in a GEMM of up to 64 columns and in one column on the batch
+ * kernels (a first step on the prompt's programs), grouped in a GEMV, in
+ * the wide GEMM and in a graph that does not ask; each matches the CPU
+ * reference. */
+Test(fuse, narrow_skips_leave_only_the_narrow_gemm_apart)
+{
+    static const struct {
+        int64_t m;
+        bool batch;
+        int kernels;
+        bool ask;
+    } cases[] = {{1, false, 1, true},  {1, true, 3, true},   {40, false, 3, true},
+                 {70, false, 1, true}, {40, false, 1, false}, {1, true, 1, false}};
+    setenv("GLESC_FUSE_SKIP_NARROW", "group", 1);
+    for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {
+        mm_m = cases[i].m;
+        glesc_graph *g = glesc_graph_create(ctx);
+        tg_fusion(g, 1);
+        graph_narrow_skips(g, cases[i].ask);
+        glesc_tensor *outs[3];
+        int n_extra = 0;
+        outs[0] = qkv_group(g, outs + 1, &n_extra);
+        if (cases[i].batch)
+            graph_batch_kernels(g);
+        char name[64];
+        snprintf(name, sizeof name, "q/k/v, m=%lld%s%s", (long long)cases[i].m,
+                 cases[i].batch ? ", batch kernels" : "", cases[i].ask ? "" : ", not asked");
+        tg_check(g, outs, 1 + n_extra, 1e-9, name);
+        glesc_compute_stats s;
+        glesc_graph_stats(g, &s);
+        cr_assert_eq(s.kernels, cases[i].kernels, "%s: %d kernels", name, s.kernels);
+        glesc_graph_destroy(g);
+    }
+    unsetenv("GLESC_FUSE_SKIP_NARROW");
 }
 
 Test(fuse, qkv_matmuls_of_one_activation_are_one_dispatch)

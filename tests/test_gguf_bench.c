@@ -358,8 +358,11 @@ Test(gguf_bench, ttft_cold_and_warm, .timeout = 600)
             cr_expect_float_eq(json_object_get_double(get(e, "of_cold")), 1.0, 1e-9);
         } else {
             cr_expect_eq(c, 0, "the %s start compiled %lld programs", starts[i], (long long)c);
-            cr_expect_eq(hits, compiled, "the %s start: %lld disk hits of %lld", starts[i],
-                         (long long)hits, (long long)compiled);
+            /* at least the cold start's: a driver compiling in the
+             * background also wrote the programs it compiled for later
+             * steps (the decode step's) when the context ended */
+            cr_expect_geq(hits, compiled, "the %s start: %lld disk hits of %lld", starts[i],
+                          (long long)hits, (long long)compiled);
             cr_expect_gt(json_object_get_double(get(e, "of_cold")), 0);
         }
     }

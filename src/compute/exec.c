@@ -288,6 +288,12 @@ static bool needs_gemv_threshold(const glesc_graph *g)
     return false;
 }
 
+unsigned compute_narrow_skips(const glesc_context *ctx)
+{
+    const char *narrow = core_env("GLESC_FUSE_SKIP_NARROW");
+    return narrow ? kernels_fuse_skips(narrow) : kernels_class_of(ctx)->fuse_skip_narrow;
+}
+
 /* Orders g for outs[0..n) and finds its plan, or makes and builds one:
  * what a compute does before its first dispatch. pp->ord is the caller's
  * to free, also on failure; pp->t0 is when the device profile (taken here
@@ -322,7 +328,8 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
      * GEMMs; GLESC_FUSE_GEMM_NORM: norms folded into GEMMs too (tuning,
      * docs/environment.md) */
     const char *skip = core_env("GLESC_FUSE_SKIP");
-    unsigned skips = skip ? kernels_fuse_skips(skip) : kernels_class_of(ctx)->fuse_skip;
+    unsigned skips = (skip ? kernels_fuse_skips(skip) : kernels_class_of(ctx)->fuse_skip) |
+                     (g->narrow_skips ? KERNELS_FUSE_NARROW_SKIPS(compute_narrow_skips(ctx)) : 0);
     unsigned fusion =
         opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
             ? KERNELS_FUSE_ON | skips |

@@ -185,6 +185,13 @@ void graph_order_free(graph_order_t *o)
     memset(o, 0, sizeof *o);
 }
 
+void graph_narrow_skips(glesc_graph *g, bool on)
+{
+    if (g->narrow_skips != on)
+        g->gen = graph_gen_next(); /* a compute prepared before does not apply */
+    g->narrow_skips = on;
+}
+
 void graph_batch_kernels(glesc_graph *g)
 {
     for (glesc_tensor *t = g->tensors; t; t = t->next)

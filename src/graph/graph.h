@@ -81,6 +81,8 @@ struct glesc_graph {
     glesc_kernel_time *ktimes;
     int n_ktimes;
     const char *last_glsl;
+    /* computes take the class's narrow-GEMM skips (graph_narrow_skips) */
+    bool narrow_skips;
 };
 
 /* A value never handed out before (process-wide, any thread). */
@@ -230,6 +232,12 @@ void graph_drop_newest(glesc_graph *g, glesc_tensor *t);
  * serve every width up to a batch's, so a one-token step can run on those
  * a prompt compiled (kernels_matmul_gemv, attention's is_prefill). */
 void graph_batch_kernels(glesc_graph *g);
+/* g's computes leave out of the narrow GEMM (and of one column on the
+ * batch kernels) the fusions the device class names for a first use
+ * (kernels_class's fuse_skip_narrow, GLESC_FUSE_SKIP_NARROW): programs that
+ * compile faster, for a session's prompts until the fused ones are
+ * compiled (src/llm/session.c). */
+void graph_narrow_skips(glesc_graph *g, bool on);
 
 /* ---- CPU reference evaluation (cpu.c) ----
  * Evaluates outs with the op table's CPU references (leaves read from their

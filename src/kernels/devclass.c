@@ -27,7 +27,15 @@
  * the device runs at once: about one per compute unit (the H200 has 132,
  * an A100 108, an RTX 4090 128); a guess, since GLES does not say
  * (NVIDIA's GL_NV_shader_thread_group, whose gl_SMCountNV would, is not in
- * the H200's GLES); only the split of K depends on it. */
+ * the H200's GLES); only the split of K depends on it.
+ * The narrow GEMM without the q/k/v group, the gate/up pair and the
+ * epilogues: every matmul of a prompt of up to 64 tokens then runs one
+ * program (a weight type's plain GEMM), and the adds and silu·up are small
+ * kernels, which NVIDIA's driver compiles faster than the fused GEMMs: a
+ * cold 32-token prompt of TinyLlama Q4_0 took 648-742 ms against
+ * 1,021-1,428 with them (H200, four alternating rounds), its warm time
+ * unchanged (48-71 ms against 52-67). docs/performance.md, *The cold first
+ * token*. */
 static const kernels_class large_gpu = {
     .gemv = {.wg = 256,
              .team = 32,
@@ -40,6 +48,7 @@ static const kernels_class large_gpu = {
              .groups = 256},
     .gemm = {.slots = 128, .loop = false, .loop_narrow = true, .pad = true},
     .attn = {.wg = 128, .target = 256, .pf_wg = 256, .pf_target = 512, .decode_max_q = 1},
+    .fuse_skip_narrow = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR | KERNELS_FUSE_SKIP_EPILOGUE,
 };
 
 /* The small GPUs (Mali, Adreno, V3D, and a driver glesc does not know).

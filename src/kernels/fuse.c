@@ -197,11 +197,19 @@ unsigned kernels_fuse_skips(const char *list)
 }
 
 /* A fusion the flags leave out for matmuls of more than one column (any
- * prefill matmul, GEMV or GEMM: GLESC_FUSE_SKIP's tuning), not a GEMV/GEMM
- * choice (that is kernels_matmul_gemv's). */
+ * prefill matmul, GEMV or GEMM: GLESC_FUSE_SKIP's tuning) or for the narrow
+ * GEMM only (KERNELS_FUSE_NARROW_SKIPS), not a GEMV/GEMM choice (that is
+ * kernels_matmul_gemv's). One column on the batch kernels counts as the
+ * batch it runs the programs of (the first steps after a prompt,
+ * graph_batch_kernels): their kernels are the prompt's. */
 static bool gemm_skips(const fuse_state *fs, const glesc_tensor *mm, unsigned what)
 {
-    return (fs->fusion & what) && mm && mm->op == GLESC_OP_MATMUL && mm->src[1]->ne[1] > 1;
+    if (!mm || mm->op != GLESC_OP_MATMUL || (mm->src[1]->ne[1] <= 1 && !mm->batch_kernel))
+        return false;
+    return (fs->fusion & what) ||
+           ((fs->fusion & KERNELS_FUSE_NARROW_SKIPS(what)) &&
+            mm->src[1]->ne[1] <= KERNELS_GEMM_SMALL_M &&
+            !kernels_matmul_gemv(mm, (int)((fs->fusion >> 8) & 15u)));
 }
 
 /* Decode's gate/up pair left apart (KERNELS_FUSE_SPLIT_DECODE_PAIR): a

@@ -78,6 +78,10 @@ enum {
 /* The GEMV threshold in the flags (bits 8..11; 0: GRAPH_GEMV_MAX_M): a
  * matmul of more columns is a GEMM, into which a norm is not folded. */
 #define KERNELS_FUSE_GEMV_MAX_M(m) ((unsigned)(m) << 8)
+/* The KERNELS_FUSE_SKIP_ bits for the narrow GEMM only (bits 13..17): a
+ * matmul that is a GEMM of at most KERNELS_GEMM_SMALL_M columns, or one
+ * column on the batch kernels (graph_batch_kernels). */
+#define KERNELS_FUSE_NARROW_SKIPS(s) ((unsigned)(s) << 12)
 /* The KERNELS_FUSE_SKIP_ bits named in a comma list (pair, group, norm,
  * prologue, epilogue; NULL: none). */
 unsigned kernels_fuse_skips(const char *list);
@@ -546,6 +550,9 @@ typedef struct kernels_class {
     /* fusions left out of matmuls of more than one column where
      * GLESC_FUSE_SKIP does not name them (KERNELS_FUSE_SKIP_* bits) */
     unsigned fuse_skip;
+    /* and of the narrow GEMM only, where GLESC_FUSE_SKIP_NARROW does not
+     * name them (KERNELS_FUSE_NARROW_SKIPS) */
+    unsigned fuse_skip_narrow;
     /* decode's gate and up as two GEMVs where the weight type's pair does
      * not fit (KERNELS_FUSE_SPLIT_DECODE_PAIR, kernels_gemv_pair_lean) */
     bool decode_pair_split;

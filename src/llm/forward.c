@@ -110,6 +110,10 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
     const llm_hparams *hp = &m->hp;
     glesc_graph *g = s->g;
     bool batch = batch_kernels(s, n);
+    /* the fused narrow GEMMs once their background compiles are done */
+    if (s->cold_narrow && s->narrow_started && compute_background_done(s->m->ctx))
+        llm_narrow_ready(s);
+    graph_narrow_skips(g, s->cold_narrow);
     const int64_t d = hp->head_dim, e = hp->n_embd;
     const int64_t q_dim = hp->n_head * d, kv_dim = hp->n_head_kv * d;
     const int64_t n_kv = (int64_t)s->n_past + n;
@@ -179,7 +183,11 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
     }
     if (batch) /* the layers' (the head is a GEMV in a prompt too) */
         graph_batch_kernels(g);
-    if (x && !all_logits && n > 1) /* only the last position's row */
+    /* only the last position's row; in a step on the prompt's programs
+     * too (the row itself), so that its head kernel is the prompt's: a
+     * residual add the narrow GEMM leaves unfused (fuse_skip_narrow) would
+     * otherwise join the head GEMV's prologue, a program of its own */
+    if (x && !all_logits && (n > 1 || batch))
         x = glesc_view(g, x, 2, (int64_t[]){e, 1}, (size_t[]){0, (size_t)e * 4},
                        (size_t)(n - 1) * (size_t)e * 4);
     x = glesc_mul(g, glesc_rms_norm(g, x, eps), m->output_norm);
