@@ -257,11 +257,14 @@ static glesc_status gen_decode(kb *b)
      * written for registers (kb's lean) and the KV-cache writes after the
      * attention (their loop's values and the attention's never live
      * together; the order does not matter: no invocation reads a row the
-     * dispatch writes from memory) */
+     * dispatch writes from memory); V3D's row: integer divisions by
+     * uniforms in the fused KV-cache writes' lookups and views only where
+     * the structure needs them (kb's few_div) */
     int cu = kernels_class_of(b->ctx)->attn.decode_cu;
     cu = cu > 0 && cu < ATTN_CU ? cu : ATTN_CU;
     bool lean = kernels_class_of(b->ctx)->attn.decode_lean;
     b->lean = lean;
+    b->few_div = kernels_class_of(b->ctx)->attn.decode_few_div;
     /* registers per invocation of a key (value) tile; values through
      * registers only where their tile is staged in ks */
     int kpl = sh.regs ? (int)((sh.t * d + wg - 1) / wg) : 0;

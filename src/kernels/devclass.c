@@ -96,10 +96,11 @@ static const kernels_class large_gpu = {
  * twice the rows, but 128 is what every other small-GPU kernel runs (256
  * with barriers untried on the boards).
  * A macro: Mali's and V3D's rows are the same but for the GEMV's quarter
- * units (quad) and the decode attention's registers (LEAN: decode_cu,
- * decode_lean), Mali's for its split decode pair and V3D's for its
- * fusions, below. */
-#define SMALL_GPU_ROWS(QUAD, LEAN)                                                                 \
+ * units (quad), the decode attention's registers (LEAN: decode_cu,
+ * decode_lean) and its integer divisions (FEW_DIV: decode_few_div, V3D's
+ * only), Mali's for its split decode pair and V3D's for its fusions,
+ * below. */
+#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV)                                                        \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
              .nr1 = 1,                                                                             \
@@ -127,9 +128,10 @@ static const kernels_class large_gpu = {
              .pf_bk = 32,                                                                          \
              .decode_max_q = 1,                                                                    \
              .decode_cu = (LEAN) ? 2 : 0,                                                          \
-             .decode_lean = LEAN}
+             .decode_lean = LEAN,                                                                  \
+             .decode_few_div = FEW_DIV}
 
-static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false)};
+static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false)};
 
 /* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
  * quarter units (quad: a run's vec4 of quants decoded and multiplied one
@@ -153,7 +155,7 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false)};
  * called, NeoX rope's index by a select): 2 threads and no spills on G610
  * and G52 for every synthesized arch, was 1 (docs/devices.md, *What is
  * left*). */
-static const kernels_class mali = {SMALL_GPU_ROWS(true, true), .decode_pair_split = true};
+static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false), .decode_pair_split = true};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
  * one grouped kernel: V3D's compiler links the grouped one (three copies
@@ -173,8 +175,17 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true), .decode_pair_spli
  * decode and 2..8-column kernel of a synthesized llama and phi3 in F16,
  * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K_M, Q5_K_M and Q6_K is 0:0 at 2
  * threads on both, with 15-45% fewer instructions in the GEMVs
- * (docs/devices.md, *V3D*). */
-static const kernels_class v3d = {SMALL_GPU_ROWS(true, true),
+ * (docs/devices.md, *V3D*). The decode attention with few integer
+ * divisions by uniforms (decode_few_div, kb's few_div: V3D divides in
+ * software, several temporaries a division, and the fused KV-cache
+ * writes' hooks divided several times a key element): a folded reshape's
+ * coordinates in its source's dimensions of 1 taken as 0, a decode step's
+ * one row written found by a subtraction. With Mali's lean attention alone
+ * qwen3 (q/k norms), gemma2 and gemma3 still spilled on 7.1 (2:5; window
+ * layers 2:5, global 6:7; 8:8); with it every synthesized arch's decode
+ * attention is 0:0 at 2 threads on both drivers, with 30-33% fewer
+ * instructions (7.1: 2240-2534 -> 1512-1745; docs/devices.md, *V3D*). */
+static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs

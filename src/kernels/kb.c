@@ -440,7 +440,7 @@ void kb_row_writes_begin(kb *b)
         kb_param_u(b, pn, (uint64_t)src->ne[0]);
         snprintf(pn, sizeof pn, "rw%d_n", w);
         kb_param_u(b, pn, (uint64_t)src->ne[1]);
-        if (!b->k)
+        if (!b->k || (b->few_div && src->ne[1] == 1)) /* one row: no lookup (load_written) */
             continue;
         int li = b->rw[w].idx_leaf, pb = b->leaf[li].binding;
         /* Which source row (if any) writes destination row `row`: with
@@ -503,8 +503,13 @@ void kb_row_writes_store(kb *b, const char *id, const char *stride)
         const glesc_tensor *sr = b->rw[w].w;
         char v[16], row[16];
         kb_line(b, "for (uint rwe = %s; rwe < rw%d_ne0 * rw%d_n; rwe += %s) {", id, w, w, stride);
-        kb_line(b, "uint rc0 = rwe %% rw%d_ne0;", w);
-        kb_line(b, "uint rc1 = rwe / rw%d_ne0;", w);
+        if (b->few_div && sr->src[1]->ne[1] == 1) { /* one row (kb's few_div) */
+            kb_line(b, "uint rc0 = rwe;");
+            kb_line(b, "uint rc1 = 0u;");
+        } else {
+            kb_line(b, "uint rc0 = rwe %% rw%d_ne0;", w);
+            kb_line(b, "uint rc1 = rwe / rw%d_ne0;", w);
+        }
         const char *ci[4] = {"rc1", "0u", "0u", "0u"};
         kb_load_int(b, sr->src[2], ci, row);
         kb_line(b, "if (%s >= 0 && %s < int(rw%d_rows)) { // rows outside are dropped", row, row,

@@ -178,12 +178,24 @@ static void load_written(kb *b, int w, const char *ix, const char *var)
 {
     const glesc_tensor *sr = b->rw[w].w;
     kb_line(b, "uint e%s = %s;", var, ix);
-    kb_line(b, "uint r%s = (e%s - rw%d_o) / rw%d_row;", var, var, w, w);
-    kb_line(b, "int n%s = rw%d_find(r%s);", var, w, var);
-    kb_line(b, "float %s;", var);
-    kb_line(b, "if (n%s >= 0) {", var);
-    kb_line(b, "uint c%s = e%s - rw%d_o - r%s * rw%d_row;", var, var, w, var, w);
-    kb_line(b, "uint q%s = uint(n%s);", var, var);
+    if (b->few_div && sr->src[1]->ne[1] == 1) {
+        /* one row written (the structure hash's dimension of 1): its
+         * elements are the rw<w>_row from its start on (rw<w>_find's
+         * answer without the row's division) */
+        int li = b->rw[w].idx_leaf;
+        kb_line(b, "int p%s = t%d[l%d_o];", var, b->leaf[li].binding, li);
+        kb_line(b, "uint c%s = e%s - rw%d_o - uint(p%s) * rw%d_row;", var, var, w, var, w);
+        kb_line(b, "float %s;", var);
+        kb_line(b, "if (p%s >= 0 && c%s < rw%d_row) {", var, var, w);
+        kb_line(b, "uint q%s = 0u;", var);
+    } else {
+        kb_line(b, "uint r%s = (e%s - rw%d_o) / rw%d_row;", var, var, w, w);
+        kb_line(b, "int n%s = rw%d_find(r%s);", var, w, var);
+        kb_line(b, "float %s;", var);
+        kb_line(b, "if (n%s >= 0) {", var);
+        kb_line(b, "uint c%s = e%s - rw%d_o - r%s * rw%d_row;", var, var, w, var, w);
+        kb_line(b, "uint q%s = uint(n%s);", var, var);
+    }
     char col[24], row[24], v[16];
     snprintf(col, sizeof col, "c%s", var);
     snprintf(row, sizeof row, "q%s", var);
@@ -401,11 +413,40 @@ static const char *view_expr(kb *b, const glesc_tensor *t, const char *const c[4
     char cs_[4][24];
     for (int d = 0; d < 4; d++)
         snprintf(cs_[d], sizeof cs_[d], "%s_%d", f, d);
+    const char *cs[4] = {cs_[0], cs_[1], cs_[2], cs_[3]};
+    if (b->few_div) {
+        /* the source's dimensions of 1 (the structure hash's) have
+         * coordinate 0 and take no division; its last other one is the
+         * quotient as it is (f is below the product of the sizes) */
+        int last = 0;
+        for (int d = 0; d < 4; d++)
+            if (src->ne[d] != 1)
+                last = d;
+        char q[24]; /* f divided by the sizes of the dimensions before d */
+        snprintf(q, sizeof q, "%s", f);
+        for (int d = last + 1; d < 4; d++)
+            cs[d] = "0u";
+        for (int d = 0; d <= last; d++) {
+            if (src->ne[d] == 1) {
+                cs[d] = "0u";
+                continue;
+            }
+            if (d == last) {
+                snprintf(cs_[d], sizeof cs_[d], "%s", q);
+                break;
+            }
+            kb_line(b, "uint %s = %s %% rs%d_b%d;", cs_[d], q, id, d);
+            char qn[24];
+            snprintf(qn, sizeof qn, "%s_q%d", f, d + 1);
+            kb_line(b, "uint %s = %s / rs%d_b%d;", qn, q, id, d);
+            snprintf(q, sizeof q, "%s", qn);
+        }
+        return kb_expr(b, src, cs, out);
+    }
     kb_line(b, "uint %s = %s %% rs%d_b0;", cs_[0], f, id);
     kb_line(b, "uint %s = (%s / rs%d_b0) %% rs%d_b1;", cs_[1], f, id, id);
     kb_line(b, "uint %s = (%s / rs%d_b0 / rs%d_b1) %% rs%d_b2;", cs_[2], f, id, id, id);
     kb_line(b, "uint %s = %s / rs%d_b0 / rs%d_b1 / rs%d_b2;", cs_[3], f, id, id, id);
-    const char *cs[4] = {cs_[0], cs_[1], cs_[2], cs_[3]};
     return kb_expr(b, src, cs, out);
 }
 

@@ -180,6 +180,16 @@ typedef struct kb {
      * call: a decode step's one row, none); a NeoX rope's rotation index by
      * a select, not a remainder by a uniform (an integer division) */
     bool lean;
+    /* integer divisions by uniforms only where the structure needs them
+     * (V3D's decode attention, devclass.c's decode_few_div: V3D divides in
+     * software, several temporaries each): a folded reshape's coordinates
+     * in its source's dimensions of 1 are zero and its last other one is
+     * not reduced (a valid flat index is below the product); with a fused
+     * write of one row (the set_rows source's ne[1] is 1: a decode step)
+     * an element read is in it by a subtraction from the row's start, not
+     * by its row's division and rw<w>_find, and the write loop's element
+     * is its column */
+    bool few_div;
     int scratch_bind; /* -1: none */
     uint64_t scratch_bytes;
     /* gathers computed where they are read (kernels_expr_gather): each one's
@@ -545,6 +555,8 @@ typedef struct kernels_class {
         int decode_cu;        /* decode: splits a round of the combine reads (0: ATTN_CU) */
         bool decode_lean;     /* decode: written for registers (kb's lean), the fused
                                  KV-cache writes after the attention, not before it */
+        bool decode_few_div;  /* decode: integer divisions by uniforms only where the
+                                 structure needs them (kb's few_div) */
     } attn;
     int gemv_max_m; /* GEMV up to this many columns; 0: the device profile measures it */
     /* fusions left out of matmuls of more than one column where
