@@ -30,6 +30,7 @@
 #include "llm/runtime.h"
 #include "quant/quant.h"
 #include "test_synth_util.h"
+#include "compute/compute.h"
 #include "test_util.h"
 
 /* ---- A counting allocator: live heap bytes of glesc ---- */
@@ -782,7 +783,11 @@ Test(load, memory_accounts_are_the_tensors_bytes)
     /* persistent: the session's input pair (token ids and positions of
      * the batch, session.c) is all an eval adds */
     uint64_t inputs = 2 * glesc_weight_gpu_bytes(ctx, GLESC_DTYPE_I32, 1, (int64_t[]){16});
-    cr_expect_eq(m3.peak_persistent_bytes, m2.persistent_bytes + inputs);
+    if (compute_background_compiles(ctx)) /* and the other pair, for the decode step's
+                                             compiles started after it (session.c) */
+        cr_expect_gt(m3.peak_persistent_bytes, m2.persistent_bytes + inputs);
+    else
+        cr_expect_eq(m3.peak_persistent_bytes, m2.persistent_bytes + inputs);
     cr_expect_eq(m3.peak_total_bytes,
                  m3.peak_persistent_bytes + m3.peak_activation_bytes + m3.peak_cached_bytes);
     cr_expect_geq(m3.peak_total_bytes,

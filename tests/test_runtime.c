@@ -360,45 +360,6 @@ static double worst_diff(const float *a, const float *b, size_t n)
     return worst;
 }
 
-/* A session on the narrow skips (GLESC_FUSE_SKIP_NARROW set, background
- * compiles): its first 16-token prompt runs the unfused narrow GEMMs (more
- * dispatches than the fused prompt's, fused_dispatches) and starts the
- * fused programs' compiles; once they are done, a later prompt takes the
- * fused GEMMs without compiling anything. */
-static void narrow_switch(glesc_context *c, const char *path, int32_t V, int fused_dispatches)
-{
-    glesc_model *m = NULL;
-    cr_assert_eq(glesc_model_load(c, path, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
-    glesc_session *s;
-    cr_assert_eq(glesc_session_create(m, &(glesc_session_options){.n_ctx = 64}, &s), GLESC_OK, "%s",
-                 glesc_last_errmsg());
-    cr_assert(s->cold_narrow, "the narrow skips are not on");
-    float *logits = malloc((size_t)V * sizeof *logits);
-    int32_t ids[16];
-    for (int i = 0; i < 16; i++)
-        ids[i] = 259 + (i * 53) % 250;
-    glesc_eval_stats first, later;
-    cr_assert_eq(glesc_session_eval(s, ids, 16, 0, logits), GLESC_OK, "%s", glesc_last_errmsg());
-    glesc_session_last_stats(s, &first);
-    cr_expect(s->narrow_started, "the fused programs' compiles did not start");
-    for (int i = 0; i < 6000 && !compute_background_done(c); i++)
-        usleep(10000);
-    cr_assert(compute_background_done(c), "the background compiles did not end in 60 s");
-    cr_assert_eq(glesc_session_eval(s, ids, 16, 0, logits), GLESC_OK, "%s", glesc_last_errmsg());
-    glesc_session_last_stats(s, &later);
-    cr_log_info("narrow skips: the first prompt %d dispatches, the later one %d (fused %d), %d "
-                "compiled",
-                first.dispatches, later.dispatches, fused_dispatches, later.programs_compiled);
-    cr_expect_gt(first.dispatches, fused_dispatches);
-    cr_expect_eq(later.dispatches, fused_dispatches, "the later prompt is not the fused one");
-    cr_expect_eq(later.programs_compiled, 0, "the later prompt compiled %d programs",
-                 later.programs_compiled);
-    cr_expect(!s->cold_narrow);
-    free(logits);
-    glesc_session_destroy(s);
-    glesc_model_destroy(m);
-}
-
 /* A first use: decode steps on the prompt's programs (the graph's
  * batch_kernels) compile nothing and give the decode kernels' logits; and
  * where the driver compiles in the background (llvmpipe's
@@ -414,8 +375,11 @@ Test(runtime, first_steps_run_on_the_prompts_programs)
     size_t n = (FIRST_STEPS + 1) * (size_t)V;
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *r = malloc(n * sizeof *r);
     glesc_eval_stats sa[FIRST_STEPS + 1], sb[FIRST_STEPS + 1], sr[FIRST_STEPS + 1];
-    first_steps(ctx, path, FIRST_STEPS + 1, b, V, sb); /* forced, on a fresh context */
+    /* the fused prompt (the large GPUs' row takes narrow skips) */
+    setenv("GLESC_FUSE_SKIP_NARROW", "none", 1);
+    first_steps(ctx, path, FIRST_STEPS + 1, b, V, sb); /* forced */
     first_steps(ctx, path, 0, r, V, sr);               /* the decode kernels */
+    unsetenv("GLESC_FUSE_SKIP_NARROW");
     cr_assert_gt(sb[0].programs_compiled, 0, "the prompt compiled nothing");
     for (int k = 1; k <= FIRST_STEPS; k++) {
         cr_log_info("step %d: %d dispatches on the prompt's programs, %d compiled; %d on the "
@@ -429,27 +393,25 @@ Test(runtime, first_steps_run_on_the_prompts_programs)
     cr_log_info("steps on the prompt's programs vs the decode kernels: max |diff| %.3g", wb);
     cr_expect_leq(wb, 5e-3); /* GEMM and GEMV rounding through the f16 cache */
 
+    /* the large GPUs' narrow skips (the prompt's GEMMs without their
+     * group, pair and epilogues): more dispatches, and the forced steps
+     * take those programs, compiling nothing */
+    setenv("GLESC_FUSE_SKIP_NARROW", "group,pair,epilogue", 1);
+    first_steps(ctx, path, FIRST_STEPS + 1, a, V, sa);
+    unsetenv("GLESC_FUSE_SKIP_NARROW");
+    for (int k = 1; k <= FIRST_STEPS; k++)
+        cr_expect_eq(sa[k].programs_compiled, 0, "narrow skips: step %d compiled %d", k,
+                     sa[k].programs_compiled);
+    cr_expect_gt(sa[0].dispatches, sb[0].dispatches, "narrow skips: the prompt fused");
+    double wn = worst_diff(a, r, n);
+    cr_log_info("steps on the unfused prompt's programs vs the decode kernels: max |diff| %.3g",
+                wn);
+    cr_expect_leq(wn, 5e-3);
+
     setenv("GLESC_COMPILE_THREADS", "1", 1);
     glesc_context *c = test_context(NULL);
     unsetenv("GLESC_COMPILE_THREADS");
     if (compute_background_compiles(c)) {
-        /* the large GPUs' narrow skips (a first prompt's GEMMs without
-         * their group, pair and epilogues): the forced steps take those
-         * programs, compiling nothing */
-        setenv("GLESC_FUSE_SKIP_NARROW", "group,pair,epilogue", 1);
-        first_steps(c, path, FIRST_STEPS + 1, a, V, sa);
-        for (int k = 1; k <= FIRST_STEPS; k++)
-            cr_expect_eq(sa[k].programs_compiled, 0, "narrow skips: step %d compiled %d", k,
-                         sa[k].programs_compiled);
-        cr_expect_gt(sa[0].dispatches, sb[0].dispatches, "narrow skips: the prompt fused");
-        double wn = worst_diff(a, r, n);
-        cr_log_info("steps on the unfused prompt's programs vs the decode kernels: max |diff| "
-                    "%.3g",
-                    wn);
-        cr_expect_leq(wn, 5e-3);
-        narrow_switch(c, path, V, sb[0].dispatches);
-        unsetenv("GLESC_FUSE_SKIP_NARROW");
-
         first_steps(c, path, 0, a, V, sa);
         for (int k = 1; k <= FIRST_STEPS; k++)
             cr_expect_eq(sa[k].programs_compiled, 0, "background: step %d compiled %d", k,

@@ -233,10 +233,9 @@ void graph_drop_newest(glesc_graph *g, glesc_tensor *t);
  * a prompt compiled (kernels_matmul_gemv, attention's is_prefill). */
 void graph_batch_kernels(glesc_graph *g);
 /* g's computes leave out of the narrow GEMM (and of one column on the
- * batch kernels) the fusions the device class names for a first use
- * (kernels_class's fuse_skip_narrow, GLESC_FUSE_SKIP_NARROW): programs that
- * compile faster, for a session's prompts until the fused ones are
- * compiled (src/llm/session.c). */
+ * batch kernels) the fusions the device class names (kernels_class's
+ * fuse_skip_narrow, GLESC_FUSE_SKIP_NARROW): programs that compile faster,
+ * for a session's prompts (src/llm/session.c). */
 void graph_narrow_skips(glesc_graph *g, bool on);
 
 /* ---- CPU reference evaluation (cpu.c) ----

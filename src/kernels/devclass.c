@@ -28,14 +28,18 @@
  * an A100 108, an RTX 4090 128); a guess, since GLES does not say
  * (NVIDIA's GL_NV_shader_thread_group, whose gl_SMCountNV would, is not in
  * the H200's GLES); only the split of K depends on it.
- * The narrow GEMM without the q/k/v group, the gate/up pair and the
- * epilogues: every matmul of a prompt of up to 64 tokens then runs one
- * program (a weight type's plain GEMM), and the adds and silu·up are small
- * kernels, which NVIDIA's driver compiles faster than the fused GEMMs: a
- * cold 32-token prompt of TinyLlama Q4_0 took 648-742 ms against
- * 1,021-1,428 with them (H200, four alternating rounds), its warm time
- * unchanged (48-71 ms against 52-67). docs/performance.md, *The cold first
- * token*. */
+ * A session's prompts of the narrow GEMM's widths (up to 64 tokens)
+ * without its q/k/v group, gate/up pair and epilogues (fuse_skip_narrow;
+ * graph_narrow_skips): their matmuls then share one program a weight
+ * type (the plain GEMM) and the adds and silu·up are small kernels, which
+ * NVIDIA's driver compiles faster than the fused GEMMs: cold time to first
+ * token (a 32-token prompt and one step, H200, alternating in one visit)
+ * TinyLlama Q4_0 855-1,046 ms against 1,155-1,466, Q4_K_M 1,058-1,295
+ * against 1,369-1,981. Cost: short prompts run more dispatches, pp32
+ * 3,338 against 3,834 t/s, pp64 6,324 against 7,804 (pp512 and decode
+ * unchanged). Compiling the fused ones in the background after a first
+ * prompt and switching was tried: the first steps then waited 1.4-2.4 s
+ * for the driver (docs/performance.md, *The cold first token*). */
 static const kernels_class large_gpu = {
     .gemv = {.wg = 256,
              .team = 32,

@@ -45,10 +45,6 @@ struct glesc_model {
     uint64_t gpu_bytes; /* pool bytes the weights took */
     int n_tensors;
     core_hash128 hash; /* llm_model_hash of the file: what a saved state names */
-    /* A session with these KV types compiled the narrow GEMM's fused
-     * programs (glesc_session's cold_narrow): later sessions take them */
-    bool narrow_ready;
-    glesc_dtype narrow_k, narrow_v;
 };
 
 struct glesc_session {
@@ -114,19 +110,11 @@ struct glesc_session {
     /* One-token steps that take the prompt's programs whatever the
      * background compiles (a test's: tests/test_runtime.c) */
     int batch_steps;
-    /* Where the device class names narrow-GEMM skips and the driver
-     * compiles in the background: prompts (and one-token steps on their
-     * programs) take the skips (graph_narrow_skips: programs that compile
-     * faster) until the fused programs, whose compiles start after the
-     * first prompt (narrow_started), are done; then the fused ones (and
-     * the model's later sessions of the same KV types: narrow_ready). */
-    bool cold_narrow;
-    bool narrow_started;
+    /* Prompts of the narrow GEMM's widths (and one-token steps on their
+     * programs) take the device class's narrow-GEMM skips
+     * (graph_narrow_skips: programs that compile faster; the large GPUs') */
+    bool narrow_skips;
 };
-
-/* The narrow GEMM's fused programs are compiled for s's KV types: s and
- * the model's later sessions of those types take them (cold_narrow). */
-void llm_narrow_ready(glesc_session *s);
 
 /* Copies the context's last message into the thread's (where glesc_llm.h
  * promises it) with a prefix; returns st. */

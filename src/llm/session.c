@@ -113,8 +113,7 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     s->logits = core_calloc((size_t)hp->n_vocab, sizeof *s->logits);
     s->in_scratch = core_calloc((size_t)o.n_batch, sizeof *s->in_scratch);
     s->g = glesc_graph_create(m->ctx);
-    s->cold_narrow = compute_narrow_skips(m->ctx) != 0 && compute_background_compiles(m->ctx) &&
-                     !(m->narrow_ready && m->narrow_k == s->k_type && m->narrow_v == s->v_type);
+    s->narrow_skips = compute_narrow_skips(m->ctx) != 0;
     if (!s->k_cache || !s->v_cache || !s->logits || !s->in_scratch || !s->g) {
         st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
         goto fail;
@@ -236,25 +235,6 @@ void llm_session_count(glesc_session *s, int32_t n)
 static glesc_status precompile_one(glesc_session *s, int32_t n_past, int32_t n, bool greedy,
                                    bool start);
 
-void llm_narrow_ready(glesc_session *s)
-{
-    s->cold_narrow = false;
-    s->m->narrow_ready = true;
-    s->m->narrow_k = s->k_type;
-    s->m->narrow_v = s->v_type;
-}
-
-/* The narrow GEMM's fused programs (a session on the narrow skips:
- * cold_narrow): a batch of its widest at a later batch's positions. */
-static glesc_status precompile_fused_narrow(glesc_session *s, bool start)
-{
-    int32_t w = CORE_MIN(KERNELS_GEMM_SMALL_M, s->n_batch);
-    s->cold_narrow = false;
-    glesc_status st = precompile_one(s, CORE_MAX(0, CORE_MIN(1, s->n_ctx - w)), w, false, start);
-    s->cold_narrow = true;
-    return st;
-}
-
 /* After a prompt of n tokens that compiled its programs (a first use),
  * where the driver compiles in the background: starts compiling the decode
  * step's programs (plain and greedy) and returns. Until they are done, a
@@ -272,12 +252,6 @@ static void start_decode_programs(glesc_session *s, int32_t n)
     glesc_status st = precompile_one(s, s->n_past, 1, false, true);
     if (st == GLESC_OK)
         st = precompile_one(s, s->n_past, 1, true, true);
-    /* a prompt on the narrow skips: the fused narrow GEMMs' programs too
-     * (this width, a later batch's positions), taken when all are done */
-    if (st == GLESC_OK && s->cold_narrow && !s->narrow_started) {
-        s->narrow_started = true;
-        st = precompile_fused_narrow(s, true);
-    }
     s->bg_decode = st == GLESC_OK && n <= KERNELS_GEMM_SMALL_M;
     core_log(CORE_LOG_DEBUG, "session: the decode step's programs started in %.1f ms",
              (double)(core_time_ns() - t0) / 1e6);
@@ -348,8 +322,7 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
         core_err_reset(NULL); /* a failure shows again when the step is built */
         s->last.build_ns += core_time_ns() - tp;
     }
-    bool start = n > 1 && !all &&
-                 (s->last.programs_compiled > 0 || (s->cold_narrow && !s->narrow_started));
+    bool start = n > 1 && !all && s->last.programs_compiled > 0;
     if (!logits) {
         if (start)
             start_decode_programs(s, n);
@@ -498,11 +471,6 @@ GLESC_API glesc_status glesc_session_precompile(glesc_session *s)
     }
     if (st == GLESC_OK && s->n_ctx > 1)
         st = precompile_one(s, 1, 1, true, false);
-    if (st == GLESC_OK && s->cold_narrow) { /* what a first prompt's skips lead to */
-        st = precompile_fused_narrow(s, false);
-        if (st == GLESC_OK)
-            llm_narrow_ready(s);
-    }
     return st;
 }
 
