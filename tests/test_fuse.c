@@ -448,7 +448,7 @@ Test(fuse, narrow_skips_leave_only_the_narrow_gemm_apart)
         bool batch;
         int kernels;
         bool ask;
-    } cases[] = {{1, false, 1, true},  {1, true, 3, true},   {40, false, 3, true},
+    } cases[] = {{1, false, 1, true},  {1, true, 3, true},    {40, false, 3, true},
                  {70, false, 1, true}, {40, false, 1, false}, {1, true, 1, false}};
     setenv("GLESC_FUSE_SKIP_NARROW", "group", 1);
     for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++) {

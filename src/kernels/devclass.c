@@ -52,7 +52,8 @@ static const kernels_class large_gpu = {
              .groups = 256},
     .gemm = {.slots = 128, .loop = false, .loop_narrow = true, .pad = true},
     .attn = {.wg = 128, .target = 256, .pf_wg = 256, .pf_target = 512, .decode_max_q = 1},
-    .fuse_skip_narrow = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR | KERNELS_FUSE_SKIP_EPILOGUE,
+    .fuse_skip_narrow =
+        KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR | KERNELS_FUSE_SKIP_EPILOGUE,
 };
 
 /* The small GPUs (Mali, Adreno, V3D, and a driver glesc does not know).

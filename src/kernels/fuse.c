@@ -206,10 +206,9 @@ static bool gemm_skips(const fuse_state *fs, const glesc_tensor *mm, unsigned wh
 {
     if (!mm || mm->op != GLESC_OP_MATMUL || (mm->src[1]->ne[1] <= 1 && !mm->batch_kernel))
         return false;
-    return (fs->fusion & what) ||
-           ((fs->fusion & KERNELS_FUSE_NARROW_SKIPS(what)) &&
-            mm->src[1]->ne[1] <= KERNELS_GEMM_SMALL_M &&
-            !kernels_matmul_gemv(mm, (int)((fs->fusion >> 8) & 15u)));
+    return (fs->fusion & what) || ((fs->fusion & KERNELS_FUSE_NARROW_SKIPS(what)) &&
+                                   mm->src[1]->ne[1] <= KERNELS_GEMM_SMALL_M &&
+                                   !kernels_matmul_gemv(mm, (int)((fs->fusion >> 8) & 15u)));
 }
 
 /* Decode's gate/up pair left apart (KERNELS_FUSE_SPLIT_DECODE_PAIR): a
