@@ -172,6 +172,16 @@ vec4 scale_min_k4_pair(uvec4 h, uint c) {
     uint sh = (c & 1u) * 16u;
     return bytes4m(((sc >> sh) & 0xffffu) | ((mn >> sh) << 16u), 0.0);
 }
+#ifdef GEMV_LEAN
+// The K-quants' (q4_k, q5_k) unit_ab: run h of unit u's scale and offset,
+// sub-block 2c + h of chunk c = u / 2, from the block's first uvec4.
+vec2 k4_unit_ab(qblock b, uint u, uint h) {
+    uvec4 hd = QW4(b.f0 >> 2u);
+    vec2 dm = unpackHalf2x16(hd.x);
+    vec4 sm = scale_min_k4_pair(hd, u >> 1);
+    return h == 0u ? vec2(dm.x * sm.x, -dm.y * sm.z) : vec2(dm.x * sm.y, -dm.y * sm.w);
+}
+#endif
 
 // Code-book lookups without indexed constant arrays (which some compilers
 // place in slow local memory): the 16 signed byte values live four to a word.

@@ -70,9 +70,6 @@ vec4 unit_q4(qblock b, uint u, uint h, uint j) {
     return vec4((uvec4(q) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu);
 }
 vec2 unit_ab(qblock b, uint u, uint h) {
-    uvec4 hd = QW4(b.f0 >> 2u);
-    vec2 dm = unpackHalf2x16(hd.x);
-    vec4 sm = scale_min_k4_pair(hd, u >> 1);
-    return h == 0u ? vec2(dm.x * sm.x, -dm.y * sm.z) : vec2(dm.x * sm.y, -dm.y * sm.w);
+    return k4_unit_ab(b, u, h);
 }
 #endif
