@@ -16,13 +16,16 @@
 //             ATTN_CAUSAL, ATTN_MASK, ATTN_SWA (a sliding window),
 //             ATTN_SOFTCAP (soft-capped scores); ATTN_SCR the scratch
 //             binding (uint), ATTN_COUNTERS its counters; ATTN_SG (the
-//             rows' maxima and sums by subgroup shuffles)
+//             rows' maxima and sums by subgroup shuffles); ATTN_ROLL (the
+//             scores' loop over D4 bounded by the uniform at_d4 = D4, so
+//             the compiler keeps it a loop: V3D's, where a short head's
+//             loop written out held all its loads in flight and spilled)
 //   uniforms  at_nq, at_nkv (queries, keys), at_gqa (query heads per kv
 //             head), at_coff (causal: key j is visible to query i when
 //             j <= i + at_coff), at_swa (the window: j > i + at_coff -
 //             at_swa), at_cap (scores become at_cap * tanh(s / at_cap)
 //             before the mask), at_S (keys per split, whole tiles),
-//             at_nsplit (splits dispatched)
+//             at_nsplit (splits dispatched), at_d4 (with ATTN_ROLL: D4)
 //   shared    vec4 qs[R*D4] (the scaled queries), vec4 kvs[BK*KVP] (the key
 //             tile, then the value tile), float ps[R*BKP] (the tile's
 //             weights), float ms[R], ls[R] (the rows' max and sum after the
@@ -115,6 +118,11 @@ void at_row_sum(inout float v[TR], uint sr, uint sk) {
 }
 #endif
 #define AT_ROW (DV + 2u) // a row's partial result: m, l, DV sums
+#ifdef ATTN_ROLL
+#define AT_D4 at_d4
+#else
+#define AT_D4 D4
+#endif
 
 void attn_prefill() {
     uint lid = gl_LocalInvocationIndex;
@@ -209,7 +217,7 @@ void attn_prefill() {
             s[i] = 0.0;
         }
         if (sr < nrows && sk < tn) {
-            for (uint d4 = 0u; d4 < D4; d4++) {
+            for (uint d4 = 0u; d4 < AT_D4; d4++) {
                 vec4 qv[TR];
                 for (uint i = 0u; i < TR; i++) {
                     qv[i] = qs[(sr + i * SRG) * D4 + d4];

@@ -495,6 +495,10 @@ static glesc_status gen_prefill(kb *b)
     bool causal = a->ip[0] != 0, softcap = a->ip[2] != 0;
     int n_swa = a->ip[1];
     pf_cfg c = prefill_config(b->ctx, a);
+    /* the class's (devclass.c's V3D row): the scores' loop over q's and
+     * k's vec4s bounded by a uniform, which no compiler writes out (a
+     * short head's eight or fewer were: their loads all in flight) */
+    bool roll = kernels_class_of(b->ctx)->attn.pf_roll;
     if (!c.r)
         return kb_fail(b, GLESC_ERROR_LIMIT,
                        "attention: head sizes %lld/%lld need %d bytes of shared memory for one "
@@ -530,6 +534,8 @@ static glesc_status gen_prefill(kb *b)
         for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
             emit_kernel_define(b->k, names[i], "%du", vals[i]);
         emit_kernel_define(b->k, "BKP", "%du", c.bk + 1);
+        if (roll)
+            emit_kernel_define(b->k, "ATTN_ROLL", "1");
         emit_kernel_define(b->k, "ATTN_COUNTERS", "%du", KB_SCRATCH_COUNTERS);
         mask_defines(b->k, a);
         emit_kernel_comment(b->k,
@@ -588,6 +594,8 @@ static glesc_status gen_prefill(kb *b)
     kb_param_u(b, "at_S", (uint64_t)per);
     kb_param_u(b, "at_nsplit", (uint64_t)nsplit);
     kb_param_f(b, "at_scale", a->fp[0]);
+    if (roll)
+        kb_param_u(b, "at_d4", (uint64_t)c.d4);
     if (n_swa > 0)
         kb_param_i(b, "at_swa", n_swa);
     if (softcap)

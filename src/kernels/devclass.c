@@ -102,10 +102,10 @@ static const kernels_class large_gpu = {
  * with barriers untried on the boards).
  * A macro: Mali's and V3D's rows are the same but for the GEMV's quarter
  * units (quad), the decode attention's registers (LEAN: decode_cu,
- * decode_lean) and its integer divisions (FEW_DIV: decode_few_div, V3D's
- * only), Mali's for its split decode pair and V3D's for its fusions,
- * below. */
-#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV)                                                        \
+ * decode_lean), its integer divisions (FEW_DIV: decode_few_div, V3D's
+ * only) and prefill's scores loop (ROLL: pf_roll, V3D's only), Mali's for
+ * its split decode pair and V3D's for its fusions, below. */
+#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV, ROLL)                                                  \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
              .nr1 = 1,                                                                             \
@@ -134,9 +134,10 @@ static const kernels_class large_gpu = {
              .decode_max_q = 1,                                                                    \
              .decode_cu = (LEAN) ? 2 : 0,                                                          \
              .decode_lean = LEAN,                                                                  \
-             .decode_few_div = FEW_DIV}
+             .decode_few_div = FEW_DIV,                                                            \
+             .pf_roll = ROLL}
 
-static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false)};
+static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, false)};
 
 /* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
  * quarter units (quad: a run's vec4 of quants decoded and multiplied one
@@ -160,7 +161,8 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false)};
  * called, NeoX rope's index by a select): 2 threads and no spills on G610
  * and G52 for every synthesized arch, was 1 (docs/devices.md, *What is
  * left*). */
-static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false), .decode_pair_split = true};
+static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false),
+                                   .decode_pair_split = true};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
  * one grouped kernel: V3D's compiler links the grouped one (three copies
@@ -189,8 +191,19 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false), .decode_pa
  * qwen3 (q/k norms), gemma2 and gemma3 still spilled on 7.1 (2:5; window
  * layers 2:5, global 6:7; 8:8); with it every synthesized arch's decode
  * attention is 0:0 at 2 threads on both drivers, with 30-33% fewer
- * instructions (7.1: 2240-2534 -> 1512-1745; docs/devices.md, *V3D*). */
-static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true),
+ * instructions (7.1: 2240-2534 -> 1512-1745; docs/devices.md, *V3D*).
+ * Prefill's scores loop over the head's vec4s bounded by a uniform
+ * (pf_roll, attn_prefill.glsl's ATTN_ROLL): with a constant bound the
+ * compiler wrote out a head of 32 (8 vec4: the reference llama, qwen3 and
+ * gemma3 models), all of its q and k loads in flight, and the attention of
+ * a short prompt and of a prefill alike spilled 76:128-79:134 at 2 threads
+ * on both drivers (links 32-44 s under qemu; not the fused KV-cache
+ * writes' divisions, nor rope or the q/k norms: the writes and rope taken
+ * out by hand still spilled 76:122); bounded, 0:0 with 23-28% fewer
+ * instructions (7.1: 2956-3428 -> 2128-2647), links 2-4 s. A head of 64
+ * was kept a loop before: a few instructions more or less, 0:0 alike
+ * (docs/devices.md, *V3D*). */
+static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs

@@ -557,6 +557,9 @@ typedef struct kernels_class {
                                  KV-cache writes after the attention, not before it */
         bool decode_few_div;  /* decode: integer divisions by uniforms only where the
                                  structure needs them (kb's few_div) */
+        bool pf_roll;         /* prefill: the scores' loop over the head's vec4s
+                                 bounded by a uniform, so the compiler keeps it a loop
+                                 (attn_prefill.glsl's ATTN_ROLL) */
     } attn;
     int gemv_max_m; /* GEMV up to this many columns; 0: the device profile measures it */
     /* fusions left out of matmuls of more than one column where
