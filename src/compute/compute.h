@@ -174,10 +174,6 @@ void compute_prepared_drop(compute_state *s);
  * later compute of the same structure takes the programs, waiting for any
  * still compiling. */
 glesc_status compute_start(glesc_graph *g, glesc_tensor *out);
-/* The fusions a graph with graph_narrow_skips leaves out of the narrow
- * GEMM (KERNELS_FUSE_SKIP_* bits: GLESC_FUSE_SKIP_NARROW, else the device
- * class's fuse_skip_narrow; 0: none). */
-unsigned compute_narrow_skips(const glesc_context *ctx);
 /* Whether compute_start's compiles run in the background here. */
 bool compute_background_compiles(const glesc_context *ctx);
 /* Whether every compile compute_start began is done (those done are

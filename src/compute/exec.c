@@ -288,7 +288,10 @@ static bool needs_gemv_threshold(const glesc_graph *g)
     return false;
 }
 
-unsigned compute_narrow_skips(const glesc_context *ctx)
+/* The fusions a graph with graph_narrow_skips leaves out of the narrow
+ * GEMM (KERNELS_FUSE_SKIP_* bits: GLESC_FUSE_SKIP_NARROW, else the device
+ * class's fuse_skip_narrow; 0: none). */
+static unsigned narrow_skips(const glesc_context *ctx)
 {
     const char *narrow = core_env("GLESC_FUSE_SKIP_NARROW");
     return narrow ? kernels_fuse_skips(narrow) : kernels_class_of(ctx)->fuse_skip_narrow;
@@ -329,7 +332,7 @@ static glesc_status prepare(glesc_graph *g, glesc_tensor *const *outs, int n, co
      * docs/environment.md) */
     const char *skip = core_env("GLESC_FUSE_SKIP");
     unsigned skips = (skip ? kernels_fuse_skips(skip) : kernels_class_of(ctx)->fuse_skip) |
-                     (g->narrow_skips ? KERNELS_FUSE_NARROW_SKIPS(compute_narrow_skips(ctx)) : 0);
+                     (g->narrow_skips ? KERNELS_FUSE_NARROW_SKIPS(narrow_skips(ctx)) : 0);
     unsigned fusion =
         opts->fusion > 0 || (opts->fusion == 0 && !core_env_flag("GLESC_NO_FUSION"))
             ? KERNELS_FUSE_ON | skips |

@@ -110,7 +110,6 @@ glesc_tensor *llm_forward(glesc_session *s, glesc_tensor *ids, glesc_tensor *pos
     const llm_hparams *hp = &m->hp;
     glesc_graph *g = s->g;
     bool batch = batch_kernels(s, n);
-    graph_narrow_skips(g, s->narrow_skips);
     const int64_t d = hp->head_dim, e = hp->n_embd;
     const int64_t q_dim = hp->n_head * d, kv_dim = hp->n_head_kv * d;
     const int64_t n_kv = (int64_t)s->n_past + n;

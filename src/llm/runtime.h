@@ -110,10 +110,6 @@ struct glesc_session {
     /* One-token steps that take the prompt's programs whatever the
      * background compiles (a test's: tests/test_runtime.c) */
     int batch_steps;
-    /* Prompts of the narrow GEMM's widths (and one-token steps on their
-     * programs) take the device class's narrow-GEMM skips
-     * (graph_narrow_skips: programs that compile faster; the large GPUs') */
-    bool narrow_skips;
 };
 
 /* Copies the context's last message into the thread's (where glesc_llm.h

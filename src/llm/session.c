@@ -113,11 +113,14 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     s->logits = core_calloc((size_t)hp->n_vocab, sizeof *s->logits);
     s->in_scratch = core_calloc((size_t)o.n_batch, sizeof *s->in_scratch);
     s->g = glesc_graph_create(m->ctx);
-    s->narrow_skips = compute_narrow_skips(m->ctx) != 0;
     if (!s->k_cache || !s->v_cache || !s->logits || !s->in_scratch || !s->g) {
         st = core_err_set(NULL, GLESC_ERROR_OUT_OF_MEMORY, "session");
         goto fail;
     }
+    /* its prompts (and one-token steps on their programs) take the device
+     * class's narrow-GEMM skips: programs that compile faster (the large
+     * GPUs'; none elsewhere) */
+    graph_narrow_skips(s->g, true);
     if (o.timing &&
         (st = glesc_graph_set_options(s->g, &(glesc_graph_options){.timing = true})) != GLESC_OK) {
         st = llm_ctx_fail(m->ctx, st, "session: timing");
