@@ -39,7 +39,14 @@
  * 3,338 against 3,834 t/s, pp64 6,324 against 7,804 (pp512 and decode
  * unchanged). Compiling the fused ones in the background after a first
  * prompt and switching was tried: the first steps then waited 1.4-2.4 s
- * for the driver (docs/performance.md, *The cold first token*). */
+ * for the driver (docs/performance.md, *The cold first token*).
+ * Decode attention with few integer divisions (decode_few_div, first
+ * V3D's): a fused KV-cache write's row found by a subtraction, not a
+ * division by a uniform and a search per element read, which held each
+ * tile load behind its own branch; H200, TinyLlama, the kernel 7-10%
+ * faster at depth 0 and 2048, tg64 at depth 2048 Q4_0 427-430 against
+ * 403-408, Q8_0 390-391 against 371 (docs/performance.md, *Decode at
+ * depth*). */
 static const kernels_class large_gpu = {
     .gemv = {.wg = 256,
              .team = 32,
@@ -51,7 +58,12 @@ static const kernels_class large_gpu = {
              .cols = 8,
              .groups = 256},
     .gemm = {.slots = 128, .loop = false, .loop_narrow = true, .pad = true},
-    .attn = {.wg = 128, .target = 256, .pf_wg = 256, .pf_target = 512, .decode_max_q = 1},
+    .attn = {.wg = 128,
+             .target = 256,
+             .pf_wg = 256,
+             .pf_target = 512,
+             .decode_max_q = 1,
+             .decode_few_div = true},
     .fuse_skip_narrow =
         KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR | KERNELS_FUSE_SKIP_EPILOGUE,
 };
