@@ -19,6 +19,9 @@
 #                  (BIFROST_MESA_DEBUG=shaderdb; FD_MESA_DEBUG=shaderdb,serialc or
 #                  V3D_DEBUG=shaderdb,precompile, each with GLESC_DEBUG=1 and the
 #                  tap's GLSL_TAP_DEBUG_ALL=1: they arrive as "GL debug [note..." lines)
+#   SHIM_DISASM=1  with SHIM_STATS=1, also each shader's final code on stderr
+#                  (BIFROST_MESA_DEBUG's shaders, V3D_DEBUG's qpu, IR3_SHADER_DEBUG=disasm;
+#                  tools/devices/estimate.py reads it)
 #   SHIM_TAP=1     also preload glsl-tap.so: "@@TAP ..." lines on stderr name
 #                  glesc's kernel at each glShaderSource/glLinkProgram; with
 #                  SHIM_TAP_DIR=DIR every GLSL source is saved there as NNNN.glsl;
@@ -27,7 +30,7 @@
 #   GLESC_CACHE_DIR defaults to $SHIM_ROOT/cache/DRIVER-MODEL (never shared
 #                  between drivers; "off": none); Mesa's own disk cache is disabled.
 set -euo pipefail
-[ $# -ge 3 ] || { sed -n '2,29p' "$0"; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,32p' "$0"; exit 2; }
 drv=$1 model=$2; shift 2
 [ "${1:-}" = "--" ] && shift
 ROOT=${SHIM_ROOT:-/opt/shim}
@@ -43,7 +46,7 @@ panfrost)
     esac
     vars+=("PAN_GPU_ID=$id")
     preload=$L/libpanfrost_noop_drm_shim.so
-    stats=(BIFROST_MESA_DEBUG=shaderdb) ;;
+    stats=(BIFROST_MESA_DEBUG=shaderdb${SHIM_DISASM:+,shaders}) ;;
 freedreno)
     vars+=("FD_GPU_ID=${model#a}")
     # msm-queryfix.so first: it zeroes the shim's unanswered fault-count query
@@ -51,7 +54,8 @@ freedreno)
     [ -e "$ROOT/msm-queryfix.so" ] || { echo "run-shim: $ROOT/msm-queryfix.so missing (setup.sh)" >&2; exit 1; }
     preload=$ROOT/msm-queryfix.so:$L/libfreedreno_noop_drm_shim.so
     # GALLIUM_THREAD=0: the threaded context drops synchronous debug callbacks
-    stats=('FD_MESA_DEBUG=shaderdb,serialc' GALLIUM_THREAD=0 GLESC_DEBUG=1 GLSL_TAP_DEBUG_ALL=1) ;;
+    stats=('FD_MESA_DEBUG=shaderdb,serialc' GALLIUM_THREAD=0 GLESC_DEBUG=1 GLSL_TAP_DEBUG_ALL=1)
+    [ -n "${SHIM_DISASM:-}" ] && stats+=(IR3_SHADER_DEBUG=disasm) ;;
 v3d)
     case $model in
     4.2|42) preload=$L/libv3d_noop_drm_shim.so ;;
@@ -59,7 +63,7 @@ v3d)
             [ -e "$S$preload" ] || { echo "run-shim: $S$preload missing (setup.sh makes it)" >&2; exit 1; } ;;
     *) echo "run-shim: v3d model 4.2 or 7.1" >&2; exit 2 ;;
     esac
-    stats=('V3D_DEBUG=shaderdb,precompile' GLESC_DEBUG=1 GLSL_TAP_DEBUG_ALL=1) ;;
+    stats=("V3D_DEBUG=shaderdb,precompile${SHIM_DISASM:+,qpu}" GLESC_DEBUG=1 GLSL_TAP_DEBUG_ALL=1) ;;
 etnaviv|lima|vc4)
     preload=$L/lib${drv}_noop_drm_shim.so; stats=() ;;
 *) echo "run-shim: unknown driver $drv" >&2; exit 2 ;;
