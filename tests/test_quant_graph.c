@@ -204,9 +204,13 @@ static void gemv_case_on(glesc_context *c, glesc_dtype t, int64_t rows, int64_t 
     if (knob && strstr(knob, "half=1"))
         cr_assert(strstr(glesc_graph_last_glsl(g), "#define GEMV_HALF"), "%s: no half units",
                   glesc_dtype_name(t));
-    if (knob && strstr(knob, "quad=1") && graph_dtype_quant(t))
+    /* every block type; the plain ones where their rows are whole units */
+    if (knob && strstr(knob, "quad=1") && (graph_dtype_quant(t) || k % 32 == 0))
         cr_assert(strstr(glesc_graph_last_glsl(g), "#define GEMV_QUAD"), "%s: no quarter units",
                   glesc_dtype_name(t));
+    if (knob && strstr(knob, "quad=1") && !graph_dtype_quant(t) && k % 32 == 0)
+        cr_assert(strstr(glesc_graph_last_glsl(g), "#define GEMV_PLAIN"),
+                  "%s: no plain quarter units", glesc_dtype_name(t));
     float *got = tg_read(y);
     double e = worst_error(q.deq, x, got, k, rows, m);
     cr_log_info("%-7s gemv rows %4lld K %4lld m %lld: worst error %.3g of sum|w*x|",
@@ -273,8 +277,9 @@ Test(quant_graph, gemv_long_rows_and_portable_path)
  * snippet's unit_dec_half, its whole unit or dq4; with two rows, three
  * columns a pass and a pair-free sum over split teams: four types), and
  * the quarter units (quad=1, Mali's classes' default: every type, the
- * block types through their unit_q4 or dq4, the plain ones through the
- * half units). */
+ * block types through their unit_q4 or dq4, the plain ones through pq4
+ * where their rows are whole units, else the half units; also two units
+ * in flight). */
 Test(quant_graph, gemv_shapes_of_the_tuning_knob)
 {
     static const char *const knobs[] = {"ks=2,unroll=2,fill=4",
@@ -288,7 +293,8 @@ Test(quant_graph, gemv_shapes_of_the_tuning_knob)
                                         "half=1",
                                         "half=1,nr=2,subgroup=0,ks=2",
                                         "half=1,quad=1",
-                                        "half=1,quad=1,nr=2,subgroup=0,ks=2"};
+                                        "half=1,quad=1,nr=2,subgroup=0,ks=2",
+                                        "half=1,quad=1,unroll=2"};
     /* plain raw=1: every type whose loaders split their units; plain
      * half=1 every type of a GEMV */
     static const glesc_dtype types[] = {
@@ -540,17 +546,17 @@ Test(quant_graph, fusion_with_quantized_weights)
 
 /* Mali's class (on llvmpipe, GLESC_DEVICE_CLASS): decode's gate/up pair
  * stays one kernel, the norm folded in, for the types whose pair fits
- * Mali's registers (q4_0, q8_0: kernels_gemv_pair_lean) and the plain
- * ones (f16: no quarter units); for the other block types the norm, the
- * gate GEMV and the up GEMV with silu(gate)· are three (decode_pair_split),
- * every GEMV through the quarter units. A prompt's (two columns) stays one
- * kernel. */
+ * Mali's registers (q4_0, q8_0 and the plain ones: kernels_gemv_pair_lean;
+ * the plain types' quarter units of scale 1, GEMV_PLAIN); for the other
+ * block types the norm, the gate GEMV and the up GEMV with silu(gate)· are
+ * three (decode_pair_split), every GEMV through the quarter units. A
+ * prompt's (two columns) stays one kernel. */
 Test(quant_graph, decode_pair_split_on_the_mali_class)
 {
-    static const glesc_dtype types[] = {GLESC_DTYPE_F16,  GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q8_0,
-                                        GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1,
-                                        GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q5_K, GLESC_DTYPE_Q6_K,
-                                        GLESC_DTYPE_Q3_K, GLESC_DTYPE_Q2_K};
+    static const glesc_dtype types[] = {
+        GLESC_DTYPE_F16,  GLESC_DTYPE_F32,  GLESC_DTYPE_BF16, GLESC_DTYPE_Q4_0, GLESC_DTYPE_Q8_0,
+        GLESC_DTYPE_Q4_1, GLESC_DTYPE_Q5_0, GLESC_DTYPE_Q5_1, GLESC_DTYPE_Q4_K, GLESC_DTYPE_Q5_K,
+        GLESC_DTYPE_Q6_K, GLESC_DTYPE_Q3_K, GLESC_DTYPE_Q2_K};
     setenv("GLESC_DEVICE_CLASS", "mali-valhall", 1);
     glesc_context *c = test_context(NULL);
     unsetenv("GLESC_DEVICE_CLASS");
@@ -575,9 +581,12 @@ Test(quant_graph, decode_pair_split_on_the_mali_class)
                         (long long)m, s.dispatches);
             cr_expect_eq(s.dispatches, want, "%s m %lld: %d dispatches, want %d",
                          glesc_dtype_name(t), (long long)m, s.dispatches, want);
-            if (m == 1 && !plain)
+            if (m == 1)
                 cr_expect(strstr(glesc_graph_last_glsl(g), "#define GEMV_QUAD"),
                           "%s: no quarter units", glesc_dtype_name(t));
+            if (m == 1 && plain)
+                cr_expect(strstr(glesc_graph_last_glsl(g), "#define GEMV_PLAIN"),
+                          "%s: no plain quarter units", glesc_dtype_name(t));
             glesc_graph_destroy(g);
         }
         free_weight(&wg);

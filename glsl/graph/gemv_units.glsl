@@ -16,6 +16,9 @@
 //                                              loaders have them: a run's
 //                                              vec4 of quants one at a time
 //                                              and its scale (wload.c)
+//   GEMV_PLAIN                                 with GEMV_QUAD, where the
+//                                              weight (and the pair's) is
+//                                              f32, f16 or bf16
 
 // The x of a unit (its two runs at vec4 offsets xo in the slice of column
 // c) and, for types whose runs have an offset, the runs' sums. A run starts
@@ -46,7 +49,47 @@ float GEMV_UDOT(vec4 q[8], vec4 ab, vec4 x[8], vec2 xsum) {
 #endif
 }
 
-#if defined(GEMV_HALF) && defined(GEMV_QUAD)
+#if defined(GEMV_HALF) && defined(GEMV_QUAD) && defined(GEMV_PLAIN)
+// The quarter units of plain weights (f32, f16, bf16: GEMV_PLAIN, where
+// this copy's weight and the pair's are): their runs have a scale of 1 and
+// no offset, so a unit's eight vec4 go in one loop of a uniform count (4 *
+// gemv_two), each product straight into acc, with no run's sums held
+// beside it (with them, Mali's gate/up pair of every plain type and f16's
+// and bf16's q/k/v took more than the 32 registers of full occupancy:
+// docs/devices.md). W_WUQ's vec4 4h + j: the plain loaders take j up to 7
+// with h = 0.
+void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
+#if UNROLL == 1
+    const float live = 1.0; // GEMV_STEPS gives only units below u1
+#else
+    float live = u < u1 ? 1.0 : 0.0;
+    u = min(u, u1 - 1u);
+#endif
+    for (uint j = 0u; j < 4u * gemv_two; j++) {
+        // the unit's place in x computed in the loop, as below; its two runs
+        // are consecutive, in one group of 8 vec4 of x's padding
+        uint xh = (W_WUNIT_X(u).x - k0) / 4u;
+        uint xa = xh + (xh >> 3u) + j;
+        for (uint r = 0u; r < NR; r++) {
+            uvec4 at = W_WAT(u);
+            // the first column's x read before the weights (Mali-G610
+            // compiled bf16's pair within 32 registers only so)
+            vec4 x0 = xs[xa];
+            vec4 q;
+            W_WUQ(rb[r], at, u, 0u, j, q);
+            for (uint c = 0u; c < MCOLS; c++) {
+                acc[r * MCOLS + c] += live * dot(q, c == 0u ? x0 : xs[c * XS4P + xa]);
+            }
+#ifdef PAIR
+            U_WUQ(rb2[r], at, u, 0u, j, q);
+            for (uint c = 0u; c < MCOLS; c++) {
+                acc2[r * MCOLS + c] += live * dot(q, c == 0u ? x0 : xs[c * XS4P + xa]);
+            }
+#endif
+        }
+    }
+}
+#elif defined(GEMV_HALF) && defined(GEMV_QUAD)
 // One unit u of each of the team's rows into acc, a vec4 (4 elements) at a
 // time: each of a run's four vec4 of quants with its vec4 of x, in a loop
 // of a uniform count (2 * gemv_two) that a compiler cannot write out, then

@@ -39,3 +39,14 @@ void pdec(uvec4 r[4], out vec4 q[8]) {
         BF16_Q2(q, 2u * i, r[i])
     }
 }
+#ifdef GEMV_LEAN // the quarter units serve only those GEMVs
+// The GEMV's quarter units (see common.glsl): vec4 4h + j of the unit at
+// uvec4 w4, two words (a word a load where the binding is a uint array:
+// the gate/up pair of bf16 GEMVs fitted 32 registers on Mali-G610 only so);
+// the scale is 1 (wload.c's NAME_wuab).
+vec4 pq4(uint w4, uint h, uint j) {
+    uint o = 4u * w4 + 8u * h + 2u * j;
+    uvec2 p = uvec2(QW(o), QW(o + 1u));
+    return uintBitsToFloat(uvec4(p.x << 16, p.x & 0xffff0000u, p.y << 16, p.y & 0xffff0000u));
+}
+#endif

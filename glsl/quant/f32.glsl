@@ -18,3 +18,11 @@ void phalf(uint w4, out vec4 q[4]) {
         q[i] = uintBitsToFloat(QW4(w4 + i));
     }
 }
+#ifdef GEMV_LEAN // the quarter units serve only those GEMVs
+// The GEMV's quarter units (see common.glsl): vec4 4h + j of the unit at
+// uvec4 w4, one uvec4 (a single load where the binding is a uvec4 array,
+// which f32's is); the scale is 1 (wload.c's NAME_wuab).
+vec4 pq4(uint w4, uint h, uint j) {
+    return uintBitsToFloat(QW4(w4 + 4u * h + j));
+}
+#endif

@@ -155,19 +155,21 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, fals
  * quarter units (quad: a run's vec4 of quants decoded and multiplied one
  * at a time, a word a load, and the values the compilers can compute
  * again not held across its loops, gemv.glsl's GEMV_LEAN), for every
- * block type (the snippet's unit_q4, its dq4_q or dq4). Panfrost runs
- * two threads a core only within 32 registers, and with half units every
+ * block type (the snippet's unit_q4, its dq4_q or dq4) and for f32, f16
+ * and bf16 (pq4: a vec4 of weights of scale 1, each product straight into
+ * the accumulators, gemv_units.glsl's GEMV_PLAIN). Panfrost runs two
+ * threads a core only within 32 registers, and with half units every
  * decode GEMV took more: 39-64 registers on G610 and G52, 1 thread. With
- * the quarter units (the device matrix, a synthesized llama in each
- * block type and the reference q3_k, q2_k models, decode): 2 threads and
- * no spills for every decode GEMV but the gate/up pairs of all types but
- * q4_0 and q8_0 (36-46 registers, 1 thread; q3_k's spilled 33:86): those
- * run as two GEMVs (decode_pair_split: the norm, gate, up with silu(gate)
- * a kernel each, 2 threads; docs/devices.md, *What is left*). Cost: each
- * vec4 loads its word and its run's scale again (cached), and the quants
- * are converted byte by byte (conversions, not the fma of the other rows);
- * a split pair costs two more dispatches a layer (the norm's own kernel,
- * its result and the gate's through memory).
+ * the quarter units (the device matrix, a synthesized llama in each type
+ * and the reference q3_k, q2_k and plain-type models, decode): 2 threads
+ * and no spills for every decode GEMV but the gate/up pairs of the block
+ * types other than q4_0 and q8_0 (36-46 registers, 1 thread; q3_k's
+ * spilled 33:86): those run as two GEMVs (decode_pair_split: the norm,
+ * gate, up with silu(gate) a kernel each, 2 threads; docs/devices.md,
+ * *What is left*). Cost: each vec4 loads its word and its run's scale
+ * again (cached), and the quants are converted byte by byte (conversions,
+ * not the fma of the other rows); a split pair costs two more dispatches a
+ * layer (the norm's own kernel, its result and the gate's through memory).
  * The decode attention (LEAN: the combine 2 splits a round, the fused
  * KV-cache writes after the attention with their row lookup where it is
  * called, NeoX rope's index by a select): 2 threads and no spills on G610
@@ -194,7 +196,10 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false),
  * decode and 2..8-column kernel of a synthesized llama and phi3 in F16,
  * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K_M, Q5_K_M and Q6_K is 0:0 at 2
  * threads on both, with 15-45% fewer instructions in the GEMVs
- * (docs/devices.md, *V3D*). The decode attention with few integer
+ * (docs/devices.md, *V3D*); the plain types' (GEMV_PLAIN) keep a
+ * synthesized llama's f32, f16 and bf16 decode and 2..8-column GEMVs 0:0
+ * at 2 threads on both, with 2-12% fewer instructions than their half
+ * units (docs/devices.md, *Mali*). The decode attention with few integer
  * divisions by uniforms (decode_few_div, kb's few_div: V3D divides in
  * software, several temporaries a division, and the fused KV-cache
  * writes' hooks divided several times a key element): a folded reshape's

@@ -498,7 +498,7 @@ enum {
 };
 /* Do w's units also come a vec4 at a time (NAME_wuq, NAME_wuab: the
  * GEMV's quarter units)? Block types whose snippet has unit_q4 and
- * unit_ab. */
+ * unit_ab, and f32/f16/bf16 with the fast units (their snippet's pq4). */
 bool kernels_wload_uquad(const glesc_tensor *w);
 /* Does w have the fast units (its binding then is a uvec4 array)?
  * The block types whose snippet has a unit decoder, and f32/f16/bf16

@@ -81,8 +81,11 @@ static bool gemv_quad(const glesc_tensor *w, bool units)
  * 32-element units both kernels read. */
 static int weight_loader(kb *b, const glesc_tensor *w, const char *fn, bool units, unsigned extra)
 {
-    /* the quarter units read a word at a time: a uint binding (QW one load) */
-    if (units && (extra & KERNELS_WLOAD_UQUAD) && kernels_wload_uquad(w))
+    /* the quarter units read a word at a time: a uint binding (QW one load),
+     * but f32's, a uvec4 each (QW4 one load: fewer instructions, and 32
+     * registers on Mali all the same; f16's and bf16's pair took more) */
+    if (units && (extra & KERNELS_WLOAD_UQUAD) && kernels_wload_uquad(w) &&
+        w->dtype != GLESC_DTYPE_F32)
         extra |= KERNELS_WLOAD_WORDS;
     int wb = units && !(extra & KERNELS_WLOAD_WORDS) ? kb_binding_uvec4(b, w->owner, 0)
                                                      : kb_binding(b, w->owner, 0, false);
@@ -410,10 +413,10 @@ static gemv_cfg gemv_config(const glesc_context *ctx, glesc_dtype t, int m, bool
 static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw, bool half, bool quad)
 {
     static const char *const names[] = {
-        "GEMV_UNITS", "GEMV_STEPS", "GEMV_STEP", "GEMV_UX", "GEMV_UDOT", "GEMV_LOAD",
-        "GEMV_DEC",   "GEMV_RAW",   "W_WAT",     "W_WUNIT", "W_WUNIT_X", "W_MINS",
-        "W_WRAW",     "W_WDEC",     "U_WUNIT",   "U_WRAW",  "U_WDEC",    "W_WUHALF",
-        "U_WUHALF",   "GEMV_QUAD",  "W_WUQ",     "W_WUAB",  "U_WUQ",     "U_WUAB"};
+        "GEMV_UNITS", "GEMV_STEPS", "GEMV_STEP", "GEMV_UX",   "GEMV_UDOT", "GEMV_LOAD", "GEMV_DEC",
+        "GEMV_RAW",   "W_WAT",      "W_WUNIT",   "W_WUNIT_X", "W_MINS",    "W_WRAW",    "W_WDEC",
+        "U_WUNIT",    "U_WRAW",     "U_WDEC",    "W_WUHALF",  "U_WUHALF",  "GEMV_QUAD", "W_WUQ",
+        "W_WUAB",     "U_WUQ",      "U_WUAB",    "GEMV_PLAIN"};
     const char *text = emit_snippet_text("graph/gemv_units");
     for (int j = 0; text && j <= mc->n_sib; j++) {
         char fn[16], name[24];
@@ -455,6 +458,10 @@ static void gemv_units_copies(kb *b, const mm_ctx *mc, bool raw, bool half, bool
                          fn, fn);
             if (j == 0 && mc->p)
                 sbuf_append(&s, "#define U_WUQ load_u_wuq\n#define U_WUAB load_u_wuab\n");
+            /* plain weights (and pair): runs of scale 1, summed straight into acc */
+            if (!graph_dtype_quant(w->dtype) &&
+                (j || !mc->p || !graph_dtype_quant(mc->p->src[0]->dtype)))
+                sbuf_append(&s, "#define GEMV_PLAIN 1\n");
         }
         sbuf_append(&s, text);
         for (size_t i = 0; i < CORE_ARRAY_LEN(names); i++)
@@ -715,11 +722,11 @@ bool kernels_matmul_gemv(const glesc_tensor *mm, int gemv_max_m)
 
 /* The types whose gate/up pair compiled within 32 registers on Mali-G610
  * and G52 with the quarter units (2 threads; the device matrix, decode,
- * docs/devices.md): one word a vec4 of quants and one scale a block. The
- * other block types' (a second word for the high bits, offsets, K-quant
- * scales) took 36-46, 1 thread, where their GEMVs alone take at most 32.
- * The plain types keep their pair: no quarter units, their GEMVs alone
- * ran at 1 thread too on G610 (f32 on G52 as well). */
+ * docs/devices.md): one word a vec4 of quants and one scale a block, and
+ * the plain types (their quarter units of scale 1 summed straight into
+ * the accumulators, gemv_units.glsl's GEMV_PLAIN). The other block types'
+ * (a second word for the high bits, offsets, K-quant scales) took 36-46,
+ * 1 thread, where their GEMVs alone take at most 32. */
 bool kernels_gemv_pair_lean(const glesc_tensor *w)
 {
     return w->dtype == GLESC_DTYPE_Q4_0 || w->dtype == GLESC_DTYPE_Q8_0 ||

@@ -37,14 +37,17 @@
  *                       h, out vec4 q[4], out vec2 ab)`, run h of unit u
  *                       with its scale and offset. With
  *                       KERNELS_WLOAD_UQUAD, block types whose snippet
- *                       has unit_q4 (kernels_wload_uquad): the GEMV's
- *                       quarter units, `void NAME_wuq(uint row_byte,
- *                       uvec4 at, uint u, uint h, uint j, out vec4 q)`,
- *                       vec4 j of run h's quants, and `vec2
- *                       NAME_wuab(uint row_byte, uvec4 at, uint u, uint
- *                       h)`, the run's scale and offset; the block types
- *                       without them, through dq4 (kernels_wload_uquad's
- *                       units false), without KERNELS_WLOAD_UVEC4.
+ *                       has unit_q4 and f32, f16, bf16 (pq4;
+ *                       kernels_wload_uquad): the GEMV's quarter units,
+ *                       `void NAME_wuq(uint row_byte, uvec4 at, uint u,
+ *                       uint h, uint j, out vec4 q)`, vec4 j of run h's
+ *                       quants (the plain types': vec4 4h + j of the
+ *                       unit, j up to 7), and `vec2 NAME_wuab(uint
+ *                       row_byte, uvec4 at, uint u, uint h)`, the run's
+ *                       scale and offset (the plain types': 1 and 0);
+ *                       the block types without them, through dq4
+ *                       (kernels_wload_uquad's units false), without
+ *                       KERNELS_WLOAD_UVEC4.
  *
  * f32, f16 and bf16 element loaders are written here. The ggml block types
  * are built on the glsl/quant/ snippets (the ones tests/test_quant_gpu.c
@@ -127,8 +130,11 @@ bool kernels_wload_dec_half(const glesc_tensor *w)
 
 bool kernels_wload_uquad(const glesc_tensor *w)
 {
-    return graph_dtype_quant(w->dtype) && kernels_wload_units(w) &&
-           snippet_has(w->dtype, "\nvec4 unit_q4(") && snippet_has(w->dtype, "\nvec2 unit_ab(");
+    if (!kernels_wload_units(w))
+        return false;
+    if (!graph_dtype_quant(w->dtype))
+        return snippet_has(w->dtype, "\nvec4 pq4(");
+    return snippet_has(w->dtype, "\nvec4 unit_q4(") && snippet_has(w->dtype, "\nvec2 unit_ab(");
 }
 
 bool kernels_wload_half(const glesc_tensor *w)
@@ -387,6 +393,14 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                          "    pdec(r, q);\n"
                          "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n",
                          fn, 2 * esize, fn);
+        if ((what & KERNELS_WLOAD_UQUAD) && kernels_wload_uquad(w))
+            sbuf_appendf(o,
+                         "void %s_wuq(uint row_byte, uvec4 at, uint u, uint h, uint j, out vec4 q) "
+                         "{\n"
+                         "    q = pq4((row_byte >> 4u) + %du * u, h, j);\n}\n"
+                         "vec2 %s_wuab(uint row_byte, uvec4 at, uint u, uint h) {\n"
+                         "    return vec2(1.0, 0.0);\n}\n",
+                         fn, 2 * esize, fn);
     } else if (fast) {
         sbuf_appendf(o,
                      "uvec2 %s_wunit_x(uint u) {\n"
@@ -485,7 +499,8 @@ void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char
         /* the fast units read the binding as uvec4 through the type's snippet */
         ok = quant_emit(&s, w, fn, buf,
                         KERNELS_WLOAD_UNIT |
-                            (what & (KERNELS_WLOAD_RAW | KERNELS_WLOAD_HALF | KERNELS_WLOAD_UHALF)),
+                            (what & (KERNELS_WLOAD_RAW | KERNELS_WLOAD_HALF | KERNELS_WLOAD_UHALF |
+                                     KERNELS_WLOAD_UQUAD | KERNELS_WLOAD_WORDS)),
                         ne0, true);
     } else if (ok && plain) {
         emit_kernel_snippet(b->k, "common/f16");
