@@ -265,15 +265,24 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
 #ifdef GEMM_NO_PREFETCH
     // each step loads, stages and multiplies in turn: nothing of the next
     // step is live during the multiply-adds (registers for the small
-    // GPUs, whose compilers otherwise spill; docs/devices.md)
+    // GPUs, whose compilers otherwise spill; docs/devices.md). With
+    // GEMM_X_FIRST x is fetched first: its vec4s live through the
+    // weights' decode, not the decoded weights (four vec4) through x's
+    // fetch and its prologue (Mali's row: G610's GEMMs of a Q6_K weight
+    // and phi3's down with its silu(gate) * up, 1:9-6:33 -> 0:0)
     for (uint u = u0; u < u1; u++) {
+#ifdef GEMM_X_FIRST
+        GEMM_FETCH_X(GEMM_UX(u), true, m0, b2, b3, px, sq);
+#endif
 #ifdef GEMM_LATE
         GEMM_WLOAD(u)
         GEMM_WFINISH(u)
 #else
         GEMM_WROW(u)
 #endif
+#ifndef GEMM_X_FIRST
         GEMM_FETCH_X(GEMM_UX(u), true, m0, b2, b3, px, sq);
+#endif
         memoryBarrierShared();
         barrier(); // every invocation is done with the last step
         GEMM_STAGE(pw, px);

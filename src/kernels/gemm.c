@@ -56,7 +56,8 @@
  * and decoded after them (gemm_loop.glsl's late decode), where the loader
  * splits its units; pre: the next step's loads in flight during a step's
  * multiply-adds (0: a step loads, stages and multiplies in turn, nothing
- * of the next step live during the arithmetic). */
+ * of the next step live during the arithmetic); xf: with pre 0, a step's x
+ * fetched before its weights are decoded (gemm_loop.glsl's GEMM_X_FIRST). */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
@@ -65,6 +66,7 @@ typedef struct gemm_cfg {
     int half;
     int late;
     int pre;
+    int xf;
 } gemm_cfg;
 
 #define GEMM_SPLIT_UNITS 8 /* units of 32 k each part of a split K takes at least */
@@ -106,15 +108,16 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
            (c->pad ? 144 : 128) * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,pad=1,half=1,late=1,pre=1":
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,pad=1,half=1,late=1,pre=1,xf=0":
  * a tuning aid overriding the fields it names (read on every generation,
  * like GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
-    static const char *const keys[] = {"bn",   "bm",  "tn",   "tm",   "slots",
-                                       "loop", "pad", "half", "late", "pre"};
-    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop, c->pad, c->half, c->late, c->pre};
-    kernels_env_ints("GLESC_GEMM", keys, v, 10, INT_MIN);
+    static const char *const keys[] = {"bn",  "bm",   "tn",   "tm",  "slots", "loop",
+                                       "pad", "half", "late", "pre", "xf"};
+    int v[] = {c->bn,  c->bm,   c->tn,   c->tm,  c->slots, c->loop,
+               c->pad, c->half, c->late, c->pre, c->xf};
+    kernels_env_ints("GLESC_GEMM", keys, v, 11, INT_MIN);
     c->bn = v[0];
     c->bm = v[1];
     c->tn = v[2];
@@ -125,6 +128,7 @@ static void gemm_env(gemm_cfg *c)
     c->half = v[7] != 0;
     c->late = v[8] != 0;
     c->pre = v[9] != 0;
+    c->xf = v[10] != 0;
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
@@ -174,6 +178,9 @@ static glesc_status gemm_config(kb *b, bool few, bool narrow, bool dual, gemm_cf
     /* the next step's loads in flight during a step's arithmetic, but
      * where the class says its registers are too few for them */
     c.pre = !kc->gemm.no_prefetch;
+    /* without it, x fetched before the weights' decode where the class
+     * says (Mali's: fewer registers there, devclass.c) */
+    c.xf = kc->gemm.x_first;
     /* padded rows where the class says and they fit (not in the portable
      * 16 KiB: the swizzle there): on the H200 padding is a little faster
      * for every type; on llvmpipe the swizzle is. */
@@ -477,6 +484,8 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_PAD", "1");
         if (!c.pre)
             emit_kernel_define(b->k, "GEMM_NO_PREFETCH", "1");
+        if (!c.pre && c.xf)
+            emit_kernel_define(b->k, "GEMM_X_FIRST", "1");
         emit_kernel_define(b->k, "TNV", "%d", c.tn);
         emit_kernel_define(b->k, "TMV", "%d", c.tm);
         emit_kernel_define(b->k, "XQV", "%d", 8 / (nx * ny / c.bm));
@@ -487,7 +496,10 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
                             "columns, %d x %d per invocation, K one 32-element unit a step%s, "
                             "split where tiles are few, steps and x fetch %s",
                             c.bn, dual ? " (both of the pair)" : "", c.bm, c.tn, c.tm,
-                            c.pre ? "" : " (no prefetch)", c.loop ? "as loops" : "written out");
+                            c.pre  ? ""
+                            : c.xf ? " (no prefetch, x first)"
+                                   : " (no prefetch)",
+                            c.loop ? "as loops" : "written out");
         if (mc->n_sib)
             emit_kernel_comment(b->k,
                                 "grouped: %d matmuls of one activation, blocks of rows pick "
