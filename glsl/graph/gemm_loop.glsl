@@ -103,7 +103,11 @@ void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ
 // defines GEMM_WHALF, the hook gemm_whalf_j, only then): each reads and
 // converts only its half of the unit's words, straight into pw (no
 // scales), not the whole unit to keep half of it (the block types' halves
-// share their words: q4_0's two runs are a byte's two nibbles).
+// share their words: q4_0's two runs are a byte's two nibbles). So do the
+// types without a unit decoder (q2_k, q3_k, the iq4 types, plain rows of
+// an odd length: the loader's generic units, element by element), their
+// scales applied in the hook: their whole unit decoded to keep half of it
+// spilled on Mali and V3D (docs/devices.md).
 #ifdef GEMM_WHALF
 #define GEMM_HALF_UNIT 1
 void GEMM_WHALF(uint nl, uint b2, uint b3, uint u, uint h, out vec4 q[4]);
