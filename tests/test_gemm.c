@@ -76,6 +76,8 @@ static const char *const tiles[] = {
     "bn=128,bm=32,tn=8,tm=2",       /* 256 invocations, two output rounds */
     "bn=64,bm=16,tn=4,tm=2,pre=0",  /* no loads in flight during a step */
     "bn=64,bm=32,tn=4,tm=4,pre=0,late=0",
+    /* no loads in flight, x fetched before the weights' decode (Mali's) */
+    "bn=64,bm=16,tn=4,tm=2,pre=0,xf=1",
 };
 
 /* A fresh context whose GEMMs take the tile (and split slots) of knob

@@ -19,7 +19,9 @@
 //             columns, not rows: a result whose columns run fastest in
 //             memory, the convolution's pixels), GEMM_NO_PREFETCH (no
 //             loads of the next step in flight during a step's
-//             multiply-adds: gemm_loop.glsl), TNV, TMV and XQV (TN,
+//             multiply-adds: gemm_loop.glsl), GEMM_X_FIRST (with it: a
+//             step's x fetched before its weights are decoded), TNV, TMV
+//             and XQV (TN,
 //             TM and XQ4 as plain numbers, for #if)
 //   uniforms  K, M, n_count and n_base (the rows of this dispatch: a weight
 //             chunk's), xb2, ksplit (parts of K, each its own workgroup),

@@ -103,7 +103,11 @@ void GEMM_FETCH_X(uvec2 xo, bool live, uint m0, uint b2, uint b3, out vec4 px[XQ
 // defines GEMM_WHALF, the hook gemm_whalf_j, only then): each reads and
 // converts only its half of the unit's words, straight into pw (no
 // scales), not the whole unit to keep half of it (the block types' halves
-// share their words: q4_0's two runs are a byte's two nibbles).
+// share their words: q4_0's two runs are a byte's two nibbles). So do the
+// types without a unit decoder (q2_k, q3_k, the iq4 types, plain rows of
+// an odd length: the loader's generic units, element by element), their
+// scales applied in the hook: their whole unit decoded to keep half of it
+// spilled on Mali and V3D (docs/devices.md).
 #ifdef GEMM_WHALF
 #define GEMM_HALF_UNIT 1
 void GEMM_WHALF(uint nl, uint b2, uint b3, uint u, uint h, out vec4 q[4]);
@@ -265,15 +269,24 @@ void GEMM_LOOP(uint nl0, uint cnt, uint m0, uint b2, uint b3, uint u0, uint u1,
 #ifdef GEMM_NO_PREFETCH
     // each step loads, stages and multiplies in turn: nothing of the next
     // step is live during the multiply-adds (registers for the small
-    // GPUs, whose compilers otherwise spill; docs/devices.md)
+    // GPUs, whose compilers otherwise spill; docs/devices.md). With
+    // GEMM_X_FIRST x is fetched first: its vec4s live through the
+    // weights' decode, not the decoded weights (four vec4) through x's
+    // fetch and its prologue (Mali's row: G610's GEMMs of a Q6_K weight
+    // and phi3's down with its silu(gate) * up, 1:9-6:33 -> 0:0)
     for (uint u = u0; u < u1; u++) {
+#ifdef GEMM_X_FIRST
+        GEMM_FETCH_X(GEMM_UX(u), true, m0, b2, b3, px, sq);
+#endif
 #ifdef GEMM_LATE
         GEMM_WLOAD(u)
         GEMM_WFINISH(u)
 #else
         GEMM_WROW(u)
 #endif
+#ifndef GEMM_X_FIRST
         GEMM_FETCH_X(GEMM_UX(u), true, m0, b2, b3, px, sq);
+#endif
         memoryBarrierShared();
         barrier(); // every invocation is done with the last step
         GEMM_STAGE(pw, px);

@@ -96,7 +96,8 @@ static const kernels_class large_gpu = {
  * 0:0, 0:0, 16:22 (its gate/up pair: see v3d); a618 and a740 0:0 before
  * and after, 4-26% fewer instructions, a618's gate/up at 4 waves (was 2).
  * Q8_0, F16 and Q4_K_M alike (0:0 everywhere but G610's GEMMs of a Q6_K
- * weight, 4:43 and 1:9, were 111:578 and 47:232). 4 x 2 in flight still
+ * weight, 4:43 and 1:9, were 111:578 and 47:232: Mali's x_first, below,
+ * takes those out). 4 x 2 in flight still
  * spilled (G610 10:61, V3D 4.2 55:61), and so did 4 x 4 without the
  * prefetch (G610 2:29, V3D 4.2 11:19-32:31). Prefill attention: 16 rows (8
  * queries of 2 heads) and 32-key tiles a workgroup of 128 (the tiles would
@@ -115,9 +116,10 @@ static const kernels_class large_gpu = {
  * A macro: Mali's and V3D's rows are the same but for the GEMV's quarter
  * units (quad), the decode attention's registers (LEAN: decode_cu,
  * decode_lean), its integer divisions (FEW_DIV: decode_few_div, V3D's
- * only) and prefill's scores loop (ROLL: pf_roll, V3D's only), Mali's for
- * its split decode pair and V3D's for its fusions, below. */
-#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV, ROLL)                                                  \
+ * only), prefill's scores loop (ROLL: pf_roll, V3D's only) and the GEMM's
+ * x fetched first (XFIRST: x_first, Mali's only), Mali's for its split
+ * decode pair and V3D's for its fusions, below. */
+#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV, ROLL, XFIRST)                                          \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
              .nr1 = 1,                                                                             \
@@ -136,7 +138,8 @@ static const kernels_class large_gpu = {
              .slots = 16,                                                                          \
              .loop = true,                                                                         \
              .pad = true,                                                                          \
-             .no_prefetch = true},                                                                 \
+             .no_prefetch = true,                                                                  \
+             .x_first = XFIRST},                                                                   \
     .attn = {.wg = 128,                                                                            \
              .target = 64,                                                                         \
              .pf_wg = 128,                                                                         \
@@ -149,7 +152,7 @@ static const kernels_class large_gpu = {
              .decode_few_div = FEW_DIV,                                                            \
              .pf_roll = ROLL}
 
-static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, false)};
+static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, false, false)};
 
 /* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
  * quarter units (quad: a run's vec4 of quants decoded and multiplied one
@@ -174,8 +177,19 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, fals
  * KV-cache writes after the attention with their row lookup where it is
  * called, NeoX rope's index by a select): 2 threads and no spills on G610
  * and G52 for every synthesized arch, was 1 (docs/devices.md, *What is
- * left*). */
-static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false),
+ * left*).
+ * The prefill GEMM's step fetches x before it decodes the weights
+ * (x_first: one vec4 of x live through the decode, not the decoded four
+ * vec4 of weights through x's fetch and its prologue): on G610 the GEMMs
+ * of a Q6_K weight (Q4_K_M's v and down) went 4:43 and 1:9 -> 0:0 with
+ * 2-4% fewer instructions, phi3's down with its silu(gate) * up prologue
+ * and residual 1:9-6:33 -> 0:0 (Q8_0, Q4_0, Q4_K_M); the other prefill
+ * GEMMs of a synthesized llama, phi3, qwen3 and gemma3 0:0 before and
+ * after on G610 and G52, their instructions within 0.6% (docs/devices.md,
+ * *Mali's prefill GEMMs: x first*). Not the other classes': a740 took up
+ * to 4.3% more instructions, V3D 7.1's phi3 Q4_K_M down spilled (6:11,
+ * was 0:0). */
+static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true),
                                    .decode_pair_split = true};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
@@ -220,7 +234,7 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false),
  * instructions (7.1: 2956-3428 -> 2128-2647), links 2-4 s. A head of 64
  * was kept a loop before: a few instructions more or less, 0:0 alike
  * (docs/devices.md, *V3D*). */
-static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true),
+static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true, false),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs

@@ -51,12 +51,13 @@
  * per invocation; the workgroups the device runs at once (gemm_split);
  * loop: a step's eight groups of four k as a loop, not written out; pad:
  * staged rows of 9 vec4 (gemm.glsl's GEMM_PAD), not swizzled rows of 8;
- * half: plain weights read by half units where two invocations stage a
- * row; late: the next step's weights loaded before a step's multiply-adds
- * and decoded after them (gemm_loop.glsl's late decode), where the loader
- * splits its units; pre: the next step's loads in flight during a step's
- * multiply-adds (0: a step loads, stages and multiplies in turn, nothing
- * of the next step live during the arithmetic). */
+ * half: plain weights and the generic units (types without a unit
+ * decoder) read by half units where two invocations stage a row; late: the next step's weights
+ * loaded before a step's multiply-adds and decoded after them (gemm_loop.glsl's late decode), where
+ * the loader splits its units; pre: the next step's loads in flight during a step's multiply-adds
+ * (0: a step loads, stages and multiplies in turn, nothing of the next step live during the
+ * arithmetic); xf: with pre 0, a step's x fetched before its weights are decoded (gemm_loop.glsl's
+ * GEMM_X_FIRST). */
 typedef struct gemm_cfg {
     int bn, bm, tn, tm;
     int slots;
@@ -65,6 +66,7 @@ typedef struct gemm_cfg {
     int half;
     int late;
     int pre;
+    int xf;
 } gemm_cfg;
 
 #define GEMM_SPLIT_UNITS 8 /* units of 32 k each part of a split K takes at least */
@@ -106,15 +108,16 @@ static bool cfg_fits(const glesc_caps *caps, const gemm_cfg *c, bool dual)
            (c->pad ? 144 : 128) * (c->bn + c->bm) <= caps->max_compute_shared_memory;
 }
 
-/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,pad=1,half=1,late=1,pre=1":
+/* GLESC_GEMM="bn=128,bm=64,tn=8,tm=4,slots=128,loop=0,pad=1,half=1,late=1,pre=1,xf=0":
  * a tuning aid overriding the fields it names (read on every generation,
  * like GLESC_GEMV). */
 static void gemm_env(gemm_cfg *c)
 {
-    static const char *const keys[] = {"bn",   "bm",  "tn",   "tm",   "slots",
-                                       "loop", "pad", "half", "late", "pre"};
-    int v[] = {c->bn, c->bm, c->tn, c->tm, c->slots, c->loop, c->pad, c->half, c->late, c->pre};
-    kernels_env_ints("GLESC_GEMM", keys, v, 10, INT_MIN);
+    static const char *const keys[] = {"bn",  "bm",   "tn",   "tm",  "slots", "loop",
+                                       "pad", "half", "late", "pre", "xf"};
+    int v[] = {c->bn,  c->bm,   c->tn,   c->tm,  c->slots, c->loop,
+               c->pad, c->half, c->late, c->pre, c->xf};
+    kernels_env_ints("GLESC_GEMM", keys, v, 11, INT_MIN);
     c->bn = v[0];
     c->bm = v[1];
     c->tn = v[2];
@@ -125,6 +128,7 @@ static void gemm_env(gemm_cfg *c)
     c->half = v[7] != 0;
     c->late = v[8] != 0;
     c->pre = v[9] != 0;
+    c->xf = v[10] != 0;
 }
 
 /* The first shape of the list that fits the device; depends on the caps,
@@ -174,6 +178,9 @@ static glesc_status gemm_config(kb *b, bool few, bool narrow, bool dual, gemm_cf
     /* the next step's loads in flight during a step's arithmetic, but
      * where the class says its registers are too few for them */
     c.pre = !kc->gemm.no_prefetch;
+    /* without it, x fetched before the weights' decode where the class
+     * says (Mali's: fewer registers there, devclass.c) */
+    c.xf = kc->gemm.x_first;
     /* padded rows where the class says and they fit (not in the portable
      * 16 KiB: the swizzle there): on the H200 padding is a little faster
      * for every type; on llvmpipe the swizzle is. */
@@ -282,14 +289,25 @@ static bool member_has(const mm_ctx *mc, int j, bool (*has)(const glesc_tensor *
     return mc->units && has(mc->w) && (!mc->p || has(mc->p->src[0]));
 }
 
+/* Is member j's weight (with the pair's) read by the generic units (a
+ * type without a unit decoder of its own, e.g. q2_k, q3_k, or plain rows
+ * of an odd length; kernels_wload_units)? */
+static bool member_generic(const mm_ctx *mc, int j)
+{
+    return !mc->prov && !(j ? mc->sib[j - 1].units : mc->units);
+}
+
 /* How member j's weights are read: by half units (plain types, two
- * invocations a row), split units (late decode; W_RAW_HALF: each of a
- * row's two invocations decodes its run only) or whole units. */
-enum { W_UNIT, W_HALF, W_RAW, W_RAW_HALF };
+ * invocations a row; W_GHALF: the generic units' run h, kernels_wload_emit's
+ * NAME_wuhalf, for the same two), split units (late decode; W_RAW_HALF:
+ * each of a row's two invocations decodes its run only) or whole units. */
+enum { W_UNIT, W_HALF, W_RAW, W_RAW_HALF, W_GHALF };
 static int member_read(const mm_ctx *mc, int j, bool half, bool late)
 {
     if (half && member_has(mc, j, kernels_wload_half))
         return W_HALF;
+    if (half && member_generic(mc, j))
+        return W_GHALF;
     if (!late || !member_has(mc, j, kernels_wload_raw))
         return W_UNIT;
     return half && member_has(mc, j, kernels_wload_dec_half) ? W_RAW_HALF : W_RAW;
@@ -327,7 +345,7 @@ static void gemm_loop_copies(kb *b, const mm_ctx *mc, bool half, bool late)
         if (j == 0 && mc->p)
             sbuf_append(&s, "#define GEMM_WUNIT2 gemm_wunit_p\n");
         int rd = member_read(mc, j, half, late);
-        if (rd == W_HALF) {
+        if (rd == W_HALF || rd == W_GHALF) {
             sbuf_appendf(&s, "#define GEMM_WHALF gemm_whalf_%d\n", j);
             if (j == 0 && mc->p)
                 sbuf_append(&s, "#define GEMM_WHALF2 gemm_whalf_p\n");
@@ -370,7 +388,9 @@ static const char *row_byte(int j, bool second, char e[80])
 /* The hooks reading unit u of local row nl of member j's weight (second:
  * the pair's), the row's first byte, then the loader's: W_UNIT the whole
  * unit (gemm_wunit), W_HALF only half h of it, its 16 elements into
- * q[0..3] (gemm_whalf: kernels_wload_half's plain weights), W_RAW its words
+ * q[0..3] (gemm_whalf: kernels_wload_half's plain weights; W_GHALF the
+ * same from the generic units' run h, its scale and offset applied: a
+ * whole unit would be decoded to keep half of it), W_RAW its words
  * (gemm_wraw) and their decode (gemm_wdec), W_RAW_HALF those and the
  * decode of run h only (gemm_wdech). */
 static void wunit_hook(kb *b, int j, bool second, int rd)
@@ -381,12 +401,20 @@ static void wunit_hook(kb *b, int j, bool second, int rd)
     if (!second)
         snprintf(id, sizeof id, "%d", j);
     const char *ld = second ? "load_u" : kernels_mm_loader(j, fn);
-    if (rd == W_HALF) {
+    if (rd == W_HALF || rd == W_GHALF) {
         snprintf(sig, sizeof sig,
                  "void gemm_whalf_%s(uint nl, uint b2, uint b3, uint u, uint h, out vec4 q[4])",
                  id);
         emit_kernel_function_begin(b->k, sig);
-        kb_line(b, "%s_whalf(%s, u, h, q);", ld, row_byte(j, second, rb));
+        if (rd == W_HALF)
+            kb_line(b, "%s_whalf(%s, u, h, q);", ld, row_byte(j, second, rb));
+        else {
+            kb_line(b, "vec2 ab;");
+            kb_line(b, "%s_wuhalf(%s, %s_wat(u), u, h, q, ab);", ld, row_byte(j, second, rb), ld);
+            kb_line(b, "for (uint i = 0u; i < 4u; i++) {");
+            kb_line(b, "q[i] = q[i] * ab.x + ab.y;");
+            kb_line(b, "}");
+        }
     } else if (rd == W_RAW || rd == W_RAW_HALF) {
         snprintf(sig, sizeof sig,
                  "void gemm_wraw_%s(uint nl, uint b2, uint b3, uvec4 at, uint u, out uvec4 r[4])",
@@ -454,7 +482,10 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     int nx = c.bn / c.tn, ny = c.bm / c.tm;
     /* two invocations stage a weight row: each reads only its half of a
      * plain weight's unit (the block types decode whole units; H200, f16
-     * 4096 x 4096 x 512: 47.8% -> 49.7% of the FMA peak) */
+     * 4096 x 4096 x 512: 47.8% -> 49.7% of the FMA peak), and of a type
+     * without a unit decoder (q2_k's and q3_k's prefill GEMMs: G610 3:38-8:58
+     * -> 0:0, V3D 4.2 11:24-31:27 -> 0:0, 7.1 18:33-30:31 -> 0:0-7:10,
+     * 12-36% fewer instructions on every small GPU; docs/devices.md) */
     bool half = c.half && nx * ny / c.bn == 2;
     bool late = c.late;
     if (b->k) {
@@ -477,6 +508,8 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
             emit_kernel_define(b->k, "GEMM_PAD", "1");
         if (!c.pre)
             emit_kernel_define(b->k, "GEMM_NO_PREFETCH", "1");
+        if (!c.pre && c.xf)
+            emit_kernel_define(b->k, "GEMM_X_FIRST", "1");
         emit_kernel_define(b->k, "TNV", "%d", c.tn);
         emit_kernel_define(b->k, "TMV", "%d", c.tm);
         emit_kernel_define(b->k, "XQV", "%d", 8 / (nx * ny / c.bm));
@@ -487,7 +520,10 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
                             "columns, %d x %d per invocation, K one 32-element unit a step%s, "
                             "split where tiles are few, steps and x fetch %s",
                             c.bn, dual ? " (both of the pair)" : "", c.bm, c.tn, c.tm,
-                            c.pre ? "" : " (no prefetch)", c.loop ? "as loops" : "written out");
+                            c.pre  ? ""
+                            : c.xf ? " (no prefetch, x first)"
+                                   : " (no prefetch)",
+                            c.loop ? "as loops" : "written out");
         if (mc->n_sib)
             emit_kernel_comment(b->k,
                                 "grouped: %d matmuls of one activation, blocks of rows pick "
@@ -497,8 +533,15 @@ glesc_status kernels_gen_gemm(kb *b, mm_ctx *mc)
     if (mc->prov)
         mc->prov->common(b, mc, mc->prov->arg);
     else {
+        /* the generic units' halves only where a member reads them (the
+         * fast units' loaders would carry them unused) */
+        bool ghalf = half && !kernels_matmul_units(mc->a);
+        ghalf = ghalf || (half && mc->p && !kernels_matmul_units(mc->p));
+        for (int i = 0; i < mc->n_sib; i++)
+            ghalf = ghalf || (half && !kernels_matmul_units(mc->sib[i].a));
         mc->wload_extra = (half ? KERNELS_WLOAD_HALF : 0u) | (late ? KERNELS_WLOAD_RAW : 0u) |
-                          (late && half ? KERNELS_WLOAD_DEC_HALF : 0u);
+                          (late && half ? KERNELS_WLOAD_DEC_HALF : 0u) |
+                          (ghalf ? KERNELS_WLOAD_UHALF : 0u);
         kernels_mm_common(b, mc);
     }
     int64_t nu = (gemm_k(mc) + 31) / 32;

@@ -544,6 +544,8 @@ typedef struct kernels_class {
         bool pad;           /* padded staged rows where they fit (else swizzled) */
         bool no_prefetch;   /* a step's loads after the last step's multiply-adds, not
                                in flight during them (fewer registers) */
+        bool x_first;       /* with no_prefetch: a step's x fetched before its weights
+                               are decoded, not after (gemm_loop.glsl) */
     } gemm;
     struct {
         int wg, target;       /* decode: invocations, workgroups its split aims at */
