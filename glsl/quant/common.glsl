@@ -28,7 +28,13 @@
 // q[4h + j] of unit's (its quants only, loading just the words it needs),
 // and `vec2 unit_ab(qblock b, uint u, uint h)`, ab.xy (h = 0) or ab.zw,
 // only in kernels with GEMV_LEAN (the only ones that call them: other
-// kernels' text stays as it was).
+// kernels' text stays as it was). Block types without the fast path may
+// split dq4 the same way: `vec4 dq4_q(qblock b, uint j)`, its quants
+// without their scale, and `vec2 dq4_ab(qblock b, uint s)`, the scale and
+// offset of the run of 16 elements s (the GEMV's quarter units), and give
+// a run whole, `void dq4_run(qblock b, uint s, out vec4 q[4], out vec2
+// ab)`, for src/kernels/wload.c's units of those types (QMINS defined
+// where the runs have offsets).
 
 // Word i & 3 of v, by selects (a dynamically indexed vector can become
 // branches); QW uses it where the binding is a uvec4 array.

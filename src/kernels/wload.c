@@ -63,8 +63,9 @@
  * The GEMV's units come from the snippet's own decoder where the type has
  * one (`unit`: scales decoded once per 32 elements, exact integer quants
  * from one fma each) and the rows are 16-byte aligned, reading the binding
- * as uvec4 (kernels_wload_units); otherwise from dq4 (the other block
- * types) or the element loader (plain weights of an odd length or
+ * as uvec4 (kernels_wload_units); otherwise from the snippet's runs
+ * (dq4_run: q2_k, q3_k, their scales applied after), dq4 (the other
+ * block types) or the element loader (plain weights of an odd length or
  * alignment), element by element, masked past ne0.
  */
 #include <string.h>
@@ -239,9 +240,38 @@ static void generic_vec4s(sbuf *o, const char *fn, const char *ne0, bool block, 
                      n, first, ne0, fn, ne0, fn, ne0, fn, ne0, fn);
 }
 
-/* The GEMV unit of a type without a decoder of its own: 32 elements of
- * generic_vec4s. */
-static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
+/* Does t's snippet give its runs of 16 elements with their scales
+ * (dq4_run: the quants and each run's scale and offset, applied after,
+ * as a unit's; q2_k, q3_k)? */
+static bool snippet_has_run(glesc_dtype t)
+{
+    return snippet_has(t, "\nvoid dq4_run(");
+}
+
+/* The unit's two runs of 16 elements from dq4_run (block types whose
+ * snippet has it, which defines QMINS where the runs have offsets): the
+ * quants as they are, each run's scale and offset in ab. dq4 would decode
+ * the scale again for each vec4, and its scaled values held more
+ * registers: V3D's GEMMs of q2_k and q3_k (the whole unit decoded, of
+ * which an invocation stages half) spilled 11:24-31:27 at 2 threads, 0:0
+ * with the runs (docs/devices.md, *V3D*). */
+static void run_unit(sbuf *o)
+{
+    sbuf_append(o, "    uint r = row_byte >> 2u;\n"
+                   "    qblock b = qblock(r + at.x, r + at.y, r + at.z, at.w);\n"
+                   "    uint s = 32u * u % QK / 16u;\n"
+                   "    vec4 q0[4], q1[4];\n"
+                   "    dq4_run(b, s, q0, ab.xy);\n"
+                   "    dq4_run(b, s + 1u, q1, ab.zw);\n"
+                   "    for (uint i = 0u; i < 4u; i++) {\n"
+                   "        q[i] = q0[i];\n"
+                   "        q[4u + i] = q1[i];\n"
+                   "    }\n}\n");
+}
+
+/* The GEMV unit of a type without a decoder of its own: its runs (run:
+ * run_unit) or 32 elements of generic_vec4s. */
+static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block, bool run)
 {
     sbuf_appendf(o,
                  "uvec2 %s_wunit_x(uint u) {\n"
@@ -257,17 +287,27 @@ static void generic_unit(sbuf *o, const char *fn, const char *ne0, bool block)
         sbuf_appendf(o, "uvec4 %s_wat(uint u) {\n    return uvec4(0u);\n}\n", fn);
     sbuf_appendf(
         o, "void %s_wunit(uint row_byte, uvec4 at, uint u, out vec4 q[8], out vec4 ab) {\n", fn);
+    if (run) {
+        run_unit(o);
+        return;
+    }
     generic_vec4s(o, fn, ne0, block, 8, "0u");
     sbuf_append(o, "    ab = vec4(1.0, 0.0, 1.0, 0.0);\n}\n");
 }
 
 /* generic_unit's run h (KERNELS_WLOAD_UHALF). */
-static void generic_uhalf(sbuf *o, const char *fn, const char *ne0, bool block)
+static void generic_uhalf(sbuf *o, const char *fn, const char *ne0, bool block, bool run)
 {
     sbuf_appendf(o,
                  "void %s_wuhalf(uint row_byte, uvec4 at, uint u, uint h, out vec4 q[4], "
                  "out vec2 ab) {\n",
                  fn);
+    if (run) {
+        sbuf_append(o, "    uint r = row_byte >> 2u;\n"
+                       "    dq4_run(qblock(r + at.x, r + at.y, r + at.z, at.w), 32u * u % QK / 16u "
+                       "+ h, q, ab);\n}\n");
+        return;
+    }
     generic_vec4s(o, fn, ne0, block, 4, "4u * h");
     sbuf_append(o, "    ab = vec2(1.0, 0.0);\n}\n");
 }
@@ -275,10 +315,9 @@ static void generic_uhalf(sbuf *o, const char *fn, const char *ne0, bool block)
 /* generic_unit's quarter units (KERNELS_WLOAD_UQUAD, block types): vec4
  * 4h + j of unit u, its quants by the snippet's dq4_q and its run's scale
  * and offset by dq4_ab (runs of 16 elements, one scale each) where it has
- * them, else by dq4, the scale applied. */
-static void generic_uquad(sbuf *o, const glesc_tensor *w, const char *fn)
+ * them (own), else by dq4, the scale applied. */
+static void generic_uquad(sbuf *o, const char *fn, bool own)
 {
-    bool own = snippet_has(w->dtype, "\nvec4 dq4_q(") && snippet_has(w->dtype, "\nvec2 dq4_ab(");
     sbuf_appendf(o,
                  "void %s_wuq(uint row_byte, uvec4 at, uint u, uint h, uint j, out vec4 q) {\n"
                  "    uint r = row_byte >> 2u;\n"
@@ -287,12 +326,9 @@ static void generic_uquad(sbuf *o, const glesc_tensor *w, const char *fn)
                  "vec2 %s_wuab(uint row_byte, uvec4 at, uint u, uint h) {\n",
                  fn, own ? "dq4_q" : "dq4", fn);
     if (own)
-        sbuf_appendf(o,
-                     "    uint r = row_byte >> 2u;\n"
-                     "    return dq4_ab(qblock(r + at.x, r + at.y, r + at.z, at.w), 32u * u %% QK "
-                     "/ 16u + h);\n}\n"
-                     "#ifdef QMINS\n#define %s_MINS 1\n#endif\n",
-                     fn);
+        sbuf_append(o, "    uint r = row_byte >> 2u;\n"
+                       "    return dq4_ab(qblock(r + at.x, r + at.y, r + at.z, at.w), 32u * u % QK "
+                       "/ 16u + h);\n}\n");
     else
         sbuf_append(o, "    return vec2(1.0, 0.0);\n}\n");
 }
@@ -446,11 +482,17 @@ static bool quant_emit(sbuf *o, const glesc_tensor *w, const char *fn, const cha
                          "h);\n}\n",
                          fn, fn);
     } else if (what & KERNELS_WLOAD_UNIT) {
-        generic_unit(o, fn, ne0, true);
+        bool run = snippet_has_run(t);
+        bool own = snippet_has(t, "\nvec4 dq4_q(") && snippet_has(t, "\nvec2 dq4_ab(");
+        bool quad = what & KERNELS_WLOAD_UQUAD;
+        generic_unit(o, fn, ne0, true, run);
         if (what & KERNELS_WLOAD_UHALF)
-            generic_uhalf(o, fn, ne0, true);
-        if (what & KERNELS_WLOAD_UQUAD)
-            generic_uquad(o, w, fn);
+            generic_uhalf(o, fn, ne0, true, run);
+        if (quad)
+            generic_uquad(o, fn, own);
+        /* the runs' offsets (ab.y, ab.w) where the units give them apart */
+        if (run || (quad && own))
+            sbuf_appendf(o, "#ifdef QMINS\n#define %s_MINS 1\n#endif\n", fn);
     }
     if (sbuf_str(&undefs))
         sbuf_append(o, sbuf_str(&undefs));
@@ -506,9 +548,9 @@ void kernels_wload_emit(kb *b, const glesc_tensor *w, const char *fn, const char
         emit_kernel_snippet(b->k, "common/f16");
         plain(&s, fn, buf);
         if (what & KERNELS_WLOAD_UNIT)
-            generic_unit(&s, fn, ne0, false);
+            generic_unit(&s, fn, ne0, false, false);
         if ((what & KERNELS_WLOAD_UNIT) && (what & KERNELS_WLOAD_UHALF))
-            generic_uhalf(&s, fn, ne0, false);
+            generic_uhalf(&s, fn, ne0, false, false);
     } else if (ok) {
         ok = quant_emit(&s, w, fn, buf, what, ne0, units);
     }
