@@ -49,6 +49,22 @@ float GEMV_UDOT(vec4 q[8], vec4 ab, vec4 x[8], vec2 xsum) {
 #endif
 }
 
+#if defined(GEMV_HALF) && defined(GEMV_QUAD)
+// The quarter units' steps begin with their unit: with more than one unit
+// a step, those past u1 repeat the last one with the weight live = 0
+// (GEMV_STEPS gives only units below u1 where there is one). Defined once,
+// not per copy of this file.
+#ifndef GEMV_STEP_UNIT
+#if UNROLL == 1
+#define GEMV_STEP_UNIT const float live = 1.0;
+#else
+#define GEMV_STEP_UNIT                                                                            \
+    float live = u < u1 ? 1.0 : 0.0;                                                              \
+    u = min(u, u1 - 1u);
+#endif
+#endif
+#endif
+
 #if defined(GEMV_HALF) && defined(GEMV_QUAD) && defined(GEMV_PLAIN)
 // The quarter units of plain weights (f32, f16, bf16: GEMV_PLAIN, where
 // this copy's weight and the pair's are): their runs have a scale of 1 and
@@ -59,12 +75,7 @@ float GEMV_UDOT(vec4 q[8], vec4 ab, vec4 x[8], vec2 xsum) {
 // docs/devices.md). W_WUQ's vec4 4h + j: the plain loaders take j up to 7
 // with h = 0.
 void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
-#if UNROLL == 1
-    const float live = 1.0; // GEMV_STEPS gives only units below u1
-#else
-    float live = u < u1 ? 1.0 : 0.0;
-    u = min(u, u1 - 1u);
-#endif
+    GEMV_STEP_UNIT
     for (uint j = 0u; j < 4u * gemv_two; j++) {
         // the unit's place in x computed in the loop, as below; its two runs
         // are consecutive, in one group of 8 vec4 of x's padding
@@ -101,12 +112,7 @@ void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
 // stays a loop, and its accumulators would become an indexed array. Each
 // vec4 loads its word again (a cached uvec4).
 void GEMV_STEP(uint u, uint u1, uint k0, GEMV_ROWS, GEMV_ACC) {
-#if UNROLL == 1
-    const float live = 1.0; // GEMV_STEPS gives only units below u1
-#else
-    float live = u < u1 ? 1.0 : 0.0;
-    u = min(u, u1 - 1u);
-#endif
+    GEMV_STEP_UNIT
     for (uint h = 0u; h < gemv_two; h++) {
         float s[NACC], xsum[MCOLS];
 #ifdef PAIR
