@@ -17,7 +17,8 @@
 //             ATTN_SOFTCAP (soft-capped scores); ATTN_SCR the scratch
 //             binding (uint), ATTN_COUNTERS its counters, ATTN_COMBINE
 //             (the (split, head) pairs the combine stages in ks), ATTN_CU
-//             (splits a round of the combine reads)
+//             (splits a round of the combine reads), ATTN_CC (outputs a
+//             pass of the combine takes an invocation)
 //   uniforms  at_nkv (keys), at_gqa (query heads per kv head), at_S (keys
 //             per split, whole tiles), at_nsplit (splits dispatched),
 //             at_scale, at_coff (causal: key j is visible to the query
@@ -52,9 +53,9 @@
 // output) in the scratch buffer and counts itself in with an atomic; the
 // last one combines them: every split's m and l into ks, per head the
 // overall max M, the weights e^(m - M) and 1 / L, then the weighted sums of
-// the outputs spread over all invocations, ATTN_CU splits a round (an
-// invocation's loads of a round all in flight), and puts the counter back
-// to zero.
+// the outputs spread over all invocations, in passes of ATTN_CC outputs
+// an invocation, ATTN_CU splits a round (an invocation's loads of a round
+// all in flight), and puts the counter back to zero.
 float attn_q(uint d, uint qi, uint h);
 #ifdef ATTN_REGS
 float attn_kmem(uint d, uint j, uint hk);
@@ -111,14 +112,15 @@ void attn_store(uint d, uint h, uint qi, float y);
 #define AD_B32(F, i, c, a) AD_B16(F, i, c, a) AD_B16(F, (i) + 16u, c, a)
 #define AD_B64(F, i, c, a) AD_B32(F, i, c, a) AD_B32(F, (i) + 32u, c, a)
 // over: the heads (HG <= 8), an invocation's output dimensions (DPT <= 8),
-// a tile's registers (KPL, VPL <= 64), the combine's outputs per
-// invocation (HG * DPT) and its splits a round (ATTN_CU <= 4)
+// a tile's registers (KPL, VPL <= 64), the combine's outputs a pass
+// (ATTN_CC <= 64) and its splits a round (ATTN_CU <= 4)
 #define AD_EACH_H2(F, a) AD_B8(F, 0u, HG, a)
 #define AD_EACH_E1(F, a) AD_A8(F, 0u, DPT, a)
 #define AD_EACH_K1(F, a) AD_A64(F, 0u, KPL, a)
 #define AD_EACH_V1(F, a) AD_A64(F, 0u, VPL, a)
-#define AD_EACH_O1(F, a) AD_A64(F, 0u, HG * DPT, a)
-#define AD_EACH_O2(F, a) AD_B64(F, 0u, HG * DPT, a)
+#define AD_CO ((HG * DV + WG_SIZE - 1u) / WG_SIZE) // the combine's outputs an invocation
+#define AD_EACH_O1(F, a) AD_A64(F, 0u, ATTN_CC, a)
+#define AD_EACH_O2(F, a) AD_B64(F, 0u, ATTN_CC, a)
 #define AD_EACH_U1(F, a) AD_A4(F, 0u, ATTN_CU, a)
 #define AD_RMAX 64 // registers of a tile, outputs of the combine
 #define AD_O(h, e) o[(h) * 8u + (e)] // accumulator of head h, dimension e
@@ -201,31 +203,41 @@ void attn_store(uint d, uint h, uint qi, float y);
         AD_EACH_H2(AD_PUT, e)                                                                     \
     }
 
-// the combine: output o of an invocation is (head oh[o], dimension od[o]);
-// split cqs[u] = cq0 + u of a round (past the last: its loads again,
-// weight 0) has its partial results from cqb[u] on. Computed once (per
-// round) into registers: written as expressions in each load, NVIDIA's
-// compiler gave the combine 30% more instructions and the attention at a
-// depth of 2048 3% more time on the H200 (with early returns instead of
-// the if/else around the splits' end).
+// the combine: output o = c0 + i (pass c0, ATTN_CC outputs a pass) of an
+// invocation is output AD_OO(o) of the group's HG * DV, head oh[i] and
+// dimension od[i]; split cqs[u] = cq0 + u of a round (past the last: its
+// loads again, weight 0) has its partial results from cqb[u] on. Computed
+// once (per round) into registers: written as expressions in each load,
+// NVIDIA's compiler gave the combine 30% more instructions and the
+// attention at a depth of 2048 3% more time on the H200 (with early
+// returns instead of the if/else around the splits' end). AD_CFULL: every
+// output of every pass is one of the HG * DV (no clamp, no check);
+// AD_CSIMPLE: and each one's dimension is the invocation's first's, od0,
+// its head oh0 plus a multiple of the pass: both expressions of two
+// registers, where the arrays would hold ATTN_CC each.
 #define AD_OO(o) (lid + (o) * WG_SIZE)
-#define AD_CINIT(o, a)                                                                            \
-    oh[o] = min(AD_OO(o) / DV, HG - 1u);                                                          \
-    od[o] = AD_OO(o) - (AD_OO(o) / DV) * DV;                                                      \
-    oc[o] = 0.0;
+#define AD_CFULL (HG * DV % WG_SIZE == 0u && AD_CO % ATTN_CC == 0u)
+#define AD_CSIMPLE (AD_CFULL && WG_SIZE % DV == 0u)
+#define AD_OH(i) (AD_CSIMPLE ? oh0 + (c0 + (i)) * (WG_SIZE / DV) : oh[i])
+#define AD_OD(i) (AD_CSIMPLE ? od0 : od[i])
+#define AD_CINIT(i, a)                                                                            \
+    oh[i] = min(AD_OO(c0 + (i)) / DV, HG - 1u);                                                   \
+    od[i] = AD_OO(c0 + (i)) - (AD_OO(c0 + (i)) / DV) * DV;                                        \
+    oc[i] = 0.0;
 #define AD_CROUND(u, a)                                                                           \
     cqs[u] = min(cq0 + (u), at_nsplit - 1u);                                                      \
     cqb[u] = pb0 + cqs[u] * HG * AD_ROW + 2u;
-#define AD_CX(o, u) cx[(u) * uint(AD_RMAX) + (o)]
-#define AD_CLOAD(o, u) AD_CX(o, u) = uintBitsToFloat(ATTN_SCR[cqb[u] + oh[o] * AD_ROW + od[o]]);
+#define AD_CX(i, u) cx[(u) * uint(AD_RMAX) + (i)]
+#define AD_CLOAD(i, u)                                                                            \
+    AD_CX(i, u) = uintBitsToFloat(ATTN_SCR[cqb[u] + AD_OH(i) * AD_ROW + AD_OD(i)]);
 #define AD_CLOADS(u, a) AD_EACH_O2(AD_CLOAD, u)
-#define AD_CADD(o, u)                                                                             \
-    oc[o] += (cq0 + (u) < at_nsplit ? ks[2u * ATTN_COMBINE + cqs[u] * HG + oh[o]] : 0.0) *        \
-             AD_CX(o, u);
+#define AD_CADD(i, u)                                                                             \
+    oc[i] += (cq0 + (u) < at_nsplit ? ks[2u * ATTN_COMBINE + cqs[u] * HG + AD_OH(i)] : 0.0) *     \
+             AD_CX(i, u);
 #define AD_CADDS(u, a) AD_EACH_O2(AD_CADD, u)
-#define AD_CSTORE(o, a)                                                                           \
-    if (AD_OO(o) < HG * DV) {                                                                     \
-        attn_store(od[o], h0 + oh[o], qi, oc[o] * mh[oh[o]]);                                     \
+#define AD_CSTORE(i, a)                                                                           \
+    if (AD_CFULL || AD_OO(c0 + (i)) < HG * DV) {                                                  \
+        attn_store(AD_OD(i), h0 + AD_OH(i), qi, oc[i] * mh[AD_OH(i)]);                            \
     }
 
 void attn_decode() {
@@ -390,19 +402,23 @@ void attn_decode() {
                 mh[lid] = L > 0.0 ? 1.0 / L : 0.0; // no visible key: zeros
             }
             AD_BARRIER();
-            // outputs (head, d) spread over all invocations, HG * DPT each: per
-            // round ATTN_CU splits' loads, all in flight together
-            uint oh[AD_RMAX], od[AD_RMAX];
-            float oc[AD_RMAX];
-            AD_EACH_O1(AD_CINIT, 0u)
-            for (uint cq0 = 0u; cq0 < at_nsplit; cq0 += ATTN_CU) {
-                uint cqs[4], cqb[4];
-                AD_EACH_U1(AD_CROUND, 0u)
-                float cx[4 * AD_RMAX];
-                AD_EACH_U1(AD_CLOADS, 0u)
-                AD_EACH_U1(AD_CADDS, 0u)
+            // outputs (head, d) spread over all invocations, AD_CO each, in
+            // passes of ATTN_CC: per round ATTN_CU splits' loads of the
+            // pass's outputs, all in flight together
+            uint oh0 = lid / DV, od0 = lid - (lid / DV) * DV;
+            for (uint c0 = 0u; c0 < AD_CO; c0 += ATTN_CC) {
+                uint oh[AD_RMAX], od[AD_RMAX];
+                float oc[AD_RMAX];
+                AD_EACH_O1(AD_CINIT, 0u)
+                for (uint cq0 = 0u; cq0 < at_nsplit; cq0 += ATTN_CU) {
+                    uint cqs[4], cqb[4];
+                    AD_EACH_U1(AD_CROUND, 0u)
+                    float cx[4 * AD_RMAX];
+                    AD_EACH_U1(AD_CLOADS, 0u)
+                    AD_EACH_U1(AD_CADDS, 0u)
+                }
+                AD_EACH_O1(AD_CSTORE, 0u)
             }
-            AD_EACH_O1(AD_CSTORE, 0u)
             if (lid == 0u) {
                 ATTN_SCR[gi] = 0u; // ready for the next dispatch
             }

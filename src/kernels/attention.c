@@ -262,6 +262,8 @@ static glesc_status gen_decode(kb *b)
      * the structure needs them (kb's few_div) */
     int cu = kernels_class_of(b->ctx)->attn.decode_cu;
     cu = cu > 0 && cu < ATTN_CU ? cu : ATTN_CU;
+    /* the combine's outputs an invocation (the file's AD_CO), one pass */
+    int cc = (int)((sh.hg * dv + wg - 1) / wg);
     bool lean = kernels_class_of(b->ctx)->attn.decode_lean;
     b->lean = lean;
     b->few_div = kernels_class_of(b->ctx)->attn.decode_few_div;
@@ -281,9 +283,9 @@ static glesc_status gen_decode(kb *b)
         emit_kernel_snippet(b->k, "graph/reduce");
         emit_kernel_snippet(b->k, "graph/eltwise");
         static const char *const names[] = {
-            "HG", "T", "D", "DV", "DPT", "ATTN_COUNTERS", "ATTN_COMBINE", "ATTN_CU"};
+            "HG", "T", "D", "DV", "DPT", "ATTN_COUNTERS", "ATTN_COMBINE", "ATTN_CU", "ATTN_CC"};
         const int vals[] = {sh.hg,        sh.t, (int)d, (int)dv, sh.dpt, KB_SCRATCH_COUNTERS,
-                            ATTN_COMBINE, cu};
+                            ATTN_COMBINE, cu,   cc};
         _Static_assert(sizeof vals / sizeof vals[0] == sizeof names / sizeof names[0],
                        "a value per define");
         for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
