@@ -255,10 +255,18 @@ Test(attention, long_context_splits_and_combines)
      * last one combines; run twice, since the combine must leave its
      * counters at zero for the next dispatch (of any shape) */
     static const attn_case cases[] = {
-        {64, 8, 2, 1, 2048, false, false, F16, 0, 0},  {64, 8, 2, 1, 2048, false, true, F32, 0, 0},
-        {128, 4, 4, 1, 300, false, false, F32, 0, 0},  {128, 4, 4, 1, 300, true, false, F32, 0, 0},
+        {64, 8, 2, 1, 2048, false, false, F16, 0, 0},
+        {64, 8, 2, 1, 2048, false, true, F32, 0, 0},
+        {128, 4, 4, 1, 300, false, false, F32, 0, 0},
+        {128, 4, 4, 1, 300, true, false, F32, 0, 0},
         {16, 14, 2, 1, 1000, false, false, F32, 0, 0}, /* 7 heads per kv head */
         {64, 4, 1, 3, 300, true, true, F16, 0, 0},
+        /* the heads of TinyLlama (8 a kv head), Qwen2.5-0.5B (7) and Gemma 3
+         * 1B (4 of 256): the combine's outputs in passes and the
+         * accumulators in shared memory on Mali's row (GLESC_DEVICE_CLASS) */
+        {64, 32, 4, 1, 2048, false, true, F16, 0, 0},
+        {64, 14, 2, 1, 1000, false, false, F32, 0, 0},
+        {256, 4, 1, 1, 600, false, true, F16, 0, 0},
     };
     for (int rep = 0; rep < 2; rep++)
         for (size_t i = 0; i < CORE_ARRAY_LEN(cases); i++)

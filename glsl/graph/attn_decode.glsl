@@ -18,7 +18,8 @@
 //             binding (uint), ATTN_COUNTERS its counters, ATTN_COMBINE
 //             (the (split, head) pairs the combine stages in ks), ATTN_CU
 //             (splits a round of the combine reads), ATTN_CC (outputs a
-//             pass of the combine takes an invocation)
+//             pass of the combine takes an invocation), ATTN_OS (the
+//             output accumulators in shared memory between tiles)
 //   uniforms  at_nkv (keys), at_gqa (query heads per kv head), at_S (keys
 //             per split, whole tiles), at_nsplit (splits dispatched),
 //             at_scale, at_coff (causal: key j is visible to the query
@@ -30,7 +31,8 @@
 //             (a key tile in rows of D + 1: no bank conflicts; then the
 //             value tile; the combine's m, l and weights), float ps[>= HG*T]
 //             (scores, then weights), float mh[HG], lh[HG], ch[HG] (running
-//             max, sum, the tile's rescale factor), uint last_wg[1]
+//             max, sum, the tile's rescale factor), uint last_wg[1],
+//             ATTN_OS: float os[HG*DV] (the accumulators)
 //   hooks     generated from the graph: attn_q (q with its prologue, e.g.
 //             rope and qwen3's norm, times the scale), attn_k, attn_v (keys
 //             and values; rows a fused KV-cache write writes are computed
@@ -44,8 +46,9 @@
 // a key row), HG*T scores from shared memory, per head the new running max
 // and the factor e^(m_old - m_new) for what came before, the weights, then
 // the tile's weighted values: each invocation keeps HG*DPT accumulators
-// (its output dimensions for every head), each value element is loaded
-// once for all HG heads. ATTN_REGS: a tile's keys and values are loaded
+// (its output dimensions for every head; ATTN_OS: in shared memory between
+// tiles, its own elements of os), each value element is loaded once for
+// all HG heads. ATTN_REGS: a tile's keys and values are loaded
 // into registers by unrolled loads with no branch between them (all in
 // flight together), the first tile's while q is staged and each next
 // tile's while the current one is finished, then stored into ks.
@@ -123,7 +126,11 @@ void attn_store(uint d, uint h, uint qi, float y);
 #define AD_EACH_O2(F, a) AD_B64(F, 0u, ATTN_CC, a)
 #define AD_EACH_U1(F, a) AD_A4(F, 0u, ATTN_CU, a)
 #define AD_RMAX 64 // registers of a tile, outputs of the combine
+#ifdef ATTN_OS
+#define AD_O(h, e) os[(h) * DV + lid + (e) * WG_SIZE] // accumulator of head h, dimension e
+#else
 #define AD_O(h, e) o[(h) * 8u + (e)] // accumulator of head h, dimension e
+#endif
 
 // ATTN_REGS: the tile from key k0 on into kr (vr): element i*WG_SIZE + lid
 // of the tile, keys past the split's end read its last key (never stored)
@@ -176,6 +183,27 @@ void attn_store(uint d, uint h, uint qi, float y);
 #else
 #define AD_VT(d) attn_v(d, kt0 + t, hk)
 #endif
+// ATTN_OS: the accumulators stay in shared memory (os) between tiles, in
+// registers (r) only while a tile's values are added, then rescaled and
+// added to in one step
+#ifdef ATTN_OS
+#define AD_RZERO(h, e) r[h] = 0.0;
+#define AD_RADD(h, e) r[h] += ps[(h) * T + t] * vt;
+#define AD_RSTORE(h, e) AD_O(h, e) = AD_O(h, e) * ch[h] + r[h];
+#define AD_ACC(e, a)                                                                              \
+    {                                                                                             \
+        uint d = lid + (e) * WG_SIZE;                                                             \
+        if (d < DV) {                                                                             \
+            float r[8];                                                                           \
+            AD_EACH_H2(AD_RZERO, e)                                                               \
+            for (uint t = 0u; t < tn; t++) {                                                      \
+                float vt = AD_VT(d);                                                              \
+                AD_EACH_H2(AD_RADD, e)                                                            \
+            }                                                                                     \
+            AD_EACH_H2(AD_RSTORE, e)                                                              \
+        }                                                                                         \
+    }
+#else
 #define AD_ACC(e, a)                                                                              \
     {                                                                                             \
         uint d = lid + (e) * WG_SIZE;                                                             \
@@ -187,6 +215,7 @@ void attn_store(uint d, uint h, uint qi, float y);
             }                                                                                     \
         }                                                                                         \
     }
+#endif
 #define AD_FINAL(h, e)                                                                            \
     {                                                                                             \
         uint d = lid + (e) * WG_SIZE;                                                             \
@@ -276,8 +305,14 @@ void attn_decode() {
         mh[lid] = NEG_INF;
         lh[lid] = 0.0;
     }
+#ifdef ATTN_OS
+    for (uint i = lid; i < HG * DV; i += WG_SIZE) { // others' too: the barrier below
+        os[i] = 0.0;
+    }
+#else
     float o[64]; // AD_O(h, e): 8 heads by 8 dimensions at most
     AD_EACH_E1(AD_ZEROS, 0u)
+#endif
     AD_BARRIER();
     for (uint kt0 = kb0; int(kt0) < ke; kt0 += T) {
         uint tn = min(T, uint(ke) - kt0);

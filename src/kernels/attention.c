@@ -77,6 +77,8 @@
 #define ATTN_COMBINE 512   /* (split, head) pairs the combine stages in ks */
 #define ATTN_CU 4          /* splits a round of the combine reads at most */
 _Static_assert(3 * ATTN_COMBINE <= ATTN_KS, "the combine's m, l and weights fit ks");
+/* floats of the decode's shared arrays but the accumulators (os) */
+#define ATTN_SHARED (ATTN_QS + ATTN_KS + ATTN_HG_MAX * ATTN_T_MAX + 3 * ATTN_HG_MAX + 1)
 
 /* Prefill (gen_prefill): the largest configuration, shrunk by the caps */
 #define ATTN_PF_HG 8         /* query heads per workgroup (of one kv head) */
@@ -262,8 +264,19 @@ static glesc_status gen_decode(kb *b)
      * the structure needs them (kb's few_div) */
     int cu = kernels_class_of(b->ctx)->attn.decode_cu;
     cu = cu > 0 && cu < ATTN_CU ? cu : ATTN_CU;
-    /* the combine's outputs an invocation (the file's AD_CO), one pass */
-    int cc = (int)((sh.hg * dv + wg - 1) / wg);
+    /* the combine's outputs an invocation (the file's AD_CO) in passes of
+     * the class's decode_co (Mali's: a pass's loads and sums in flight,
+     * not all of them); the output accumulators in shared memory between
+     * key tiles (ATTN_OS) where an invocation has more than the class's
+     * decode_acc and they fit: in registers only while a tile's values
+     * are added */
+    const kernels_class *cls = kernels_class_of(b->ctx);
+    int co = (int)((sh.hg * dv + wg - 1) / wg);
+    int cc = cls->attn.decode_co > 0 ? CORE_MIN(co, cls->attn.decode_co) : co;
+    int os = cls->attn.decode_acc > 0 && sh.hg * sh.dpt > cls->attn.decode_acc &&
+                     4 * (ATTN_SHARED + sh.hg * dv) <= b->ctx->caps.max_compute_shared_memory
+                 ? (int)(sh.hg * dv)
+                 : 0;
     bool lean = kernels_class_of(b->ctx)->attn.decode_lean;
     b->lean = lean;
     b->few_div = kernels_class_of(b->ctx)->attn.decode_few_div;
@@ -280,6 +293,10 @@ static glesc_status gen_decode(kb *b)
         emit_kernel_shared(b->k, "float", "lh", ATTN_HG_MAX);
         emit_kernel_shared(b->k, "float", "ch", ATTN_HG_MAX);
         emit_kernel_shared(b->k, "uint", "last_wg", 1);
+        if (os) {
+            emit_kernel_shared(b->k, "float", "os", os);
+            emit_kernel_define(b->k, "ATTN_OS", "1");
+        }
         emit_kernel_snippet(b->k, "graph/reduce");
         emit_kernel_snippet(b->k, "graph/eltwise");
         static const char *const names[] = {

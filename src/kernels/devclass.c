@@ -115,11 +115,12 @@ static const kernels_class large_gpu = {
  * with barriers untried on the boards).
  * A macro: Mali's and V3D's rows are the same but for the GEMV's quarter
  * units (quad), the decode attention's registers (LEAN: decode_cu,
- * decode_lean), its integer divisions (FEW_DIV: decode_few_div, V3D's
- * only), prefill's scores loop (ROLL: pf_roll, V3D's only) and the GEMM's
- * x fetched first (XFIRST: x_first, Mali's only), Mali's for its split
- * decode pair and V3D's for its fusions, below. */
-#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV, ROLL, XFIRST)                                          \
+ * decode_lean; ACC: decode_co, decode_acc, Mali's only), its integer
+ * divisions (FEW_DIV: decode_few_div, V3D's only), prefill's scores loop
+ * (ROLL: pf_roll, V3D's only) and the GEMM's x fetched first (XFIRST:
+ * x_first, Mali's only), Mali's for its split decode pair and V3D's for
+ * its fusions, below. */
+#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV, ROLL, XFIRST, ACC)                                     \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
              .nr1 = 1,                                                                             \
@@ -148,11 +149,13 @@ static const kernels_class large_gpu = {
              .pf_bk = 32,                                                                          \
              .decode_max_q = 1,                                                                    \
              .decode_cu = (LEAN) ? 2 : 0,                                                          \
+             .decode_co = (ACC) ? 2 : 0,                                                           \
+             .decode_acc = (ACC) ? 2 : 0,                                                          \
              .decode_lean = LEAN,                                                                  \
              .decode_few_div = FEW_DIV,                                                            \
              .pf_roll = ROLL}
 
-static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, false, false)};
+static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, false, false, false)};
 
 /* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
  * quarter units (quad: a run's vec4 of quants decoded and multiplied one
@@ -177,7 +180,20 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, fals
  * KV-cache writes after the attention with their row lookup where it is
  * called, NeoX rope's index by a select): 2 threads and no spills on G610
  * and G52 for every synthesized arch, was 1 (docs/devices.md, *What is
- * left*).
+ * left*). With 4 or more query heads a kv head (TinyLlama 8, Qwen2.5-0.5B
+ * 7, Llama-3.2-1B and Gemma 3 1B 4, the reference phi3 and qwen2 4) it was
+ * 1 thread again: an invocation held every head's accumulators in
+ * registers across the key tiles, beside the key hooks (rope, the fused
+ * writes), and the combine all its outputs' loads of a round. ACC: the
+ * accumulators in shared memory between tiles where an invocation has
+ * more than 2 (decode_acc), the combine in passes of 2 outputs
+ * (decode_co): 2 threads and no spills on both for all of them (G610
+ * TinyLlama 3175 -> 3027 instructions, Llama-3.2-1B 3003 -> 3046, phi3
+ * 3303 -> 3350; docs/devices.md, *Decode attention of 4 and more heads a
+ * kv head*). Fewer heads a workgroup instead needed 2 on G610 (NeoX rope
+ * at 4: 1 thread), left Gemma 3 1B at 1 and staged each kv head's keys
+ * and values 4 to 7 times as often. V3D keeps them in registers (2
+ * threads either way; ACC cost it 9-17% more instructions).
  * The prefill GEMM's step fetches x before it decodes the weights
  * (x_first: one vec4 of x live through the decode, not the decoded four
  * vec4 of weights through x's fetch and its prologue): on G610 the GEMMs
@@ -189,7 +205,7 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, fals
  * *Mali's prefill GEMMs: x first*). Not the other classes': a740 took up
  * to 4.3% more instructions, V3D 7.1's phi3 Q4_K_M down spilled (6:11,
  * was 0:0). */
-static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true),
+static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true, true),
                                    .decode_pair_split = true};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
@@ -234,7 +250,7 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true
  * instructions (7.1: 2956-3428 -> 2128-2647), links 2-4 s. A head of 64
  * was kept a loop before: a few instructions more or less, 0:0 alike
  * (docs/devices.md, *V3D*). */
-static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true, false),
+static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true, false, false),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs

@@ -555,6 +555,11 @@ typedef struct kernels_class {
                                  ATTN_PF_BK; the shared memory may shrink both) */
         int decode_max_q;     /* the decode kernel up to this many queries (0, 1: one) */
         int decode_cu;        /* decode: splits a round of the combine reads (0: ATTN_CU) */
+        int decode_co;        /* decode: outputs a pass of the combine takes an invocation
+                                 (0: all of its outputs, one pass) */
+        int decode_acc;       /* decode: output accumulators an invocation keeps in registers
+                                 across the key tiles at most; more stay in shared memory
+                                 between tiles (attn_decode.glsl's ATTN_OS; 0: no limit) */
         bool decode_lean;     /* decode: written for registers (kb's lean), the fused
                                  KV-cache writes after the attention, not before it */
         bool decode_few_div;  /* decode: integer divisions by uniforms only where the
