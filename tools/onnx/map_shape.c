@@ -200,7 +200,10 @@ onnx_map_status onnx_map_constant(onnx_map_ctx *m)
         bool floats = a->has_f || a->n_floats;
         bool list = a->n_floats || a->n_ints || !strcmp(a->name, "value_floats") ||
                     !strcmp(a->name, "value_ints");
-        int64_t n = list ? (int64_t)(floats ? a->n_floats : a->n_ints) : 1;
+        size_t nl = floats ? a->n_floats : a->n_ints;
+        if (list && nl > INT32_MAX)
+            return INVALID("Constant with more than 2^31 values");
+        int64_t n = list ? (int64_t)nl : 1;
         h->type = floats ? T_FLOAT : T_INT64;
         h->rank = list ? 1 : 0;
         h->dims[0] = n;

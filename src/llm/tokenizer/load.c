@@ -168,7 +168,7 @@ static glesc_status read_tokens(const glesc_gguf *f, glesc_tokenizer *t, uint32_
 /* tokenizer.ggml.merges (required for a gpt2 tokenizer) into t. */
 static glesc_status read_merges(const glesc_gguf *f, glesc_tokenizer *t)
 {
-    uint64_t nm;
+    uint64_t nm = 0;
     glesc_status st =
         string_array_n(f, "tokenizer.ggml.merges", " (a gpt2 tokenizer needs its merges)", 0,
                        INT32_MAX, "entries", &nm);
