@@ -562,7 +562,8 @@ GLESC_API glesc_status glesc_session_eval_greedy(glesc_session *s, int32_t id);
 /* Compiles, ahead of use, every program the session's evaluations can
  * need: each batch length from 1 to its n_batch (GLESC_EVAL_ALL_LOGITS
  * aside: its output head compiles on first use), the first batch and later
- * ones, and the greedy decode step; nothing is evaluated and the session's
+ * ones, the greedy decode step, and the decode step at the cache length
+ * where the device's attention changes variant; nothing is evaluated and the session's
  * state is unchanged. A cold compile takes seconds on a small GPU (and
  * under Mesa's llvmpipe): a product calls this at first boot, with the
  * context's program cache on disk (the default), and every later start

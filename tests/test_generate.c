@@ -8,6 +8,7 @@
  * the errors (no row to sample from, a prompt too long: nothing evaluated).
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -549,6 +550,73 @@ Test(generate, precompiled_session_compiles_nothing_at_any_batch_length)
     cr_assert_eq(glesc_session_eval(ref, ids, 9, 0, b), GLESC_OK);
     cr_assert_eq(memcmp(a, b, (size_t)n_vocab * sizeof *a), 0);
     cr_assert_eq(glesc_session_precompile(NULL), GLESC_ERROR_INVALID_ARGUMENT);
+    free(a);
+    free(b);
+    glesc_session_destroy(s);
+    glesc_session_destroy(ref);
+    glesc_model_destroy(m);
+    glesc_context_destroy(c);
+}
+
+/* Where the decode attention changes variant with the cache's length (a
+ * class's decode_regs_from; here GLESC_ATTN_DECODE's from=, on the large
+ * GPUs' class): after glesc_session_precompile, the decode steps before and
+ * from that length compile nothing, and they give what a session that
+ * never precompiled gives. */
+Test(generate, precompiled_session_covers_the_deeper_caches_attention)
+{
+    glesc_context_options o;
+    glesc_context_options_init(&o);
+    o.cache_dir = "off";
+    o.device_class = "nvidia";
+    glesc_context *c = NULL;
+    glesc_model *m = NULL;
+    cr_assert_eq(glesc_context_create(&o, &c), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_model_load(c, path, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_session_options so = {.n_ctx = 64, .n_batch = 16};
+    glesc_session *s, *ref;
+    cr_assert_eq(glesc_session_create(m, &so, &s), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_create(m, &so, &ref), GLESC_OK, "%s", glesc_last_errmsg());
+    /* one variant at every depth (the tiles through registers never), then
+     * the same session's programs where they change at 40 keys: only those
+     * of the deeper cache's decode steps are new */
+    setenv("GLESC_ATTN_DECODE", "regs=0", 1);
+    cr_assert_eq(glesc_session_precompile(ref), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_stats st;
+    glesc_context_stats(c, &st);
+    uint64_t compiled = st.programs_compiled;
+    setenv("GLESC_ATTN_DECODE", "from=40", 1);
+    cr_assert_eq(glesc_session_precompile(s), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_context_stats(c, &st);
+    cr_log_info("precompile: %llu programs more for 40 keys and more",
+                (unsigned long long)(st.programs_compiled - compiled));
+    cr_assert_gt(st.programs_compiled, compiled, "no program of its own from 40 keys on");
+    compiled = st.programs_compiled;
+    int32_t n_vocab = glesc_tokenizer_n_vocab(glesc_model_tokenizer(m));
+    float *a = malloc((size_t)n_vocab * sizeof *a), *b = malloc((size_t)n_vocab * sizeof *b);
+    int32_t ids[48];
+    for (int i = 0; i < 48; i++)
+        ids[i] = 3 + (i * 29) % (n_vocab - 3);
+    /* 37 positions as a prompt, then one token at a time past 40 keys;
+     * the reference's steps with the tiles through registers never */
+    cr_assert_eq(glesc_session_eval(s, ids, 37, 0, a), GLESC_OK, "%s", glesc_last_errmsg());
+    double worst = 0;
+    for (int i = 37; i < 44; i++) {
+        cr_assert_eq(glesc_session_eval(s, ids + i, 1, 0, a), GLESC_OK, "%s", glesc_last_errmsg());
+    }
+    glesc_context_stats(c, &st);
+    cr_assert_eq(st.programs_compiled, compiled,
+                 "decode steps at 38..44 keys compiled %llu programs after the precompile",
+                 (unsigned long long)(st.programs_compiled - compiled));
+    setenv("GLESC_ATTN_DECODE", "regs=0", 1);
+    cr_assert_eq(glesc_session_eval(ref, ids, 44, 0, b), GLESC_OK, "%s", glesc_last_errmsg());
+    for (int32_t j = 0; j < n_vocab; j++)
+        worst = fmax(worst, fabs((double)a[j] - b[j]) / (1.0 + fabs((double)b[j])));
+    cr_log_info("the deeper cache's decode against a prompt's: worst relative logit difference "
+                "%.3g (tolerance 1e-4)",
+                worst);
+    cr_assert_leq(worst, 1e-4);
+    unsetenv("GLESC_ATTN_DECODE");
     free(a);
     free(b);
     glesc_session_destroy(s);

@@ -95,21 +95,25 @@ typedef struct attn_shape {
     bool regs;     /* tiles through registers (see decode_env) */
 } attn_shape;
 
-/* GLESC_ATTN_DECODE="target=256,tiles=1,t=16,regs=1": a tuning aid
+/* GLESC_ATTN_DECODE="target=256,tiles=1,t=16,regs=1,from=1024": a tuning aid
  * overriding the workgroups a decode step's key split aims at, the key
  * tiles a split takes at least (uniforms), the most keys per tile and
- * whether tiles go through registers (the kernel's variant, so part of the
- * plan's structure). regs is off by default: on the H200 it helps Q4_0 at
- * depth but slows Q8_0 and F16 decode, and on llvmpipe it slows the decode
- * (a tile held in registers across barriers; figures in
- * docs/environment.md, GLESC_ATTN_DECODE). The tests turn it on. NULL: not asked. */
-static void decode_env(int64_t *target, int64_t *min_tiles, int *t, int *regs)
+ * whether tiles go through registers at every depth (regs=1) or never
+ * (regs=0) (the kernel's variant, so part of the plan's structure), else
+ * from `from` keys on (by default the class's decode_regs_from): on the H200
+ * the registers' tiles make a step at depth 2048 6-16% faster and a short
+ * cache's Q8_0 step 5% slower; on llvmpipe they slow the decode (a tile
+ * held in registers across barriers; figures in docs/performance.md,
+ * *Decode at depth*). The tests turn them on. NULL: not asked. */
+static void decode_env(int64_t *target, int64_t *min_tiles, int *t, int *regs, int *from)
 {
-    static const char *const keys[] = {"target", "tiles", "t", "regs"};
-    int v[] = {0, 0, 0, -1};
-    kernels_env_ints("GLESC_ATTN_DECODE", keys, v, 4, 0);
+    static const char *const keys[] = {"target", "tiles", "t", "regs", "from"};
+    int v[] = {0, 0, 0, -1, 0};
+    kernels_env_ints("GLESC_ATTN_DECODE", keys, v, 5, 0);
     if (v[3] >= 0 && regs)
         *regs = v[3] != 0;
+    if (v[4] > 0 && from)
+        *from = v[4];
     if (v[0] && target)
         *target = v[0];
     if (v[1] && min_tiles)
@@ -123,9 +127,9 @@ static attn_shape shape_of(const glesc_tensor *a, int wg)
     const glesc_tensor *q = a->src[0], *k = a->src[1], *v = a->src[2];
     int64_t d = q->ne[0], gqa = q->ne[2] / k->ne[2];
     attn_shape s = {1, ATTN_T_MAX, (int)((v->ne[0] + wg - 1) / wg), v->ne[0] <= d + 1, false};
-    int regs = s.regs;
-    decode_env(NULL, NULL, &s.t, &regs);
-    s.regs = regs;
+    int from = kernels_class_of(a->ctx)->attn.decode_regs_from, regs = -1;
+    decode_env(NULL, NULL, &s.t, &regs, &from);
+    s.regs = regs >= 0 ? regs != 0 : from > 0 && k->ne[1] >= from;
     for (int h = ATTN_HG_MAX; h >= 1; h--)
         if (gqa % h == 0 && h * d <= ATTN_QS) {
             s.hg = h;
@@ -155,6 +159,13 @@ static bool is_prefill(const glesc_tensor *a)
 {
     return a->batch_kernel ||
            a->src[0]->ne[1] > CORE_MAX(1, kernels_class_of(a->ctx)->attn.decode_max_q);
+}
+
+int64_t kernels_attention_regs_from(glesc_context *ctx)
+{
+    int from = kernels_class_of(ctx)->attn.decode_regs_from, regs = -1;
+    decode_env(NULL, NULL, NULL, &regs, &from);
+    return regs < 0 ? from : 0;
 }
 
 uint32_t kernels_attention_variant(const glesc_tensor *t)
@@ -332,7 +343,7 @@ static glesc_status gen_decode(kb *b)
     /* keys per split: enough workgroups to fill the device, whole tiles */
     int64_t target = kernels_class_of(b->ctx)->attn.target;
     int64_t min_tiles = ATTN_SPLIT_TILES;
-    decode_env(&target, &min_tiles, NULL, NULL);
+    decode_env(&target, &min_tiles, NULL, NULL, NULL);
     int64_t tiles = (n_kv - k0 + sh.t - 1) / sh.t;
     int64_t nsplit = (target + n_q * n_groups - 1) / (n_q * n_groups);
     nsplit = CORE_MIN(nsplit, CORE_MIN(tiles / min_tiles, ATTN_COMBINE / sh.hg));

@@ -46,7 +46,13 @@
  * tile load behind its own branch; H200, TinyLlama, the kernel 7-10%
  * faster at depth 0 and 2048, tg64 at depth 2048 Q4_0 427-430 against
  * 403-408, Q8_0 390-391 against 371 (docs/performance.md, *Decode at
- * depth*). */
+ * depth*). From 512 keys on, the decode attention's key and value tiles
+ * go through registers (decode_regs_from; the session compiles that
+ * variant ahead of the depth): H200, TinyLlama tg64 in two rounds, always
+ * against never, Q4_0 584-593 / 565-566 at depth 0, 542-544 / 500-513 at
+ * 512, 480-492 / 415-421 at 2048; Q8_0 466-471 / 481-483 at depth 0 (why
+ * Q8_0's shallow steps lose is not settled), 443-455 / 448-456 at 512,
+ * 400-409 / 370-383 at 2048 (docs/performance.md, *Decode at depth*). */
 static const kernels_class large_gpu = {
     .gemv = {.wg = 256,
              .team = 32,
@@ -63,6 +69,7 @@ static const kernels_class large_gpu = {
              .pf_wg = 256,
              .pf_target = 512,
              .decode_max_q = 1,
+             .decode_regs_from = 512,
              .decode_few_div = true},
     .fuse_skip_narrow =
         KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR | KERNELS_FUSE_SKIP_EPILOGUE,

@@ -434,6 +434,11 @@ glesc_status kernels_gen_log_softmax(kb *b);
  * query heads per workgroup, keys per tile, output accumulators per
  * invocation; prefill's heads per workgroup and head sizes. */
 uint32_t kernels_attention_variant(const glesc_tensor *t);
+/* The cache length (keys) from which a decode step's attention takes its
+ * other variant (tiles through registers: the class's decode_regs_from),
+ * so a session compiles it ahead of that depth; 0: one variant at every
+ * depth. */
+int64_t kernels_attention_regs_from(glesc_context *ctx);
 /* The convolution (conv.c): its blocking from the shapes (the op's
  * variant: kernel size, channel blocks, tile shape). */
 glesc_status kernels_gen_conv(kb *b);
@@ -557,6 +562,9 @@ typedef struct kernels_class {
         int decode_cu;        /* decode: splits a round of the combine reads (0: ATTN_CU) */
         int decode_co;        /* decode: outputs a pass of the combine takes an invocation
                                  (0: all of its outputs, one pass) */
+        int decode_regs_from; /* decode: the keys (the cache's length) from which the
+                                 key and value tiles go through registers
+                                 (attn_decode.glsl's ATTN_REGS; 0: never) */
         int decode_acc;       /* decode: output accumulators an invocation keeps in registers
                                  across the key tiles at most; more stay in shared memory
                                  between tiles (attn_decode.glsl's ATTN_OS; 0: no limit) */

@@ -238,6 +238,15 @@ void llm_session_count(glesc_session *s, int32_t n)
 static glesc_status precompile_one(glesc_session *s, int32_t n_past, int32_t n, bool greedy,
                                    bool start);
 
+/* The decode step's graphs (plain and greedy) with a cache of deep keys:
+ * where the attention's variant changes with the cache's length
+ * (kernels_attention_regs_from), its programs from that length on. */
+static glesc_status precompile_deep(glesc_session *s, int32_t deep, bool start)
+{
+    glesc_status st = precompile_one(s, deep - 1, 1, false, start);
+    return st == GLESC_OK ? precompile_one(s, deep - 1, 1, true, start) : st;
+}
+
 /* After a prompt of n tokens that compiled its programs (a first use),
  * where the driver compiles in the background: starts compiling the decode
  * step's programs (plain and greedy) and returns. Until they are done, a
@@ -255,6 +264,10 @@ static void start_decode_programs(glesc_session *s, int32_t n)
     glesc_status st = precompile_one(s, s->n_past, 1, false, true);
     if (st == GLESC_OK)
         st = precompile_one(s, s->n_past, 1, true, true);
+    /* and the deeper cache's attention, before the step that needs it */
+    int64_t deep = kernels_attention_regs_from(ctx);
+    if (st == GLESC_OK && deep > s->n_past + 1 && deep <= s->n_ctx)
+        st = precompile_deep(s, (int32_t)deep, true);
     s->bg_decode = st == GLESC_OK && n <= KERNELS_GEMM_SMALL_M;
     core_log(CORE_LOG_DEBUG, "session: the decode step's programs started in %.1f ms",
              (double)(core_time_ns() - t0) / 1e6);
@@ -474,6 +487,9 @@ GLESC_API glesc_status glesc_session_precompile(glesc_session *s)
     }
     if (st == GLESC_OK && s->n_ctx > 1)
         st = precompile_one(s, 1, 1, true, false);
+    int64_t deep = kernels_attention_regs_from(s->m->ctx);
+    if (st == GLESC_OK && deep > 1 && deep <= s->n_ctx)
+        st = precompile_deep(s, (int32_t)deep, false);
     return st;
 }
 
