@@ -118,6 +118,7 @@ GLESC_API glesc_status glesc_session_eval_greedy(glesc_session *s, int32_t id)
     s->has_logits = false;
     s->greedy_next = -1;
     llm_session_count(s, 1);
+    llm_deep_programs(s);
     uint64_t t_end = core_time_ns();
     s->last.build_ns = t_submit - t_build;
     s->last.submit_ns = t_end - t_submit;

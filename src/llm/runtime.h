@@ -107,6 +107,10 @@ struct glesc_session {
      * a prompt that compiled its own, eval_chunk): until they are done, a
      * one-token step runs on the prompt's (llm_forward). */
     bool bg_decode;
+    /* the cache length from which the decode attention takes its other
+     * variant (kernels_attention_regs_from), its programs to start compiling
+     * once the decode step's own are done; 0: none to start */
+    int32_t deep_from;
     /* One-token steps that take the prompt's programs whatever the
      * background compiles (a test's: tests/test_runtime.c) */
     int batch_steps;
@@ -140,6 +144,10 @@ size_t llm_kv_row_bytes(const llm_hparams *hp, glesc_dtype t);
 /* Counts the compute just submitted on s->g (n tokens) in s->last and the
  * session's total of dispatches. */
 void llm_session_count(glesc_session *s, int32_t n);
+/* After a decode step: where the decode step's own programs are done and a
+ * deeper cache's attention takes another variant (deep_from), starts
+ * compiling that variant's programs in the background. */
+void llm_deep_programs(glesc_session *s);
 
 /* ---- forward.c: the step graph ---- */
 /* Records the graph of one step on s->g: ids (i32 [n]) at positions pos

@@ -264,13 +264,28 @@ static void start_decode_programs(glesc_session *s, int32_t n)
     glesc_status st = precompile_one(s, s->n_past, 1, false, true);
     if (st == GLESC_OK)
         st = precompile_one(s, s->n_past, 1, true, true);
-    /* and the deeper cache's attention, before the step that needs it */
+    /* and the deeper cache's attention after these (eval_chunk), before
+     * the step that needs it */
     int64_t deep = kernels_attention_regs_from(ctx);
-    if (st == GLESC_OK && deep > s->n_past + 1 && deep <= s->n_ctx)
-        st = precompile_deep(s, (int32_t)deep, true);
+    s->deep_from = deep > s->n_past + 1 && deep <= s->n_ctx ? (int32_t)deep : 0;
     s->bg_decode = st == GLESC_OK && n <= KERNELS_GEMM_SMALL_M;
     core_log(CORE_LOG_DEBUG, "session: the decode step's programs started in %.1f ms",
              (double)(core_time_ns() - t0) / 1e6);
+    core_err_reset(NULL); /* a failure shows again when the step is built */
+}
+
+void llm_deep_programs(glesc_session *s)
+{
+    if (s->deep_from <= 0 || s->bg_decode)
+        return;
+    if (s->deep_from > s->n_past + 1) {
+        uint64_t t0 = core_time_ns();
+        precompile_deep(s, s->deep_from, true);
+        core_log(CORE_LOG_DEBUG,
+                 "session: the programs of the decode step from %d keys started in %.1f ms",
+                 (int)s->deep_from, (double)(core_time_ns() - t0) / 1e6);
+    }
+    s->deep_from = 0;
     core_err_reset(NULL); /* a failure shows again when the step is built */
 }
 
@@ -320,6 +335,8 @@ static glesc_status eval_chunk(glesc_session *s, const int32_t *ids, int32_t n, 
     s->last.submit_ns += t2 - t1;
     s->n_past += n;
     llm_session_count(s, n);
+    if (n == 1)
+        llm_deep_programs(s);
     /* A decode step is likely followed by another: record its graph now,
      * and order and plan it (compute_prepare), while this one runs: the
      * host's share of the next step shrinks to writing its inputs and
@@ -467,6 +484,7 @@ GLESC_API glesc_status glesc_session_precompile(glesc_session *s)
                             "glesc_session_precompile: NULL session");
     s->pre_y = NULL;      /* a decode step recorded ahead is built again */
     s->bg_decode = false; /* background compiles are waited for */
+    s->deep_from = 0;     /* compiled below */
     /* A batch length of each kind with kernels of its own: one token (the
      * decode GEMV), two (the GEMV of 2 .. gemv_max_m columns, one program
      * for all of them; or the narrow GEMM where the device takes the GEMM
