@@ -509,6 +509,30 @@ static void every_length_compiles_nothing(glesc_context *c, glesc_model *m, gles
     }
 }
 
+/* A context of device class cls without a program cache on disk, the
+ * test model in it and two sessions of n_ctx and n_batch. */
+static void two_sessions(const char *cls, int32_t n_ctx, int32_t n_batch, glesc_context **c,
+                         glesc_model **m, glesc_session **s, glesc_session **ref)
+{
+    glesc_context_options o;
+    glesc_context_options_init(&o);
+    o.cache_dir = "off";
+    o.device_class = cls;
+    cr_assert_eq(glesc_context_create(&o, c), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_model_load(*c, path, NULL, m), GLESC_OK, "%s", glesc_last_errmsg());
+    glesc_session_options so = {.n_ctx = n_ctx, .n_batch = n_batch};
+    cr_assert_eq(glesc_session_create(*m, &so, s), GLESC_OK, "%s", glesc_last_errmsg());
+    cr_assert_eq(glesc_session_create(*m, &so, ref), GLESC_OK, "%s", glesc_last_errmsg());
+}
+
+static void two_sessions_end(glesc_context *c, glesc_model *m, glesc_session *s, glesc_session *ref)
+{
+    glesc_session_destroy(s);
+    glesc_session_destroy(ref);
+    glesc_model_destroy(m);
+    glesc_context_destroy(c);
+}
+
 /* After glesc_session_precompile, no batch length from 1 to n_batch, no
  * later batch, no decode step and no greedy step compiles a program, and
  * what is evaluated is what a session without it gives. In the default
@@ -516,18 +540,10 @@ static void every_length_compiles_nothing(glesc_context *c, glesc_model *m, gles
  * of 2 .. 8, the prefill attention from 2 queries, the GEMMs). */
 Test(generate, precompiled_session_compiles_nothing_at_any_batch_length)
 {
-    glesc_context_options o;
-    glesc_context_options_init(&o);
-    o.cache_dir = "off";
-    o.device_class = "default";
-    glesc_context *c = NULL;
-    glesc_model *m = NULL;
-    cr_assert_eq(glesc_context_create(&o, &c), GLESC_OK, "%s", glesc_last_errmsg());
-    cr_assert_eq(glesc_model_load(c, path, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
-    glesc_session_options so = {.n_ctx = 128, .n_batch = 80};
+    glesc_context *c;
+    glesc_model *m;
     glesc_session *s, *ref;
-    cr_assert_eq(glesc_session_create(m, &so, &s), GLESC_OK, "%s", glesc_last_errmsg());
-    cr_assert_eq(glesc_session_create(m, &so, &ref), GLESC_OK, "%s", glesc_last_errmsg());
+    two_sessions("default", 128, 80, &c, &m, &s, &ref);
     glesc_stats st;
     glesc_context_stats(c, &st);
     uint64_t before = st.programs_compiled;
@@ -552,10 +568,7 @@ Test(generate, precompiled_session_compiles_nothing_at_any_batch_length)
     cr_assert_eq(glesc_session_precompile(NULL), GLESC_ERROR_INVALID_ARGUMENT);
     free(a);
     free(b);
-    glesc_session_destroy(s);
-    glesc_session_destroy(ref);
-    glesc_model_destroy(m);
-    glesc_context_destroy(c);
+    two_sessions_end(c, m, s, ref);
 }
 
 /* Where the decode attention changes variant with the cache's length (a
@@ -565,18 +578,10 @@ Test(generate, precompiled_session_compiles_nothing_at_any_batch_length)
  * never precompiled gives. */
 Test(generate, precompiled_session_covers_the_deeper_caches_attention)
 {
-    glesc_context_options o;
-    glesc_context_options_init(&o);
-    o.cache_dir = "off";
-    o.device_class = "nvidia";
-    glesc_context *c = NULL;
-    glesc_model *m = NULL;
-    cr_assert_eq(glesc_context_create(&o, &c), GLESC_OK, "%s", glesc_last_errmsg());
-    cr_assert_eq(glesc_model_load(c, path, NULL, &m), GLESC_OK, "%s", glesc_last_errmsg());
-    glesc_session_options so = {.n_ctx = 64, .n_batch = 16};
+    glesc_context *c;
+    glesc_model *m;
     glesc_session *s, *ref;
-    cr_assert_eq(glesc_session_create(m, &so, &s), GLESC_OK, "%s", glesc_last_errmsg());
-    cr_assert_eq(glesc_session_create(m, &so, &ref), GLESC_OK, "%s", glesc_last_errmsg());
+    two_sessions("nvidia", 64, 16, &c, &m, &s, &ref);
     /* one variant at every depth (the tiles through registers never), then
      * the same session's programs where they change at 40 keys: only those
      * of the deeper cache's decode steps are new */
@@ -619,10 +624,7 @@ Test(generate, precompiled_session_covers_the_deeper_caches_attention)
     unsetenv("GLESC_ATTN_DECODE");
     free(a);
     free(b);
-    glesc_session_destroy(s);
-    glesc_session_destroy(ref);
-    glesc_model_destroy(m);
-    glesc_context_destroy(c);
+    two_sessions_end(c, m, s, ref);
 }
 
 /* llvmpipe's class (kernels/devclass.c): a prompt of up to 8 tokens runs
