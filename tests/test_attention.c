@@ -325,14 +325,16 @@ Test(attention, prefill_portable_caps)
 
 /* The prefill kernel's shapes under GLESC_ATTN (read at generation, so a
  * fresh context each): tiny blocks with many splits of short tiles, no
- * splits, large blocks of long tiles, and the small GPUs' row (16 rows of
- * 32-key tiles a workgroup of 128: 1 x 4 scores, 1 x 2 output vec4). */
+ * splits, large blocks of long tiles, the small GPUs' row (16 rows of
+ * 32-key tiles a workgroup of 128: 1 x 4 scores, 1 x 2 output vec4) and
+ * V3D's (the same, at most 2 output vec4 an invocation: 8 rows for the
+ * heads of 80, 128 and 256). */
 Test(attention, prefill_tuning_settings)
 {
-    static const char *const knobs[] = {"wg=32,r=8,bk=8,skg=2,target=4096",
-                                        "wg=64,r=16,bk=16,target=1", "wg=256,r=32,bk=64,skg=16",
-                                        "wg=128,r=16,bk=32,target=64"};
-    static const size_t picks[] = {1, 3, 8, 11, 13};
+    static const char *const knobs[] = {
+        "wg=32,r=8,bk=8,skg=2,target=4096", "wg=64,r=16,bk=16,target=1", "wg=256,r=32,bk=64,skg=16",
+        "wg=128,r=16,bk=32,target=64", "wg=128,r=16,bk=32,target=64,out=2"};
+    static const size_t picks[] = {1, 3, 8, 11, 13, 15};
     glesc_context *saved = ctx;
     for (size_t k = 0; k < CORE_ARRAY_LEN(knobs); k++) {
         setenv("GLESC_ATTN", knobs[k], 1);

@@ -422,6 +422,7 @@ typedef struct pf_cfg {
     int odg, td4, org, tro; /* outputs: across value vec4s x rows, each TD4 x TRO */
     int d4, dv4, kp, kvp;   /* vec4 per q/k and v row, key row stride, kvs row */
     int target;             /* workgroups the key split aims at */
+    int out;                /* output vec4 an invocation at most (0: no cap) */
     int bytes;              /* shared memory */
     bool sg;                /* the rows' maxima and sums by subgroup shuffles, not rr */
 } pf_cfg;
@@ -444,19 +445,56 @@ static int pf_bytes(int r, int bk, int d4, int kvp, int wg, int skg)
            4 * CORE_MAX(r * CORE_MAX(skg, 1), wg);
 }
 
-/* GLESC_ATTN="wg=128,r=64,bk=32,skg=8,target=512": a tuning aid overriding the
- * fields it names (read on every generation, so a process sees one value:
- * plans and programs stay consistent). */
+/* GLESC_ATTN="wg=128,r=64,bk=32,skg=8,target=512,out=2": a tuning aid
+ * overriding the fields it names (read on every generation, so a process
+ * sees one value: plans and programs stay consistent). */
 static void pf_env(pf_cfg *c)
 {
-    static const char *const keys[] = {"wg", "r", "bk", "skg", "target"};
-    int v[] = {c->wg, c->r, c->bk, c->skg, c->target};
-    kernels_env_ints("GLESC_ATTN", keys, v, 5, INT_MIN);
+    static const char *const keys[] = {"wg", "r", "bk", "skg", "target", "out"};
+    int v[] = {c->wg, c->r, c->bk, c->skg, c->target, c->out};
+    kernels_env_ints("GLESC_ATTN", keys, v, 6, INT_MIN);
     c->wg = v[0];
     c->r = v[1];
     c->bk = v[2];
     c->skg = v[3];
     c->target = v[4];
+    c->out = v[5];
+}
+
+/* The most rows, at most r_max, with tiles of ATTN_PF_BK_MIN keys or more
+ * that fit the shared memory, else with shorter tiles, and the shape of
+ * the invocations' work for them (r = 0 where not even one row fits). c:
+ * the head sizes and the workgroup, tile and key-group sizes asked for. */
+static pf_cfg pf_fit(pf_cfg c, const glesc_caps *caps, int hg, int r_max)
+{
+    int limit = CORE_MIN(caps->max_compute_shared_memory, ATTN_PF_SHARED), r = 0, bk = 0;
+    for (int pass = 0; pass < 2 && !r; pass++)
+        for (int ri = r_max; ri >= 1 && !r; ri /= 2)
+            for (int bi = c.bk; bi >= (pass ? 1 : CORE_MIN(c.bk, ATTN_PF_BK_MIN)) && !r; bi /= 2)
+                if (pf_bytes(ri, bi, c.d4, c.kvp, c.wg, c.skg) <= limit) {
+                    r = ri;
+                    bk = bi;
+                }
+    c.r = r;
+    c.bk = bk;
+    if (!r)
+        return c;
+    c.bytes = pf_bytes(r, bk, c.d4, c.kvp, c.wg, c.skg);
+    c.wg = CORE_MIN(c.wg, r * bk); /* every invocation has a score */
+    c.hg = CORE_MIN(hg, r);
+    c.bq = r / c.hg;
+    /* eight invocations (a quarter warp's vec4 loads) across keys where the
+     * tile has them: each reads its own key row, the row's q is broadcast */
+    c.skg =
+        CORE_MIN(CORE_MAX(CORE_MIN(bk, kernels_pow2_floor(CORE_MAX(1, c.skg))), c.wg / r), c.wg);
+    c.tk = bk / c.skg;
+    c.srg = c.wg / c.skg;
+    c.tr = r / c.srg;
+    c.odg = CORE_MIN(CORE_MAX(CORE_MIN(8, pow2_ceil(c.dv4)), c.wg / r), c.wg);
+    c.td4 = (c.dv4 + c.odg - 1) / c.odg;
+    c.org = c.wg / c.odg;
+    c.tro = r / c.org;
+    return c;
 }
 
 /* Depends on the caps, the head sizes and the GQA ratio's power of two
@@ -475,6 +513,7 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     c.skg = 8;
     c.bk = cls->attn.pf_bk > 0 ? cls->attn.pf_bk : ATTN_PF_BK;
     c.target = cls->attn.pf_target;
+    c.out = cls->attn.pf_out;
     pf_env(&c);
     c.wg = kernels_pow2_floor(CORE_MAX(
         1, CORE_MIN(c.wg, CORE_MIN(caps->max_compute_invocations, caps->max_workgroup_size[0]))));
@@ -482,35 +521,16 @@ static pf_cfg prefill_config(const glesc_context *ctx, const glesc_tensor *a)
     c.r = kernels_pow2_floor(CORE_MAX(1, CORE_MIN(c.r, CORE_MIN(ATTN_PF_R, c.wg))));
     c.bk = kernels_pow2_floor(CORE_MAX(1, CORE_MIN(c.bk, ATTN_PF_BK)));
     c.target = CORE_MAX(1, c.target);
-    /* the most rows with tiles of ATTN_PF_BK_MIN keys or more that fit,
-     * else with shorter tiles */
-    int limit = CORE_MIN(caps->max_compute_shared_memory, ATTN_PF_SHARED), r = 0, bk = 0;
-    for (int pass = 0; pass < 2 && !r; pass++)
-        for (int ri = c.r; ri >= 1 && !r; ri /= 2)
-            for (int bi = c.bk; bi >= (pass ? 1 : CORE_MIN(c.bk, ATTN_PF_BK_MIN)) && !r; bi /= 2)
-                if (pf_bytes(ri, bi, c.d4, c.kvp, c.wg, c.skg) <= limit) {
-                    r = ri;
-                    bk = bi;
-                }
-    c.r = r;
-    c.bk = bk;
-    if (!r)
-        return c;
-    c.bytes = pf_bytes(r, bk, c.d4, c.kvp, c.wg, c.skg);
-    c.wg = CORE_MIN(c.wg, r * bk); /* every invocation has a score */
-    c.hg = CORE_MIN(prefill_hg(a), r);
-    c.bq = r / c.hg;
-    /* eight invocations (a quarter warp's vec4 loads) across keys where the
-     * tile has them: each reads its own key row, the row's q is broadcast */
-    c.skg =
-        CORE_MIN(CORE_MAX(CORE_MIN(bk, kernels_pow2_floor(CORE_MAX(1, c.skg))), c.wg / r), c.wg);
-    c.tk = bk / c.skg;
-    c.srg = c.wg / c.skg;
-    c.tr = r / c.srg;
-    c.odg = CORE_MIN(CORE_MAX(CORE_MIN(8, pow2_ceil(c.dv4)), c.wg / r), c.wg);
-    c.td4 = (c.dv4 + c.odg - 1) / c.odg;
-    c.org = c.wg / c.odg;
-    c.tro = r / c.org;
+    /* the class's cap on an invocation's output vec4 (TRO x TD4, live
+     * across every key tile): fewer rows while that lowers them */
+    pf_cfg best = pf_fit(c, caps, prefill_hg(a), c.r);
+    for (int r = best.r / 2; c.out > 0 && best.r && best.tro * best.td4 > c.out && r >= 1; r /= 2) {
+        pf_cfg t = pf_fit(c, caps, prefill_hg(a), r);
+        if (!t.r || t.tro * t.td4 >= best.tro * best.td4)
+            break;
+        best = t;
+    }
+    c = best;
     /* the SKG invocations of a row: consecutive lanes of one subgroup */
     c.sg = caps->has_subgroup && (caps->subgroup_features & GLESC_SUBGROUP_SHUFFLE) &&
            caps->subgroup_size >= c.skg && caps->subgroup_size % c.skg == 0 &&

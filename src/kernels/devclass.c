@@ -119,15 +119,26 @@ static const kernels_class large_gpu = {
  * Mali and V3D (7:48-36:51). 32 rows of a 256-invocation workgroup compile
  * to the same invocation (0:0 alike) and share a staged key tile among
  * twice the rows, but 128 is what every other small-GPU kernel runs (256
- * with barriers untried on the boards).
+ * with barriers untried on the boards). A longer head holds more output
+ * vec4 an invocation with 16 rows (d 128: 1 x 4; d 256, whose shared
+ * memory leaves 8-key tiles: 1 x 8), so the rows halve while an
+ * invocation has more than the class's pf_out (PF_OUT: V3D 2, Mali 4,
+ * none elsewhere) and fewer rows lower them. One layer of each shape,
+ * Q4_0, prefill attention, spills:fills (docs/devices.md, *Prefill
+ * attention of long heads*): Gemma 3 1B and Gemma 2 2B (d 256: 8 rows of
+ * 16-key tiles, 1 x 4) V3D 7.1 36:70 -> 5:12, 4.2 33:66 -> 0:0, G610
+ * 3:29 -> 0:0, G52 1:6 -> 0:0; Llama-2-7B's and Qwen3's d 128 and
+ * Phi-3.5-mini's 96 (8 rows, 1 x 2) V3D 7.1 12:30, 11:34, 2:4 -> 0:0, 4.2
+ * 4:10, 5:12 (d 128) -> 0:0; 7-29% fewer instructions, links under qemu
+ * 8-48 s -> 3-23 s on V3D. Adreno compiles all of them 0:0 with 16 rows.
  * A macro: Mali's and V3D's rows are the same but for the GEMV's quarter
  * units (quad), the decode attention's registers (LEAN: decode_cu,
  * decode_lean; ACC: decode_co, decode_acc, Mali's only), its integer
  * divisions (FEW_DIV: decode_few_div, V3D's only), prefill's scores loop
- * (ROLL: pf_roll, V3D's only) and the GEMM's x fetched first (XFIRST:
- * x_first, Mali's only), Mali's for its split decode pair and V3D's for
- * its fusions, below. */
-#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV, ROLL, XFIRST, ACC)                                     \
+ * (ROLL: pf_roll, V3D's only), the GEMM's x fetched first (XFIRST:
+ * x_first, Mali's only) and prefill's output vec4 an invocation (PF_OUT),
+ * Mali's for its split decode pair and V3D's for its fusions, below. */
+#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV, ROLL, XFIRST, ACC, PF_OUT)                             \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
              .nr1 = 1,                                                                             \
@@ -154,6 +165,7 @@ static const kernels_class large_gpu = {
              .pf_target = 64,                                                                      \
              .pf_r = 16,                                                                           \
              .pf_bk = 32,                                                                          \
+             .pf_out = PF_OUT,                                                                     \
              .decode_max_q = 1,                                                                    \
              .decode_cu = (LEAN) ? 2 : 0,                                                          \
              .decode_co = (ACC) ? 2 : 0,                                                           \
@@ -162,7 +174,8 @@ static const kernels_class large_gpu = {
              .decode_few_div = FEW_DIV,                                                            \
              .pf_roll = ROLL}
 
-static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, false, false, false)};
+static const kernels_class small_gpu = {
+    SMALL_GPU_ROWS(false, false, false, false, false, false, 0)};
 
 /* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
  * quarter units (quad: a run's vec4 of quants decoded and multiplied one
@@ -212,7 +225,7 @@ static const kernels_class small_gpu = {SMALL_GPU_ROWS(false, false, false, fals
  * *Mali's prefill GEMMs: x first*). Not the other classes': a740 took up
  * to 4.3% more instructions, V3D 7.1's phi3 Q4_K_M down spilled (6:11,
  * was 0:0). */
-static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true, true),
+static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true, true, 4),
                                    .decode_pair_split = true};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
@@ -257,7 +270,7 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true
  * instructions (7.1: 2956-3428 -> 2128-2647), links 2-4 s. A head of 64
  * was kept a loop before: a few instructions more or less, 0:0 alike
  * (docs/devices.md, *V3D*). */
-static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true, false, false),
+static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true, false, false, 2),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs

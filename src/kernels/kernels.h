@@ -558,6 +558,9 @@ typedef struct kernels_class {
         int pf_r, pf_bk;      /* prefill: rows (query, head) a workgroup and keys a tile
                                  at most (0: the largest, attention.c's ATTN_PF_R and
                                  ATTN_PF_BK; the shared memory may shrink both) */
+        int pf_out;           /* prefill: output vec4 an invocation at most (TRO x TD4,
+                                 live across the key tiles): fewer rows a workgroup
+                                 where a long head has more (0: no cap) */
         int decode_max_q;     /* the decode kernel up to this many queries (0, 1: one) */
         int decode_cu;        /* decode: splits a round of the combine reads (0: ATTN_CU) */
         int decode_co;        /* decode: outputs a pass of the combine takes an invocation

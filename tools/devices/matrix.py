@@ -21,6 +21,10 @@ shim) once per run kind:
   small-gemm  5 ids, -n 1, GLESC_GEMV_MAX_M=1: the GEMM with the row norm
            folded in, taken for small batches where the device profile picks
            the GEMM (not in the default phases: slow on Panfrost and V3D)
+  precompile  gguf-run --precompile: every kernel of every run above (each
+           prompt length, decode, the greedy arg max head), compiled and never
+           run; the only way to V3D 4.2's decode heads, whose runs end at the
+           prompt's logits (the shim's readback is NaN)
 Kernels linked before gguf-run's "prompt:" line (-v) belong to the run's
 prompt phase, later ones to decode. All models of one driver share one
 GLESC_CACHE_DIR (OUT/DRIVER/cache): a kernel compiles once per driver; a
@@ -70,6 +74,7 @@ RUNS = {
     # the GEMM for a small batch (where a device profile picks it), with the
     # row norm folded in as for every matmul of <= 8 columns
     'small-gemm': ('small-gemm', SMALL_IDS, 1, '1'),
+    'precompile': ('precompile', None, 0, '8'),
 }
 SYNTH_ARCHS = ['llama', 'qwen2', 'qwen3', 'gemma2', 'gemma3', 'phi3']
 SYNTH_TYPES = ['F32', 'F16', 'BF16', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q4_K_M', 'Q5_K_M',
@@ -263,7 +268,7 @@ def models_cell(models, all_models):
     return ', '.join(sorted(models))
 
 
-PHASE_ORDER = ['prefill', 'small', 'small-gemm', 'decode']
+PHASE_ORDER = ['prefill', 'small', 'small-gemm', 'decode', 'precompile']
 
 
 def report(d, all_models, out, no_spills=()):
@@ -405,9 +410,10 @@ def run_one(args, name, model_path, run, log):
                GLESC_NO_PARALLEL_COMPILE='1', GLESC_COMPILE_THREADS='1',
                GLESC_GEMV_MAX_M=gemv_max_m,
                GLESC_CACHE_DIR=os.path.join(args.out, name, 'cache'), SHIM_ROOT=args.shim_root)
+    what = ['--precompile'] if ids is None else ['--prompt-ids', ','.join(map(str, ids)),
+                                                 '-n', str(n), '--temp', '0']
     cmd = ['bash', os.path.join(HERE, 'run-shim.sh'), drv, mdl, '--',
-           os.path.join(args.build, 'tools', 'gguf-run'), '-m', model_path,
-           '--prompt-ids', ','.join(map(str, ids)), '-n', str(n), '--temp', '0', '-v']
+           os.path.join(args.build, 'tools', 'gguf-run'), '-m', model_path] + what + ['-v']
     t0 = time.time()
     with open(os.path.join(rundir, 'start'), 'w') as f:
         f.write('%.3f\n' % t0)
@@ -443,7 +449,8 @@ def main():
                     'checkout, else the arm64 one under qemu)')
     ap.add_argument('--phases', default='prefill,small,decode',
                     help='prefill (12-id prompt: GEMM), small (5-id prompt: GEMV), decode, '
-                    'small-gemm (5-id prompt, GEMM) (default prefill,small,decode)')
+                    'small-gemm (5-id prompt, GEMM), precompile (all of them, never run) '
+                    '(default prefill,small,decode)')
     ap.add_argument('--phases-for', action='append', default=[], metavar='DRIVER=PHASES',
                     help='other phases for one driver, e.g. g610=small,decode (repeatable)')
     ap.add_argument('--out', default=os.path.join(SRC, 'build-devices'),
@@ -470,12 +477,13 @@ def main():
         phases = spec.split(',')
         for p in phases:
             if p not in RUNS:
-                ap.error('unknown phase %s (prefill, small, small-gemm, decode)' % p)
+                ap.error('unknown phase %s (prefill, small, small-gemm, decode, precompile)'
+                         % p)
         # the 12-id run's -n 3 has decode steps; the 5-id run's -n 1 has none
         want = ['small-gemm'] if 'small-gemm' in phases else []   # first: fails fastest
         if 'decode' in phases and 'prefill' not in phases:
             want.append('decode')
-        return want + [r for r in ('small', 'prefill') if r in phases]
+        return want + [r for r in ('small', 'prefill', 'precompile') if r in phases]
     druns = {n: runs_for(args.phases) for n in names}
     for spec in args.phases_for:
         n, _, ph = spec.partition('=')
@@ -534,7 +542,7 @@ def main():
     out = ['# glesc device matrix', '',
            'Mesa 25.0.7 drm-shim under qemu-aarch64-static; glesc build %s; models: %s; runs: %s '
            '(prefill: %d prompt ids, -n 3; small: %d ids, -n 1; decode: 1 id, -n 2; '
-           'GLESC_GEMV_MAX_M=8). '
+           'precompile: --precompile; GLESC_GEMV_MAX_M=8). '
            'Phase: prefill/small = linked during the prompt, decode = after it. '
            'Regs: Panfrost threads, Freedreno full regs / waves, V3D threads / max-temps. '
            'Spills: Freedreno stp:ldp (private stores:loads), others spills:fills. '
