@@ -420,6 +420,7 @@ static const cache_case cache_cases[] = {
     {128, 8, 1, 160, {65, 33, 1}, false, F32}, /* gqa 8 */
     {32, 4, 2, 128, {17, 100, 1}, true, F32},  /* the qwen3 test model's heads */
     {64, 32, 4, 96, {50, 30, 1}, false, F16},  /* TinyLlama's heads */
+    {128, 4, 4, 160, {40, 70, 1}, false, F16}, /* Llama-2-7B's heads (gqa 1) */
 };
 
 /* Batches into a cache, fused (the writes inside the attention kernel) and

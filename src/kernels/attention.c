@@ -288,6 +288,9 @@ static glesc_status gen_decode(kb *b)
                      4 * (ATTN_SHARED + sh.hg * dv) <= b->ctx->caps.max_compute_shared_memory
                  ? (int)(sh.hg * dv)
                  : 0;
+    /* the per-head loops over a tile's keys bounded by the uniform at_t
+     * where the class's compiler would write them out (decode_roll) */
+    bool roll = sh.t <= cls->attn.decode_roll;
     bool lean = kernels_class_of(b->ctx)->attn.decode_lean;
     b->lean = lean;
     b->few_div = kernels_class_of(b->ctx)->attn.decode_few_div;
@@ -320,6 +323,8 @@ static glesc_status gen_decode(kb *b)
             emit_kernel_define(b->k, names[i], "%du", vals[i]);
         if (sh.v_shared)
             emit_kernel_define(b->k, "ATTN_V_SHARED", "1");
+        if (roll)
+            emit_kernel_define(b->k, "ATTN_ROLL", "1");
         if (kpl) {
             emit_kernel_define(b->k, "ATTN_REGS", "1");
             emit_kernel_define(b->k, "KPL", "%du", kpl);
@@ -380,6 +385,8 @@ static glesc_status gen_decode(kb *b)
         kb_param_u(b, "at_k0", (uint64_t)k0);
         kb_param_i(b, "at_swa", n_swa);
     }
+    if (roll)
+        kb_param_u(b, "at_t", (uint64_t)sh.t);
     if (b->k)
         emit_kernel_snippet(b->k, "graph/attn_decode");
     /* the hooks; with registers the tiles' loads read the memory as it is
