@@ -564,6 +564,12 @@ static glesc_status gen_prefill(kb *b)
                        b->ctx->caps.max_compute_shared_memory);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
     int64_t nqb = (n_q + c.bq - 1) / c.bq, n_groups = n_head / c.hg, blocks = nqb * n_groups;
+    /* where fewer rows left an invocation more output vec4 than the
+     * class's pf_out (V3D's heads of 256: 4 at any rows of 16-key tiles),
+     * narrower steps: q staged an element at a time, a tile's values added
+     * one output vec4 at a time over keys bounded by the uniform at_bk
+     * (attn_prefill.glsl's ATTN_NARROW; the head a whole number of vec4) */
+    bool narrow = c.out > 0 && c.tro * c.td4 > c.out && (int64_t)c.d4 * 4 == q->ne[0];
     if (b->k) {
         emit_kernel_local_size(b->k, c.wg, 1, 1);
         emit_kernel_shared(b->k, "vec4", "qs", c.r * c.d4);
@@ -593,6 +599,8 @@ static glesc_status gen_prefill(kb *b)
         emit_kernel_define(b->k, "BKP", "%du", c.bk + 1);
         if (roll)
             emit_kernel_define(b->k, "ATTN_ROLL", "1");
+        if (narrow)
+            emit_kernel_define(b->k, "ATTN_NARROW", "1");
         emit_kernel_define(b->k, "ATTN_COUNTERS", "%du", KB_SCRATCH_COUNTERS);
         mask_defines(b->k, a);
         emit_kernel_comment(b->k,
@@ -653,6 +661,8 @@ static glesc_status gen_prefill(kb *b)
     kb_param_f(b, "at_scale", a->fp[0]);
     if (roll)
         kb_param_u(b, "at_d4", (uint64_t)c.d4);
+    if (narrow)
+        kb_param_u(b, "at_bk", (uint64_t)c.bk);
     if (n_swa > 0)
         kb_param_i(b, "at_swa", n_swa);
     if (softcap)

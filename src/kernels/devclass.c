@@ -131,6 +131,13 @@ static const kernels_class large_gpu = {
  * Phi-3.5-mini's 96 (8 rows, 1 x 2) V3D 7.1 12:30, 11:34, 2:4 -> 0:0, 4.2
  * 4:10, 5:12 (d 128) -> 0:0; 7-29% fewer instructions, links under qemu
  * 8-48 s -> 3-23 s on V3D. Adreno compiles all of them 0:0 with 16 rows.
+ * Where no fewer rows bring an invocation within pf_out (V3D's heads of
+ * 256: 4 output vec4 at any rows of 16-key tiles), the kernel takes
+ * narrower steps (attention.c's narrow: q staged an element at a time, a
+ * tile's values added one output vec4 at a time over a loop the compiler
+ * keeps): V3D 7.1 5:12 -> 0:0 (Gemma 3 1B 3218 -> 2765 instructions,
+ * Gemma 2 2B 2909 -> 2638), 4.2 0:0 with 9-13% fewer (docs/devices.md,
+ * *V3D's long heads*).
  * A macro: Mali's and V3D's rows are the same but for the GEMV's quarter
  * units (quad), the decode attention's registers (LEAN: decode_cu,
  * decode_lean; ACC: decode_co, decode_acc, Mali's only), its integer
@@ -280,7 +287,7 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true
  * 16:26, 11:16); rolled, 0:0 at 2 threads (7.1 2578 -> 1660 and 2720 ->
  * 1803 instructions), and the other long heads' fewer instructions too
  * (Qwen3's 128 2419 -> 2009, Gemma 3 1B's 256 2625 -> 2548; docs/devices.md,
- * *Decode attention of long heads on V3D*). The tiles of 32 and 64 keys
+ * *V3D's long heads*). The tiles of 32 and 64 keys
  * (heads of 64 and 32) are loops already: their GLSL is the same. 8-key
  * tiles for the long heads (GLESC_ATTN_DECODE=t=8) were 0:0 too with more
  * instructions (1844, 2052) and twice the barriers a key. */
