@@ -284,13 +284,13 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true
  * writes out loops of up to 16 iterations, its max_unroll_iterations):
  * written out, the 16-key tiles of the heads of 96 and 128 spilled with
  * one query head a kv head (Llama-2-7B: 7.1 12:18, 4.2 6:6; Phi-3.5-mini
- * 16:26, 11:16); rolled, 0:0 at 2 threads (7.1 2578 -> 1660 and 2720 ->
- * 1803 instructions), and the other long heads' fewer instructions too
- * (Qwen3's 128 2419 -> 2009, Gemma 3 1B's 256 2625 -> 2548; docs/devices.md,
- * *V3D's long heads*). The tiles of 32 and 64 keys
+ * 16:26, 11:16); rolled, 0:0 at 2 threads (7.1 2578 -> 1655 and 2720 ->
+ * 1788 instructions), and the other long heads' fewer instructions too
+ * (Qwen3's 128 2419 -> 2021, Gemma 3 1B's 256 2625 -> 2548;
+ * docs/devices.md, *V3D's long heads*). The tiles of 32 and 64 keys
  * (heads of 64 and 32) are loops already: their GLSL is the same. 8-key
- * tiles for the long heads (GLESC_ATTN_DECODE=t=8) were 0:0 too with more
- * instructions (1844, 2052) and twice the barriers a key. */
+ * tiles for the long heads (GLESC_ATTN_DECODE=t=8) were 0:0 too, with
+ * more instructions (1844, 2052) and twice the barriers a key. */
 static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true, false, false, 2, 16),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
