@@ -299,6 +299,7 @@ static const attn_case prefill_cases[] = {
     {32, 4, 1, 40, 40, true, true, F16, 7, 30},    /* window, soft-cap and mask (Gemma) */
     {64, 4, 2, 50, 90, false, false, F32, 16, 0},  /* a window without causality */
     {256, 4, 1, 33, 45, false, true, F32, 0, 50},  /* gemma3's head size, soft-cap */
+    {256, 4, 2, 40, 200, false, true, F16, 0, 0},  /* Gemma 2 2B's heads, tiles a split */
 };
 
 Test(attention, prefill_blocks_tiles_and_cache_continuation)
@@ -420,6 +421,7 @@ static const cache_case cache_cases[] = {
     {128, 8, 1, 160, {65, 33, 1}, false, F32}, /* gqa 8 */
     {32, 4, 2, 128, {17, 100, 1}, true, F32},  /* the qwen3 test model's heads */
     {64, 32, 4, 96, {50, 30, 1}, false, F16},  /* TinyLlama's heads */
+    {128, 4, 4, 160, {40, 70, 1}, false, F16}, /* Llama-2-7B's heads (gqa 1) */
 };
 
 /* Batches into a cache, fused (the writes inside the attention kernel) and

@@ -19,14 +19,16 @@
 //             (the (split, head) pairs the combine stages in ks), ATTN_CU
 //             (splits a round of the combine reads), ATTN_CC (outputs a
 //             pass of the combine takes an invocation), ATTN_OS (the
-//             output accumulators in shared memory between tiles)
+//             output accumulators in shared memory between tiles),
+//             ATTN_ROLL (the per-head loops over a tile's keys bounded by
+//             the uniform at_t = T, so the compiler keeps them loops)
 //   uniforms  at_nkv (keys), at_gqa (query heads per kv head), at_S (keys
 //             per split, whole tiles), at_nsplit (splits dispatched),
 //             at_scale, at_coff (causal: key j is visible to the query
 //             when j <= qi + at_coff), at_k0 and at_swa (a window: the
 //             splits start at key at_k0, the query sees j > qi + at_coff -
 //             at_swa), at_cap (scores become at_cap * tanh(s / at_cap)
-//             before the mask)
+//             before the mask), at_t (with ATTN_ROLL: T)
 //   shared    float qs[>= HG*D] (the scaled queries), float ks[>= T*(D+1)]
 //             (a key tile in rows of D + 1: no bank conflicts; then the
 //             value tile; the combine's m, l and weights), float ps[>= HG*T]
@@ -316,6 +318,11 @@ void attn_decode() {
     AD_BARRIER();
     for (uint kt0 = kb0; int(kt0) < ke; kt0 += T) {
         uint tn = min(T, uint(ke) - kt0);
+#ifdef ATTN_ROLL
+        uint tnr = min(at_t, uint(ke) - kt0); // tn, a bound the compiler does not know
+#else
+        uint tnr = tn;
+#endif
         // the key tile, coalesced: consecutive invocations, consecutive d
 #ifdef ATTN_REGS
         AD_EACH_K1(AD_KSTORE, 0u)
@@ -368,7 +375,7 @@ void attn_decode() {
         // before
         if (lid < HG) {
             float mx = NEG_INF;
-            for (uint t = 0u; t < tn; t++) {
+            for (uint t = 0u; t < tnr; t++) {
                 mx = max(mx, ps[lid * T + t]);
             }
             float mo = mh[lid];
@@ -384,7 +391,7 @@ void attn_decode() {
         AD_BARRIER();
         if (lid < HG) {
             float sum = 0.0;
-            for (uint t = 0u; t < tn; t++) {
+            for (uint t = 0u; t < tnr; t++) {
                 sum += ps[lid * T + t];
             }
             lh[lid] = lh[lid] * ch[lid] + sum;

@@ -19,13 +19,18 @@
 //             rows' maxima and sums by subgroup shuffles); ATTN_ROLL (the
 //             scores' loop over D4 bounded by the uniform at_d4 = D4, so
 //             the compiler keeps it a loop: V3D's, where a short head's
-//             loop written out held all its loads in flight and spilled)
+//             loop written out held all its loads in flight and spilled);
+//             ATTN_NARROW (narrower steps where an invocation holds many
+//             output vec4: q staged an element at a time, D a multiple
+//             of 4; a tile's values added one output vec4 at a time, over
+//             keys bounded by the uniform at_bk = BK)
 //   uniforms  at_nq, at_nkv (queries, keys), at_gqa (query heads per kv
 //             head), at_coff (causal: key j is visible to query i when
 //             j <= i + at_coff), at_swa (the window: j > i + at_coff -
 //             at_swa), at_cap (scores become at_cap * tanh(s / at_cap)
 //             before the mask), at_S (keys per split, whole tiles),
-//             at_nsplit (splits dispatched), at_d4 (with ATTN_ROLL: D4)
+//             at_nsplit (splits dispatched), at_d4 (with ATTN_ROLL: D4),
+//             at_bk (with ATTN_NARROW: BK)
 //   shared    vec4 qs[R*D4] (the scaled queries), vec4 kvs[BK*KVP] (the key
 //             tile, then the value tile), float ps[R*BKP] (the tile's
 //             weights), float ms[R], ls[R] (the rows' max and sum after the
@@ -151,6 +156,13 @@ void attn_prefill() {
     // are neither loaded nor computed
     uint nrows = min(R, (at_nq - q0) * HG);
 
+#ifdef ATTN_NARROW
+    for (uint e = lid; e < nrows * D; e += WG_SIZE) {
+        uint r = e / D;
+        uint d = e - r * D;
+        qs[r * D4 + d / 4u][d % 4u] = attn_q(d, q0 + r / HG, h0 + r % HG);
+    }
+#else
     for (uint e = lid; e < nrows * D4; e += WG_SIZE) {
         uint r = e / D4;
         uint d = (e - r * D4) * 4u;
@@ -169,6 +181,7 @@ void attn_prefill() {
         }
         qs[e] = x;
     }
+#endif
     uint slid = AT_SLID;
     uint sk = slid % SKG;
     uint sr = slid / SKG;
@@ -309,6 +322,19 @@ void attn_prefill() {
                 o[i * TD4 + c] *= a;
             }
         }
+#ifdef ATTN_NARROW
+        // one value vec4 live, not TD4 (each key's weights read TD4 times)
+        uint tnb = min(at_bk, ke - kt0);
+        for (uint c = 0u; c < TD4; c++) {
+            uint vc = min(od + c * ODG, DV4 - 1u);
+            for (uint t = 0u; t < tnb; t++) {
+                vec4 vv = kvs[t * DV4 + vc];
+                for (uint i = 0u; i < TRO; i++) {
+                    o[i * TD4 + c] += ps[(og + i * ORG) * BKP + t] * vv;
+                }
+            }
+        }
+#else
         for (uint t = 0u; t < tn; t++) {
             vec4 vv[TD4];
             for (uint c = 0u; c < TD4; c++) {
@@ -321,6 +347,7 @@ void attn_prefill() {
                 }
             }
         }
+#endif
     }
     // the rows' max and sum (also where the block had no key) into ms, ls
     at_row_sum(lrow, sr, sk);

@@ -288,6 +288,9 @@ static glesc_status gen_decode(kb *b)
                      4 * (ATTN_SHARED + sh.hg * dv) <= b->ctx->caps.max_compute_shared_memory
                  ? (int)(sh.hg * dv)
                  : 0;
+    /* the per-head loops over a tile's keys bounded by the uniform at_t
+     * where the class's compiler would write them out (decode_roll) */
+    bool roll = sh.t <= cls->attn.decode_roll;
     bool lean = kernels_class_of(b->ctx)->attn.decode_lean;
     b->lean = lean;
     b->few_div = kernels_class_of(b->ctx)->attn.decode_few_div;
@@ -320,6 +323,8 @@ static glesc_status gen_decode(kb *b)
             emit_kernel_define(b->k, names[i], "%du", vals[i]);
         if (sh.v_shared)
             emit_kernel_define(b->k, "ATTN_V_SHARED", "1");
+        if (roll)
+            emit_kernel_define(b->k, "ATTN_ROLL", "1");
         if (kpl) {
             emit_kernel_define(b->k, "ATTN_REGS", "1");
             emit_kernel_define(b->k, "KPL", "%du", kpl);
@@ -380,6 +385,8 @@ static glesc_status gen_decode(kb *b)
         kb_param_u(b, "at_k0", (uint64_t)k0);
         kb_param_i(b, "at_swa", n_swa);
     }
+    if (roll)
+        kb_param_u(b, "at_t", (uint64_t)sh.t);
     if (b->k)
         emit_kernel_snippet(b->k, "graph/attn_decode");
     /* the hooks; with registers the tiles' loads read the memory as it is
@@ -557,6 +564,12 @@ static glesc_status gen_prefill(kb *b)
                        b->ctx->caps.max_compute_shared_memory);
     int64_t n_q = q->ne[1], n_head = q->ne[2], n_kv = k->ne[1], dv = v->ne[0];
     int64_t nqb = (n_q + c.bq - 1) / c.bq, n_groups = n_head / c.hg, blocks = nqb * n_groups;
+    /* where fewer rows left an invocation more output vec4 than the
+     * class's pf_out (V3D's heads of 256: 4 at any rows of 16-key tiles),
+     * narrower steps: q staged an element at a time, a tile's values added
+     * one output vec4 at a time over keys bounded by the uniform at_bk
+     * (attn_prefill.glsl's ATTN_NARROW; the head a whole number of vec4) */
+    bool narrow = c.out > 0 && c.tro * c.td4 > c.out && (int64_t)c.d4 * 4 == q->ne[0];
     if (b->k) {
         emit_kernel_local_size(b->k, c.wg, 1, 1);
         emit_kernel_shared(b->k, "vec4", "qs", c.r * c.d4);
@@ -586,6 +599,8 @@ static glesc_status gen_prefill(kb *b)
         emit_kernel_define(b->k, "BKP", "%du", c.bk + 1);
         if (roll)
             emit_kernel_define(b->k, "ATTN_ROLL", "1");
+        if (narrow)
+            emit_kernel_define(b->k, "ATTN_NARROW", "1");
         emit_kernel_define(b->k, "ATTN_COUNTERS", "%du", KB_SCRATCH_COUNTERS);
         mask_defines(b->k, a);
         emit_kernel_comment(b->k,
@@ -646,6 +661,8 @@ static glesc_status gen_prefill(kb *b)
     kb_param_f(b, "at_scale", a->fp[0]);
     if (roll)
         kb_param_u(b, "at_d4", (uint64_t)c.d4);
+    if (narrow)
+        kb_param_u(b, "at_bk", (uint64_t)c.bk);
     if (n_swa > 0)
         kb_param_i(b, "at_swa", n_swa);
     if (softcap)

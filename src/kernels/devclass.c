@@ -131,14 +131,22 @@ static const kernels_class large_gpu = {
  * Phi-3.5-mini's 96 (8 rows, 1 x 2) V3D 7.1 12:30, 11:34, 2:4 -> 0:0, 4.2
  * 4:10, 5:12 (d 128) -> 0:0; 7-29% fewer instructions, links under qemu
  * 8-48 s -> 3-23 s on V3D. Adreno compiles all of them 0:0 with 16 rows.
+ * Where no fewer rows bring an invocation within pf_out (V3D's heads of
+ * 256: 4 output vec4 at any rows of 16-key tiles), the kernel takes
+ * narrower steps (attention.c's narrow: q staged an element at a time, a
+ * tile's values added one output vec4 at a time over a loop the compiler
+ * keeps): V3D 7.1 5:12 -> 0:0 (Gemma 3 1B 3218 -> 2765 instructions,
+ * Gemma 2 2B 2909 -> 2638), 4.2 0:0 with 9-13% fewer (docs/devices.md,
+ * *V3D's long heads*).
  * A macro: Mali's and V3D's rows are the same but for the GEMV's quarter
  * units (quad), the decode attention's registers (LEAN: decode_cu,
  * decode_lean; ACC: decode_co, decode_acc, Mali's only), its integer
  * divisions (FEW_DIV: decode_few_div, V3D's only), prefill's scores loop
  * (ROLL: pf_roll, V3D's only), the GEMM's x fetched first (XFIRST:
- * x_first, Mali's only) and prefill's output vec4 an invocation (PF_OUT),
- * Mali's for its split decode pair and V3D's for its fusions, below. */
-#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV, ROLL, XFIRST, ACC, PF_OUT)                             \
+ * x_first, Mali's only), prefill's output vec4 an invocation (PF_OUT)
+ * and the decode attention's loops kept rolled (DROLL: decode_roll, V3D's
+ * only), Mali's for its split decode pair and V3D's for its fusions, below. */
+#define SMALL_GPU_ROWS(QUAD, LEAN, FEW_DIV, ROLL, XFIRST, ACC, PF_OUT, DROLL)                      \
     .gemv = {.wg = 64,                                                                             \
              .team = 8,                                                                            \
              .nr1 = 1,                                                                             \
@@ -172,10 +180,11 @@ static const kernels_class large_gpu = {
              .decode_acc = (ACC) ? 2 : 0,                                                          \
              .decode_lean = LEAN,                                                                  \
              .decode_few_div = FEW_DIV,                                                            \
+             .decode_roll = DROLL,                                                                 \
              .pf_roll = ROLL}
 
 static const kernels_class small_gpu = {
-    SMALL_GPU_ROWS(false, false, false, false, false, false, 0)};
+    SMALL_GPU_ROWS(false, false, false, false, false, false, 0, 0)};
 
 /* Mali (Bifrost G52, Valhall G610): the small GPUs' row with the GEMV's
  * quarter units (quad: a run's vec4 of quants decoded and multiplied one
@@ -225,7 +234,7 @@ static const kernels_class small_gpu = {
  * *Mali's prefill GEMMs: x first*). Not the other classes': a740 took up
  * to 4.3% more instructions, V3D 7.1's phi3 Q4_K_M down spilled (6:11,
  * was 0:0). */
-static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true, true, 4),
+static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true, true, 4, 0),
                                    .decode_pair_split = true};
 
 /* V3D: the small GPUs' row, with prefill's q, k and v in three GEMMs, not
@@ -269,8 +278,20 @@ static const kernels_class mali = {SMALL_GPU_ROWS(true, true, false, false, true
  * out by hand still spilled 76:122); bounded, 0:0 with 23-28% fewer
  * instructions (7.1: 2956-3428 -> 2128-2647), links 2-4 s. A head of 64
  * was kept a loop before: a few instructions more or less, 0:0 alike
- * (docs/devices.md, *V3D*). */
-static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true, false, false, 2),
+ * (docs/devices.md, *V3D*). The decode attention's per-head loops over a
+ * key tile (its running maximum and sum, run by HG invocations) bounded by
+ * a uniform where a tile has at most 16 keys (decode_roll; Mesa's V3D
+ * writes out loops of up to 16 iterations, its max_unroll_iterations):
+ * written out, the 16-key tiles of the heads of 96 and 128 spilled with
+ * one query head a kv head (Llama-2-7B: 7.1 12:18, 4.2 6:6; Phi-3.5-mini
+ * 16:26, 11:16); rolled, 0:0 at 2 threads (7.1 2578 -> 1655 and 2720 ->
+ * 1788 instructions), and the other long heads' fewer instructions too
+ * (Qwen3's 128 2419 -> 2021, Gemma 3 1B's 256 2625 -> 2548;
+ * docs/devices.md, *V3D's long heads*). The tiles of 32 and 64 keys
+ * (heads of 64 and 32) are loops already: their GLSL is the same. 8-key
+ * tiles for the long heads (GLESC_ATTN_DECODE=t=8) were 0:0 too, with
+ * more instructions (1844, 2052) and twice the barriers a key. */
+static const kernels_class v3d = {SMALL_GPU_ROWS(true, true, true, true, false, false, 2, 16),
                                   .fuse_skip = KERNELS_FUSE_SKIP_GROUP | KERNELS_FUSE_SKIP_PAIR};
 
 /* llvmpipe: 64-invocation GEMVs of 4-lane teams (the demo's 256-wide GEMVs

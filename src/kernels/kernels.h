@@ -571,6 +571,10 @@ typedef struct kernels_class {
         int decode_acc;       /* decode: output accumulators an invocation keeps in registers
                                  across the key tiles at most; more stay in shared memory
                                  between tiles (attn_decode.glsl's ATTN_OS; 0: no limit) */
+        int decode_roll;      /* decode: the per-head loops over a key tile (its running
+                                 maximum and sum) bounded by a uniform where a tile has at
+                                 most this many keys, so the compiler keeps them loops
+                                 (attn_decode.glsl's ATTN_ROLL; 0: never) */
         bool decode_lean;     /* decode: written for registers (kb's lean), the fused
                                  KV-cache writes after the attention, not before it */
         bool decode_few_div;  /* decode: integer divisions by uniforms only where the
