@@ -1,0 +1,208 @@
+// tools/lab/gemvlab.c's Q4_0 GEMV, straight-line: R rows (1 or 2) a
+// 32-lane subgroup (NOSG: a shared-memory reduction), U blocks (1, 2 or 4)
+// a lane in flight a row, loaded before they are decoded; glesc's nib_lo4m
+// decode (AND/OR, one MAD, one FMA an element). x staged in shared memory
+// unless XREG (x held in registers: wrong results, the ALU alone). NOLOAD:
+// weights from a hash (the ALU alone); LOADONLY: the words folded by XOR
+// (the loads alone). PS: the dot products into 4 partial sums. UNROLLNV:
+// NVIDIA's optionNV(unroll all). NULLK: no work (a dispatch's cost).
+#ifndef R
+#define R 1
+#endif
+#ifndef U
+#define U 1
+#endif
+#ifndef WG
+#define WG 256
+#endif
+#ifndef NOSG
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#ifdef UNROLLNV
+#pragma optionNV(unroll all)
+#endif
+precision highp float;
+precision highp int;
+layout(local_size_x = WG) in;
+layout(std430, binding = 0) restrict readonly buffer Q { uvec4 q[]; };
+layout(std430, binding = 1) restrict readonly buffer D { uint d[]; };
+layout(std430, binding = 2) restrict readonly buffer X { vec4 x[]; };
+layout(std430, binding = 3) restrict writeonly buffer Y { float y[]; };
+uniform uint qoff, doff, probe;
+#define NT (uint(WG) / 32u)
+#define ROWS_WG (NT * uint(R))
+#define NB (KK / 32u)
+#ifdef NOSG
+shared float red[WG];
+float subgroupAdd(float v)
+{
+    uint lid = gl_LocalInvocationID.x;
+    barrier();
+    red[lid] = v;
+    memoryBarrierShared();
+    barrier();
+    for (uint h = 16u; h > 0u; h >>= 1u) {
+        if (lid % 32u < h)
+            red[lid] += red[lid + h];
+        memoryBarrierShared();
+        barrier();
+    }
+    return red[lid - lid % 32u];
+}
+#endif
+#if KK * 9u / 2u <= 49152u
+#define XP 9u
+#else
+#define XP 8u
+#endif
+shared vec4 xs[KK / 32u * XP];
+#define XA(b, i) xs[(b) * XP + uint(i)]
+
+vec4 lo4(uint w)
+{
+    uint h = w >> 12u;
+    vec4 f = uintBitsToFloat(uvec4(w & 0xfu, w & 0xf00u, w & 0xf0000u, h & 0xf000u) | 0x4b000000u);
+    return f * vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 4096.0) +
+           vec4(-8388616.0, -32776.0, -136.0, -2056.0);
+}
+vec4 hi4(uint w)
+{
+    uint h = w >> 12u;
+    vec4 f = uintBitsToFloat(uvec4(w & 0xf0u, w & 0xf000u, h & 0xf00u, h & 0xf0000u) | 0x4b000000u);
+    return f * vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 256.0, 1.0 / 65536.0) +
+           vec4(-524296.0, -2056.0, -32776.0, -136.0);
+}
+
+#ifdef XREG
+#define XV(b, i) xr[i]
+#else
+#define XV(b, i) XA(b, i)
+#endif
+
+float bdot(uvec4 w, uint b
+#ifdef XREG
+           , vec4 xr[8]
+#endif
+)
+{
+#ifdef PS
+    float s0 = dot(lo4(w.x), XV(b, 0)) + dot(hi4(w.x), XV(b, 4));
+    float s1 = dot(lo4(w.y), XV(b, 1)) + dot(hi4(w.y), XV(b, 5));
+    float s2 = dot(lo4(w.z), XV(b, 2)) + dot(hi4(w.z), XV(b, 6));
+    float s3 = dot(lo4(w.w), XV(b, 3)) + dot(hi4(w.w), XV(b, 7));
+    return (s0 + s1) + (s2 + s3);
+#else
+    float s = dot(lo4(w.x), XV(b, 0));
+    s += dot(lo4(w.y), XV(b, 1));
+    s += dot(lo4(w.z), XV(b, 2));
+    s += dot(lo4(w.w), XV(b, 3));
+    s += dot(hi4(w.x), XV(b, 4));
+    s += dot(hi4(w.y), XV(b, 5));
+    s += dot(hi4(w.z), XV(b, 6));
+    s += dot(hi4(w.w), XV(b, 7));
+    return s;
+#endif
+}
+
+float scale(uint i)
+{
+    vec2 v = unpackHalf2x16(d[doff + (i >> 1u)]);
+    return (i & 1u) == 0u ? v.x : v.y;
+}
+
+#ifdef NOLOAD
+#define LOADW(row, b) uvec4((row) * 0x9e3779b9u + (b), (b) * 0x85ebca6bu, (row) ^ (b), qoff + (b))
+#define LOADS(row, b) (float((b) & 7u) * 0.001)
+#else
+#define LOADW(row, b) q[qoff + (row) * NB + (b)]
+#define LOADS(row, b) scale((row) * NB + (b))
+#endif
+#ifdef XREG
+#define XARGS , xr
+#else
+#define XARGS
+#endif
+#define LD(bi, w, sc, row, b)                                                                      \
+    uint bi = min(b, NB - 1u);                                                                     \
+    uvec4 w = LOADW(row, bi);                                                                      \
+    float sc = LOADS(row, bi);
+#ifdef LOADONLY
+#define DO(acc, bi, wv, sc, b) acc += ((b) < NB ? sc : 0.0) * float((wv.x ^ wv.y ^ wv.z ^ wv.w) & 0xffu);
+#else
+#define DO(acc, bi, w, sc, b) acc += ((b) < NB ? sc : 0.0) * bdot(w, bi XARGS);
+#endif
+
+void main()
+{
+    uint lid = gl_LocalInvocationID.x;
+    if (probe != 0u) {
+        if (gl_WorkGroupID.x == 0u && lid == 0u)
+            y[NN] = float(ROWS_WG);
+        return;
+    }
+#ifdef NULLK
+    if (lid == 0u)
+        y[gl_WorkGroupID.x % NN] = 0.0;
+    return;
+#endif
+    uint team = lid / 32u, lane = lid % 32u;
+    uint row0 = min(gl_WorkGroupID.x * ROWS_WG + team * uint(R), NN - uint(R));
+    uint row1 = row0 + 1u;
+#ifdef XREG
+    vec4 xr[8];
+    for (uint i = 0u; i < 8u; i++)
+        xr[i] = x[lane * 8u + i];
+#else
+    for (uint i = lid; i < KK / 4u; i += uint(WG))
+        xs[i + (XP - 8u) * (i >> 3u)] = x[i];
+    memoryBarrierShared();
+    barrier();
+#endif
+    float a0 = 0.0, a1 = 0.0;
+    for (uint b = lane; b < NB; b += 32u * uint(U)) {
+        LD(p0b, p0w, p0s, row0, b)
+#if R > 1
+        LD(p1b, p1w, p1s, row1, b)
+#endif
+#if U > 1
+        LD(p2b, p2w, p2s, row0, b + 32u)
+#if R > 1
+        LD(p3b, p3w, p3s, row1, b + 32u)
+#endif
+#endif
+#if U > 2
+        LD(p4b, p4w, p4s, row0, b + 64u)
+        LD(p5b, p5w, p5s, row0, b + 96u)
+#if R > 1
+        LD(p6b, p6w, p6s, row1, b + 64u)
+        LD(p7b, p7w, p7s, row1, b + 96u)
+#endif
+#endif
+        DO(a0, p0b, p0w, p0s, b)
+#if R > 1
+        DO(a1, p1b, p1w, p1s, b)
+#endif
+#if U > 1
+        DO(a0, p2b, p2w, p2s, b + 32u)
+#if R > 1
+        DO(a1, p3b, p3w, p3s, b + 32u)
+#endif
+#endif
+#if U > 2
+        DO(a0, p4b, p4w, p4s, b + 64u)
+        DO(a0, p5b, p5w, p5s, b + 96u)
+#if R > 1
+        DO(a1, p6b, p6w, p6s, b + 64u)
+        DO(a1, p7b, p7w, p7s, b + 96u)
+#endif
+#endif
+    }
+    float t0 = subgroupAdd(a0);
+    if (lane == 0u)
+        y[row0] = t0;
+#if R > 1
+    float t1 = subgroupAdd(a1);
+    if (lane == 0u)
+        y[row1] = t1;
+#endif
+}

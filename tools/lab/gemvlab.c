@@ -1,0 +1,314 @@
+/* gemvlab: a GEMV laboratory outside the library (docs/performance.md,
+ * *The GEMV against hand-written ones*). A Q4_0 GEMV kernel (gemv_q4.glsl,
+ * its own layout: a block's quants a uvec4, the scales f16) in variants
+ * given by defines, checked against a C reference and timed over enough
+ * copies of the weight to leave the L2: chained with storage barriers as a
+ * decode step runs them, without barriers, and a dispatch at a time by a
+ * GPU timer query (as glesc-bench times glesc's GEMV).
+ *   cc -O2 -o gemvlab tools/lab/gemvlab.c -lEGL -lGLESv2 -lm
+ *   LAB_DEVICE=0 ./gemvlab tools/lab/gemv_q4.glsl 11008 4096 'r2u4|#define R 2;#define U 4'
+ * A variant is "name|defines" (';' separates lines). LAB_DEVICE: use
+ * EGL_EXT_platform_device's first device (else Mesa's surfaceless
+ * platform); LAB_COPIES, LAB_ITERS (200): the copies and timed dispatches;
+ * LAB_DUMP=dir: each program's binary (NVIDIA's holds its NV_gpu_program5
+ * assembly as text). */
+#define _GNU_SOURCE
+#include <EGL/egl.h>
+#include <EGL/eglext.h>
+#include <GLES3/gl31.h>
+#include <GLES2/gl2ext.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void die(const char *m)
+{
+    fprintf(stderr, "gemvlab: %s (gl 0x%x egl 0x%x)\n", m, glGetError(), eglGetError());
+    exit(1);
+}
+
+static void ctx_init(void)
+{
+    EGLDisplay dpy = EGL_NO_DISPLAY;
+    PFNEGLQUERYDEVICESEXTPROC qd = (void *)eglGetProcAddress("eglQueryDevicesEXT");
+    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = (void *)eglGetProcAddress("eglGetPlatformDisplayEXT");
+    if (getenv("LAB_DEVICE") && qd && gpd) {
+        EGLDeviceEXT devs[8];
+        EGLint n = 0;
+        qd(8, devs, &n);
+        if (n > 0)
+            dpy = gpd(EGL_PLATFORM_DEVICE_EXT, devs[atoi(getenv("LAB_DEVICE"))], NULL);
+    }
+    if (dpy == EGL_NO_DISPLAY && gpd)
+        dpy = gpd(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, NULL);
+    if (dpy == EGL_NO_DISPLAY)
+        dpy = eglGetDisplay(EGL_DEFAULT_DISPLAY);
+    if (!eglInitialize(dpy, NULL, NULL))
+        die("eglInitialize");
+    eglBindAPI(EGL_OPENGL_ES_API);
+    EGLint ca[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_CONTEXT_MINOR_VERSION, 1, EGL_NONE};
+    EGLContext c = eglCreateContext(dpy, EGL_NO_CONFIG_KHR, EGL_NO_CONTEXT, ca);
+    if (c == EGL_NO_CONTEXT || !eglMakeCurrent(dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, c))
+        die("context");
+    fprintf(stderr, "renderer: %s\n", glGetString(GL_RENDERER));
+}
+
+static char *slurp(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    if (!f)
+        die(p);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc(n + 1);
+    if (fread(s, 1, n, f) != (size_t)n)
+        die("read");
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static GLuint program(const char *head, const char *body)
+{
+    GLuint sh = glCreateShader(GL_COMPUTE_SHADER);
+    const char *src[2] = {head, body};
+    glShaderSource(sh, 2, src, NULL);
+    glCompileShader(sh);
+    GLint ok;
+    glGetShaderiv(sh, GL_COMPILE_STATUS, &ok);
+    if (!ok) {
+        char log[8192];
+        glGetShaderInfoLog(sh, sizeof log, NULL, log);
+        fprintf(stderr, "%s\n%s", head, log);
+        return 0;
+    }
+    GLuint p = glCreateProgram();
+    glAttachShader(p, sh);
+    glLinkProgram(p);
+    glGetProgramiv(p, GL_LINK_STATUS, &ok);
+    if (!ok) {
+        char log[8192];
+        glGetProgramInfoLog(p, sizeof log, NULL, log);
+        fprintf(stderr, "link: %s", log);
+        return 0;
+    }
+    return p;
+}
+
+static uint16_t f2h(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t s = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
+    if (e < 103)
+        return s;
+    if (e < 113)
+        return s | ((m | 0x800000) >> (126 - e));
+    return s | ((e - 112) << 10) | (m >> 13);
+}
+
+static float h2f(uint16_t h)
+{
+    uint32_t s = (h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+    if (e == 0)
+        return (s ? -1.f : 1.f) * m / 16777216.f;
+    x = s | ((e + 112) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: gemvlab SHADER N K VARIANT...\n");
+        return 2;
+    }
+    ctx_init();
+    char *body = slurp(argv[1]);
+    uint32_t N = atoi(argv[2]), K = atoi(argv[3]), nb = K / 32;
+    uint64_t qbytes = (uint64_t)N * nb * 16, dbytes = (uint64_t)N * nb * 2;
+    dbytes = (dbytes + 255) / 256 * 256;
+    int copies = getenv("LAB_COPIES") ? atoi(getenv("LAB_COPIES"))
+                                      : (int)((512ull << 20) / (qbytes + dbytes) + 1);
+    int iters = getenv("LAB_ITERS") ? atoi(getenv("LAB_ITERS")) : 200;
+    /* one copy's data, repeated */
+    uint8_t *q = malloc(qbytes);
+    uint16_t *d = calloc(dbytes / 2, 2);
+    float *x = malloc(K * 4), *ref = calloc(N, 4);
+    srand(1);
+    for (uint64_t i = 0; i < qbytes; i++)
+        q[i] = rand();
+    for (uint64_t i = 0; i < (uint64_t)N * nb; i++)
+        d[i] = f2h((rand() / (float)RAND_MAX - 0.5f) * 0.02f);
+    for (uint32_t i = 0; i < K; i++)
+        x[i] = rand() / (float)RAND_MAX - 0.5f;
+    for (uint32_t n = 0; n < N; n++) {
+        double s = 0;
+        for (uint32_t b = 0; b < nb; b++) {
+            const uint8_t *bq = q + ((uint64_t)n * nb + b) * 16;
+            float dd = h2f(d[(uint64_t)n * nb + b]);
+            for (int j = 0; j < 16; j++) {
+                s += dd * ((bq[j] & 15) - 8) * x[b * 32 + j];
+                s += dd * ((bq[j] >> 4) - 8) * x[b * 32 + 16 + j];
+            }
+        }
+        ref[n] = (float)s;
+    }
+    GLuint bq, bd, bx, by;
+    glGenBuffers(1, &bq);
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, bq);
+    glBufferData(GL_SHADER_STORAGE_BUFFER, qbytes * copies, NULL, GL_STATIC_DRAW);
+    for (int c = 0; c < copies; c++)
+        glBufferSubData(GL_SHADER_STORAGE_BUFFER, qbytes * c, qbytes, q);
+    glGenBuffers(1, &bd);
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, bd);
+    glBufferData(GL_SHADER_STORAGE_BUFFER, dbytes * copies, NULL, GL_STATIC_DRAW);
+    for (int c = 0; c < copies; c++)
+        glBufferSubData(GL_SHADER_STORAGE_BUFFER, dbytes * c, dbytes, d);
+    glGenBuffers(1, &bx);
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, bx);
+    glBufferData(GL_SHADER_STORAGE_BUFFER, K * 4, x, GL_STATIC_DRAW);
+    glGenBuffers(1, &by);
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, by);
+    glBufferData(GL_SHADER_STORAGE_BUFFER, N * 4 * 2, NULL, GL_DYNAMIC_COPY);
+    if (glGetError())
+        die("buffers");
+    glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, bq);
+    glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 1, bd);
+    glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 2, bx);
+    glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 3, by);
+    printf("N %u K %u: %.1f MB a copy, %d copies\n", N, K, (qbytes + dbytes) / 1e6, copies);
+    for (int v = 4; v < argc; v++) {
+        char *spec = strdup(argv[v]), *bar = strchr(spec, '|');
+        const char *defs = bar ? bar + 1 : "";
+        if (bar)
+            *bar = 0;
+        char head[4096];
+        snprintf(head, sizeof head, "#version 310 es\n%s\n#define NN %uu\n#define KK %uu\n", defs,
+                 N, K);
+        for (char *p = head; *p; p++)
+            if (*p == ';')
+                *p = '\n';
+        GLuint p = program(head, body);
+        if (!p) {
+            printf("%-28s compile failed\n", spec);
+            continue;
+        }
+        GLint wg[3];
+        glGetProgramiv(p, GL_COMPUTE_WORK_GROUP_SIZE, wg);
+        if (getenv("LAB_DUMP")) {
+            GLint len = 0;
+            glGetProgramiv(p, GL_PROGRAM_BINARY_LENGTH, &len);
+            void *bin = malloc(len);
+            GLenum fmt;
+            glGetProgramBinary(p, len, NULL, &fmt, bin);
+            char path[512];
+            snprintf(path, sizeof path, "%s/v%d_%u_%u.bin", getenv("LAB_DUMP"), v, N, K);
+            FILE *f = fopen(path, "wb");
+            if (f) {
+                fwrite(bin, 1, len, f);
+                fclose(f);
+            }
+            free(bin);
+        }
+        glUseProgram(p);
+        GLint lq = glGetUniformLocation(p, "qoff"), ld = glGetUniformLocation(p, "doff");
+        /* the rows a workgroup takes: a 1-workgroup probe writes them to y[N] */
+        glUniform1ui(lq, 0);
+        glUniform1ui(ld, 0);
+        glUniform1ui(glGetUniformLocation(p, "probe"), 1);
+        glDispatchCompute(1, 1, 1);
+        glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+        glBindBuffer(GL_SHADER_STORAGE_BUFFER, by);
+        float *yp = glMapBufferRange(GL_SHADER_STORAGE_BUFFER, N * 4, 4, GL_MAP_READ_BIT);
+        GLuint rows_wg = yp ? (GLuint)yp[0] : 0;
+        glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
+        glUniform1ui(glGetUniformLocation(p, "probe"), 0);
+        if (!rows_wg) {
+            printf("%-28s probe failed\n", spec);
+            continue;
+        }
+        GLuint groups = (N + rows_wg - 1) / rows_wg;
+        /* correctness on copy 0 */
+        glDispatchCompute(groups, 1, 1);
+        glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+        yp = glMapBufferRange(GL_SHADER_STORAGE_BUFFER, 0, N * 4, GL_MAP_READ_BIT);
+        double worst = 0;
+        for (uint32_t n = 0; yp && n < N; n++) {
+            double e = fabs(yp[n] - ref[n]) / (fabs(ref[n]) + 1e-2);
+            if (e > worst || isnan(yp[n]))
+                worst = isnan(yp[n]) ? 1e9 : e;
+        }
+        glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
+        double t[3];
+        {
+            PFNGLGENQUERIESEXTPROC gq = (void *)eglGetProcAddress("glGenQueriesEXT");
+            PFNGLBEGINQUERYEXTPROC bq_ = (void *)eglGetProcAddress("glBeginQueryEXT");
+            PFNGLENDQUERYEXTPROC eq = (void *)eglGetProcAddress("glEndQueryEXT");
+            PFNGLGETQUERYOBJECTUI64VEXTPROC gr =
+                (void *)eglGetProcAddress("glGetQueryObjectui64vEXT");
+            t[2] = 0;
+            if (gq && bq_ && eq && gr) {
+                GLuint qs[64];
+                gq(64, qs);
+                uint64_t tot = 0;
+                int n = 0;
+                for (int i = 0; i < iters; i++) {
+                    int k = i % 64;
+                    if (i >= 64) {
+                        GLuint64 v = 0;
+                        gr(qs[k], GL_QUERY_RESULT_EXT, &v);
+                        tot += v;
+                        n++;
+                    }
+                    glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
+                    glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
+                    bq_(GL_TIME_ELAPSED_EXT, qs[k]);
+                    glDispatchCompute(groups, 1, 1);
+                    eq(GL_TIME_ELAPSED_EXT);
+                    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+                }
+                t[2] = n ? tot * 1e-9 / n : 0;
+            }
+        }
+        for (int mode = 0; mode < 2; mode++) { /* 0: chained, 1: no barriers */
+            for (int i = 0; i < 20; i++) {
+                glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
+                glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
+                glDispatchCompute(groups, 1, 1);
+            }
+            glFinish();
+            double t0 = now();
+            for (int i = 0; i < iters; i++) {
+                glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
+                glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
+                glDispatchCompute(groups, 1, 1);
+                if (mode == 0)
+                    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+            }
+            glFinish();
+            t[mode] = (now() - t0) / iters;
+        }
+        double gb = (qbytes + (double)N * nb * 2) / 1e9;
+        printf("%-28s rows/wg %3u groups %6u  chained %7.2f us %6.0f GB/s | free %7.2f us %6.0f "
+               "GB/s | timed %7.2f us | err %.1e\n",
+               spec, rows_wg, groups, t[0] * 1e6, gb / t[0], t[1] * 1e6, gb / t[1], t[2] * 1e6,
+               worst);
+        fflush(stdout);
+        glDeleteProgram(p);
+        free(spec);
+    }
+    return 0;
+}
