@@ -6,43 +6,9 @@
  *   cc -O2 -o barlab tools/lab/barlab.c -lEGL -lGLESv2
  *   LAB_DEVICE=0 ./barlab 100 132 264 528 1056 */
 #define _GNU_SOURCE
-#include <EGL/egl.h>
-#include <EGL/eglext.h>
-#include <GLES3/gl31.h>
+#include "lab.h"
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void ctx_init(void)
-{
-    EGLDisplay dpy = EGL_NO_DISPLAY;
-    PFNEGLQUERYDEVICESEXTPROC qd = (void *)eglGetProcAddress("eglQueryDevicesEXT");
-    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = (void *)eglGetProcAddress("eglGetPlatformDisplayEXT");
-    if (getenv("LAB_DEVICE") && qd && gpd) {
-        EGLDeviceEXT devs[8];
-        EGLint n = 0;
-        qd(8, devs, &n);
-        if (n > 0)
-            dpy = gpd(EGL_PLATFORM_DEVICE_EXT, devs[0], NULL);
-    }
-    if (dpy == EGL_NO_DISPLAY && gpd)
-        dpy = gpd(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, NULL);
-    eglInitialize(dpy, NULL, NULL);
-    eglBindAPI(EGL_OPENGL_ES_API);
-    EGLint ca[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_CONTEXT_MINOR_VERSION, 1, EGL_NONE};
-    EGLContext c = eglCreateContext(dpy, EGL_NO_CONFIG_KHR, EGL_NO_CONTEXT, ca);
-    eglMakeCurrent(dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, c);
-    fprintf(stderr, "renderer: %s\n", glGetString(GL_RENDERER));
-}
 
 static const char *src =
     "#version 310 es\n"
@@ -50,7 +16,6 @@ static const char *src =
     "layout(std430, binding = 0) coherent buffer C { uint ctr; uint fail; uint spins_max; };\n"
     "layout(std430, binding = 1) coherent buffer D { uint data[]; };\n"
     "uniform uint nphase, grid, spin_limit;\n"
-    "shared uint go;\n"
     "void main() {\n"
     "    uint lid = gl_LocalInvocationID.x, wg = gl_WorkGroupID.x;\n"
     "    uint n = gl_NumWorkGroups.x;\n"
@@ -78,7 +43,7 @@ static const char *src =
 
 int main(int argc, char **argv)
 {
-    ctx_init();
+    lab_context();
     int phases = argc > 1 ? atoi(argv[1]) : 100;
     GLuint sh = glCreateShader(GL_COMPUTE_SHADER);
     glShaderSource(sh, 1, &src, NULL);
@@ -120,10 +85,10 @@ int main(int argc, char **argv)
             glUniform1ui(lph, phases);
             glUniform1ui(lg, 1);
             glFinish();
-            double t0 = now();
+            double t0 = lab_now();
             glDispatchCompute(G, 1, 1);
             glFinish();
-            tg = now() - t0;
+            tg = lab_now() - t0;
             glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
             uint32_t *m = glMapBufferRange(GL_SHADER_STORAGE_BUFFER, 0, 12, GL_MAP_READ_BIT);
             memcpy(res, m, 12);
@@ -132,13 +97,13 @@ int main(int argc, char **argv)
             glUniform1ui(lph, 1);
             glUniform1ui(lg, 0);
             glFinish();
-            t0 = now();
+            t0 = lab_now();
             for (int i = 0; i < phases; i++) {
                 glDispatchCompute(G, 1, 1);
                 glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
             }
             glFinish();
-            td = now() - t0;
+            td = lab_now() - t0;
         }
         printf("G %5u: grid barrier %7.2f us a phase (ctr %u, fail %u, most spins %u) | dispatch + "
                "barrier %7.2f us\n",

@@ -122,14 +122,39 @@ float scale(uint i)
 #else
 #define XARGS
 #endif
-#define LD(bi, w, sc, row, b)                                                                      \
+// A step's units, F(accumulator, index, words, scale, row, block) each: the
+// rows of block b, then (U > 1) of b + 32, (U > 2) b + 64 and b + 96.
+#if R > 1
+#define ROW1(x) x
+#else
+#define ROW1(x)
+#endif
+#if U > 1
+#define U2(x) x
+#else
+#define U2(x)
+#endif
+#if U > 2
+#define U4(x) x
+#else
+#define U4(x)
+#endif
+#define BLOCK(F, o, n0b, n0w, n0s, n1b, n1w, n1s)                                                  \
+    F(a0, n0b, n0w, n0s, row0, b + o) ROW1(F(a1, n1b, n1w, n1s, row1, b + o))
+#define UNITS(F)                                                                                   \
+    BLOCK(F, 0u, p0b, p0w, p0s, p1b, p1w, p1s)                                                     \
+    U2(BLOCK(F, 32u, p2b, p2w, p2s, p3b, p3w, p3s))                                                \
+    U4(BLOCK(F, 64u, p4b, p4w, p4s, p6b, p6w, p6s) BLOCK(F, 96u, p5b, p5w, p5s, p7b, p7w, p7s))
+// load a unit's words and scale (its block clamped), then add its product
+#define LD(acc, bi, w, sc, row, b)                                                                 \
     uint bi = min(b, NB - 1u);                                                                     \
     uvec4 w = LOADW(row, bi);                                                                      \
     float sc = LOADS(row, bi);
 #ifdef LOADONLY
-#define DO(acc, bi, wv, sc, b) acc += ((b) < NB ? sc : 0.0) * float((wv.x ^ wv.y ^ wv.z ^ wv.w) & 0xffu);
+#define DO(acc, bi, wv, sc, row, b)                                                                \
+    acc += ((b) < NB ? sc : 0.0) * float((wv.x ^ wv.y ^ wv.z ^ wv.w) & 0xffu);
 #else
-#define DO(acc, bi, w, sc, b) acc += ((b) < NB ? sc : 0.0) * bdot(w, bi XARGS);
+#define DO(acc, bi, w, sc, row, b) acc += ((b) < NB ? sc : 0.0) * bdot(w, bi XARGS);
 #endif
 
 void main()
@@ -160,42 +185,8 @@ void main()
 #endif
     float a0 = 0.0, a1 = 0.0;
     for (uint b = lane; b < NB; b += 32u * uint(U)) {
-        LD(p0b, p0w, p0s, row0, b)
-#if R > 1
-        LD(p1b, p1w, p1s, row1, b)
-#endif
-#if U > 1
-        LD(p2b, p2w, p2s, row0, b + 32u)
-#if R > 1
-        LD(p3b, p3w, p3s, row1, b + 32u)
-#endif
-#endif
-#if U > 2
-        LD(p4b, p4w, p4s, row0, b + 64u)
-        LD(p5b, p5w, p5s, row0, b + 96u)
-#if R > 1
-        LD(p6b, p6w, p6s, row1, b + 64u)
-        LD(p7b, p7w, p7s, row1, b + 96u)
-#endif
-#endif
-        DO(a0, p0b, p0w, p0s, b)
-#if R > 1
-        DO(a1, p1b, p1w, p1s, b)
-#endif
-#if U > 1
-        DO(a0, p2b, p2w, p2s, b + 32u)
-#if R > 1
-        DO(a1, p3b, p3w, p3s, b + 32u)
-#endif
-#endif
-#if U > 2
-        DO(a0, p4b, p4w, p4s, b + 64u)
-        DO(a0, p5b, p5w, p5s, b + 96u)
-#if R > 1
-        DO(a1, p6b, p6w, p6s, b + 64u)
-        DO(a1, p7b, p7w, p7s, b + 96u)
-#endif
-#endif
+        UNITS(LD)
+        UNITS(DO)
     }
     float t0 = subgroupAdd(a0);
     if (lane == 0u)

@@ -13,67 +13,23 @@
  * LAB_DUMP=dir: each program's binary (NVIDIA's holds its NV_gpu_program5
  * assembly as text). */
 #define _GNU_SOURCE
-#include <EGL/egl.h>
-#include <EGL/eglext.h>
-#include <GLES3/gl31.h>
+#include "lab.h"
 #include <GLES2/gl2ext.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void die(const char *m)
-{
-    fprintf(stderr, "gemvlab: %s (gl 0x%x egl 0x%x)\n", m, glGetError(), eglGetError());
-    exit(1);
-}
-
-static void ctx_init(void)
-{
-    EGLDisplay dpy = EGL_NO_DISPLAY;
-    PFNEGLQUERYDEVICESEXTPROC qd = (void *)eglGetProcAddress("eglQueryDevicesEXT");
-    PFNEGLGETPLATFORMDISPLAYEXTPROC gpd = (void *)eglGetProcAddress("eglGetPlatformDisplayEXT");
-    if (getenv("LAB_DEVICE") && qd && gpd) {
-        EGLDeviceEXT devs[8];
-        EGLint n = 0;
-        qd(8, devs, &n);
-        if (n > 0)
-            dpy = gpd(EGL_PLATFORM_DEVICE_EXT, devs[atoi(getenv("LAB_DEVICE"))], NULL);
-    }
-    if (dpy == EGL_NO_DISPLAY && gpd)
-        dpy = gpd(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, NULL);
-    if (dpy == EGL_NO_DISPLAY)
-        dpy = eglGetDisplay(EGL_DEFAULT_DISPLAY);
-    if (!eglInitialize(dpy, NULL, NULL))
-        die("eglInitialize");
-    eglBindAPI(EGL_OPENGL_ES_API);
-    EGLint ca[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_CONTEXT_MINOR_VERSION, 1, EGL_NONE};
-    EGLContext c = eglCreateContext(dpy, EGL_NO_CONFIG_KHR, EGL_NO_CONTEXT, ca);
-    if (c == EGL_NO_CONTEXT || !eglMakeCurrent(dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, c))
-        die("context");
-    fprintf(stderr, "renderer: %s\n", glGetString(GL_RENDERER));
-}
 
 static char *slurp(const char *p)
 {
     FILE *f = fopen(p, "rb");
     if (!f)
-        die(p);
+        lab_die(p);
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     char *s = malloc(n + 1);
     if (fread(s, 1, n, f) != (size_t)n)
-        die("read");
+        lab_die("read");
     s[n] = 0;
     fclose(f);
     return s;
@@ -135,7 +91,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: gemvlab SHADER N K VARIANT...\n");
         return 2;
     }
-    ctx_init();
+    lab_context();
     char *body = slurp(argv[1]);
     uint32_t N = atoi(argv[2]), K = atoi(argv[3]), nb = K / 32;
     uint64_t qbytes = (uint64_t)N * nb * 16, dbytes = (uint64_t)N * nb * 2;
@@ -184,7 +140,7 @@ int main(int argc, char **argv)
     glBindBuffer(GL_SHADER_STORAGE_BUFFER, by);
     glBufferData(GL_SHADER_STORAGE_BUFFER, N * 4 * 2, NULL, GL_DYNAMIC_COPY);
     if (glGetError())
-        die("buffers");
+        lab_die("buffers");
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 0, bq);
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 1, bd);
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 2, bx);
@@ -290,7 +246,7 @@ int main(int argc, char **argv)
                 glDispatchCompute(groups, 1, 1);
             }
             glFinish();
-            double t0 = now();
+            double t0 = lab_now();
             for (int i = 0; i < iters; i++) {
                 glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
                 glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
@@ -299,7 +255,7 @@ int main(int argc, char **argv)
                     glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
             }
             glFinish();
-            t[mode] = (now() - t0) / iters;
+            t[mode] = (lab_now() - t0) / iters;
         }
         double gb = (qbytes + (double)N * nb * 2) / 1e9;
         printf("%-28s rows/wg %3u groups %6u  chained %7.2f us %6.0f GB/s | free %7.2f us %6.0f "
