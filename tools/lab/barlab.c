@@ -45,20 +45,9 @@ int main(int argc, char **argv)
 {
     lab_context();
     int phases = argc > 1 ? atoi(argv[1]) : 100;
-    GLuint sh = glCreateShader(GL_COMPUTE_SHADER);
-    glShaderSource(sh, 1, &src, NULL);
-    glCompileShader(sh);
-    GLint ok;
-    glGetShaderiv(sh, GL_COMPILE_STATUS, &ok);
-    if (!ok) {
-        char log[4096];
-        glGetShaderInfoLog(sh, sizeof log, NULL, log);
-        fprintf(stderr, "%s", log);
+    GLuint p = lab_program(src, "");
+    if (!p)
         return 1;
-    }
-    GLuint p = glCreateProgram();
-    glAttachShader(p, sh);
-    glLinkProgram(p);
     glUseProgram(p);
     GLuint b[2];
     glGenBuffers(2, b);

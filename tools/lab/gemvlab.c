@@ -35,33 +35,6 @@ static char *slurp(const char *p)
     return s;
 }
 
-static GLuint program(const char *head, const char *body)
-{
-    GLuint sh = glCreateShader(GL_COMPUTE_SHADER);
-    const char *src[2] = {head, body};
-    glShaderSource(sh, 2, src, NULL);
-    glCompileShader(sh);
-    GLint ok;
-    glGetShaderiv(sh, GL_COMPILE_STATUS, &ok);
-    if (!ok) {
-        char log[8192];
-        glGetShaderInfoLog(sh, sizeof log, NULL, log);
-        fprintf(stderr, "%s\n%s", head, log);
-        return 0;
-    }
-    GLuint p = glCreateProgram();
-    glAttachShader(p, sh);
-    glLinkProgram(p);
-    glGetProgramiv(p, GL_LINK_STATUS, &ok);
-    if (!ok) {
-        char log[8192];
-        glGetProgramInfoLog(p, sizeof log, NULL, log);
-        fprintf(stderr, "link: %s", log);
-        return 0;
-    }
-    return p;
-}
-
 static uint16_t f2h(float f)
 {
     uint32_t x;
@@ -157,7 +130,7 @@ int main(int argc, char **argv)
         for (char *p = head; *p; p++)
             if (*p == ';')
                 *p = '\n';
-        GLuint p = program(head, body);
+        GLuint p = lab_program(head, body);
         if (!p) {
             printf("%-28s compile failed\n", spec);
             continue;

@@ -51,4 +51,32 @@ static inline void lab_context(void)
         lab_die("a GLES 3.1 context");
     fprintf(stderr, "renderer: %s\n", glGetString(GL_RENDERER));
 }
+
+/* A compute program of the two source strings (head: the defines), or 0
+ * with the compiler's log on stderr. */
+static inline GLuint lab_program(const char *head, const char *body)
+{
+    GLuint sh = glCreateShader(GL_COMPUTE_SHADER);
+    const char *src[2] = {head, body};
+    glShaderSource(sh, 2, src, NULL);
+    glCompileShader(sh);
+    GLint ok;
+    char log[8192];
+    glGetShaderiv(sh, GL_COMPILE_STATUS, &ok);
+    if (!ok) {
+        glGetShaderInfoLog(sh, sizeof log, NULL, log);
+        fprintf(stderr, "%s\n%s", head, log);
+        return 0;
+    }
+    GLuint p = glCreateProgram();
+    glAttachShader(p, sh);
+    glLinkProgram(p);
+    glGetProgramiv(p, GL_LINK_STATUS, &ok);
+    if (!ok) {
+        glGetProgramInfoLog(p, sizeof log, NULL, log);
+        fprintf(stderr, "link: %s", log);
+        return 0;
+    }
+    return p;
+}
 #endif
