@@ -157,6 +157,61 @@ float scale(uint i)
 #define DO(acc, bi, w, sc, row, b) acc += ((b) < NB ? sc : 0.0) * bdot(w, bi XARGS);
 #endif
 
+#ifdef CHAIN
+// CHAIN: dispatches ordered by flags instead of storage barriers: a
+// dispatch waits until the one before has set its flag to its token, runs
+// the kernel (kmain), and its last workgroup sets its own flag
+layout(std430, binding = 4) coherent buffer Ch { uint cnt[64]; uint flag[64]; uint fail; };
+uniform uvec2 chain; // the token waited for (0: none), this dispatch's
+void kmain();
+#ifdef PREF
+// PREF: the workgroup's weights touched before the wait (into the L2)
+uint chain_pf()
+{
+    uint lid = gl_LocalInvocationID.x, lane = lid % 32u;
+    uint row0 = min(gl_WorkGroupID.x * (uint(WG) / 32u * uint(R)) + lid / 32u * uint(R),
+                    NN - uint(R));
+    uint acc = 0u;
+    for (uint r = 0u; r < uint(R); r++)
+        for (uint b = lane; b < KK / 32u; b += 32u)
+            acc ^= q[qoff + (row0 + r) * (KK / 32u) + b].x;
+    return acc;
+}
+#endif
+void main()
+{
+    uint lid = gl_LocalInvocationID.x;
+#ifdef PREF
+    uint pf = chain_pf();
+#endif
+    if (chain.x != 0u && lid == 0u) {
+        uint s = 0u;
+        while (atomicOr(flag[chain.x % 64u], 0u) != chain.x && s < 4000000u)
+            s++;
+        if (s == 4000000u)
+            atomicOr(fail, 1u);
+    }
+    barrier();
+    memoryBarrierBuffer();
+#ifdef PREF
+    if (pf == probe + 0x9e3779b9u)
+        atomicOr(fail, 2u);
+#endif
+    kmain();
+    memoryBarrierBuffer();
+    barrier();
+    if (lid == 0u) {
+        uint n = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z, s = chain.y % 64u;
+        if (atomicAdd(cnt[s], 1u) == n - 1u) {
+            atomicExchange(cnt[s], 0u);
+            memoryBarrierBuffer();
+            atomicExchange(flag[s], chain.y);
+        }
+    }
+}
+#define main kmain
+#endif
+
 void main()
 {
     uint lid = gl_LocalInvocationID.x;
@@ -168,7 +223,8 @@ void main()
 #ifdef NULLK
     if (lid == 0u)
         y[gl_WorkGroupID.x % NN] = 0.0;
-    return;
+    if (probe == 0u)
+        return;
 #endif
     uint team = lid / 32u, lane = lid % 32u;
     uint row0 = min(gl_WorkGroupID.x * ROWS_WG + team * uint(R), NN - uint(R));

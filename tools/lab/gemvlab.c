@@ -118,6 +118,16 @@ int main(int argc, char **argv)
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 1, bd);
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 2, bx);
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 3, by);
+    GLuint bc; /* CHAIN's counters and flags */
+    uint32_t token = 0;
+    glGenBuffers(1, &bc);
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, bc);
+    glBufferData(GL_SHADER_STORAGE_BUFFER, 1024, NULL, GL_DYNAMIC_COPY);
+    {
+        static const uint32_t zeros[256];
+        glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, sizeof zeros, zeros);
+    }
+    glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 4, bc);
     printf("N %u K %u: %.1f MB a copy, %d copies\n", N, K, (qbytes + dbytes) / 1e6, copies);
     for (int v = 4; v < argc; v++) {
         char *spec = strdup(argv[v]), *bar = strchr(spec, '|');
@@ -181,7 +191,7 @@ int main(int argc, char **argv)
                 worst = isnan(yp[n]) ? 1e9 : e;
         }
         glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
-        double t[3];
+        double t[5];
         {
             PFNGLGENQUERIESEXTPROC gq = (void *)eglGetProcAddress("glGenQueriesEXT");
             PFNGLBEGINQUERYEXTPROC bq_ = (void *)eglGetProcAddress("glBeginQueryEXT");
@@ -212,7 +222,10 @@ int main(int argc, char **argv)
                 t[2] = n ? tot * 1e-9 / n : 0;
             }
         }
-        for (int mode = 0; mode < 2; mode++) { /* 0: chained, 1: no barriers */
+        /* 0: chained, 1: no barriers, 2 (CHAIN): flags, 3: flags and barriers */
+        GLint lc = glGetUniformLocation(p, "chain");
+        for (int mode = 0; mode < (lc >= 0 ? 4 : 2); mode++) {
+            int slot = mode < 2 ? mode : mode + 1; /* t[2]: the timer's */
             for (int i = 0; i < 20; i++) {
                 glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
                 glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
@@ -223,12 +236,24 @@ int main(int argc, char **argv)
             for (int i = 0; i < iters; i++) {
                 glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
                 glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
+                if (lc >= 0) {
+                    token++;
+                    glUniform2ui(lc, mode >= 2 && i ? token - 1 : 0, token);
+                }
                 glDispatchCompute(groups, 1, 1);
-                if (mode == 0)
+                if (mode == 0 || mode == 3)
                     glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
             }
             glFinish();
-            t[mode] = (lab_now() - t0) / iters;
+            t[slot] = (lab_now() - t0) / iters;
+        }
+        if (lc >= 0) {
+            glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+            glBindBuffer(GL_SHADER_STORAGE_BUFFER, bc);
+            uint32_t *m = glMapBufferRange(GL_SHADER_STORAGE_BUFFER, 512, 4, GL_MAP_READ_BIT);
+            printf("%-28s flags %7.2f us, flags and barriers %7.2f us, fail %u\n", spec, t[3] * 1e6,
+                   t[4] * 1e6, m ? m[0] : 99u);
+            glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
         }
         double gb = (qbytes + (double)N * nb * 2) / 1e9;
         printf("%-28s rows/wg %3u groups %6u  chained %7.2f us %6.0f GB/s | free %7.2f us %6.0f "
