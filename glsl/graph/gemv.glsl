@@ -400,3 +400,52 @@ void gemv_main() {
     }
     }
 }
+
+#ifdef GLESC_CHAIN_PREFETCH
+// The dispatch chain's prefetch (src/gl/chain.c, emit_kernel_chain): the
+// weight rows of this workgroup's first block, a word every 32 bytes (a
+// sector), read before the wait for the dispatch before, so that the units
+// find them in the L2 instead of waiting on memory after it; the words are
+// folded into what the chain's main consumes. gemv_pf_word(sel, byte) and
+// gemv_pf_word2(byte) (the pair's) are generated: a word of the member's
+// weight binding.
+uint gemv_pf_word(uint sel, uint byte);
+#ifdef PAIR
+uint gemv_pf_word2(uint byte);
+#endif
+uint glesc_chain_prefetch() {
+    uint g = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint v = 0u;
+    if (g >= n_blocks)
+        return v;
+    uint b2 = gl_WorkGroupID.z % xb2;
+    uint b3 = gl_WorkGroupID.z / xb2;
+    uint sel = 0u, gl = g, cnt = n_count;
+    uint roff = w_off + (b2 / r2) * w_nb2 + (b3 / r3) * w_nb3, rnb = w_nb1;
+#if NMEMB > 1
+    if (g >= s1_g0) {
+        sel = 1u; gl = g - s1_g0; cnt = s1_count; roff = s1_off; rnb = s1_nb1;
+    }
+#endif
+#if NMEMB > 2
+    if (g >= s2_g0) {
+        sel = 2u; gl = g - s2_g0; cnt = s2_count; roff = s2_off; rnb = s2_nb1;
+    }
+#endif
+#if NMEMB > 3
+    if (g >= s3_g0) {
+        sel = 3u; gl = g - s3_g0; cnt = s3_count; roff = s3_off; rnb = s3_nb1;
+    }
+#endif
+    uint r0 = gl * ROWS, r1 = min(r0 + ROWS, cnt);
+    uint first = gl_LocalInvocationIndex * 32u;
+    for (uint a = roff + r0 * rnb + first; a < roff + r1 * rnb; a += WG_SIZE * 32u)
+        v ^= gemv_pf_word(sel, a);
+#ifdef PAIR
+    uint o2 = w2_off + (b2 / r2) * w2_nb2 + (b3 / r3) * w2_nb3;
+    for (uint a = o2 + r0 * w2_nb1 + first; a < o2 + r1 * w2_nb1; a += WG_SIZE * 32u)
+        v ^= gemv_pf_word2(a);
+#endif
+    return v;
+}
+#endif
