@@ -409,9 +409,8 @@ typedef struct glesc_stats {
     /* program cache */
     uint64_t programs_compiled, program_memory_hits, program_disk_hits, program_disk_rejects;
     uint64_t program_disk_writes;
-    /* executor; chained: dependent dispatches ordered by the dispatch
-     * chain's flags instead of a storage barrier (GLESC_CHAIN) */
-    uint64_t dispatches, barriers, chained;
+    /* executor */
+    uint64_t dispatches, barriers;
 } glesc_stats;
 
 /* Counters since creation (or glesc_context_reset_stats). */

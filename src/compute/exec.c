@@ -19,9 +19,7 @@
 
 int compute_max_bindings(const glesc_context *ctx)
 {
-    /* a chained kernel declares the chain's two blocks beside its own */
-    int blocks = ctx->caps.max_compute_storage_blocks - (ctx->chain.on ? 2 : 0);
-    return CORE_MIN(blocks, KB_MAX_BIND);
+    return CORE_MIN(ctx->caps.max_compute_storage_blocks, KB_MAX_BIND);
 }
 
 /* A generator's kernel within the device's (or the testing caps') compute
@@ -71,8 +69,6 @@ glesc_status compute_kernel_glsl(glesc_context *ctx, const kernels_kernel *gk, c
         *n_bind = b.over_bind ? b.max_bind + 1 : b.n_bind;
     if (st == GLESC_OK)
         st = check_footprint(ctx, k);
-    if (st == GLESC_OK && ctx->chain.on)
-        emit_kernel_chain(k, ctx->chain.binding);
     if (st == GLESC_OK) {
         *out = emit_kernel_glsl(k, &ctx->err);
         if (!*out)

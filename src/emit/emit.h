@@ -78,15 +78,6 @@ void emit_kernel_line(emit_kernel *k, const char *fmt, ...) CORE_PRINTF(2, 3);
 void emit_kernel_function_begin(emit_kernel *k, const char *signature);
 void emit_kernel_function_end(emit_kernel *k);
 
-/* A kernel of the dispatch chain (src/gl/chain.c): its storage bindings
- * coherent, the chain's two buffers at binding points binding and
- * binding + 1, the uniform glesc_chain_tok, and main() the chain's wait,
- * the kernel's own statements (as glesc_kernel_main), and its flag. A
- * kernel that defines GLESC_CHAIN_PREFETCH has a helper
- * `uint glesc_chain_prefetch()` run before the wait: loads of memory no
- * dispatch writes (a weight), folded into the value it returns. */
-void emit_kernel_chain(emit_kernel *k, int binding);
-
 /* The complete shader text (core_free it), or NULL with err set (misuse or
  * out of memory). */
 char *emit_kernel_glsl(emit_kernel *k, core_err *err);

@@ -41,7 +41,6 @@ struct emit_kernel {
     named_text ext[MAX_DECLS], defines[MAX_DECLS], shared[MAX_DECLS], helpers[64];
     int n_ext, n_defines, n_shared, n_helpers;
     int64_t shared_bytes; /* of the shared arrays (std430-like sizes, no padding) */
-    int chain;            /* emit_kernel_chain's first binding point + 1; 0: not chained */
     bool oom;
     char misuse[256]; /* first misuse, reported by emit_kernel_glsl */
 };
@@ -331,73 +330,6 @@ void emit_kernel_function_end(emit_kernel *k)
     k->indent = k->main_indent;
 }
 
-void emit_kernel_chain(emit_kernel *k, int binding)
-{
-    k->chain = binding + 1;
-}
-
-/* emit_kernel_chain's declarations (before the helpers, which may use
- * them) and main, around the kernel's own (glesc_kernel_main): the wait
- * for the dispatch before (one invocation spins on its flag, a bound
- * GLESC_CHAIN_SPINS of reads, then sets the fail word), the kernel, and
- * the last workgroup's flag. A kernel's prefetch (GLESC_CHAIN_PREFETCH)
- * returns a fold of the words it read, used after the wait: its loads are
- * in flight while the wait spins. Workgroups count in slot tok.y % 64, which
- * the last of them resets before it sets the flag. */
-static void chain_decls(sbuf *b, int binding)
-{
-    sbuf_appendf(b,
-                 "// dispatch chain (src/gl/chain.c): flags, not barriers, order dispatches\n"
-                 "#define GLESC_CHAIN_SPINS 16777216u\n"
-                 "layout(std430, binding = %d) coherent buffer GlescChain {\n"
-                 "    uint glesc_chain_cnt[64];\n"
-                 "    uint glesc_chain_flag[64];\n"
-                 "};\n"
-                 "layout(std430, binding = %d) coherent buffer GlescChainFail {\n"
-                 "    uint glesc_chain_fail[];\n"
-                 "};\n"
-                 "uniform uvec2 glesc_chain_tok; // the token waited for (0: none), this one's\n\n",
-                 binding, binding + 1);
-}
-
-static void chain_main(sbuf *b)
-{
-    sbuf_append(b,
-                "void main() {\n"
-                "#ifdef GLESC_CHAIN_PREFETCH\n"
-                "    uint pf = glesc_chain_prefetch();\n"
-                "#endif\n"
-                "    uint w = glesc_chain_tok.x;\n"
-                "    if (w != 0u && gl_LocalInvocationIndex == 0u) {\n"
-                "        uint s = 0u;\n"
-                "        while (atomicOr(glesc_chain_flag[w % 64u], 0u) != w) {\n"
-                "            if (++s == GLESC_CHAIN_SPINS) {\n"
-                "                atomicOr(glesc_chain_fail[0], 1u);\n"
-                "                break;\n"
-                "            }\n"
-                "        }\n"
-                "    }\n"
-                "    barrier();\n"
-                "    memoryBarrierBuffer();\n"
-                "#ifdef GLESC_CHAIN_PREFETCH\n"
-                "    if (pf == glesc_chain_tok.y + 0x9e3779b9u) // a use the compiler keeps\n"
-                "        atomicOr(glesc_chain_fail[1], 0u);\n"
-                "#endif\n"
-                "    glesc_kernel_main();\n"
-                "    memoryBarrierBuffer();\n"
-                "    barrier();\n"
-                "    uint t = glesc_chain_tok.y;\n"
-                "    if (t != 0u && gl_LocalInvocationIndex == 0u) {\n"
-                "        uint n = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z;\n"
-                "        if (atomicAdd(glesc_chain_cnt[t % 64u], 1u) == n - 1u) {\n"
-                "            atomicExchange(glesc_chain_cnt[t % 64u], 0u);\n"
-                "            memoryBarrierBuffer();\n"
-                "            atomicExchange(glesc_chain_flag[t % 64u], t);\n"
-                "        }\n"
-                "    }\n"
-                "}\n");
-}
-
 static const char *param_glsl(emit_param_type t)
 {
     return t == EMIT_PARAM_INT ? "int" : t == EMIT_PARAM_UINT ? "uint" : "float";
@@ -431,7 +363,7 @@ char *emit_kernel_glsl(emit_kernel *k, core_err *err)
     sbuf_appendf(&b, "layout(local_size_x = %d, local_size_y = %d, local_size_z = %d) in;\n\n",
                  k->local[0], k->local[1], k->local[2]);
     for (int i = 0; i < k->n_bindings; i++) {
-        unsigned a = k->bindings[i].access | (k->chain ? EMIT_COHERENT : 0u);
+        unsigned a = k->bindings[i].access;
         sbuf_appendf(&b, "layout(std430, binding = %d) %s%s%s%sbuffer B%d { %s %s[]; };\n", i,
                      a & EMIT_RESTRICT ? "restrict " : "", a & EMIT_COHERENT ? "coherent " : "",
                      a & EMIT_READONLY ? "readonly " : "", a & EMIT_WRITEONLY ? "writeonly " : "",
@@ -446,8 +378,6 @@ char *emit_kernel_glsl(emit_kernel *k, core_err *err)
             sbuf_appendf(&b, "    %s %s;\n", param_glsl(k->params[i].type), k->params[i].name);
         sbuf_append(&b, "};\n\n");
     }
-    if (k->chain)
-        chain_decls(&b, k->chain - 1);
     for (int i = 0; i < k->n_shared; i++)
         sbuf_appendf(&b, "%s\n", k->shared[i].text);
     if (k->n_shared)
@@ -461,12 +391,10 @@ char *emit_kernel_glsl(emit_kernel *k, core_err *err)
     }
     if (k->fns.len)
         sbuf_append(&b, sbuf_str(&k->fns) ? sbuf_str(&k->fns) : "");
-    sbuf_append(&b, k->chain ? "void glesc_kernel_main() {\n" : "void main() {\n");
+    sbuf_append(&b, "void main() {\n");
     if (k->body.len)
         sbuf_append(&b, sbuf_str(&k->body) ? sbuf_str(&k->body) : "");
     sbuf_append(&b, "}\n");
-    if (k->chain)
-        chain_main(&b);
     if (k->oom || k->comments.oom || k->body.oom || k->fns.oom)
         b.oom = true;
     char *text = sbuf_take(&b);

@@ -325,9 +325,6 @@ GLESC_API glesc_status glesc_context_create(const glesc_context_options *opts, g
         }
     }
 
-    if ((st = gl_chain_init(ctx)) != GLESC_OK)
-        goto fail;
-
     /* Explicit beats GLESC_CACHE_DIR beats the XDG default. */
     ctx->cache_dir = core_disk_cache_resolve_dir(o.cache_dir);
     if ((st = gl_pool_create(ctx, o.pool_budget ? o.pool_budget : 64u << 20)) != GLESC_OK)
@@ -422,7 +419,6 @@ GLESC_API void glesc_context_destroy(glesc_context *ctx)
     if (ctx->compute_state_free)
         ctx->compute_state_free(ctx);
     gl_param_buffer_destroy(ctx, ctx->param_ring);
-    gl_chain_free(ctx);
     gl_program_cache_destroy(ctx);
     gl_pool_destroy(ctx);
     /* An adopted context that was current before stays current (it is the
@@ -514,7 +510,6 @@ GLESC_API void glesc_context_stats(const glesc_context *ctx, glesc_stats *out)
     gl_program_cache_stats(ctx, out);
     out->dispatches = ctx->dispatches;
     out->barriers = ctx->barriers;
-    out->chained = ctx->chain.replaced;
 }
 
 GLESC_API void glesc_context_reset_stats(glesc_context *ctx)
@@ -522,7 +517,6 @@ GLESC_API void glesc_context_reset_stats(glesc_context *ctx)
     gl_pool_reset_stats(ctx);
     gl_program_cache_reset_stats(ctx);
     ctx->dispatches = ctx->barriers = 0;
-    ctx->chain.replaced = 0;
 }
 
 /* ---- Helper contexts ---- */

@@ -55,7 +55,6 @@ static void storage_barrier(glesc_context *ctx)
         glMemoryBarrier(ctx->barrier_bits);
     ctx->ssbo_epoch++;
     ctx->barriers++;
-    gl_chain_barrier(ctx);
 }
 
 static void update_barrier_if_written(glesc_context *ctx, gl_buffer *buf)
@@ -102,7 +101,6 @@ glesc_status gl_buffer_upload(glesc_context *ctx, gl_buffer *buf, uint64_t offse
     if ((st = gl_host_write_guard(ctx, buf->last_use, "buffer upload")) != GLESC_OK)
         return st;
     update_barrier_if_written(ctx, buf);
-    gl_chain_break(ctx);
     glBindBuffer(GL_COPY_WRITE_BUFFER, buf->id);
     glBufferSubData(GL_COPY_WRITE_BUFFER, (GLintptr)offset, (GLsizeiptr)size, data);
     glBindBuffer(GL_COPY_WRITE_BUFFER, 0);
@@ -173,8 +171,6 @@ glesc_status gl_sync_wait(glesc_context *ctx, GLsync sync, uint64_t issued, uint
     /* The work finished (a lost context signals its fences too): was it reset? */
     if (st == GLESC_OK)
         st = gl_reset_check(ctx, "waiting for the GPU");
-    if (st == GLESC_OK)
-        st = gl_chain_check(ctx);
     return st;
 }
 
@@ -230,7 +226,6 @@ glesc_status gl_buffer_copy(glesc_context *ctx, gl_buffer *src, uint64_t src_off
         return st;
     update_barrier_if_written(ctx, src);
     update_barrier_if_written(ctx, dst);
-    gl_chain_break(ctx);
     glBindBuffer(GL_COPY_READ_BUFFER, src->id);
     glBindBuffer(GL_COPY_WRITE_BUFFER, dst->id);
     glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, (GLintptr)src_offset,
@@ -293,7 +288,6 @@ glesc_status gl_buffer_map_write(glesc_context *ctx, gl_buffer *buf, void **out)
     if (gst != GLESC_OK)
         return gst;
     update_barrier_if_written(ctx, buf);
-    gl_chain_break(ctx);
     glBindBuffer(GL_COPY_WRITE_BUFFER, buf->id);
     void *p = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, (GLsizeiptr)buf->size,
                                GL_MAP_WRITE_BIT | GL_MAP_INVALIDATE_BUFFER_BIT);
@@ -369,7 +363,6 @@ glesc_status gl_staging_copy(glesc_context *ctx, gl_staging *s, uint64_t offset,
     if ((st = gl_host_write_guard(ctx, buf->last_use, "staging copy")) != GLESC_OK)
         return st;
     update_barrier_if_written(ctx, buf);
-    gl_chain_break(ctx);
     glBindBuffer(GL_COPY_READ_BUFFER, s->id);
     glBindBuffer(GL_COPY_WRITE_BUFFER, buf->id);
     glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, (GLintptr)offset,
@@ -417,7 +410,6 @@ glesc_status gl_copy_to_staging(glesc_context *ctx, gl_buffer *buf, uint64_t off
     if (st != GLESC_OK || size == 0)
         return st;
     update_barrier_if_written(ctx, buf);
-    gl_chain_break(ctx);
     glBindBuffer(GL_COPY_READ_BUFFER, buf->id);
     glBindBuffer(GL_COPY_WRITE_BUFFER, s->id);
     glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, (GLintptr)offset,
@@ -545,7 +537,6 @@ void gl_bound_forget(glesc_context *ctx, GLuint buf)
 void gl_bound_reset(glesc_context *ctx)
 {
     memset(&ctx->bound, 0, sizeof ctx->bound);
-    ctx->chain.bound = false;
 }
 
 static void bind_range(GLenum target, GLuint index, gl_bound *cache, GLuint buf, uint64_t offset,
@@ -594,11 +585,8 @@ glesc_status gl_dispatch_block(glesc_context *ctx, const gl_program *prog,
         if (b->write && b->buf->read_ssbo_epoch == ctx->ssbo_epoch)
             need_barrier = true; /* WAR */
     }
-    uint32_t wait;
-    if (gl_chain_order(ctx, prog, need_barrier, &wait))
+    if (need_barrier)
         storage_barrier(ctx);
-    else if (need_barrier)
-        ctx->ssbo_epoch++; /* the chain's wait orders it instead */
 
     if (ctx->bound.program != prog->id) {
         glUseProgram(prog->id);
@@ -612,7 +600,6 @@ glesc_status gl_dispatch_block(glesc_context *ctx, const gl_program *prog,
     }
     if (buf)
         bind_range(GL_UNIFORM_BUFFER, 0, &ctx->bound.params, buf, offset, size);
-    gl_chain_issue(ctx, prog, wait);
     glDispatchCompute(groups[0], groups[1], groups[2]);
     ctx->dispatches++;
     flush_paced(ctx);

@@ -135,20 +135,6 @@ struct glesc_context {
         gl_bound ssbo[GL_BOUND_SSBOS];
         gl_bound params;
     } bound;
-    /* Dispatches ordered by flags instead of storage barriers (chain.c):
-     * on, the two binding points of the chain's buffers, its buffers (the
-     * fail word mapped), the last token given, the token of the dispatch
-     * before when it was chained (0: it was not), the dispatches since the
-     * last storage barrier, whether the buffers are bound, and how many
-     * barriers the chain replaced. */
-    struct {
-        bool on, bound;
-        int binding;
-        GLuint buf, fail_buf;
-        const volatile uint32_t *fail;
-        uint32_t token, last;
-        uint64_t since_barrier, replaced;
-    } chain;
     /* The ring of parameter blocks of gl_dispatch (exec.c). */
     GLuint param_ring;
     uint64_t param_ring_size, param_ring_pos;
@@ -316,7 +302,6 @@ typedef struct gl_program {
     GLuint id;
     core_hash128 key; /* hash of the source */
     int local_size[3];
-    GLint chain_loc; /* its chain tokens' uniform (chain.c); -1: not a chained kernel */
 } gl_program;
 
 glesc_status gl_program_cache_create(glesc_context *ctx, const char *dir);
@@ -522,25 +507,6 @@ glesc_status gl_dispatch(glesc_context *ctx, const gl_program *prog, const gl_bi
 glesc_status gl_dispatch_block(glesc_context *ctx, const gl_program *prog,
                                const gl_binding *bindings, int n_bindings, GLuint buf,
                                uint64_t offset, uint64_t size, const uint32_t groups[3]);
-/* ---- The dispatch chain (chain.c): flags instead of storage barriers ---- */
-/* Turns the chain on where GLESC_CHAIN (or the device class) asks and the
- * driver allows: its buffers, its binding points (ctx->chain.binding and
- * the next, for emit_kernel_chain). */
-glesc_status gl_chain_init(glesc_context *ctx);
-void gl_chain_free(glesc_context *ctx);
-/* For a dispatch of prog whose bindings need_barrier: whether it needs a
- * storage barrier, and the token it waits for instead (0: none). */
-bool gl_chain_order(glesc_context *ctx, const gl_program *prog, bool need_barrier, uint32_t *wait);
-/* Before prog's glDispatchCompute: its tokens (wait, its own). */
-void gl_chain_issue(glesc_context *ctx, const gl_program *prog, uint32_t wait);
-/* A storage barrier was placed; something other than a dispatch touched
- * buffers (the next chained dispatch starts a chain). */
-void gl_chain_barrier(glesc_context *ctx);
-void gl_chain_break(glesc_context *ctx);
-/* After a wait for the GPU: an error (and the chain off) when a chained
- * dispatch gave up waiting. */
-glesc_status gl_chain_check(glesc_context *ctx);
-
 /* Waits for all submitted work (fence); GLESC_ERROR_TIMEOUT after timeout_ns. */
 glesc_status gl_finish(glesc_context *ctx, uint64_t timeout_ns);
 

@@ -335,7 +335,6 @@ static gl_program *make_program(glesc_context *ctx, GLuint id, core_hash128 key)
     p->id = id;
     p->key = key;
     glGetProgramiv(id, GL_COMPUTE_WORK_GROUP_SIZE, p->local_size);
-    p->chain_loc = glGetUniformLocation(id, "glesc_chain_tok");
     if (!map_insert(ctx->programs, p)) {
         glDeleteProgram(id);
         core_free(p);

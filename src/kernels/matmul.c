@@ -564,56 +564,6 @@ static void gemv_argmax_finish(kb *b)
     kb_line(b, "}");
 }
 
-/* GLSL for the word at `byte` of weight binding wb (any element type). */
-static void word_at(const kb *b, int wb, char *out, size_t n)
-{
-    switch ((emit_elem)b->bind[wb].elem) {
-    case EMIT_UVEC4:
-        snprintf(out, n, "t%d[byte >> 4u].x", wb);
-        break;
-    case EMIT_VEC4:
-        snprintf(out, n, "floatBitsToUint(t%d[byte >> 4u].x)", wb);
-        break;
-    case EMIT_UVEC2:
-        snprintf(out, n, "t%d[byte >> 3u].x", wb);
-        break;
-    case EMIT_VEC2:
-        snprintf(out, n, "floatBitsToUint(t%d[byte >> 3u].x)", wb);
-        break;
-    case EMIT_FLOAT:
-        snprintf(out, n, "floatBitsToUint(t%d[byte >> 2u])", wb);
-        break;
-    case EMIT_INT:
-        snprintf(out, n, "uint(t%d[byte >> 2u])", wb);
-        break;
-    default:
-        snprintf(out, n, "t%d[byte >> 2u]", wb);
-    }
-}
-
-/* The dispatch chain's prefetch of the first block's weight rows
- * (glsl/graph/gemv.glsl, GLESC_CHAIN_PREFETCH): a word of each member's
- * weight, and of the pair's. */
-static void gemv_prefetch(kb *b, const mm_ctx *mc)
-{
-    char w[96];
-    emit_kernel_define(b->k, "GLESC_CHAIN_PREFETCH", "1");
-    emit_kernel_function_begin(b->k, "uint gemv_pf_word(uint sel, uint byte)");
-    for (int j = 0; j < mc->n_sib; j++) {
-        word_at(b, mc->sib[j].wb, w, sizeof w);
-        kb_line(b, "if (sel == %du) return %s;", j + 1, w);
-    }
-    word_at(b, mc->wb, w, sizeof w);
-    kb_line(b, "return %s;", w);
-    emit_kernel_function_end(b->k);
-    if (mc->p) {
-        emit_kernel_function_begin(b->k, "uint gemv_pf_word2(uint byte)");
-        word_at(b, mc->wb2, w, sizeof w);
-        kb_line(b, "return %s;", w);
-        emit_kernel_function_end(b->k);
-    }
-}
-
 static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
 {
     bool dual = mc->p != NULL;
@@ -700,8 +650,6 @@ static glesc_status gen_gemv(kb *b, mm_ctx *mc, int gemv_max_m)
     if (b->k) {
         emit_kernel_snippet(b->k, "graph/gemv");
         gemv_units_copies(b, mc, c.raw, c.half, c.quad);
-        if (b->ctx->chain.on)
-            gemv_prefetch(b, mc);
     }
     /* the hooks gemv.glsl calls: x with its prologue (and a folded norm's
      * squares), the stores with their epilogues, the norm's scale */
