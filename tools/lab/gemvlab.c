@@ -4,7 +4,10 @@
  * given by defines, checked against a C reference and timed over enough
  * copies of the weight to leave the L2: chained with storage barriers as a
  * decode step runs them, without barriers, and a dispatch at a time by a
- * GPU timer query (as glesc-bench times glesc's GEMV).
+ * GPU timer query (as glesc-bench times glesc's GEMV); each loop also by a
+ * timer query around it, queued behind a long single-invocation dispatch
+ * (the GPU's own time: the loop is host-bound otherwise). A CHAIN variant
+ * also runs ordered by its flags instead of barriers.
  *   cc -O2 -o gemvlab tools/lab/gemvlab.c -lEGL -lGLESv2 -lm
  *   LAB_DEVICE=0 ./gemvlab tools/lab/gemv_q4.glsl 11008 4096 'r2u4|#define R 2;#define U 4'
  * A variant is "name|defines" (';' separates lines). LAB_DEVICE: use
@@ -18,6 +21,11 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+static PFNGLGENQUERIESEXTPROC gq;
+static PFNGLBEGINQUERYEXTPROC bq_;
+static PFNGLENDQUERYEXTPROC eq;
+static PFNGLGETQUERYOBJECTUI64VEXTPROC gr;
 
 static char *slurp(const char *p)
 {
@@ -128,6 +136,17 @@ int main(int argc, char **argv)
         glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, sizeof zeros, zeros);
     }
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 4, bc);
+    /* timer queries, and a program that keeps the GPU busy for a while */
+    gq = (void *)eglGetProcAddress("glGenQueriesEXT");
+    bq_ = (void *)eglGetProcAddress("glBeginQueryEXT");
+    eq = (void *)eglGetProcAddress("glEndQueryEXT");
+    gr = (void *)eglGetProcAddress("glGetQueryObjectui64vEXT");
+    GLuint sleeper =
+        lab_program("#version 310 es\nlayout(local_size_x = 1) in;\n"
+                    "layout(std430, binding = 3) buffer Y { float y[]; };\n",
+                    "void main() {\n    float a = y[0];\n"
+                    "    for (uint i = 0u; i < 4000000u; i++) a = a * 0.9999999 + 0.5;\n"
+                    "    y[1] = a;\n}\n");
     printf("N %u K %u: %.1f MB a copy, %d copies\n", N, K, (qbytes + dbytes) / 1e6, copies);
     for (int v = 4; v < argc; v++) {
         char *spec = strdup(argv[v]), *bar = strchr(spec, '|');
@@ -193,11 +212,6 @@ int main(int argc, char **argv)
         glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
         double t[5];
         {
-            PFNGLGENQUERIESEXTPROC gq = (void *)eglGetProcAddress("glGenQueriesEXT");
-            PFNGLBEGINQUERYEXTPROC bq_ = (void *)eglGetProcAddress("glBeginQueryEXT");
-            PFNGLENDQUERYEXTPROC eq = (void *)eglGetProcAddress("glEndQueryEXT");
-            PFNGLGETQUERYOBJECTUI64VEXTPROC gr =
-                (void *)eglGetProcAddress("glGetQueryObjectui64vEXT");
             t[2] = 0;
             if (gq && bq_ && eq && gr) {
                 GLuint qs[64];
@@ -224,6 +238,7 @@ int main(int argc, char **argv)
         }
         /* 0: chained, 1: no barriers, 2 (CHAIN): flags, 3: flags and barriers */
         GLint lc = glGetUniformLocation(p, "chain");
+        double tg[4] = {0};
         for (int mode = 0; mode < (lc >= 0 ? 4 : 2); mode++) {
             int slot = mode < 2 ? mode : mode + 1; /* t[2]: the timer's */
             for (int i = 0; i < 20; i++) {
@@ -246,7 +261,37 @@ int main(int argc, char **argv)
             }
             glFinish();
             t[slot] = (lab_now() - t0) / iters;
+            /* the GPU's own time for the same loop: queued behind a long
+             * single-invocation dispatch, so that the host is ahead */
+            if (sleeper && gq) {
+                GLuint qq;
+                gq(1, &qq);
+                glUseProgram(sleeper);
+                glDispatchCompute(1, 1, 1);
+                glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+                glUseProgram(p);
+                bq_(GL_TIME_ELAPSED_EXT, qq);
+                for (int i = 0; i < iters; i++) {
+                    glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
+                    glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
+                    if (lc >= 0) {
+                        token++;
+                        glUniform2ui(lc, mode >= 2 && i ? token - 1 : 0, token);
+                    }
+                    glDispatchCompute(groups, 1, 1);
+                    if (mode == 0 || mode == 3)
+                        glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+                }
+                eq(GL_TIME_ELAPSED_EXT);
+                glFinish();
+                GLuint64 v = 0;
+                gr(qq, GL_QUERY_RESULT_EXT, &v);
+                tg[mode] = v * 1e-9 / iters;
+            }
         }
+        printf("%-28s GPU time a dispatch (behind a sleeper): barriers %7.2f us, none %7.2f us, "
+               "flags %7.2f us, flags and barriers %7.2f us\n",
+               spec, tg[0] * 1e6, tg[1] * 1e6, tg[2] * 1e6, tg[3] * 1e6);
         if (lc >= 0) {
             glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
             glBindBuffer(GL_SHADER_STORAGE_BUFFER, bc);
