@@ -27,6 +27,32 @@ static PFNGLBEGINQUERYEXTPROC bq_;
 static PFNGLENDQUERYEXTPROC eq;
 static PFNGLGETQUERYOBJECTUI64VEXTPROC gr;
 
+/* A variant's dispatches over the weight's copies. */
+typedef struct loop {
+    GLint lq, ld, lc; /* uniforms: the copy's offsets, CHAIN's tokens (-1: none) */
+    uint64_t qbytes, dbytes;
+    int copies;
+    GLuint groups;
+    uint32_t *token;
+} loop;
+
+/* iters dispatches ordered by mode: 0 storage barriers, 1 nothing (wrong
+ * results), 2 CHAIN's flags, 3 flags and barriers. */
+static void run_loop(const loop *l, int mode, int iters)
+{
+    for (int i = 0; i < iters; i++) {
+        glUniform1ui(l->lq, (GLuint)(l->qbytes / 16 * (uint64_t)(i % l->copies)));
+        glUniform1ui(l->ld, (GLuint)(l->dbytes / 4 * (uint64_t)(i % l->copies)));
+        if (l->lc >= 0) {
+            ++*l->token;
+            glUniform2ui(l->lc, mode >= 2 && i ? *l->token - 1 : 0, *l->token);
+        }
+        glDispatchCompute(l->groups, 1, 1);
+        if (mode == 0 || mode == 3)
+            glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    }
+}
+
 static char *slurp(const char *p)
 {
     FILE *f = fopen(p, "rb");
@@ -237,28 +263,15 @@ int main(int argc, char **argv)
             }
         }
         /* 0: chained, 1: no barriers, 2 (CHAIN): flags, 3: flags and barriers */
-        GLint lc = glGetUniformLocation(p, "chain");
+        loop lp = {lq,     ld,    glGetUniformLocation(p, "chain"), qbytes, dbytes, copies,
+                   groups, &token};
         double tg[4] = {0};
-        for (int mode = 0; mode < (lc >= 0 ? 4 : 2); mode++) {
+        for (int mode = 0; mode < (lp.lc >= 0 ? 4 : 2); mode++) {
             int slot = mode < 2 ? mode : mode + 1; /* t[2]: the timer's */
-            for (int i = 0; i < 20; i++) {
-                glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
-                glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
-                glDispatchCompute(groups, 1, 1);
-            }
+            run_loop(&lp, 1, 20);
             glFinish();
             double t0 = lab_now();
-            for (int i = 0; i < iters; i++) {
-                glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
-                glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
-                if (lc >= 0) {
-                    token++;
-                    glUniform2ui(lc, mode >= 2 && i ? token - 1 : 0, token);
-                }
-                glDispatchCompute(groups, 1, 1);
-                if (mode == 0 || mode == 3)
-                    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-            }
+            run_loop(&lp, mode, iters);
             glFinish();
             t[slot] = (lab_now() - t0) / iters;
             /* the GPU's own time for the same loop: queued behind a long
@@ -271,17 +284,7 @@ int main(int argc, char **argv)
                 glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
                 glUseProgram(p);
                 bq_(GL_TIME_ELAPSED_EXT, qq);
-                for (int i = 0; i < iters; i++) {
-                    glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
-                    glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
-                    if (lc >= 0) {
-                        token++;
-                        glUniform2ui(lc, mode >= 2 && i ? token - 1 : 0, token);
-                    }
-                    glDispatchCompute(groups, 1, 1);
-                    if (mode == 0 || mode == 3)
-                        glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-                }
+                run_loop(&lp, mode, iters);
                 eq(GL_TIME_ELAPSED_EXT);
                 glFinish();
                 GLuint64 v = 0;
@@ -292,7 +295,7 @@ int main(int argc, char **argv)
         printf("%-28s GPU time a dispatch (behind a sleeper): barriers %7.2f us, none %7.2f us, "
                "flags %7.2f us, flags and barriers %7.2f us\n",
                spec, tg[0] * 1e6, tg[1] * 1e6, tg[2] * 1e6, tg[3] * 1e6);
-        if (lc >= 0) {
+        if (lp.lc >= 0) {
             glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
             glBindBuffer(GL_SHADER_STORAGE_BUFFER, bc);
             uint32_t *m = glMapBufferRange(GL_SHADER_STORAGE_BUFFER, 512, 4, GL_MAP_READ_BIT);
