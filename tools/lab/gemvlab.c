@@ -173,6 +173,9 @@ int main(int argc, char **argv)
                     "void main() {\n    float a = y[0];\n"
                     "    for (uint i = 0u; i < 4000000u; i++) a = a * 0.9999999 + 0.5;\n"
                     "    y[1] = a;\n}\n");
+    GLuint span_query = 0; /* the loops' GPU time */
+    if (gq && bq_ && eq && gr)
+        gq(1, &span_query);
     printf("N %u K %u: %.1f MB a copy, %d copies\n", N, K, (qbytes + dbytes) / 1e6, copies);
     for (int v = 4; v < argc; v++) {
         char *spec = strdup(argv[v]), *bar = strchr(spec, '|');
@@ -236,9 +239,10 @@ int main(int argc, char **argv)
                 worst = isnan(yp[n]) ? 1e9 : e;
         }
         glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
-        double t[5];
+        /* µs a dispatch: one at a time by its own timer query, and each
+         * mode's loop by the wall clock and on the GPU */
+        double timed = 0, wall[4] = {0}, gpu[4] = {0};
         {
-            t[2] = 0;
             if (gq && bq_ && eq && gr) {
                 GLuint qs[64];
                 gq(64, qs);
@@ -259,55 +263,54 @@ int main(int argc, char **argv)
                     eq(GL_TIME_ELAPSED_EXT);
                     glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
                 }
-                t[2] = n ? tot * 1e-9 / n : 0;
+                timed = n ? tot * 1e-9 / n : 0;
             }
         }
         /* 0: chained, 1: no barriers, 2 (CHAIN): flags, 3: flags and barriers */
         loop lp = {lq,     ld,    glGetUniformLocation(p, "chain"), qbytes, dbytes, copies,
                    groups, &token};
-        double tg[4] = {0};
-        for (int mode = 0; mode < (lp.lc >= 0 ? 4 : 2); mode++) {
-            int slot = mode < 2 ? mode : mode + 1; /* t[2]: the timer's */
+        int modes = lp.lc >= 0 ? 4 : 2;
+        for (int mode = 0; mode < modes; mode++) {
             run_loop(&lp, 1, 20);
             glFinish();
             double t0 = lab_now();
             run_loop(&lp, mode, iters);
             glFinish();
-            t[slot] = (lab_now() - t0) / iters;
+            wall[mode] = (lab_now() - t0) / iters;
             /* the GPU's own time for the same loop: queued behind a long
              * single-invocation dispatch, so that the host is ahead */
-            if (sleeper && gq) {
-                GLuint qq;
-                gq(1, &qq);
+            if (sleeper && span_query) {
                 glUseProgram(sleeper);
                 glDispatchCompute(1, 1, 1);
                 glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
                 glUseProgram(p);
-                bq_(GL_TIME_ELAPSED_EXT, qq);
+                bq_(GL_TIME_ELAPSED_EXT, span_query);
                 run_loop(&lp, mode, iters);
                 eq(GL_TIME_ELAPSED_EXT);
                 glFinish();
                 GLuint64 v = 0;
-                gr(qq, GL_QUERY_RESULT_EXT, &v);
-                tg[mode] = v * 1e-9 / iters;
+                gr(span_query, GL_QUERY_RESULT_EXT, &v);
+                gpu[mode] = v * 1e-9 / iters;
             }
         }
-        printf("%-28s GPU time a dispatch (behind a sleeper): barriers %7.2f us, none %7.2f us, "
-               "flags %7.2f us, flags and barriers %7.2f us\n",
-               spec, tg[0] * 1e6, tg[1] * 1e6, tg[2] * 1e6, tg[3] * 1e6);
+        if (span_query)
+            printf(
+                "%-28s GPU time a dispatch (behind a sleeper): barriers %7.2f us, none %7.2f us\n",
+                spec, gpu[0] * 1e6, gpu[1] * 1e6);
         if (lp.lc >= 0) {
             glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
             glBindBuffer(GL_SHADER_STORAGE_BUFFER, bc);
             uint32_t *m = glMapBufferRange(GL_SHADER_STORAGE_BUFFER, 512, 4, GL_MAP_READ_BIT);
-            printf("%-28s flags %7.2f us, flags and barriers %7.2f us, fail %u\n", spec, t[3] * 1e6,
-                   t[4] * 1e6, m ? m[0] : 99u);
+            printf(
+                "%-28s flags %7.2f us, flags and barriers %7.2f us (GPU %7.2f, %7.2f), fail %u\n",
+                spec, wall[2] * 1e6, wall[3] * 1e6, gpu[2] * 1e6, gpu[3] * 1e6, m ? m[0] : 99u);
             glUnmapBuffer(GL_SHADER_STORAGE_BUFFER);
         }
         double gb = (qbytes + (double)N * nb * 2) / 1e9;
         printf("%-28s rows/wg %3u groups %6u  chained %7.2f us %6.0f GB/s | free %7.2f us %6.0f "
                "GB/s | timed %7.2f us | err %.1e\n",
-               spec, rows_wg, groups, t[0] * 1e6, gb / t[0], t[1] * 1e6, gb / t[1], t[2] * 1e6,
-               worst);
+               spec, rows_wg, groups, wall[0] * 1e6, gb / wall[0], wall[1] * 1e6, gb / wall[1],
+               timed * 1e6, worst);
         fflush(stdout);
         glDeleteProgram(p);
         free(spec);
