@@ -17,15 +17,9 @@
  * assembly as text). */
 #define _GNU_SOURCE
 #include "lab.h"
-#include <GLES2/gl2ext.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-static PFNGLGENQUERIESEXTPROC gq;
-static PFNGLBEGINQUERYEXTPROC bq_;
-static PFNGLENDQUERYEXTPROC eq;
-static PFNGLGETQUERYOBJECTUI64VEXTPROC gr;
 
 /* A variant's dispatches over the weight's copies. */
 typedef struct loop {
@@ -53,45 +47,6 @@ static void run_loop(const loop *l, int mode, int iters)
     }
 }
 
-static char *slurp(const char *p)
-{
-    FILE *f = fopen(p, "rb");
-    if (!f)
-        lab_die(p);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc(n + 1);
-    if (fread(s, 1, n, f) != (size_t)n)
-        lab_die("read");
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
-static uint16_t f2h(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t s = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
-    if (e < 103)
-        return s;
-    if (e < 113)
-        return s | ((m | 0x800000) >> (126 - e));
-    return s | ((e - 112) << 10) | (m >> 13);
-}
-
-static float h2f(uint16_t h)
-{
-    uint32_t s = (h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
-    if (e == 0)
-        return (s ? -1.f : 1.f) * m / 16777216.f;
-    x = s | ((e + 112) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 5) {
@@ -99,7 +54,7 @@ int main(int argc, char **argv)
         return 2;
     }
     lab_context();
-    char *body = slurp(argv[1]);
+    char *body = lab_slurp(argv[1]);
     uint32_t N = atoi(argv[2]), K = atoi(argv[3]), nb = K / 32;
     uint64_t qbytes = (uint64_t)N * nb * 16, dbytes = (uint64_t)N * nb * 2;
     dbytes = (dbytes + 255) / 256 * 256;
@@ -114,14 +69,14 @@ int main(int argc, char **argv)
     for (uint64_t i = 0; i < qbytes; i++)
         q[i] = rand();
     for (uint64_t i = 0; i < (uint64_t)N * nb; i++)
-        d[i] = f2h((rand() / (float)RAND_MAX - 0.5f) * 0.02f);
+        d[i] = lab_f2h((rand() / (float)RAND_MAX - 0.5f) * 0.02f);
     for (uint32_t i = 0; i < K; i++)
         x[i] = rand() / (float)RAND_MAX - 0.5f;
     for (uint32_t n = 0; n < N; n++) {
         double s = 0;
         for (uint32_t b = 0; b < nb; b++) {
             const uint8_t *bq = q + ((uint64_t)n * nb + b) * 16;
-            float dd = h2f(d[(uint64_t)n * nb + b]);
+            float dd = lab_h2f(d[(uint64_t)n * nb + b]);
             for (int j = 0; j < 16; j++) {
                 s += dd * ((bq[j] & 15) - 8) * x[b * 32 + j];
                 s += dd * ((bq[j] >> 4) - 8) * x[b * 32 + 16 + j];
@@ -163,16 +118,12 @@ int main(int argc, char **argv)
     }
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 4, bc);
     /* timer queries, and a program that keeps the GPU busy for a while */
-    gq = (void *)eglGetProcAddress("glGenQueriesEXT");
-    bq_ = (void *)eglGetProcAddress("glBeginQueryEXT");
-    eq = (void *)eglGetProcAddress("glEndQueryEXT");
-    gr = (void *)eglGetProcAddress("glGetQueryObjectui64vEXT");
-    GLuint sleeper =
-        lab_program("#version 310 es\nlayout(local_size_x = 1) in;\n"
-                    "layout(std430, binding = 3) buffer Y { float y[]; };\n",
-                    "void main() {\n    float a = y[0];\n"
-                    "    for (uint i = 0u; i < 4000000u; i++) a = a * 0.9999999 + 0.5;\n"
-                    "    y[1] = a;\n}\n");
+    lab_timer tm = lab_timers(3);
+    PFNGLGENQUERIESEXTPROC gq = tm.gen;
+    PFNGLBEGINQUERYEXTPROC bq_ = tm.begin;
+    PFNGLENDQUERYEXTPROC eq = tm.end;
+    PFNGLGETQUERYOBJECTUI64VEXTPROC gr = tm.get;
+    GLuint sleeper = tm.sleeper;
     GLuint span_query = 0; /* the loops' GPU time */
     if (gq && bq_ && eq && gr)
         gq(1, &span_query);

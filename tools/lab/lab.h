@@ -6,8 +6,11 @@
 #include <EGL/egl.h>
 #include <EGL/eglext.h>
 #include <GLES3/gl31.h>
+#include <GLES2/gl2ext.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 static inline double lab_now(void)
@@ -78,5 +81,77 @@ static inline GLuint lab_program(const char *head, const char *body)
         return 0;
     }
     return p;
+}
+/* A whole file, NUL-terminated; and f16 to and from f32 (the labs' own,
+ * rounding toward zero). */
+static inline char *lab_slurp(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    if (!f)
+        lab_die(p);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc(n + 1);
+    if (fread(s, 1, n, f) != (size_t)n)
+        lab_die("read");
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static inline uint16_t lab_f2h(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t s = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
+    if (e < 103)
+        return s;
+    if (e < 113)
+        return s | ((m | 0x800000) >> (126 - e));
+    return s | ((e - 112) << 10) | (m >> 13);
+}
+
+static inline float lab_h2f(uint16_t h)
+{
+    uint32_t s = (h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+    if (e == 0)
+        return (s ? -1.f : 1.f) * m / 16777216.f;
+    x = s | ((e + 112) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* GPU timer queries (GL_EXT_disjoint_timer_query; all NULL where absent) and
+ * a program that keeps the GPU busy for a while (a single invocation, about
+ * 8 ms on an H200, writing y[1] of the binding given): a loop queued behind
+ * it is timed on the GPU with the host ahead. */
+typedef struct lab_timer {
+    PFNGLGENQUERIESEXTPROC gen;
+    PFNGLBEGINQUERYEXTPROC begin;
+    PFNGLENDQUERYEXTPROC end;
+    PFNGLGETQUERYOBJECTUI64VEXTPROC get;
+    GLuint sleeper;
+} lab_timer;
+
+static inline lab_timer lab_timers(int binding)
+{
+    char head[160];
+    snprintf(head, sizeof head,
+             "#version 310 es\nlayout(local_size_x = 1) in;\n"
+             "layout(std430, binding = %d) buffer Y { float y[]; };\n",
+             binding);
+    lab_timer t = {(void *)eglGetProcAddress("glGenQueriesEXT"),
+                   (void *)eglGetProcAddress("glBeginQueryEXT"),
+                   (void *)eglGetProcAddress("glEndQueryEXT"),
+                   (void *)eglGetProcAddress("glGetQueryObjectui64vEXT"), 0};
+    if (!(t.gen && t.begin && t.end && t.get))
+        t.gen = NULL;
+    t.sleeper =
+        lab_program(head, "void main() {\n    float a = y[0];\n"
+                          "    for (uint i = 0u; i < 4000000u; i++) a = a * 0.9999999 + 0.5;\n"
+                          "    y[1] = a;\n}\n");
+    return t;
 }
 #endif
