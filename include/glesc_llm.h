@@ -487,7 +487,11 @@ GLESC_API glesc_status glesc_model_estimate(const glesc_context *ctx, const gles
                                             glesc_model_memory *out);
 
 /* A session over m with an empty KV cache. opts may be NULL. The model must
- * outlive the session. */
+ * outlive the session. Where its prompts may need the device profile (the
+ * GEMV/GEMM threshold, for n_batch of 2 and more) and the context has none
+ * yet, it is measured here, once a context: a few small matmuls,
+ * milliseconds on a GPU, their buffers deleted after; none where the
+ * device class, GLESC_GEMV_MAX_M or the disk cache gives it. */
 GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_options *opts,
                                             glesc_session **out);
 GLESC_API void glesc_session_destroy(glesc_session *s);

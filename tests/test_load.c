@@ -349,6 +349,7 @@ static void check_estimate(const estimate_case *c)
         ids[i] = 3 + i % 200;
     float *rows = malloc((size_t)n * (size_t)mi.n_vocab * sizeof *rows);
     glesc_stats before, after;
+    glesc_context_memory_reset_peak(ctx); /* the step's own peak */
     glesc_context_stats(ctx, &before);
     cr_assert_eq(glesc_session_eval(s, ids, (size_t)n, GLESC_EVAL_ALL_LOGITS, rows), GLESC_OK, "%s",
                  glesc_last_errmsg());
@@ -391,6 +392,16 @@ Test(load, estimate_q4_0_repacked_f16_cache)
 
 Test(load, estimate_q6_k_tied_qwen2)
 {
+    check_estimate(&(estimate_case){GLESC_DTYPE_Q6_K, tweak_tied_qwen2, 0, 200, 7, 0});
+}
+
+Test(load, estimate_holds_where_the_device_profile_is_measured)
+{
+    /* A class without a threshold of its own and no GLESC_GEMV_MAX_M (the
+     * suites set it), as on a real GPU's first run: the session measures
+     * the device profile, and the step the estimate bounds does not. */
+    unsetenv("GLESC_GEMV_MAX_M");
+    setenv("GLESC_DEVICE_CLASS", "default", 1);
     check_estimate(&(estimate_case){GLESC_DTYPE_Q6_K, tweak_tied_qwen2, 0, 200, 7, 0});
 }
 

@@ -6,7 +6,8 @@
  * measurement; a foreign or damaged entry is ignored and measured again;
  * GLESC_GEMV_MAX_M overrides it, and a device class with a threshold of
  * its own (llvmpipe's) needs no measurement; a failed measurement says why
- * (an error with a message, and a logged warning with the fallback).
+ * (an error with a message, and a logged warning with the fallback); the
+ * measurement's buffers are deleted when it is done.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -105,6 +106,25 @@ Test(profile, measured_once_per_context_and_outside_the_compute)
 
     free(msg);
     glesc_graph_destroy(bad);
+    glesc_context_destroy(ctx);
+    free(dir);
+}
+
+Test(profile, the_measurement_leaves_no_buffer_behind)
+{
+    char *dir = test_tmpdir(); /* an empty cache: measured */
+    glesc_context *ctx = test_context(dir);
+    glesc_memory_stats before, after;
+    glesc_context_memory_reset_peak(ctx);
+    glesc_context_memory(ctx, &before);
+    cr_assert_eq(profile_of(ctx)->source, COMPUTE_PROFILE_MEASURED);
+    glesc_context_memory(ctx, &after);
+    cr_log_info("held before %llu, after %llu, at the measurement's peak %llu bytes",
+                (unsigned long long)before.total_bytes, (unsigned long long)after.total_bytes,
+                (unsigned long long)after.peak_total_bytes);
+    cr_assert_gt(after.peak_total_bytes, before.total_bytes, "the measurement took no memory?");
+    cr_assert_eq(after.total_bytes, before.total_bytes, "held or cached after it: %llu bytes",
+                 (unsigned long long)(after.total_bytes - before.total_bytes));
     glesc_context_destroy(ctx);
     free(dir);
 }

@@ -19,7 +19,10 @@
  * its own tensors, the GLSL from kernels_gen, programs from the program
  * cache, dispatches through gl_dispatch, timed around gl_finish. It never
  * goes through glesc_graph_compute, so the caller's plan cache, trace,
- * statistics and error message are left as they were. A failed measurement
+ * statistics and error message are left as they were, and its buffers
+ * (about 0.6-0.9 MiB at its peak) are deleted when it is done.
+ * glesc_session_create takes the profile for a session whose prompts may
+ * need it, so that no eval's time or memory includes the measurement. A failed measurement
  * is logged as a warning with its reason, and the context then uses GEMV up
  * to PROFILE_FALLBACK_GEMV_MAX_M (the value used when nothing is measured);
  * the next context tries again.
@@ -119,11 +122,18 @@ done:
 glesc_status compute_profile_measure(glesc_context *ctx, compute_profile *out)
 {
     glesc_status st = GLESC_OK;
+    /* What the measurement takes goes back to the driver when it is done:
+     * its weight (deleted on release), its activations and a kernel
+     * scratch it grew (dropped from the pool's cache), so that the context
+     * holds nothing for it afterwards. */
+    compute_state *cs = compute_state_get(ctx);
+    gl_buffer *scratch0 = cs ? cs->scratch : NULL;
+    uint64_t tick = gl_pool_tick(ctx);
     int64_t shape[2] = {PROFILE_K, PROFILE_N};
     size_t n = (size_t)PROFILE_K * PROFILE_N;
     uint16_t *wd = core_calloc(n, sizeof *wd); /* zeros: the time does not depend on values */
     glesc_tensor *w = glesc_weight_new(ctx, GLESC_DTYPE_F16, 2, shape);
-    if (!wd) {
+    if (!wd || !cs) {
         st = core_err_set(&ctx->err, GLESC_ERROR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
@@ -152,6 +162,11 @@ done:
                         ctx->caps.renderer ? ctx->caps.renderer : "?", PROFILE_K, PROFILE_N);
     glesc_weight_free(w);
     core_free(wd);
+    if (cs && cs->scratch != scratch0) {
+        gl_pool_release(ctx, cs->scratch);
+        cs->scratch = NULL;
+    }
+    gl_pool_drop_since(ctx, tick);
     return st;
 }
 

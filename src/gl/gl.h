@@ -292,6 +292,11 @@ glesc_status gl_buffer_back(glesc_context *ctx, gl_buffer *buf);
 void gl_pool_release(glesc_context *ctx, gl_buffer *buf);
 /* Deletes cached buffers until at most budget bytes stay cached. */
 void gl_pool_trim(glesc_context *ctx, uint64_t budget);
+/* The pool's release clock now, and the deletion of every buffer cached
+ * after that time: what a piece of work released since gl_pool_tick goes
+ * back to the driver (the device profile's, which nothing reuses). */
+uint64_t gl_pool_tick(const glesc_context *ctx);
+void gl_pool_drop_since(glesc_context *ctx, uint64_t tick);
 void gl_pool_stats(const glesc_context *ctx, glesc_stats *st);
 void gl_pool_reset_stats(glesc_context *ctx);
 /* The peak of glesc_context_memory starts again from what is held now. */

@@ -202,6 +202,17 @@ glesc_status gl_pool_acquire_unbacked(glesc_context *ctx, uint64_t size, gl_buff
     return acquire(ctx, size, GL_USAGE_WEIGHTS, false, out);
 }
 
+/* Deletes cached buffer b. */
+static void drop_cached(glesc_context *ctx, gl_buffer *b)
+{
+    gl_pool *p = ctx->pool;
+    list_remove(&p->cached, b);
+    p->cached_bytes -= b->size;
+    p->cached_n--;
+    p->now.cached -= b->size;
+    delete_buffer(ctx, b);
+}
+
 void gl_pool_trim(glesc_context *ctx, uint64_t budget)
 {
     gl_pool *p = ctx->pool;
@@ -210,11 +221,22 @@ void gl_pool_trim(glesc_context *ctx, uint64_t budget)
         for (gl_buffer *b = p->cached; b; b = b->next)
             if (b->lru_tick < oldest->lru_tick)
                 oldest = b;
-        list_remove(&p->cached, oldest);
-        p->cached_bytes -= oldest->size;
-        p->cached_n--;
-        p->now.cached -= oldest->size;
-        delete_buffer(ctx, oldest);
+        drop_cached(ctx, oldest);
+    }
+}
+
+uint64_t gl_pool_tick(const glesc_context *ctx)
+{
+    return ctx->pool->tick;
+}
+
+void gl_pool_drop_since(glesc_context *ctx, uint64_t tick)
+{
+    gl_buffer *next;
+    for (gl_buffer *b = ctx->pool->cached; b; b = next) {
+        next = b->next;
+        if (b->lru_tick > tick)
+            drop_cached(ctx, b);
     }
 }
 

@@ -128,6 +128,14 @@ GLESC_API glesc_status glesc_session_create(glesc_model *m, const glesc_session_
     }
     if ((st = glesc_readback_create(m->ctx, &s->logits_rb)) != GLESC_OK)
         goto fail;
+    /* The device profile, where a prompt of 2..8 tokens will need it
+     * (measured once a context where neither the class, GLESC_GEMV_MAX_M
+     * nor the disk cache gives it): here, so that no eval's time or memory
+     * includes the measurement. */
+    if (o.n_batch >= 2 && !compute_profile_get(m->ctx)) {
+        st = llm_ctx_fail(m->ctx, GLESC_ERROR_OUT_OF_MEMORY, "session: device profile");
+        goto fail;
+    }
     uint64_t live0 = llm_pool_live_bytes(m->ctx);
     for (int64_t l = 0; l < hp->n_layer; l++) {
         int64_t shape[2] = {kv_dim, o.n_ctx};
