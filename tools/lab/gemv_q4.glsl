@@ -4,26 +4,14 @@
 // decode (AND/OR, one MAD, one FMA an element). x staged in shared memory
 // unless XREG (x held in registers: wrong results, the ALU alone). NOLOAD:
 // weights from a hash (the ALU alone); LOADONLY: the words folded by XOR
-// (the loads alone). PS: the dot products into 4 partial sums. UNROLLNV:
-// NVIDIA's optionNV(unroll all). NULLK: no work (a dispatch's cost).
+// (the loads alone). PS: the dot products into 4 partial sums. NULLK: no
+// work (a dispatch's cost). WG, NOSG, UNROLLNV: q4_common.glsl.
 #ifndef R
 #define R 1
 #endif
 #ifndef U
 #define U 1
 #endif
-#ifndef WG
-#define WG 256
-#endif
-#ifndef NOSG
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#endif
-#ifdef UNROLLNV
-#pragma optionNV(unroll all)
-#endif
-precision highp float;
-precision highp int;
-layout(local_size_x = WG) in;
 layout(std430, binding = 0) restrict readonly buffer Q { uvec4 q[]; };
 layout(std430, binding = 1) restrict readonly buffer D { uint d[]; };
 layout(std430, binding = 2) restrict readonly buffer X { vec4 x[]; };
@@ -32,24 +20,6 @@ uniform uint qoff, doff, probe;
 #define NT (uint(WG) / 32u)
 #define ROWS_WG (NT * uint(R))
 #define NB (KK / 32u)
-#ifdef NOSG
-shared float red[WG];
-float subgroupAdd(float v)
-{
-    uint lid = gl_LocalInvocationID.x;
-    barrier();
-    red[lid] = v;
-    memoryBarrierShared();
-    barrier();
-    for (uint h = 16u; h > 0u; h >>= 1u) {
-        if (lid % 32u < h)
-            red[lid] += red[lid + h];
-        memoryBarrierShared();
-        barrier();
-    }
-    return red[lid - lid % 32u];
-}
-#endif
 #if KK * 9u / 2u <= 49152u
 #define XP 9u
 #else
@@ -58,20 +28,6 @@ float subgroupAdd(float v)
 shared vec4 xs[KK / 32u * XP];
 #define XA(b, i) xs[(b) * XP + uint(i)]
 
-vec4 lo4(uint w)
-{
-    uint h = w >> 12u;
-    vec4 f = uintBitsToFloat(uvec4(w & 0xfu, w & 0xf00u, w & 0xf0000u, h & 0xf000u) | 0x4b000000u);
-    return f * vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 4096.0) +
-           vec4(-8388616.0, -32776.0, -136.0, -2056.0);
-}
-vec4 hi4(uint w)
-{
-    uint h = w >> 12u;
-    vec4 f = uintBitsToFloat(uvec4(w & 0xf0u, w & 0xf000u, h & 0xf00u, h & 0xf0000u) | 0x4b000000u);
-    return f * vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 256.0, 1.0 / 65536.0) +
-           vec4(-524296.0, -2056.0, -32776.0, -136.0);
-}
 
 #ifdef XREG
 #define XV(b, i) xr[i]

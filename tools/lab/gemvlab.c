@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         return 2;
     }
     lab_context();
-    char *body = lab_slurp(argv[1]);
+    char *body = lab_kernel_source(argv[1]);
     uint32_t N = atoi(argv[2]), K = atoi(argv[3]), nb = K / 32;
     uint64_t qbytes = (uint64_t)N * nb * 16, dbytes = (uint64_t)N * nb * 2;
     dbytes = (dbytes + 255) / 256 * 256;
@@ -129,17 +129,11 @@ int main(int argc, char **argv)
         gq(1, &span_query);
     printf("N %u K %u: %.1f MB a copy, %d copies\n", N, K, (qbytes + dbytes) / 1e6, copies);
     for (int v = 4; v < argc; v++) {
-        char *spec = strdup(argv[v]), *bar = strchr(spec, '|');
-        const char *defs = bar ? bar + 1 : "";
-        if (bar)
-            *bar = 0;
-        char head[4096];
-        snprintf(head, sizeof head, "#version 310 es\n%s\n#define NN %uu\n#define KK %uu\n", defs,
-                 N, K);
-        for (char *p = head; *p; p++)
-            if (*p == ';')
-                *p = '\n';
-        GLuint p = lab_program(head, body);
+        const char *defs;
+        char *spec = lab_variant(argv[v], &defs);
+        char extra[64];
+        snprintf(extra, sizeof extra, "#define NN %uu\n#define KK %uu\n", N, K);
+        GLuint p = lab_variant_program(defs, extra, body);
         if (!p) {
             printf("%-28s compile failed\n", spec);
             continue;

@@ -123,6 +123,47 @@ static inline float lab_h2f(uint16_t h)
     return f;
 }
 
+/* A Q4_0 kernel's source: q4_common.glsl (next to it) and then the file
+ * at path (malloc'ed, NUL-terminated). */
+static inline char *lab_kernel_source(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    int dir = slash ? (int)(slash - path + 1) : 0;
+    char common[4096];
+    snprintf(common, sizeof common, "%.*sq4_common.glsl", dir, path);
+    char *a = lab_slurp(common), *b = lab_slurp(path);
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    memcpy(s, a, la);
+    memcpy(s + la, b, lb + 1);
+    free(a);
+    free(b);
+    return s;
+}
+
+/* A variant "name|defines" (';' separates lines): its name (malloc'ed)
+ * and, in *defs, what follows the '|' ("" without one). */
+static inline char *lab_variant(const char *arg, const char **defs)
+{
+    char *name = strdup(arg), *bar = strchr(name, '|');
+    *defs = bar ? arg + (bar - name) + 1 : "";
+    if (bar)
+        *bar = 0;
+    return name;
+}
+
+/* The program of a variant: "#version 310 es", its defines, the lab's own
+ * (extra), then body; 0 (the log on stderr) where it does not build. */
+static inline GLuint lab_variant_program(const char *defs, const char *extra, const char *body)
+{
+    char head[4096];
+    snprintf(head, sizeof head, "#version 310 es\n%s\n%s", defs, extra);
+    for (char *c = head; *c; c++)
+        if (*c == ';')
+            *c = '\n';
+    return lab_program(head, body);
+}
+
 /* GPU timer queries (GL_EXT_disjoint_timer_query; all NULL where absent) and
  * a program that keeps the GPU busy for a while (a single invocation, about
  * 8 ms on an H200, writing y[1] of the binding given): a loop queued behind

@@ -15,23 +15,14 @@
 // which order the driver launches them. PERSIST (main's second form): a
 // fixed grid looping over every phase's tiles. PREF: the weights are
 // loaded before the wait (CLAIM) or the grid barrier (PERSIST), so that
-// they are in registers when x is ready. NOSG: a shared-memory reduction instead of subgroupAdd. POLLV,
-// BACKOFF: how the wait reads (wait_phase). DS: the done counters' stride
-// in words (32: each on its own 128-byte line). ALLWAIT: every invocation
-// polls, not only the first (whose warp's other lanes wait at the barrier
-// meanwhile: a divergent spin).
+// they are in registers when x is ready. POLLV, BACKOFF: how the wait
+// reads (wait_phase). DS: the done counters' stride in words (32: each on
+// its own 128-byte line). ALLWAIT: every invocation polls, not only the
+// first (whose warp's other lanes wait at the barrier meanwhile: a
+// divergent spin). NOSG, UNROLLNV: q4_common.glsl.
 #ifndef R
 #define R 2
 #endif
-#ifndef NOSG
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#endif
-#ifdef UNROLLNV
-#pragma optionNV(unroll all)
-#endif
-precision highp float;
-precision highp int;
-layout(local_size_x = 256) in;
 #ifdef POLLV
 #define POLLQ volatile
 #define POLL(v) (v)
@@ -55,24 +46,6 @@ layout(std430, binding = 3) restrict readonly buffer P { uvec4 ph[]; };
 layout(std430, binding = 4) coherent POLLQ buffer C { uint claim; uint fail; uint spins; uint pad; uint done[]; };
 uniform uint phase_id, nphase, ntiles, probe;
 shared uint s_tile, s_phase;
-#ifdef NOSG
-shared float red[256];
-float subgroupAdd(float v)
-{
-    uint lid = gl_LocalInvocationID.x;
-    barrier();
-    red[lid] = v;
-    memoryBarrierShared();
-    barrier();
-    for (uint h = 16u; h > 0u; h >>= 1u) {
-        if (lid % 32u < h)
-            red[lid] += red[lid + h];
-        memoryBarrierShared();
-        barrier();
-    }
-    return red[lid - lid % 32u];
-}
-#endif
 // x, 8 vec4 (a block) padded to 9 against bank conflicts where that fits
 #if MAXK * 9u / 2u <= 49152u
 #define XP 9u
@@ -81,20 +54,6 @@ float subgroupAdd(float v)
 #endif
 shared vec4 xs[MAXK / 32u * XP];
 
-vec4 lo4(uint w)
-{
-    uint h = w >> 12u;
-    vec4 f = uintBitsToFloat(uvec4(w & 0xfu, w & 0xf00u, w & 0xf0000u, h & 0xf000u) | 0x4b000000u);
-    return f * vec4(1.0, 1.0 / 256.0, 1.0 / 65536.0, 1.0 / 4096.0) +
-           vec4(-8388616.0, -32776.0, -136.0, -2056.0);
-}
-vec4 hi4(uint w)
-{
-    uint h = w >> 12u;
-    vec4 f = uintBitsToFloat(uvec4(w & 0xf0u, w & 0xf000u, h & 0xf00u, h & 0xf0000u) | 0x4b000000u);
-    return f * vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 256.0, 1.0 / 65536.0) +
-           vec4(-524296.0, -2056.0, -32776.0, -136.0);
-}
 float bdot(uvec4 w, uint b)
 {
     uint o = b * XP;

@@ -47,7 +47,7 @@ int main(int argc, char **argv)
         return 2;
     }
     lab_context();
-    char *body = lab_slurp(argv[1]);
+    char *body = lab_kernel_source(argv[1]);
     int iters = getenv("LAB_ITERS") ? atoi(getenv("LAB_ITERS")) : 20;
     /* the phases: x of each is the first k floats of the one before's y */
     uint32_t np = 4 * L, maxk = H > F ? H : F;
@@ -147,22 +147,17 @@ int main(int argc, char **argv)
     if (tm.gen)
         tm.gen(1, &span);
     for (int v = 3; v < argc; v++) {
-        char *spec = strdup(argv[v]), *bar = strchr(spec, '|');
-        const char *defs = bar ? bar + 1 : "";
-        if (bar)
-            *bar = 0;
+        const char *defs;
+        char *spec = lab_variant(argv[v], &defs);
         /* one dispatch: CLAIM's (every tile's workgroup) or PERSIST's (that
          * many workgroups) */
         const char *pers = strstr(defs, "PERSIST ");
         GLuint persist = pers ? (GLuint)atoi(pers + 8) : 0;
         int claim = strstr(defs, "CLAIM") != NULL || persist;
-        char head[4096];
-        snprintf(head, sizeof head, "#version 310 es\n%s\n#define MAXK %uu\n#define MAXB %u\n",
-                 defs, maxk, (maxk / 32 + 31) / 32);
-        for (char *c = head; *c; c++)
-            if (*c == ';')
-                *c = '\n';
-        GLuint prog = lab_program(head, body);
+        char extra[128];
+        snprintf(extra, sizeof extra, "#define MAXK %uu\n#define MAXB %u\n", maxk,
+                 (maxk / 32 + 31) / 32);
+        GLuint prog = lab_variant_program(defs, extra, body);
         if (!prog) {
             printf("%-16s compile failed\n", spec);
             continue;
