@@ -22,10 +22,10 @@
  * statistics and error message are left as they were, and its buffers
  * (about 0.6-0.9 MiB at its peak) are deleted when it is done.
  * glesc_session_create takes the profile for a session whose prompts may
- * need it, so that no eval's time or memory includes the measurement. A failed measurement
- * is logged as a warning with its reason, and the context then uses GEMV up
- * to PROFILE_FALLBACK_GEMV_MAX_M (the value used when nothing is measured);
- * the next context tries again.
+ * need it, so that no eval's time or memory includes the measurement. A
+ * failed measurement is logged as a warning with its reason, and the
+ * context then uses GEMV up to PROFILE_FALLBACK_GEMV_MAX_M (the value used
+ * when nothing is measured); the next context tries again.
  */
 #include <stdlib.h>
 #include <string.h>
