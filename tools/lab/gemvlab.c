@@ -119,14 +119,9 @@ int main(int argc, char **argv)
     glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 4, bc);
     /* timer queries, and a program that keeps the GPU busy for a while */
     lab_timer tm = lab_timers(3);
-    PFNGLGENQUERIESEXTPROC gq = tm.gen;
-    PFNGLBEGINQUERYEXTPROC bq_ = tm.begin;
-    PFNGLENDQUERYEXTPROC eq = tm.end;
-    PFNGLGETQUERYOBJECTUI64VEXTPROC gr = tm.get;
-    GLuint sleeper = tm.sleeper;
     GLuint span_query = 0; /* the loops' GPU time */
-    if (gq && bq_ && eq && gr)
-        gq(1, &span_query);
+    if (tm.gen)
+        tm.gen(1, &span_query);
     printf("N %u K %u: %.1f MB a copy, %d copies\n", N, K, (qbytes + dbytes) / 1e6, copies);
     for (int v = 4; v < argc; v++) {
         const char *defs;
@@ -188,24 +183,24 @@ int main(int argc, char **argv)
          * mode's loop by the wall clock and on the GPU */
         double timed = 0, wall[4] = {0}, gpu[4] = {0};
         {
-            if (gq && bq_ && eq && gr) {
+            if (tm.gen) {
                 GLuint qs[64];
-                gq(64, qs);
+                tm.gen(64, qs);
                 uint64_t tot = 0;
                 int n = 0;
                 for (int i = 0; i < iters; i++) {
                     int k = i % 64;
                     if (i >= 64) {
                         GLuint64 v = 0;
-                        gr(qs[k], GL_QUERY_RESULT_EXT, &v);
+                        tm.get(qs[k], GL_QUERY_RESULT_EXT, &v);
                         tot += v;
                         n++;
                     }
                     glUniform1ui(lq, (GLuint)(qbytes / 16 * (i % copies)));
                     glUniform1ui(ld, (GLuint)(dbytes / 4 * (i % copies)));
-                    bq_(GL_TIME_ELAPSED_EXT, qs[k]);
+                    tm.begin(GL_TIME_ELAPSED_EXT, qs[k]);
                     glDispatchCompute(groups, 1, 1);
-                    eq(GL_TIME_ELAPSED_EXT);
+                    tm.end(GL_TIME_ELAPSED_EXT);
                     glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
                 }
                 timed = n ? tot * 1e-9 / n : 0;
@@ -224,17 +219,17 @@ int main(int argc, char **argv)
             wall[mode] = (lab_now() - t0) / iters;
             /* the GPU's own time for the same loop: queued behind a long
              * single-invocation dispatch, so that the host is ahead */
-            if (sleeper && span_query) {
-                glUseProgram(sleeper);
+            if (tm.sleeper && span_query) {
+                glUseProgram(tm.sleeper);
                 glDispatchCompute(1, 1, 1);
                 glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
                 glUseProgram(p);
-                bq_(GL_TIME_ELAPSED_EXT, span_query);
+                tm.begin(GL_TIME_ELAPSED_EXT, span_query);
                 run_loop(&lp, mode, iters);
-                eq(GL_TIME_ELAPSED_EXT);
+                tm.end(GL_TIME_ELAPSED_EXT);
                 glFinish();
                 GLuint64 v = 0;
-                gr(span_query, GL_QUERY_RESULT_EXT, &v);
+                tm.get(span_query, GL_QUERY_RESULT_EXT, &v);
                 gpu[mode] = v * 1e-9 / iters;
             }
         }

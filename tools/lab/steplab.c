@@ -89,12 +89,10 @@ int main(int argc, char **argv)
             d[ph[p].doff + i] = lab_f2h(
                 (float)((next() & 1 ? 1 : -1) * (0.8 + 0.4 * (next() >> 11) / 9007199254740992.0) /
                         sqrt(21.5 * ph[p].k)));
-    /* the reference */
+    /* the reference: act's contents, the input x first (never overwritten) */
     float *ref = calloc(act, 4);
     for (uint32_t i = 0; i < maxk; i++)
         ref[i] = (float)((next() >> 11) / 9007199254740992.0 - 0.5);
-    float *x0 = malloc(maxk * 4);
-    memcpy(x0, ref, maxk * 4);
     for (uint32_t p = 0; p < np; p++) {
         const float *x = ref + ph[p].xoff;
         for (uint32_t n = 0; n < ph[p].n; n++) {
@@ -125,7 +123,7 @@ int main(int argc, char **argv)
     glBufferData(GL_SHADER_STORAGE_BUFFER, nd * 2, d, GL_STATIC_DRAW);
     glBindBuffer(GL_SHADER_STORAGE_BUFFER, buf[2]);
     glBufferData(GL_SHADER_STORAGE_BUFFER, (GLsizeiptr)act * 4, NULL, GL_DYNAMIC_COPY);
-    glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, maxk * 4, x0);
+    glBufferSubData(GL_SHADER_STORAGE_BUFFER, 0, maxk * 4, ref);
     glBindBuffer(GL_SHADER_STORAGE_BUFFER, buf[4]);
     glBufferData(GL_SHADER_STORAGE_BUFFER, 16 + 128 * (GLsizeiptr)np, NULL, GL_DYNAMIC_COPY);
     glBindBuffer(GL_SHADER_STORAGE_BUFFER, buf[5]);
